@@ -1,0 +1,51 @@
+"""`jaxinfra explain`: what each job becomes — pods, hosts, devices, coordinator, env per rank."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from jaxinfra.plan import ClusterPlan, JobPlan
+
+
+def shown_ranks(processes: int, limit: int) -> list[int | None]:
+    """The first ranks and the last one, with None where ranks are elided."""
+    if processes <= limit:
+        return list(range(processes))
+    return [*range(max(limit - 1, 1)), None, processes - 1]
+
+
+def facts(jp: JobPlan) -> list[tuple[str, str]]:
+    """The derived numbers of one job, as label/value pairs."""
+    a = jp.accel
+    rank_rule = (f"TPU_WORKER_ID + MEGASCALE_SLICE_ID x {jp.hosts_per_slice} (derived by jax.distributed.initialize())"
+                 if jp.multi_slice else "JAX_PROCESS_ID = the pod's completion index")
+    return [
+        ("backend", jp.backend),
+        ("node pool", f"{jp.pool.name}: {a.name} ({a.machine_type or 'any machine'})"),
+        ("slices x hosts", f"{jp.slices} x {jp.hosts_per_slice}"),
+        ("processes (pods)", str(jp.processes)),
+        ("devices", f"{jp.devices_per_process} per process, {jp.devices} in all"),
+        ("coordinator", jp.coordinator_address),
+        ("rank", rank_rule),
+        ("restarts", f"{jp.job.max_restarts} whole-group restarts"),
+    ]
+
+
+def render_explanation(console: Console, path: Path, cp: ClusterPlan, limit: int) -> None:
+    console.print(f"[bold]{path}[/bold]: cluster [bold]{cp.name}[/bold], {len(cp.jobs)} job(s)")
+    for jp in cp.jobs:
+        summary = Table(title=f"job {jp.namespace}/{jp.name}", show_header=False)
+        for k, v in facts(jp):
+            summary.add_row(k, v)
+        console.print(summary)
+        ranks = Table("rank", "pod hostname", "contract env", title="env each rank receives")
+        for rank in shown_ranks(jp.processes, limit):
+            if rank is None:
+                ranks.add_row("…", "…", "…")
+                continue
+            env = "\n".join(f"{k}={v}" for k, v in jp.rank_env(rank).items())
+            ranks.add_row(str(rank), jp.hostname(rank), env, end_section=True)
+        console.print(ranks)

@@ -1,0 +1,132 @@
+"""Objects and pod parts every backend shares: Namespace, ServiceAccount, headless Service, pod template."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jaxinfra import catalog
+from jaxinfra import plan as P
+from jaxinfra.plan import JobPlan
+
+Manifest = dict[str, Any]
+
+SHM_VOLUME = "dshm"
+
+
+def metadata(jp: JobPlan, name: str | None = None, **extra: Any) -> dict[str, Any]:
+    """Explicit name, namespace, labels and the user's annotations on every object."""
+    meta: dict[str, Any] = {"name": name or jp.name, "namespace": jp.namespace, "labels": dict(jp.labels)}
+    annotations = {**jp.job.annotations, **extra.pop("annotations", {})}
+    if annotations:
+        meta["annotations"] = annotations
+    return meta
+
+
+def namespace(name: str) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": {P.MANAGED_BY: "jaxinfra"}}}
+
+
+def service_account(jp: JobPlan) -> Manifest:
+    """The job's own identity; no API token unless something in the pod needs the API."""
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(jp),
+            "automountServiceAccountToken": False}
+
+
+def headless_service(jp: JobPlan) -> Manifest:
+    """Gives every pod `<hostname>.<service>` in DNS, before readiness (DESIGN §5.1)."""
+    return {
+        "apiVersion": "v1", "kind": "Service", "metadata": metadata(jp, jp.service),
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": jp.selector,
+            "ports": [{"name": P.PORT_NAME, "port": jp.port, "targetPort": jp.port, "protocol": "TCP"}],
+        },
+    }
+
+
+def _field(path: str) -> dict[str, Any]:
+    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
+
+
+def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
+    """The env contract of DESIGN §3, in an order where later values may use $(EARLIER)."""
+    env: list[dict[str, Any]] = [
+        {"name": P.COORDINATOR_ADDRESS, "value": jp.coordinator_address},
+        {"name": P.NUM_PROCESSES, "value": str(jp.processes)},
+    ]
+    if jp.multi_slice:
+        # JAX derives the rank itself: TPU_WORKER_ID (from the platform) + slice id x hosts.
+        env += [
+            {"name": P.MEGASCALE_COORDINATOR, "value": jp.coordinator_host},
+            {"name": P.MEGASCALE_NUM_SLICES, **_field(f"metadata.labels['{P.JOBSET_REPLICAS}']")},
+            {"name": P.MEGASCALE_SLICE_ID, **_field(f"metadata.labels['{P.JOBSET_JOB_INDEX}']")},
+        ]
+    else:
+        env.append({"name": P.PROCESS_ID, **_field(f"metadata.annotations['{P.COMPLETION_INDEX}']")})
+    env.append({"name": P.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
+    if jp.kind == "cpu":
+        env.append({"name": P.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
+    return env + [{"name": k, "value": v} for k, v in jp.job.env.items()]
+
+
+def _resources(jp: JobPlan) -> dict[str, Any]:
+    requests = {k: str(v) for k, v in jp.job.resources.requests.items()}
+    limits = {k: str(v) for k, v in jp.job.resources.limits.items()}
+    if jp.accel.resource:
+        requests[jp.accel.resource] = limits[jp.accel.resource] = str(jp.accel.chips_per_host)
+    return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
+
+
+def _placement(jp: JobPlan) -> dict[str, Any]:
+    """Node selectors and tolerations from the catalog row (and Spot)."""
+    a = jp.accel
+    selector: dict[str, str] = {}
+    tolerations: list[dict[str, str]] = []
+    if a.kind == "tpu":
+        selector = {catalog.TPU_ACCELERATOR_LABEL: a.gke_accelerator or "", catalog.TPU_TOPOLOGY_LABEL: a.topology or ""}
+    elif a.kind == "gpu":
+        selector = {catalog.GPU_ACCELERATOR_LABEL: a.gke_accelerator or ""}
+    if a.resource:
+        tolerations.append({"key": a.resource, "operator": "Exists", "effect": "NoSchedule"})
+    if jp.pool.spot:
+        selector["cloud.google.com/gke-spot"] = "true"
+        tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    out: dict[str, Any] = {}
+    if selector:
+        out["nodeSelector"] = selector
+    if tolerations:
+        out["tolerations"] = tolerations
+    return out
+
+
+def pod_template(jp: JobPlan, **spec_extra: Any) -> dict[str, Any]:
+    """One JAX process per pod: the container, its env contract and its placement."""
+    container: dict[str, Any] = {
+        "name": P.CONTAINER,
+        "image": jp.job.image,
+        "env": contract_env(jp),
+        "ports": [{"name": P.PORT_NAME, "containerPort": jp.port, "protocol": "TCP"}],
+    }
+    if jp.job.command is not None:
+        container["command"] = list(jp.job.command)
+    if jp.job.args:
+        container["args"] = list(jp.job.args)
+    if resources := _resources(jp):
+        container["resources"] = resources
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "serviceAccountName": jp.name,
+        "automountServiceAccountToken": False,
+        "containers": [container],
+        **_placement(jp),
+        **spec_extra,
+    }
+    if jp.kind == "gpu":
+        container["volumeMounts"] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+        spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": jp.job.shm_size}}]
+    meta: dict[str, Any] = {"labels": dict(jp.labels)}
+    if jp.job.annotations:
+        meta["annotations"] = dict(jp.job.annotations)
+    return {"metadata": meta, "spec": spec}

@@ -1,0 +1,308 @@
+"""The user-facing declarative model: a `Cluster` of `NodePool`s and `JaxJob`s.
+
+Every default lives here, documented on its field. Validation is deferred to the root: leaf
+objects (`TPU(...)`, `JaxJob(...)`) only record what they were given, and `Cluster(...)`
+validates the whole tree in one pass, so one `SpecError` lists every problem with its path
+(`jobs[0].coordinator_port`) instead of stopping at the first constructor that fails.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError
+from pydantic import field_validator, model_validator
+from pydantic._internal._model_construction import ModelMetaclass
+from pydantic_core import PydanticCustomError
+
+from jaxinfra import catalog
+from jaxinfra.errors import CatalogError, Problem, SpecError
+
+#: Workload backends that render today; the first is the default.
+BACKENDS: tuple[str, ...] = ("jobset", "job")
+Backend = Literal["jobset", "job"]
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+_QUANTITY = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i?|[munkMGTPE])?$")
+
+
+def problem(message: str, fix: str, field: str | None = None) -> PydanticCustomError:
+    """A validation error that carries its fix (and optionally a sub-field) to `SpecError`."""
+    return PydanticCustomError("jaxinfra", message, {"fix": fix, "field": field or ""})
+
+
+def dns_label(value: str, max_len: int = 63) -> str:
+    """Kubernetes names that become DNS labels: lower-case alphanumerics and '-'."""
+    if len(value) > max_len or not _DNS_LABEL.match(value):
+        raise problem(
+            f"not a DNS-1123 label of at most {max_len} characters",
+            "use lower-case letters, digits and '-', starting and ending alphanumeric",
+        )
+    return value
+
+
+class _Deferred(ModelMetaclass):
+    """Calling a spec class records its input; the root `Cluster` validates it later.
+
+    Pydantic's own validation creates instances without going through this `__call__`, so
+    validated objects are ordinary models.
+    """
+
+    def __call__(cls, *args: Any, **data: Any) -> Any:
+        positional = cls._positional  # type: ignore[attr-defined]
+        if len(args) > len(positional):
+            raise TypeError(f"{cls.__name__}() takes at most {len(positional)} positional arguments")
+        data.update(zip(positional, args))
+        shell = cls.model_construct(**data)
+        shell._input = data
+        return shell
+
+
+class Spec(BaseModel, metaclass=_Deferred):
+    """Base of every spec object: frozen, no unknown fields, validated by the root."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    _positional: ClassVar[tuple[str, ...]] = ()
+    _input: dict[str, Any] | None = PrivateAttr(default=None)
+
+
+def raw(value: Any) -> Any:
+    """The unvalidated input tree: what the user passed, for one validation pass at the root."""
+    if isinstance(value, Spec):
+        if value._input is None:  # already validated (reused from another cluster)
+            data = {k: getattr(value, k) for k in value.model_fields_set}
+        else:
+            data = dict(value._input)
+        if "kind" in type(value).model_fields:
+            data.setdefault("kind", type(value).model_fields["kind"].default)
+        return {k: raw(v) for k, v in data.items()}
+    if isinstance(value, (list, tuple)):
+        return [raw(v) for v in value]
+    if isinstance(value, dict):
+        return {k: raw(v) for k, v in value.items()}
+    return value
+
+
+def _catalog_problem(err: CatalogError) -> PydanticCustomError:
+    p = err.problems[0]
+    return problem(p.message, p.fix, p.path)
+
+
+# --- accelerators ---------------------------------------------------------------------------
+
+
+class TPU(Spec):
+    """A TPU slice type: `TPU("v5p", "2x2x4")` or by alias, `TPU("v5p-32")`."""
+
+    _positional = ("generation", "topology")
+    kind: Literal["tpu"] = "tpu"
+    generation: str = Field(description="TPU generation: v4, v5e, v5p, v6e, tpu7x (or an alias such as v5p-32).")
+    topology: str | None = Field(None, description="Chip topology, e.g. 2x2x4; omit when `generation` is an alias.")
+
+    @model_validator(mode="after")
+    def _in_catalog(self) -> TPU:
+        try:
+            row = catalog.resolve(self.generation) if self.topology is None else catalog.tpu(self.generation, self.topology)
+        except CatalogError as err:
+            raise _catalog_problem(err) from None
+        if row.kind != "tpu":
+            raise problem(f"{row.name} is a {row.kind}, not a TPU", f"use {row.kind.upper()}(...)", "generation")
+        if (row.family, row.topology) != (self.generation, self.topology):
+            return TPU.model_validate({"generation": row.family, "topology": row.topology})
+        return self
+
+    @property
+    def row(self) -> catalog.Accelerator:
+        return catalog.tpu(self.generation, self.topology or "")
+
+
+class GPU(Spec):
+    """GPU nodes: `GPU("h100-80gb", 8)` is a node with 8 H100 80 GB GPUs."""
+
+    _positional = ("type", "count")
+    kind: Literal["gpu"] = "gpu"
+    type: str = Field(description="GPU type, e.g. l4, a100-40gb, a100-80gb, h100-80gb, h100-mega-80gb, h200-141gb, b200.")
+    count: int = Field(gt=0, description="GPUs per node (one JAX process per node uses all of them).")
+
+    @model_validator(mode="after")
+    def _in_catalog(self) -> GPU:
+        try:
+            row = catalog.gpu(self.type, self.count)
+        except CatalogError as err:
+            raise _catalog_problem(err) from None
+        if row.family != self.type:
+            return GPU.model_validate({"type": row.family, "count": self.count})
+        return self
+
+    @property
+    def row(self) -> catalog.Accelerator:
+        return catalog.gpu(self.type, self.count)
+
+
+class CPU(Spec):
+    """CPU-only nodes: each JAX process gets `devices` CPU devices (`JAX_NUM_CPU_DEVICES`)."""
+
+    _positional = ("devices",)
+    kind: Literal["cpu"] = "cpu"
+    devices: int = Field(1, gt=0, le=1024, description="JAX CPU devices per process.")
+    machine_type: str | None = Field(None, description="Optional machine type for a provisioned node pool.")
+
+    @property
+    def row(self) -> catalog.Accelerator:
+        return catalog.cpu()
+
+
+def _accelerator_kind(value: Any) -> str | None:
+    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+Accelerator = Annotated[
+    Union[Annotated[TPU, Tag("tpu")], Annotated[GPU, Tag("gpu")], Annotated[CPU, Tag("cpu")]],
+    Discriminator(_accelerator_kind, custom_error_type="jaxinfra",
+                  custom_error_message="not an accelerator",
+                  custom_error_context={"fix": "use TPU(...), GPU(...) or CPU(...)", "field": ""}),
+]
+
+
+# --- node pools and jobs --------------------------------------------------------------------
+
+
+class NodePool(Spec):
+    """A group of identical nodes; for TPU, one node pool per slice is provisioned from it."""
+
+    _positional = ("name", "accelerator")
+    name: str = Field(description="Node pool name (DNS-1123 label, at most 40 characters as on GKE).")
+    accelerator: Accelerator
+    spot: bool = Field(False, description="Use Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
+    reservation: str | None = Field(None, description="Name of a capacity reservation to consume.")
+
+    _name = field_validator("name")(lambda v: dns_label(v, 40))
+
+
+class Resources(Spec):
+    """Extra container resources; the accelerator's own resource is added from the catalog."""
+
+    requests: dict[str, str | int] = Field(default_factory=dict, description="e.g. {'cpu': '8', 'memory': '64Gi'}.")
+    limits: dict[str, str | int] = Field(default_factory=dict, description="Limits; requests default to them.")
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, v: dict[str, str | int]) -> dict[str, str | int]:
+        for name, q in v.items():
+            if isinstance(q, bool) or not _QUANTITY.match(str(q)):
+                raise problem(f"{name}: {q!r} is not a Kubernetes quantity", "write it like '8', '500m' or '64Gi'", name)
+        return v
+
+
+class JaxJob(Spec):
+    """A multi-host JAX training job: one process per host (TPU VM or GPU/CPU node)."""
+
+    _positional = ("name",)
+    name: str = Field(description="Job name; names the workload, Service and pods (DNS-1123 label).")
+    namespace: str = Field("default", description="Namespace of every object of the job.")
+    image: str = Field(min_length=1, description="Container image.")
+    command: tuple[str, ...] | None = Field(None, description="Container command; None keeps the image's entrypoint.")
+    args: tuple[str, ...] = Field((), description="Container args.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra env; may reference the contract as $(JAX_PROCESS_ID).")
+    node_pool: str = Field(description="Name of the node pool the job runs on.")
+    slices: int | None = Field(None, gt=0, description="TPU slices (multi-slice over DCN); default 1. TPU pools only.")
+    nodes: int | None = Field(None, gt=0, description="GPU/CPU nodes, one process each; default 1. GPU/CPU pools only.")
+    coordinator_port: int = Field(8482, ge=1, le=65535, description="JAX coordinator port (8482 is JAX's own TPU default).")
+    backend: Backend = Field("jobset", description="Workload kind: jobset (JobSet) or job (Indexed Job).")
+    max_restarts: int = Field(0, ge=0, le=1000, description="Whole-group restarts before the job fails.")
+    init_timeout_seconds: int = Field(300, gt=0, le=86400, description="JAX rendezvous timeout (JAX_INITIALIZATION_TIMEOUT).")
+    resources: Resources = Field(default_factory=Resources, description="Extra container resources.")
+    shm_size: str = Field("16Gi", description="Size limit of the memory-backed /dev/shm of GPU pods (NCCL).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels on every object and pod.")
+    annotations: dict[str, str] = Field(default_factory=dict, description="Extra annotations on every object and pod.")
+
+    _names = field_validator("name", "namespace")(lambda v: dns_label(v))
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
+        for name in v:
+            if not _ENV_NAME.match(name):
+                raise problem(f"{name!r} is not a valid env var name", "use letters, digits, '_', '-' or '.', not starting with a digit", name)
+        return v
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, v: str) -> str:
+        if not _QUANTITY.match(v):
+            raise problem("not a Kubernetes quantity", "write it like '16Gi'")
+        return v
+
+    @property
+    def num_slices(self) -> int:
+        return self.slices or 1
+
+    @property
+    def num_nodes(self) -> int:
+        return self.nodes or 1
+
+
+class Cluster(BaseModel):
+    """The root of a stack: node pools and the jobs that run on them, validated as a whole."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(description="Cluster name (DNS-1123 label); also the output file's name.")
+    node_pools: tuple[NodePool, ...] = Field(min_length=1, description="Accelerator node pools.")
+    jobs: tuple[JaxJob, ...] = Field((), description="JAX jobs.")
+
+    _name = field_validator("name")(lambda v: dns_label(v, 40))
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**raw(data))
+        except ValidationError as err:
+            raise SpecError(_problems(err)) from None
+        from jaxinfra.plan import check  # cross-object rules need the derived names
+
+        if problems := check(self):
+            raise SpecError(problems)
+
+    def pool(self, name: str) -> NodePool:
+        return next(p for p in self.node_pools if p.name == name)
+
+    def with_backend(self, backend: str) -> Cluster:
+        """The same cluster with every job on `backend` (the CLI's `--backend`), revalidated."""
+        return Cluster(name=self.name, node_pools=self.node_pools, jobs=[{**raw(j), "backend": backend} for j in self.jobs])
+
+
+# --- pydantic errors to Problems -------------------------------------------------------------
+
+_FIXES: dict[str, str] = {
+    "missing": "set it",
+    "extra_forbidden": "remove it or check its spelling",
+    "greater_than": "use a value greater than {gt}",
+    "greater_than_equal": "use a value of at least {ge}",
+    "less_than": "use a value less than {lt}",
+    "less_than_equal": "use a value of at most {le}",
+    "literal_error": "use one of {expected}",
+    "too_short": "give at least {min_length}",
+    "string_too_short": "give a non-empty string",
+}
+
+
+def path_of(loc: tuple[str | int, ...]) -> str:
+    """('jobs', 0, 'port') -> 'jobs[0].port'."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _problems(err: ValidationError) -> list[Problem]:
+    problems = []
+    for e in err.errors(include_url=False):
+        ctx = e.get("ctx") or {}
+        loc = tuple(p for p in e["loc"] if p not in ("tpu", "gpu", "cpu"))  # drop the union's tags
+        if ctx.get("field"):
+            loc = (*loc, ctx["field"])
+        fix = ctx.get("fix") or _FIXES.get(e["type"], "correct the type or value").format(**ctx)
+        problems.append(Problem(path_of(loc) or "cluster", e.get("input"), e["msg"], fix))
+    return problems

@@ -1,0 +1,426 @@
+"""Strict schema validation of Kubernetes manifests, reporting every problem at once.
+
+Built-in kinds are checked against the strict JSON schemas that `kubernetes-validate` ships for
+`K8S_VERSION`; the custom kinds jaxinfra renders are checked against the `openAPIV3Schema` of
+their upstream CRDs (bundled in `jaxinfra.schemas`), made strict the way the API server's strict
+field validation is. Either way an unknown field is an error, because a silently dropped field
+(a misspelt `podFailurePolicy`, say) is how a training job ends up running with the wrong policy.
+
+jsonschema, kubernetes_validate and yaml are imported inside functions: the CLI imports this
+module on every start and most commands never validate.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jaxinfra.errors import ManifestError, Problem
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+    from jsonschema.exceptions import ValidationError
+    from jsonschema.protocols import Validator
+    from referencing import Registry
+
+__all__ = ["K8S_VERSION", "validate_files", "validate_objects"]
+
+# Newest minor that the installed kubernetes-validate (1.37.0) ships; batch/v1 JobSpec there has
+# podReplacementPolicy, podFailurePolicy and backoffLimitPerIndex (all present since 1.28/1.29).
+K8S_VERSION = "1.37"
+
+# (group, kind) -> bundled CRD file, in the order the unknown-kind hint lists them. Static so a
+# lookup parses only the one file it needs; a test checks it against each file's group and kind.
+_CRD_FILES: dict[tuple[str, str], str] = {
+    ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
+    ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
+    ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    ("trainer.kubeflow.org", "TrainingRuntime"): "trainer.kubeflow.org_trainingruntimes.yaml",
+    ("kueue.x-k8s.io", "ClusterQueue"): "kueue.x-k8s.io_clusterqueues.yaml",
+    ("kueue.x-k8s.io", "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
+    ("kueue.x-k8s.io", "ResourceFlavor"): "kueue.x-k8s.io_resourceflavors.yaml",
+    ("kueue.x-k8s.io", "Topology"): "kueue.x-k8s.io_topologies.yaml",
+}
+_UNKNOWN_KIND_FIX = "jaxinfra validates built-in kinds and: " + ", ".join(k for _, k in _CRD_FILES)
+_INSTALL_FIX = "pip install 'jaxinfra[validate]'"
+_OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_LABEL = re.compile(_LABEL)
+_DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
+_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")  # keeps lookups inside the schema folder
+_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+
+_JsonPath = tuple[str | int, ...]
+# (location in the object, offending value, message, fix): a Problem before it gets its prefix.
+_Finding = tuple[_JsonPath, Any, str, str]
+
+
+def validate_objects(objects: Iterable[Mapping], source: str = "<memory>") -> list[Problem]:
+    """Every schema problem in `objects`, in order; `source` names them in each Problem's path."""
+    _require_dependencies()
+    problems: list[Problem] = []
+    for index, obj in enumerate(objects):
+        problems.extend(_validate_document(obj, source, index))
+    return problems
+
+
+def validate_files(paths: Iterable[str | Path]) -> list[Problem]:
+    """Every problem in multi-document YAML files; unreadable or unparsable files are problems too.
+
+    Empty documents (a stray `---`) are skipped but still counted, so `#index` is the document's
+    position in its file (0-based).
+    """
+    import yaml
+
+    _require_dependencies()
+    problems: list[Problem] = []
+    for path in paths:
+        source = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(Problem(source, None, f"cannot read the file: {err}", "check the path"))
+            continue
+        try:
+            for index, doc in enumerate(yaml.load_all(text, Loader=_yaml_loader())):
+                if doc is not None:
+                    problems.extend(_validate_document(doc, source, index))
+        except yaml.YAMLError as err:
+            problems.append(_yaml_problem(source, err))
+    return problems
+
+
+def _validate_document(doc: Any, source: str, index: int) -> list[Problem]:
+    """All problems of one document, sorted by location so that output is stable."""
+    prefix = f"{source}#{index}"
+    if not isinstance(doc, Mapping):
+        message = "a manifest document must be a mapping (one Kubernetes object)"
+        return [Problem(prefix, _short(doc), message, "make each YAML document one object with apiVersion, kind and metadata")]
+    metadata = doc.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    prefix += f" {doc.get('kind') or '?'}/{name or '?'}"
+    findings = sorted(_findings(doc), key=lambda f: (_sort_key(f[0]), f[2]))
+    problems: dict[tuple[str, str], Problem] = {}
+    for at, value, message, fix in findings:  # dict: the `required` expansion can repeat one
+        where = f"{prefix} {_json_path(at)}" if at else prefix
+        problems.setdefault((where, message), Problem(where, value, message, fix))
+    return list(problems.values())
+
+
+def _findings(doc: Mapping) -> Iterator[_Finding]:
+    """Pick the schema for the object's apiVersion and kind, then report against it."""
+    api_version, kind = doc.get("apiVersion"), doc.get("kind")
+    for field, value in (("apiVersion", api_version), ("kind", kind)):
+        if not isinstance(value, str) or not value:
+            yield (field,), value, f"{field} must be a non-empty string", "set it"
+    if not (isinstance(api_version, str) and api_version and isinstance(kind, str) and kind):
+        return
+    group, _, version = api_version.rpartition("/")
+    if (group, kind) in _CRD_FILES:
+        validator = _crd_validator(group, kind, version)
+        if validator is None:
+            served = _served_api_versions(group, kind)
+            message = f"{api_version} is not a served version of {kind}"
+            yield ("apiVersion",), api_version, message, f"use apiVersion {' or '.join(served)}"
+            return
+        yield from _name_findings(doc)
+    else:
+        validator = _builtin_validator(api_version, kind)
+        if validator is None:
+            yield _unknown_kind(api_version, kind)
+            return
+    for error in validator.iter_errors(doc):
+        yield from _explain(error)
+
+
+def _unknown_kind(api_version: str, kind: str) -> _Finding:
+    """The problem for a kind with no schema; names the right apiVersion when only that is off."""
+    message = f"no schema for {kind} in {api_version} (Kubernetes {K8S_VERSION} built-ins or bundled CRDs)"
+    groups = [group for group, custom in _CRD_FILES if custom == kind]
+    fix = f"use apiVersion {' or '.join(_served_api_versions(groups[0], kind))}" if groups else _UNKNOWN_KIND_FIX
+    return ("kind",), kind, message, fix
+
+
+def _explain(error: ValidationError) -> Iterator[_Finding]:
+    """Turn one jsonschema error into findings located at the field concerned."""
+    at = tuple(error.absolute_path)
+    instance = error.instance
+    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, Mapping):
+        allowed = sorted(error.schema.get("properties", {}))
+        for key in instance:
+            if key not in allowed:
+                yield (*at, key), _short(instance[key]), f"unknown field {key!r}", _unknown_field_fix(key, allowed)
+    elif error.validator == "required" and isinstance(instance, Mapping):
+        for key in error.validator_value:
+            if key not in instance:
+                yield (*at, key), None, f"{key!r} is a required property", "set it"
+    else:
+        yield at, _short(instance), _clip(error.message), _fix(error)
+
+
+def _unknown_field_fix(key: str, allowed: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(key), allowed, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else ""
+    return f"remove it or check its spelling{hint}; allowed: {', '.join(allowed) or 'none'}"
+
+
+def _fix(error: ValidationError) -> str:
+    """A short hint for the schema keyword that failed."""
+    rule, limit = error.validator, error.validator_value
+    if rule == "type":
+        return f"use a value of type {_types(limit)}"
+    if rule in ("anyOf", "oneOf") and all(isinstance(s, Mapping) and "type" in s for s in limit):
+        return f"use a value of type {' or '.join(dict.fromkeys(_types(s['type']) for s in limit))}"
+    hints = {
+        "enum": lambda: "use one of: " + ", ".join(map(repr, limit)),
+        "const": lambda: f"use {limit!r}",
+        "pattern": lambda: f"make it match the regular expression {limit}",
+        "maxLength": lambda: f"shorten it to at most {limit} characters",
+        "minLength": lambda: f"make it at least {limit} characters long",
+        "maximum": lambda: f"use a value <= {limit}",
+        "minimum": lambda: f"use a value >= {limit}",
+        "exclusiveMaximum": lambda: f"use a value < {limit}",
+        "exclusiveMinimum": lambda: f"use a value > {limit}",
+        "maxItems": lambda: f"use at most {limit} items",
+        "minItems": lambda: f"use at least {limit} items",
+        "maxProperties": lambda: f"use at most {limit} entries",
+        "minProperties": lambda: f"use at least {limit} entries",
+        "uniqueItems": lambda: "remove the duplicate items",
+    }
+    hint = hints.get(rule)
+    return hint() if hint else _clip(f"make the value satisfy {rule}: {limit!r}")
+
+
+def _types(type_: str | Sequence[str]) -> str:
+    names = [type_] if isinstance(type_, str) else [t for t in type_ if t != "null"]
+    return " or ".join(names)
+
+
+def _name_findings(doc: Mapping) -> Iterator[_Finding]:
+    """Name rules the API server applies to custom objects (their schema leaves `name` open)."""
+    metadata = doc.get("metadata")
+    name = metadata.get("name") if isinstance(metadata, Mapping) else None
+    at: _JsonPath = ("metadata", "name")
+    if name is None:
+        yield at, None, "metadata.name is required", "set it"
+        return
+    if not isinstance(name, str):
+        return  # the ObjectMeta schema reports the type
+    if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+        message = "must be a DNS-1123 subdomain: at most 253 lowercase letters, digits, '-' or '.', alphanumeric at both ends"
+        yield at, name, message, "rename it to match"
+    elif doc.get("kind") == "JobSet":
+        yield from _jobset_name_findings(doc, name)
+
+
+def _jobset_name_findings(doc: Mapping, name: str) -> Iterator[_Finding]:
+    """The JobSet admission webhook derives Job and Pod names (and a pod label) from the JobSet
+    name, and rejects the JobSet unless each derived name is a DNS-1035 label of at most 63
+    characters; so the name must be a DNS-1123 label too, and short enough for its children."""
+    if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
+        message = "a JobSet name must be a DNS-1123 label: at most 63 lowercase letters, digits or '-', alphanumeric at both ends"
+        yield ("metadata", "name"), name, message, "shorten it / rename it to match"
+        return
+    spec = doc.get("spec")
+    replicated = spec.get("replicatedJobs") if isinstance(spec, Mapping) else None
+    for i, rjob in enumerate(replicated if isinstance(replicated, list) else ()):
+        for child, derived in _jobset_child_names(name, rjob):
+            if len(derived) > 63 or not _DNS1035_LABEL.fullmatch(derived):
+                message = (f"{child} names derived from the JobSet and replicatedJob names (longest: {derived!r}) "
+                           "must be DNS-1035 labels of at most 63 characters (JobSet webhook)")
+                yield ("spec", "replicatedJobs", i, "name"), rjob["name"], message, "shorten the JobSet or replicatedJob name; start the JobSet name with a letter"
+
+
+def _jobset_child_names(jobset: str, rjob: Any) -> Iterator[tuple[str, str]]:
+    """The longest Job name and (Indexed Jobs) Pod name JobSet will create for a replicatedJob."""
+    if not isinstance(rjob, Mapping) or not isinstance(rjob.get("name"), str):
+        return
+    replicas = rjob.get("replicas", 1)
+    if not _is_int(replicas):
+        return
+    job = f"{jobset}-{rjob['name']}-{max(replicas - 1, 0)}"
+    yield "Job", job
+    template = rjob.get("template")
+    job_spec = template.get("spec") if isinstance(template, Mapping) else None
+    if isinstance(job_spec, Mapping):
+        completions = job_spec.get("completions")
+        # the JobSet webhook defaults completionMode to Indexed before validating
+        if job_spec.get("completionMode", "Indexed") == "Indexed" and _is_int(completions):
+            yield "Pod", f"{job}-{max(completions - 1, 0)}-abcde"  # plus the 5-character suffix
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --- schemas -------------------------------------------------------------------------------
+
+
+def _require_dependencies() -> None:
+    """Fail with one actionable Problem when the optional validation extras are missing."""
+    try:
+        import jsonschema  # noqa: F401
+        import kubernetes_validate  # noqa: F401
+    except ImportError as err:
+        message = f"strict validation needs the optional packages jsonschema and kubernetes-validate ({err})"
+        raise ManifestError([Problem("jaxinfra.validate", err.name, message, _INSTALL_FIX)]) from None
+
+
+@functools.cache
+def _k8s_schema_dir() -> Traversable:
+    """kubernetes-validate's strict schema folder for K8S_VERSION (its own `-strict` variant)."""
+    from importlib.resources import files
+
+    root = files("kubernetes_validate") / "kubernetes-json-schema"
+    wanted = re.compile(rf"v{re.escape(K8S_VERSION)}\.(\d+)-local-strict")
+    found = sorted((int(m[1]), d.name) for d in root.iterdir() if (m := wanted.fullmatch(d.name)))
+    if not found:
+        message = f"the installed kubernetes-validate has no schemas for Kubernetes {K8S_VERSION}"
+        raise ManifestError([Problem("jaxinfra.validate", K8S_VERSION, message, f"pip install -U 'kubernetes-validate>={K8S_VERSION}'")])
+    return root / found[-1][1]
+
+
+@functools.cache
+def _k8s_registry() -> tuple[Registry, str]:
+    """The registry resolving `$ref`s into kubernetes-validate's shared definitions, and their URI."""
+    from referencing import Registry, Resource
+
+    definitions = json.loads((_k8s_schema_dir() / "_definitions.json").read_text(encoding="utf-8"))
+    uri = definitions["$id"]
+    return Registry().with_resource(uri, Resource.from_contents(definitions)), uri
+
+
+@functools.cache
+def _builtin_validator(api_version: str, kind: str) -> Validator | None:
+    """Validator for a built-in kind, or None when K8S_VERSION has no such apiVersion/kind.
+
+    Files follow kubernetes-validate's naming (`<kind>-<first label of group>-<version>.json`);
+    the schema's own group-version-kind must match exactly, so that neither a look-alike group
+    nor a sub-object schema (Affinity, ...) passes for a kind.
+    """
+    from jsonschema import Draft202012Validator
+
+    group, _, version = api_version.rpartition("/")
+    stem = f"{group.split('.')[0]}-{version}" if group else version
+    if not (_SCHEMA_NAME.fullmatch(kind) and _SCHEMA_NAME.fullmatch(stem)):
+        return None
+    file = _k8s_schema_dir() / f"{kind.lower()}-{stem}.json"
+    if not file.is_file():
+        return None
+    schema = json.loads(file.read_text(encoding="utf-8"))
+    if {"group": group, "version": version, "kind": kind} not in schema.get("x-kubernetes-group-version-kind", []):
+        return None
+    return Draft202012Validator(schema, registry=_k8s_registry()[0])
+
+
+@functools.cache
+def _crd(group: str, kind: str) -> Mapping[str, Any]:
+    """The bundled CRD for a custom kind, parsed once (the large ones take tens of milliseconds)."""
+    import yaml
+    from importlib.resources import files
+
+    text = (files("jaxinfra.schemas") / _CRD_FILES[group, kind]).read_text(encoding="utf-8")
+    return yaml.load(text, Loader=_yaml_loader())
+
+
+def _served_api_versions(group: str, kind: str) -> list[str]:
+    return [f"{group}/{v['name']}" for v in _crd(group, kind)["spec"]["versions"] if v.get("served")]
+
+
+@functools.cache
+def _crd_validator(group: str, kind: str, version: str) -> Validator | None:
+    """Strict validator for a served version of a custom kind, or None if it is not served.
+
+    The CRD leaves root `metadata` as a bare object; the API server validates it as ObjectMeta,
+    so it is checked against kubernetes-validate's strict ObjectMeta.
+    """
+    from jsonschema import Draft202012Validator
+
+    for entry in _crd(group, kind)["spec"]["versions"]:
+        if entry["name"] == version and entry.get("served"):
+            registry, definitions_uri = _k8s_registry()
+            schema = _strict(entry["schema"]["openAPIV3Schema"])
+            schema["properties"] = {**schema["properties"], "metadata": {"$ref": f"{definitions_uri}#/$defs/{_OBJECT_META}"}}
+            return Draft202012Validator(schema, registry=registry)
+    return None
+
+
+def _strict(node: Mapping[str, Any]) -> dict[str, Any]:
+    """A copy of a structural CRD schema in which unknown fields are errors.
+
+    The API server drops (strict mode: rejects) fields a structural schema does not name, unless
+    `x-kubernetes-preserve-unknown-fields` is set; JSON Schema allows them unless told, so every
+    object schema without `additionalProperties` gets `additionalProperties: false` -- including
+    a bare `type: object` such as Trainer's `mlPolicy.jax: {}`, which keeps no fields at all.
+    Only structural keywords are followed: `anyOf`/`allOf` branches list partial properties.
+    `x-kubernetes-int-or-string` without its usual anyOf gets one, so either form is accepted.
+    """
+    out = dict(node)
+    properties = node.get("properties")
+    if isinstance(properties, Mapping):
+        out["properties"] = {key: _strict(sub) for key, sub in properties.items()}
+    if (
+        (properties is not None or node.get("type") == "object")
+        and "additionalProperties" not in node
+        and not node.get("x-kubernetes-preserve-unknown-fields")
+    ):
+        out["additionalProperties"] = False
+    for keyword in ("items", "additionalProperties"):
+        if isinstance(node.get(keyword), Mapping):
+            out[keyword] = _strict(node[keyword])
+    if node.get("x-kubernetes-int-or-string") and "anyOf" not in node and "type" not in node:
+        out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    return out
+
+
+# --- formatting ----------------------------------------------------------------------------
+
+
+def _yaml_loader() -> type:
+    import yaml
+
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _yaml_problem(source: str, err: Exception) -> Problem:
+    mark = getattr(err, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    detail = getattr(err, "problem", None) or str(err)
+    return Problem(source, None, f"invalid YAML{where}: {detail}", f"fix the YAML syntax{where}")
+
+
+def _json_path(at: _JsonPath) -> str:
+    """`spec.replicatedJobs[0].template`, with odd keys quoted: `labels["app.kubernetes.io/name"]`."""
+    out = ""
+    for part in at:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(str(part)):
+            out += f".{part}" if out else str(part)
+        else:
+            out += f"[{json.dumps(str(part))}]"
+    return out
+
+
+def _sort_key(at: _JsonPath) -> tuple[tuple[int, int, str], ...]:
+    """Orders list indices numerically ([2] before [10]) and keys alphabetically."""
+    return tuple((0, part, "") if isinstance(part, int) else (1, 0, str(part)) for part in at)
+
+
+def _short(value: Any, limit: int = 80) -> Any:
+    """The value itself, or its repr cut to `limit` characters when that is long (a whole pod spec)."""
+    text = repr(value)
+    return value if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,21 @@
+"""Two A3 nodes x 8 H100 80 GB GPUs: one JAX process per node."""
+
+from _images import JAX_GPU_IMAGE, TRAIN
+
+from jaxinfra import GPU, Cluster, JaxJob, NodePool
+
+cluster = Cluster(
+    name="gpu-h100",
+    node_pools=[NodePool("h100", GPU("h100-80gb", 8))],
+    jobs=[
+        JaxJob(
+            "train",
+            image=JAX_GPU_IMAGE,
+            command=TRAIN,
+            node_pool="h100",
+            nodes=2,
+            max_restarts=2,
+            resources={"requests": {"cpu": "200", "memory": "1500Gi"}},
+        )
+    ],
+)
