@@ -38,6 +38,7 @@ MAX_NAME = 63
 MANAGED_BY = "app.kubernetes.io/managed-by"
 APP_NAME = "app.kubernetes.io/name"
 PART_OF = "app.kubernetes.io/part-of"
+OWN_LABELS = frozenset({MANAGED_BY, APP_NAME, PART_OF})
 
 #: Upstream label and annotation keys the controllers set (DESIGN §3).
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -142,10 +143,9 @@ class JobPlan:
         return {JOBSET_NAME_LABEL: self.name} if self.backend == "jobset" else {JOB_NAME_LABEL: self.name}
 
     def derived_names(self) -> dict[str, str]:
-        """The longest value of every derived name that must fit a DNS label (63)."""
+        """The longest value of every name derived from the job's name that must fit a DNS label (63)."""
         last = self.processes - 1
         names = {"pod hostname": self.hostname(last), "Job name label": self.child_job(self.slices - 1)}
-        names |= {f"label {k}": v for k, v in self.labels.items()}
         return names
 
     def rank_env(self, rank: int) -> dict[str, str]:
@@ -186,6 +186,8 @@ def check(cluster: Cluster) -> list[Problem]:
     """Rules that span objects (references, counts, backends, derived names); all reported."""
     out: list[Problem] = []
     pools = {p.name: p for p in cluster.node_pools}
+    if not cluster.node_pools:
+        out.append(Problem("node_pools", [], "a cluster needs at least one node pool", "add NodePool(name, TPU(...) | GPU(...) | CPU(...))"))
     seen_pools: set[str] = set()
     for i, pool in enumerate(cluster.node_pools):
         if pool.name in seen_pools:
@@ -205,9 +207,7 @@ def check(cluster: Cluster) -> list[Problem]:
             out.append(Problem(f"{at}.node_pool", job.node_pool, "no node pool has this name", f"use one of {', '.join(close)}"))
             continue
         out.extend(_job_problems(at, job, pool))
-        if not any(p.path.startswith(at) for p in out):
-            jp = JobPlan(cluster.name, job, pool, pool.accelerator.row)
-            out.extend(_name_problems(at, jp))
+        out.extend(_name_problems(at, JobPlan(cluster.name, job, pool, pool.accelerator.row)))
     return out
 
 
@@ -226,13 +226,6 @@ def _job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
                                "use backend='jobset'"))
     elif job.slices is not None:
         out.append(Problem(f"{at}.slices", job.slices, f"slices are for TPU pools; {pool.name} is {row.kind}", "use `nodes` instead"))
-    for name in job.env:
-        if name in CONTRACT_ENV:
-            out.append(Problem(f"{at}.env.{name}", job.env[name], "set by jaxinfra's env contract",
-                               "remove it; set coordinator_port / init_timeout_seconds / the pool instead"))
-    for key in job.labels:
-        if key in (MANAGED_BY, APP_NAME, PART_OF):
-            out.append(Problem(f"{at}.labels.{key}", job.labels[key], "set by jaxinfra", "remove it"))
     for section in ("requests", "limits"):
         if row.resource and row.resource in getattr(job.resources, section):
             out.append(Problem(f"{at}.resources.{section}.{row.resource}", getattr(job.resources, section)[row.resource],
@@ -241,11 +234,9 @@ def _job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
 
 
 def _name_problems(at: str, jp: JobPlan) -> list[Problem]:
-    out = []
-    for what, value in jp.derived_names().items():
-        if len(value) > MAX_NAME:
-            field = "labels" if what.startswith("label ") and what[6:] in jp.job.labels else "name"
-            out.append(Problem(f"{at}.{field}", jp.job.name if field == "name" else value,
-                               f"derived {what} {value!r} is {len(value)} characters, over {MAX_NAME}",
-                               f"shorten it by at least {len(value) - MAX_NAME} characters"))
-    return out
+    """The job name is one root cause: report its longest derived name that is too long."""
+    what, value = max(jp.derived_names().items(), key=lambda item: len(item[1]))
+    if len(value) <= MAX_NAME:
+        return []
+    return [Problem(f"{at}.name", jp.name, f"derived {what} {value!r} is {len(value)} characters, over {MAX_NAME}",
+                    f"shorten the name by at least {len(value) - MAX_NAME} characters")]

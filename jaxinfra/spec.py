@@ -12,18 +12,21 @@ import re
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError
-from pydantic import field_validator, model_validator
+from pydantic import ValidationInfo, field_validator, model_validator
 from pydantic._internal._model_construction import ModelMetaclass
 from pydantic_core import PydanticCustomError
 
 from jaxinfra import catalog
 from jaxinfra.errors import CatalogError, Problem, SpecError
+from jaxinfra.plan import CONTRACT_ENV, OWN_LABELS
 
 #: Workload backends that render today; the first is the default.
 BACKENDS: tuple[str, ...] = ("jobset", "job")
 Backend = Literal["jobset", "job"]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 _QUANTITY = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+|[KMGTPE]i?|[munkMGTPE])?$")
 
@@ -226,6 +229,21 @@ class JaxJob(Spec):
         for name in v:
             if not _ENV_NAME.match(name):
                 raise problem(f"{name!r} is not a valid env var name", "use letters, digits, '_', '-' or '.', not starting with a digit", name)
+            if name in CONTRACT_ENV:
+                raise problem(f"{name} is set by jaxinfra's env contract", "remove it; set coordinator_port, init_timeout_seconds or the pool instead", name)
+        return v
+
+    @field_validator("labels", "annotations")
+    @classmethod
+    def _metadata(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        for key, value in v.items():
+            prefix, _, name = key.rpartition("/")
+            if len(name) > 63 or not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))):
+                raise problem(f"{key!r} is not a valid key", "use [prefix/]name with a DNS prefix and a name of at most 63 alphanumerics, '-', '_', '.'", key)
+            if info.field_name == "labels" and key in OWN_LABELS:
+                raise problem(f"{key} is set by jaxinfra", "remove it", key)
+            if info.field_name == "labels" and (len(value) > 63 or (value and not _LABEL_NAME.match(value))):
+                raise problem(f"label value {value!r} is not valid", "use at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric", key)
         return v
 
     @field_validator("shm_size")
@@ -250,7 +268,7 @@ class Cluster(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str = Field(description="Cluster name (DNS-1123 label); also the output file's name.")
-    node_pools: tuple[NodePool, ...] = Field(min_length=1, description="Accelerator node pools.")
+    node_pools: tuple[NodePool, ...] = Field(description="Accelerator node pools.")
     jobs: tuple[JaxJob, ...] = Field((), description="JAX jobs.")
 
     _name = field_validator("name")(lambda v: dns_label(v, 40))
@@ -301,8 +319,10 @@ def _problems(err: ValidationError) -> list[Problem]:
     for e in err.errors(include_url=False):
         ctx = e.get("ctx") or {}
         loc = tuple(p for p in e["loc"] if p not in ("tpu", "gpu", "cpu"))  # drop the union's tags
-        if ctx.get("field"):
-            loc = (*loc, ctx["field"])
+        value = e.get("input")
+        if field := ctx.get("field"):
+            loc = (*loc, field)
+            value = value.get(field, value) if isinstance(value, dict) else value
         fix = ctx.get("fix") or _FIXES.get(e["type"], "correct the type or value").format(**ctx)
-        problems.append(Problem(path_of(loc) or "cluster", e.get("input"), e["msg"], fix))
+        problems.append(Problem(path_of(loc) or "cluster", value, e["msg"], fix))
     return problems

@@ -12,7 +12,6 @@ module on every start and most commands never validate.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import re
@@ -52,12 +51,13 @@ _UNKNOWN_KIND_FIX = "jaxinfra validates built-in kinds and: " + ", ".join(k for 
 _INSTALL_FIX = "pip install 'jaxinfra[validate]'"
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
+# Patterns stay strings (compiled on first use, by re's cache) to keep the import cheap.
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL = re.compile(_LABEL)
-_DNS1123_SUBDOMAIN = re.compile(rf"{_LABEL}(\.{_LABEL})*")
-_DNS1035_LABEL = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
-_SCHEMA_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*")  # keeps lookups inside the schema folder
-_PLAIN_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+_DNS1123_LABEL = _LABEL
+_DNS1123_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
+_DNS1035_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"
+_SCHEMA_NAME = r"[A-Za-z0-9][A-Za-z0-9.-]*"  # keeps lookups inside the schema folder
+_PLAIN_KEY = r"[A-Za-z_][A-Za-z0-9_-]*"
 
 _JsonPath = tuple[str | int, ...]
 # (location in the object, offending value, message, fix): a Problem before it gets its prefix.
@@ -168,9 +168,28 @@ def _explain(error: ValidationError) -> Iterator[_Finding]:
 
 
 def _unknown_field_fix(key: str, allowed: Sequence[str]) -> str:
+    import difflib
+
     close = difflib.get_close_matches(str(key), allowed, n=1)
     hint = f" (did you mean {close[0]!r}?)" if close else ""
     return f"remove it or check its spelling{hint}; allowed: {', '.join(allowed) or 'none'}"
+
+
+_HINTS = {
+    "const": "use {!r}",
+    "pattern": "make it match the regular expression {}",
+    "maxLength": "shorten it to at most {} characters",
+    "minLength": "make it at least {} characters long",
+    "maximum": "use a value <= {}",
+    "minimum": "use a value >= {}",
+    "exclusiveMaximum": "use a value < {}",
+    "exclusiveMinimum": "use a value > {}",
+    "maxItems": "use at most {} items",
+    "minItems": "use at least {} items",
+    "maxProperties": "use at most {} entries",
+    "minProperties": "use at least {} entries",
+    "uniqueItems": "remove the duplicate items",
+}
 
 
 def _fix(error: ValidationError) -> str:
@@ -180,24 +199,9 @@ def _fix(error: ValidationError) -> str:
         return f"use a value of type {_types(limit)}"
     if rule in ("anyOf", "oneOf") and all(isinstance(s, Mapping) and "type" in s for s in limit):
         return f"use a value of type {' or '.join(dict.fromkeys(_types(s['type']) for s in limit))}"
-    hints = {
-        "enum": lambda: "use one of: " + ", ".join(map(repr, limit)),
-        "const": lambda: f"use {limit!r}",
-        "pattern": lambda: f"make it match the regular expression {limit}",
-        "maxLength": lambda: f"shorten it to at most {limit} characters",
-        "minLength": lambda: f"make it at least {limit} characters long",
-        "maximum": lambda: f"use a value <= {limit}",
-        "minimum": lambda: f"use a value >= {limit}",
-        "exclusiveMaximum": lambda: f"use a value < {limit}",
-        "exclusiveMinimum": lambda: f"use a value > {limit}",
-        "maxItems": lambda: f"use at most {limit} items",
-        "minItems": lambda: f"use at least {limit} items",
-        "maxProperties": lambda: f"use at most {limit} entries",
-        "minProperties": lambda: f"use at least {limit} entries",
-        "uniqueItems": lambda: "remove the duplicate items",
-    }
-    hint = hints.get(rule)
-    return hint() if hint else _clip(f"make the value satisfy {rule}: {limit!r}")
+    if rule == "enum":
+        return "use one of: " + ", ".join(map(repr, limit))
+    return _HINTS[rule].format(limit) if rule in _HINTS else _clip(f"make the value satisfy {rule}: {limit!r}")
 
 
 def _types(type_: str | Sequence[str]) -> str:
@@ -215,7 +219,7 @@ def _name_findings(doc: Mapping) -> Iterator[_Finding]:
         return
     if not isinstance(name, str):
         return  # the ObjectMeta schema reports the type
-    if len(name) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name):
+    if len(name) > 253 or not re.fullmatch(_DNS1123_SUBDOMAIN, name):
         message = "must be a DNS-1123 subdomain: at most 253 lowercase letters, digits, '-' or '.', alphanumeric at both ends"
         yield at, name, message, "rename it to match"
     elif doc.get("kind") == "JobSet":
@@ -226,18 +230,19 @@ def _jobset_name_findings(doc: Mapping, name: str) -> Iterator[_Finding]:
     """The JobSet admission webhook derives Job and Pod names (and a pod label) from the JobSet
     name, and rejects the JobSet unless each derived name is a DNS-1035 label of at most 63
     characters; so the name must be a DNS-1123 label too, and short enough for its children."""
-    if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
+    if len(name) > 63 or not re.fullmatch(_DNS1123_LABEL, name):
         message = "a JobSet name must be a DNS-1123 label: at most 63 lowercase letters, digits or '-', alphanumeric at both ends"
-        yield ("metadata", "name"), name, message, "shorten it / rename it to match"
+        yield ("metadata", "name"), name, message, "shorten or rename it to match"
         return
     spec = doc.get("spec")
     replicated = spec.get("replicatedJobs") if isinstance(spec, Mapping) else None
     for i, rjob in enumerate(replicated if isinstance(replicated, list) else ()):
         for child, derived in _jobset_child_names(name, rjob):
-            if len(derived) > 63 or not _DNS1035_LABEL.fullmatch(derived):
+            if len(derived) > 63 or not re.fullmatch(_DNS1035_LABEL, derived):
                 message = (f"{child} names derived from the JobSet and replicatedJob names (longest: {derived!r}) "
                            "must be DNS-1035 labels of at most 63 characters (JobSet webhook)")
                 yield ("spec", "replicatedJobs", i, "name"), rjob["name"], message, "shorten the JobSet or replicatedJob name; start the JobSet name with a letter"
+                break  # a Pod name extends its Job's name, so one report per replicatedJob
 
 
 def _jobset_child_names(jobset: str, rjob: Any) -> Iterator[tuple[str, str]]:
@@ -311,7 +316,7 @@ def _builtin_validator(api_version: str, kind: str) -> Validator | None:
 
     group, _, version = api_version.rpartition("/")
     stem = f"{group.split('.')[0]}-{version}" if group else version
-    if not (_SCHEMA_NAME.fullmatch(kind) and _SCHEMA_NAME.fullmatch(stem)):
+    if not (re.fullmatch(_SCHEMA_NAME, kind) and re.fullmatch(_SCHEMA_NAME, stem)):
         return None
     file = _k8s_schema_dir() / f"{kind.lower()}-{stem}.json"
     if not file.is_file():
@@ -404,7 +409,7 @@ def _json_path(at: _JsonPath) -> str:
     for part in at:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif _PLAIN_KEY.fullmatch(str(part)):
+        elif re.fullmatch(_PLAIN_KEY, str(part)):
             out += f".{part}" if out else str(part)
         else:
             out += f"[{json.dumps(str(part))}]"

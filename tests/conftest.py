@@ -1,0 +1,68 @@
+"""Shared fixtures: the example stacks, their rendered manifests, and YAML snapshots in snapshots/."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from jaxinfra import manifests, stack
+from jaxinfra.errors import SpecError
+from jaxinfra.spec import BACKENDS, Cluster
+
+ROOT = Path(__file__).resolve().parents[1]
+STACKS = stack.discover(ROOT / "stacks")
+
+settings.register_profile("default", max_examples=40, deadline=None)
+settings.register_profile("thorough", max_examples=2000, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+class YamlSnapshot(SingleFileSnapshotExtension):
+    """One reviewable YAML file per snapshot, all under the top-level snapshots/ folder."""
+
+    _file_extension = "yaml"
+    _write_mode = WriteMode.TEXT
+
+    @classmethod
+    def dirname(cls, *, test_location: Any) -> str:
+        return str(ROOT / "snapshots")
+
+    @classmethod
+    def get_snapshot_name(cls, *, test_location: Any, index: Any = 0) -> str:
+        return str(index)
+
+
+@pytest.fixture
+def yaml_snapshot(snapshot: Any) -> Any:
+    return snapshot.use_extension(YamlSnapshot)
+
+
+def load_stack(path: Path, backend: str | None = None) -> Cluster:
+    cluster = stack.load(path)
+    return cluster.with_backend(backend) if backend else cluster
+
+
+def stack_backends() -> list[tuple[Path, str]]:
+    """Every (stack, backend) pair that is compatible: what synth and CI must cover."""
+    pairs = []
+    for path in STACKS:
+        for backend in BACKENDS:
+            try:
+                load_stack(path, backend)
+            except SpecError:
+                continue
+            pairs.append((path, backend))
+    return pairs
+
+
+PAIRS = stack_backends()
+PAIR_IDS = [f"{p.stem}.{b}" for p, b in PAIRS]
+
+
+def rendered(path: Path, backend: str) -> list[dict[str, Any]]:
+    return manifests(load_stack(path, backend))

@@ -1,0 +1,380 @@
+"""Behavioural tests of strict manifest validation (jaxinfra.validate)."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from jaxinfra import validate
+from jaxinfra.errors import ManifestError
+from jaxinfra.validate import K8S_VERSION, validate_files, validate_objects
+
+
+def jobset(name: str = "train") -> dict[str, Any]:
+    """A minimal JobSet: one replicatedJob, an Indexed Job, a pod with one container."""
+    return {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/name": "jaxinfra"}},
+        "spec": {
+            "replicatedJobs": [
+                {
+                    "name": "workers",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "completionMode": "Indexed",
+                            "completions": 4,
+                            "parallelism": 4,
+                            "backoffLimit": 0,
+                            "template": {
+                                "spec": {
+                                    "restartPolicy": "Never",
+                                    "containers": [{"name": "jax", "image": "python:3.11-slim"}],
+                                }
+                            },
+                        }
+                    },
+                }
+            ]
+        },
+    }
+
+
+def job() -> dict[str, Any]:
+    """An Indexed batch/v1 Job with podFailurePolicy and podReplacementPolicy: Failed."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "train-workers", "namespace": "ml"},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 2,
+            "parallelism": 2,
+            "backoffLimit": 0,
+            "podReplacementPolicy": "Failed",
+            "podFailurePolicy": {
+                "rules": [
+                    {"action": "FailJob", "onExitCodes": {"containerName": "jax", "operator": "In", "values": [42]}},
+                    {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+                ]
+            },
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "subdomain": "train",
+                    "containers": [
+                        {
+                            "name": "jax",
+                            "image": "python:3.11-slim",
+                            "ports": [{"containerPort": 8476, "name": "coord"}],
+                            "resources": {"limits": {"memory": "1Gi", "cpu": 1}},
+                        }
+                    ],
+                }
+            },
+        },
+    }
+
+
+def service() -> dict[str, Any]:
+    """A headless Service for the workers' stable DNS names."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "train"},
+        "spec": {
+            "clusterIP": "None",
+            "publishNotReadyAddresses": True,
+            "selector": {"job-name": "train-workers"},
+            "ports": [{"name": "coord", "port": 8476, "targetPort": 8476}],
+        },
+    }
+
+
+def service_account() -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer", "namespace": "ml"}}
+
+
+def paths(problems: list) -> list[str]:
+    return [p.path for p in problems]
+
+
+# --- valid manifests -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make", [jobset, job, service, service_account])
+def test_valid_objects_have_no_problems(make) -> None:
+    assert validate_objects([make()]) == []
+
+
+def test_k8s_version_has_the_job_fields_jaxinfra_renders() -> None:
+    assert K8S_VERSION.count(".") == 1
+    assert validate_objects([job()]) == []  # uses podFailurePolicy and podReplacementPolicy
+    indexed = job()
+    indexed["spec"] |= {"backoffLimitPerIndex": 1, "maxFailedIndexes": 1}
+    assert validate_objects([indexed]) == []
+
+
+@pytest.mark.parametrize(
+    ("make", "at", "value"),
+    [
+        (service, ("spec", "ports", 0, "targetPort"), "coord"),  # IntOrString: name or number
+        (service, ("spec", "ports", 0, "targetPort"), 8476),
+        (job, ("spec", "template", "spec", "containers", 0, "resources", "limits", "memory"), 1073741824),
+        (job, ("spec", "template", "spec", "containers", 0, "resources", "limits", "cpu"), "500m"),
+        (job, ("spec", "template", "spec", "containers", 0, "resources", "limits", "cpu"), 0.5),
+        (jobset, ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec", "containers", 0, "resources"), {"limits": {"memory": "1Gi", "google.com/tpu": 4}}),
+    ],
+)
+def test_int_or_string_fields_accept_both_forms(make, at, value) -> None:
+    obj = make()
+    set_at(obj, at, value)
+    assert validate_objects([obj]) == []
+
+
+def test_crd_int_or_string_rejects_a_float_like_the_api_server() -> None:
+    obj = jobset()
+    container = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    container["resources"] = {"limits": {"cpu": 0.5}}
+    [problem] = validate_objects([obj])
+    assert problem.path.endswith("containers[0].resources.limits.cpu")
+    assert "integer or string" in problem.fix
+
+
+def test_real_upstream_runtime_is_valid() -> None:
+    """Trainer's own jax-distributed runtime shape, trimmed: empty `jax: {}` and template labels."""
+    runtime = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "jax-distributed", "labels": {"trainer.kubeflow.org/framework": "jax"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "jax": {}},
+            "template": {"spec": {"replicatedJobs": [copy.deepcopy(jobset()["spec"]["replicatedJobs"][0]) | {"name": "node"}]}},
+        },
+    }
+    del runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"]
+    assert validate_objects([runtime]) == []
+    runtime["spec"]["mlPolicy"]["jax"] = {"coordinatorPort": 1234}  # `jax: {}` keeps no fields
+    assert paths(validate_objects([runtime])) == ["<memory>#0 ClusterTrainingRuntime/jax-distributed spec.mlPolicy.jax.coordinatorPort"]
+
+
+# --- problems ---------------------------------------------------------------------------------
+
+
+def test_unknown_field_deep_in_a_jobset_is_located() -> None:
+    obj = jobset()
+    obj["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelizm"] = 4
+    [problem] = validate_objects([obj], source="out/dev.yaml")
+    assert problem.path == "out/dev.yaml#0 JobSet/train spec.replicatedJobs[0].template.spec.parallelizm"
+    assert problem.value == 4
+    assert "unknown field" in problem.message
+    assert problem.fix.startswith("remove it or check its spelling")
+    assert "'parallelism'" in problem.fix and "allowed:" in problem.fix
+
+
+def test_unknown_field_in_a_job_pod_spec_is_an_error() -> None:
+    obj = job()
+    obj["spec"]["template"]["spec"]["hostnme"] = "worker"
+    [problem] = validate_objects([obj])
+    assert problem.path == "<memory>#0 Job/train-workers spec.template.spec.hostnme"
+    assert "'hostname'" in problem.fix
+
+
+def test_unknown_metadata_field_of_a_custom_object_is_an_error() -> None:
+    obj = jobset()
+    obj["metadata"]["lables"] = {"a": "b"}
+    obj["metadata"]["annotations"] = {"n": 1}
+    assert paths(validate_objects([obj])) == [
+        "<memory>#0 JobSet/train metadata.annotations.n",
+        "<memory>#0 JobSet/train metadata.lables",
+    ]
+
+
+def test_wrong_type_is_reported() -> None:
+    obj = jobset()
+    obj["spec"]["replicatedJobs"][0]["replicas"] = "two"
+    [problem] = validate_objects([obj])
+    assert problem.path == "<memory>#0 JobSet/train spec.replicatedJobs[0].replicas"
+    assert problem.value == "two"
+    assert "integer" in problem.message and "integer" in problem.fix
+
+
+def test_missing_required_field_names_the_field() -> None:
+    obj = job()
+    del obj["spec"]["template"]["spec"]["containers"][0]["name"]
+    [problem] = validate_objects([obj])
+    assert problem.path == "<memory>#0 Job/train-workers spec.template.spec.containers[0].name"
+    assert problem.fix == "set it"
+
+
+def test_every_problem_in_every_document_is_reported_in_a_stable_order() -> None:
+    bad_job = job()
+    bad_job["spec"]["parallelism"] = "four"
+    bad_job["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "coord"
+    bad_service = service()
+    bad_service["spec"]["clusterIp"] = "None"
+    objects = [bad_job, service_account(), bad_service]
+    problems = validate_objects(objects)
+    assert paths(problems) == [
+        "<memory>#0 Job/train-workers spec.parallelism",
+        "<memory>#0 Job/train-workers spec.template.spec.containers[0].ports[0].containerPort",
+        "<memory>#2 Service/train spec.clusterIp",
+    ]
+    assert validate_objects(objects) == problems
+
+
+def test_list_indices_sort_numerically() -> None:
+    obj = job()
+    containers = obj["spec"]["template"]["spec"]["containers"]
+    containers.extend({"name": f"c{i}", "image": "i"} for i in range(11))
+    containers[10]["imagee"] = "x"
+    containers[2]["imagee"] = "x"
+    assert [p.path.split(" ")[-1] for p in validate_objects([obj])] == [
+        "spec.template.spec.containers[2].imagee",
+        "spec.template.spec.containers[10].imagee",
+    ]
+
+
+def test_unknown_kind_names_what_is_supported() -> None:
+    obj = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    [problem] = validate_objects([obj])
+    assert problem.path == "<memory>#0 Widget/w kind"
+    assert problem.fix == (
+        "jaxinfra validates built-in kinds and: JobSet, JAXJob, TrainJob, ClusterTrainingRuntime, "
+        "TrainingRuntime, ClusterQueue, LocalQueue, ResourceFlavor, Topology"
+    )
+
+
+def test_a_schema_for_a_sub_object_is_not_a_kind() -> None:
+    [problem] = validate_objects([{"apiVersion": "v1", "kind": "Affinity", "metadata": {"name": "a"}}])
+    assert problem.path.endswith(" kind")
+
+
+def test_custom_kind_with_a_wrong_api_version_suggests_the_served_one() -> None:
+    for api_version in ("jobset.x-k8s.io/v1alpha1", "jobset.k8s.io/v1alpha2"):
+        obj = jobset() | {"apiVersion": api_version}
+        [problem] = validate_objects([obj])
+        assert problem.fix == "use apiVersion jobset.x-k8s.io/v1alpha2"
+
+
+def test_missing_api_version_and_kind() -> None:
+    problems = validate_objects([{"metadata": {"name": "x"}}])
+    assert paths(problems) == ["<memory>#0 ?/x apiVersion", "<memory>#0 ?/x kind"]
+
+
+def test_jobset_name_must_be_a_dns_label() -> None:
+    [problem] = validate_objects([jobset("a" * 64)])
+    assert problem.path == f"<memory>#0 JobSet/{'a' * 64} metadata.name"
+    assert "63" in problem.message
+
+
+def test_jobset_children_names_must_fit_in_63_characters() -> None:
+    assert validate_objects([jobset("a" * 40)]) == []
+    [problem] = validate_objects([jobset("a" * 55)])  # a valid label, but its Jobs' names are not
+    assert problem.path == f"<memory>#0 JobSet/{'a' * 55} spec.replicatedJobs[0].name"
+    assert "'" + "a" * 55 + "-workers-0'" in problem.message
+    [problem] = validate_objects([jobset("a" * 48)])  # Job names fit; Pod names (+ index + suffix) do not
+    assert "Pod names" in problem.message
+    [problem] = validate_objects([jobset("0train")])  # DNS-1035: child names must start with a letter
+    assert problem.path.endswith("spec.replicatedJobs[0].name")
+
+
+def test_custom_object_name_is_required_and_a_subdomain() -> None:
+    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {}, "spec": {"clusterQueue": "cq"}}
+    assert paths(validate_objects([queue])) == ["<memory>#0 LocalQueue/? metadata.name"]
+    queue["metadata"]["name"] = "Team_A"
+    assert paths(validate_objects([queue])) == ["<memory>#0 LocalQueue/Team_A metadata.name"]
+    queue["metadata"]["name"] = "team-a.queue"
+    assert validate_objects([queue]) == []
+
+
+def test_non_mapping_object_is_a_problem() -> None:
+    [problem] = validate_objects([["not", "an", "object"]])
+    assert problem.path == "<memory>#0"
+
+
+def test_long_values_are_truncated() -> None:
+    obj = job()
+    obj["spec"]["template"]["spec"]["containerz"] = [{"name": "x" * 500}]
+    [problem] = validate_objects([obj])
+    assert isinstance(problem.value, str) and len(problem.value) <= 80
+
+
+# --- files --------------------------------------------------------------------------------------
+
+
+def test_files_report_every_document_with_its_position(tmp_path: Path) -> None:
+    bad = job()
+    bad["spec"]["parallelism"] = "two"
+    path = tmp_path / "dev.yaml"
+    path.write_text(yaml.safe_dump_all([service_account(), None, bad, "just a string"]))
+    problems = validate_files([path])
+    assert paths(problems) == [f"{path}#2 Job/train-workers spec.parallelism", f"{path}#3"]
+
+
+def test_invalid_yaml_is_a_problem_naming_the_file(tmp_path: Path) -> None:
+    good = tmp_path / "good.yaml"
+    good.write_text(yaml.safe_dump(service()))
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("apiVersion: v1\nkind: Service\nmetadata: {name: [oops\n")
+    problems = validate_files([good, broken, tmp_path / "missing.yaml"])
+    assert paths(problems) == [str(broken), str(tmp_path / "missing.yaml")]
+    assert "line" in problems[0].message
+
+
+# --- machinery ----------------------------------------------------------------------------------
+
+
+def test_crd_index_matches_the_bundled_files() -> None:
+    bundled = {entry.name for entry in files("jaxinfra.schemas").iterdir() if entry.name.endswith(".yaml")}
+    assert bundled == set(validate._CRD_FILES.values())
+    for (group, kind), name in validate._CRD_FILES.items():
+        crd = yaml.safe_load((files("jaxinfra.schemas") / name).read_text(encoding="utf-8"))
+        assert (crd["spec"]["group"], crd["spec"]["names"]["kind"]) == (group, kind)
+
+
+def test_strict_transform() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"a": {"type": "string"}}},
+            "empty": {"type": "object"},
+            "map": {"type": "object", "additionalProperties": {"type": "object", "properties": {"b": {}}}},
+            "port": {"x-kubernetes-int-or-string": True},
+        },
+    }
+    strict = validate._strict(schema)
+    assert strict["additionalProperties"] is False
+    assert "additionalProperties" not in strict["properties"]["open"]
+    assert strict["properties"]["empty"]["additionalProperties"] is False
+    assert strict["properties"]["map"]["additionalProperties"]["additionalProperties"] is False
+    assert strict["properties"]["port"]["anyOf"] == [{"type": "integer"}, {"type": "string"}]
+    assert "additionalProperties" not in schema  # the cached CRD is not modified
+
+
+def test_import_is_cheap() -> None:
+    code = "import sys, jaxinfra.validate; print(sorted({'jsonschema', 'kubernetes_validate', 'yaml'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_missing_optional_dependencies_raise_a_manifest_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "jsonschema", None)  # makes `import jsonschema` fail
+    with pytest.raises(ManifestError) as raised:
+        validate_objects([service()])
+    [problem] = raised.value.problems
+    assert problem.fix == "pip install 'jaxinfra[validate]'"
+
+
+def set_at(obj: Any, at: tuple, value: Any) -> None:
+    for part in at[:-1]:
+        obj = obj[part]
+    obj[at[-1]] = value
