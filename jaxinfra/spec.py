@@ -88,9 +88,10 @@ def raw(value: Any) -> Any:
     return value
 
 
-def _catalog_problem(err: CatalogError) -> PydanticCustomError:
+def _catalog_problem(err: CatalogError, field: str | None = None) -> PydanticCustomError:
+    """The catalog's problem, located at `field` (or the catalog's own field name)."""
     p = err.problems[0]
-    return problem(p.message, p.fix, p.path)
+    return problem(p.message, p.fix, field or p.path)
 
 
 # --- accelerators ---------------------------------------------------------------------------
@@ -109,7 +110,7 @@ class TPU(Spec):
         try:
             row = catalog.resolve(self.generation) if self.topology is None else catalog.tpu(self.generation, self.topology)
         except CatalogError as err:
-            raise _catalog_problem(err) from None
+            raise _catalog_problem(err, "generation" if self.topology is None else None) from None
         if row.kind != "tpu":
             raise problem(f"{row.name} is a {row.kind}, not a TPU", f"use {row.kind.upper()}(...)", "generation")
         if (row.family, row.topology) != (self.generation, self.topology):

@@ -40,7 +40,8 @@ _CRD_FILES: dict[tuple[str, str], str] = {
     ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
     ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
     ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
-    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    ("trainer.kubeflow.org", "ClusterTrainingRuntime"):
+        "trainer.kubeflow.org_clustertrainingruntimes.yaml",
     ("trainer.kubeflow.org", "TrainingRuntime"): "trainer.kubeflow.org_trainingruntimes.yaml",
     ("kueue.x-k8s.io", "ClusterQueue"): "kueue.x-k8s.io_clusterqueues.yaml",
     ("kueue.x-k8s.io", "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
@@ -104,7 +105,8 @@ def _validate_document(doc: Any, source: str, index: int) -> list[Problem]:
     prefix = f"{source}#{index}"
     if not isinstance(doc, Mapping):
         message = "a manifest document must be a mapping (one Kubernetes object)"
-        return [Problem(prefix, _short(doc), message, "make each YAML document one object with apiVersion, kind and metadata")]
+        fix = "make each YAML document one object with apiVersion, kind and metadata"
+        return [Problem(prefix, _short(doc), message, fix)]
     metadata = doc.get("metadata")
     name = metadata.get("name") if isinstance(metadata, Mapping) else None
     prefix += f" {doc.get('kind') or '?'}/{name or '?'}"
@@ -144,21 +146,24 @@ def _findings(doc: Mapping) -> Iterator[_Finding]:
 
 def _unknown_kind(api_version: str, kind: str) -> _Finding:
     """The problem for a kind with no schema; names the right apiVersion when only that is off."""
-    message = f"no schema for {kind} in {api_version} (Kubernetes {K8S_VERSION} built-ins or bundled CRDs)"
+    message = f"no schema for {kind} in {api_version} (Kubernetes {K8S_VERSION} or bundled CRDs)"
     groups = [group for group, custom in _CRD_FILES if custom == kind]
-    fix = f"use apiVersion {' or '.join(_served_api_versions(groups[0], kind))}" if groups else _UNKNOWN_KIND_FIX
-    return ("kind",), kind, message, fix
+    if not groups:
+        return ("kind",), kind, message, _UNKNOWN_KIND_FIX
+    served = " or ".join(_served_api_versions(groups[0], kind))
+    return ("kind",), kind, message, f"use apiVersion {served}"
 
 
 def _explain(error: ValidationError) -> Iterator[_Finding]:
     """Turn one jsonschema error into findings located at the field concerned."""
     at = tuple(error.absolute_path)
     instance = error.instance
-    if error.validator == "additionalProperties" and error.validator_value is False and isinstance(instance, Mapping):
+    if error.validator == "additionalProperties" and isinstance(instance, Mapping):
         allowed = sorted(error.schema.get("properties", {}))
         for key in instance:
             if key not in allowed:
-                yield (*at, key), _short(instance[key]), f"unknown field {key!r}", _unknown_field_fix(key, allowed)
+                fix = _unknown_field_fix(key, allowed)
+                yield (*at, key), _short(instance[key]), f"unknown field {key!r}", fix
     elif error.validator == "required" and isinstance(instance, Mapping):
         for key in error.validator_value:
             if key not in instance:
@@ -201,7 +206,9 @@ def _fix(error: ValidationError) -> str:
         return f"use a value of type {' or '.join(dict.fromkeys(_types(s['type']) for s in limit))}"
     if rule == "enum":
         return "use one of: " + ", ".join(map(repr, limit))
-    return _HINTS[rule].format(limit) if rule in _HINTS else _clip(f"make the value satisfy {rule}: {limit!r}")
+    if rule in _HINTS:
+        return _HINTS[rule].format(limit)
+    return _clip(f"make the value satisfy {rule}: {limit!r}")
 
 
 def _types(type_: str | Sequence[str]) -> str:
@@ -220,7 +227,8 @@ def _name_findings(doc: Mapping) -> Iterator[_Finding]:
     if not isinstance(name, str):
         return  # the ObjectMeta schema reports the type
     if len(name) > 253 or not re.fullmatch(_DNS1123_SUBDOMAIN, name):
-        message = "must be a DNS-1123 subdomain: at most 253 lowercase letters, digits, '-' or '.', alphanumeric at both ends"
+        message = ("must be a DNS-1123 subdomain: at most 253 lowercase letters, digits,"
+                   " '-' or '.', alphanumeric at both ends")
         yield at, name, message, "rename it to match"
     elif doc.get("kind") == "JobSet":
         yield from _jobset_name_findings(doc, name)
@@ -231,7 +239,8 @@ def _jobset_name_findings(doc: Mapping, name: str) -> Iterator[_Finding]:
     name, and rejects the JobSet unless each derived name is a DNS-1035 label of at most 63
     characters; so the name must be a DNS-1123 label too, and short enough for its children."""
     if len(name) > 63 or not re.fullmatch(_DNS1123_LABEL, name):
-        message = "a JobSet name must be a DNS-1123 label: at most 63 lowercase letters, digits or '-', alphanumeric at both ends"
+        message = ("a JobSet name must be a DNS-1123 label: at most 63 lowercase letters,"
+                   " digits or '-', alphanumeric at both ends")
         yield ("metadata", "name"), name, message, "shorten or rename it to match"
         return
     spec = doc.get("spec")
@@ -239,9 +248,11 @@ def _jobset_name_findings(doc: Mapping, name: str) -> Iterator[_Finding]:
     for i, rjob in enumerate(replicated if isinstance(replicated, list) else ()):
         for child, derived in _jobset_child_names(name, rjob):
             if len(derived) > 63 or not re.fullmatch(_DNS1035_LABEL, derived):
-                message = (f"{child} names derived from the JobSet and replicatedJob names (longest: {derived!r}) "
-                           "must be DNS-1035 labels of at most 63 characters (JobSet webhook)")
-                yield ("spec", "replicatedJobs", i, "name"), rjob["name"], message, "shorten the JobSet or replicatedJob name; start the JobSet name with a letter"
+                message = (f"{child} names derived from the JobSet and replicatedJob names"
+                           f" (longest: {derived!r}) must be DNS-1035 labels of at most 63"
+                           " characters (JobSet webhook)")
+                fix = "shorten the JobSet or replicatedJob name; start the JobSet's with a letter"
+                yield ("spec", "replicatedJobs", i, "name"), rjob["name"], message, fix
                 break  # a Pod name extends its Job's name, so one report per replicatedJob
 
 
@@ -276,8 +287,9 @@ def _require_dependencies() -> None:
         import jsonschema  # noqa: F401
         import kubernetes_validate  # noqa: F401
     except ImportError as err:
-        message = f"strict validation needs the optional packages jsonschema and kubernetes-validate ({err})"
-        raise ManifestError([Problem("jaxinfra.validate", err.name, message, _INSTALL_FIX)]) from None
+        message = f"strict validation needs jsonschema and kubernetes-validate ({err})"
+        problem = Problem("jaxinfra.validate", err.name, message, _INSTALL_FIX)
+        raise ManifestError([problem]) from None
 
 
 @functools.cache
@@ -290,13 +302,14 @@ def _k8s_schema_dir() -> Traversable:
     found = sorted((int(m[1]), d.name) for d in root.iterdir() if (m := wanted.fullmatch(d.name)))
     if not found:
         message = f"the installed kubernetes-validate has no schemas for Kubernetes {K8S_VERSION}"
-        raise ManifestError([Problem("jaxinfra.validate", K8S_VERSION, message, f"pip install -U 'kubernetes-validate>={K8S_VERSION}'")])
+        fix = f"pip install -U 'kubernetes-validate>={K8S_VERSION}'"
+        raise ManifestError([Problem("jaxinfra.validate", K8S_VERSION, message, fix)])
     return root / found[-1][1]
 
 
 @functools.cache
 def _k8s_registry() -> tuple[Registry, str]:
-    """The registry resolving `$ref`s into kubernetes-validate's shared definitions, and their URI."""
+    """A registry resolving `$ref`s into kubernetes-validate's shared definitions; their URI."""
     from referencing import Registry, Resource
 
     definitions = json.loads((_k8s_schema_dir() / "_definitions.json").read_text(encoding="utf-8"))
@@ -322,7 +335,8 @@ def _builtin_validator(api_version: str, kind: str) -> Validator | None:
     if not file.is_file():
         return None
     schema = json.loads(file.read_text(encoding="utf-8"))
-    if {"group": group, "version": version, "kind": kind} not in schema.get("x-kubernetes-group-version-kind", []):
+    gvk = {"group": group, "version": version, "kind": kind}
+    if gvk not in schema.get("x-kubernetes-group-version-kind", []):
         return None
     return Draft202012Validator(schema, registry=_k8s_registry()[0])
 
@@ -338,7 +352,8 @@ def _crd(group: str, kind: str) -> Mapping[str, Any]:
 
 
 def _served_api_versions(group: str, kind: str) -> list[str]:
-    return [f"{group}/{v['name']}" for v in _crd(group, kind)["spec"]["versions"] if v.get("served")]
+    versions = _crd(group, kind)["spec"]["versions"]
+    return [f"{group}/{v['name']}" for v in versions if v.get("served")]
 
 
 @functools.cache
@@ -354,7 +369,8 @@ def _crd_validator(group: str, kind: str, version: str) -> Validator | None:
         if entry["name"] == version and entry.get("served"):
             registry, definitions_uri = _k8s_registry()
             schema = _strict(entry["schema"]["openAPIV3Schema"])
-            schema["properties"] = {**schema["properties"], "metadata": {"$ref": f"{definitions_uri}#/$defs/{_OBJECT_META}"}}
+            metadata = {"$ref": f"{definitions_uri}#/$defs/{_OBJECT_META}"}
+            schema["properties"] = {**schema["properties"], "metadata": metadata}
             return Draft202012Validator(schema, registry=registry)
     return None
 
@@ -404,7 +420,7 @@ def _yaml_problem(source: str, err: Exception) -> Problem:
 
 
 def _json_path(at: _JsonPath) -> str:
-    """`spec.replicatedJobs[0].template`, with odd keys quoted: `labels["app.kubernetes.io/name"]`."""
+    """`spec.replicatedJobs[0].template`; odd keys quoted: `labels["app.kubernetes.io/name"]`."""
     out = ""
     for part in at:
         if isinstance(part, int):
@@ -422,7 +438,7 @@ def _sort_key(at: _JsonPath) -> tuple[tuple[int, int, str], ...]:
 
 
 def _short(value: Any, limit: int = 80) -> Any:
-    """The value itself, or its repr cut to `limit` characters when that is long (a whole pod spec)."""
+    """The value itself, or its repr cut to `limit` characters if long (a whole pod spec, say)."""
     text = repr(value)
     return value if len(text) <= limit else text[: limit - 3] + "..."
 

@@ -25,7 +25,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 class YamlSnapshot(SingleFileSnapshotExtension):
     """One reviewable YAML file per snapshot, all under the top-level snapshots/ folder."""
 
-    _file_extension = "yaml"
+    file_extension = "yaml"
     _write_mode = WriteMode.TEXT
 
     @classmethod

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import subprocess
 import sys
 from importlib.resources import files
@@ -62,7 +61,10 @@ def job() -> dict[str, Any]:
             "podReplacementPolicy": "Failed",
             "podFailurePolicy": {
                 "rules": [
-                    {"action": "FailJob", "onExitCodes": {"containerName": "jax", "operator": "In", "values": [42]}},
+                    {
+                        "action": "FailJob",
+                        "onExitCodes": {"containerName": "jax", "operator": "In", "values": [42]},
+                    },
                     {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
                 ]
             },
@@ -100,7 +102,8 @@ def service() -> dict[str, Any]:
 
 
 def service_account() -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer", "namespace": "ml"}}
+    metadata = {"name": "trainer", "namespace": "ml"}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
 
 
 def paths(problems: list) -> list[str]:
@@ -123,27 +126,30 @@ def test_k8s_version_has_the_job_fields_jaxinfra_renders() -> None:
     assert validate_objects([indexed]) == []
 
 
-@pytest.mark.parametrize(
-    ("make", "at", "value"),
-    [
-        (service, ("spec", "ports", 0, "targetPort"), "coord"),  # IntOrString: name or number
-        (service, ("spec", "ports", 0, "targetPort"), 8476),
-        (job, ("spec", "template", "spec", "containers", 0, "resources", "limits", "memory"), 1073741824),
-        (job, ("spec", "template", "spec", "containers", 0, "resources", "limits", "cpu"), "500m"),
-        (job, ("spec", "template", "spec", "containers", 0, "resources", "limits", "cpu"), 0.5),
-        (jobset, ("spec", "replicatedJobs", 0, "template", "spec", "template", "spec", "containers", 0, "resources"), {"limits": {"memory": "1Gi", "google.com/tpu": 4}}),
-    ],
-)
-def test_int_or_string_fields_accept_both_forms(make, at, value) -> None:
-    obj = make()
-    set_at(obj, at, value)
+@pytest.mark.parametrize("port", ["coord", 8476])
+def test_service_target_port_is_int_or_string(port: int | str) -> None:
+    obj = service()
+    obj["spec"]["ports"][0]["targetPort"] = port
+    assert validate_objects([obj]) == []
+
+
+@pytest.mark.parametrize("quantity", ["1Gi", 1, "500m", 0.5])
+def test_builtin_quantities_accept_strings_and_numbers(quantity: int | float | str) -> None:
+    obj = job()
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"] = {"limits": {"cpu": quantity}}
+    assert validate_objects([obj]) == []
+
+
+@pytest.mark.parametrize("quantity", ["1Gi", 1, "500m"])
+def test_crd_quantities_are_int_or_string(quantity: int | str) -> None:
+    obj = jobset()
+    jobset_container(obj)["resources"] = {"limits": {"memory": quantity, "google.com/tpu": 4}}
     assert validate_objects([obj]) == []
 
 
 def test_crd_int_or_string_rejects_a_float_like_the_api_server() -> None:
     obj = jobset()
-    container = obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
-    container["resources"] = {"limits": {"cpu": 0.5}}
+    jobset_container(obj)["resources"] = {"limits": {"cpu": 0.5}}
     [problem] = validate_objects([obj])
     assert problem.path.endswith("containers[0].resources.limits.cpu")
     assert "integer or string" in problem.fix
@@ -151,19 +157,21 @@ def test_crd_int_or_string_rejects_a_float_like_the_api_server() -> None:
 
 def test_real_upstream_runtime_is_valid() -> None:
     """Trainer's own jax-distributed runtime shape, trimmed: empty `jax: {}` and template labels."""
+    node = jobset()["spec"]["replicatedJobs"][0] | {"name": "node"}
+    del node["replicas"]
     runtime = {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
         "kind": "ClusterTrainingRuntime",
-        "metadata": {"name": "jax-distributed", "labels": {"trainer.kubeflow.org/framework": "jax"}},
+        "metadata": {"name": "jax", "labels": {"trainer.kubeflow.org/framework": "jax"}},
         "spec": {
             "mlPolicy": {"numNodes": 1, "jax": {}},
-            "template": {"spec": {"replicatedJobs": [copy.deepcopy(jobset()["spec"]["replicatedJobs"][0]) | {"name": "node"}]}},
+            "template": {"spec": {"replicatedJobs": [node]}},
         },
     }
-    del runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["replicas"]
     assert validate_objects([runtime]) == []
     runtime["spec"]["mlPolicy"]["jax"] = {"coordinatorPort": 1234}  # `jax: {}` keeps no fields
-    assert paths(validate_objects([runtime])) == ["<memory>#0 ClusterTrainingRuntime/jax-distributed spec.mlPolicy.jax.coordinatorPort"]
+    [problem] = validate_objects([runtime])
+    assert problem.path == "<memory>#0 ClusterTrainingRuntime/jax spec.mlPolicy.jax.coordinatorPort"
 
 
 # --- problems ---------------------------------------------------------------------------------
@@ -173,7 +181,9 @@ def test_unknown_field_deep_in_a_jobset_is_located() -> None:
     obj = jobset()
     obj["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelizm"] = 4
     [problem] = validate_objects([obj], source="out/dev.yaml")
-    assert problem.path == "out/dev.yaml#0 JobSet/train spec.replicatedJobs[0].template.spec.parallelizm"
+    assert problem.path == (
+        "out/dev.yaml#0 JobSet/train spec.replicatedJobs[0].template.spec.parallelizm"
+    )
     assert problem.value == 4
     assert "unknown field" in problem.message
     assert problem.fix.startswith("remove it or check its spelling")
@@ -254,7 +264,8 @@ def test_unknown_kind_names_what_is_supported() -> None:
 
 
 def test_a_schema_for_a_sub_object_is_not_a_kind() -> None:
-    [problem] = validate_objects([{"apiVersion": "v1", "kind": "Affinity", "metadata": {"name": "a"}}])
+    affinity = {"apiVersion": "v1", "kind": "Affinity", "metadata": {"name": "a"}}
+    [problem] = validate_objects([affinity])
     assert problem.path.endswith(" kind")
 
 
@@ -281,14 +292,19 @@ def test_jobset_children_names_must_fit_in_63_characters() -> None:
     [problem] = validate_objects([jobset("a" * 55)])  # a valid label, but its Jobs' names are not
     assert problem.path == f"<memory>#0 JobSet/{'a' * 55} spec.replicatedJobs[0].name"
     assert "'" + "a" * 55 + "-workers-0'" in problem.message
-    [problem] = validate_objects([jobset("a" * 48)])  # Job names fit; Pod names (+ index + suffix) do not
+    [problem] = validate_objects([jobset("a" * 48)])  # Job names fit; Pod names (+"-3-abcde") don't
     assert "Pod names" in problem.message
-    [problem] = validate_objects([jobset("0train")])  # DNS-1035: child names must start with a letter
+    [problem] = validate_objects([jobset("0train")])  # DNS-1035: children must start with a letter
     assert problem.path.endswith("spec.replicatedJobs[0].name")
 
 
 def test_custom_object_name_is_required_and_a_subdomain() -> None:
-    queue = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue", "metadata": {}, "spec": {"clusterQueue": "cq"}}
+    queue = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "LocalQueue",
+        "metadata": {},
+        "spec": {"clusterQueue": "cq"},
+    }
     assert paths(validate_objects([queue])) == ["<memory>#0 LocalQueue/? metadata.name"]
     queue["metadata"]["name"] = "Team_A"
     assert paths(validate_objects([queue])) == ["<memory>#0 LocalQueue/Team_A metadata.name"]
@@ -334,7 +350,7 @@ def test_invalid_yaml_is_a_problem_naming_the_file(tmp_path: Path) -> None:
 
 
 def test_crd_index_matches_the_bundled_files() -> None:
-    bundled = {entry.name for entry in files("jaxinfra.schemas").iterdir() if entry.name.endswith(".yaml")}
+    bundled = {f.name for f in files("jaxinfra.schemas").iterdir() if f.name.endswith(".yaml")}
     assert bundled == set(validate._CRD_FILES.values())
     for (group, kind), name in validate._CRD_FILES.items():
         crd = yaml.safe_load((files("jaxinfra.schemas") / name).read_text(encoding="utf-8"))
@@ -345,9 +361,13 @@ def test_strict_transform() -> None:
     schema = {
         "type": "object",
         "properties": {
-            "open": {"type": "object", "x-kubernetes-preserve-unknown-fields": True, "properties": {"a": {"type": "string"}}},
+            "open": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": True,
+                "properties": {"a": {"type": "string"}},
+            },
             "empty": {"type": "object"},
-            "map": {"type": "object", "additionalProperties": {"type": "object", "properties": {"b": {}}}},
+            "map": {"type": "object", "additionalProperties": {"properties": {"b": {}}}},
             "port": {"x-kubernetes-int-or-string": True},
         },
     }
@@ -361,12 +381,16 @@ def test_strict_transform() -> None:
 
 
 def test_import_is_cheap() -> None:
-    code = "import sys, jaxinfra.validate; print(sorted({'jsonschema', 'kubernetes_validate', 'yaml'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    heavy = "{'jsonschema', 'kubernetes_validate', 'yaml'}"
+    code = f"import sys, jaxinfra.validate; print(sorted({heavy} & set(sys.modules)))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = run.stdout
     assert out.strip() == "[]"
 
 
-def test_missing_optional_dependencies_raise_a_manifest_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_missing_optional_dependencies_raise_a_manifest_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     monkeypatch.setitem(sys.modules, "jsonschema", None)  # makes `import jsonschema` fail
     with pytest.raises(ManifestError) as raised:
         validate_objects([service()])
@@ -374,7 +398,5 @@ def test_missing_optional_dependencies_raise_a_manifest_error(monkeypatch: pytes
     assert problem.fix == "pip install 'jaxinfra[validate]'"
 
 
-def set_at(obj: Any, at: tuple, value: Any) -> None:
-    for part in at[:-1]:
-        obj = obj[part]
-    obj[at[-1]] = value
+def jobset_container(obj: dict[str, Any]) -> dict[str, Any]:
+    return obj["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]

@@ -1,0 +1,104 @@
+"""Properties over generated specs: valid ones render to strictly valid manifests with names
+that fit; invalid ones raise the one aggregated SpecError naming every broken field."""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, SpecError, catalog, manifests
+from jaxinfra.plan import CONTRACT_ENV, MAX_NAME, plan
+from jaxinfra.validate import validate_objects
+from jaxinfra.yamlio import dump
+
+ROWS = [r for r in catalog.rows() if not r.name.endswith("-1host")]
+LABEL = st.from_regex(r"\A[a-z]([-a-z0-9]{0,48}[a-z0-9])?\Z", fullmatch=True)
+ENV_NAME = st.from_regex(r"\A[A-Z][A-Z0-9_]{0,12}\Z", fullmatch=True).filter(lambda n: n not in CONTRACT_ENV)
+
+
+@st.composite
+def pool_and_counts(draw: st.DrawFn) -> tuple[Any, dict[str, int]]:
+    row = draw(st.sampled_from(ROWS))
+    if row.kind == "tpu":
+        slices = draw(st.integers(1, 4)) if row.multi_host else 1
+        return TPU(row.family, row.topology), {"slices": slices}
+    nodes = draw(st.integers(1, 64))
+    return (GPU(row.family, row.chips) if row.kind == "gpu" else CPU(draw(st.integers(1, 8)))), {"nodes": nodes}
+
+
+@st.composite
+def specs(draw: st.DrawFn) -> dict[str, Any]:
+    """Keyword arguments of a Cluster with one job (the job as a dict, so tests can mutate it)."""
+    accelerator, counts = draw(pool_and_counts())
+    multi_slice = counts.get("slices", 1) > 1
+    job = {
+        "name": draw(LABEL), "image": "img", "node_pool": "pool", **counts,
+        "namespace": draw(st.one_of(st.just("default"), LABEL)),
+        "backend": draw(st.sampled_from(["jobset"] if multi_slice else ["jobset", "job"])),
+        "coordinator_port": draw(st.integers(1, 65535)),
+        "max_restarts": draw(st.integers(0, 10)),
+        "init_timeout_seconds": draw(st.integers(1, 3600)),
+        "env": draw(st.dictionaries(ENV_NAME, st.text(string.printable, max_size=20), max_size=3)),
+        "labels": draw(st.dictionaries(st.sampled_from(["team", "example.com/owner"]), LABEL, max_size=2)),
+    }
+    return {"name": draw(LABEL.filter(lambda n: len(n) <= 40)), "accelerator": accelerator, "job": job}
+
+
+def build(spec: dict[str, Any]) -> Cluster:
+    return Cluster(name=spec["name"], node_pools=[NodePool("pool", spec["accelerator"])], jobs=[JaxJob(**spec["job"])])
+
+
+@given(specs())
+def test_valid_specs_render_strictly_valid_manifests_whose_names_fit(spec: dict[str, Any]) -> None:
+    try:
+        cluster = build(spec)
+    except SpecError as err:  # only a job name whose derived names are too long may be refused
+        assert [p.path for p in err.problems] == ["jobs[0].name"], err
+        assert f"over {MAX_NAME}" in err.problems[0].message
+        return
+    objs = manifests(cluster)
+    assert validate_objects(objs) == []
+    jp = plan(cluster).jobs[0]
+    names = [m["metadata"]["name"] for m in objs] + [jp.hostname(0), jp.hostname(jp.processes - 1)]
+    names += [v for m in objs for v in m["metadata"]["labels"].values()]
+    assert all(len(n) <= MAX_NAME for n in names)
+    assert dump(objs) == dump(manifests(build(spec)))
+
+
+MUTATIONS = {
+    "jobs[0].coordinator_port": st.one_of(st.integers(max_value=0), st.integers(min_value=65536)).map(lambda v: {"coordinator_port": v}),
+    "jobs[0].nodes": st.integers(max_value=0).map(lambda v: {"nodes": v}),
+    "jobs[0].slices": st.integers(max_value=0).map(lambda v: {"slices": v}),
+    "jobs[0].backend": st.text(min_size=1, max_size=8).filter(lambda b: b not in ("jobset", "job")).map(lambda v: {"backend": v}),
+    "jobs[0].name": st.text(string.ascii_uppercase + "_!", min_size=1, max_size=8).map(lambda v: {"name": v}),
+    "jobs[0].init_timeout_seconds": st.integers(max_value=0).map(lambda v: {"init_timeout_seconds": v}),
+    "jobs[0].max_restarts": st.integers(max_value=-1).map(lambda v: {"max_restarts": v}),
+}
+
+
+@given(specs(), st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=4, unique=True),
+       st.one_of(st.none(), st.text(string.ascii_lowercase + "0123456789-", min_size=1, max_size=8)), st.data())
+def test_invalid_specs_raise_one_error_naming_every_broken_field(
+        spec: dict[str, Any], broken: list[str], generation: str | None, data: st.DataObject) -> None:
+    for path in broken:
+        spec["job"].update(data.draw(MUTATIONS[path]))
+    expected = set(broken)
+    if generation is not None:
+        try:
+            catalog.resolve(generation)
+            assume(False)
+        except catalog.CatalogError:
+            pass
+        spec["accelerator"] = TPU(generation, None)
+        expected.add("node_pools[0].accelerator.generation")
+    try:
+        build(spec)
+    except SpecError as err:
+        paths = {p.path for p in err.problems}
+        assert expected <= paths, err
+        assert all(p.message and p.fix for p in err.problems)
+    else:
+        raise AssertionError(f"accepted an invalid spec: {broken}")
