@@ -419,13 +419,11 @@ def _by_name() -> dict[str, Accelerator]:
 
 
 @cache
-def _tpu_index() -> dict[str, dict[str, Accelerator]]:
-    """generation -> topology -> canonical row (the "-1host" variants are not in here)."""
-    index: dict[str, dict[str, Accelerator]] = {g.family: {} for g in _GENERATIONS}
-    for row in rows():
-        if row.kind == "tpu" and not row.name.endswith("-1host"):
-            index[row.family][row.topology or ""] = row
-    return index
+def _tpu_index(family: str) -> dict[str, Accelerator]:
+    """topology -> canonical row of one generation (no "-1host" variants); built per
+    generation, so a lookup does not pay for the whole catalog."""
+    gen = next(g for g in _GENERATIONS if g.family == family)
+    return {r.topology or "": r for r in _tpu_rows(gen) if not r.name.endswith("-1host")}
 
 
 # --------------------------------------------------------------------------------------------
@@ -446,9 +444,9 @@ def _close(word: str, choices: Iterable[str], n: int = 5) -> list[str]:
 def _generation(generation: str) -> str:
     key = _norm(generation)
     key = GENERATION_ALIASES.get(key, key)
-    if key in _tpu_index():
-        return key
     known = [g.family for g in _GENERATIONS]
+    if key in known:
+        return key
     close = _close(key, [*known, *GENERATION_ALIASES])
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise CatalogError(
@@ -466,7 +464,7 @@ def _generation(generation: str) -> str:
 def tpu(generation: str, topology: str) -> Accelerator:
     """The canonical row for a TPU slice, e.g. tpu("v5p", "2x2x4")."""
     family = _generation(generation)
-    shapes = _tpu_index()[family]
+    shapes = _tpu_index(family)
     key = _norm(topology).replace(" ", "")
     if key in shapes:
         return shapes[key]

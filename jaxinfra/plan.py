@@ -146,6 +146,8 @@ class JobPlan:
         """The longest value of every name derived from the job's name that must fit a DNS label (63)."""
         last = self.processes - 1
         names = {"pod hostname": self.hostname(last), "Job name label": self.child_job(self.slices - 1)}
+        if self.backend == "jobset":  # JobSet's webhook also fits the pod name with a 5-character suffix
+            names["pod name"] = f"{self.hostname(last)}-xxxxx"
         return names
 
     def rank_env(self, rank: int) -> dict[str, str]:

@@ -64,9 +64,13 @@ class _Deferred(ModelMetaclass):
 
 
 class Spec(BaseModel, metaclass=_Deferred):
-    """Base of every spec object: frozen, no unknown fields, validated by the root."""
+    """Base of every spec object: frozen, no unknown fields, validated by the root.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    `defer_build`: only the root's validator is compiled (with these inlined), which keeps
+    the CLI's start-up short.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     _positional: ClassVar[tuple[str, ...]] = ()
     _input: dict[str, Any] | None = PrivateAttr(default=None)
 
@@ -253,6 +257,12 @@ class JaxJob(Spec):
         if not _QUANTITY.match(v):
             raise problem("not a Kubernetes quantity", "write it like '16Gi'")
         return v
+
+    @model_validator(mode="after")
+    def _jobset_name(self) -> JaxJob:
+        if self.backend == "jobset" and not self.name[0].isalpha():
+            raise problem("JobSet derives DNS-1035 names from it, which start with a letter", "start the name with a letter", "name")
+        return self
 
     @property
     def num_slices(self) -> int:

@@ -51,10 +51,10 @@ def test_cross_object_problems_are_reported_together() -> None:
 
 
 def test_hostname_limit_counts_the_longest_index() -> None:
-    # 50 + len("-slice-0-1") = 60 fits; 8 slices x 2 hosts -> "-slice-7-1", still 60
-    Cluster(name="c", node_pools=[NodePool("pool", TPU("v5e", "2x4"))], jobs=[job(name="x" * 53, slices=8)])
-    with pytest.raises(SpecError):  # 10 slices -> "-slice-9-1" is 63 with 53, 11 -> "-slice-10-1" is 64
-        Cluster(name="c", node_pools=[NodePool("pool", TPU("v5e", "2x4"))], jobs=[job(name="x" * 53, slices=11)])
+    # JobSet fits "<name>-slice-<j>-<p>-xxxxx" in 63: 47 + len("-slice-7-1-xxxxx") = 63 fits
+    Cluster(name="c", node_pools=[NodePool("pool", TPU("v5e", "2x4"))], jobs=[job(name="x" * 47, slices=8)])
+    with pytest.raises(SpecError):  # 11 slices -> "-slice-10-1-xxxxx" is 64
+        Cluster(name="c", node_pools=[NodePool("pool", TPU("v5e", "2x4"))], jobs=[job(name="x" * 47, slices=11)])
 
 
 def test_aliases_resolve_and_normalize() -> None:
