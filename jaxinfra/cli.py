@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -138,6 +138,80 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifest fil
             print(f"error: {p}", file=sys.stderr)
         raise Failed(f"{len(problems)} schema problems in {len(files)} files (Kubernetes {K8S_VERSION}, strict)")
     print(f"{len(files)} files valid (Kubernetes {K8S_VERSION} and CRD schemas, strict)", file=sys.stderr)
+
+
+def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str]) -> Any:
+    """Parse POD@SECONDS / POD=SECONDS fault options; every malformed one is reported."""
+    from jaxinfra.simulate.runner import Faults
+
+    problems: list[Problem] = []
+
+    def timed(values: list[str], sep: str, flag: str) -> dict[str, float]:
+        out = {}
+        for v in values:
+            pod, _, secs = v.rpartition(sep)
+            try:
+                out[pod] = float(secs)
+                if not pod or out[pod] < 0:
+                    raise ValueError
+            except ValueError:
+                problems.append(Problem(flag, v, f"expected POD{sep}SECONDS", f"e.g. {flag} train-0{sep}2.5 (POD is a hostname or a rank)"))
+        return out
+
+    faults = Faults(kill=timed(kill, "@", "--kill"), delay=timed(delay, "=", "--delay"),
+                    fail=frozenset(fail), hang=frozenset(hang))
+    if problems:
+        raise SpecError(problems)
+    return faults
+
+
+def _manifests(inputs: list[Path], backend: str | None) -> list[dict[str, Any]]:
+    """Manifests from stack files (synthesized in memory) and YAML files, in argument order."""
+    from jaxinfra import manifests
+    from jaxinfra.simulate.cluster import load_files
+
+    stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
+    loaded = {path: manifests(cluster) for path, cluster in _load(stacks, backend)} if stacks else {}
+    out: list[dict[str, Any]] = []
+    for path in inputs:
+        out += loaded.get(path, []) if (path.suffix == ".py" or path.is_dir()) else load_files([path])
+    return out
+
+
+@app.command()
+def simulate(
+    inputs: Annotated[Optional[list[Path]], typer.Argument(help="Stack files or YAML manifests (default: stacks/cpu_dev.py).", show_default=False)] = None,
+    json_report: Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON here.")] = None,
+    run_command: Annotated[bool, typer.Option("--run-command", help="Run each container's own command instead of the built-in probe.")] = False,
+    kill: Annotated[list[str], typer.Option(help="SIGKILL a pod: POD@SECONDS after it starts (POD: hostname or rank).")] = [],
+    fail: Annotated[list[str], typer.Option(help="Make a pod's container exit 1 at start.")] = [],
+    hang: Annotated[list[str], typer.Option(help="Make a pod stop making progress.")] = [],
+    delay: Annotated[list[str], typer.Option(help="Start a pod late: POD=SECONDS.")] = [],
+    timeout: Annotated[float, typer.Option(help="Give up on the whole simulation after this many seconds.")] = 300.0,
+    init_timeout: Annotated[Optional[float], typer.Option(help="Cap every pod's JAX init timeout (seconds).")] = None,
+    backend: BackendOpt = None,
+    logs: Annotated[bool, typer.Option("--logs/--no-logs", help="Print each pod's output, prefixed.")] = True,
+) -> None:
+    """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would."""
+    from rich.console import Console
+
+    from jaxinfra.simulate.engine import simulate as run
+    from jaxinfra.simulate.report import Reporter
+    from jaxinfra.simulate.runner import Options
+
+    inputs = inputs or [Path("stacks/cpu_dev.py")]
+    options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
+                      faults=_faults(kill, fail, hang, delay))
+    objects = _manifests(inputs, backend)
+    reporter = Reporter(Console(stderr=False), logs=logs)
+    report = run(objects, options, reporter)
+    reporter.summary(report)
+    if json_report is not None:
+        json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if not report.ok:
+        failed = [r.workload.id for r in report.results if r.verdict != "succeeded"]
+        raise Failed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)
+    print(f"jaxinfra: simulation passed: {len(report.results)} workload(s) in {report.seconds:.2f} s", file=sys.stderr)
 
 
 def main(argv: list[str] | None = None) -> None:

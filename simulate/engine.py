@@ -1,0 +1,156 @@
+"""Simulate every workload of a set of manifests: private DNS, attempts, restart semantics, verdicts."""
+
+from __future__ import annotations
+
+import random
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jaxinfra.errors import Problem
+from jaxinfra.simulate import model
+from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.dns import DnsUnavailable, PrivateHosts
+from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, Listener, Options, Runner
+
+#: Each attempt's pods get fresh IPs (as recreated pods do); blocks of 40 x 250 addresses.
+IP_BLOCK = 40
+
+
+@dataclass
+class WorkloadResult:
+    workload: model.Workload
+    attempts: list[Attempt] = field(default_factory=list)
+    verdict: str = "pending"        # succeeded | failed
+    reason: str | None = None
+
+    @property
+    def restarts(self) -> int:
+        return max(len(self.attempts) - 1, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {"id": w.id, "kind": w.kind, "namespace": w.namespace, "name": w.name, "pods": len(w.pods),
+                "verdict": self.verdict, "reason": self.reason, "restarts": self.restarts,
+                "problems": [_problem(p) for p in w.problems],
+                "attempts": [{"index": a.index, "ok": a.ok, "reason": a.reason, "seconds": round(a.seconds, 3),
+                              "pods": [r.as_dict() for r in a.pods]} for a in self.attempts]}
+
+
+@dataclass
+class Report:
+    results: list[WorkloadResult]
+    problems: tuple[Problem, ...] = ()
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and bool(self.results) and all(r.verdict == "succeeded" for r in self.results)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"ok": self.ok, "seconds": round(self.seconds, 3), "problems": [_problem(p) for p in self.problems],
+                "workloads": [r.as_dict() for r in self.results]}
+
+
+def _problem(p: Problem) -> dict[str, Any]:
+    return {"path": p.path, "value": repr(p.value), "message": p.message, "fix": p.fix}
+
+
+def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: dict[int, int]) -> str | None:
+    """None to restart the group, else why the workload has failed (its controller's rules).
+
+    A JobSet restarts the whole group up to maxRestarts. A Job counts pod failures: the pod
+    that failed first, then every other pod, which on a cluster fails too once the
+    coordinator notices (the simulator ends them at once instead of after the heartbeat
+    timeout); podFailurePolicy rules apply to the first failed pod's exit code.
+    """
+    last = attempts[-1]
+    if policy.kind == "jobset":
+        if len(attempts) - 1 < policy.max_restarts:
+            return None
+        return f"failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
+    failed = [r for r in last.pods if r.phase == "failed"] or last.pods
+    first = next((r for r in failed if r.reason != ENDED_WITH_GROUP), failed[0])
+    action = _pod_failure_action(policy.pod_failure_rules, first)
+    if action == "FailJob":
+        return f"podFailurePolicy: FailJob on {first.pod.hostname} ({first.reason})"
+    counted = [r for r in last.pods if r.phase == "failed" and not (r is first and action == "Ignore")]
+    for r in counted:
+        failures[r.pod.completion_index] = failures.get(r.pod.completion_index, 0) + 1
+    total = sum(failures.values())
+    if policy.backoff_limit_per_index is not None and max(failures.values(), default=0) > policy.backoff_limit_per_index:
+        return f"backoffLimitPerIndex ({policy.backoff_limit_per_index}) exceeded"
+    if policy.backoff_limit is not None and total > policy.backoff_limit:
+        return f"backoffLimit ({policy.backoff_limit}) exceeded: {total} pod failures"
+    return None
+
+
+def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
+    """The action of the first podFailurePolicy rule matching a failed pod ("Count" if none)."""
+    for rule in rules:
+        codes = rule.get("onExitCodes")
+        if codes and run.exit_code is not None:
+            inside = run.exit_code in set(codes.get("values", []))
+            if (codes.get("operator") == "In" and inside) or (codes.get("operator") == "NotIn" and not inside):
+                return rule.get("action", "Count")
+        # onPodConditions (DisruptionTarget: preemption, eviction) has no counterpart in a simulated crash.
+    return "Count"
+
+
+def simulate(manifests: Sequence[Mapping[str, Any]], options: Options, listener: Listener) -> Report:
+    """Run every workload in the manifests, one after another; the verdicts and restarts."""
+    started = time.monotonic()
+    deadline = started + options.timeout
+    cluster = emulate(manifests, (1, 0))
+    report = Report([WorkloadResult(w) for w in cluster.workloads], cluster.problems)
+    if not cluster.workloads and not report.problems:
+        report.problems = (Problem("manifests", len(manifests), "no JobSet or Indexed Job to simulate",
+                                   "pass the YAML that `jaxinfra synth` writes, or a stack file"),)
+    runnable = [r for r in report.results if not r.workload.problems]
+    for r in report.results:
+        if r.workload.problems:
+            r.verdict, r.reason = "failed", f"{len(r.workload.problems)} contract problems; not started"
+    if runnable:
+        with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
+            try:
+                hosts = PrivateHosts(Path(tmp))
+            except DnsUnavailable as err:
+                report.problems += (Problem("dns", str(err), "cannot give simulated pods their own DNS (needs a mount namespace)",
+                                            "run as root or where unprivileged user namespaces are allowed"),)
+                return report
+            if not options.run_command:
+                import jax  # noqa: F401  -- once, before forking: every pod starts warm
+
+                import jaxinfra.simulate.probe  # noqa: F401
+            seed = random.SystemRandom().randrange(1, 255)  # concurrent simulations use other addresses
+            for result in runnable:
+                _run_workload(result, manifests, options, listener, hosts, Path(tmp), seed, deadline)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], options: Options, listener: Listener,
+                  hosts: PrivateHosts, tmp: Path, seed: int, deadline: float) -> None:
+    failures: dict[int, int] = {}
+    wid = result.workload.id
+    while True:
+        index = len(result.attempts)
+        ip_base = (seed, (index % 6) * IP_BLOCK)
+        cluster = emulate(manifests, ip_base)
+        workload = next(w for w in cluster.workloads if w.id == wid)
+        hosts.write(cluster.hosts)
+        runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline)
+        attempt = runner.run(index)
+        result.attempts.append(attempt)
+        listener("attempt", (result, attempt))
+        if attempt.ok:
+            result.verdict = "succeeded"
+            return
+        why = restart_decision(workload.restart, result.attempts, failures)
+        if why is not None or time.monotonic() >= deadline:
+            result.verdict = "failed"
+            result.reason = f"{attempt.reason}; {why or '--timeout reached'}"
+            return

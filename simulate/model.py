@@ -1,0 +1,77 @@
+"""What the emulated controllers produce from manifests: workloads, their pods, and DNS.
+
+Plain frozen dataclasses shared by the controller emulation (`cluster`), the process runner
+(`runner`), the probe and the report. Nothing here knows about the spec: input is manifests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from jaxinfra.errors import Problem
+
+
+@dataclass(frozen=True)
+class Pod:
+    """One pod as the controller and kubelet would start it, with everything resolved."""
+
+    workload: str                 # "<Kind>/<namespace>/<name>" of its workload
+    namespace: str
+    name: str                     # deterministic pod name (the controller's name without the random suffix)
+    hostname: str
+    subdomain: str | None
+    ip: str                       # its own loopback address, e.g. 127.0.3.2
+    job_index: int                # JobSet job index (label jobset.sigs.k8s.io/job-index); 0 for a plain Job
+    completion_index: int         # batch.kubernetes.io/job-completion-index
+    global_index: int             # job_index * pods_per_job + completion_index: pod order in the workload
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    container: str                # name of the container that runs JAX (the first container)
+    image: str
+    command: tuple[str, ...]      # after $(VAR) expansion; () = the image's entrypoint
+    args: tuple[str, ...]
+    env: Mapping[str, str]        # fully resolved: literal values, fieldRefs, $(VAR), controller- and platform-injected
+    working_dir: str | None
+    devices: int                  # JAX CPU devices for this process: chips per host of its accelerator, else JAX_NUM_CPU_DEVICES, else 1
+    accelerator: str              # "tpu" | "gpu" | "cpu" (from its resource limits)
+    container_ports: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """The workload's own failure semantics, as its controller applies them."""
+
+    kind: str                                  # "jobset" | "job"
+    max_restarts: int = 0                      # JobSet failurePolicy.maxRestarts: whole-group restarts
+    backoff_limit: int | None = 0              # Job backoffLimit (pod failures tolerated)
+    backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
+    pod_failure_rules: tuple[Mapping, ...] = ()  # Job podFailurePolicy.rules, verbatim
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A JobSet or Indexed Job and the pods its controller creates, in global-index order."""
+
+    kind: str                     # "JobSet" | "Job"
+    namespace: str
+    name: str
+    pods: tuple[Pod, ...]
+    groups: int                   # JobSet Jobs (replicas summed) / TPU slices; 1 for a Job
+    hosts_per_group: int          # pods per Job (completions)
+    chips_per_host: int           # devices per pod (for the probe's hardware-shaped mesh)
+    restart: RestartPolicy
+    problems: tuple[Problem, ...] = ()   # static contract problems: DNS, ports, counts, rank env
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Everything the manifests create, plus the DNS they make resolvable."""
+
+    workloads: tuple[Workload, ...]
+    hosts: Mapping[str, str] = field(default_factory=dict)   # fully-qualified DNS name -> ip (what /etc/hosts gets)
+    problems: tuple[Problem, ...] = ()   # manifest-level problems (unsupported kinds, parse errors)

@@ -1,0 +1,84 @@
+"""What a person sees while a simulation runs: live pod phases, prefixed pod logs, a final table."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from jaxinfra.simulate.engine import Report, WorkloadResult
+from jaxinfra.simulate.runner import Attempt, PodRun
+
+STYLE = {"pending": "dim", "started": "dim", "initializing": "yellow", "running": "cyan",
+         "succeeded": "green", "failed": "red"}
+
+
+class Reporter:
+    """The runner's listener. Refreshed from the runner's own loop: no threads near fork()."""
+
+    def __init__(self, console: Console, logs: bool = True):
+        self.console = console
+        self.logs = logs
+        self.live: Live | None = None
+        self.runs: list[PodRun] = []
+
+    def __call__(self, event: str, payload: Any) -> None:
+        if event == "phase":
+            self._phase(payload)
+        elif event == "log" and self.logs:
+            run, stream, line = payload
+            self.console.print(f"[{STYLE.get(run.phase, '')}]\\[{run.pod.hostname}][/] {line}", markup=True, highlight=False)
+        elif event == "attempt":
+            self._attempt(*payload)
+
+    def _phase(self, run: PodRun) -> None:
+        if run not in self.runs:
+            if any(r.pod.name == run.pod.name for r in self.runs):  # a new attempt began
+                self.runs = []
+            self.runs.append(run)
+        if self.console.is_terminal:
+            if self.live is None:
+                self.live = Live(self._table(), console=self.console, auto_refresh=False, transient=True)
+                self.live.start()
+            self.live.update(self._table(), refresh=True)
+        elif run.phase in ("succeeded", "failed"):
+            self.console.print(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else ""), highlight=False)
+
+    def _table(self) -> Table:
+        table = Table("pod", "rank", "phase", title="simulating")
+        for r in self.runs:
+            table.add_row(r.pod.hostname, str(r.pod.global_index), f"[{STYLE.get(r.phase, '')}]{r.phase}[/]")
+        return table
+
+    def _attempt(self, result: WorkloadResult, attempt: Attempt) -> None:
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+        self.runs = []
+        verdict = "[green]ok[/]" if attempt.ok else f"[red]failed[/]: {attempt.reason}"
+        self.console.print(f"{result.workload.id} attempt {attempt.index}: {verdict} in {attempt.seconds:.2f} s", highlight=False)
+
+    def summary(self, report: Report) -> None:
+        for p in report.problems:
+            self.console.print(f"[red]error[/]: {p}", highlight=False)
+        for result in report.results:
+            for p in result.workload.problems:
+                self.console.print(f"[red]error[/]: {p}", highlight=False)
+            table = Table("pod", "rank", "ip", "phase", "exit", "init s", "total s", "checks",
+                          title=f"{result.workload.id}: {result.verdict} ({result.restarts} restarts)")
+            for run in (result.attempts[-1].pods if result.attempts else []):
+                d = run.as_dict()
+                exit_text = d["signal"] or ("" if d["exit_code"] is None else str(d["exit_code"]))
+                checks = d["checks"]
+                passed = sum(c["ok"] for c in checks.values())
+                t = d["timings"]
+                init = t["running"] - t["initializing"] if "running" in t and "initializing" in t else None
+                total = max(t.values()) - t.get("started", 0.0) if t else None
+                table.add_row(run.pod.hostname, str(run.pod.global_index), run.pod.ip, f"[{STYLE[run.phase]}]{run.phase}[/]",
+                              exit_text, "" if init is None else f"{init:.2f}", "" if total is None else f"{total:.2f}",
+                              f"{passed}/{len(checks)}" if checks else "")
+            self.console.print(table)
+            if result.reason:
+                self.console.print(f"  reason: {result.reason}", highlight=False)

@@ -1,0 +1,385 @@
+"""Run a workload's pods as real processes: fork from a parent that imported jax once, watch
+them from one single-threaded loop, end the whole group at the first failure, and apply the
+manifest's own restart semantics.
+
+Each pod is its own process group (so a pod's command and its children die together), gets a
+status pipe (phase changes, the probe's result) and log pipes (prefixed by the reporter).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from jaxinfra.simulate import model, tpu_platform
+
+#: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
+ENDED_WITH_GROUP = "ended with its group"
+#: How long past its init timeout a pod may still be initializing before the group is ended.
+INIT_GRACE_S = 1.0
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected faults; a selector is a pod hostname/name or a global rank."""
+
+    kill: Mapping[str, float] = field(default_factory=dict)   # SIGKILL this long after the pod starts
+    fail: frozenset[str] = frozenset()                         # the container exits 1 at start
+    hang: frozenset[str] = frozenset()                         # the container stops making progress
+    delay: Mapping[str, float] = field(default_factory=dict)   # the pod starts this late
+
+    @staticmethod
+    def matches(selector: str, pod: model.Pod) -> bool:
+        return selector in (pod.hostname, pod.name, str(pod.global_index))
+
+    def lookup(self, table: Mapping[str, Any] | frozenset[str], pod: model.Pod) -> Any:
+        for selector in table:
+            if self.matches(selector, pod):
+                return table[selector] if isinstance(table, Mapping) else True
+        return None
+
+
+@dataclass(frozen=True)
+class Options:
+    run_command: bool = False       # run the container's own command instead of the probe
+    timeout: float = 300.0          # the whole simulation
+    init_timeout: float | None = None   # cap on every pod's JAX init timeout
+    heartbeat_timeout: int = 10
+    shutdown_timeout: int = 10
+    faults: Faults = field(default_factory=Faults)
+
+
+@dataclass
+class PodRun:
+    """One pod in one attempt, as the runner saw it."""
+
+    pod: model.Pod
+    phase: str = "pending"          # pending -> initializing -> running -> succeeded | failed
+    pid: int | None = None
+    reaped: bool = False
+    exit_code: int | None = None
+    signal: str | None = None
+    reason: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)   # phase -> seconds since the attempt began
+    result: dict[str, Any] | None = None
+    fds: dict[int, str] = field(default_factory=dict)          # read fd -> "status" | "stdout" | "stderr"
+    buffers: dict[int, bytes] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.phase in ("succeeded", "failed")
+
+    def as_dict(self) -> dict[str, Any]:
+        checks = (self.result or {}).get("checks", {})
+        return {"name": self.pod.name, "hostname": self.pod.hostname, "rank": self.pod.global_index,
+                "ip": self.pod.ip, "phase": self.phase, "exit_code": self.exit_code, "signal": self.signal,
+                "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
+                "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values())}
+
+
+@dataclass
+class Attempt:
+    index: int
+    pods: list[PodRun]
+    ok: bool = False
+    reason: str | None = None
+    seconds: float = 0.0
+
+
+Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log" (PodRun, stream, line), "attempt" Attempt
+
+
+def _close_inherited(keep: set[int]) -> None:
+    """A pod must not hold other pods' pipe ends (their EOFs would never come)."""
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd not in keep:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, out_w: int, err_w: int,
+           options: Options, workload: model.Workload, fail: bool, hang: bool) -> None:
+    """In the forked pod process: become the container. Never returns."""
+    code = 1
+    try:
+        os.setpgid(0, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        _close_inherited({status_w})
+        sys.stdout = open(1, "w", buffering=1, closefd=False)   # fresh objects: the parent's locks stay behind
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(workdir)
+        status = os.fdopen(status_w, "w", buffering=1)
+
+        def report(phase: str, data: Mapping[str, Any]) -> None:
+            status.write(json.dumps({"phase": phase, **data}) + "\n")
+
+        if fail:
+            print("jaxinfra simulate: injected failure (--fail)", file=sys.stderr)
+            os._exit(1)
+        if hang:
+            report("initializing", {})
+            while True:
+                time.sleep(3600)
+        if options.run_command:
+            argv = [*pod.command, *pod.args]
+            report("running", {})
+            os.execvpe(argv[0], argv, env)
+        from jaxinfra.simulate import probe
+
+        probe.configure(pod.devices)
+        if tpu_platform.is_marked():
+            tpu_platform.install()
+        report("initializing", {})
+        result = probe.run_probe(_probe_spec(pod, workload, env, options), report)
+        report("result", {"result": result})
+        code = 0 if result.get("ok") else 1
+    except BaseException as err:  # the container crashed: say why on its stderr, exit non-zero
+        try:
+            print(f"jaxinfra simulate: {type(err).__name__}: {err}", file=sys.stderr)
+        except BaseException:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _init_timeout(env: Mapping[str, str], options: Options) -> float:
+    value = float(env.get("JAX_INITIALIZATION_TIMEOUT", "300") or 300)
+    return min(value, options.init_timeout) if options.init_timeout else value
+
+
+def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
+    from jaxinfra.simulate.probe import ProbeSpec
+
+    return ProbeSpec(expected_rank=pod.global_index, num_processes=len(workload.pods),
+                     devices_per_process=pod.devices, groups=workload.groups,
+                     hosts_per_group=workload.hosts_per_group, init_timeout=int(_init_timeout(env, options)),
+                     heartbeat_timeout=options.heartbeat_timeout, shutdown_timeout=options.shutdown_timeout)
+
+
+def process_env(pod: model.Pod, sitecustomize: Path | None) -> dict[str, str]:
+    """The pod's env plus what stands in for its machine: the CPU as its accelerator, its own IP."""
+    env = dict(pod.env)
+    env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    env.setdefault("HOME", os.environ.get("HOME", "/root"))
+    env["JAX_PLATFORMS"] = "cpu"
+    env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
+    # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP.
+    coordinator = env.get("JAX_COORDINATOR_ADDRESS", "")
+    port = coordinator.rsplit(":", 1)[1] if ":" in coordinator else "8482"
+    env["JAX_COORDINATOR_BIND_ADDRESS"] = f"{pod.ip}:{port}"
+    if pod.accelerator == "tpu":
+        env[tpu_platform.MARKER] = "1"
+        if sitecustomize is not None:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+class Runner:
+    """Runs one attempt of a workload: every pod at once, the group ended at the first failure."""
+
+    def __init__(self, workload: model.Workload, options: Options, workdir: Path, listener: Listener,
+                 deadline: float):
+        self.workload = workload
+        self.options = options
+        self.workdir = workdir
+        self.listener = listener
+        self.deadline = deadline
+        self.selector = selectors.DefaultSelector()
+        self.sitecustomize = tpu_platform.sitecustomize_dir(workdir / "_site") if options.run_command else None
+
+    def run(self, index: int) -> Attempt:
+        faults = self.options.faults
+        runs = [PodRun(p) for p in self.workload.pods]
+        attempt = Attempt(index, runs)
+        self.t0 = t0 = time.monotonic()
+        starts = {id(r): t0 + (faults.lookup(faults.delay, r.pod) or 0.0) for r in runs}
+        kills = {id(r): faults.lookup(faults.kill, r.pod) for r in runs}
+        try:
+            while True:
+                now = time.monotonic()
+                for r in runs:
+                    if r.phase == "pending" and r.pid is None and now >= starts[id(r)]:
+                        self._start(r)
+                    if r.pid is not None and not r.done and kills[id(r)] is not None and now >= starts[id(r)] + kills[id(r)]:
+                        kills[id(r)] = None
+                        os.killpg(r.pid, signal.SIGKILL)
+                self._reap(runs)
+                failed = next((r for r in runs if r.phase == "failed"), None)
+                if failed is not None:
+                    attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
+                    break
+                if all(r.phase == "succeeded" for r in runs):
+                    attempt.ok = True
+                    break
+                stuck = self._stuck(runs, now)
+                if stuck is not None:
+                    attempt.reason = stuck
+                    break
+                timeout = min([s - now for s in starts.values() if s > now] + [0.2])
+                for key, _ in self.selector.select(max(timeout, 0.0)):
+                    self._read(key.data, key.fd)
+        finally:
+            self._end(runs)
+        attempt.seconds = time.monotonic() - t0
+        return attempt
+
+    def _start(self, r: PodRun) -> None:
+        faults = self.options.faults
+        pod_dir = self.workdir / r.pod.name
+        pod_dir.mkdir(parents=True, exist_ok=True)
+        env = process_env(r.pod, self.sitecustomize)
+        status_r, status_w = os.pipe()
+        out_r, out_w = os.pipe()
+        err_r, err_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            _child(r.pod, env, Path(r.pod.working_dir) if r.pod.working_dir and Path(r.pod.working_dir).is_dir() else pod_dir,
+                   status_w, out_w, err_w, self.options, self.workload,
+                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)))
+        try:
+            os.setpgid(pid, pid)   # also here: no race with an early kill
+        except OSError:
+            pass
+        for fd in (status_w, out_w, err_w):
+            os.close(fd)
+        r.pid = pid
+        r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr"}
+        for fd in r.fds:
+            os.set_blocking(fd, False)
+            self.selector.register(fd, selectors.EVENT_READ, r)
+        self._phase(r, "started", quiet=True)
+
+    def _phase(self, r: PodRun, phase: str, quiet: bool = False) -> None:
+        r.timings[phase] = time.monotonic() - self.t0
+        if not quiet:
+            r.phase = phase
+            self.listener("phase", r)
+
+    def _read(self, r: PodRun, fd: int) -> None:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return
+        stream = r.fds[fd]
+        if not data:
+            self.selector.unregister(fd)
+            os.close(fd)
+            del r.fds[fd]
+            rest = r.buffers.pop(fd, b"")
+            if rest:
+                self._line(r, stream, rest)
+            return
+        buf = r.buffers.get(fd, b"") + data
+        *lines, buf = buf.split(b"\n")
+        r.buffers[fd] = buf
+        for line in lines:
+            self._line(r, stream, line)
+
+    def _line(self, r: PodRun, stream: str, raw: bytes) -> None:
+        text = raw.decode("utf-8", "replace")
+        if stream != "status":
+            self.listener("log", (r, stream, text))
+            return
+        msg = json.loads(text)
+        phase = msg.pop("phase")
+        if phase == "result":
+            r.result = msg["result"]
+        elif not r.done:
+            self._phase(r, phase)
+
+    def _reap(self, runs: list[PodRun]) -> None:
+        for r in runs:
+            if r.pid is None or r.reaped:
+                continue
+            pid, status = os.waitpid(r.pid, os.WNOHANG)
+            if pid == 0:
+                continue
+            r.reaped = True
+            self._drain(r)
+            if os.WIFSIGNALED(status):
+                r.signal = signal.Signals(os.WTERMSIG(status)).name
+                r.reason = f"killed by {r.signal}"
+            else:
+                r.exit_code = os.WEXITSTATUS(status)
+                if r.exit_code != 0:
+                    failed = [k for k, c in ((r.result or {}).get("checks") or {}).items() if not c["ok"]]
+                    r.reason = f"exit code {r.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
+            self._phase(r, "succeeded" if r.exit_code == 0 else "failed")
+
+    def _drain(self, r: PodRun) -> None:
+        """Read what the pod wrote before it exited (its last lines explain the failure)."""
+        for fd in list(r.fds):
+            while fd in r.fds:
+                try:
+                    self._read(r, fd)
+                except BlockingIOError:
+                    break
+                if fd in r.fds and not _readable(fd):
+                    break
+
+    def _stuck(self, runs: list[PodRun], now: float) -> str | None:
+        """A pod that makes no progress by its deadline ends the group (JAX would wait minutes)."""
+        if now >= self.deadline:
+            waiting = [r.pod.hostname for r in runs if not r.done]
+            return f"--timeout reached with pods still {', '.join(sorted({r.phase for r in runs if not r.done}))}: {', '.join(waiting[:8])}"
+        for r in runs:
+            if r.phase == "initializing" and not self.options.run_command:
+                limit = _init_timeout(r.pod.env, self.options) + INIT_GRACE_S
+                if now - self.t0 - r.timings.get("started", 0.0) > limit:
+                    pending = [p.pod.hostname for p in runs if p.phase == "pending"]
+                    why = f"; not started yet: {', '.join(pending)}" if pending else ""
+                    r.phase, r.reason = "failed", f"no progress: still initializing after its init timeout ({limit - INIT_GRACE_S:g} s){why}"
+                    self.listener("phase", r)
+                    return f"{r.pod.hostname}: {r.reason}"
+        return None
+
+    def _end(self, runs: list[PodRun]) -> None:
+        """Kill every pod still running, reap it, close its pipes: nothing is left behind."""
+        for r in runs:
+            if r.pid is not None:
+                try:
+                    os.killpg(r.pid, signal.SIGKILL)   # the pod's own children too, even after it exited
+                except ProcessLookupError:
+                    pass
+        for r in runs:
+            if r.pid is not None and not r.reaped:
+                os.waitpid(r.pid, 0)
+                r.reaped = True
+                self._drain(r)
+                r.signal = r.signal or "SIGKILL"
+                r.reason = r.reason or ENDED_WITH_GROUP
+                if not r.done:
+                    self._phase(r, "failed")
+            elif r.pid is None and r.phase == "pending":
+                r.reason = "never started"
+            for fd in list(r.fds):
+                self.selector.unregister(fd)
+                os.close(fd)
+            r.fds.clear()
+
+
+def _readable(fd: int) -> bool:
+    sel = selectors.DefaultSelector()
+    sel.register(fd, selectors.EVENT_READ)
+    try:
+        return bool(sel.select(0))
+    finally:
+        sel.close()
