@@ -323,17 +323,19 @@ def run_checks(spec: ProbeSpec) -> dict[str, dict]:
 def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dict:
     """Join the group from the process env, run every check, shut down through the barrier.
 
-    Exceptions from `initialize` propagate (the pod failed to start); everything after it
-    is recorded, and `shutdown` always runs: process 0 hosts the coordination service and
-    must not leave before the others have finished.
+    Call `configure` first (before any backend exists). Exceptions from `initialize`
+    propagate (the pod failed to start). After it, check failures and errors are recorded
+    in the result; only a backend that cannot be created or a `report` that raises
+    propagates, and then only after `shutdown`, which always runs: process 0 hosts the
+    coordination service and must not leave before the others have finished.
     """
     report("initializing", {"expected_rank": spec.expected_rank, "num_processes": spec.num_processes})
     start = time.perf_counter()
     jax.distributed.initialize(**init_kwargs(spec, os.environ))
     connect_s = time.perf_counter() - start
-    jax.devices()  # creates the CPU backend: the global device exchange and gloo setup
-    init_s = time.perf_counter() - start
     try:
+        jax.devices()  # creates the CPU backend: the global device exchange and gloo setup
+        init_s = time.perf_counter() - start
         report("running", {"process_index": jax.process_index(), "process_count": jax.process_count()})
         checks = run_checks(spec)
         checks_s = time.perf_counter() - start - init_s
@@ -345,7 +347,6 @@ def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dic
             "checks": checks,
             "ok": all(c["ok"] for c in checks.values()),
         }
-        report("shutting_down", {"ok": result["ok"]})
     finally:
         shutdown_start = time.perf_counter()
         jax.distributed.shutdown()

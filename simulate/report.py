@@ -6,7 +6,8 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
-from rich.table import Table
+from rich.markup import escape
+from rich.table import Column, Table
 
 from jaxinfra.simulate.engine import Report, WorkloadResult
 from jaxinfra.simulate.runner import Attempt, PodRun
@@ -29,7 +30,8 @@ class Reporter:
             self._phase(payload)
         elif event == "log" and self.logs:
             run, stream, line = payload
-            self.console.print(f"[{STYLE.get(run.phase, '')}]\\[{run.pod.hostname}][/] {line}", markup=True, highlight=False)
+            self.console.print(f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(line)}",
+                               highlight=False, soft_wrap=True)
         elif event == "attempt":
             self._attempt(*payload)
 
@@ -44,7 +46,8 @@ class Reporter:
                 self.live.start()
             self.live.update(self._table(), refresh=True)
         elif run.phase in ("succeeded", "failed"):
-            self.console.print(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else ""), highlight=False)
+            self.console.print(escape(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else "")),
+                               highlight=False, soft_wrap=True)
 
     def _table(self) -> Table:
         table = Table("pod", "rank", "phase", title="simulating")
@@ -66,7 +69,7 @@ class Reporter:
         for result in report.results:
             for p in result.workload.problems:
                 self.console.print(f"[red]error[/]: {p}", highlight=False)
-            table = Table("pod", "rank", "ip", "phase", "exit", "init s", "total s", "checks",
+            table = Table(Column("pod", no_wrap=True), "rank", Column("ip", no_wrap=True), "phase", "exit", "init s", "total s", "checks",
                           title=f"{result.workload.id}: {result.verdict} ({result.restarts} restarts)")
             for run in (result.attempts[-1].pods if result.attempts else []):
                 d = run.as_dict()

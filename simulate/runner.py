@@ -12,6 +12,7 @@ import json
 import os
 import selectors
 import signal
+import socket
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -23,6 +24,8 @@ from jaxinfra.simulate import model, tpu_platform
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
 ENDED_WITH_GROUP = "ended with its group"
+#: The longest the other pods wait for a started rank 0 to listen before starting anyway.
+COORDINATOR_HOLD_S = 2.0
 #: How long past its init timeout a pod may still be initializing before the group is ended.
 INIT_GRACE_S = 1.0
 
@@ -204,6 +207,7 @@ class Runner:
         self.deadline = deadline
         self.selector = selectors.DefaultSelector()
         self.sitecustomize = tpu_platform.sitecustomize_dir(workdir / "_site") if options.run_command else None
+        self.listening = False
 
     def run(self, index: int) -> Attempt:
         faults = self.options.faults
@@ -212,11 +216,16 @@ class Runner:
         self.t0 = t0 = time.monotonic()
         starts = {id(r): t0 + (faults.lookup(faults.delay, r.pod) or 0.0) for r in runs}
         kills = {id(r): faults.lookup(faults.kill, r.pod) for r in runs}
+        coordinator = runs[0]
         try:
             while True:
                 now = time.monotonic()
-                for r in runs:
-                    if r.phase == "pending" and r.pid is None and now >= starts[id(r)]:
+                due = [r for r in runs if r.phase == "pending" and r.pid is None and now >= starts[id(r)]]
+                if coordinator in due:
+                    self._start(coordinator)
+                hold = self._coordinator_warming(coordinator, now)
+                for r in due:
+                    if r is not coordinator and not hold:
                         self._start(r)
                     if r.pid is not None and not r.done and kills[id(r)] is not None and now >= starts[id(r)] + kills[id(r)]:
                         kills[id(r)] = None
@@ -233,13 +242,27 @@ class Runner:
                 if stuck is not None:
                     attempt.reason = stuck
                     break
-                timeout = min([s - now for s in starts.values() if s > now] + [0.2])
+                timeout = min([s - now for s in starts.values() if s > now] + [0.01 if hold else 0.2])
                 for key, _ in self.selector.select(max(timeout, 0.0)):
                     self._read(key.data, key.fd)
         finally:
             self._end(runs)
         attempt.seconds = time.monotonic() - t0
         return attempt
+
+    def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
+        """Hold the other pods (at most COORDINATOR_HOLD_S) while rank 0 has started but does not
+        listen yet: a JAX client that connects too early backs off for about a second. Verdicts
+        do not change; a delayed or dead coordinator holds nobody."""
+        if self.listening or self.options.run_command or coordinator.pid is None or coordinator.done:
+            return False
+        if now - self.t0 - coordinator.timings.get("started", 0.0) > COORDINATOR_HOLD_S:
+            return False
+        address = coordinator.pod.env.get("JAX_COORDINATOR_ADDRESS", "")
+        port = int(address.rsplit(":", 1)[1]) if address.rsplit(":", 1)[-1].isdigit() else 8482
+        with socket.socket() as probe:
+            self.listening = probe.connect_ex((coordinator.pod.ip, port)) == 0
+        return not self.listening
 
     def _start(self, r: PodRun) -> None:
         faults = self.options.faults

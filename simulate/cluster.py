@@ -1,0 +1,1109 @@
+"""Controller, kubelet and cluster-DNS emulation: manifests in, `model.Cluster` out.
+
+What is simulated must be what the cluster would run, so this module reproduces upstream
+behaviour exactly where JAX depends on it: which pods the JobSet and Job controllers create,
+their hostnames, labels and annotations, the env the kubelet resolves (downward API, `$(VAR)`
+expansion), the env GKE injects into TPU pods, and which DNS names the Services make
+resolvable. The one deliberate difference: the pod name drops the Job controller's random
+suffix, so runs are reproducible.
+
+Not emulated (no effect on the JAX contract, or unknowable from manifests): Service-link env
+vars (`<SVC>_SERVICE_HOST`, headless Services get none anyway), ClusterIP virtual IPs (only
+headless Services resolve here), node allocatable (resourceFieldRef falls back to requests),
+and the container runtime's own env (HOSTNAME, PATH from the image).
+
+Upstream sources (facts only; no code copied):
+- JobSet, kubernetes-sigs/jobset @ 08dfbdfd (the commit of jaxinfra/schemas/README.md):
+  pkg/controllers/jobset_controller.go (constructJob, labelAndAnnotateObject,
+  createHeadlessSvcIfNecessary, GetSubdomain, globalJobIndex, jobHashKey),
+  pkg/webhooks/jobset_webhook.go (Default), pkg/webhooks/pod_webhook.go (Default),
+  api/jobset/v1alpha2/jobset_types.go (label keys, kubebuilder defaults).
+- Job: kubernetes pkg/controller/job (job_controller.go manageJob, indexed_job_utils.go),
+  pkg/apis/batch/validation (the selector labels the API server puts on the pod template).
+- Kubelet: pkg/kubelet/kuberuntime/kuberuntime_container.go makeEnvironmentVariables,
+  third_party/forked/golang/expansion/expand.go.
+- JAX: jax/_src/clusters/cloud_tpu_cluster.py, jax/_src/clusters/cluster.py (0.10.2).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import ipaddress
+import math
+import re
+import uuid
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jaxinfra import yamlio
+from jaxinfra.errors import ManifestError, Problem
+
+from . import model
+
+# --------------------------------------------------------------------------------------------
+# Constants (upstream keys and defaults)
+# --------------------------------------------------------------------------------------------
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+JOB_API = "batch/v1"
+_SUPPORTED = "JobSet (jobset.x-k8s.io/v1alpha2) and Indexed Job (batch/v1 with completionMode: Indexed)"
+
+# Kinds that create no pods; accepted silently (Services, ConfigMaps and Secrets are read).
+_PASSIVE_KINDS = frozenset({
+    "Namespace", "ServiceAccount", "Service", "ConfigMap", "Secret", "Role", "RoleBinding",
+    "ClusterRole", "ClusterRoleBinding", "NetworkPolicy", "PriorityClass",
+    # Kueue queueing objects (jaxinfra may emit them); they gate admission, not pod shape.
+    "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Topology",
+})
+
+# JobSet label/annotation keys (api/jobset/v1alpha2/jobset_types.go, pkg/constants).
+JS = "jobset.sigs.k8s.io/"
+JS_NAME, JS_UID, JS_RJOB, JS_RJOB_REPLICAS = JS + "jobset-name", JS + "jobset-uid", JS + "replicatedjob-name", JS + "replicatedjob-replicas"
+JS_GLOBAL_REPLICAS, JS_JOB_INDEX, JS_JOB_GLOBAL_INDEX, JS_JOB_KEY = JS + "global-replicas", JS + "job-index", JS + "job-global-index", JS + "job-key"
+JS_RESTART, JS_GROUP, JS_GROUP_REPLICAS, JS_GROUP_INDEX = JS + "restart-attempt", JS + "group-name", JS + "group-replicas", JS + "job-group-index"
+JS_COORDINATOR, JS_PRIORITY = JS + "coordinator", JS + "priority"
+JS_EXCLUSIVE, JS_NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/exclusive-topology", "alpha.jobset.sigs.k8s.io/node-selector"
+
+# Job controller / Job API keys.
+JOB_NAME, JOB_NAME_LEGACY = "batch.kubernetes.io/job-name", "job-name"
+JOB_UID, JOB_UID_LEGACY = "batch.kubernetes.io/controller-uid", "controller-uid"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+
+JAX_DEFAULT_TPU_PORT = 8482          # jax/_src/clusters/cloud_tpu_cluster.py coordinator_port
+CLUSTER_DOMAIN = "cluster.local"
+TPU, GPU = "google.com/tpu", "nvidia.com/gpu"
+_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")      # kubelet IsEnvVarName
+_SUBSCRIPT = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
+_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([a-zA-Z]*)")
+_SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
+           "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+# --------------------------------------------------------------------------------------------
+# Reading manifests
+# --------------------------------------------------------------------------------------------
+
+def load_files(paths: Iterable[str | Path]) -> list[dict]:
+    """Every manifest of some multi-document YAML files (a `kind: List` is flattened), in order.
+
+    All unreadable files are reported at once, one Problem each.
+    """
+    manifests: list[dict] = []
+    problems: list[Problem] = []
+    for path in map(Path, paths):
+        try:
+            docs = yamlio.load(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError) as err:
+            problems.append(Problem(str(path), str(path), f"cannot read the file: {err}", "pass a readable YAML file"))
+            continue
+        except yaml.YAMLError as err:
+            mark = getattr(err, "problem_mark", None)
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            problems.append(Problem(where, str(path), f"not valid YAML: {getattr(err, 'problem', None) or err}", "fix the YAML syntax"))
+            continue
+        for i, doc in enumerate(docs):
+            if not isinstance(doc, dict):
+                problems.append(Problem(f"{path} document {i + 1}", type(doc).__name__, "a manifest must be a mapping",
+                                        "each YAML document must be one Kubernetes object"))
+            elif doc.get("kind") == "List":
+                manifests += [item for item in doc.get("items") or [] if isinstance(item, dict)]
+            else:
+                manifests.append(doc)
+    if problems:
+        raise ManifestError(problems)
+    return manifests
+
+
+def _meta(obj: Mapping) -> Mapping:
+    return obj.get("metadata") or {}
+
+
+def _ns(obj: Mapping) -> str:
+    return _meta(obj).get("namespace") or "default"
+
+
+def _oid(obj: Mapping) -> str:
+    """`Kind/namespace/name`: how problems and workloads name an object."""
+    return f"{obj.get('kind')}/{_ns(obj)}/{_meta(obj).get('name')}"
+
+
+def _uid(*parts: str) -> str:
+    """A deterministic fake UID (metadata.uid is random upstream)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "jaxinfra-sim/" + "/".join(parts)))
+
+
+def _b64(value: Any) -> str:
+    """A Secret's data value (base64); kept as written when it is not base64."""
+    try:
+        return base64.b64decode(str(value), validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return str(value)
+
+
+def _str_value(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def _strings(mapping: Mapping | None) -> dict[str, str]:
+    """Labels/annotations/data as the API stores them: string values."""
+    return {str(k): _str_value(v) for k, v in (mapping or {}).items()}
+
+
+@dataclass(frozen=True)
+class _Service:
+    """A Service as DNS sees it; `origin` says who creates it (the manifests or a controller)."""
+
+    namespace: str
+    name: str
+    selector: Mapping[str, str] | None
+    headless: bool
+    publish_not_ready: bool
+    ports: tuple[tuple[int, Any], ...]  # (port, targetPort)
+    origin: str
+
+    def selects(self, pod: model.Pod) -> bool:
+        return bool(self.selector) and pod.namespace == self.namespace and all(pod.labels.get(k) == v for k, v in self.selector.items())
+
+
+def _service(obj: Mapping) -> _Service:
+    spec = obj.get("spec") or {}
+    ports = tuple((p.get("port"), p.get("targetPort", p.get("port"))) for p in spec.get("ports") or [])
+    selector = spec.get("selector")
+    return _Service(_ns(obj), _meta(obj).get("name", ""), _strings(selector) if selector else None,
+                    spec.get("clusterIP") == "None", bool(spec.get("publishNotReadyAddresses", False)), ports, _oid(obj))
+
+
+@dataclass
+class _Objects:
+    """The passive objects pods read: Services (DNS), ConfigMaps and Secrets (env), PriorityClasses."""
+
+    services: dict[tuple[str, str], _Service] = field(default_factory=dict)
+    config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=lambda: dict(_PRIORITY_CLASSES))
+    namespaces: set[str] = field(default_factory=lambda: {"default"})
+
+    def add(self, obj: Mapping) -> None:
+        kind, key = obj.get("kind"), (_ns(obj), _meta(obj).get("name", ""))
+        self.namespaces.add(_meta(obj).get("name", "") if kind == "Namespace" else key[0])
+        if kind == "Service":
+            self.services.setdefault(key, _service(obj))
+        elif kind == "ConfigMap":
+            self.config_maps[key] = _strings(obj.get("data"))
+        elif kind == "Secret":
+            data = {k: _b64(v) for k, v in (obj.get("data") or {}).items()}
+            self.secrets[key] = data | _strings(obj.get("stringData"))
+        elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
+            self.priority_classes[key[1]] = obj["value"]
+
+
+# --------------------------------------------------------------------------------------------
+# Workload kinds: each turns one manifest into the Indexed Jobs its controller creates
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _ChildJob:
+    """One Indexed Job as its controller creates it: pod template metadata already stamped."""
+
+    name: str
+    uid: str
+    job_index: int                 # JobSet job-index; 0 for a plain Job
+    completions: int
+    parallelism: int
+    pod_labels: Mapping[str, str]
+    pod_annotations: Mapping[str, str]
+    pod_spec: Mapping[str, Any]
+    subdomain: str | None
+    backoff_limit_per_index: bool
+
+    @cached_property
+    def accelerator(self) -> tuple[str, Any]:
+        """("tpu" | "gpu" | "cpu", chips per host) of the first container: the same for every pod of the Job."""
+        return _accelerator((self.pod_spec.get("containers") or [{}])[0])
+
+    @cached_property
+    def worker_hostnames(self) -> str:
+        """`<hostname>.<subdomain>` of every pod of this Job in index order (built once per Job, not per pod)."""
+        return ",".join(f"{self.name}-{i}.{self.subdomain}" for i in range(self.completions))
+
+
+@dataclass
+class _Draft:
+    """What a workload kind's controller makes of one manifest, before pods exist."""
+
+    kind: str
+    namespace: str
+    name: str
+    jobs: list[_ChildJob]
+    restart: model.RestartPolicy
+    services: list[_Service] = field(default_factory=list)   # Services its controller creates if absent
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+def _int(value: Any, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+def _counts(job_spec: Mapping, where: str) -> tuple[int, int, list[Problem]]:
+    """(completions, parallelism, problems): parallelism defaults to 1 (Job API), completions to parallelism."""
+    parallelism = _int(job_spec.get("parallelism"), 1)
+    completions = _int(job_spec.get("completions"), parallelism)
+    problems = []
+    if job_spec.get("completions") is None:
+        problems.append(Problem(f"{where} completions", None, "an Indexed Job needs completions: the API server rejects it without",
+                                f"set completions: {parallelism} (one per JAX process)"))
+    if parallelism < completions:
+        problems.append(Problem(f"{where} parallelism", parallelism,
+                                f"parallelism < completions ({completions}): only {parallelism} pods run at once, but JAX needs all "
+                                f"{completions} processes running together, so the group never initializes",
+                                f"set parallelism: {completions}"))
+    return completions, parallelism, problems
+
+
+def _restart(kind: str, job_spec: Mapping, max_restarts: int = 0) -> model.RestartPolicy:
+    """Failure semantics; backoffLimit defaults to 6, or to unlimited (None) under backoffLimitPerIndex."""
+    per_index = job_spec.get("backoffLimitPerIndex")
+    default = None if per_index is not None else 6
+    limit = job_spec.get("backoffLimit")
+    return model.RestartPolicy(kind=kind, max_restarts=max_restarts,
+                               backoff_limit=int(limit) if limit is not None else default,
+                               backoff_limit_per_index=per_index,
+                               pod_failure_rules=tuple((job_spec.get("podFailurePolicy") or {}).get("rules") or ()))
+
+
+def _indexed_job(obj: Mapping, objects: _Objects) -> _Draft | Problem:
+    """A batch/v1 Job: only Indexed Jobs give pods a completion index and a stable hostname."""
+    spec, name, ns = obj.get("spec") or {}, _meta(obj).get("name", ""), _ns(obj)
+    mode = spec.get("completionMode", "NonIndexed")
+    if mode != "Indexed":
+        return Problem(_oid(obj), f"completionMode: {mode}",
+                       "a NonIndexed Job gives its pods no completion index and no stable hostname, so JAX processes cannot "
+                       f"find rank 0 or know their rank; supported: {_SUPPORTED}",
+                       "set spec.completionMode: Indexed with completions = parallelism = number of processes")
+    template = spec.get("template") or {}
+    completions, parallelism, problems = _counts(spec, f"{_oid(obj)} spec")
+    uid = _meta(obj).get("uid") or _uid("Job", ns, name)
+    job = _ChildJob(name, uid, 0, completions, parallelism, _strings(_meta(template).get("labels")),
+                    _strings(_meta(template).get("annotations")), template.get("spec") or {},
+                    (template.get("spec") or {}).get("subdomain"), spec.get("backoffLimitPerIndex") is not None)
+    return _Draft("Job", ns, name, [job], _restart("job", spec), problems=problems)
+
+
+def _jobset_stamp(js: Mapping, rjob: Mapping, job_index: int, global_index: int, group_index: int,
+                  group_replicas: int, global_replicas: int) -> dict[str, str]:
+    """The keys labelAndAnnotateObject puts on child Jobs and their pods (as labels and as annotations)."""
+    ns, name, rjob_name = _ns(js), _meta(js).get("name", ""), rjob.get("name", "")
+    job_name = f"{name}-{rjob_name}-{job_index}"
+    stamp = {
+        JS_NAME: name, JS_UID: _meta(js).get("uid") or _uid("JobSet", ns, name), JS_RJOB: rjob_name,
+        JS_RESTART: "0", JS_RJOB_REPLICAS: str(_int(rjob.get("replicas"), 1)), JS_GLOBAL_REPLICAS: str(global_replicas),
+        JS_JOB_INDEX: str(job_index), JS_JOB_KEY: hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
+        JS_JOB_GLOBAL_INDEX: str(global_index), JS_GROUP: rjob.get("groupName") or "default",
+        JS_GROUP_REPLICAS: str(group_replicas), JS_GROUP_INDEX: str(group_index),
+    }
+    coordinator = (js.get("spec") or {}).get("coordinator")
+    if coordinator:
+        stamp[JS_COORDINATOR] = (f"{name}-{coordinator.get('replicatedJob')}-{_int(coordinator.get('jobIndex'), 0)}-"
+                                 f"{_int(coordinator.get('podIndex'), 0)}.{_jobset_subdomain(js)}")
+    return stamp
+
+
+def _jobset_subdomain(js: Mapping) -> str:
+    return ((js.get("spec") or {}).get("network") or {}).get("subdomain") or _meta(js).get("name", "")
+
+
+def _jobset_exclusive(js: Mapping, rjob: Mapping) -> dict[str, str]:
+    """Exclusive-placement annotations copied from the JobSet or the replicatedJob template (annotations only)."""
+    out: dict[str, str] = {}
+    for source in (_meta(js).get("annotations") or {}, _meta(rjob.get("template") or {}).get("annotations") or {}):
+        if JS_EXCLUSIVE in source:
+            out[JS_EXCLUSIVE] = source[JS_EXCLUSIVE]
+            if JS_NODE_SELECTOR in source:
+                out[JS_NODE_SELECTOR] = source[JS_NODE_SELECTOR]
+    return out
+
+
+def _priority(pod_spec: Mapping, objects: _Objects) -> str:
+    """spec.priority as the Priority admission plugin resolves it (0 without a known class)."""
+    if isinstance(pod_spec.get("priority"), int):
+        return str(pod_spec["priority"])
+    return str(objects.priority_classes.get(pod_spec.get("priorityClassName") or "", 0))
+
+
+def _jobset(obj: Mapping, objects: _Objects) -> _Draft | Problem:
+    """A JobSet: one Indexed Job per replicatedJob replica, named `<js>-<rjob>-<jobIndex>`."""
+    spec, name, ns = obj.get("spec") or {}, _meta(obj).get("name", ""), _ns(obj)
+    network = spec.get("network") or {}
+    dns = network.get("enableDNSHostnames", True) is not False        # webhook default: true
+    subdomain = _jobset_subdomain(obj) if dns else None
+    rjobs = spec.get("replicatedJobs") or []
+    replicas = [_int(r.get("replicas"), 1) for r in rjobs]
+    groups: Counter[str] = Counter()
+    for r, n in zip(rjobs, replicas):
+        groups[r.get("groupName") or "default"] += n
+    jobs, problems, seen_groups = [], [], Counter[str]()
+    for r, n in zip(rjobs, replicas):
+        job_spec = (r.get("template") or {}).get("spec") or {}
+        mode = job_spec.get("completionMode", "Indexed")                # webhook default: Indexed
+        where = f"{_oid(obj)} replicatedJobs[{r.get('name')}]"
+        if mode != "Indexed":
+            return Problem(where, f"completionMode: {mode}", f"NonIndexed child Jobs have no stable hostnames or ranks; supported: {_SUPPORTED}",
+                           "remove completionMode (JobSet defaults it to Indexed)")
+        completions, parallelism, count_problems = _counts(job_spec, f"{where}.template.spec")
+        problems += count_problems
+        pod_template = job_spec.get("template") or {}
+        pod_spec = dict(pod_template.get("spec") or {})
+        group = r.get("groupName") or "default"
+        for j in range(n):
+            stamp = _jobset_stamp(obj, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas))
+            seen_groups[group] += 1
+            labels = {**_strings(_meta(pod_template).get("labels")), **stamp}
+            annotations = {**_strings(_meta(pod_template).get("annotations")), **stamp, **_jobset_exclusive(obj, r)}
+            if JS_NODE_SELECTOR not in annotations:                    # pod webhook: priority label
+                labels[JS_PRIORITY] = _priority(pod_spec, objects)
+            child = f"{name}-{r.get('name', '')}-{j}"
+            jobs.append(_ChildJob(child, _uid("Job", ns, child), j, completions, parallelism, labels, annotations, pod_spec,
+                                  subdomain if dns else pod_spec.get("subdomain"), job_spec.get("backoffLimitPerIndex") is not None))
+    services = []
+    if dns:   # createHeadlessSvcIfNecessary: only when no Service of that name exists in the namespace
+        services.append(_Service(ns, subdomain, {JS_NAME: name}, True, network.get("publishNotReadyAddresses", True) is not False,
+                                 (), f"JobSet/{ns}/{name} (headless Service created by the JobSet controller)"))
+    first = ((rjobs[0].get("template") or {}).get("spec") or {}) if rjobs else {}
+    restart = _restart("jobset", first, _int((spec.get("failurePolicy") or {}).get("maxRestarts"), 0))
+    return _Draft("JobSet", ns, name, jobs, restart, services, problems)
+
+
+# Adding a workload kind (JAXJob, TrainJob) is one function here.
+_WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, _Objects], _Draft | Problem]] = {
+    (JOBSET_API, "JobSet"): _jobset,
+    (JOB_API, "Job"): _indexed_job,
+}
+
+
+# --------------------------------------------------------------------------------------------
+# Env, as the kubelet resolves it
+# --------------------------------------------------------------------------------------------
+
+def expand(text: str, lookup: Callable[[str], str | None]) -> str:
+    """Kubernetes `$(VAR)` expansion: `$$` is a literal `$`, an unknown or unterminated reference stays verbatim.
+
+    Same scanning rules as third_party/forked/golang/expansion (Expand, tryReadVariableName).
+    """
+    if "$" not in text:
+        return text
+    out, checkpoint, i, n = [], 0, 0, len(text)
+    while i < n:
+        if text[i] == "$" and i + 1 < n:
+            out.append(text[checkpoint:i])
+            nxt = text[i + 1]
+            if nxt == "(":
+                close = text.find(")", i + 2)
+                if close < 0:
+                    out.append("$(")
+                    i += 1
+                else:
+                    var = text[i + 2:close]
+                    value = lookup(var)
+                    out.append(value if value is not None else f"$({var})")
+                    i = close
+            else:
+                out.append("$" if nxt == "$" else "$" + nxt)
+                i += 1
+            checkpoint = i + 1
+        i += 1
+    out.append(text[checkpoint:])
+    return "".join(out)
+
+
+def _quantity(value: Any) -> Fraction | None:
+    """A resource.Quantity as an exact number, or None when it does not parse."""
+    m = _QUANTITY.fullmatch(str(value).strip())
+    if not m or m.group(2) not in _SUFFIX:
+        return None
+    return Fraction(m.group(1)) * _SUFFIX[m.group(2)]
+
+
+def _limit(container: Mapping, resource: str) -> Any:
+    """A container's limit for a resource, falling back to its request (extended resources need both equal)."""
+    res = container.get("resources") or {}
+    return (res.get("limits") or {}).get(resource, (res.get("requests") or {}).get(resource))
+
+
+@dataclass
+class _PodFacts:
+    """What the downward API can read from one pod. Each simulated pod has its own node `sim-node-<k>`, and
+    its host IP is its own loopback address (the simulator's "node" is the pod's address)."""
+
+    name: str
+    namespace: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    node: str
+    service_account: str
+    ip: str
+    containers: Sequence[Mapping]
+
+    def field_ref(self, path: str) -> str | None:
+        """A fieldRef's value (missing label/annotation keys read as ""), or None for an unsupported path."""
+        simple = {"metadata.name": self.name, "metadata.namespace": self.namespace, "metadata.uid": self.uid,
+                  "spec.nodeName": self.node, "spec.serviceAccountName": self.service_account,
+                  "status.podIP": self.ip, "status.podIPs": self.ip, "status.hostIP": self.ip, "status.hostIPs": self.ip}
+        if path in simple:
+            return simple[path]
+        m = _SUBSCRIPT.fullmatch(path)
+        if m:
+            return (self.labels if m.group(1) == "labels" else self.annotations).get(m.group(2), "")
+        return None
+
+    def resource(self, ref: Mapping, container: Mapping) -> str:
+        """A resourceFieldRef, best effort: the limit, else the request, else 0 (node allocatable is unknown here)."""
+        if ref.get("containerName"):
+            container = next((c for c in self.containers if c.get("name") == ref["containerName"]), container)
+        kind, _, res = str(ref.get("resource", "")).partition(".")
+        res_map = (container.get("resources") or {}).get(kind) or {}
+        value = _quantity(res_map.get(res, _limit(container, res) or 0)) or Fraction(0)
+        divisor = _quantity(ref.get("divisor", 1)) or Fraction(1)
+        return str(math.ceil(value / divisor))
+
+
+class _EnvResolver:
+    """Resolves one container's env exactly as makeEnvironmentVariables does, recording problems."""
+
+    def __init__(self, where: str, facts: _PodFacts, objects: _Objects, problems: list[tuple[str, Problem]]):
+        self.where, self.facts, self.objects, self.problems = where, facts, objects, problems
+
+    def _problem(self, kind: str, var: str, value: Any, message: str, fix: str) -> None:
+        self.problems.append((f"env|{var}|{kind}", Problem(f"{self.where} env {var}", value, message, fix)))
+
+    def _lookup(self, kind: str, ref: Mapping, var: str) -> str | None:
+        """A configMapKeyRef/secretKeyRef value; None when absent (a problem unless optional)."""
+        store = self.objects.config_maps if kind == "ConfigMap" else self.objects.secrets
+        data = store.get((self.facts.namespace, ref.get("name", "")))
+        key = ref.get("key", "")
+        if data is not None and key in data:
+            return data[key]
+        if not ref.get("optional"):
+            what = f"{kind} '{ref.get('name')}'" if data is None else f"key '{key}' of {kind} '{ref.get('name')}'"
+            self._problem(f"{kind}-missing", var, ref.get("name"),
+                          f"{what} is not in the manifests (namespace '{self.facts.namespace}'): the kubelet cannot start the container",
+                          f"add the {kind} to the manifests, or mark the reference optional: true")
+        return None
+
+    def _env_from(self, container: Mapping) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for source in container.get("envFrom") or []:
+            kind, ref = ("ConfigMap", source["configMapRef"]) if source.get("configMapRef") else ("Secret", source.get("secretRef") or {})
+            store = self.objects.config_maps if kind == "ConfigMap" else self.objects.secrets
+            data = store.get((self.facts.namespace, ref.get("name", "")))
+            if data is None:
+                if not ref.get("optional"):
+                    self._problem(f"{kind}-missing", "envFrom", ref.get("name"),
+                                  f"{kind} '{ref.get('name')}' is not in the manifests (namespace '{self.facts.namespace}')",
+                                  f"add the {kind} to the manifests, or mark the envFrom optional: true")
+                continue
+            for key in sorted(data):     # a Go map: order unspecified; sorted for determinism
+                name = source.get("prefix", "") + key
+                if _ENV_NAME.fullmatch(name):
+                    env[name] = data[key]
+        return env
+
+    def _value(self, entry: Mapping, container: Mapping, env: Mapping[str, str]) -> str | None:
+        """One env entry's runtime value; None means the kubelet skips it (an optional, absent reference)."""
+        var, value, source = entry.get("name", ""), entry.get("value"), entry.get("valueFrom") or {}
+        if value not in (None, ""):
+            if not isinstance(value, str):
+                self._problem("value-type", var, value, "env values must be strings: the API server rejects a YAML number or boolean",
+                              f"quote it: value: \"{_str_value(value)}\"")
+            return expand(_str_value(value), env.get)
+        if source.get("fieldRef"):
+            path = source["fieldRef"].get("fieldPath", "")
+            resolved = self.facts.field_ref(path)
+            if resolved is None:
+                self._problem("fieldRef", var, path, "unsupported downward-API fieldPath for env",
+                              "use metadata.name|namespace|uid, metadata.labels['k'], metadata.annotations['k'], spec.nodeName, "
+                              "spec.serviceAccountName, status.podIP or status.hostIP")
+                return ""
+            return resolved
+        if source.get("resourceFieldRef"):
+            return self.facts.resource(source["resourceFieldRef"], container)
+        if source.get("configMapKeyRef"):
+            return self._lookup("ConfigMap", source["configMapKeyRef"], var)
+        if source.get("secretKeyRef"):
+            return self._lookup("Secret", source["secretKeyRef"], var)
+        return ""
+
+    def resolve(self, container: Mapping, platform: Mapping[str, str], appended: Sequence[Mapping]) -> dict[str, str]:
+        """Platform env first, then envFrom, then env in order (each `$(VAR)` sees only what came before),
+        then what the Job controller appended."""
+        env = dict(platform)
+        env.update(self._env_from(container))
+        for entry in [*(container.get("env") or []), *appended]:
+            value = self._value(entry, container, env)
+            if value is not None:
+                env[entry.get("name", "")] = value
+        return env
+
+
+def _controller_env(container: Mapping) -> list[Mapping]:
+    """The Job controller appends JOB_COMPLETION_INDEX (a fieldRef to the index label) to every container of an
+    Indexed Job unless it is already declared. Appended last, so earlier `$(JOB_COMPLETION_INDEX)` references in env
+    do NOT expand (kubelet order); command/args do see it."""
+    if any(e.get("name") == COMPLETION_INDEX_ENV for e in container.get("env") or []):
+        return []
+    return [{"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}}}]
+
+
+def _accelerator(container: Mapping) -> tuple[str, Any]:
+    for kind, resource in (("tpu", TPU), ("gpu", GPU)):
+        value = _limit(container, resource)
+        if value is not None and _quantity(value):
+            return kind, value
+    return "cpu", None
+
+
+def _tpu_platform_env(job: _ChildJob, index: int) -> dict[str, str]:
+    """The env GKE's TPU webhook injects: only for a pod of an Indexed Job with a subdomain and parallelism > 1
+    that requests google.com/tpu (a multi-host slice). Each child Job of a JobSet is one slice, so the hostnames
+    list covers that Job only.
+
+    Source: GKE docs "Deploy TPU workloads in GKE Standard" (TPU_WORKER_ID = index 0..pods-1; TPU_WORKER_HOSTNAMES =
+    comma-separated, ordered by TPU_WORKER_ID; injected by a mutating webhook under exactly these conditions), as quoted
+    in github.com/abatilo/gke-tpu-env-injector. The entry format `<hostname>.<subdomain>` (DNS names the headless
+    Service makes resolvable) and TPU_SKIP_MDS_QUERY=true (JAX's GceTpuCluster then skips the metadata server) are
+    this simulator's reading of that contract. Where the webhook places these entries is not documented; they are
+    treated as defined before the container's own env, so `$(TPU_WORKER_ID)` expands and user values win.
+    """
+    if job.accelerator[0] != "tpu" or not job.subdomain or job.parallelism <= 1:
+        return {}
+    return {"TPU_WORKER_ID": str(index), "TPU_WORKER_HOSTNAMES": job.worker_hostnames, "TPU_SKIP_MDS_QUERY": "true"}
+
+
+def _devices(accelerator: str, count: Any, env: Mapping[str, str]) -> int:
+    """Chips per host for TPU/GPU pods, else JAX_NUM_CPU_DEVICES, else 1."""
+    if accelerator != "cpu":
+        return max(1, int(_quantity(count) or 1))
+    return max(1, _int(env.get("JAX_NUM_CPU_DEVICES"), 1))
+
+
+# --------------------------------------------------------------------------------------------
+# Pods
+# --------------------------------------------------------------------------------------------
+
+def _ip(ip_base: tuple[int, int], k: int) -> str:
+    """The k-th pod's loopback address: 127.b0.(b1 + k // 250).(k % 250 + 2), carrying into b0, never leaving 127/8."""
+    value = (127 << 24) + (ip_base[0] << 16) + ((ip_base[1] + k // 250) << 8) + k % 250 + 2
+    if value >= 128 << 24:
+        raise ValueError(f"ip_base {ip_base} leaves no room for {k + 1} pods inside 127.0.0.0/8")
+    return str(ipaddress.IPv4Address(value))
+
+
+def _pod(draft: _Draft, job: _ChildJob, index: int, global_index: int, k: int, ip: str, objects: _Objects,
+         problems: list[tuple[str, Problem]]) -> model.Pod:
+    """One pod as the Job controller creates it and the kubelet starts it."""
+    # Job API strategy: selector labels; Job controller: index label + annotation, hostname `<job>-<index>` (always,
+    # for Indexed Jobs; pod name `<job>-<index>-<random>`, suffix dropped here).
+    hostname = f"{job.name}-{index}"
+    labels = {**job.pod_labels, JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name,
+              COMPLETION_INDEX: str(index)}
+    annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
+    if job.backoff_limit_per_index:
+        annotations[INDEX_FAILURE_COUNT] = "0"
+    containers = job.pod_spec.get("containers") or [{}]
+    container = containers[0]
+    facts = _PodFacts(hostname, draft.namespace, _uid("Pod", draft.namespace, hostname), labels, annotations, f"sim-node-{k}",
+                      job.pod_spec.get("serviceAccountName") or job.pod_spec.get("serviceAccount") or "default", ip, containers)
+    resolver = _EnvResolver(f"{draft.id} pod {hostname}", facts, objects, problems)
+    env = resolver.resolve(container, _tpu_platform_env(job, index), _controller_env(container))
+    accelerator, count = job.accelerator
+    ports = tuple(int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit())
+    return model.Pod(
+        workload=draft.id, namespace=draft.namespace, name=hostname, hostname=hostname, subdomain=job.subdomain, ip=ip,
+        job_index=job.job_index, completion_index=index, global_index=global_index, labels=labels, annotations=annotations,
+        container=container.get("name", ""), image=container.get("image", ""),
+        command=tuple(expand(str(a), env.get) for a in container.get("command") or ()),
+        args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
+        env=env, working_dir=container.get("workingDir"), devices=_devices(accelerator, count, env),
+        accelerator=accelerator, container_ports=ports)
+
+
+# --------------------------------------------------------------------------------------------
+# DNS
+# --------------------------------------------------------------------------------------------
+
+def _search(name: str, namespace: str) -> list[str]:
+    """The names a pod's resolver tries: its search path (ns.svc, svc, cluster domain), then the name itself."""
+    if name.endswith("."):
+        return [name[:-1]]
+    return [f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}", f"{name}.svc.{CLUSTER_DOMAIN}", f"{name}.{CLUSTER_DOMAIN}", name]
+
+
+class _Dns:
+    """Cluster DNS for headless Services: `<host>.<svc>.<ns>.svc.cluster.local` per selected pod whose hostname is set
+    and subdomain == svc, and `<svc>.<ns>.svc.cluster.local` -> the first selected pod (kube-dns returns them all)."""
+
+    def __init__(self, services: Iterable[_Service], pods: Sequence[model.Pod]):
+        self.records: dict[str, tuple[str, _Service]] = {}
+        self.hosts: dict[str, str] = {}
+        self.findings = _Findings("name")
+        self.by_ip = {p.ip: p for p in pods}
+        self.by_host: dict[tuple[str, str], model.Pod] = {}
+        for p in pods:
+            self.by_host.setdefault((p.namespace, p.hostname), p)
+        by_ns: dict[str, list[model.Pod]] = {}
+        for p in pods:
+            by_ns.setdefault(p.namespace, []).append(p)
+        for svc in services:
+            if not svc.headless:
+                continue
+            selected = [p for p in by_ns.get(svc.namespace, ()) if svc.selects(p)]
+            if selected:
+                self._add(f"{svc.name}.{svc.namespace}.svc.{CLUSTER_DOMAIN}", selected[0].ip, svc)
+            for p in selected:
+                if p.subdomain == svc.name:
+                    self._add(f"{p.hostname}.{svc.name}.{svc.namespace}.svc.{CLUSTER_DOMAIN}", p.ip, svc)
+        self.hosts = dict(sorted(self.hosts.items()))
+
+    def _add(self, fqdn: str, ip: str, svc: _Service) -> None:
+        if fqdn in self.records:
+            first = self.records[fqdn][0]
+            if first != ip:
+                self.findings.add(f"dup|{svc.origin}", lambda: Problem(
+                    svc.origin, fqdn, f"two pods share the DNS name {fqdn}; it resolves to the first, {first}",
+                    "give the workloads distinct names so their pod hostnames differ"))
+            return
+        self.records[fqdn] = (ip, svc)
+        short = fqdn[: -len(f".svc.{CLUSTER_DOMAIN}")]           # <host>.<svc>.<ns> or <svc>.<ns>
+        rel_own_ns = short.rsplit(".", 1)[0]                     # only resolvable from inside the namespace
+        for name in (fqdn, f"{short}.svc", short, rel_own_ns):
+            owner = self.hosts.setdefault(name, ip)
+            if owner != ip:
+                self.findings.add(f"relative|{svc.origin}", lambda n=name, o=owner: Problem(
+                    svc.origin, n, f"the relative name {n} means different pods in different namespaces; /etc/hosts keeps the first, {o}",
+                    f"use the fully qualified name ({n}.<namespace>.svc.{CLUSTER_DOMAIN} form) or distinct Service names"))
+
+    def resolve(self, name: str, namespace: str) -> tuple[str, _Service] | None:
+        for candidate in _search(name, namespace):
+            if candidate in self.records:
+                return self.records[candidate]
+        return None
+
+
+# --------------------------------------------------------------------------------------------
+# Contract checks: coordinator, ports, counts, ranks
+# --------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Address:
+    var: str           # where it came from
+    raw: str
+    host: str
+    port: int | None
+
+
+def _split_hostport(raw: str) -> tuple[str, int | None]:
+    if raw.startswith("["):
+        host, _, rest = raw[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+    host, sep, port = raw.rpartition(":")
+    if not sep:
+        return raw, None
+    return host, int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+
+
+def _is_tpu_detected(pod: model.Pod) -> bool:
+    """JAX's GkeTpuCluster applies: a TPU pod with TPU_PROCESS_ADDRESSES or TPU_WORKER_HOSTNAMES."""
+    return pod.accelerator == "tpu" and ("TPU_PROCESS_ADDRESSES" in pod.env or "TPU_WORKER_HOSTNAMES" in pod.env)
+
+
+def _worker_list(pod: model.Pod) -> str:
+    return pod.env.get("TPU_PROCESS_ADDRESSES", pod.env.get("TPU_WORKER_HOSTNAMES", ""))
+
+
+@lru_cache(maxsize=256)
+def _hosts_in_slice(worker_list: str) -> int:
+    """Entries of a worker list; cached because every pod of a slice shares the same (long) string."""
+    return worker_list.count(",") + 1
+
+
+def _coordinator(pod: model.Pod) -> _Address | None:
+    """The address jax.distributed.initialize() would use: JAX_COORDINATOR_ADDRESS, else (TPU detector)
+    MEGASCALE_COORDINATOR_ADDRESS or the first worker, port JAX_COORDINATOR_PORT or 8482 (cluster.py)."""
+    raw = pod.env.get("JAX_COORDINATOR_ADDRESS")
+    if raw:
+        host, port = _split_hostport(raw)
+        return _Address("JAX_COORDINATOR_ADDRESS", raw, host, port)
+    if not _is_tpu_detected(pod):
+        return None
+    port = _int(pod.env.get("JAX_COORDINATOR_PORT"), JAX_DEFAULT_TPU_PORT)
+    if pod.env.get("MEGASCALE_COORDINATOR_ADDRESS"):
+        raw = pod.env["MEGASCALE_COORDINATOR_ADDRESS"]
+        return _Address("MEGASCALE_COORDINATOR_ADDRESS", raw, raw.split(":")[0], port)
+    raw = _worker_list(pod).split(",", 1)[0]
+    var = "TPU_PROCESS_ADDRESSES" if "TPU_PROCESS_ADDRESSES" in pod.env else "TPU_WORKER_HOSTNAMES"
+    return _Address(var, raw, raw.split(":")[0], port)
+
+
+def _rank(pod: model.Pod) -> tuple[str, int | None, str] | None:
+    """(source, rank or None if not an integer, raw): JAX_PROCESS_ID, else the rank JAX's TPU detector derives:
+    TPU_WORKER_ID + MEGASCALE_SLICE_ID x hosts in the slice. None when the pod has neither."""
+    if "JAX_PROCESS_ID" in pod.env:
+        raw = pod.env["JAX_PROCESS_ID"]
+        return "JAX_PROCESS_ID", int(raw) if re.fullmatch(r"-?\d+", raw.strip()) else None, raw
+    if _is_tpu_detected(pod) and "TPU_WORKER_ID" in pod.env:
+        worker, slice_id = pod.env["TPU_WORKER_ID"], pod.env.get("MEGASCALE_SLICE_ID") or "0"
+        raw = f"TPU_WORKER_ID={worker} MEGASCALE_SLICE_ID={slice_id}"
+        if not (worker.isdigit() and slice_id.isdigit()):
+            return "TPU_WORKER_ID", None, raw
+        return "TPU_WORKER_ID", int(worker) + int(slice_id) * _hosts_in_slice(_worker_list(pod)), raw
+    return None
+
+
+def _count(pod: model.Pod) -> tuple[str, int | None, str] | None:
+    """(source, process count, raw): JAX_NUM_PROCESSES, else hosts in the slice x MEGASCALE_NUM_SLICES (TPU detector)."""
+    if "JAX_NUM_PROCESSES" in pod.env:
+        raw = pod.env["JAX_NUM_PROCESSES"]
+        return "JAX_NUM_PROCESSES", _int(raw, -1) if raw.strip().isdigit() else None, raw
+    if _is_tpu_detected(pod):
+        slices = pod.env.get("MEGASCALE_NUM_SLICES") or "1"
+        hosts = _hosts_in_slice(_worker_list(pod))
+        return "TPU_WORKER_HOSTNAMES", hosts * int(slices) if slices.isdigit() else None, f"{hosts} hosts x {slices} slices"
+    return None
+
+
+class _Findings:
+    """Repeated problems collapsed by kind: the first one, with how many other pods (or names) share it,
+    so a 6,144-pod workload with one mistake reports one line, not 6,144."""
+
+    def __init__(self, noun: str = "pod") -> None:
+        self._first: dict[str, Problem] = {}
+        self._count: Counter[str] = Counter()
+        self._noun = noun
+
+    def add(self, key: str, make: Callable[[], Problem]) -> None:
+        if key not in self._first:
+            self._first[key] = make()
+        self._count[key] += 1
+
+    def extend(self, items: Iterable[tuple[str, Problem]]) -> None:
+        for key, problem in items:
+            self.add(key, lambda p=problem: p)
+
+    def problems(self) -> list[Problem]:
+        out = []
+        for key, p in self._first.items():
+            more = self._count[key] - 1
+            out.append(p if not more else Problem(p.path, p.value, f"{p.message} (and {more} more {self._noun}{'s' if more > 1 else ''})", p.fix))
+        return out
+
+
+class _Checker:
+    """The static contract checks of one workload against the emulated DNS."""
+
+    def __init__(self, wl_id: str, pods: Sequence[model.Pod], dns: _Dns, objects: _Objects, services: Mapping[tuple[str, str], _Service]):
+        self.id, self.pods, self.dns, self.objects, self.services = wl_id, pods, dns, objects, services
+        self.findings = _Findings()
+        self.rank_of = [_rank(p) for p in pods]
+        zero = [p for p, r in zip(pods, self.rank_of) if r and r[1] == 0]
+        self.rank0 = zero[0] if len(zero) == 1 else pods[0]     # rank 0 hosts the coordinator
+
+    def _path(self, pod: model.Pod, var: str) -> str:
+        return f"{self.id} pod {pod.name} env {var}"
+
+    def _fqdn(self, pod: model.Pod) -> str:
+        return f"{pod.hostname}.{pod.subdomain}" if pod.subdomain else pod.hostname
+
+    # --- coordinator --------------------------------------------------------------------
+    def coordinator(self) -> None:
+        for pod in self.pods:
+            address = _coordinator(pod)
+            if address is None:
+                if len(self.pods) > 1:
+                    self.findings.add("no-coordinator", lambda p=pod: Problem(
+                        self._path(p, "JAX_COORDINATOR_ADDRESS"), None,
+                        "no coordinator address: JAX_COORDINATOR_ADDRESS is unset and the pod is not a TPU pod with TPU_WORKER_HOSTNAMES",
+                        f"set JAX_COORDINATOR_ADDRESS to rank 0's DNS name and port, e.g. {self._fqdn(self.rank0)}:{JAX_DEFAULT_TPU_PORT}"))
+                continue
+            self._address(pod, address)
+            if address.var == "JAX_COORDINATOR_ADDRESS" and pod.env.get("MEGASCALE_COORDINATOR_ADDRESS"):
+                raw = pod.env["MEGASCALE_COORDINATOR_ADDRESS"]     # libtpu's DCN coordinator: also rank 0
+                self._address(pod, _Address("MEGASCALE_COORDINATOR_ADDRESS", raw, raw.split(":")[0], None))
+
+    def _address(self, pod: model.Pod, address: _Address) -> None:
+        path = self._path(pod, address.var)
+        if address.var == "JAX_COORDINATOR_ADDRESS" and address.port is None:
+            self.findings.add(f"{address.var}|port-missing", lambda: Problem(
+                path, address.raw, "JAX_COORDINATOR_ADDRESS must be host:port (jax.distributed.initialize does not add a port)",
+                f"append the coordinator port, e.g. {address.host}:{JAX_DEFAULT_TPU_PORT}"))
+            return
+        ip, svc = self._resolve(pod, address.host)
+        if ip is None:
+            def unresolved() -> Problem:      # diagnosed once, not once per pod
+                message, fix = self._diagnose(address.host, pod)
+                return Problem(path, address.raw, f"host '{address.host}' does not resolve from namespace '{pod.namespace}': {message}", fix)
+            self.findings.add(f"{address.var}|unresolved|{address.host}", unresolved)
+            return
+        if svc is not None and not svc.publish_not_ready:
+            self.findings.add(f"{address.var}|not-ready|{svc.name}", lambda: Problem(
+                f"{svc.origin} publishNotReadyAddresses", False,
+                f"'{address.host}' resolves only once rank 0 is Ready, but the other processes look it up while it starts",
+                "set publishNotReadyAddresses: true on the Service"))
+        if ip != self.rank0.ip:
+            other = self.dns.by_ip.get(ip)
+            what = f"pod {other.name} of {other.workload}" if other else ip
+            self.findings.add(f"{address.var}|not-rank0|{address.host}", lambda: Problem(
+                path, address.raw, f"'{address.host}' resolves to {what}, not to rank 0 (pod {self.rank0.name}), which hosts the coordinator",
+                f"point it at rank 0: {self._fqdn(self.rank0)}" + (f":{address.port}" if address.port else "")))
+        if address.port is not None and address.var != "MEGASCALE_COORDINATOR_ADDRESS":
+            self._ports(pod, address, svc)
+
+    def _resolve(self, pod: model.Pod, host: str) -> tuple[str | None, _Service | None]:
+        found = self.dns.resolve(host, pod.namespace)
+        if found:
+            return found
+        if host == "localhost":
+            return pod.ip, None
+        try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            return None, None
+        return (pod.ip if literal.is_loopback else str(literal)), None
+
+    def _diagnose(self, host: str, pod: model.Pod) -> tuple[str, str]:
+        """Why a name does not resolve: the Service, subdomain, hostname or selector to fix."""
+        labels = host.rstrip(".").split(".")
+        for suffix in (["svc", *CLUSTER_DOMAIN.split(".")], ["svc"]):
+            if len(labels) > len(suffix) and labels[-len(suffix):] == suffix:
+                labels = labels[: -len(suffix)]
+                break
+        rank0 = self.rank0
+        if len(labels) == 2 and labels[1] in self.objects.namespaces and (pod.namespace, labels[1]) not in self.services:
+            labels = [None, *labels]                       # <svc>.<ns>
+        elif len(labels) == 2:
+            labels = [*labels, pod.namespace]              # <host>.<svc>
+        elif len(labels) == 1:
+            labels = [None, labels[0], pod.namespace]      # <svc>
+        if len(labels) != 3:
+            return (f"expected <hostname>.<service> (optionally .<namespace>.svc.{CLUSTER_DOMAIN})",
+                    f"use {self._fqdn(rank0)}")
+        hostname, svc_name, ns = labels
+        svc = self.services.get((ns, svc_name))
+        if svc is None:
+            return self._no_service(svc_name, ns)
+        if not svc.headless:
+            return (f"Service '{svc_name}' ({svc.origin}) is not headless, so pods get no DNS names under it",
+                    f"set clusterIP: None on Service '{svc_name}'")
+        target = self.dns.by_host.get((ns, hostname)) if hostname else rank0
+        if target is None:
+            return (f"no pod in namespace '{ns}' has hostname '{hostname}' (this workload's pods are "
+                    f"{self.pods[0].hostname} … {self.pods[-1].hostname})",
+                    f"use rank 0's hostname: {self._fqdn(rank0)}")
+        if hostname and target.subdomain != svc_name:
+            now = f"subdomain '{target.subdomain}', not '{svc_name}'" if target.subdomain else "no subdomain"
+            fix = ("set spec.network.enableDNSHostnames: true (the JobSet sets subdomain on its pods)" if target.workload.startswith("JobSet/")
+                   else f"set spec.template.spec.subdomain: {svc_name}")
+            return f"pod '{hostname}' has {now}, so it gets no DNS name under Service '{svc_name}'", fix
+        if not svc.selects(target):
+            return self._selector_mismatch(svc, target)
+        return f"Service '{svc_name}' selects no pod named '{hostname}'", f"use {self._fqdn(rank0)}"
+
+    def _no_service(self, svc_name: str, ns: str) -> tuple[str, str]:
+        rank0, jobset = self.rank0, self.id.startswith("JobSet/")
+        others = sorted(n for (n_ns, n) in self.services if n_ns == ns)
+        message = f"no Service named '{svc_name}' in namespace '{ns}'" + (f" (Services there: {', '.join(others)})" if others else "")
+        if rank0.subdomain is None and jobset:
+            return (f"{message}; the JobSet has spec.network.enableDNSHostnames: false, so it creates no Service and its pods "
+                    "have no subdomain", "set spec.network.enableDNSHostnames: true")
+        fix = f"add a headless Service '{svc_name}' (clusterIP: None, publishNotReadyAddresses: true) in namespace '{ns}' selecting the pods"
+        if rank0.subdomain is None:
+            return f"{message}, and the pods have no subdomain", f"{fix}, and set spec.template.spec.subdomain: {svc_name}"
+        if rank0.subdomain != svc_name:
+            return f"{message}; the pods' subdomain is '{rank0.subdomain}'", f"address rank 0 as {self._fqdn(rank0)}, or {fix}"
+        return message, fix
+
+    @staticmethod
+    def _selector_mismatch(svc: _Service, pod: model.Pod) -> tuple[str, str]:
+        key = JS_NAME if JS_NAME in pod.labels else JOB_NAME
+        suggestion = f"{{{key}: {pod.labels[key]}}}"
+        if not svc.selector:
+            return (f"Service '{svc.name}' has no selector, so it selects no pods",
+                    f"set spec.selector on Service '{svc.name}' to {suggestion}")
+        diff = ", ".join(f"{k}: {v!r} vs pod's {pod.labels.get(k, '<absent>')!r}" for k, v in svc.selector.items() if pod.labels.get(k) != v)
+        return (f"Service '{svc.name}' selector {dict(svc.selector)} does not select pod '{pod.name}' ({diff})",
+                f"set the Service selector to {suggestion}")
+
+    # --- ports --------------------------------------------------------------------------
+    def _ports(self, pod: model.Pod, address: _Address, svc: _Service | None) -> None:
+        port = address.port
+        bind = pod.env.get("JAX_COORDINATOR_BIND_ADDRESS")
+        if bind and _split_hostport(bind)[1] != port:
+            self.findings.add("bind-port", lambda: Problem(
+                self._path(pod, "JAX_COORDINATOR_BIND_ADDRESS"), bind,
+                f"rank 0 binds the coordinator on port {_split_hostport(bind)[1]} but processes connect to {address.raw}",
+                f"use the same port in both, e.g. [::]:{port}"))
+        if self.rank0.container_ports and port not in self.rank0.container_ports:
+            self.findings.add("container-port", lambda: Problem(
+                f"{self.id} pod {self.rank0.name} container {self.rank0.container} ports", list(self.rank0.container_ports),
+                f"the coordinator listens on port {port} ({address.var}) but rank 0's container declares only {list(self.rank0.container_ports)}",
+                f"declare containerPort {port} or use one of the declared ports in {address.var}"))
+        if svc is not None and svc.ports and not any(port in (p, t) for p, t in svc.ports):
+            self.findings.add("service-port", lambda: Problem(
+                f"{svc.origin} ports", [p for p, _ in svc.ports],
+                f"Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} but not the coordinator port {port} ({address.var})",
+                f"add port {port} (targetPort {port}) to Service '{svc.name}' or fix the port in {address.var}"))
+
+    # --- counts and ranks ---------------------------------------------------------------
+    def counts(self) -> None:
+        n = len(self.pods)
+        for pod in self.pods:
+            found = _count(pod)
+            if found and found[1] != n:
+                source, _, raw = found
+                self.findings.add(f"count|{source}", lambda p=pod, s=source, r=raw: Problem(
+                    self._path(p, s), r, f"the process count is {r} but the workload has {n} pods",
+                    f"set JAX_NUM_PROCESSES to {n}" if s == "JAX_NUM_PROCESSES" else "make the slices match the pods"))
+
+    def ranks(self) -> None:
+        n = len(self.pods)
+        found = list(zip(self.pods, self.rank_of))
+        missing = [pod for pod, r in found if r is None]
+        if missing and (n > 1 or len(missing) < n):
+            pod = missing[0]
+            several_jobs = self.pods[-1].job_index > 0
+            fix = ("set JAX_PROCESS_ID from a fieldRef to metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                   + (" plus job-index x pods per Job (compute it in the command)" if several_jobs else ""))
+            tpu = (" (GKE injects the TPU env only into pods of an Indexed Job with a subdomain and parallelism > 1)"
+                   if pod.accelerator == "tpu" else "")
+            self.findings.add("rank-missing", lambda: Problem(
+                self._path(pod, "JAX_PROCESS_ID"), None,
+                f"rank env missing: neither JAX_PROCESS_ID nor the TPU detector env (TPU_WORKER_ID + TPU_WORKER_HOSTNAMES) is set "
+                f"on {len(missing)} of {n} pods, so JAX cannot know this process's rank{tpu}", fix))
+        ranks: dict[int, list[model.Pod]] = {}
+        for pod, r in found:
+            if r is None:
+                continue
+            source, rank, raw = r
+            if rank is None:
+                hint = (f"; $(VAR) in env expands only variables defined earlier in the list, and {COMPLETION_INDEX_ENV} is appended "
+                        "by the Job controller after yours" if f"$({COMPLETION_INDEX_ENV})" in raw else "")
+                self.findings.add(f"rank-not-int|{source}", lambda p=pod, s=source, v=raw, h=hint: Problem(
+                    self._path(p, s), v, f"the rank is not an integer after resolution{h}",
+                    "use valueFrom.fieldRef.fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']"))
+                continue
+            ranks.setdefault(rank, []).append(pod)
+        if not ranks:
+            return
+        source = next(r[0] for _, r in found if r)
+        dupes = {r: ps for r, ps in ranks.items() if len(ps) > 1}
+        if dupes:
+            r, ps = min(dupes.items())
+            self.findings.add("rank-dup", lambda: Problem(
+                f"{self.id} env {source}", r,
+                f"rank {r} is used by {len(ps)} pods ({ps[0].name}, {ps[1].name}{', …' if len(ps) > 2 else ''}); "
+                f"{len(dupes)} ranks are duplicated in all",
+                "ranks must be distinct: for a JobSet with several Jobs, add job-index x pods per Job to the completion index"))
+        gaps = sorted(set(range(n)) - set(ranks))
+        extra = sorted(r for r in ranks if not 0 <= r < n)
+        if gaps or extra:
+            self.findings.add("rank-cover", lambda: Problem(
+                f"{self.id} env {source}", (gaps or extra)[:5],
+                f"ranks must cover 0..{n - 1} exactly: missing {gaps[:5]}{'…' if len(gaps) > 5 else ''}, out of range {extra[:5]}",
+                f"derive the rank from the completion index so that {n} pods get 0..{n - 1}"))
+
+
+# --------------------------------------------------------------------------------------------
+# The emulation
+# --------------------------------------------------------------------------------------------
+
+def _drafts(manifests: Sequence[Mapping], objects: _Objects) -> tuple[list[_Draft], list[Problem]]:
+    """Index every passive object first (workloads read them), then let each workload kind's controller
+    draft its Jobs; unsupported objects become problems, all in manifest order."""
+    found: list[tuple[int, Mapping]] = []
+    problems: list[tuple[int, Problem]] = []
+    for i, obj in enumerate(manifests):
+        if not isinstance(obj, Mapping) or not obj.get("kind"):
+            problems.append((i, Problem(f"manifest {i}", type(obj).__name__ if not isinstance(obj, Mapping) else None,
+                                        "not a Kubernetes object (no kind)", "each manifest needs apiVersion, kind and metadata.name")))
+        elif obj["kind"] in _PASSIVE_KINDS:
+            objects.add(obj)
+        elif (obj.get("apiVersion", ""), obj["kind"]) in _WORKLOAD_KINDS:
+            found.append((i, obj))
+        else:
+            api, kind = obj.get("apiVersion", ""), obj["kind"]
+            problems.append((i, Problem(_oid(obj), f"{api} {kind}", f"kind {kind} ({api}) is not supported; supported workloads: {_SUPPORTED}",
+                                        "express the workload as a JobSet or an Indexed Job")))
+    drafts = []
+    for i, obj in found:
+        made = _WORKLOAD_KINDS[(obj.get("apiVersion", ""), obj["kind"])](obj, objects)
+        if isinstance(made, Problem):
+            problems.append((i, made))
+        else:
+            drafts.append(made)
+    return drafts, [p for _, p in sorted(problems, key=lambda item: item[0])]
+
+
+def _start_pods(drafts: Sequence[_Draft], objects: _Objects, ip_base: tuple[int, int]) -> list[tuple[list[model.Pod], list[tuple[str, Problem]]]]:
+    """Each draft's pods in global-index order, with the env problems the kubelet would hit; the k-th pod of the
+    whole call gets the k-th address, so workloads never share one."""
+    out, k = [], 0
+    for draft in drafts:
+        pods: list[model.Pod] = []
+        env_problems: list[tuple[str, Problem]] = []
+        for job in draft.jobs:
+            for index in range(job.completions):
+                pods.append(_pod(draft, job, index, len(pods), k, _ip(ip_base, k), objects, env_problems))
+                k += 1
+        out.append((pods, env_problems))
+    return out
+
+
+def _workload(draft: _Draft, pods: list[model.Pod], env_problems: list[tuple[str, Problem]], dns: _Dns, objects: _Objects,
+              services: Mapping[tuple[str, str], _Service]) -> model.Workload:
+    """The finished workload with its static contract problems."""
+    checker = _Checker(draft.id, pods, dns, objects, services)
+    checker.findings.extend(env_problems)
+    if pods:
+        checker.coordinator()
+        checker.counts()
+        checker.ranks()
+    return model.Workload(
+        kind=draft.kind, namespace=draft.namespace, name=draft.name, pods=tuple(pods), groups=len(draft.jobs),
+        hosts_per_group=draft.jobs[0].completions if draft.jobs else 0, chips_per_host=pods[0].devices if pods else 1,
+        restart=draft.restart, problems=tuple(draft.problems + checker.findings.problems()))
+
+
+def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0)) -> model.Cluster:
+    """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
+    resolvable, and every static contract problem, in manifest order (pods by global index, hosts sorted).
+
+    `ip_base` picks the pods' loopback range (127.<b0>.<b1>.x upward) so concurrent simulations do not collide.
+    """
+    objects = _Objects()
+    drafts, problems = _drafts(manifests, objects)
+    services = dict(objects.services)
+    for draft in drafts:                            # controller-created Services, only where none exists yet
+        for svc in draft.services:
+            services.setdefault((svc.namespace, svc.name), svc)
+    started = _start_pods(drafts, objects, ip_base)
+    dns = _Dns(services.values(), [p for pods, _ in started for p in pods])
+    workloads = tuple(_workload(d, pods, env_problems, dns, objects, services) for d, (pods, env_problems) in zip(drafts, started))
+    return model.Cluster(workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()))
