@@ -165,17 +165,14 @@ def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str])
     return faults
 
 
-def _manifests(inputs: list[Path], backend: str | None) -> list[dict[str, Any]]:
-    """Manifests from stack files (synthesized in memory) and YAML files, in argument order."""
+def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
+    """(source, manifests) per cluster: a stack is synthesized in memory, a YAML file read as is."""
     from jaxinfra import manifests
     from jaxinfra.simulate.cluster import load_files
 
     stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
-    loaded = {path: manifests(cluster) for path, cluster in _load(stacks, backend)} if stacks else {}
-    out: list[dict[str, Any]] = []
-    for path in inputs:
-        out += loaded.get(path, []) if (path.suffix == ".py" or path.is_dir()) else load_files([path])
-    return out
+    out = [(str(path), manifests(cluster)) for path, cluster in _load(stacks, backend)] if stacks else []
+    return out + [(str(path), load_files([path])) for path in inputs if path not in stacks]
 
 
 @app.command()
@@ -202,14 +199,14 @@ def simulate(
     inputs = inputs or [Path("stacks/cpu_dev.py")]
     options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
                       faults=_faults(kill, fail, hang, delay))
-    objects = _manifests(inputs, backend)
+    sources = _sources(inputs, backend)
     reporter = Reporter(Console(stderr=False), logs=logs)
-    report = run(objects, options, reporter)
+    report = run(sources, options, reporter)
     reporter.summary(report)
     if json_report is not None:
         json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
     if not report.ok:
-        failed = [r.workload.id for r in report.results if r.verdict != "succeeded"]
+        failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != "succeeded"]
         raise Failed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)
     print(f"jaxinfra: simulation passed: {len(report.results)} workload(s) in {report.seconds:.2f} s", file=sys.stderr)
 

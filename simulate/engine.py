@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,14 @@ from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.dns import DnsUnavailable, PrivateHosts
 from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, Listener, Options, Runner
 
-#: Each attempt's pods get fresh IPs (as recreated pods do); blocks of 40 x 250 addresses.
+#: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
 IP_BLOCK = 40
+IP_BLOCKS = 6
 
 
 @dataclass
 class WorkloadResult:
+    source: str                     # the file or stack whose manifests define it (one cluster each)
     workload: model.Workload
     attempts: list[Attempt] = field(default_factory=list)
     verdict: str = "pending"        # succeeded | failed
@@ -33,7 +36,7 @@ class WorkloadResult:
 
     def as_dict(self) -> dict[str, Any]:
         w = self.workload
-        return {"id": w.id, "kind": w.kind, "namespace": w.namespace, "name": w.name, "pods": len(w.pods),
+        return {"source": self.source, "id": w.id, "kind": w.kind, "namespace": w.namespace, "name": w.name, "pods": len(w.pods),
                 "verdict": self.verdict, "reason": self.reason, "restarts": self.restarts,
                 "problems": [_problem(p) for p in w.problems],
                 "attempts": [{"index": a.index, "ok": a.ok, "reason": a.reason, "seconds": round(a.seconds, 3),
@@ -100,20 +103,36 @@ def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
     return "Count"
 
 
-def simulate(manifests: Sequence[Mapping[str, Any]], options: Options, listener: Listener) -> Report:
-    """Run every workload in the manifests, one after another; the verdicts and restarts."""
+Sources = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+
+
+def _plan(sources: Sources) -> Report:
+    """Emulate each source as its own cluster; its static problems, before anything runs."""
+    report = Report([])
+    for source, manifests in sources:
+        cluster = emulate(manifests, (1, 0))
+        report.problems += tuple(Problem(f"{source}: {p.path}", p.value, p.message, p.fix) for p in cluster.problems)
+        ids = [w.id for w in cluster.workloads]
+        report.problems += tuple(Problem(f"{source}: {i}", ids.count(i), "defined more than once", "give each workload its own name")
+                                 for i in sorted(set(ids)) if ids.count(i) > 1)
+        report.results += [WorkloadResult(source, w) for w in cluster.workloads]
+    if not report.results and not report.problems:
+        report.problems = (Problem("manifests", 0, "no JobSet or Indexed Job to simulate",
+                                   "pass the YAML that `jaxinfra synth` writes, or a stack file"),)
+    return report
+
+
+def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
+    """Run every workload, one after another: each source (file or stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
-    cluster = emulate(manifests, (1, 0))
-    report = Report([WorkloadResult(w) for w in cluster.workloads], cluster.problems)
-    if not cluster.workloads and not report.problems:
-        report.problems = (Problem("manifests", len(manifests), "no JobSet or Indexed Job to simulate",
-                                   "pass the YAML that `jaxinfra synth` writes, or a stack file"),)
+    report = _plan(sources)
+    manifests_of = dict(sources)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
             r.verdict, r.reason = "failed", f"{len(r.workload.problems)} contract problems; not started"
-    if runnable:
+    if runnable and not report.problems:
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
             try:
                 hosts = PrivateHosts(Path(tmp))
@@ -126,20 +145,21 @@ def simulate(manifests: Sequence[Mapping[str, Any]], options: Options, listener:
 
                 import jaxinfra.simulate.probe  # noqa: F401
             seed = random.SystemRandom().randrange(1, 255)  # concurrent simulations use other addresses
+            attempts = itertools.count()                    # every attempt's pods get addresses of their own
             for result in runnable:
-                _run_workload(result, manifests, options, listener, hosts, Path(tmp), seed, deadline)
+                _run_workload(result, manifests_of[result.source], options, listener, hosts, Path(tmp),
+                              lambda: (seed, next(attempts) % IP_BLOCKS * IP_BLOCK), deadline)
     report.seconds = time.monotonic() - started
     return report
 
 
 def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], options: Options, listener: Listener,
-                  hosts: PrivateHosts, tmp: Path, seed: int, deadline: float) -> None:
+                  hosts: PrivateHosts, tmp: Path, ip_base: Callable[[], tuple[int, int]], deadline: float) -> None:
     failures: dict[int, int] = {}
     wid = result.workload.id
     while True:
         index = len(result.attempts)
-        ip_base = (seed, (index % 6) * IP_BLOCK)
-        cluster = emulate(manifests, ip_base)
+        cluster = emulate(manifests, ip_base())
         workload = next(w for w in cluster.workloads if w.id == wid)
         hosts.write(cluster.hosts)
         runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline)

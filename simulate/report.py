@@ -70,7 +70,7 @@ class Reporter:
             for p in result.workload.problems:
                 self.console.print(f"[red]error[/]: {p}", highlight=False)
             table = Table(Column("pod", no_wrap=True), "rank", Column("ip", no_wrap=True), "phase", "exit", "init s", "total s", "checks",
-                          title=f"{result.workload.id}: {result.verdict} ({result.restarts} restarts)")
+                          title=f"{result.source}: {result.workload.id}: {result.verdict} ({result.restarts} restarts)")
             for run in (result.attempts[-1].pods if result.attempts else []):
                 d = run.as_dict()
                 exit_text = d["signal"] or ("" if d["exit_code"] is None else str(d["exit_code"]))

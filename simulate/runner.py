@@ -100,26 +100,20 @@ class Attempt:
 Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log" (PodRun, stream, line), "attempt" Attempt
 
 
-def _close_inherited(keep: set[int]) -> None:
-    """A pod must not hold other pods' pipe ends (their EOFs would never come)."""
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd not in keep:
-            try:
-                os.close(fd)
-            except OSError:
-                pass
 
 
 def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, out_w: int, err_w: int,
-           options: Options, workload: model.Workload, fail: bool, hang: bool) -> None:
+           inherited: list[int], options: Options, workload: model.Workload, fail: bool, hang: bool) -> None:
     """In the forked pod process: become the container. Never returns."""
     code = 1
     try:
         os.setpgid(0, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        _close_inherited({status_w})
+        # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
+        # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
+        for fd in inherited:
+            os.close(fd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)   # fresh objects: the parent's locks stay behind
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.environ.clear()
@@ -210,7 +204,8 @@ class Runner:
         self.listening = False
 
     def run(self, index: int) -> Attempt:
-        faults = self.options.faults
+        # Faults are transient: injected into the first attempt, so a restart shows recovery.
+        self.faults = faults = self.options.faults if index == 0 else Faults()
         runs = [PodRun(p) for p in self.workload.pods]
         attempt = Attempt(index, runs)
         self.t0 = t0 = time.monotonic()
@@ -227,9 +222,15 @@ class Runner:
                 for r in due:
                     if r is not coordinator and not hold:
                         self._start(r)
-                    if r.pid is not None and not r.done and kills[id(r)] is not None and now >= starts[id(r)] + kills[id(r)]:
-                        kills[id(r)] = None
-                        os.killpg(r.pid, signal.SIGKILL)
+                wake = [s for r, s in zip(runs, starts.values()) if r.pid is None and s > now]
+                for r in runs:
+                    if r.pid is not None and not r.reaped and kills[id(r)] is not None:
+                        at = t0 + r.timings["started"] + kills[id(r)]
+                        if now >= at:
+                            kills[id(r)] = None
+                            os.killpg(r.pid, signal.SIGKILL)
+                        else:
+                            wake.append(at)
                 self._reap(runs)
                 failed = next((r for r in runs if r.phase == "failed"), None)
                 if failed is not None:
@@ -242,7 +243,7 @@ class Runner:
                 if stuck is not None:
                     attempt.reason = stuck
                     break
-                timeout = min([s - now for s in starts.values() if s > now] + [0.01 if hold else 0.2])
+                timeout = min([w - now for w in wake] + [0.01 if hold else 0.2])
                 for key, _ in self.selector.select(max(timeout, 0.0)):
                     self._read(key.data, key.fd)
         finally:
@@ -265,7 +266,7 @@ class Runner:
         return not self.listening
 
     def _start(self, r: PodRun) -> None:
-        faults = self.options.faults
+        faults = self.faults
         pod_dir = self.workdir / r.pod.name
         pod_dir.mkdir(parents=True, exist_ok=True)
         env = process_env(r.pod, self.sitecustomize)
@@ -275,7 +276,7 @@ class Runner:
         pid = os.fork()
         if pid == 0:
             _child(r.pod, env, Path(r.pod.working_dir) if r.pod.working_dir and Path(r.pod.working_dir).is_dir() else pod_dir,
-                   status_w, out_w, err_w, self.options, self.workload,
+                   status_w, out_w, err_w, [fd for fd in self.selector.get_map()], self.options, self.workload,
                    bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)))
         try:
             os.setpgid(pid, pid)   # also here: no race with an early kill
