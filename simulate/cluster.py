@@ -819,8 +819,10 @@ class _Findings:
 class _Checker:
     """The static contract checks of one workload against the emulated DNS."""
 
-    def __init__(self, wl_id: str, pods: Sequence[model.Pod], dns: _Dns, objects: _Objects, services: Mapping[tuple[str, str], _Service]):
+    def __init__(self, wl_id: str, pods: Sequence[model.Pod], dns: _Dns, objects: _Objects, services: Mapping[tuple[str, str], _Service],
+                 contract: bool = True):
         self.id, self.pods, self.dns, self.objects, self.services = wl_id, pods, dns, objects, services
+        self.contract = contract     # False: the containers' own commands may find rank and coordinator elsewhere
         self.findings = _Findings()
         self.rank_of = [_rank(p) for p in pods]
         zero = [p for p, r in zip(pods, self.rank_of) if r and r[1] == 0]
@@ -837,7 +839,7 @@ class _Checker:
         for pod in self.pods:
             address = _coordinator(pod)
             if address is None:
-                if len(self.pods) > 1:
+                if len(self.pods) > 1 and self.contract:
                     self.findings.add("no-coordinator", lambda p=pod: Problem(
                         self._path(p, "JAX_COORDINATOR_ADDRESS"), None,
                         "no coordinator address: JAX_COORDINATOR_ADDRESS is unset and the pod is not a TPU pod with TPU_WORKER_HOSTNAMES",
@@ -986,7 +988,7 @@ class _Checker:
         n = len(self.pods)
         found = list(zip(self.pods, self.rank_of))
         missing = [pod for pod, r in found if r is None]
-        if missing and (n > 1 or len(missing) < n):
+        if missing and (n > 1 or len(missing) < n) and self.contract:
             pod = missing[0]
             several_jobs = self.pods[-1].job_index > 0
             fix = ("set JAX_PROCESS_ID from a fieldRef to metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -1077,9 +1079,9 @@ def _start_pods(drafts: Sequence[_Draft], objects: _Objects, ip_base: tuple[int,
 
 
 def _workload(draft: _Draft, pods: list[model.Pod], env_problems: list[tuple[str, Problem]], dns: _Dns, objects: _Objects,
-              services: Mapping[tuple[str, str], _Service]) -> model.Workload:
+              services: Mapping[tuple[str, str], _Service], contract: bool) -> model.Workload:
     """The finished workload with its static contract problems."""
-    checker = _Checker(draft.id, pods, dns, objects, services)
+    checker = _Checker(draft.id, pods, dns, objects, services, contract)
     checker.findings.extend(env_problems)
     if pods:
         checker.coordinator()
@@ -1091,11 +1093,13 @@ def _workload(draft: _Draft, pods: list[model.Pod], env_problems: list[tuple[str
         restart=draft.restart, problems=tuple(draft.problems + checker.findings.problems()))
 
 
-def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0)) -> model.Cluster:
+def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0), contract: bool = True) -> model.Cluster:
     """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
     resolvable, and every static contract problem, in manifest order (pods by global index, hosts sorted).
 
     `ip_base` picks the pods' loopback range (127.<b0>.<b1>.x upward) so concurrent simulations do not collide.
+    `contract=False` (the containers' own commands run) does not require the coordinator and rank env;
+    what is set is still checked.
     """
     objects = _Objects()
     drafts, problems = _drafts(manifests, objects)
@@ -1105,5 +1109,6 @@ def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0)) ->
             services.setdefault((svc.namespace, svc.name), svc)
     started = _start_pods(drafts, objects, ip_base)
     dns = _Dns(services.values(), [p for pods, _ in started for p in pods])
-    workloads = tuple(_workload(d, pods, env_problems, dns, objects, services) for d, (pods, env_problems) in zip(drafts, started))
+    workloads = tuple(_workload(d, pods, env_problems, dns, objects, services, contract)
+                      for d, (pods, env_problems) in zip(drafts, started))
     return model.Cluster(workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()))

@@ -106,11 +106,11 @@ def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
 Sources = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
 
 
-def _plan(sources: Sources) -> Report:
+def _plan(sources: Sources, contract: bool) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs."""
     report = Report([])
     for source, manifests in sources:
-        cluster = emulate(manifests, (1, 0))
+        cluster = emulate(manifests, (1, 0), contract)
         report.problems += tuple(Problem(f"{source}: {p.path}", p.value, p.message, p.fix) for p in cluster.problems)
         ids = [w.id for w in cluster.workloads]
         report.problems += tuple(Problem(f"{source}: {i}", ids.count(i), "defined more than once", "give each workload its own name")
@@ -126,7 +126,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (file or stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
-    report = _plan(sources)
+    report = _plan(sources, contract=not options.run_command)
     manifests_of = dict(sources)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
@@ -159,7 +159,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
     wid = result.workload.id
     while True:
         index = len(result.attempts)
-        cluster = emulate(manifests, ip_base())
+        cluster = emulate(manifests, ip_base(), contract=not options.run_command)
         workload = next(w for w in cluster.workloads if w.id == wid)
         hosts.write(cluster.hosts)
         runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline)

@@ -82,7 +82,7 @@ class PodRun:
 
     def as_dict(self) -> dict[str, Any]:
         checks = (self.result or {}).get("checks", {})
-        return {"name": self.pod.name, "hostname": self.pod.hostname, "rank": self.pod.global_index,
+        return {"name": self.pod.name, "hostname": self.pod.hostname, "rank": self.pod.global_index, "pid": self.pid,
                 "ip": self.pod.ip, "phase": self.phase, "exit_code": self.exit_code, "signal": self.signal,
                 "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
                 "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values())}
@@ -178,15 +178,28 @@ def process_env(pod: model.Pod, sitecustomize: Path | None) -> dict[str, str]:
     env.setdefault("HOME", os.environ.get("HOME", "/root"))
     env["JAX_PLATFORMS"] = "cpu"
     env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
-    # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP.
-    coordinator = env.get("JAX_COORDINATOR_ADDRESS", "")
-    port = coordinator.rsplit(":", 1)[1] if ":" in coordinator else "8482"
-    env["JAX_COORDINATOR_BIND_ADDRESS"] = f"{pod.ip}:{port}"
+    # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
+    # where the port is known from the env (a script may hard-code its own: then the wildcard).
+    if port := coordinator_port(pod):
+        env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{port}")
     if pod.accelerator == "tpu":
         env[tpu_platform.MARKER] = "1"
         if sitecustomize is not None:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def coordinator_port(pod: model.Pod) -> int | None:
+    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or
+    JAX's TPU detection default (JAX_COORDINATOR_PORT, else 8482)."""
+    address = pod.env.get("JAX_COORDINATOR_ADDRESS", "")
+    if ":" in address:
+        port = address.rsplit(":", 1)[1]
+    elif pod.accelerator == "tpu":
+        port = pod.env.get("JAX_COORDINATOR_PORT", "8482")
+    else:
+        return None
+    return int(port) if port.isdigit() else None
 
 
 class Runner:
@@ -259,8 +272,9 @@ class Runner:
             return False
         if now - self.t0 - coordinator.timings.get("started", 0.0) > COORDINATOR_HOLD_S:
             return False
-        address = coordinator.pod.env.get("JAX_COORDINATOR_ADDRESS", "")
-        port = int(address.rsplit(":", 1)[1]) if address.rsplit(":", 1)[-1].isdigit() else 8482
+        port = coordinator_port(coordinator.pod)
+        if port is None:
+            return False
         with socket.socket() as probe:
             self.listening = probe.connect_ex((coordinator.pod.ip, port)) == 0
         return not self.listening
