@@ -85,7 +85,8 @@ class PodRun:
         return {"name": self.pod.name, "hostname": self.pod.hostname, "rank": self.pod.global_index, "pid": self.pid,
                 "ip": self.pod.ip, "phase": self.phase, "exit_code": self.exit_code, "signal": self.signal,
                 "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
-                "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values())}
+                "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values()),
+                "probe_timings": (self.result or {}).get("timings", {})}
 
 
 @dataclass

@@ -1,0 +1,88 @@
+"""Benchmark: the simulator against a naive launch of the same processes, in one run.
+
+Targets (issue #3), on this machine: simulating an 8-process x 2-device job with the built-in
+probe <= 0.4x a naive subprocess launch of 8 fresh interpreters running the same probe, and
+<= 1.5 s wall; an injected crash to the final verdict <= 2 s; a 32-host x 4-chip v5p 4x4x8
+slice (128 devices) passes the full probe in <= 15 s.
+
+    python benchmarks/simulate.py [--runs N] [--skip-scale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+PY = sys.executable
+
+
+def cli(*args: str) -> tuple[float, dict]:
+    """Wall time of one `jaxinfra simulate` and its JSON report."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "r.json"
+        start = time.perf_counter()
+        subprocess.run([PY, "-m", "jaxinfra.cli", "simulate", *args, "--no-logs", "--json", str(report)],
+                       check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - start
+        return wall, json.loads(report.read_text())
+
+
+def naive(n: int, devices: int) -> float:
+    """n fresh interpreters, each running the same probe: what a plain launcher would do."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    start = time.perf_counter()
+    procs = [subprocess.Popen([PY, "-m", "jaxinfra.simulate.probe", "--expected-rank", str(i), "--num-processes", str(n),
+                               "--devices", str(devices), "--hosts", str(n)],
+                              env={**os.environ, "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": str(n),
+                                   "JAX_PROCESS_ID": str(i), "JAX_PLATFORMS": "cpu"},
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(n)]
+    codes = [p.wait(timeout=300) for p in procs]
+    wall = time.perf_counter() - start
+    if any(codes):
+        raise SystemExit(f"naive launch failed: {codes}")
+    return wall
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--skip-scale", action="store_true")
+    args = parser.parse_args()
+    stack = str(HERE / "stacks" / "cpu_8x2.py")
+    sim, sim_inner, base = [], [], []
+    for _ in range(args.runs):  # interleaved, so load on the machine hits both alike
+        wall, report = cli(stack)
+        assert report["ok"], report
+        sim.append(wall)
+        sim_inner.append(report["workloads"][0]["attempts"][-1]["seconds"])
+        base.append(naive(8, 2))
+    s, b, inner = statistics.median(sim), statistics.median(base), statistics.median(sim_inner)
+    print(f"8 x 2 probe: jaxinfra simulate {s:.2f} s (processes alone {inner:.2f} s), naive launch {b:.2f} s")
+    print(f"  ratio simulate / naive: {s / b:.2f}x (target <= 0.4x); wall {s:.2f} s (target <= 1.5 s)")
+
+    _, report = cli(stack, "--kill", "3@0.2")
+    attempt = report["workloads"][0]["attempts"][0]
+    crashed = next(p for p in attempt["pods"] if p["signal"] == "SIGKILL" and p["reason"].startswith("killed"))
+    print(f"crash to verdict: {attempt['seconds'] - crashed['timings']['failed']:.3f} s after the pod died "
+          f"({attempt['seconds'] - crashed['timings']['started'] - 0.2:.3f} s after the kill; target <= 2 s)")
+
+    if not args.skip_scale:
+        wall, report = cli(str(HERE / "stacks" / "v5p_4x4x8.py"))
+        w = report["workloads"][0]
+        checks = all(p["checks_passed"] for p in w["attempts"][-1]["pods"])
+        print(f"scale v5p 4x4x8 (32 x 4 = 128 devices): {w['verdict']}, all checks {checks}, {wall:.2f} s (target <= 15 s)")
+
+
+if __name__ == "__main__":
+    main()
