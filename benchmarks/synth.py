@@ -37,6 +37,7 @@ def main() -> None:
         out = Path(tmp)
         commands = {
             "python -c 'import pydantic, yaml'": [py, "-c", "import pydantic, yaml"],
+            "floor: minimal typer+pydantic CLI": [py, str(HERE / "floor_cli.py"), "synth", "x"],
             "jaxinfra synth (6,144 hosts)": [py, "-m", "jaxinfra.cli", "synth", str(HUGE), "-o", str(out / "huge")],
             "jaxinfra synth (2 hosts)": [py, "-m", "jaxinfra.cli", "synth", str(SMALL), "-o", str(out / "small")],
         }
@@ -49,11 +50,13 @@ def main() -> None:
         huge_bytes = (out / "huge" / "v5p-huge.yaml").stat().st_size
         small_bytes = (out / "small" / "v5p-small.yaml").stat().st_size
     median = {name: statistics.median(s) for name, s in samples.items()}
-    base, huge, small = median.values()
+    base, floor, huge, small = median.values()
     print(f"{'command':36} {'median':>9} {'min':>9}")
     for name, s in samples.items():
         print(f"{name:36} {median[name] * 1e3:7.1f}ms {min(s) * 1e3:7.1f}ms")
     print(f"ratio synth(6,144 hosts) / import pydantic, yaml: {huge / base:.2f}x (target <= 2.0x)")
+    print(f"ratio floor (typer + pydantic CLI) / import:       {floor / base:.2f}x")
+    print(f"ratio synth(6,144 hosts) / floor:                 {huge / floor:.2f}x")
     print(f"ratio synth(6,144 hosts) / synth(2 hosts):        {huge / small:.2f}x")
     print(f"YAML bytes: 6,144 hosts {huge_bytes}, 2 hosts {small_bytes}, ratio {huge_bytes / small_bytes:.3f}x (target <= 1.5x)")
 

@@ -116,6 +116,11 @@ def _plan(sources: Sources, contract: bool) -> Report:
         report.problems += tuple(Problem(f"{source}: {i}", ids.count(i), "defined more than once", "give each workload its own name")
                                  for i in sorted(set(ids)) if ids.count(i) > 1)
         report.results += [WorkloadResult(source, w) for w in cluster.workloads]
+        if not contract:  # the containers' own commands run: each needs one
+            report.problems += tuple(
+                Problem(f"{source}: {w.id} container {w.pods[0].container}", None,
+                        "no command: the image's entrypoint is not known here", "set command (and args) on the container")
+                for w in cluster.workloads if w.pods and not w.pods[0].command)
     if not report.results and not report.problems:
         report.problems = (Problem("manifests", 0, "no JobSet or Indexed Job to simulate",
                                    "pass the YAML that `jaxinfra synth` writes, or a stack file"),)

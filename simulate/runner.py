@@ -101,8 +101,6 @@ class Attempt:
 Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log" (PodRun, stream, line), "attempt" Attempt
 
 
-
-
 def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, out_w: int, err_w: int,
            inherited: list[int], options: Options, workload: model.Workload, fail: bool, hang: bool) -> None:
     """In the forked pod process: become the container. Never returns."""
