@@ -6,7 +6,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -18,23 +17,20 @@ from conftest import PAIR_IDS, PAIRS, ROOT
 MANIFESTS = ROOT / "tests" / "manifests"
 
 
-def leftovers() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("jaxinfra-sim-*")}
-
-
 def simulate(*args: str, tmp: Path, timeout: float = 180) -> tuple[int, dict[str, Any], str]:
     """Run the CLI; return its status, its JSON report and its stderr, after checking nothing is left behind."""
-    before = leftovers()
+    scratch = tmp / f"tmp-{time.monotonic_ns()}"  # the run's own TMPDIR: what it leaves there is its own
+    scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
     r = subprocess.run([sys.executable, "-m", "jaxinfra.cli", "simulate", *args, "--json", str(report), "--no-logs"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
     assert "Traceback" not in r.stderr + r.stdout, r.stderr + r.stdout
     data = json.loads(report.read_text()) if report.exists() else {}
     pids = [p["pid"] for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"] if p["pid"]]
     for pid in pids:  # every pod process (and its group) is gone
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
-    assert leftovers() <= before
+    assert list(scratch.iterdir()) == []
     return r.returncode, data, r.stderr
 
 
