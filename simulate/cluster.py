@@ -12,6 +12,21 @@ vars (`<SVC>_SERVICE_HOST`, headless Services get none anyway), ClusterIP virtua
 headless Services resolve here), node allocatable (resourceFieldRef falls back to requests),
 and the container runtime's own env (HOSTNAME, PATH from the image).
 
+Kubeflow operators (DESIGN §3):
+- Training Operator v1 JAXJob (`_jaxjob`): the operator creates the Worker pods itself (no Job),
+  named `<job>-worker-<i>` with hostname = pod name, labels `training.kubeflow.org/{operator-name,
+  job-name, replica-type, replica-index}` (+ `job-role: master` on index 0), and one headless
+  Service per replica named like the pod and selecting it by those labels (no
+  publishNotReadyAddresses). Its defaulting webhook adds port `jaxjob-port: 6666` to the `jax`
+  container when absent; the operator APPENDS `PYTHONUNBUFFERED`, `COORDINATOR_PORT`,
+  `COORDINATOR_ADDRESS=<job>-worker-0`, `NUM_PROCESSES`, `PROCESS_ID` to every container, after
+  the user's env (so `$(PROCESS_ID)` in env stays verbatim; in command/args it expands).
+  Not emulated: gang-scheduling decorations, cleanPodPolicy, activeDeadlineSeconds.
+- Trainer v2 TrainJob (`_trainjob`): the TrainJob plus its (Cluster)TrainingRuntime become the
+  JobSet `<trainjob>` the Trainer would create, which the JobSet emulation then runs. Only the
+  runtime's `trainer` step (replicatedJob labelled `trainer.kubeflow.org/trainjob-ancestor-step:
+  trainer`) is simulated; initializer steps are left out.
+
 Upstream sources (facts only; no code copied):
 - JobSet, kubernetes-sigs/jobset @ 08dfbdfd (the commit of jaxinfra/schemas/README.md):
   pkg/controllers/jobset_controller.go (constructJob, labelAndAnnotateObject,
@@ -23,6 +38,18 @@ Upstream sources (facts only; no code copied):
 - Kubelet: pkg/kubelet/kuberuntime/kuberuntime_container.go makeEnvironmentVariables,
   third_party/forked/golang/expansion/expand.go.
 - JAX: jax/_src/clusters/cloud_tpu_cluster.py, jax/_src/clusters/cluster.py (0.10.2).
+- Training Operator v1, kubeflow/trainer @ ee38ae8a (the JAXJob CRD's commit; identical in
+  kubeflow/training-operator release-1.9): pkg/controller.v1/jax/envvar.go (setPodEnv,
+  getPortFromJAXJob), jaxjob_controller.go (controllerName, IsMasterRole), pkg/apis/kubeflow.org/v1
+  (jax_types.go, jax_defaults.go, defaulting_utils.go, common_types.go label keys),
+  pkg/webhooks/jax/jaxjob_webhook.go, pkg/controller.v1/common (pod.go createNewPod/ReconcilePods,
+  service.go CreateNewService, job.go), pkg/core/job.go PastBackoffLimit,
+  pkg/controller.v1/control/pod_control.go (pod name = template name), pkg/util/train.
+- Trainer v2, kubeflow/trainer @ 8c0f5059 (the TrainJob CRD's commit): pkg/runtime/framework/plugins/
+  jax/jax.go (EnforceMLPolicy), jobset/jobset.go (syncPodNetwork, syncParallelCount, Build),
+  jobset/builder.go (Trainer), pkg/runtime/core/trainingruntime.go (newRuntimeInfo, runtimePatches),
+  clustertrainingruntime.go, pkg/apply/apply.go (upsert = replace by name in place, else append),
+  pkg/constants/constants.go, manifests/base/runtimes/jax_distributed.yaml.
 """
 
 from __future__ import annotations
@@ -42,6 +69,9 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any
 
+import copy
+from importlib import resources
+
 import yaml
 
 from jaxinfra import yamlio
@@ -55,7 +85,10 @@ from . import model
 
 JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 JOB_API = "batch/v1"
-_SUPPORTED = "JobSet (jobset.x-k8s.io/v1alpha2) and Indexed Job (batch/v1 with completionMode: Indexed)"
+JAXJOB_API = "kubeflow.org/v1"
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+_SUPPORTED = ("JobSet (jobset.x-k8s.io/v1alpha2), Indexed Job (batch/v1 with completionMode: Indexed), "
+              "JAXJob (kubeflow.org/v1) and TrainJob (trainer.kubeflow.org/v1alpha1)")
 
 # Kinds that create no pods; accepted silently (Services, ConfigMaps and Secrets are read).
 _PASSIVE_KINDS = frozenset({
@@ -63,6 +96,8 @@ _PASSIVE_KINDS = frozenset({
     "ClusterRole", "ClusterRoleBinding", "NetworkPolicy", "PriorityClass",
     # Kueue queueing objects (jaxinfra may emit them); they gate admission, not pod shape.
     "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Topology",
+    # Trainer v2 runtimes: read by TrainJobs.
+    "TrainingRuntime", "ClusterTrainingRuntime",
 })
 
 # JobSet label/annotation keys (api/jobset/v1alpha2/jobset_types.go, pkg/constants).
@@ -79,6 +114,18 @@ JOB_UID, JOB_UID_LEGACY = "batch.kubernetes.io/controller-uid", "controller-uid"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
 COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+
+# Training Operator v1 (pkg/apis/kubeflow.org/v1: common_types.go, jax_types.go; jaxjob_controller.go).
+KF = "training.kubeflow.org/"
+KF_OPERATOR, KF_JOB_NAME, KF_REPLICA_TYPE, KF_REPLICA_INDEX, KF_JOB_ROLE = (
+    KF + "operator-name", KF + "job-name", KF + "replica-type", KF + "replica-index", KF + "job-role")
+JAXJOB_CONTROLLER, JAXJOB_CONTAINER, JAXJOB_PORT_NAME, JAXJOB_DEFAULT_PORT = "jaxjob-controller", "jax", "jaxjob-port", 6666
+JAXJOB_ENV = ("PYTHONUNBUFFERED", "COORDINATOR_PORT", "COORDINATOR_ADDRESS", "NUM_PROCESSES", "PROCESS_ID")
+
+# Trainer v2 (pkg/constants/constants.go).
+TRAINER_ANCESTOR, TRAINER_STEP, TRAINER_NODE, TRAINER_PORT = "trainer.kubeflow.org/trainjob-ancestor-step", "trainer", "node", 29500
+UPSTREAM_RUNTIME = "jax-distributed"            # ClusterTrainingRuntime installed with the Trainer
+_UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
 
 JAX_DEFAULT_TPU_PORT = 8482          # jax/_src/clusters/cloud_tpu_cluster.py coordinator_port
 CLUSTER_DOMAIN = "cluster.local"
@@ -172,6 +219,7 @@ class _Service:
     publish_not_ready: bool
     ports: tuple[tuple[int, Any], ...]  # (port, targetPort)
     origin: str
+    operator_owned: bool = False        # created by an operator with no setting for it (Training Operator v1)
 
     def selects(self, pod: model.Pod) -> bool:
         return bool(self.selector) and pod.namespace == self.namespace and all(pod.labels.get(k) == v for k, v in self.selector.items())
@@ -194,6 +242,7 @@ class _Objects:
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     priority_classes: dict[str, int] = field(default_factory=lambda: dict(_PRIORITY_CLASSES))
     namespaces: set[str] = field(default_factory=lambda: {"default"})
+    runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)   # (kind, namespace or "", name)
 
     def add(self, obj: Mapping) -> None:
         kind, key = obj.get("kind"), (_ns(obj), _meta(obj).get("name", ""))
@@ -207,6 +256,23 @@ class _Objects:
             self.secrets[key] = data | _strings(obj.get("stringData"))
         elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
             self.priority_classes[key[1]] = obj["value"]
+        elif kind in ("TrainingRuntime", "ClusterTrainingRuntime") and obj.get("apiVersion") == TRAINER_API:
+            self.runtimes[(kind, key[0] if kind == "TrainingRuntime" else "", key[1])] = obj
+
+    def runtime(self, kind: str, namespace: str, name: str) -> Mapping | None:
+        """A TrainJob's runtimeRef: from the manifests, else the upstream `jax-distributed` ClusterTrainingRuntime."""
+        found = self.runtimes.get((kind, namespace if kind == "TrainingRuntime" else "", name))
+        if found is None and kind == "ClusterTrainingRuntime" and name == UPSTREAM_RUNTIME:
+            return _upstream_runtime()
+        return found
+
+
+@lru_cache(maxsize=1)
+def _upstream_runtime() -> Mapping:
+    """The upstream `jax-distributed` ClusterTrainingRuntime (package data, loaded on first use)."""
+    text = resources.files(__package__).joinpath("jax_distributed_runtime.yaml").read_text(encoding="utf-8")
+    [runtime] = yamlio.load(text)
+    return runtime
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,16 +293,33 @@ class _ChildJob:
     pod_spec: Mapping[str, Any]
     subdomain: str | None
     backoff_limit_per_index: bool
+    operator: _OperatorPods | None = None    # set: an operator creates these pods itself, with no Job (JAXJob)
+    container_name: str | None = None        # the container that runs JAX; None: the first
+
+    @cached_property
+    def container(self) -> Mapping:
+        """The container that runs JAX: the named one (JAXJob: `jax`), else the first."""
+        containers = self.pod_spec.get("containers") or [{}]
+        return next((c for c in containers if c.get("name") == self.container_name), containers[0])
 
     @cached_property
     def accelerator(self) -> tuple[str, Any]:
-        """("tpu" | "gpu" | "cpu", chips per host) of the first container: the same for every pod of the Job."""
-        return _accelerator((self.pod_spec.get("containers") or [{}])[0])
+        """("tpu" | "gpu" | "cpu", chips per host) of the JAX container: the same for every pod of the Job."""
+        return _accelerator(self.container)
 
     @cached_property
     def worker_hostnames(self) -> str:
         """`<hostname>.<subdomain>` of every pod of this Job in index order (built once per Job, not per pod)."""
         return ",".join(f"{self.name}-{i}.{self.subdomain}" for i in range(self.completions))
+
+
+@dataclass(frozen=True)
+class _OperatorPods:
+    """Pods an operator creates one by one (no Job controller): `<_ChildJob.name>-<index>`, with per-index labels
+    and the env it appends to every container."""
+
+    labels: Callable[[int], Mapping[str, str]]
+    env: Callable[[int], Sequence[Mapping]]
 
 
 @dataclass
@@ -392,10 +475,202 @@ def _jobset(obj: Mapping, objects: _Objects) -> _Draft | Problem:
     return _Draft("JobSet", ns, name, jobs, restart, services, problems)
 
 
-# Adding a workload kind (JAXJob, TrainJob) is one function here.
+def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
+    """A JAXJob's failure semantics as "job"-style pod-failure counting (the engine restarts the whole group; the
+    operator restarts pods one by one, but when one JAX process dies the others fail too, so each attempt's failures
+    count as they would on the cluster).
+
+    - restartPolicy Never (the JAXJob default): the first failed pod fails the JAXJob (UpdateJobStatus).
+    - OnFailure / Always: the kubelet restarts the container; the JAXJob fails once the containers' restartCounts sum
+      to runPolicy.backoffLimit (PastBackoffLimit: `>= limit`, or `> 0` for 0), i.e. more than limit - 1 failures;
+      no backoffLimit: unlimited (the simulation's --timeout bounds it). Always is treated like OnFailure.
+    - ExitCode: exit codes >= 128 (signals) are retried, others fail the JAXJob; expressed as a podFailurePolicy-style
+      FailJob rule, so the engine's reason reads "podFailurePolicy: FailJob". Its backoff counting is approximated
+      like OnFailure (upstream counts workqueue retries there).
+    """
+    if policy not in ("OnFailure", "Always", "ExitCode"):
+        return model.RestartPolicy(kind="job", backoff_limit=0)
+    limit = _int(backoff_limit, -1)
+    rules = ({"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},) if policy == "ExitCode" else ()
+    return model.RestartPolicy(kind="job", backoff_limit=max(limit - 1, 0) if limit >= 0 else None, pod_failure_rules=rules)
+
+
+def _jaxjob(obj: Mapping, objects: _Objects) -> _Draft | Problem:
+    """A Training Operator v1 JAXJob: Worker pods `<job>-worker-<i>` created directly by the operator, one headless
+    Service per replica, and the operator's env appended to every container."""
+    spec, name, ns = obj.get("spec") or {}, _meta(obj).get("name", ""), _ns(obj)
+    replica_specs = spec.get("jaxReplicaSpecs") or {}
+    where = f"{_oid(obj)} spec.jaxReplicaSpecs"
+    # Defaulting: replica type keys are camel-cased ("worker" -> "Worker"); the webhook accepts only Worker.
+    others = [k for k in replica_specs if str(k).lower() != "worker"]
+    if others:
+        return Problem(f"{where}.{others[0]}", others, "the Training Operator's webhook accepts only the replica type Worker for a JAXJob",
+                       "put every JAX process under jaxReplicaSpecs.Worker")
+    worker = next((v for k, v in replica_specs.items() if str(k).lower() == "worker"), None) or {}
+    pod_template = worker.get("template") or {}
+    pod_spec = copy.deepcopy(dict(pod_template.get("spec") or {}))
+    containers = pod_spec.get("containers") or []
+    jax = next((c for c in containers if c.get("name") == JAXJOB_CONTAINER), None)
+    if jax is None:
+        return Problem(f"{where}.Worker.template.spec.containers", [c.get("name") for c in containers],
+                       f"must have at least one container with name {JAXJOB_CONTAINER} (the Training Operator's webhook rejects the "
+                       f"JAXJob; its controller reads the coordinator port from container '{JAXJOB_CONTAINER}' only)",
+                       f"name the container that runs JAX '{JAXJOB_CONTAINER}'")
+    # Defaulting webhook: port `jaxjob-port: 6666` on the jax container unless a port has that name.
+    ports = jax.setdefault("ports", [])
+    if not any(p.get("name") == JAXJOB_PORT_NAME for p in ports):
+        ports.append({"name": JAXJOB_PORT_NAME, "containerPort": JAXJOB_DEFAULT_PORT})
+    port = next(p.get("containerPort") for p in ports if p.get("name") == JAXJOB_PORT_NAME)
+    replicas = _int(worker.get("replicas"), 1)                          # defaulting: 1
+    restart_policy = worker.get("restartPolicy") or "Never"             # defaulting: Never
+    pod_spec["restartPolicy"] = "Never" if restart_policy == "ExitCode" else restart_policy   # replica spec overrides the template
+    coordinator = f"{name}-worker-0"
+    selector = {KF_OPERATOR: JAXJOB_CONTROLLER, KF_JOB_NAME: name, KF_REPLICA_TYPE: "worker"}
+
+    def labels(i: int) -> dict[str, str]:
+        return {**selector, KF_REPLICA_INDEX: str(i), **({KF_JOB_ROLE: "master"} if i == 0 else {})}
+
+    def env(i: int) -> list[Mapping]:
+        values = ("1", str(port), coordinator, str(replicas), str(i))
+        return [{"name": k, "value": v} for k, v in zip(JAXJOB_ENV, values)]
+
+    job = _ChildJob(f"{name}-worker", _meta(obj).get("uid") or _uid("JAXJob", ns, name), 0, replicas, replicas,
+                    _strings(_meta(pod_template).get("labels")), _strings(_meta(pod_template).get("annotations")), pod_spec,
+                    pod_spec.get("subdomain"), False, _OperatorPods(labels, env), JAXJOB_CONTAINER)
+    svc_ports = tuple((p.get("containerPort"), p.get("containerPort")) for p in ports)
+    services = [_Service(ns, f"{name}-worker-{i}", {**selector, KF_REPLICA_INDEX: str(i)}, True, False, svc_ports,
+                         f"JAXJob/{ns}/{name} (headless Service {name}-worker-{i} created by the Training Operator)", True)
+                for i in range(replicas)]
+    restart = _jaxjob_restart(restart_policy, (spec.get("runPolicy") or {}).get("backoffLimit"))
+    return _Draft("JAXJob", ns, name, [job], restart, services)
+
+
+def _upsert(items: list, item: Mapping, key: str = "name") -> None:
+    """Trainer's apply.Upsert*: replace the entry with the same key in place, else append."""
+    for i, existing in enumerate(items):
+        if existing.get(key) == item.get(key):
+            items[i] = item
+            return
+    items.append(item)
+
+
+def _strategic_merge(base: Any, patch: Any) -> Any:
+    """A strategic merge patch as far as runtimePatches use it: maps merge recursively (null deletes), lists of
+    named objects (replicatedJobs, containers, env, volumes) merge by name, other lists are replaced."""
+    if isinstance(base, Mapping) and isinstance(patch, Mapping):
+        out = dict(base)
+        for k, v in patch.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = _strategic_merge(base.get(k), v)
+        return out
+    if isinstance(base, list) and isinstance(patch, list) and all(isinstance(x, Mapping) and "name" in x for x in base + patch):
+        out = list(base)
+        for item in patch:
+            i = next((i for i, x in enumerate(out) if x["name"] == item["name"]), None)
+            if i is None:
+                out.append(item)
+            else:
+                out[i] = _strategic_merge(out[i], item)
+        return out
+    return copy.deepcopy(patch)
+
+
+def _trainjob(obj: Mapping, objects: _Objects) -> _Draft | Problem:
+    """A Trainer v2 TrainJob: the JobSet `<trainjob>` the Trainer builds from its runtime, run by the JobSet emulation."""
+    spec, name, ns = obj.get("spec") or {}, _meta(obj).get("name", ""), _ns(obj)
+    ref = spec.get("runtimeRef") or {}
+    kind, runtime_name = ref.get("kind") or "ClusterTrainingRuntime", ref.get("name", "")     # CRD default kind
+    where = f"{_oid(obj)} spec.runtimeRef"
+    if kind not in ("ClusterTrainingRuntime", "TrainingRuntime") or (ref.get("apiGroup") or "trainer.kubeflow.org") != "trainer.kubeflow.org":
+        return Problem(where, ref, f"runtimeRef must name a ClusterTrainingRuntime or TrainingRuntime of trainer.kubeflow.org, not {kind}",
+                       "set runtimeRef.kind: ClusterTrainingRuntime (or TrainingRuntime)")
+    runtime = objects.runtime(kind, ns, runtime_name)
+    if runtime is None:
+        scope = f" in namespace '{ns}'" if kind == "TrainingRuntime" else ""
+        known = sorted({n for (k, k_ns, n) in objects.runtimes if k == kind and k_ns == (ns if kind == "TrainingRuntime" else "")}
+                       | ({UPSTREAM_RUNTIME} if kind == "ClusterTrainingRuntime" else set()))
+        return Problem(where, runtime_name,
+                       f"{kind} '{runtime_name}'{scope} is neither in the manifests nor the upstream '{UPSTREAM_RUNTIME}': the Trainer "
+                       f"creates nothing for this TrainJob ({'not found ClusterTrainingRuntime specified in TrainJob' if scope == '' else 'TrainingRuntime specified in TrainJob is not found'})",
+                       f"reference one of {known}, or add the {kind} to the manifests")
+    rt_spec = runtime.get("spec") or {}
+    ml = rt_spec.get("mlPolicy") or {}
+    rt_where = f"{_oid(runtime)} spec"
+    other = [p for p in _UNSUPPORTED_POLICIES if p in ml]
+    if other:
+        return Problem(f"{rt_where}.mlPolicy", sorted(ml), f"mlPolicy.{other[0]} is not a JAX runtime; the simulator emulates the JAX plugin "
+                       "(and no ML policy)", "reference a runtime with mlPolicy.jax, e.g. the upstream 'jax-distributed'")
+    template = copy.deepcopy(dict(rt_spec.get("template") or {}))
+    meta = dict(template.get("metadata") or {})
+    js_spec = dict(template.get("spec") or {})
+    for patch in spec.get("runtimePatches") or []:            # newRuntimeInfo: labels/annotations, then the spec
+        patched = ((patch or {}).get("trainingRuntimeSpec") or {}).get("template") or {}
+        for part in ("labels", "annotations"):
+            meta[part] = {**(meta.get(part) or {}), **((patched.get("metadata") or {}).get(part) or {})}
+        if patched.get("spec"):
+            order = [r.get("name") for r in js_spec.get("replicatedJobs") or []]
+            js_spec = _strategic_merge(js_spec, patched["spec"])
+            js_spec["replicatedJobs"] = sorted(js_spec.get("replicatedJobs") or [],
+                                               key=lambda r: order.index(r.get("name")) if r.get("name") in order else len(order))
+    trainer = spec.get("trainer") or {}
+    trainer_jobs = [r for r in js_spec.get("replicatedJobs") or []
+                    if (_meta(r.get("template") or {}).get("labels") or {}).get(TRAINER_ANCESTOR) == TRAINER_STEP]
+    if not trainer_jobs:
+        return Problem(f"{rt_where}.template.spec.replicatedJobs", [r.get("name") for r in js_spec.get("replicatedJobs") or []],
+                       f"no replicatedJob is labelled {TRAINER_ANCESTOR}: {TRAINER_STEP}, so the Trainer applies nothing of the TrainJob",
+                       f"label the training replicatedJob's template {TRAINER_ANCESTOR}: {TRAINER_STEP}")
+    problems: list[Problem] = []
+    count = _int(trainer.get("numNodes"), _int(ml.get("numNodes"), 1) if ml else 1)
+    for rjob in trainer_jobs:
+        rjob["replicas"] = 1                                   # builder.Trainer: one Job per trainer step
+        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        job_spec["parallelism"] = job_spec["completions"] = count   # syncParallelCount
+        pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+        node = next((c for c in pod_spec.get("containers") or [] if c.get("name") == TRAINER_NODE), None)
+        if node is None:
+            problems.append(Problem(f"{rt_where}.template.spec.replicatedJobs[{rjob.get('name')}] containers",
+                                    [c.get("name") for c in pod_spec.get("containers") or []],
+                                    f"no container named '{TRAINER_NODE}': the Trainer applies the TrainJob's image, command, env, "
+                                    "resources and the JAX env only to that container", f"name the training container '{TRAINER_NODE}'"))
+            continue
+        if trainer.get("resourcesPerNode"):                    # newRuntimeInfo: merged per resource name
+            res, extra = node.setdefault("resources", {}), trainer["resourcesPerNode"]
+            for part in ("limits", "requests"):
+                if extra.get(part):
+                    res[part] = {**(res.get(part) or {}), **extra[part]}
+        env = node.setdefault("env", [])
+        if "jax" in ml:                                        # JAX plugin: EnforceMLPolicy
+            for item in ({"name": "JAX_NUM_PROCESSES", "value": str(count)},
+                         {"name": "JAX_PROCESS_ID", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}}},
+                         {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{name}-{TRAINER_NODE}-0-0.{name}:{TRAINER_PORT}"}):
+                _upsert(env, item)
+            ports = node.setdefault("ports", [])
+            if not any(p.get("containerPort") == TRAINER_PORT for p in ports):
+                ports.append({"containerPort": TRAINER_PORT})
+        for key in ("image", "command", "args"):               # builder.Trainer
+            if trainer.get(key) is not None:
+                node[key] = copy.deepcopy(trainer[key])
+        for item in trainer.get("env") or []:
+            _upsert(env, copy.deepcopy(item))
+    jobset = {"apiVersion": JOBSET_API, "kind": "JobSet",
+              "metadata": {"name": name, "namespace": ns, "labels": meta.get("labels") or {}, "annotations": meta.get("annotations") or {}},
+              "spec": {**js_spec, "replicatedJobs": trainer_jobs}}
+    made = _jobset(jobset, objects)
+    if isinstance(made, Problem):
+        return made
+    made.kind = "TrainJob"
+    made.problems[:0] = problems
+    return made
+
+
+# Adding a workload kind is one function here.
 _WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, _Objects], _Draft | Problem]] = {
     (JOBSET_API, "JobSet"): _jobset,
     (JOB_API, "Job"): _indexed_job,
+    (JAXJOB_API, "JAXJob"): _jaxjob,
+    (TRAINER_API, "TrainJob"): _trainjob,
 }
 
 
@@ -593,7 +868,7 @@ def _tpu_platform_env(job: _ChildJob, index: int) -> dict[str, str]:
     this simulator's reading of that contract. Where the webhook places these entries is not documented; they are
     treated as defined before the container's own env, so `$(TPU_WORKER_ID)` expands and user values win.
     """
-    if job.accelerator[0] != "tpu" or not job.subdomain or job.parallelism <= 1:
+    if job.accelerator[0] != "tpu" or not job.subdomain or job.parallelism <= 1 or job.operator is not None:
         return {}
     return {"TPU_WORKER_ID": str(index), "TPU_WORKER_HOSTNAMES": job.worker_hostnames, "TPU_SKIP_MDS_QUERY": "true"}
 
@@ -619,31 +894,41 @@ def _ip(ip_base: tuple[int, int], k: int) -> str:
 
 def _pod(draft: _Draft, job: _ChildJob, index: int, global_index: int, k: int, ip: str, objects: _Objects,
          problems: list[tuple[str, Problem]]) -> model.Pod:
-    """One pod as the Job controller creates it and the kubelet starts it."""
-    # Job API strategy: selector labels; Job controller: index label + annotation, hostname `<job>-<index>` (always,
-    # for Indexed Jobs; pod name `<job>-<index>-<random>`, suffix dropped here).
-    hostname = f"{job.name}-{index}"
-    labels = {**job.pod_labels, JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name,
-              COMPLETION_INDEX: str(index)}
-    annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
-    if job.backoff_limit_per_index:
-        annotations[INDEX_FAILURE_COUNT] = "0"
+    """One pod as the Job controller (or an operator creating pods itself) creates it and the kubelet starts it."""
     containers = job.pod_spec.get("containers") or [{}]
-    container = containers[0]
-    facts = _PodFacts(hostname, draft.namespace, _uid("Pod", draft.namespace, hostname), labels, annotations, f"sim-node-{k}",
+    container = job.container
+    if job.operator is None:
+        # Job API strategy: selector labels; Job controller: index label + annotation, hostname `<job>-<index>` (always,
+        # for Indexed Jobs; pod name `<job>-<index>-<random>`, suffix dropped here).
+        name = hostname = f"{job.name}-{index}"
+        labels = {**job.pod_labels, JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name,
+                  COMPLETION_INDEX: str(index)}
+        annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
+        if job.backoff_limit_per_index:
+            annotations[INDEX_FAILURE_COUNT] = "0"
+        appended = _controller_env(container)
+    else:
+        # An operator's own pod (Training Operator v1): named `<job>-<type>-<index>` exactly; the kubelet makes the pod
+        # name its hostname unless spec.hostname is set.
+        name = f"{job.name}-{index}"
+        hostname = job.pod_spec.get("hostname") or name
+        labels = {**job.pod_labels, **job.operator.labels(index)}
+        annotations = dict(job.pod_annotations)
+        appended = job.operator.env(index)
+    facts = _PodFacts(name, draft.namespace, _uid("Pod", draft.namespace, name), labels, annotations, f"sim-node-{k}",
                       job.pod_spec.get("serviceAccountName") or job.pod_spec.get("serviceAccount") or "default", ip, containers)
-    resolver = _EnvResolver(f"{draft.id} pod {hostname}", facts, objects, problems)
-    env = resolver.resolve(container, _tpu_platform_env(job, index), _controller_env(container))
+    resolver = _EnvResolver(f"{draft.id} pod {name}", facts, objects, problems)
+    env = resolver.resolve(container, _tpu_platform_env(job, index), appended)
     accelerator, count = job.accelerator
     ports = tuple(int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit())
     return model.Pod(
-        workload=draft.id, namespace=draft.namespace, name=hostname, hostname=hostname, subdomain=job.subdomain, ip=ip,
+        workload=draft.id, namespace=draft.namespace, name=name, hostname=hostname, subdomain=job.subdomain, ip=ip,
         job_index=job.job_index, completion_index=index, global_index=global_index, labels=labels, annotations=annotations,
         container=container.get("name", ""), image=container.get("image", ""),
         command=tuple(expand(str(a), env.get) for a in container.get("command") or ()),
         args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
         env=env, working_dir=container.get("workingDir"), devices=_devices(accelerator, count, env),
-        accelerator=accelerator, container_ports=ports)
+        accelerator=accelerator, container_ports=ports, readiness_probe=bool(container.get("readinessProbe")))
 
 
 # --------------------------------------------------------------------------------------------
@@ -745,13 +1030,26 @@ def _hosts_in_slice(worker_list: str) -> int:
     return worker_list.count(",") + 1
 
 
+def _v1_coordinator(pod: model.Pod) -> _Address | None:
+    """Training Operator v1: COORDINATOR_ADDRESS (a host, no port) and COORDINATOR_PORT, which the script joins."""
+    host = pod.env.get("COORDINATOR_ADDRESS")
+    if not host:
+        return None
+    raw_port = pod.env.get("COORDINATOR_PORT", "")
+    port = int(raw_port) if raw_port.isdigit() and 0 < int(raw_port) < 65536 else None
+    return _Address("COORDINATOR_ADDRESS", f"{host}:{raw_port}", host, port)
+
+
 def _coordinator(pod: model.Pod) -> _Address | None:
-    """The address jax.distributed.initialize() would use: JAX_COORDINATOR_ADDRESS, else (TPU detector)
-    MEGASCALE_COORDINATOR_ADDRESS or the first worker, port JAX_COORDINATOR_PORT or 8482 (cluster.py)."""
+    """The address jax.distributed.initialize() would use: JAX_COORDINATOR_ADDRESS, else the Training Operator v1
+    pair COORDINATOR_ADDRESS + COORDINATOR_PORT, else (TPU detector) MEGASCALE_COORDINATOR_ADDRESS or the first worker,
+    port JAX_COORDINATOR_PORT or 8482 (cluster.py)."""
     raw = pod.env.get("JAX_COORDINATOR_ADDRESS")
     if raw:
         host, port = _split_hostport(raw)
         return _Address("JAX_COORDINATOR_ADDRESS", raw, host, port)
+    if v1 := _v1_coordinator(pod):
+        return v1
     if not _is_tpu_detected(pod):
         return None
     port = _int(pod.env.get("JAX_COORDINATOR_PORT"), JAX_DEFAULT_TPU_PORT)
@@ -764,11 +1062,12 @@ def _coordinator(pod: model.Pod) -> _Address | None:
 
 
 def _rank(pod: model.Pod) -> tuple[str, int | None, str] | None:
-    """(source, rank or None if not an integer, raw): JAX_PROCESS_ID, else the rank JAX's TPU detector derives:
-    TPU_WORKER_ID + MEGASCALE_SLICE_ID x hosts in the slice. None when the pod has neither."""
-    if "JAX_PROCESS_ID" in pod.env:
-        raw = pod.env["JAX_PROCESS_ID"]
-        return "JAX_PROCESS_ID", int(raw) if re.fullmatch(r"-?\d+", raw.strip()) else None, raw
+    """(source, rank or None if not an integer, raw): JAX_PROCESS_ID, else PROCESS_ID (Training Operator v1), else the
+    rank JAX's TPU detector derives: TPU_WORKER_ID + MEGASCALE_SLICE_ID x hosts in the slice. None when the pod has none."""
+    for var in ("JAX_PROCESS_ID", "PROCESS_ID"):
+        if var in pod.env:
+            raw = pod.env[var]
+            return var, int(raw) if re.fullmatch(r"-?\d+", raw.strip()) else None, raw
     if _is_tpu_detected(pod) and "TPU_WORKER_ID" in pod.env:
         worker, slice_id = pod.env["TPU_WORKER_ID"], pod.env.get("MEGASCALE_SLICE_ID") or "0"
         raw = f"TPU_WORKER_ID={worker} MEGASCALE_SLICE_ID={slice_id}"
@@ -779,15 +1078,34 @@ def _rank(pod: model.Pod) -> tuple[str, int | None, str] | None:
 
 
 def _count(pod: model.Pod) -> tuple[str, int | None, str] | None:
-    """(source, process count, raw): JAX_NUM_PROCESSES, else hosts in the slice x MEGASCALE_NUM_SLICES (TPU detector)."""
-    if "JAX_NUM_PROCESSES" in pod.env:
-        raw = pod.env["JAX_NUM_PROCESSES"]
-        return "JAX_NUM_PROCESSES", _int(raw, -1) if raw.strip().isdigit() else None, raw
+    """(source, process count, raw): JAX_NUM_PROCESSES, else NUM_PROCESSES (Training Operator v1), else hosts in the
+    slice x MEGASCALE_NUM_SLICES (TPU detector)."""
+    for var in ("JAX_NUM_PROCESSES", "NUM_PROCESSES"):
+        if var in pod.env:
+            raw = pod.env[var]
+            return var, _int(raw, -1) if raw.strip().isdigit() else None, raw
     if _is_tpu_detected(pod):
         slices = pod.env.get("MEGASCALE_NUM_SLICES") or "1"
         hosts = _hosts_in_slice(_worker_list(pod))
         return "TPU_WORKER_HOSTNAMES", hosts * int(slices) if slices.isdigit() else None, f"{hosts} hosts x {slices} slices"
     return None
+
+
+#: Env a controller appends after the container's own env: `$(VAR)` to them in env stays verbatim (kubelet order).
+_APPENDED = {COMPLETION_INDEX_ENV: "the Job controller", **{v: "the Training Operator" for v in JAXJOB_ENV}}
+
+
+def _appended_hint(raw: str) -> tuple[str, str | None]:
+    """(message suffix, fix) when a value still holds `$(VAR)` of a controller-appended variable, else ("", None)."""
+    found = sorted((v for v in _APPENDED if f"$({v})" in raw), key=lambda v: raw.index(f"$({v})"))
+    if not found:
+        return "", None
+    who = _APPENDED[found[0]]
+    names = ", ".join(found)
+    hint = f"; $(VAR) in env expands only variables defined earlier in the list, and {names} {'is' if len(found) == 1 else 'are'} appended by {who} after yours"
+    if who == "the Job controller":
+        return hint, None
+    return hint, f"read {names} in the program, or use $({found[0]}) in command/args (they see the whole env)"
 
 
 class _Findings:
@@ -846,6 +1164,8 @@ class _Checker:
                         f"set JAX_COORDINATOR_ADDRESS to rank 0's DNS name and port, e.g. {self._fqdn(self.rank0)}:{JAX_DEFAULT_TPU_PORT}"))
                 continue
             self._address(pod, address)
+            if address.var == "JAX_COORDINATOR_ADDRESS" and (v1 := _v1_coordinator(pod)):
+                self._address(pod, v1)                            # both contracts set: both must hold
             if address.var == "JAX_COORDINATOR_ADDRESS" and pod.env.get("MEGASCALE_COORDINATOR_ADDRESS"):
                 raw = pod.env["MEGASCALE_COORDINATOR_ADDRESS"]     # libtpu's DCN coordinator: also rank 0
                 self._address(pod, _Address("MEGASCALE_COORDINATOR_ADDRESS", raw, raw.split(":")[0], None))
@@ -853,9 +1173,15 @@ class _Checker:
     def _address(self, pod: model.Pod, address: _Address) -> None:
         path = self._path(pod, address.var)
         if address.var == "JAX_COORDINATOR_ADDRESS" and address.port is None:
+            hint, fix = _appended_hint(address.raw)
             self.findings.add(f"{address.var}|port-missing", lambda: Problem(
-                path, address.raw, "JAX_COORDINATOR_ADDRESS must be host:port (jax.distributed.initialize does not add a port)",
-                f"append the coordinator port, e.g. {address.host}:{JAX_DEFAULT_TPU_PORT}"))
+                path, address.raw, f"JAX_COORDINATOR_ADDRESS must be host:port (jax.distributed.initialize does not add a port){hint}",
+                fix or f"append the coordinator port, e.g. {address.host}:{JAX_DEFAULT_TPU_PORT}"))
+            return
+        if address.var == "COORDINATOR_ADDRESS" and address.port is None:
+            self.findings.add("COORDINATOR_PORT|not-a-port", lambda: Problem(
+                self._path(pod, "COORDINATOR_PORT"), pod.env.get("COORDINATOR_PORT"), "COORDINATOR_PORT is not a port number",
+                f"name the jax container's coordinator port {JAXJOB_PORT_NAME}"))
             return
         ip, svc = self._resolve(pod, address.host)
         if ip is None:
@@ -864,11 +1190,18 @@ class _Checker:
                 return Problem(path, address.raw, f"host '{address.host}' does not resolve from namespace '{pod.namespace}': {message}", fix)
             self.findings.add(f"{address.var}|unresolved|{address.host}", unresolved)
             return
-        if svc is not None and not svc.publish_not_ready:
+        if svc is not None and not svc.publish_not_ready and not svc.operator_owned:
             self.findings.add(f"{address.var}|not-ready|{svc.name}", lambda: Problem(
                 f"{svc.origin} publishNotReadyAddresses", False,
                 f"'{address.host}' resolves only once rank 0 is Ready, but the other processes look it up while it starts",
                 "set publishNotReadyAddresses: true on the Service"))
+        elif svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
+            # The operator's Service cannot be changed; without a readinessProbe, rank 0 is Ready once its container runs.
+            self.findings.add(f"{address.var}|not-ready-probe|{svc.name}", lambda: Problem(
+                f"{self.id} pod {self.rank0.name} container {self.rank0.container} readinessProbe", True,
+                f"'{address.host}' resolves only once rank 0 passes its readinessProbe ({svc.origin} does not publish "
+                "not-ready addresses), but the other processes look it up while it starts",
+                f"remove the readinessProbe from container '{self.rank0.container}'"))
         if ip != self.rank0.ip:
             other = self.dns.by_ip.get(ip)
             what = f"pod {other.name} of {other.workload}" if other else ip
@@ -921,7 +1254,7 @@ class _Checker:
                     f"use rank 0's hostname: {self._fqdn(rank0)}")
         if hostname and target.subdomain != svc_name:
             now = f"subdomain '{target.subdomain}', not '{svc_name}'" if target.subdomain else "no subdomain"
-            fix = ("set spec.network.enableDNSHostnames: true (the JobSet sets subdomain on its pods)" if target.workload.startswith("JobSet/")
+            fix = ("set spec.network.enableDNSHostnames: true (the JobSet sets subdomain on its pods)" if target.workload.startswith(("JobSet/", "TrainJob/"))
                    else f"set spec.template.spec.subdomain: {svc_name}")
             return f"pod '{hostname}' has {now}, so it gets no DNS name under Service '{svc_name}'", fix
         if not svc.selects(target):
@@ -929,7 +1262,7 @@ class _Checker:
         return f"Service '{svc_name}' selects no pod named '{hostname}'", f"use {self._fqdn(rank0)}"
 
     def _no_service(self, svc_name: str, ns: str) -> tuple[str, str]:
-        rank0, jobset = self.rank0, self.id.startswith("JobSet/")
+        rank0, jobset = self.rank0, self.id.startswith(("JobSet/", "TrainJob/"))
         others = sorted(n for (n_ns, n) in self.services if n_ns == ns)
         message = f"no Service named '{svc_name}' in namespace '{ns}'" + (f" (Services there: {', '.join(others)})" if others else "")
         if rank0.subdomain is None and jobset:
@@ -982,7 +1315,7 @@ class _Checker:
                 source, _, raw = found
                 self.findings.add(f"count|{source}", lambda p=pod, s=source, r=raw: Problem(
                     self._path(p, s), r, f"the process count is {r} but the workload has {n} pods",
-                    f"set JAX_NUM_PROCESSES to {n}" if s == "JAX_NUM_PROCESSES" else "make the slices match the pods"))
+                    f"set {s} to {n}" if s in ("JAX_NUM_PROCESSES", "NUM_PROCESSES") else "make the slices match the pods"))
 
     def ranks(self) -> None:
         n = len(self.pods)
@@ -1005,11 +1338,10 @@ class _Checker:
                 continue
             source, rank, raw = r
             if rank is None:
-                hint = (f"; $(VAR) in env expands only variables defined earlier in the list, and {COMPLETION_INDEX_ENV} is appended "
-                        "by the Job controller after yours" if f"$({COMPLETION_INDEX_ENV})" in raw else "")
-                self.findings.add(f"rank-not-int|{source}", lambda p=pod, s=source, v=raw, h=hint: Problem(
+                hint, fix = _appended_hint(raw)
+                self.findings.add(f"rank-not-int|{source}", lambda p=pod, s=source, v=raw, h=hint, f=fix: Problem(
                     self._path(p, s), v, f"the rank is not an integer after resolution{h}",
-                    "use valueFrom.fieldRef.fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']"))
+                    f or "use valueFrom.fieldRef.fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']"))
                 continue
             ranks.setdefault(rank, []).append(pod)
         if not ranks:
@@ -1052,7 +1384,7 @@ def _drafts(manifests: Sequence[Mapping], objects: _Objects) -> tuple[list[_Draf
         else:
             api, kind = obj.get("apiVersion", ""), obj["kind"]
             problems.append((i, Problem(_oid(obj), f"{api} {kind}", f"kind {kind} ({api}) is not supported; supported workloads: {_SUPPORTED}",
-                                        "express the workload as a JobSet or an Indexed Job")))
+                                        "express the workload as a JobSet, an Indexed Job, a JAXJob or a TrainJob")))
     drafts = []
     for i, obj in found:
         made = _WORKLOAD_KINDS[(obj.get("apiVersion", ""), obj["kind"])](obj, objects)

@@ -36,13 +36,14 @@ class Pod:
     devices: int                  # JAX CPU devices for this process: chips per host of its accelerator, else JAX_NUM_CPU_DEVICES, else 1
     accelerator: str              # "tpu" | "gpu" | "cpu" (from its resource limits)
     container_ports: tuple[int, ...] = ()
+    readiness_probe: bool = False  # its JAX container declares a readinessProbe (Ready, hence in DNS, only once it passes)
 
 
 @dataclass(frozen=True)
 class RestartPolicy:
     """The workload's own failure semantics, as its controller applies them."""
 
-    kind: str                                  # "jobset" | "job"
+    kind: str                                  # "jobset" | "job" (a Training Operator v1 JAXJob maps onto "job": see cluster._jaxjob_restart)
     max_restarts: int = 0                      # JobSet failurePolicy.maxRestarts: whole-group restarts
     backoff_limit: int | None = 0              # Job backoffLimit (pod failures tolerated)
     backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
@@ -51,9 +52,9 @@ class RestartPolicy:
 
 @dataclass(frozen=True)
 class Workload:
-    """A JobSet or Indexed Job and the pods its controller creates, in global-index order."""
+    """A JobSet, Indexed Job, JAXJob or TrainJob and the pods its controller(s) create, in global-index order."""
 
-    kind: str                     # "JobSet" | "Job"
+    kind: str                     # "JobSet" | "Job" | "JAXJob" | "TrainJob"
     namespace: str
     name: str
     pods: tuple[Pod, ...]

@@ -189,11 +189,14 @@ def process_env(pod: model.Pod, sitecustomize: Path | None) -> dict[str, str]:
 
 
 def coordinator_port(pod: model.Pod) -> int | None:
-    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or
-    JAX's TPU detection default (JAX_COORDINATOR_PORT, else 8482)."""
+    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or the
+    Training Operator v1's COORDINATOR_PORT (next to COORDINATOR_ADDRESS), or JAX's TPU detection
+    default (JAX_COORDINATOR_PORT, else 8482)."""
     address = pod.env.get("JAX_COORDINATOR_ADDRESS", "")
     if ":" in address:
         port = address.rsplit(":", 1)[1]
+    elif pod.env.get("COORDINATOR_ADDRESS") and "COORDINATOR_PORT" in pod.env:
+        port = pod.env["COORDINATOR_PORT"]
     elif pod.accelerator == "tpu":
         port = pod.env.get("JAX_COORDINATOR_PORT", "8482")
     else:
