@@ -58,6 +58,7 @@ from constructs import Construct
 from jaxinfra.plan import ClusterPlan, JobPlan, plan
 from jaxinfra.render import render_job
 from jaxinfra.render.common import namespace as namespace_manifest
+from jaxinfra.render.kueue import kueue_objects
 from jaxinfra.spec import Cluster, raw
 
 __all__ = ["DEFAULT_NAMESPACE", "JaxJobConstruct", "JaxinfraChart", "api_object", "stacks_app"]
@@ -98,7 +99,7 @@ def _relocated(cluster: Cluster, namespace: str | None) -> Cluster:
     if namespace is None or namespace == DEFAULT_NAMESPACE or all(j.namespace != DEFAULT_NAMESPACE for j in cluster.jobs):
         return cluster
     jobs = [{**raw(j), "namespace": namespace} if j.namespace == DEFAULT_NAMESPACE else raw(j) for j in cluster.jobs]
-    return Cluster(name=cluster.name, node_pools=[raw(p) for p in cluster.node_pools], jobs=jobs)
+    return Cluster(name=cluster.name, node_pools=[raw(p) for p in cluster.node_pools], jobs=jobs, kueue=cluster.kueue)
 
 
 class JaxJobConstruct(Construct):
@@ -113,7 +114,8 @@ class JaxJobConstruct(Construct):
         super().__init__(scope, id)
         chart_ns = cdk8s.Chart.of(self).namespace
         if chart_ns is not None and job.namespace == DEFAULT_NAMESPACE and chart_ns != DEFAULT_NAMESPACE:
-            cluster = Cluster(name=job.cluster, node_pools=[raw(job.pool)], jobs=[{**raw(job.job), "namespace": chart_ns}])
+            cluster = Cluster(name=job.cluster, node_pools=[raw(job.pool)], jobs=[{**raw(job.job), "namespace": chart_ns}],
+                              kueue=job.queue is not None)
             [job] = plan(cluster).jobs
         self.plan: JobPlan = job
         self.manifests: list[dict[str, Any]] = render_job(job)
@@ -139,6 +141,9 @@ class JaxinfraChart(cdk8s.Chart):
         cp: ClusterPlan = plan(self.cluster)
         self.namespaces: dict[str, cdk8s.ApiObject] = {
             ns: api_object(self, f"Namespace-{ns}", namespace_manifest(ns)) for ns in cp.namespaces}
+        self.queues: list[cdk8s.ApiObject] = [  # Kueue (Cluster(kueue=True)): flavors, ClusterQueues, LocalQueues
+            api_object(self, f"{m['kind']}-{m['metadata']['name']}" + (f".{m['metadata']['namespace']}" if "namespace" in m["metadata"] else ""), m)
+            for m in kueue_objects(cp.queues)]
         shared = {jp.name for jp in cp.jobs if sum(j.name == jp.name for j in cp.jobs) > 1}
         self.jobs: dict[str, JaxJobConstruct] = {}
         for jp in cp.jobs:  # key: the job name, or `<namespace>/<name>` where names repeat across namespaces

@@ -60,7 +60,7 @@ def _load(stacks: list[Path], backend: str | None) -> list[tuple[Path, Cluster]]
 
 
 StacksArg = Annotated[list[Path], typer.Argument(help="Stack files (Python) or folders of them, e.g. stacks/cpu_dev.py; helpers (_*.py) are skipped.", show_default=False)]
-BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="Render every job with this backend: jobset or job.")]
+BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="Render every job with this backend: jobset, job, jaxjob or trainjob.")]
 
 
 @app.command()

@@ -20,8 +20,14 @@ def shown_ranks(processes: int, limit: int) -> list[int | None]:
 def facts(jp: JobPlan) -> list[tuple[str, str]]:
     """The derived numbers of one job, as label/value pairs."""
     a = jp.accel
-    rank_rule = (f"TPU_WORKER_ID + MEGASCALE_SLICE_ID x {jp.hosts_per_slice} (derived by jax.distributed.initialize())"
-                 if jp.multi_slice else "JAX_PROCESS_ID = the pod's completion index")
+    if jp.multi_slice:
+        rank_rule = f"TPU_WORKER_ID + MEGASCALE_SLICE_ID x {jp.hosts_per_slice} (derived by jax.distributed.initialize())"
+    elif jp.backend == "jaxjob":
+        rank_rule = "PROCESS_ID = the replica index (set by the Training Operator)"
+    elif jp.backend == "trainjob":
+        rank_rule = "JAX_PROCESS_ID = the pod's completion index (set by Trainer's JAX plugin)"
+    else:
+        rank_rule = "JAX_PROCESS_ID = the pod's completion index"
     return [
         ("backend", jp.backend),
         ("node pool", f"{jp.pool.name}: {a.name} ({a.machine_type or 'any machine'})"),
@@ -31,6 +37,9 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         ("coordinator", jp.coordinator_address),
         ("rank", rank_rule),
         ("restarts", f"{jp.job.max_restarts} whole-group restarts"),
+        *([("runtime", f"{'TrainingRuntime' if jp.renders_runtime else 'ClusterTrainingRuntime'} {jp.runtime}")]
+          if jp.backend == "trainjob" else []),
+        *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
     ]
 
 
@@ -41,11 +50,12 @@ def render_explanation(console: Console, path: Path, cp: ClusterPlan, limit: int
         for k, v in facts(jp):
             summary.add_row(k, v)
         console.print(summary)
-        ranks = Table("rank", "pod hostname", "contract env", title="env each rank receives")
+        ranks = Table("rank", "pod hostname", "contract env", "set by", title="env each rank receives, and who sets it")
         for rank in shown_ranks(jp.processes, limit):
             if rank is None:
-                ranks.add_row("…", "…", "…")
+                ranks.add_row("…", "…", "…", "…")
                 continue
-            env = "\n".join(f"{k}={v}" for k, v in jp.rank_env(rank).items())
-            ranks.add_row(str(rank), jp.hostname(rank), env, end_section=True)
+            env = jp.env_sources(rank)
+            ranks.add_row(str(rank), jp.hostname(rank), "\n".join(f"{k}={v}" for k, (v, _) in env.items()),
+                          "\n".join(by for _, by in env.values()), end_section=True)
         console.print(ranks)

@@ -7,7 +7,9 @@ one does.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -34,6 +36,35 @@ CONTAINER = "jax"
 PORT_NAME = "coordinator"
 MAX_NAME = 63
 
+#: Training Operator v1 (kubeflow/training-operator pkg/apis/kubeflow.org/v1/jax_types.go,
+#: pkg/controller.v1/jax/envvar.go): it reads the coordinator port from the container named
+#: `jax`, port named `jaxjob-port` (6666 only when absent), and injects these env vars itself.
+JAXJOB_CONTAINER = "jax"
+JAXJOB_PORT_NAME = "jaxjob-port"
+JAXJOB_REPLICA = "Worker"
+OPERATOR_ENV = ("COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "PYTHONUNBUFFERED")
+#: Trainer v2 (kubeflow/trainer pkg/constants/constants.go, plugins/jax/jax.go): the trainer
+#: replicatedJob and container are both `node`, found by the ancestor label; the JAX plugin
+#: fixes the coordinator port at 29500 and injects JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES
+#: and JAX_PROCESS_ID.
+TRAINER_NODE = "node"
+TRAINER_PORT = 29500
+TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_ANCESTOR = "trainer"
+TRAINER_ENV = (COORDINATOR_ADDRESS, NUM_PROCESSES, PROCESS_ID)
+#: Kueue reads the LocalQueue of every integration (JobSet, Job, JAXJob, TrainJob) from this
+#: label on the workload's own metadata (kueue pkg/controller/jobframework QueueNameForObject).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"  # the storage version of the bundled CRDs; v1beta1 is deprecated
+
+#: Who puts each env var in front of a rank (`explain`).
+BY_JAXINFRA = "jaxinfra"
+BY_DOWNWARD_API = "Kubernetes (downward API)"
+BY_JOB_CONTROLLER = "Job controller"
+BY_OPERATOR = "Training Operator"
+BY_TRAINER = "Trainer JAX plugin"
+BY_GKE_TPU = "GKE (TPU platform)"
+
 #: Labels jaxinfra owns on every object; user labels may not override them.
 MANAGED_BY = "app.kubernetes.io/managed-by"
 APP_NAME = "app.kubernetes.io/name"
@@ -42,6 +73,7 @@ OWN_LABELS = frozenset({MANAGED_BY, APP_NAME, PART_OF})
 
 #: Upstream label and annotation keys the controllers set (DESIGN §3).
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+JAXJOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
@@ -58,10 +90,11 @@ class JobPlan:
     job: JaxJob
     pool: NodePool
     accel: catalog.Accelerator
+    queue: str | None = None  # the Kueue LocalQueue, when the cluster has Kueue on
 
     @property
     def name(self) -> str:
-        """The workload's name (JobSet or Job); also the Service, subdomain and ServiceAccount."""
+        """The workload's name (JobSet, Job, JAXJob, TrainJob); also the Service, subdomain, ServiceAccount."""
         return self.job.name
 
     @property
@@ -103,29 +136,61 @@ class JobPlan:
 
     @property
     def replicated_job(self) -> str | None:
-        """JobSet's replicated job: one per slice for TPU, one group of nodes otherwise."""
+        """JobSet's replicated job: one per slice for TPU, one group of nodes otherwise (Trainer: `node`)."""
+        if self.backend == "trainjob":
+            return TRAINER_NODE
         return ("slice" if self.kind == "tpu" else "node") if self.backend == "jobset" else None
 
     @property
     def service(self) -> str:
+        """The headless Service / subdomain (JobSet's default subdomain is the JobSet's name)."""
         return self.name
 
     @property
+    def own_service(self) -> bool:
+        """Whether jaxinfra renders the headless Service: not where the operator or JobSet of
+        the Trainer owns the DNS (the Training Operator makes one Service per replica)."""
+        return self.backend in ("jobset", "job")
+
+    @property
     def port(self) -> int:
-        return self.job.coordinator_port
+        """The coordinator port; Trainer's JAX plugin fixes it at 29500."""
+        return TRAINER_PORT if self.backend == "trainjob" else self.job.coordinator_port
+
+    @property
+    def container(self) -> str:
+        """The training container's name; Trainer v2 finds it by the name `node`."""
+        return TRAINER_NODE if self.backend == "trainjob" else CONTAINER
+
+    @property
+    def port_name(self) -> str:
+        return JAXJOB_PORT_NAME if self.backend == "jaxjob" else PORT_NAME
+
+    @property
+    def runtime(self) -> str:
+        """TrainJob's runtime: the user's ClusterTrainingRuntime, or the TrainingRuntime jaxinfra renders (`<job>`)."""
+        return self.job.runtime or self.name
+
+    @property
+    def renders_runtime(self) -> bool:
+        return self.backend == "trainjob" and self.job.runtime is None
 
     def child_job(self, slice_index: int) -> str:
-        """The batch Job that holds a slice's pods."""
+        """The batch Job that holds a slice's pods (JAXJob: none, the operator makes bare pods)."""
         return f"{self.name}-{self.replicated_job}-{slice_index}" if self.replicated_job else self.name
 
     def hostname(self, rank: int) -> str:
         """Pod hostname of global rank `rank`, as the controller names it."""
+        if self.backend == "jaxjob":  # pod and per-replica Service `<job>-worker-<i>`
+            return f"{self.name}-{JAXJOB_REPLICA.lower()}-{rank}"
         slice_index, host = divmod(rank, self.hosts_per_slice)
         return f"{self.child_job(slice_index)}-{host}"
 
     @property
     def coordinator_host(self) -> str:
-        """Rank 0's DNS name inside the namespace: `<hostname>.<subdomain>`."""
+        """Rank 0's DNS name inside the namespace: `<hostname>.<subdomain>` (JAXJob: its Service)."""
+        if self.backend == "jaxjob":
+            return self.hostname(0)
         return f"{self.hostname(0)}.{self.service}"
 
     @property
@@ -139,36 +204,142 @@ class JobPlan:
 
     @property
     def selector(self) -> dict[str, str]:
-        """What the headless Service selects: a label the controller puts on every pod."""
-        return {JOBSET_NAME_LABEL: self.name} if self.backend == "jobset" else {JOB_NAME_LABEL: self.name}
+        """The label the controller puts on every pod of the job (what a headless Service selects)."""
+        if self.backend == "jaxjob":
+            return {JAXJOB_NAME_LABEL: self.name}
+        return {JOBSET_NAME_LABEL: self.name} if self.backend in ("jobset", "trainjob") else {JOB_NAME_LABEL: self.name}
 
     def derived_names(self) -> dict[str, str]:
         """The longest value of every name derived from the job's name that must fit a DNS label (63)."""
         last = self.processes - 1
+        if self.backend == "jaxjob":  # pod name = per-replica Service name, a DNS-1035 label
+            return {"pod and Service name": self.hostname(last)}
         names = {"pod hostname": self.hostname(last), "Job name label": self.child_job(self.slices - 1)}
-        if self.backend == "jobset":  # JobSet's webhook also fits the pod name with a 5-character suffix
+        if self.backend in ("jobset", "trainjob"):  # JobSet's webhook also fits the pod name with a 5-character suffix
             names["pod name"] = f"{self.hostname(last)}-xxxxx"
         return names
 
-    def rank_env(self, rank: int) -> dict[str, str]:
-        """The contract's env as rank `rank` sees it at run time (for `explain`)."""
+    def env_sources(self, rank: int) -> dict[str, tuple[str, str]]:
+        """Every env var of the contract that rank `rank` receives: name -> (value, who sets it).
+
+        The one place that knows, per backend, which variables jaxinfra writes into the
+        manifest and which the controllers, the operator or the platform inject (DESIGN §3).
+        """
         slice_index, host = divmod(rank, self.hosts_per_slice)
-        env = {COORDINATOR_ADDRESS: self.coordinator_address, NUM_PROCESSES: str(self.processes)}
-        if self.multi_slice:
-            env |= {MEGASCALE_COORDINATOR: self.coordinator_host, MEGASCALE_NUM_SLICES: str(self.slices),
-                    MEGASCALE_SLICE_ID: str(slice_index), "TPU_WORKER_ID": str(host)}
+        env: dict[str, tuple[str, str]] = {}
+        if self.backend == "jaxjob":
+            env |= {"COORDINATOR_ADDRESS": (self.coordinator_host, BY_OPERATOR),
+                    "COORDINATOR_PORT": (str(self.port), BY_OPERATOR),
+                    "NUM_PROCESSES": (str(self.processes), BY_OPERATOR),
+                    "PROCESS_ID": (str(rank), BY_OPERATOR),
+                    "PYTHONUNBUFFERED": ("1", BY_OPERATOR)}
+        elif self.backend == "trainjob":
+            env |= {COORDINATOR_ADDRESS: (self.coordinator_address, BY_TRAINER),
+                    NUM_PROCESSES: (str(self.processes), BY_TRAINER),
+                    PROCESS_ID: (str(host), BY_TRAINER)}
         else:
-            env[PROCESS_ID] = str(host)
-        env[INIT_TIMEOUT] = str(self.job.init_timeout_seconds)
+            env |= {COORDINATOR_ADDRESS: (self.coordinator_address, BY_JAXINFRA),
+                    NUM_PROCESSES: (str(self.processes), BY_JAXINFRA)}
+            if self.multi_slice:
+                env |= {MEGASCALE_COORDINATOR: (self.coordinator_host, BY_JAXINFRA),
+                        MEGASCALE_NUM_SLICES: (str(self.slices), BY_DOWNWARD_API),
+                        MEGASCALE_SLICE_ID: (str(slice_index), BY_DOWNWARD_API)}
+            else:
+                env[PROCESS_ID] = (str(host), BY_DOWNWARD_API)
+        env[INIT_TIMEOUT] = (str(self.job.init_timeout_seconds), BY_JAXINFRA)
         if self.kind == "cpu":
-            env[NUM_CPU_DEVICES] = str(self.devices_per_process)
+            env[NUM_CPU_DEVICES] = (str(self.devices_per_process), BY_JAXINFRA)
+        if self.backend != "jaxjob":  # every pod of an Indexed Job (JobSet's children too)
+            env["JOB_COMPLETION_INDEX"] = (str(host), BY_JOB_CONTROLLER)
+        if self.kind == "tpu" and self.backend != "jaxjob":  # GKE's webhook, for Indexed Job TPU pods
+            env["TPU_WORKER_ID"] = (str(host), BY_GKE_TPU)
         return env
+
+    def rank_env(self, rank: int) -> dict[str, str]:
+        """The env as rank `rank` sees it at run time (for `explain`); sources in `env_sources`."""
+        return {name: value for name, (value, _) in self.env_sources(rank).items()}
+
+    def manifest_env(self) -> tuple[str, ...]:
+        """Names of the contract variables jaxinfra itself writes into the pod template."""
+        return tuple(n for n, (_, by) in self.env_sources(0).items() if by in (BY_JAXINFRA, BY_DOWNWARD_API))
+
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([KMGTPE]i|[munkMGTPE])?$")
+_SUFFIX = {"": 1, "m": Decimal("1e-3"), "u": Decimal("1e-6"), "n": Decimal("1e-9"), "k": 10**3, "M": 10**6, "G": 10**9,
+           "T": 10**12, "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+
+
+def scale(quantity: str | int, times: int) -> tuple[Decimal, str | int]:
+    """A Kubernetes quantity times `times`: (its value in base units, for comparing; the quantity)."""
+    number, suffix = _QUANTITY.match(str(quantity)).groups()  # type: ignore[union-attr]  # validated by the spec
+    total = Decimal(number) * times
+    text = format(total.normalize(), "f") if total != total.to_integral_value() else str(int(total))
+    out: str | int = int(text) if not suffix and text.lstrip("-").isdigit() else f"{text}{suffix or ''}"
+    return total * Decimal(_SUFFIX[suffix or ""]), out
+
+
+def pod_requests(jp: JobPlan) -> dict[str, str | int]:
+    """What one pod requests (a limit stands in for a missing request, as Kubernetes and Kueue do)."""
+    requests: dict[str, str | int] = {**jp.job.resources.limits, **jp.job.resources.requests}
+    if jp.accel.resource:
+        requests[jp.accel.resource] = jp.accel.chips_per_host
+    return requests
+
+
+@dataclass(frozen=True)
+class PoolQueue:
+    """Kueue for one node pool: a ResourceFlavor, a ClusterQueue and a LocalQueue per namespace.
+
+    Quota = the pool's capacity for these jobs: per resource the largest demand of one job on
+    the pool (pods x per-pod request: TPU chips = slices x hosts x chips per host, GPUs = nodes x
+    GPUs per node), so the largest job fits and jobs beyond the capacity wait in the queue.
+    Every resource a job requests is covered: Kueue does not admit a workload that requests a
+    resource its ClusterQueue does not cover.
+    """
+
+    cluster: str
+    pool: NodePool
+    jobs: tuple[JobPlan, ...]
+
+    @property
+    def flavor(self) -> str:
+        return f"{self.cluster}-{self.pool.name}"
+
+    @property
+    def cluster_queue(self) -> str:
+        return f"{self.cluster}-{self.pool.name}"
+
+    @property
+    def local_queue(self) -> str:
+        return self.pool.name
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        return tuple(sorted({j.namespace for j in self.jobs}))
+
+    @property
+    def resource(self) -> str:
+        """The pool's own resource: its accelerator's, or cpu for CPU pools."""
+        return self.pool.accelerator.row.resource or "cpu"
+
+    @property
+    def quota(self) -> dict[str, str | int]:
+        """nominalQuota per covered resource, the pool's own resource first, then by name."""
+        best: dict[str, tuple[Decimal, str | int]] = {}
+        for jp in self.jobs:
+            for name, q in pod_requests(jp).items():
+                value = scale(q, jp.processes)
+                if name not in best or value[0] > best[name][0]:
+                    best[name] = value
+        names = [self.resource, *sorted(set(best) - {self.resource})]
+        return {n: best[n][1] if n in best else 0 for n in names}
 
 
 @dataclass(frozen=True)
 class ClusterPlan:
     name: str
     jobs: tuple[JobPlan, ...]
+    queues: tuple[PoolQueue, ...] = ()  # Kueue, per node pool that jobs use; empty unless `Cluster.kueue`
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -179,9 +350,11 @@ class ClusterPlan:
 def plan(cluster: Cluster) -> ClusterPlan:
     """The plan of a validated cluster."""
     pools = {p.name: p for p in cluster.node_pools}
-    return ClusterPlan(cluster.name, tuple(
-        JobPlan(cluster.name, job, pools[job.node_pool], pools[job.node_pool].accelerator.row) for job in cluster.jobs
-    ))
+    jobs = tuple(JobPlan(cluster.name, job, pools[job.node_pool], pools[job.node_pool].accelerator.row,
+                         queue=pools[job.node_pool].name if cluster.kueue else None) for job in cluster.jobs)
+    queues = tuple(PoolQueue(cluster.name, pool, tuple(j for j in jobs if j.pool.name == pool.name))
+                   for pool in cluster.node_pools if cluster.kueue and any(j.pool.name == pool.name for j in jobs))
+    return ClusterPlan(cluster.name, jobs, queues)
 
 
 def check(cluster: Cluster) -> list[Problem]:
@@ -209,7 +382,17 @@ def check(cluster: Cluster) -> list[Problem]:
             out.append(Problem(f"{at}.node_pool", job.node_pool, "no node pool has this name", f"use one of {', '.join(close)}"))
             continue
         out.extend(_job_problems(at, job, pool))
+        out.extend(_backend_problems(at, job, pool))
+        if cluster.kueue:
+            out.extend(_kueue_job_problems(at, job, pool))
         out.extend(_name_problems(at, JobPlan(cluster.name, job, pool, pool.accelerator.row)))
+    if cluster.kueue:
+        for i, pool in enumerate(cluster.node_pools):
+            name = f"{cluster.name}-{pool.name}"
+            if len(name) > MAX_NAME:
+                out.append(Problem(f"node_pools[{i}].name", pool.name,
+                                   f"Kueue ResourceFlavor and ClusterQueue {name!r} is {len(name)} characters, over {MAX_NAME}",
+                                   f"shorten the cluster or pool name by at least {len(name) - MAX_NAME} characters"))
     return out
 
 
@@ -232,6 +415,55 @@ def _job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
         if row.resource and row.resource in getattr(job.resources, section):
             out.append(Problem(f"{at}.resources.{section}.{row.resource}", getattr(job.resources, section)[row.resource],
                                "set from the node pool's accelerator", "remove it; change the node pool instead"))
+    return out
+
+
+def _backend_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """What the Kubeflow operators cannot express (upstream facts in the constants above)."""
+    row = pool.accelerator.row
+    out = []
+    if job.backend == "jaxjob" and row.kind == "tpu" and job.num_slices > 1:
+        out.append(Problem(f"{at}.backend", job.backend,
+                           "the Training Operator creates plain pods: no JobSet labels for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
+                           "use backend='jobset'"))
+    elif job.backend == "jaxjob" and row.kind == "tpu" and row.multi_host:
+        out.append(Problem(f"{at}.backend", job.backend,
+                           f"the Training Operator creates plain pods, and GKE injects TPU_WORKER_ID / TPU_WORKER_HOSTNAMES only into "
+                           f"Indexed Job pods: the hosts of a multi-host slice ({row.family} {row.topology}) could not form the slice",
+                           "use backend='jobset' (or 'trainjob', or a single-host topology)"))
+    if job.backend == "trainjob" and row.kind == "tpu" and job.num_slices > 1:
+        out.append(Problem(f"{at}.backend", job.backend,
+                           "Trainer v2 runs one replica of its `node` replicatedJob (kubeflow/trainer#2318): no per-slice Job index "
+                           "for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
+                           "use backend='jobset'"))
+    if job.backend == "jaxjob":
+        for name in sorted(set(job.env) & set(OPERATOR_ENV)):
+            out.append(Problem(f"{at}.env.{name}", job.env[name], "set by the Training Operator for backend='jaxjob'", "remove it"))
+    if job.backend == "trainjob" and "coordinator_port" in job.model_fields_set and job.coordinator_port != TRAINER_PORT:
+        out.append(Problem(f"{at}.coordinator_port", job.coordinator_port,
+                           f"Trainer's JAX plugin fixes the coordinator port at {TRAINER_PORT}", "remove coordinator_port"))
+    if job.runtime is not None and job.backend != "trainjob":
+        out.append(Problem(f"{at}.runtime", job.runtime, "a training runtime is for backend='trainjob' only",
+                           "remove runtime, or use backend='trainjob'"))
+    elif job.runtime is not None:
+        lacks = [what for what, needed in (("node selectors and tolerations for TPU", row.kind == "tpu"),
+                                           ("GPU node selectors, tolerations and /dev/shm", row.kind == "gpu"),
+                                           ("Spot node selectors and tolerations", pool.spot)) if needed]
+        if lacks:
+            out.append(Problem(f"{at}.runtime", job.runtime,
+                               f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's and lacks {', '.join(lacks)} of pool {pool.name}",
+                               "remove runtime: jaxinfra then renders a TrainingRuntime with the pool's placement"))
+    return out
+
+
+def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    out = []
+    if QUEUE_LABEL in job.labels:
+        out.append(Problem(f"{at}.labels.{QUEUE_LABEL}", job.labels[QUEUE_LABEL], "set by jaxinfra when the cluster has kueue=True",
+                           "remove it (the job goes to its node pool's LocalQueue)"))
+    if pool.accelerator.row.kind == "cpu" and "cpu" not in {**job.resources.requests, **job.resources.limits}:
+        out.append(Problem(f"{at}.resources", {}, "Kueue counts a CPU pool's quota in requested CPU, and this job requests none",
+                           "request CPU, e.g. resources={'requests': {'cpu': '2'}}"))
     return out
 
 

@@ -44,7 +44,7 @@ __all__ = ["Cluster", "ConfigError", "JaxJob", "PoolSlice", "Settings", "node_po
 #: The annotation this adapter adds (see the module docstring); the value must be the string "true".
 SKIP_AWAIT = "pulumi.com/skipAwait"
 #: Kinds that run pods: they get SKIP_AWAIT and are replaced (not patched) when their spec changes.
-WORKLOAD_KINDS = frozenset({"Job", "JobSet"})
+WORKLOAD_KINDS = frozenset({"Job", "JobSet", "JAXJob", "TrainJob"})
 #: Kinds that get SKIP_AWAIT although they are no workload (the headless Service, see above).
 SKIP_AWAIT_KINDS = WORKLOAD_KINDS | {"Service"}
 

@@ -21,8 +21,8 @@ from jaxinfra.errors import CatalogError, Problem, SpecError
 from jaxinfra.plan import CONTRACT_ENV, OWN_LABELS
 
 #: Workload backends that render today; the first is the default.
-BACKENDS: tuple[str, ...] = ("jobset", "job")
-Backend = Literal["jobset", "job"]
+BACKENDS: tuple[str, ...] = ("jobset", "job", "jaxjob", "trainjob")
+Backend = Literal["jobset", "job", "jaxjob", "trainjob"]
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -218,7 +218,11 @@ class JaxJob(Spec):
     slices: int | None = Field(None, gt=0, description="TPU slices (multi-slice over DCN); default 1. TPU pools only.")
     nodes: int | None = Field(None, gt=0, description="GPU/CPU nodes, one process each; default 1. GPU/CPU pools only.")
     coordinator_port: int = Field(8482, ge=1, le=65535, description="JAX coordinator port (8482 is JAX's own TPU default).")
-    backend: Backend = Field("jobset", description="Workload kind: jobset (JobSet) or job (Indexed Job).")
+    backend: Backend = Field("jobset", description="Workload kind: jobset (JobSet), job (Indexed Job), jaxjob (Kubeflow "
+                             "Training Operator v1 JAXJob) or trainjob (Kubeflow Trainer v2 TrainJob).")
+    runtime: str | None = Field(None, description="trainjob only. None: jaxinfra renders a TrainingRuntime named after the "
+                                "job, with mlPolicy.jax and the pool's placement; a name (e.g. 'jax-distributed'): reference "
+                                "that ClusterTrainingRuntime and render none (CPU pools only: it has no TPU/GPU placement).")
     max_restarts: int = Field(0, ge=0, le=1000, description="Whole-group restarts before the job fails.")
     init_timeout_seconds: int = Field(300, gt=0, le=86400, description="JAX rendezvous timeout (JAX_INITIALIZATION_TIMEOUT).")
     resources: Resources = Field(default_factory=Resources, description="Extra container resources.")
@@ -227,6 +231,13 @@ class JaxJob(Spec):
     annotations: dict[str, str] = Field(default_factory=dict, description="Extra annotations on every object and pod.")
 
     _names = field_validator("name", "namespace")(lambda v: dns_label(v))
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not _DNS_SUBDOMAIN.match(v)):
+            raise problem("not a valid ClusterTrainingRuntime name", "use a DNS-1123 subdomain such as 'jax-distributed'")
+        return v
 
     @field_validator("env")
     @classmethod
@@ -260,8 +271,9 @@ class JaxJob(Spec):
 
     @model_validator(mode="after")
     def _jobset_name(self) -> JaxJob:
-        if self.backend == "jobset" and not self.name[0].isalpha():
-            raise problem("JobSet derives DNS-1035 names from it, which start with a letter", "start the name with a letter", "name")
+        if self.backend != "job" and not self.name[0].isalpha():
+            derives = {"jobset": "JobSet derives", "jaxjob": "the Training Operator derives Service", "trainjob": "TrainJob and its JobSet derive"}
+            raise problem(f"{derives[self.backend]} DNS-1035 names from it, which start with a letter", "start the name with a letter", "name")
         return self
 
     @property
@@ -281,6 +293,9 @@ class Cluster(BaseModel):
     name: str = Field(description="Cluster name (DNS-1123 label); also the output file's name.")
     node_pools: tuple[NodePool, ...] = Field(description="Accelerator node pools.")
     jobs: tuple[JaxJob, ...] = Field((), description="JAX jobs.")
+    kueue: bool = Field(False, description="Gate the jobs with Kueue: per node pool a ResourceFlavor and a ClusterQueue "
+                        "(quota = the pool's capacity for its largest job), a LocalQueue per namespace, and the "
+                        "kueue.x-k8s.io/queue-name label on each workload. Needs Kueue installed.")
 
     _name = field_validator("name")(lambda v: dns_label(v, 40))
 
@@ -299,7 +314,8 @@ class Cluster(BaseModel):
 
     def with_backend(self, backend: str) -> Cluster:
         """The same cluster with every job on `backend` (the CLI's `--backend`), revalidated."""
-        return Cluster(name=self.name, node_pools=self.node_pools, jobs=[{**raw(j), "backend": backend} for j in self.jobs])
+        return Cluster(name=self.name, node_pools=self.node_pools, jobs=[{**raw(j), "backend": backend} for j in self.jobs],
+                       kueue=self.kueue)
 
 
 # --- pydantic errors to Problems -------------------------------------------------------------

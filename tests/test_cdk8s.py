@@ -27,6 +27,7 @@ from conftest import PAIR_IDS, PAIRS, ROOT, STACKS, load_stack, rendered  # noqa
 from jaxinfra import manifests, stack  # noqa: E402
 from jaxinfra.cdk8s import JaxinfraChart, JaxJobConstruct, stacks_app  # noqa: E402
 from jaxinfra.plan import plan  # noqa: E402
+from jaxinfra.spec import CPU, Cluster, JaxJob, NodePool  # noqa: E402
 from jaxinfra.validate import validate_objects  # noqa: E402
 from jaxinfra.yamlio import dump, load  # noqa: E402
 from test_simulate import verdicts  # noqa: E402
@@ -67,6 +68,16 @@ def test_chart_equals_jaxinfra_synth_object_for_object(path: Path, backend: str,
     objects = cdk8s.Testing.synth(chart)
     assert objects == rendered(path, backend)  # order included: cdk8s keeps construct order
     assert validate_objects(objects, f"cdk8s:{path.stem}.{backend}") == []
+
+
+def test_chart_with_kueue_equals_synth(app: Any) -> None:
+    """Kueue's cluster-scoped objects and LocalQueues are in the chart too, in apply order."""
+    cluster = Cluster(name="q", kueue=True, node_pools=[NodePool("cpu", CPU(devices=2))],
+                      jobs=[JaxJob(f"t-{b}", namespace="ml", image="i", node_pool="cpu", nodes=2, backend=b,
+                                   resources={"requests": {"cpu": "1"}}) for b in ("jobset", "jaxjob", "trainjob")])
+    objects = cdk8s.Testing.synth(JaxinfraChart(app, "kueue", cluster))
+    assert objects == manifests(cluster)
+    assert [o["kind"] for o in objects[:4]] == ["Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
 
 
 @pytest.mark.parametrize("path", STACKS, ids=[p.stem for p in STACKS])

@@ -172,16 +172,16 @@ def one_problem(c: model.Cluster, *needles: str) -> Problem:
 def test_rendered_stacks_emulate_without_problems(path: Path, backend: str) -> None:
     c = emulate(rendered(path, backend))
     assert problems_of(c) == []
+    v1 = backend == "jaxjob"  # Training Operator v1 names its own contract
     for w in c.workloads:
         rank0 = w.pods[0]
-        address = rank0.env["JAX_COORDINATOR_ADDRESS"]
-        host = address.rsplit(":", 1)[0]
+        host = rank0.env["COORDINATOR_ADDRESS"] if v1 else rank0.env["JAX_COORDINATOR_ADDRESS"].rsplit(":", 1)[0]
         assert c.hosts[f"{host}.{w.namespace}"] == rank0.ip       # resolves to rank 0
-        assert int(rank0.env["JAX_NUM_PROCESSES"]) == len(w.pods)
+        assert int(rank0.env["NUM_PROCESSES" if v1 else "JAX_NUM_PROCESSES"]) == len(w.pods)
         assert [p.global_index for p in w.pods] == list(range(len(w.pods)))
         assert len({p.ip for p in w.pods}) == len(w.pods)
         assert w.groups * w.hosts_per_group == len(w.pods)
-        assert w.restart.kind == ("jobset" if backend == "jobset" else "job")
+        assert w.restart.kind == ("jobset" if backend in ("jobset", "trainjob") else "job")
 
 
 def test_tpu_multislice_stack_pods_and_platform_env() -> None:

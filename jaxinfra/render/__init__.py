@@ -8,15 +8,29 @@ from jaxinfra.plan import ClusterPlan, JobPlan
 from jaxinfra.render.common import Manifest, headless_service, namespace, service_account
 from jaxinfra.render.job import indexed_job
 from jaxinfra.render.jobset import jobset
+from jaxinfra.render.kubeflow import jaxjob, trainjob, training_runtime
+from jaxinfra.render.kueue import kueue_objects
 
-WORKLOADS: dict[str, Callable[[JobPlan], Manifest]] = {"jobset": jobset, "job": indexed_job}
+WORKLOADS: dict[str, Callable[[JobPlan], Manifest]] = {
+    "jobset": jobset, "job": indexed_job, "jaxjob": jaxjob, "trainjob": trainjob,
+}
 
 
 def render_job(jp: JobPlan) -> list[Manifest]:
-    """A job's objects, dependencies first: identity, DNS, then the workload."""
-    return [service_account(jp), headless_service(jp), WORKLOADS[jp.backend](jp)]
+    """A job's objects, dependencies first: identity, DNS or runtime, then the workload (last).
+
+    No headless Service where the operator owns DNS (JAXJob: one Service per replica) or the
+    Trainer's JobSet makes it (TrainJob).
+    """
+    out = [service_account(jp)]
+    if jp.own_service:
+        out.append(headless_service(jp))
+    if jp.renders_runtime:
+        out.append(training_runtime(jp))
+    return out + [WORKLOADS[jp.backend](jp)]
 
 
 def render(cp: ClusterPlan) -> list[Manifest]:
-    """Every object of a cluster plan, namespaces first, jobs in declared order."""
-    return [namespace(ns) for ns in cp.namespaces] + [m for jp in cp.jobs for m in render_job(jp)]
+    """Every object of a cluster plan: namespaces, Kueue (cluster-scoped first), then jobs in declared order."""
+    return ([namespace(ns) for ns in cp.namespaces] + kueue_objects(cp.queues)
+            + [m for jp in cp.jobs for m in render_job(jp)])

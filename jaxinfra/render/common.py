@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jaxinfra import catalog
 from jaxinfra import plan as P
 from jaxinfra.plan import JobPlan
+
+if TYPE_CHECKING:
+    from jaxinfra.spec import NodePool
 
 Manifest = dict[str, Any]
 
@@ -19,6 +22,14 @@ def metadata(jp: JobPlan, name: str | None = None, **extra: Any) -> dict[str, An
     annotations = {**jp.job.annotations, **extra.pop("annotations", {})}
     if annotations:
         meta["annotations"] = annotations
+    return meta
+
+
+def workload_metadata(jp: JobPlan, **extra: Any) -> dict[str, Any]:
+    """A workload's metadata: Kueue finds its LocalQueue from a label on the workload itself."""
+    meta = metadata(jp, **extra)
+    if jp.queue is not None:
+        meta["labels"][P.QUEUE_LABEL] = jp.queue
     return meta
 
 
@@ -51,7 +62,15 @@ def _field(path: str) -> dict[str, Any]:
 
 
 def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
-    """The env contract of DESIGN §3, in an order where later values may use $(EARLIER)."""
+    """The env contract of DESIGN §3, in an order where later values may use $(EARLIER).
+
+    For jaxjob and trainjob the operator injects the coordinator, count and rank itself
+    (`JobPlan.env_sources`); jaxinfra writes only what they do not: the init timeout, the CPU
+    device count, and the user's env.
+    """
+    if jp.backend in ("jaxjob", "trainjob"):
+        own = [{"name": name, "value": value} for name, (value, by) in jp.env_sources(0).items() if by == P.BY_JAXINFRA]
+        return own + [{"name": k, "value": v} for k, v in jp.job.env.items()]
     env: list[dict[str, Any]] = [
         {"name": P.COORDINATOR_ADDRESS, "value": jp.coordinator_address},
         {"name": P.NUM_PROCESSES, "value": str(jp.processes)},
@@ -71,7 +90,7 @@ def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     return env + [{"name": k, "value": v} for k, v in jp.job.env.items()]
 
 
-def _resources(jp: JobPlan) -> dict[str, Any]:
+def resources(jp: JobPlan) -> dict[str, Any]:
     requests = {k: str(v) for k, v in jp.job.resources.requests.items()}
     limits = {k: str(v) for k, v in jp.job.resources.limits.items()}
     if jp.accel.resource:
@@ -79,9 +98,9 @@ def _resources(jp: JobPlan) -> dict[str, Any]:
     return {k: v for k, v in (("requests", requests), ("limits", limits)) if v}
 
 
-def _placement(jp: JobPlan) -> dict[str, Any]:
-    """Node selectors and tolerations from the catalog row (and Spot)."""
-    a = jp.accel
+def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]]:
+    """A pool's node labels to select and the tolerations its pods need, from the catalog row (and Spot)."""
+    a = pool.accelerator.row
     selector: dict[str, str] = {}
     tolerations: list[dict[str, str]] = []
     if a.kind == "tpu":
@@ -90,9 +109,15 @@ def _placement(jp: JobPlan) -> dict[str, Any]:
         selector = {catalog.GPU_ACCELERATOR_LABEL: a.gke_accelerator or ""}
     if a.resource:
         tolerations.append({"key": a.resource, "operator": "Exists", "effect": "NoSchedule"})
-    if jp.pool.spot:
+    if pool.spot:
         selector["cloud.google.com/gke-spot"] = "true"
         tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    return selector, tolerations
+
+
+def _placement(jp: JobPlan) -> dict[str, Any]:
+    """Node selectors and tolerations of the job's pool."""
+    selector, tolerations = pool_placement(jp.pool)
     out: dict[str, Any] = {}
     if selector:
         out["nodeSelector"] = selector
@@ -101,22 +126,24 @@ def _placement(jp: JobPlan) -> dict[str, Any]:
     return out
 
 
-def pod_template(jp: JobPlan, **spec_extra: Any) -> dict[str, Any]:
-    """One JAX process per pod: the container, its env contract and its placement."""
-    container: dict[str, Any] = {
-        "name": P.CONTAINER,
-        "image": jp.job.image,
-        "env": contract_env(jp),
-        "ports": [{"name": P.PORT_NAME, "containerPort": jp.port, "protocol": "TCP"}],
-    }
-    if jp.job.command is not None:
+def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) -> dict[str, Any]:
+    """One JAX process per pod: the container, its env contract and its placement.
+
+    For trainjob this is the TrainingRuntime's pod: Trainer fills in the container's command,
+    args and env (the TrainJob's plus its JAX plugin's) and port 29500 itself, so none is set here.
+    """
+    container: dict[str, Any] = {"name": jp.container, "image": jp.job.image}
+    if jp.backend != "trainjob":
+        container["env"] = contract_env(jp)
+        container["ports"] = [{"name": jp.port_name, "containerPort": jp.port, "protocol": "TCP"}]
+    if jp.job.command is not None and jp.backend != "trainjob":  # trainjob: the TrainJob's command wins
         container["command"] = list(jp.job.command)
-    if jp.job.args:
+    if jp.job.args and jp.backend != "trainjob":
         container["args"] = list(jp.job.args)
-    if resources := _resources(jp):
-        container["resources"] = resources
+    if res := resources(jp):
+        container["resources"] = res
     spec: dict[str, Any] = {
-        "restartPolicy": "Never",
+        "restartPolicy": restart_policy,
         "serviceAccountName": jp.name,
         "automountServiceAccountToken": False,
         "containers": [container],

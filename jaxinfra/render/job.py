@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jaxinfra.plan import JobPlan
-from jaxinfra.render.common import Manifest, metadata, pod_template
+from jaxinfra.render.common import Manifest, pod_template, workload_metadata
 
 
 def indexed_job(jp: JobPlan) -> Manifest:
@@ -18,7 +18,7 @@ def indexed_job(jp: JobPlan) -> Manifest:
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": metadata(jp),
+        "metadata": workload_metadata(jp),
         "spec": {
             "backoffLimit": jp.job.max_restarts * jp.processes,
             "completionMode": "Indexed",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from jaxinfra import plan as P
 from jaxinfra.plan import JobPlan
-from jaxinfra.render.common import Manifest, metadata, pod_template
+from jaxinfra.render.common import Manifest, pod_template, workload_metadata
 
 
 def jobset(jp: JobPlan) -> Manifest:
@@ -13,7 +13,7 @@ def jobset(jp: JobPlan) -> Manifest:
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",
-        "metadata": metadata(jp, annotations=annotations),
+        "metadata": workload_metadata(jp, annotations=annotations),
         "spec": {
             "failurePolicy": {"maxRestarts": jp.job.max_restarts},
             "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": jp.service},
