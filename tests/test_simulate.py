@@ -183,3 +183,38 @@ def test_indexed_job_budget_counts_every_pod_of_the_group(tmp_path: Path) -> Non
 def test_bad_fault_syntax_is_an_input_error(tmp_path: Path) -> None:
     rc, _, err = simulate("--kill", "train-0", "--delay", "x=y", tmp=tmp_path)
     assert rc == 2 and err.count("error: ") == 2
+
+
+def _script(manifest: str, kind: str) -> list[str]:
+    """The command + args of the operator-style script in a hand-written manifest."""
+    from jaxinfra.yamlio import load
+
+    obj = next(o for o in load((MANIFESTS / manifest).read_text()) if o["kind"] == kind)
+    body = obj["spec"]["trainer"] if kind == "TrainJob" else obj["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    return [*body["command"], *body.get("args", [])]
+
+
+OPERATOR_SCRIPTS = {"jaxjob": ("jaxjob_cpu_v1_script.yaml", "JAXJob"), "trainjob": ("trainjob_upstream_runtime.yaml", "TrainJob")}
+
+
+@pytest.mark.parametrize("backend", list(OPERATOR_SCRIPTS))
+@pytest.mark.parametrize("stack", ["cpu_dev", "gpu_h100_2x8"])
+def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backend: str, tmp_path: Path) -> None:
+    """A script written for the v1 operator (COORDINATOR_*, NUM_PROCESSES, PROCESS_ID) runs on the
+    JAXJob jaxinfra renders; one written for v2 (JAX_*) on the TrainJob: the stack's own container
+    command is swapped for the script, nothing else changes."""
+    from conftest import rendered
+    from jaxinfra.yamlio import dump
+
+    command = _script(*OPERATOR_SCRIPTS[backend])
+    objs = rendered(ROOT / "stacks" / f"{stack}.py", backend)
+    workload = objs[-1]
+    if backend == "trainjob":
+        workload["spec"]["trainer"].update(command=command[:2], args=command[2:])
+    else:
+        workload["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(command=command[:2], args=command[2:])
+    path = tmp_path / f"{stack}.{backend}.yaml"
+    path.write_text(dump(objs))
+    rc, report, err = simulate(str(path), "--run-command", tmp=tmp_path)
+    assert rc == 0, err
+    assert only(report)["verdict"] == "succeeded"
