@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CPU", "GPU", "TPU", "Cluster", "JaxJob", "NodePool", "Resources", "SpecError", "manifests"]
+__all__ = ["CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef", "SpecError",
+           "manifests"]
 
-_SPEC = {"CPU", "GPU", "TPU", "Cluster", "JaxJob", "NodePool", "Resources"}
+_SPEC = {"CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef"}
 
 
 def manifests(cluster: Any) -> list[dict[str, Any]]:

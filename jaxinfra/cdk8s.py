@@ -99,11 +99,13 @@ def _relocated(cluster: Cluster, namespace: str | None) -> Cluster:
     if namespace is None or namespace == DEFAULT_NAMESPACE or all(j.namespace != DEFAULT_NAMESPACE for j in cluster.jobs):
         return cluster
     jobs = [{**raw(j), "namespace": namespace} if j.namespace == DEFAULT_NAMESPACE else raw(j) for j in cluster.jobs]
-    return Cluster(name=cluster.name, node_pools=[raw(p) for p in cluster.node_pools], jobs=jobs, kueue=cluster.kueue)
+    return Cluster(name=cluster.name, node_pools=[raw(p) for p in cluster.node_pools], jobs=jobs, kueue=cluster.kueue,
+                   pod_security=cluster.pod_security)
 
 
 class JaxJobConstruct(Construct):
-    """One job's objects (ServiceAccount, headless Service, JobSet or Job) as ApiObjects.
+    """One job's objects (ServiceAccount, Role and RoleBinding when the pods use the API, NetworkPolicy,
+    headless Service, JobSet or Job) as ApiObjects.
 
     `objects` maps each kind to its ApiObject; `manifests` are the rendered dicts wrapped;
     `workload` is the JobSet or Job; `plan` is the job plan they were rendered from (in the
@@ -115,7 +117,7 @@ class JaxJobConstruct(Construct):
         chart_ns = cdk8s.Chart.of(self).namespace
         if chart_ns is not None and job.namespace == DEFAULT_NAMESPACE and chart_ns != DEFAULT_NAMESPACE:
             cluster = Cluster(name=job.cluster, node_pools=[raw(job.pool)], jobs=[{**raw(job.job), "namespace": chart_ns}],
-                              kueue=job.queue is not None)
+                              kueue=job.queue is not None, pod_security=None)  # renders no Namespace: nothing to enforce
             [job] = plan(cluster).jobs
         self.plan: JobPlan = job
         self.manifests: list[dict[str, Any]] = render_job(job)
@@ -140,7 +142,7 @@ class JaxinfraChart(cdk8s.Chart):
         self.cluster: Cluster = _relocated(cluster, namespace)
         cp: ClusterPlan = plan(self.cluster)
         self.namespaces: dict[str, cdk8s.ApiObject] = {
-            ns: api_object(self, f"Namespace-{ns}", namespace_manifest(ns)) for ns in cp.namespaces}
+            ns: api_object(self, f"Namespace-{ns}", namespace_manifest(ns, cp.pod_security)) for ns in cp.namespaces}
         self.queues: list[cdk8s.ApiObject] = [  # Kueue (Cluster(kueue=True)): flavors, ClusterQueues, LocalQueues
             api_object(self, f"{m['kind']}-{m['metadata']['name']}" + (f".{m['metadata']['namespace']}" if "namespace" in m["metadata"] else ""), m)
             for m in kueue_objects(cp.queues)]

@@ -40,7 +40,39 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         *([("runtime", f"{'TrainingRuntime' if jp.renders_runtime else 'ClusterTrainingRuntime'} {jp.runtime}")]
           if jp.backend == "trainjob" else []),
         *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
+        *security(jp),
     ]
+
+
+def security(jp: JobPlan) -> list[tuple[str, str]]:
+    """Pod Security (restricted, or each exception and why), API access, network policy, env references."""
+    j = jp.job
+    if not jp.renders_pod:
+        pod_security = (f"set by ClusterTrainingRuntime {jp.runtime} (jaxinfra renders no pod template, so it cannot "
+                        f"guarantee restricted)")
+    elif exceptions := jp.pod_security_exceptions():
+        pod_security = "exceptions to restricted: " + "; ".join(f"{what} ({why})" for what, why in exceptions)
+    else:
+        pod_security = (f"restricted: non-root (uid {j.run_as_user}, gid {j.run_as_group}), no privilege escalation, "
+                        f"all capabilities dropped, RuntimeDefault seccomp")
+    if not jp.renders_pod:
+        api = "as the ClusterTrainingRuntime's pods have it; no Role"
+    elif j.kubernetes_api:
+        api = (f"Role {jp.name}: get/list/watch on pods, services and batch jobs in {jp.namespace} (JAX's Kubernetes "
+               f"auto-detection); ServiceAccount token mounted")
+    else:
+        api = "none: no Role, no ServiceAccount token mounted"
+    if not j.network_policy:
+        net = "none (network_policy=False): any pod may connect"
+    else:
+        selector = ", ".join(f"{k}={v}" for k, v in jp.pod_labels.items())
+        net = f"ingress only from the job's own pods ({selector}), any port; egress unrestricted"
+        if j.host_network:
+            net += "; not enforced on host-network pods"
+    out = [("pod security", pod_security), ("Kubernetes API", api), ("network policy", net)]
+    if refs := jp.env_references():
+        out.append(("env references", "; ".join(f"{name} {src}" for name, src in refs.items())))
+    return out
 
 
 def render_explanation(console: Console, path: Path, cp: ClusterPlan, limit: int) -> None:

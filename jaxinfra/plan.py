@@ -81,6 +81,18 @@ JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 
+#: Pod Security admission (kubernetes.io/docs/concepts/security/pod-security-admission).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+#: What JAX's Kubernetes auto-detection reads (DESIGN §5.10): exactly these, no wildcards.
+API_RULES: tuple[dict[str, list[str]], ...] = (
+    {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "watch"]},
+    {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+)
+
+
+#: Namespaces every cluster has: jaxinfra never renders (or labels) them.
+BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
 
 @dataclass(frozen=True)
 class JobPlan:
@@ -203,6 +215,48 @@ class JobPlan:
         return {**self.job.labels, APP_NAME: self.name, MANAGED_BY: "jaxinfra", PART_OF: self.cluster}
 
     @property
+    def pod_labels(self) -> dict[str, str]:
+        """Labels every pod of the job carries, and only its pods (what its NetworkPolicy selects).
+
+        jaxinfra's own labels from the pod template, which every backend copies onto its pods;
+        a referenced ClusterTrainingRuntime is not jaxinfra's, so there the JobSet name label.
+        """
+        if self.backend == "trainjob" and not self.renders_runtime:
+            return {JOBSET_NAME_LABEL: self.name}
+        return {APP_NAME: self.name, PART_OF: self.cluster}
+
+    @property
+    def renders_pod(self) -> bool:
+        """Whether jaxinfra writes the pod template (not with a referenced ClusterTrainingRuntime)."""
+        return not (self.backend == "trainjob" and not self.renders_runtime)
+
+    def pod_security_exceptions(self) -> list[tuple[str, str]]:
+        """Where the pods depart from Pod Security `restricted`: (what, why). Empty: restricted."""
+        out = []
+        if self.job.host_network:
+            out.append(("hostNetwork", "host_network=True: the pods use the node's network (GKE's multi-slice TPU examples "
+                        "do, for DCN throughput); dnsPolicy ClusterFirstWithHostNet keeps cluster DNS; the "
+                        "NetworkPolicy does not apply to host-network pods"))
+        if self.job.privileged:
+            out.append(("privileged", "privileged=True: the container has full access to the node's devices, as some "
+                        "platforms require for TPU access; privilege escalation and capabilities are then not restricted"))
+        return out
+
+    @property
+    def pod_security_level(self) -> str:
+        """The strictest Pod Security level the pods meet (hostNetwork and privileged fail baseline too)."""
+        return "privileged" if self.pod_security_exceptions() else "restricted"
+
+    def env_references(self) -> dict[str, str]:
+        """The user env read from Secrets and ConfigMaps: name -> 'from Secret name/key'."""
+        out = {}
+        for name, value in self.job.env.items():
+            if not isinstance(value, str):
+                what = "Secret" if value.kind == "secret" else "ConfigMap"
+                out[name] = f"from {what} {value.name}/{value.key}" + (" (optional)" if value.optional else "")
+        return out
+
+    @property
     def selector(self) -> dict[str, str]:
         """The label the controller puts on every pod of the job (what a headless Service selects)."""
         if self.backend == "jaxjob":
@@ -251,7 +305,8 @@ class JobPlan:
             env[NUM_CPU_DEVICES] = (str(self.devices_per_process), BY_JAXINFRA)
         if self.backend != "jaxjob":  # every pod of an Indexed Job (JobSet's children too)
             env["JOB_COMPLETION_INDEX"] = (str(host), BY_JOB_CONTROLLER)
-        if self.kind == "tpu" and self.backend != "jaxjob":  # GKE's webhook, for Indexed Job TPU pods
+        if self.kind == "tpu" and self.backend != "jaxjob" and self.hosts_per_slice > 1:
+            # GKE's webhook: only Indexed Job pods of a multi-host slice (parallelism > 1)
             env["TPU_WORKER_ID"] = (str(host), BY_GKE_TPU)
         return env
 
@@ -340,11 +395,12 @@ class ClusterPlan:
     name: str
     jobs: tuple[JobPlan, ...]
     queues: tuple[PoolQueue, ...] = ()  # Kueue, per node pool that jobs use; empty unless `Cluster.kueue`
+    pod_security: str | None = None  # the enforce level of the namespaces jaxinfra creates
 
     @property
     def namespaces(self) -> tuple[str, ...]:
         """Namespaces to create: every one a job uses, except the built-in ones."""
-        return tuple(sorted({j.namespace for j in self.jobs} - {"default", "kube-system", "kube-public"}))
+        return tuple(sorted({j.namespace for j in self.jobs} - BUILTIN_NAMESPACES))
 
 
 def plan(cluster: Cluster) -> ClusterPlan:
@@ -354,7 +410,7 @@ def plan(cluster: Cluster) -> ClusterPlan:
                          queue=pools[job.node_pool].name if cluster.kueue else None) for job in cluster.jobs)
     queues = tuple(PoolQueue(cluster.name, pool, tuple(j for j in jobs if j.pool.name == pool.name))
                    for pool in cluster.node_pools if cluster.kueue and any(j.pool.name == pool.name for j in jobs))
-    return ClusterPlan(cluster.name, jobs, queues)
+    return ClusterPlan(cluster.name, jobs, queues, cluster.pod_security)
 
 
 def check(cluster: Cluster) -> list[Problem]:
@@ -386,6 +442,7 @@ def check(cluster: Cluster) -> list[Problem]:
         if cluster.kueue:
             out.extend(_kueue_job_problems(at, job, pool))
         out.extend(_name_problems(at, JobPlan(cluster.name, job, pool, pool.accelerator.row)))
+        out.extend(_pod_security_problems(at, cluster, JobPlan(cluster.name, job, pool, pool.accelerator.row)))
     if cluster.kueue:
         for i, pool in enumerate(cluster.node_pools):
             name = f"{cluster.name}-{pool.name}"
@@ -464,6 +521,25 @@ def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     if pool.accelerator.row.kind == "cpu" and "cpu" not in {**job.resources.requests, **job.resources.limits}:
         out.append(Problem(f"{at}.resources", {}, "Kueue counts a CPU pool's quota in requested CPU, and this job requests none",
                            "request CPU, e.g. resources={'requests': {'cpu': '2'}}"))
+    return out
+
+
+def _pod_security_problems(at: str, cluster: Cluster, jp: JobPlan) -> list[Problem]:
+    """A job whose pods the Pod Security level of its (jaxinfra-created) namespace would reject."""
+    level = cluster.pod_security
+    if level in (None, "privileged") or jp.namespace in BUILTIN_NAMESPACES:
+        return []
+    out = []
+    for what, field in (("hostNetwork", "host_network"), ("privileged", "privileged")):
+        if getattr(jp.job, field):
+            out.append(Problem(f"{at}.{field}", True,
+                               f"namespace {jp.namespace} is created with Pod Security enforce={level}, which rejects {what} pods",
+                               f"set Cluster(pod_security='privileged') to allow it there, or remove {field}"))
+    if not jp.renders_pod and level == "restricted":
+        out.append(Problem(f"{at}.runtime", jp.job.runtime,
+                           f"ClusterTrainingRuntime {jp.job.runtime!r} is not jaxinfra's: its pods are not known to meet the "
+                           f"restricted Pod Security level enforced on namespace {jp.namespace}",
+                           "remove runtime (jaxinfra's TrainingRuntime meets restricted), or set Cluster(pod_security='baseline')"))
     return out
 
 

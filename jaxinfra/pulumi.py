@@ -351,7 +351,7 @@ class Cluster(pulumi.ComponentResource):
             self.k8s_provider = k8s.Provider(f"{cluster.name}-k8s", kubeconfig=self.kubeconfig, context=settings.context,
                                              opts=child)
         on_k8s = pulumi.ResourceOptions(parent=self, provider=self.k8s_provider)
-        self.namespaces = {ns: k8s_resource(render_namespace(ns), on_k8s) for ns in cp.namespaces}
+        self.namespaces = {ns: k8s_resource(render_namespace(ns, cp.pod_security), on_k8s) for ns in cp.namespaces}
         self.jobs: dict[str, JaxJob] = {}
         for jp in cp.jobs:
             deps = [*([self.namespaces[jp.namespace]] if jp.namespace in self.namespaces else []),

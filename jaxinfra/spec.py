@@ -204,6 +204,95 @@ class Resources(Spec):
         return v
 
 
+class SecretRef(Spec):
+    """An env value read from a key of a Secret in the job's namespace: `SecretRef("wandb", "api-key")`."""
+
+    _positional = ("name", "key")
+    kind: Literal["secret"] = "secret"
+    name: str = Field(description="Secret name (in the job's namespace).")
+    key: str = Field(min_length=1, description="Key in the Secret's data.")
+    optional: bool = Field(False, description="Start the pod even if the Secret or key is missing.")
+
+    _name = field_validator("name")(lambda v: _subdomain(v, "Secret"))
+
+
+class ConfigMapRef(Spec):
+    """An env value read from a key of a ConfigMap in the job's namespace: `ConfigMapRef("settings", "mode")`."""
+
+    _positional = ("name", "key")
+    kind: Literal["configmap"] = "configmap"
+    name: str = Field(description="ConfigMap name (in the job's namespace).")
+    key: str = Field(min_length=1, description="Key in the ConfigMap's data.")
+    optional: bool = Field(False, description="Start the pod even if the ConfigMap or key is missing.")
+
+    _name = field_validator("name")(lambda v: _subdomain(v, "ConfigMap"))
+
+
+def _subdomain(v: str, what: str) -> str:
+    if len(v) > 253 or not _DNS_SUBDOMAIN.match(v):
+        raise problem(f"not a valid {what} name", "use a DNS-1123 subdomain: lower-case letters, digits, '-' and '.'")
+    return v
+
+
+def _env_kind(value: Any) -> str | None:
+    if isinstance(value, str):
+        return "literal"
+    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+EnvValue = Annotated[
+    Union[Annotated[str, Tag("literal")], Annotated[SecretRef, Tag("secret")], Annotated[ConfigMapRef, Tag("configmap")]],
+    Discriminator(_env_kind, custom_error_type="jaxinfra", custom_error_message="not an env value",
+                  custom_error_context={"fix": "use a string, SecretRef(name, key) or ConfigMapRef(name, key)", "field": ""}),
+]
+
+#: Parts of an env var name (split at '_', '.', '-') that say its value is a credential.
+_CREDENTIAL_WORDS = frozenset({"PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY", "CREDENTIAL", "CREDENTIALS", "PASSPHRASE"})
+_CREDENTIAL_PAIRS = ("API_KEY", "ACCESS_KEY", "PRIVATE_KEY", "SECRET_KEY", "AUTH_KEY")
+#: Well-known credential formats (value, whatever the name).
+_CREDENTIAL_FORMATS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("an AWS access key id", re.compile(r"\b(AKIA|ASIA)[0-9A-Z]{16}\b")),
+    ("a PEM private key", re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----")),
+    ("a GitHub token", re.compile(r"\b(gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{30,})")),
+    ("a Slack token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
+    ("a Google API key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
+    ("a Hugging Face token", re.compile(r"\bhf_[A-Za-z0-9]{30,}")),
+    ("an OpenAI-style secret key", re.compile(r"\bsk-[A-Za-z0-9_-]{32,}")),
+)
+_REF_ONLY = re.compile(r"^(\$\([A-Za-z_][A-Za-z0-9_.-]*\))+$")
+_TOKENISH = re.compile(r"^[A-Za-z0-9+/=_-]{32,}$")
+
+
+def _entropy(text: str) -> float:
+    import math
+    from collections import Counter
+
+    return -sum(n / len(text) * math.log2(n / len(text)) for n in Counter(text).values())
+
+
+def credential_literal(name: str, value: str) -> str | None:
+    """Why a literal env value looks like a credential, or None.
+
+    By name: a part PASSWORD, SECRET, TOKEN, APIKEY, CREDENTIAL(S)... or API_KEY, ACCESS_KEY,
+    PRIVATE_KEY... (TOKENIZERS_PARALLELISM or MAX_TOKENS are not). By value: a well-known key
+    format, or a long (>= 32) random-looking string (upper, lower and digits, >= 4.5 bits of
+    entropy per character: hex digests and paths stay below). Empty values and values made
+    only of `$(VAR)` references are not literals.
+    """
+    if not value or _REF_ONLY.match(value):
+        return None
+    upper = name.upper()
+    if set(re.split(r"[_.-]", upper)) & _CREDENTIAL_WORDS or any(pair in upper for pair in _CREDENTIAL_PAIRS):
+        return f"{name} names a credential and its value is a literal"
+    for what, pattern in _CREDENTIAL_FORMATS:
+        if pattern.search(value):
+            return f"the value of {name} looks like {what}"
+    if (_TOKENISH.match(value) and _entropy(value) >= 4.5
+            and all(re.search(c, value) for c in ("[a-z]", "[A-Z]", "[0-9]"))):
+        return f"the value of {name} looks like a random secret (long, high-entropy)"
+    return None
+
+
 class JaxJob(Spec):
     """A multi-host JAX training job: one process per host (TPU VM or GPU/CPU node)."""
 
@@ -213,7 +302,9 @@ class JaxJob(Spec):
     image: str = Field(min_length=1, description="Container image.")
     command: tuple[str, ...] | None = Field(None, description="Container command; None keeps the image's entrypoint.")
     args: tuple[str, ...] = Field((), description="Container args.")
-    env: dict[str, str] = Field(default_factory=dict, description="Extra env; may reference the contract as $(JAX_PROCESS_ID).")
+    env: dict[str, EnvValue] = Field(default_factory=dict, description="Extra env: a literal string (may reference the "
+                                     "contract as $(JAX_PROCESS_ID)), SecretRef(name, key) or ConfigMapRef(name, key). "
+                                     "Credentials must be SecretRefs: a literal that looks like one is rejected.")
     node_pool: str = Field(description="Name of the node pool the job runs on.")
     slices: int | None = Field(None, gt=0, description="TPU slices (multi-slice over DCN); default 1. TPU pools only.")
     nodes: int | None = Field(None, gt=0, description="GPU/CPU nodes, one process each; default 1. GPU/CPU pools only.")
@@ -228,6 +319,26 @@ class JaxJob(Spec):
     resources: Resources = Field(default_factory=Resources, description="Extra container resources.")
     shm_size: str = Field("16Gi", description="Size limit of the memory-backed /dev/shm of GPU pods (NCCL).")
     labels: dict[str, str] = Field(default_factory=dict, description="Extra labels on every object and pod.")
+    run_as_user: int = Field(1000, ge=1, le=2147483647, description="UID of the container process (pod securityContext "
+                             "runAsUser). Pods run as non-root (Pod Security `restricted`); many images (python:3.11-slim, "
+                             "most JAX images) default to root, and the kubelet refuses runAsNonRoot with a root image "
+                             "unless a numeric non-root user is set, hence 1000. Use the image's own user if it has one.")
+    run_as_group: int = Field(1000, ge=1, le=2147483647, description="GID of the container process (runAsGroup).")
+    fs_group: int = Field(1000, ge=1, le=2147483647, description="Group that owns mounted volumes (fsGroup), so the "
+                          "non-root user can write them.")
+    privileged: bool = Field(False, description="Run the container privileged: an exception to Pod Security `restricted` "
+                             "(and baseline), only for platforms that require it (e.g. TPU device access on old GKE "
+                             "versions). Off: jaxinfra never sets it by default.")
+    host_network: bool = Field(False, description="Run the pods in the node's network namespace (hostNetwork, with "
+                               "dnsPolicy ClusterFirstWithHostNet so cluster DNS still resolves). GKE's multi-slice TPU "
+                               "examples set it for DCN throughput; it is an exception to Pod Security `restricted`, and "
+                               "NetworkPolicies do not apply to host-network pods. Off by default.")
+    kubernetes_api: bool = Field(False, description="The pods use the Kubernetes API (JAX's Kubernetes cluster "
+                                 "auto-detection): a Role with get/list/watch on pods, services and batch jobs in the "
+                                 "job's namespace, a RoleBinding to the job's ServiceAccount, and its token mounted. "
+                                 "Off: no Role, no token.")
+    network_policy: bool = Field(True, description="Render a NetworkPolicy: only the job's own pods may connect to its "
+                                 "pods (coordinator and collective ports); egress is left to the user.")
     annotations: dict[str, str] = Field(default_factory=dict, description="Extra annotations on every object and pod.")
 
     _names = field_validator("name", "namespace")(lambda v: dns_label(v))
@@ -241,12 +352,16 @@ class JaxJob(Spec):
 
     @field_validator("env")
     @classmethod
-    def _env_names(cls, v: dict[str, str]) -> dict[str, str]:
-        for name in v:
+    def _env_names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, value in v.items():
             if not _ENV_NAME.match(name):
                 raise problem(f"{name!r} is not a valid env var name", "use letters, digits, '_', '-' or '.', not starting with a digit", name)
             if name in CONTRACT_ENV:
                 raise problem(f"{name} is set by jaxinfra's env contract", "remove it; set coordinator_port, init_timeout_seconds or the pool instead", name)
+            if isinstance(value, str) and (why := credential_literal(name, value)):
+                raise problem(f"{why}: secrets never go inline into manifests",
+                              f"store it in a Secret (kubectl create secret generic NAME --from-literal=KEY=...) and use "
+                              f"env={{{name!r}: SecretRef('NAME', 'KEY')}}", name)
         return v
 
     @field_validator("labels", "annotations")
@@ -293,6 +408,10 @@ class Cluster(BaseModel):
     name: str = Field(description="Cluster name (DNS-1123 label); also the output file's name.")
     node_pools: tuple[NodePool, ...] = Field(description="Accelerator node pools.")
     jobs: tuple[JaxJob, ...] = Field((), description="JAX jobs.")
+    pod_security: Literal["restricted", "baseline", "privileged"] | None = Field(
+        "restricted", description="Pod Security level enforced on the namespaces jaxinfra creates (label "
+        "pod-security.kubernetes.io/enforce); None: no label. A job that needs an exception (host_network, privileged) "
+        "in such a namespace is a spec problem. Namespaces jaxinfra does not create (default) are left alone.")
     kueue: bool = Field(False, description="Gate the jobs with Kueue: per node pool a ResourceFlavor and a ClusterQueue "
                         "(quota = the pool's capacity for its largest job), a LocalQueue per namespace, and the "
                         "kueue.x-k8s.io/queue-name label on each workload. Needs Kueue installed.")
@@ -315,7 +434,7 @@ class Cluster(BaseModel):
     def with_backend(self, backend: str) -> Cluster:
         """The same cluster with every job on `backend` (the CLI's `--backend`), revalidated."""
         return Cluster(name=self.name, node_pools=self.node_pools, jobs=[{**raw(j), "backend": backend} for j in self.jobs],
-                       kueue=self.kueue)
+                       kueue=self.kueue, pod_security=self.pod_security)
 
 
 # --- pydantic errors to Problems -------------------------------------------------------------

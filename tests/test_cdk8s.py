@@ -89,7 +89,7 @@ def test_snapshot(path: Path, app: Any, yaml_snapshot: Any) -> None:
 def test_names_are_explicit_whatever_the_construct_path(app: Any) -> None:
     scope = cdk8s.Chart(app, "deeply", disable_resource_name_hashes=False)
     job = JaxJobConstruct(Construct(Construct(scope, "nested"), "Some_Path"), "x", plan(stack.load(CPU_DEV)).jobs[0])
-    assert [o["metadata"]["name"] for o in cdk8s.Testing.synth(scope)] == ["train"] * 3
+    assert [o["metadata"]["name"] for o in cdk8s.Testing.synth(scope)] == ["train"] * 4  # SA, NetworkPolicy, Service, JobSet
     assert job.workload is job.objects["JobSet"]
 
 
@@ -120,7 +120,7 @@ def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
     for o in expected:
         o["metadata"]["labels"] = {**labels, **o["metadata"]["labels"]}  # chart labels added, jaxinfra's win
     assert files["training.k8s.yaml"] == expected
-    assert [o["metadata"].get("namespace") for o in expected] == [None, "ml-platform", "ml-platform", "ml-platform"]
+    assert [o["metadata"].get("namespace") for o in expected] == [None] + ["ml-platform"] * 4
     # names and the env contract: unchanged by the chart's namespace and labels
     assert contract(files["training.k8s.yaml"][1:]) == contract(manifests(cpu))
     env = {e["name"]: e.get("value") for e in container(files["training.k8s.yaml"][-1])["env"]}
@@ -131,7 +131,7 @@ def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
 
     # an explicit namespace wins over the chart's, as in cdk8s; the objects are jaxinfra's, plus the labels
     multislice = files["multislice.k8s.yaml"]
-    assert [o["metadata"].get("namespace") for o in multislice] == [None, "ml", "ml", "ml"]
+    assert [o["metadata"].get("namespace") for o in multislice] == [None] + ["ml"] * 4
     assert contract(multislice) == contract(manifests(stack.load(MULTISLICE)))
     assert [{**o, "metadata": {**o["metadata"], "labels": {}}} for o in multislice] == [
         {**o, "metadata": {**o["metadata"], "labels": {}}} for o in manifests(stack.load(MULTISLICE))]
@@ -141,8 +141,9 @@ def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
     assert settings["kind"] == "ConfigMap" and settings["metadata"]["name"].startswith("platform-settings-")
     assert settings["metadata"]["namespace"] == "ml-platform"
     assert [(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]) for o in job] == [
-        ("ServiceAccount", "train", "ml-platform"), ("Service", "train", "ml-platform"), ("Job", "train", "ml-platform")]
-    assert contract(job) == contract(manifests(cpu.with_backend("job"))[-3:])
+        ("ServiceAccount", "train", "ml-platform"), ("NetworkPolicy", "train", "ml-platform"),
+        ("Service", "train", "ml-platform"), ("Job", "train", "ml-platform")]
+    assert contract(job) == contract(manifests(cpu.with_backend("job"))[-4:])
 
 
 def test_escape_hatch_patches_reach_the_output(app: Any) -> None:
@@ -152,7 +153,7 @@ def test_escape_hatch_patches_reach_the_output(app: Any) -> None:
     objects = cdk8s.Testing.synth(chart)
     expected = manifests(stack.load(CPU_DEV))
     expected[-1]["spec"]["suspend"] = True
-    expected[1]["metadata"]["annotations"] = {"example.com/owner": "ml"}
+    expected[2]["metadata"]["annotations"] = {"example.com/owner": "ml"}  # after the ServiceAccount and NetworkPolicy
     assert objects == expected
     assert validate_objects(objects) == []
 

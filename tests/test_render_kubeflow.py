@@ -39,7 +39,7 @@ def problems(**kw: Any) -> list[tuple[str, str]]:
 def test_jaxjob_follows_the_training_operator() -> None:
     objs = manifests(cluster_of(CPU(devices=2), "jaxjob", nodes=3, coordinator_port=1234,
                                 resources={"requests": {"cpu": "1"}}, env={"RANK": "$(PROCESS_ID)"}))
-    assert [m["kind"] for m in objs] == ["ServiceAccount", "JAXJob"]  # the operator makes a Service per replica
+    assert [m["kind"] for m in objs] == ["ServiceAccount", "NetworkPolicy", "JAXJob"]  # the operator makes a Service per replica
     job = objs[-1]
     assert job["apiVersion"] == "kubeflow.org/v1" and job["metadata"]["name"] == "train"
     worker = job["spec"]["jaxReplicaSpecs"]["Worker"]
@@ -76,7 +76,7 @@ def test_jaxjob_explain_names_the_operator() -> None:
 def test_trainjob_with_rendered_runtime_carries_tpu_placement() -> None:
     objs = manifests(cluster_of(TPU("v5e", "4x4"), "trainjob", command=["python", "t.py"], max_restarts=3,
                                 env={"RANK": "$(JAX_PROCESS_ID)"}))
-    assert [m["kind"] for m in objs] == ["ServiceAccount", "TrainingRuntime", "TrainJob"]
+    assert [m["kind"] for m in objs] == ["ServiceAccount", "NetworkPolicy", "TrainingRuntime", "TrainJob"]
     o = by_kind(objs)
     rt, tj = o["TrainingRuntime"], o["TrainJob"]
     assert rt["spec"]["mlPolicy"] == {"numNodes": 4, "jax": {}}
@@ -100,7 +100,7 @@ def test_trainjob_with_rendered_runtime_carries_tpu_placement() -> None:
 
 def test_trainjob_on_upstream_runtime_renders_none() -> None:
     objs = manifests(cluster_of(CPU(devices=4), "trainjob", runtime="jax-distributed", nodes=2))
-    assert [m["kind"] for m in objs] == ["ServiceAccount", "TrainJob"]
+    assert [m["kind"] for m in objs] == ["ServiceAccount", "NetworkPolicy", "TrainJob"]
     tj = objs[-1]
     assert tj["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
                                         "name": "jax-distributed"}

@@ -92,6 +92,10 @@ def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
     return _pod_spec(objs)["containers"][0]
 
 
+def _index(objs: list[dict[str, Any]], kind: str) -> int:
+    return next(i for i, o in enumerate(objs) if o["kind"] == kind)
+
+
 def _pod_spec(objs: list[dict[str, Any]]) -> dict[str, Any]:
     w = objs[-1]
     job = w["spec"]["replicatedJobs"][0]["template"] if w["kind"] == "JobSet" else w
@@ -105,8 +109,8 @@ def _set_env(objs: list[dict[str, Any]], name: str, value: str | None) -> None:
 
 BROKEN = {
     # name: (backend, how to break it, phrase the reason must contain)
-    "Service missing": ("job", lambda o: o.pop(1), "no Service named 'train'"),
-    "Service not selecting the pods": ("job", lambda o: o[1]["spec"]["selector"].update({"batch.kubernetes.io/job-name": "x"}), "does not select"),
+    "Service missing": ("job", lambda o: o.pop(_index(o, "Service")), "no Service named 'train'"),
+    "Service not selecting the pods": ("job", lambda o: o[_index(o, "Service")]["spec"]["selector"].update({"batch.kubernetes.io/job-name": "x"}), "does not select"),
     "subdomain unset": ("job", lambda o: _pod_spec(o).pop("subdomain"), "subdomain"),
     "wrong coordinator port": ("jobset", lambda o: _container(o)["ports"][0].update(containerPort=9999), "port"),
     "process count is not the pod count": ("jobset", lambda o: _set_env(o, "JAX_NUM_PROCESSES", "3"), "the workload has 2 pods"),
@@ -131,7 +135,7 @@ def test_broken_manifest_fails_the_simulation_before_anything_runs(tmp_path: Pat
     from jaxinfra.yamlio import dump
 
     objs = _synthesized("job")
-    objs[1]["spec"]["selector"] = {"batch.kubernetes.io/job-name": "other"}
+    objs[_index(objs, "Service")]["spec"]["selector"] = {"batch.kubernetes.io/job-name": "other"}
     broken = tmp_path / "broken.yaml"
     broken.write_text(dump(objs))
     rc, report, _ = simulate(str(broken), tmp=tmp_path)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from jaxinfra.plan import ClusterPlan, JobPlan
-from jaxinfra.render.common import Manifest, headless_service, namespace, service_account
+from jaxinfra.render.common import Manifest, headless_service, namespace, network_policy, role, role_binding, service_account
 from jaxinfra.render.job import indexed_job
 from jaxinfra.render.jobset import jobset
 from jaxinfra.render.kubeflow import jaxjob, trainjob, training_runtime
@@ -17,12 +17,17 @@ WORKLOADS: dict[str, Callable[[JobPlan], Manifest]] = {
 
 
 def render_job(jp: JobPlan) -> list[Manifest]:
-    """A job's objects, dependencies first: identity, DNS or runtime, then the workload (last).
+    """A job's objects, dependencies first: identity (and its Role when the pods use the API), the
+    NetworkPolicy (before any pod exists), DNS or runtime, then the workload (last).
 
     No headless Service where the operator owns DNS (JAXJob: one Service per replica) or the
     Trainer's JobSet makes it (TrainJob).
     """
     out = [service_account(jp)]
+    if jp.job.kubernetes_api:
+        out += [role(jp), role_binding(jp)]
+    if jp.job.network_policy:
+        out.append(network_policy(jp))
     if jp.own_service:
         out.append(headless_service(jp))
     if jp.renders_runtime:
@@ -32,5 +37,5 @@ def render_job(jp: JobPlan) -> list[Manifest]:
 
 def render(cp: ClusterPlan) -> list[Manifest]:
     """Every object of a cluster plan: namespaces, Kueue (cluster-scoped first), then jobs in declared order."""
-    return ([namespace(ns) for ns in cp.namespaces] + kueue_objects(cp.queues)
+    return ([namespace(ns, cp.pod_security) for ns in cp.namespaces] + kueue_objects(cp.queues)
             + [m for jp in cp.jobs for m in render_job(jp)])

@@ -1,4 +1,4 @@
-"""Objects and pod parts every backend shares: Namespace, ServiceAccount, headless Service, pod template."""
+"""Objects and pod parts every backend shares: Namespace, ServiceAccount, RBAC, NetworkPolicy, headless Service, pod template."""
 
 from __future__ import annotations
 
@@ -33,15 +33,43 @@ def workload_metadata(jp: JobPlan, **extra: Any) -> dict[str, Any]:
     return meta
 
 
-def namespace(name: str) -> Manifest:
-    return {"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": {P.MANAGED_BY: "jaxinfra"}}}
+def namespace(name: str, pod_security: str | None = None) -> Manifest:
+    """A namespace jaxinfra creates; Pod Security admission enforces `pod_security` on it."""
+    labels = {P.MANAGED_BY: "jaxinfra"}
+    if pod_security:
+        labels[P.POD_SECURITY_ENFORCE] = pod_security
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
 def service_account(jp: JobPlan) -> Manifest:
-    """The job's own identity; no API token unless something in the pod needs the API."""
+    """The job's own identity; its token is mounted by the pod only when the pod uses the API."""
     return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata(jp),
             "automountServiceAccountToken": False}
+
+
+def role(jp: JobPlan) -> Manifest:
+    """What JAX's Kubernetes auto-detection reads, in the job's namespace only: get/list/watch, no wildcards."""
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata(jp),
+            "rules": [{k: list(v) for k, v in rule.items()} for rule in P.API_RULES]}
+
+
+def role_binding(jp: JobPlan) -> Manifest:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": metadata(jp),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": jp.name},
+            "subjects": [{"kind": "ServiceAccount", "name": jp.name, "namespace": jp.namespace}]}
+
+
+def network_policy(jp: JobPlan) -> Manifest:
+    """Only the job's own pods may connect to its pods, on any port: the coordinator's and the
+    collectives' (gloo / NCCL / DCN use ephemeral ports). Egress is not restricted."""
+    return {
+        "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy", "metadata": metadata(jp),
+        "spec": {
+            "podSelector": {"matchLabels": dict(jp.pod_labels)},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": dict(jp.pod_labels)}}]}],
+        },
+    }
 
 
 def headless_service(jp: JobPlan) -> Manifest:
@@ -70,7 +98,7 @@ def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     """
     if jp.backend in ("jaxjob", "trainjob"):
         own = [{"name": name, "value": value} for name, (value, by) in jp.env_sources(0).items() if by == P.BY_JAXINFRA]
-        return own + [{"name": k, "value": v} for k, v in jp.job.env.items()]
+        return own + user_env(jp)
     env: list[dict[str, Any]] = [
         {"name": P.COORDINATOR_ADDRESS, "value": jp.coordinator_address},
         {"name": P.NUM_PROCESSES, "value": str(jp.processes)},
@@ -87,7 +115,36 @@ def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     env.append({"name": P.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
     if jp.kind == "cpu":
         env.append({"name": P.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
-    return env + [{"name": k, "value": v} for k, v in jp.job.env.items()]
+    return env + user_env(jp)
+
+
+def user_env(jp: JobPlan) -> list[dict[str, Any]]:
+    """The user's env: literals as values, references as `valueFrom` (secrets never inline)."""
+    out: list[dict[str, Any]] = []
+    for name, value in jp.job.env.items():
+        if isinstance(value, str):
+            out.append({"name": name, "value": value})
+            continue
+        ref: dict[str, Any] = {"name": value.name, "key": value.key}
+        if value.optional:
+            ref["optional"] = True
+        out.append({"name": name, "valueFrom": {"secretKeyRef" if value.kind == "secret" else "configMapKeyRef": ref}})
+    return out
+
+
+def pod_security_context(jp: JobPlan) -> dict[str, Any]:
+    """Pod-level part of Pod Security `restricted`: non-root with a numeric user, RuntimeDefault seccomp."""
+    j = jp.job
+    return {"runAsNonRoot": True, "runAsUser": j.run_as_user, "runAsGroup": j.run_as_group, "fsGroup": j.fs_group,
+            "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def container_security_context(jp: JobPlan) -> dict[str, Any]:
+    """Container part: no privilege escalation, every capability dropped; or the `privileged` exception
+    (the API rejects allowPrivilegeEscalation: false together with privileged: true)."""
+    if jp.job.privileged:
+        return {"privileged": True}
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def resources(jp: JobPlan) -> dict[str, Any]:
@@ -132,7 +189,8 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
     For trainjob this is the TrainingRuntime's pod: Trainer fills in the container's command,
     args and env (the TrainJob's plus its JAX plugin's) and port 29500 itself, so none is set here.
     """
-    container: dict[str, Any] = {"name": jp.container, "image": jp.job.image}
+    container: dict[str, Any] = {"name": jp.container, "image": jp.job.image,
+                                 "securityContext": container_security_context(jp)}
     if jp.backend != "trainjob":
         container["env"] = contract_env(jp)
         container["ports"] = [{"name": jp.port_name, "containerPort": jp.port, "protocol": "TCP"}]
@@ -145,11 +203,15 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
     spec: dict[str, Any] = {
         "restartPolicy": restart_policy,
         "serviceAccountName": jp.name,
-        "automountServiceAccountToken": False,
+        "automountServiceAccountToken": jp.job.kubernetes_api,
+        "securityContext": pod_security_context(jp),
         "containers": [container],
         **_placement(jp),
         **spec_extra,
     }
+    if jp.job.host_network:  # an explained exception (JobPlan.pod_security_exceptions)
+        spec["hostNetwork"] = True
+        spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # else host-network pods get the node's DNS, not the cluster's
     if jp.kind == "gpu":
         container["volumeMounts"] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
         spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": jp.job.shm_size}}]
