@@ -1,4 +1,4 @@
-"""The `jaxinfra` command: synth, explain, catalog, validate.
+"""The `jaxinfra` command: synth, explain, catalog, validate, diff, simulate.
 
 Heavy imports (pydantic via the spec, rich, jsonschema) happen inside the commands that use
 them, so `jaxinfra --help` and `jaxinfra synth` start fast. Every input problem is printed
@@ -138,6 +138,28 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifest fil
             print(f"error: {p}", file=sys.stderr)
         raise Failed(f"{len(problems)} schema problems in {len(files)} files (Kubernetes {K8S_VERSION}, strict)")
     print(f"{len(files)} files valid (Kubernetes {K8S_VERSION} and CRD schemas, strict)", file=sys.stderr)
+
+
+@app.command()
+def diff(
+    stack: Annotated[Path, typer.Argument(help="The stack file (Python), e.g. stacks/cpu_dev.py.", show_default=False)],
+    directory: Annotated[Path, typer.Argument(metavar="DIR", help="The folder of YAML written before by `jaxinfra synth -o` (or `cdk8s synth`).", show_default=False)],
+    backend: BackendOpt = None,
+) -> None:
+    """Compare a stack with YAML synthesized before: objects added, removed, changed, and what needs delete-and-recreate."""
+    from jaxinfra import manifests
+    from jaxinfra.diff import diff as compare
+    from jaxinfra.diff import PreviousError, read_dir
+
+    loaded = _load([stack], backend)
+    previous, problems = read_dir(directory)
+    if problems:
+        raise PreviousError(problems)
+    result = compare([m for _, cluster in loaded for m in manifests(cluster)], previous)
+    lines = result.lines()
+    sys.stdout.write("\n".join(lines[:-1] + [f"jaxinfra: {lines[-1]}"]) + "\n")
+    if result.changed:
+        raise typer.Exit(1)
 
 
 def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str]) -> Any:
