@@ -204,28 +204,33 @@ class Resources(Spec):
         return v
 
 
-class SecretRef(Spec):
-    """An env value read from a key of a Secret in the job's namespace: `SecretRef("wandb", "api-key")`."""
+class _KeyRef(Spec):
+    """An env value read from a key of an object in the job's namespace (never an inline literal)."""
 
     _positional = ("name", "key")
+    _what: ClassVar[str]
+    name: str = Field(description="The object's name (in the job's namespace).")
+    key: str = Field(min_length=1, description="Key in the object's data.")
+    optional: bool = Field(False, description="Start the pod even if the object or key is missing.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        return _subdomain(v, cls._what)
+
+
+class SecretRef(_KeyRef):
+    """A key of a Secret: `SecretRef("wandb", "api-key")`."""
+
+    _what = "Secret"
     kind: Literal["secret"] = "secret"
-    name: str = Field(description="Secret name (in the job's namespace).")
-    key: str = Field(min_length=1, description="Key in the Secret's data.")
-    optional: bool = Field(False, description="Start the pod even if the Secret or key is missing.")
-
-    _name = field_validator("name")(lambda v: _subdomain(v, "Secret"))
 
 
-class ConfigMapRef(Spec):
-    """An env value read from a key of a ConfigMap in the job's namespace: `ConfigMapRef("settings", "mode")`."""
+class ConfigMapRef(_KeyRef):
+    """A key of a ConfigMap: `ConfigMapRef("settings", "mode")`."""
 
-    _positional = ("name", "key")
+    _what = "ConfigMap"
     kind: Literal["configmap"] = "configmap"
-    name: str = Field(description="ConfigMap name (in the job's namespace).")
-    key: str = Field(min_length=1, description="Key in the ConfigMap's data.")
-    optional: bool = Field(False, description="Start the pod even if the ConfigMap or key is missing.")
-
-    _name = field_validator("name")(lambda v: _subdomain(v, "ConfigMap"))
 
 
 def _subdomain(v: str, what: str) -> str:

@@ -66,3 +66,15 @@ PAIR_IDS = [f"{p.stem}.{b}" for p, b in PAIRS]
 
 def rendered(path: Path, backend: str) -> list[dict[str, Any]]:
     return manifests(load_stack(path, backend))
+
+
+def problems_of(c: Any) -> list[Any]:
+    """Every static problem of an emulated cluster (`jaxinfra.simulate.model.Cluster`)."""
+    return [*c.problems, *(p for w in c.workloads for p in w.problems)]
+
+
+def one_problem(c: Any, *needles: str) -> Any:
+    """The single problem whose text mentions every needle (a precise, not an incidental, match)."""
+    found = [p for p in problems_of(c) if all(n in str(p) for n in needles)]
+    assert len(found) == 1, f"{needles} in {[str(p) for p in problems_of(c)]}"
+    return found[0]

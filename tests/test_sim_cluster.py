@@ -19,7 +19,7 @@ from jaxinfra.errors import ManifestError, Problem
 from jaxinfra.simulate import cluster, model
 from jaxinfra.simulate.cluster import emulate, expand, load_files
 
-from conftest import PAIR_IDS, PAIRS, ROOT, rendered
+from conftest import PAIR_IDS, PAIRS, ROOT, one_problem, problems_of, rendered
 
 # --------------------------------------------------------------------------------------------
 # Hand-written manifests in the style of upstream examples
@@ -151,17 +151,6 @@ def edit(text: str, old: str, new: str) -> str:
 def only_workload(c: model.Cluster) -> model.Workload:
     assert len(c.workloads) == 1, c.problems
     return c.workloads[0]
-
-
-def problems_of(c: model.Cluster) -> list[Problem]:
-    return [*c.problems, *(p for w in c.workloads for p in w.problems)]
-
-
-def one_problem(c: model.Cluster, *needles: str) -> Problem:
-    """The single problem whose text mentions every needle (a precise, not an incidental, match)."""
-    found = [p for p in problems_of(c) if all(n in str(p) for n in needles)]
-    assert len(found) == 1, f"{needles} in {[str(p) for p in problems_of(c)]}"
-    return found[0]
 
 
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from jaxinfra.errors import Problem
 from jaxinfra.simulate import cluster, model
 from jaxinfra.simulate.cluster import emulate, load_files
 
-from conftest import ROOT
+from conftest import ROOT, one_problem, problems_of
 from test_simulate import only, simulate
 
 MANIFESTS = ROOT / "tests" / "manifests"
@@ -41,16 +41,6 @@ def load(path: Path) -> list[dict[str, Any]]:
 def only_workload(c: model.Cluster) -> model.Workload:
     assert c.problems == () and len(c.workloads) == 1, c.problems
     return c.workloads[0]
-
-
-def problems_of(c: model.Cluster) -> list[Problem]:
-    return [*c.problems, *(p for w in c.workloads for p in w.problems)]
-
-
-def one_problem(c: model.Cluster, *needles: str) -> Problem:
-    found = [p for p in problems_of(c) if all(n in str(p) for n in needles)]
-    assert len(found) == 1, f"{needles} in {[str(p) for p in problems_of(c)]}"
-    return found[0]
 
 
 def worker(objs: list[dict[str, Any]]) -> dict[str, Any]:
