@@ -195,7 +195,7 @@ def diff(current: Sequence[Mapping[str, Any]], previous: Sequence[Mapping[str, A
 
 def read_dir(directory: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
     """Every object of the YAML files in a directory (or one file), with the problems that stop a diff."""
-    from jaxinfra.yamlio import load
+    from jaxinfra.yamlio import read_manifests
 
     if directory.is_dir():
         files = sorted(p for p in directory.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
@@ -205,25 +205,18 @@ def read_dir(directory: Path) -> tuple[list[dict[str, Any]], list[Problem]]:
         files = [directory]
     else:
         return [], [Problem("DIR", str(directory), "no such directory", "pass the folder `jaxinfra synth -o` wrote")]
-    objects, problems, seen = [], [], set()
-    for path in files:
-        try:
-            docs = load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as err:
-            problems.append(Problem(str(path), None, f"unreadable: {err}", "check the file's permissions and encoding"))
+    docs, problems = read_manifests(files)
+    objects: list[dict[str, Any]] = []
+    seen: set[Key] = set()
+    for doc in docs:
+        if not doc.get("kind") or not (doc.get("metadata") or {}).get("name"):
+            problems.append(Problem(str(directory), doc.get("kind"), "not a Kubernetes object (kind and metadata.name)",
+                                    "keep only manifests in the folder"))
             continue
-        except Exception as err:  # yaml.YAMLError and its subclasses
-            problems.append(Problem(str(path), None, f"not valid YAML: {str(err).splitlines()[0]}", "re-run `jaxinfra synth`"))
+        k = key(doc)
+        if k in seen:
+            problems.append(Problem(str(directory), str(k), "the same object twice", "keep one copy"))
             continue
-        for i, doc in enumerate(docs):
-            if not isinstance(doc, dict) or not doc.get("kind") or not (doc.get("metadata") or {}).get("name"):
-                problems.append(Problem(f"{path}: document {i}", None, "not a Kubernetes object (kind and metadata.name)",
-                                        "keep only manifests in the folder"))
-                continue
-            k = key(doc)
-            if k in seen:
-                problems.append(Problem(f"{path}: document {i}", str(k), "the same object twice", "keep one copy"))
-                continue
-            seen.add(k)
-            objects.append(doc)
+        seen.add(k)
+        objects.append(doc)
     return objects, problems

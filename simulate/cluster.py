@@ -72,7 +72,6 @@ from typing import Any
 import copy
 from importlib import resources
 
-import yaml
 
 from jaxinfra import yamlio
 from jaxinfra.errors import ManifestError, Problem
@@ -143,31 +142,8 @@ _SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T
 # --------------------------------------------------------------------------------------------
 
 def load_files(paths: Iterable[str | Path]) -> list[dict]:
-    """Every manifest of some multi-document YAML files (a `kind: List` is flattened), in order.
-
-    All unreadable files are reported at once, one Problem each.
-    """
-    manifests: list[dict] = []
-    problems: list[Problem] = []
-    for path in map(Path, paths):
-        try:
-            docs = yamlio.load(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as err:
-            problems.append(Problem(str(path), str(path), f"cannot read the file: {err}", "pass a readable YAML file"))
-            continue
-        except yaml.YAMLError as err:
-            mark = getattr(err, "problem_mark", None)
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            problems.append(Problem(where, str(path), f"not valid YAML: {getattr(err, 'problem', None) or err}", "fix the YAML syntax"))
-            continue
-        for i, doc in enumerate(docs):
-            if not isinstance(doc, dict):
-                problems.append(Problem(f"{path} document {i + 1}", type(doc).__name__, "a manifest must be a mapping",
-                                        "each YAML document must be one Kubernetes object"))
-            elif doc.get("kind") == "List":
-                manifests += [item for item in doc.get("items") or [] if isinstance(item, dict)]
-            else:
-                manifests.append(doc)
+    """Every manifest of some multi-document YAML files; all unreadable files reported at once."""
+    manifests, problems = yamlio.read_manifests(paths)
     if problems:
         raise ManifestError(problems)
     return manifests

@@ -313,11 +313,12 @@ class Runner:
             r.phase = phase
             self.listener("phase", r)
 
-    def _read(self, r: PodRun, fd: int) -> None:
+    def _read(self, r: PodRun, fd: int) -> bool:
+        """Consume what the pipe holds now; False once it has nothing more (drained or at EOF)."""
         try:
             data = os.read(fd, 65536)
         except BlockingIOError:
-            return
+            return False
         stream = r.fds[fd]
         if not data:
             self.selector.unregister(fd)
@@ -326,12 +327,13 @@ class Runner:
             rest = r.buffers.pop(fd, b"")
             if rest:
                 self._line(r, stream, rest)
-            return
+            return False
         buf = r.buffers.get(fd, b"") + data
         *lines, buf = buf.split(b"\n")
         r.buffers[fd] = buf
         for line in lines:
             self._line(r, stream, line)
+        return True
 
     def _line(self, r: PodRun, stream: str, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace")
@@ -367,13 +369,8 @@ class Runner:
     def _drain(self, r: PodRun) -> None:
         """Read what the pod wrote before it exited (its last lines explain the failure)."""
         for fd in list(r.fds):
-            while fd in r.fds:
-                try:
-                    self._read(r, fd)
-                except BlockingIOError:
-                    break
-                if fd in r.fds and not _readable(fd):
-                    break
+            while self._read(r, fd):
+                pass
 
     def _stuck(self, runs: list[PodRun], now: float) -> str | None:
         """A pod that makes no progress by its deadline ends the group (JAX would wait minutes)."""
@@ -415,11 +412,3 @@ class Runner:
                 os.close(fd)
             r.fds.clear()
 
-
-def _readable(fd: int) -> bool:
-    sel = selectors.DefaultSelector()
-    sel.register(fd, selectors.EVENT_READ)
-    try:
-        return bool(sel.select(0))
-    finally:
-        sel.close()
