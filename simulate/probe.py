@@ -13,8 +13,10 @@ fresh interpreter: `python -m jaxinfra.simulate.probe --num-processes 2 --device
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
+import pickle
 import sys
 import time
 from contextlib import contextmanager
@@ -26,6 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+from jax._src import distributed  # the group's key-value store (no public handle yet)
+from jax.experimental.serialize_executable import deserialize_and_load, serialize
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 AXES = ("slice", "host", "chip")
@@ -39,6 +43,11 @@ ROWS_PER_DEVICE = 4
 FEATURES, OUTPUTS = 8, 4
 LEARNING_RATE = 0.1
 RTOL, ATOL = 1e-5, 1e-6
+COMPILER_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
+"""The probe's one program is tiny: XLA's optimizations and its newer CPU fusion emitters would
+only cost compile time (about half of it), which is most of a probe's time on a few cores."""
+EXECUTABLE_KEY = "jaxinfra/probe/executable"
+SHARE_TIMEOUT_MS = 300_000
 
 Report = Callable[[str, dict], None]
 
@@ -66,10 +75,7 @@ def configure(devices: int) -> None:
 
     JAX refuses (RuntimeError) to change the device count once a backend is initialized,
     which is why the runner forks workers from a parent that never touched a backend.
-    The probe's one program is tiny; XLA's backend optimizations would only cost compile
-    time, which is most of a probe's time when N processes share a few cores.
     """
-    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0".strip()
     jax.config.update("jax_platforms", "cpu")
     jax.config.update("jax_num_cpu_devices", devices)
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
@@ -236,9 +242,54 @@ def training_data(devices: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return w, x, y
 
 
-def run_collectives(mesh: Mesh) -> dict[str, Callable[[], str]]:
+def _fingerprint(mesh: Mesh, args: Any) -> bytes:
+    """Everything the probe's program is a function of: JAX, the mesh and the arguments."""
+    devices = [(d.id, d.process_index) for d in mesh.devices.flat]
+    avals = [(a.shape, str(a.dtype), str(a.sharding.spec)) for a in jax.tree_util.tree_leaves(args)]
+    return hashlib.sha256(repr((jax.__version__, mesh.axis_names, mesh.devices.shape, devices, avals)).encode()).digest()
+
+
+def _compile(program: Any, args: Any) -> jax.stages.Compiled:
+    """Compile with `COMPILER_OPTIONS`, leaving out any this XLA does not know."""
+    lowered, options = program.trace(*args).lower(), dict(COMPILER_OPTIONS)
+    while True:
+        try:
+            return lowered.compile(compiler_options=options)
+        except jax.errors.JaxRuntimeError as error:  # "No such compile option: 'name'"
+            unknown = [name for name in options if f"'{name}'" in str(error)]
+            if not unknown:
+                raise
+            for name in unknown:
+                del options[name]
+
+
+def compile_once(program: Any, args: Any, mesh: Mesh) -> tuple[jax.stages.Compiled, str]:
+    """The group's program, compiled by process 0 alone and loaded by the others.
+
+    Compiling is most of a probe's CPU time, and N processes compiling one SPMD program at
+    once on a few cores wait on each other. Process 0 publishes its executable in the
+    coordination service's key-value store (as `jax_share_binary_between_hosts` does), with
+    a fingerprint of what the program is a function of; a process whose fingerprint differs
+    compiles its own, so a group that disagrees still fails as it would on a cluster.
+    Returns the executable and where it came from.
+    """
+    fingerprint = _fingerprint(mesh, args)
+    client = distributed.global_state.client
+    if client is not None and jax.process_count() > 1:
+        if jax.process_index() == 0:
+            compiled = _compile(program, args)
+            client.key_value_set_bytes(EXECUTABLE_KEY, fingerprint + pickle.dumps(serialize(compiled)))
+            return compiled, "compiled, shared with the group"
+        shared = client.blocking_key_value_get_bytes(EXECUTABLE_KEY, SHARE_TIMEOUT_MS)
+        if shared[:len(fingerprint)] == fingerprint:
+            return deserialize_and_load(*pickle.loads(shared[len(fingerprint):])), "loaded from process 0"
+        return _compile(program, args), "compiled (differs from process 0's)"
+    return _compile(program, args), "compiled"
+
+
+def run_collectives(mesh: Mesh) -> tuple[dict[str, Callable[[], str]], str]:
     """Every collective and the training step in ONE compiled program (a compile per program
-    is most of a probe's time), then one verification per check."""
+    is most of a probe's time), then one verification per check; and where the program came from."""
     cases = collective_cases(mesh.size // mesh.shape["chip"], mesh.shape["chip"])
     spec = P(AXES)
     sharded = NamedSharding(mesh, spec)
@@ -250,7 +301,8 @@ def run_collectives(mesh: Mesh) -> dict[str, Callable[[], str]]:
                       out_shardings=((sharded,) * len(cases), (replicated, replicated)))
     args = (tuple(_global_array(v, sharded) for v, _, _ in cases.values()),
             _global_array(w, replicated), _global_array(x, batch), _global_array(y, batch))
-    outs, (new_w, loss) = program(*args)
+    compiled, origin = compile_once(program, args, mesh)
+    outs, (new_w, loss) = compiled(*args)
 
     def verify(name: str, out: jax.Array, expected: np.ndarray) -> Callable[[], str]:
         return lambda: f"{name} over {mesh.size} devices verified on {_verify(name, out, expected)} local shards"
@@ -263,7 +315,7 @@ def run_collectives(mesh: Mesh) -> dict[str, Callable[[], str]]:
                 f"params match the reference on {shards} local replicas")
 
     return {**{name: verify(name, out, expected) for (name, (_, _, expected)), out in zip(cases.items(), outs)},
-            "train_step": train_step}
+            "train_step": train_step}, origin
 
 
 # --- orchestration -----------------------------------------------------------------------
@@ -290,9 +342,10 @@ def _skip(checks: dict[str, dict], names: list[str], why: str) -> None:
         checks[name] = {"ok": False, "detail": f"skipped: {why}"}
 
 
-def run_checks(spec: ProbeSpec) -> dict[str, dict]:
-    """Every check, in `CHECKS` order. Skips depend only on global facts (spec, device list),
-    so all processes take the same path and reach the same collectives."""
+def run_checks(spec: ProbeSpec) -> tuple[dict[str, dict], str | None]:
+    """Every check, in `CHECKS` order, and where the program came from (None: none ran). Skips
+    depend only on global facts (spec, device list), so all processes take the same path and
+    reach the same collectives."""
     checks: dict[str, dict] = {}
     _record(checks, "rank", partial(check_rank, spec))
     meshes: list[Mesh] = []
@@ -305,16 +358,16 @@ def run_checks(spec: ProbeSpec) -> dict[str, dict]:
     pending = list(CHECKS[2:])
     if not meshes:
         _skip(checks, pending, "no mesh")
-        return checks
+        return checks, None
     try:
-        verifications = run_collectives(meshes[0])
+        verifications, program = run_collectives(meshes[0])
     except Exception as error:  # noqa: BLE001 - the runtime failed: every collective check says why
         for name in pending:
             checks[name] = {"ok": False, "detail": f"{type(error).__name__}: {error}"}
-        return checks
+        return checks, None
     for name in pending:
         _record(checks, name, verifications[name])
-    return checks
+    return checks, program
 
 
 def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dict:
@@ -334,7 +387,7 @@ def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dic
         jax.devices()  # creates the CPU backend: the global device exchange and gloo setup
         init_s = time.perf_counter() - start
         report("running", {"process_index": jax.process_index(), "process_count": jax.process_count()})
-        checks = run_checks(spec)
+        checks, program = run_checks(spec)
         checks_s = time.perf_counter() - start - init_s
         result = {
             "rank": jax.process_index(),
@@ -342,6 +395,7 @@ def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dic
             "local_devices": jax.local_device_count(),
             "global_devices": jax.device_count(),
             "checks": checks,
+            "program": program,
             "ok": all(c["ok"] for c in checks.values()),
         }
     finally:

@@ -124,6 +124,21 @@ def test_two_processes_two_devices_pass_every_check() -> None:
     workers = probe_group(n=2, devices=2, groups=1, hosts=2)
     assert_all_ok(workers, devices=2)
     assert "process 1 is slice 0 host 1" in workers[1].result["checks"]["mesh"]["detail"]
+    # One compile per group: process 0's executable is what process 1 ran.
+    assert [w.result["program"] for w in workers] == ["compiled, shared with the group", "loaded from process 0"]
+
+
+def test_a_process_whose_program_differs_compiles_its_own() -> None:
+    """Process 1 disagrees on the fingerprint (as a pod with another mesh or JAX would): it must
+    not run process 0's executable, yet the group still passes when the programs agree."""
+    port = free_port()
+    script = RUN_PROBE.replace("configure(1)", "configure(1)\nimport jaxinfra.simulate.probe as p\n"
+                               "if sys.argv[1] == '1': p._fingerprint = lambda mesh, args: b'other'")
+    workers = run_group([[sys.executable, "-c", script, str(rank)] for rank in range(2)],
+                        [jax_contract(port, 2)(rank) for rank in range(2)])
+    assert [w.result["result"]["program"] for w in workers] == ["compiled, shared with the group",
+                                                                "compiled (differs from process 0's)"]
+    assert all(w.returncode == 0 and w.result["result"]["ok"] for w in workers), [w.stderr[-2000:] for w in workers]
 
 
 def test_four_single_device_processes_on_a_multislice_mesh() -> None:
