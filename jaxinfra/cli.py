@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
 
 import typer
 
 from jaxinfra.errors import JaxinfraError, Problem, SpecError
 
 if TYPE_CHECKING:
+    from jaxinfra.prefork import Prefork
     from jaxinfra.spec import Cluster
 
 app = typer.Typer(
@@ -197,8 +199,13 @@ def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[di
     return out + [(str(path), load_files([path])) for path in inputs if path not in stacks]
 
 
+SIMULATE_MODULES = ("jax", "jaxinfra.simulate.probe", "jaxinfra.simulate.engine", "jaxinfra.simulate.report")
+"""What `simulate` (built-in probe) imports in its prefork child while the parent reads the inputs."""
+
+
 @app.command()
 def simulate(
+    ctx: typer.Context,
     inputs: Annotated[Optional[list[Path]], typer.Argument(help="Stack files or YAML manifests (default: stacks/cpu_dev.py).", show_default=False)] = None,
     json_report: Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON here.")] = None,
     run_command: Annotated[bool, typer.Option("--run-command", help="Run each container's own command instead of the built-in probe.")] = False,
@@ -212,16 +219,24 @@ def simulate(
     logs: Annotated[bool, typer.Option("--logs/--no-logs", help="Print each pod's output, prefixed.")] = True,
 ) -> None:
     """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would."""
-    from rich.console import Console
-
-    from jaxinfra.simulate.engine import simulate as run
-    from jaxinfra.simulate.report import Reporter
     from jaxinfra.simulate.runner import Options
 
     inputs = inputs or [Path("stacks/cpu_dev.py")]
     options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
                       faults=_faults(kill, fail, hang, delay))
     sources = _sources(inputs, backend)
+    if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
+        raise typer.Exit(ctx.obj.hand_over(_simulate, sources, options, logs, json_report))
+    _simulate(sources, options, logs, json_report)
+
+
+def _simulate(sources: list[tuple[str, list[dict[str, Any]]]], options: Any, logs: bool, json_report: Path | None) -> None:
+    """Run and report the simulation of the manifests read (in the prefork child, if any)."""
+    from rich.console import Console
+
+    from jaxinfra.simulate.engine import simulate as run
+    from jaxinfra.simulate.report import Reporter
+
     reporter = Reporter(Console(stderr=False), logs=logs)
     report = run(sources, options, reporter)
     reporter.summary(report)
@@ -233,37 +248,68 @@ def simulate(
     print(f"jaxinfra: simulation passed: {len(report.results)} workload(s) in {report.seconds:.2f} s", file=sys.stderr)
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app; turn every input problem into lines plus a summary, exit 2."""
-    # Pydantic plugins observe validation for apps; this short-lived command needs none, and
-    # discovering them (an entry-point scan) is a tenth of its start-up. Typer does the same.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
+def _status(call: Callable[[], Any]) -> int:
+    """Run `call` and return the exit status: every input problem as a line plus a summary
+    (status 2), a failed command's summary line; never a traceback."""
     try:
-        app(args=argv, standalone_mode=True)
+        call()
+        return 0
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else int(done.code is not None)
     except JaxinfraError as err:
         for p in err.problems:
             print(f"error: {p}", file=sys.stderr)
         n = len(err.problems)
         print(f"jaxinfra: {n} {'problem' if n == 1 else 'problems'} ({err.kind}); nothing written", file=sys.stderr)
-        sys.exit(INPUT_ERROR)
+        return INPUT_ERROR
     except Failed as err:
         print(f"jaxinfra: {err}", file=sys.stderr)
-        sys.exit(err.status)
+        return err.status
     except KeyboardInterrupt:
-        sys.exit(130)
+        return 130
+
+
+def _prefork(args: list[str]) -> Prefork | None:
+    """For `simulate` with the built-in probe, a child importing JAX while the inputs are read."""
+    if args[:1] != ["simulate"] or {"--run-command", "--help"} & set(args):
+        return None
+    from jaxinfra.prefork import Prefork
+
+    return Prefork(SIMULATE_MODULES, lambda fn, fn_args: _status(lambda: fn(*fn_args)))
+
+
+def _terminated(signum: int, _: Any) -> None:
+    """SIGTERM (`timeout`, a CI cancel) ends the command like Ctrl-C, through every `finally`:
+    a simulation kills and reaps its pods on the way out."""
+    sys.exit(128 + signum)
+
+
+def _run(argv: list[str] | None) -> int:
+    # Pydantic plugins observe validation for apps; this short-lived command needs none, and
+    # discovering them (an entry-point scan) is a tenth of its start-up. Typer does the same.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
+    signal.signal(signal.SIGTERM, _terminated)
+    args = sys.argv[1:] if argv is None else list(argv)
+    warm = _prefork(args)
+    try:
+        return _status(lambda: app(args=args, standalone_mode=True, obj=warm))
+    finally:
+        if warm is not None:
+            warm.cancel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the app and exit with its status (2 for input problems)."""
+    sys.exit(_run(argv))
 
 
 def entry() -> None:
     """The console script: `main`, then exit without interpreter teardown.
 
-    After a simulation the interpreter holds jax, whose module teardown alone (0.15 s) costs
-    more than a short command's own work; by then every file is written and closed.
+    Tearing down pydantic and the rest module by module is a fifth of a short command like
+    `synth` (and 0.15 s more once jax is loaded); by then every file is written and closed.
     """
-    try:
-        main()
-        code = 0
-    except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else int(done.code is not None)
+    code = _run(None)
     try:
         sys.stdout.flush()
         sys.stderr.flush()

@@ -8,6 +8,7 @@ status pipe (phase changes, the probe's result) and log pipes (prefixed by the r
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import selectors
@@ -106,6 +107,7 @@ def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, ou
     """In the forked pod process: become the container. Never returns."""
     code = 1
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the simulator's own handler is not the container's
         os.setpgid(0, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
@@ -136,6 +138,10 @@ def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, ou
             os.execvpe(argv[0], argv, env)
         from jaxinfra.simulate import probe
 
+        # What this process inherited is never garbage here: left to the collector, every full
+        # collection would walk it and copy each page it touches (copy-on-write), a third of the
+        # probe's compile time in a parent without many objects of its own.
+        gc.freeze()
         probe.configure(pod.devices)
         if tpu_platform.is_marked():
             tpu_platform.install()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -182,6 +183,43 @@ def test_indexed_job_budget_counts_every_pod_of_the_group(tmp_path: Path) -> Non
     rc, report, _ = simulate("stacks/cpu_dev.py", "--backend", "job", "--fail", "0", tmp=tmp_path)
     w = only(report)
     assert rc == 1 and w["restarts"] == 0 and "backoffLimit (0) exceeded" in w["reason"]
+
+
+def _session(sid: int) -> list[int]:
+    """Every live process of a session (a pod is its own process group, not its own session)."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+@pytest.mark.parametrize(("signum", "whole_group", "status"), [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130)],
+                         ids=["SIGTERM to the command", "Ctrl-C"])
+def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: bool, status: int, tmp_path: Path) -> None:
+    """`timeout`, a CI cancel or Ctrl-C mid-run: the pods die with the command and its temp dir goes."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "jaxinfra.cli", "simulate", "stacks/cpu_dev.py", "--hang", "1",
+                             "--init-timeout", "60", "--no-logs"], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(scratch)})
+    try:
+        deadline = time.monotonic() + 60
+        while len(_session(proc.pid)) < 4 and time.monotonic() < deadline:  # the command, its child, two pods
+            time.sleep(0.05)
+        assert len(_session(proc.pid)) >= 4, "the pods never started"
+        (os.killpg if whole_group else os.kill)(proc.pid, signum)
+        assert proc.wait(timeout=20) == status
+        assert "Traceback" not in proc.stderr.read().decode()
+        assert _session(proc.pid) == [] and list(scratch.iterdir()) == []
+    finally:  # whatever the outcome, nothing of this test outlives it
+        for pid in _session(proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        proc.wait()
 
 
 def test_bad_fault_syntax_is_an_input_error(tmp_path: Path) -> None:
