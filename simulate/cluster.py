@@ -219,6 +219,7 @@ class _Objects:
     priority_classes: dict[str, int] = field(default_factory=lambda: dict(_PRIORITY_CLASSES))
     namespaces: set[str] = field(default_factory=lambda: {"default"})
     runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)   # (kind, namespace or "", name)
+    restarts: int = 0     # the workload's status.restarts: the JobSet controller stamps it on every Job and pod
 
     def add(self, obj: Mapping) -> None:
         kind, key = obj.get("kind"), (_ns(obj), _meta(obj).get("name", ""))
@@ -368,13 +369,13 @@ def _indexed_job(obj: Mapping, objects: _Objects) -> _Draft | Problem:
 
 
 def _jobset_stamp(js: Mapping, rjob: Mapping, job_index: int, global_index: int, group_index: int,
-                  group_replicas: int, global_replicas: int) -> dict[str, str]:
+                  group_replicas: int, global_replicas: int, restarts: int) -> dict[str, str]:
     """The keys labelAndAnnotateObject puts on child Jobs and their pods (as labels and as annotations)."""
     ns, name, rjob_name = _ns(js), _meta(js).get("name", ""), rjob.get("name", "")
     job_name = f"{name}-{rjob_name}-{job_index}"
     stamp = {
         JS_NAME: name, JS_UID: _meta(js).get("uid") or _uid("JobSet", ns, name), JS_RJOB: rjob_name,
-        JS_RESTART: "0", JS_RJOB_REPLICAS: str(_int(rjob.get("replicas"), 1)), JS_GLOBAL_REPLICAS: str(global_replicas),
+        JS_RESTART: str(restarts), JS_RJOB_REPLICAS: str(_int(rjob.get("replicas"), 1)), JS_GLOBAL_REPLICAS: str(global_replicas),
         JS_JOB_INDEX: str(job_index), JS_JOB_KEY: hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
         JS_JOB_GLOBAL_INDEX: str(global_index), JS_GROUP: rjob.get("groupName") or "default",
         JS_GROUP_REPLICAS: str(group_replicas), JS_GROUP_INDEX: str(group_index),
@@ -433,7 +434,7 @@ def _jobset(obj: Mapping, objects: _Objects) -> _Draft | Problem:
         pod_spec = dict(pod_template.get("spec") or {})
         group = r.get("groupName") or "default"
         for j in range(n):
-            stamp = _jobset_stamp(obj, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas))
+            stamp = _jobset_stamp(obj, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas), objects.restarts)
             seen_groups[group] += 1
             labels = {**_strings(_meta(pod_template).get("labels")), **stamp}
             annotations = {**_strings(_meta(pod_template).get("annotations")), **stamp, **_jobset_exclusive(obj, r)}
@@ -1401,15 +1402,17 @@ def _workload(draft: _Draft, pods: list[model.Pod], env_problems: list[tuple[str
         restart=draft.restart, problems=tuple(draft.problems + checker.findings.problems()))
 
 
-def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0), contract: bool = True) -> model.Cluster:
+def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0), contract: bool = True,
+            restarts: int = 0) -> model.Cluster:
     """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
     resolvable, and every static contract problem, in manifest order (pods by global index, hosts sorted).
 
     `ip_base` picks the pods' loopback range (127.<b0>.<b1>.x upward) so concurrent simulations do not collide.
     `contract=False` (the containers' own commands run) does not require the coordinator and rank env;
-    what is set is still checked.
+    what is set is still checked. `restarts`: how often the workloads have restarted (the JobSet
+    restart-attempt label and annotation, which pods may read through the downward API).
     """
-    objects = _Objects()
+    objects = _Objects(restarts=restarts)
     drafts, problems = _drafts(manifests, objects)
     services = dict(objects.services)
     for draft in drafts:                            # controller-created Services, only where none exists yet

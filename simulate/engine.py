@@ -164,7 +164,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
     wid = result.workload.id
     while True:
         index = len(result.attempts)
-        cluster = emulate(manifests, ip_base(), contract=not options.run_command)
+        cluster = emulate(manifests, ip_base(), contract=not options.run_command, restarts=index)
         workload = next(w for w in cluster.workloads if w.id == wid)
         hosts.write(cluster.hosts)
         runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline)

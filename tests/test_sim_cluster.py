@@ -243,6 +243,8 @@ def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     }
     for key, value in jobset_keys.items():
         assert p.labels[key] == value and p.annotations[key] == value, key
+    restarted = only_workload(emulate(load(MULTISLICE), restarts=2)).pods[3]
+    assert restarted.labels["jobset.sigs.k8s.io/restart-attempt"] == restarted.annotations["jobset.sigs.k8s.io/restart-attempt"] == "2"
     assert p.labels["jobset.sigs.k8s.io/jobset-uid"] == p.annotations["jobset.sigs.k8s.io/jobset-uid"]
     assert p.labels["app"] == "llm"
     assert p.labels["batch.kubernetes.io/job-name"] == p.labels["job-name"] == "multislice-slice-1"

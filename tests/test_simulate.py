@@ -178,6 +178,26 @@ def test_jobset_restarts_the_whole_group_and_recovers(tmp_path: Path) -> None:
     assert set(ips[0]).isdisjoint(ips[1])  # recreated pods get new addresses
 
 
+def test_restarted_pods_see_the_jobset_restart_attempt(tmp_path: Path) -> None:
+    """The JobSet controller stamps status.restarts on every recreated pod; a script that reads it
+    through the downward API (to resume from a checkpoint, say) sees 0, then 1."""
+    from jaxinfra.yamlio import dump
+
+    objs = _synthesized("jobset")
+    objs[-1]["spec"]["failurePolicy"]["maxRestarts"] = 1
+    container = _container(objs)
+    container["env"].append({"name": "ATTEMPT", "valueFrom": {"fieldRef": {
+        "fieldPath": "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"}}})
+    container["command"], container["args"] = ["sh", "-c", 'echo "attempt $ATTEMPT"; test "$ATTEMPT" = 1'], []
+    manifest = tmp_path / "resume.yaml"
+    manifest.write_text(dump(objs))
+    rc, report, err = simulate(str(manifest), "--run-command", tmp=tmp_path)
+    w = only(report)
+    assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1), err
+    first, second = ([p["exit_code"] for p in a["pods"] if p["reason"] != "ended with its group"] for a in w["attempts"])
+    assert first and set(first) == {1} and second == [0, 0]
+
+
 def test_indexed_job_budget_counts_every_pod_of_the_group(tmp_path: Path) -> None:
     # cpu_dev has max_restarts 0: backoffLimit 0, the first failure fails the Job.
     rc, report, _ = simulate("stacks/cpu_dev.py", "--backend", "job", "--fail", "0", tmp=tmp_path)
