@@ -80,7 +80,8 @@ def main() -> None:
         sim_inner.append(report["workloads"][0]["attempts"][-1]["seconds"])
         base.append(naive(8, 2))
     s, b, inner = statistics.median(sim), statistics.median(base), statistics.median(sim_inner)
-    print(f"8 x 2 probe: jaxinfra simulate {s:.2f} s (processes alone {inner:.2f} s), naive launch {b:.2f} s")
+    print(f"8 x 2 probe, medians of {args.runs}: jaxinfra simulate {s:.2f} s (range {min(sim):.2f}-{max(sim):.2f}; "
+          f"processes alone {inner:.2f} s), naive launch {b:.2f} s (range {min(base):.2f}-{max(base):.2f})")
     print(f"  ratio simulate / naive: {s / b:.2f}x (target <= 0.4x); wall {s:.2f} s (target <= 1.5 s)")
 
     _, report = cli(stack, "--kill", "3@0.2")
