@@ -194,11 +194,11 @@ def collective_cases(processes: int, chips: int) -> dict[str, tuple[np.ndarray, 
     """Per collective: the global input, the per-device body, the closed-form global output.
 
     Arrays are sharded over every mesh axis: device d (process p, chip c, d = p * chips + c)
-    holds element d, or for all_to_all a block of one element per process.
+    holds element d, or for all_to_all a block of one element per device.
     """
     n = processes * chips
     values = np.arange(1, n + 1, dtype=np.int32)
-    blocks = np.arange(n * processes, dtype=np.int32).reshape(processes, chips, processes)
+    blocks = np.arange(n * n, dtype=np.int32).reshape(n, n)
     ring = [(i, (i + 1) % n) for i in range(n)]
     return {
         # every device ends with the sum of (global index + 1) over all devices
@@ -207,11 +207,11 @@ def collective_cases(processes: int, chips: int) -> dict[str, tuple[np.ndarray, 
         "all_gather": (values, lambda v: lax.all_gather(v, AXES, tiled=True), np.tile(values, n)),
         # a ring across the flattened device axis: each device receives its predecessor's value
         "ppermute": (values, lambda v: lax.ppermute(v, AXES, ring), np.roll(values, 1)),
-        # across processes (the network path; within a host it would be a local copy): chip c of
-        # process p sends element q of its block to chip c of process q, so [p, c, q] <- [q, c, p].
-        # Over every axis at once, XLA's CPU compile time grows steeply with the device count.
-        "all_to_all": (blocks.ravel(), partial(lax.all_to_all, axis_name=AXES[:2], split_axis=0, concat_axis=0, tiled=True),
-                       blocks.transpose(2, 1, 0).ravel()),
+        # every device sends element q of its block to device q, so [d, q] <- [q, d]. Over every
+        # axis, like the others: one group of all devices, so the collectives share one set of
+        # connections (a group per chip would cost the first run a connection setup per group).
+        "all_to_all": (blocks.ravel(), partial(lax.all_to_all, axis_name=AXES, split_axis=0, concat_axis=0, tiled=True),
+                       blocks.T.ravel()),
     }
 
 
