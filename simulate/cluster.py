@@ -219,7 +219,7 @@ class _Objects:
     priority_classes: dict[str, int] = field(default_factory=lambda: dict(_PRIORITY_CLASSES))
     namespaces: set[str] = field(default_factory=lambda: {"default"})
     runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)   # (kind, namespace or "", name)
-    restarts: int = 0     # the workload's status.restarts: the JobSet controller stamps it on every Job and pod
+    restarts: int = 0     # times the pods were recreated: JobSet status.restarts (stamped on Jobs and pods); new pod names
 
     def add(self, obj: Mapping) -> None:
         kind, key = obj.get("kind"), (_ns(obj), _meta(obj).get("name", ""))
@@ -869,15 +869,35 @@ def _ip(ip_base: tuple[int, int], k: int) -> str:
     return str(ipaddress.IPv4Address(value))
 
 
+GENERATED_NAME_MAX = 58
+"""apimachinery names.MaxGeneratedNameLength: 63 less the 5 characters the API server appends to generateName."""
+NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+"""apimachinery util/rand's alphabet for those characters (no vowels, no 0, 1, 3)."""
+
+
+def _indexed_pod_name(job: str, index: int, seed: str) -> str:
+    """An Indexed Job pod's name: generateName `<job>-<index>-` (the Job controller's
+    podGenerateNameWithIndex, trimmed to fit) plus the API server's 5 random characters, here
+    drawn from `seed`: reproducible, yet new for a recreated pod. Not the hostname, which a
+    script that uses metadata.name as an address finds out on a cluster, and here."""
+    tail = f"-{index}-"
+    prefix = f"{job}{tail}"
+    if len(prefix) > GENERATED_NAME_MAX:
+        prefix = prefix[:GENERATED_NAME_MAX - len(tail)] + tail
+    digest = hashlib.sha256(seed.encode()).digest()
+    return prefix + "".join(NAME_SUFFIX_ALPHABET[b % len(NAME_SUFFIX_ALPHABET)] for b in digest[:5])
+
+
 def _pod(draft: _Draft, job: _ChildJob, index: int, global_index: int, k: int, ip: str, objects: _Objects,
          problems: list[tuple[str, Problem]]) -> model.Pod:
     """One pod as the Job controller (or an operator creating pods itself) creates it and the kubelet starts it."""
     containers = job.pod_spec.get("containers") or [{}]
     container = job.container
     if job.operator is None:
-        # Job API strategy: selector labels; Job controller: index label + annotation, hostname `<job>-<index>` (always,
-        # for Indexed Jobs; pod name `<job>-<index>-<random>`, suffix dropped here).
-        name = hostname = f"{job.name}-{index}"
+        # Job API strategy: selector labels; Job controller: index label + annotation, hostname `<job>-<index>`
+        # (always, for Indexed Jobs), pod name `<job>-<index>-<random>`.
+        hostname = f"{job.name}-{index}"
+        name = _indexed_pod_name(job.name, index, f"{job.uid}/{index}/{objects.restarts}")
         labels = {**job.pod_labels, JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name,
                   COMPLETION_INDEX: str(index)}
         annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
@@ -894,7 +914,7 @@ def _pod(draft: _Draft, job: _ChildJob, index: int, global_index: int, k: int, i
         appended = job.operator.env(index)
     facts = _PodFacts(name, draft.namespace, _uid("Pod", draft.namespace, name), labels, annotations, f"sim-node-{k}",
                       job.pod_spec.get("serviceAccountName") or job.pod_spec.get("serviceAccount") or "default", ip, containers)
-    resolver = _EnvResolver(f"{draft.id} pod {name}", facts, objects, problems)
+    resolver = _EnvResolver(f"{draft.id} pod {hostname}", facts, objects, problems)
     env = resolver.resolve(container, _tpu_platform_env(job, index), appended)
     accelerator, count = job.accelerator
     ports = tuple(int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit())
@@ -1124,7 +1144,7 @@ class _Checker:
         self.rank0 = zero[0] if len(zero) == 1 else pods[0]     # rank 0 hosts the coordinator
 
     def _path(self, pod: model.Pod, var: str) -> str:
-        return f"{self.id} pod {pod.name} env {var}"
+        return f"{self.id} pod {pod.hostname} env {var}"
 
     def _fqdn(self, pod: model.Pod) -> str:
         return f"{pod.hostname}.{pod.subdomain}" if pod.subdomain else pod.hostname
@@ -1175,15 +1195,15 @@ class _Checker:
         elif svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
             # The operator's Service cannot be changed; without a readinessProbe, rank 0 is Ready once its container runs.
             self.findings.add(f"{address.var}|not-ready-probe|{svc.name}", lambda: Problem(
-                f"{self.id} pod {self.rank0.name} container {self.rank0.container} readinessProbe", True,
+                f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} readinessProbe", True,
                 f"'{address.host}' resolves only once rank 0 passes its readinessProbe ({svc.origin} does not publish "
                 "not-ready addresses), but the other processes look it up while it starts",
                 f"remove the readinessProbe from container '{self.rank0.container}'"))
         if ip != self.rank0.ip:
             other = self.dns.by_ip.get(ip)
-            what = f"pod {other.name} of {other.workload}" if other else ip
+            what = f"pod {other.hostname} of {other.workload}" if other else ip
             self.findings.add(f"{address.var}|not-rank0|{address.host}", lambda: Problem(
-                path, address.raw, f"'{address.host}' resolves to {what}, not to rank 0 (pod {self.rank0.name}), which hosts the coordinator",
+                path, address.raw, f"'{address.host}' resolves to {what}, not to rank 0 (pod {self.rank0.hostname}), which hosts the coordinator",
                 f"point it at rank 0: {self._fqdn(self.rank0)}" + (f":{address.port}" if address.port else "")))
         if address.port is not None and address.var != "MEGASCALE_COORDINATOR_ADDRESS":
             self._ports(pod, address, svc)
@@ -1260,7 +1280,7 @@ class _Checker:
             return (f"Service '{svc.name}' has no selector, so it selects no pods",
                     f"set spec.selector on Service '{svc.name}' to {suggestion}")
         diff = ", ".join(f"{k}: {v!r} vs pod's {pod.labels.get(k, '<absent>')!r}" for k, v in svc.selector.items() if pod.labels.get(k) != v)
-        return (f"Service '{svc.name}' selector {dict(svc.selector)} does not select pod '{pod.name}' ({diff})",
+        return (f"Service '{svc.name}' selector {dict(svc.selector)} does not select pod '{pod.hostname}' ({diff})",
                 f"set the Service selector to {suggestion}")
 
     # --- ports --------------------------------------------------------------------------
@@ -1274,7 +1294,7 @@ class _Checker:
                 f"use the same port in both, e.g. [::]:{port}"))
         if self.rank0.container_ports and port not in self.rank0.container_ports:
             self.findings.add("container-port", lambda: Problem(
-                f"{self.id} pod {self.rank0.name} container {self.rank0.container} ports", list(self.rank0.container_ports),
+                f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} ports", list(self.rank0.container_ports),
                 f"the coordinator listens on port {port} ({address.var}) but rank 0's container declares only {list(self.rank0.container_ports)}",
                 f"declare containerPort {port} or use one of the declared ports in {address.var}"))
         if svc is not None and svc.ports and not any(port in (p, t) for p, t in svc.ports):
@@ -1329,7 +1349,7 @@ class _Checker:
             r, ps = min(dupes.items())
             self.findings.add("rank-dup", lambda: Problem(
                 f"{self.id} env {source}", r,
-                f"rank {r} is used by {len(ps)} pods ({ps[0].name}, {ps[1].name}{', …' if len(ps) > 2 else ''}); "
+                f"rank {r} is used by {len(ps)} pods ({ps[0].hostname}, {ps[1].hostname}{', …' if len(ps) > 2 else ''}); "
                 f"{len(dupes)} ranks are duplicated in all",
                 "ranks must be distinct: for a JobSet with several Jobs, add job-index x pods per Job to the completion index"))
         gaps = sorted(set(range(n)) - set(ranks))

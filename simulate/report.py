@@ -37,7 +37,7 @@ class Reporter:
 
     def _phase(self, run: PodRun) -> None:
         if run not in self.runs:
-            if any(r.pod.name == run.pod.name for r in self.runs):  # a new attempt began
+            if any(r.pod.hostname == run.pod.hostname for r in self.runs):  # a new attempt began
                 self.runs = []
             self.runs.append(run)
         if self.console.is_terminal:

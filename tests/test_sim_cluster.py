@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import re
 import ipaddress
 import time
 from pathlib import Path
@@ -177,7 +178,7 @@ def test_tpu_multislice_stack_pods_and_platform_env() -> None:
     c = emulate(manifests(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
     w = only_workload(c)
     assert (w.kind, w.groups, w.hosts_per_group, w.chips_per_host) == ("JobSet", 2, 4, 4)
-    assert [p.name for p in w.pods] == [f"train-slice-{j}-{i}" for j in (0, 1) for i in range(4)]
+    assert [p.hostname for p in w.pods] == [f"train-slice-{j}-{i}" for j in (0, 1) for i in range(4)]
     p = w.pods[5]                                       # slice 1, worker 1
     assert (p.job_index, p.completion_index, p.global_index, p.subdomain) == (1, 1, 5, "train")
     assert p.env["TPU_WORKER_ID"] == "1"
@@ -191,7 +192,7 @@ def test_cpu_job_stack_labels_env_and_restart() -> None:
     c = emulate(manifests(stack.load(ROOT / "stacks/cpu_dev.py").with_backend("job")))
     w = only_workload(c)
     p = w.pods[1]
-    assert (p.name, p.hostname, p.subdomain, p.accelerator, p.devices) == ("train-1", "train-1", "train", "cpu", 2)
+    assert (p.hostname, p.subdomain, p.accelerator, p.devices) == ("train-1", "train", "cpu", 2)
     assert p.labels["batch.kubernetes.io/job-name"] == p.labels["job-name"] == "train"
     assert p.labels["batch.kubernetes.io/controller-uid"] == p.labels["controller-uid"]
     assert p.labels["batch.kubernetes.io/job-completion-index"] == p.annotations["batch.kubernetes.io/job-completion-index"] == "1"
@@ -225,7 +226,11 @@ def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     w = only_workload(c)
     assert problems_of(c) == []
     assert [p.hostname for p in w.pods] == ["multislice-slice-0-0", "multislice-slice-0-1", "multislice-slice-1-0", "multislice-slice-1-1"]
-    assert [p.name for p in w.pods] == [p.hostname for p in w.pods]
+    # Pod names are generateName `<job>-<index>-` plus 5 random characters; hostnames have no suffix.
+    assert all(re.fullmatch(f"{p.hostname}-[bcdfghjklmnpqrstvwxz2456789]{{5}}", p.name) for p in w.pods), [p.name for p in w.pods]
+    assert len({p.name for p in w.pods}) == 4
+    assert [p.name for p in w.pods] == [p.name for p in only_workload(emulate(load(MULTISLICE))).pods]   # reproducible
+    assert not {p.name for p in w.pods} & {p.name for p in only_workload(emulate(load(MULTISLICE), restarts=1)).pods}
     assert {p.subdomain for p in w.pods} == {"multislice"}
     p = w.pods[3]
     jobset_keys = {
@@ -348,6 +353,16 @@ def test_other_name_forms_resolve_to_rank_zero(address: str) -> None:
     assert problems_of(emulate(load(edit(INDEXED, "value: train-0.workers:1234", f"value: {address}")))) == []
 
 
+def test_pod_name_is_not_an_address() -> None:
+    """metadata.name carries the API server's random suffix: `<name>.<subdomain>` resolves on no
+    cluster, so a coordinator address built from it is caught here too."""
+    text = edit(INDEXED, "        - name: JAX_COORDINATOR_ADDRESS\n          value: train-0.workers:1234",
+                "        - name: POD_NAME\n          valueFrom: {fieldRef: {fieldPath: metadata.name}}\n"
+                "        - name: JAX_COORDINATOR_ADDRESS\n          value: $(POD_NAME).workers:1234")
+    c = emulate(load(text))
+    assert any("does not resolve" in p.message for p in problems_of(c)), problems_of(c)
+
+
 def test_command_and_args_expand_with_the_full_env() -> None:
     w = only_workload(emulate(load(INDEXED)))
     assert w.pods[2].command == ("python", "train.py")
@@ -467,7 +482,8 @@ def test_field_refs_resolve_per_pod() -> None:
     w = only_workload(c)
     a, b = w.pods
     assert (a.ip, b.ip) == ("127.20.5.2", "127.20.5.3")
-    assert (a.env["POD"], a.env["NS"], a.env["IP"], a.env["HOST_IP"]) == ("j-0", "default", a.ip, a.ip)
+    assert (a.env["POD"], a.env["NS"], a.env["IP"], a.env["HOST_IP"]) == (a.name, "default", a.ip, a.ip)
+    assert a.env["POD"].startswith("j-0-") and a.env["POD"] != a.hostname == "j-0"     # the name, not the hostname
     assert a.env["NODE"].startswith("sim-node-") and a.env["NODE"] != b.env["NODE"]
     assert a.env["SA"] == "runner" and a.env["NO_LABEL"] == ""
     assert a.env["UID"] != b.env["UID"]

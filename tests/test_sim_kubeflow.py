@@ -167,7 +167,7 @@ def test_v2_on_the_upstream_runtime_becomes_its_jobset() -> None:
     w = only_workload(c)
     assert problems_of(c) == []
     assert (w.id, w.groups, w.hosts_per_group, w.chips_per_host) == ("TrainJob/default/jax-mnist", 1, 2, 2)
-    assert [p.name for p in w.pods] == ["jax-mnist-node-0-0", "jax-mnist-node-0-1"]
+    assert [p.hostname for p in w.pods] == ["jax-mnist-node-0-0", "jax-mnist-node-0-1"]
     assert {p.subdomain for p in w.pods} == {"jax-mnist"}
     p = w.pods[1]
     assert p.labels["jobset.sigs.k8s.io/jobset-name"] == "jax-mnist" and p.labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
@@ -187,7 +187,7 @@ def test_v2_on_a_training_runtime_in_the_manifests() -> None:
     c = emulate(load(TRAINJOB_OWN))
     w = only_workload(c)
     assert problems_of(c) == []
-    assert w.id == "TrainJob/research/llm" and [p.name for p in w.pods] == [f"llm-node-0-{i}" for i in range(3)]
+    assert w.id == "TrainJob/research/llm" and [p.hostname for p in w.pods] == [f"llm-node-0-{i}" for i in range(3)]
     p = w.pods[2]
     assert (p.accelerator, p.devices) == ("gpu", 2)                           # resourcesPerNode merged into the `node` container
     assert list(p.env)[:4] == ["XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"]
