@@ -32,7 +32,7 @@ def cli(*args: str) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "r.json"
         start = time.perf_counter()
-        subprocess.run([PY, "-m", "jaxinfra.cli", "simulate", *args, "--no-logs", "--json", str(report)],
+        subprocess.run([PY, "-m", "jaxinfra", "simulate", *args, "--no-logs", "--json", str(report)],
                        check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wall = time.perf_counter() - start
         return wall, json.loads(report.read_text())

@@ -138,7 +138,7 @@ def run_one(i: int, rng: random.Random, work: Path) -> dict:
     target, kind, fault, offset = draw(rng)
     scratch, report = work / f"tmp-{i}", work / f"report-{i}.json"
     scratch.mkdir()
-    args = [PY, "-m", "jaxinfra.cli", "simulate", target.stack, "--backend", target.backend, *fault,
+    args = [PY, "-m", "jaxinfra", "simulate", target.stack, "--backend", target.backend, *fault,
             "--init-timeout", str(INIT_TIMEOUT), "--timeout", str(RUN_TIMEOUT), "--no-logs", "--json", str(report)]
     start = time.perf_counter()
     r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT + 30,

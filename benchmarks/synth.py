@@ -38,8 +38,8 @@ def main() -> None:
         commands = {
             "python -c 'import pydantic, yaml'": [py, "-c", "import pydantic, yaml"],
             "floor: minimal typer+pydantic CLI": [py, str(HERE / "floor_cli.py"), "synth", "x"],
-            "jaxinfra synth (6,144 hosts)": [py, "-m", "jaxinfra.cli", "synth", str(HUGE), "-o", str(out / "huge")],
-            "jaxinfra synth (2 hosts)": [py, "-m", "jaxinfra.cli", "synth", str(SMALL), "-o", str(out / "small")],
+            "jaxinfra synth (6,144 hosts)": [py, "-m", "jaxinfra", "synth", str(HUGE), "-o", str(out / "huge")],
+            "jaxinfra synth (2 hosts)": [py, "-m", "jaxinfra", "synth", str(SMALL), "-o", str(out / "small")],
         }
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for name, cmd in commands.items():  # warm the file cache and bytecode once

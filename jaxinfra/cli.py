@@ -9,17 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from jaxinfra.errors import JaxinfraError, Problem, SpecError
+from jaxinfra.errors import CommandFailed, JaxinfraError, Problem, SpecError
 
 if TYPE_CHECKING:
-    from jaxinfra.prefork import Prefork
     from jaxinfra.spec import Cluster
 
 app = typer.Typer(
@@ -29,17 +27,6 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-
-INPUT_ERROR = 2
-
-
-class Failed(Exception):
-    """Raised by a command to end with a summary line and a status, after its own output."""
-
-    def __init__(self, summary: str, status: int = INPUT_ERROR):
-        super().__init__(summary)
-        self.status = status
-
 
 def _load(stacks: list[Path], backend: str | None) -> list[tuple[Path, Cluster]]:
     """Load every stack (and apply --backend), collecting the problems of all of them."""
@@ -119,7 +106,7 @@ def catalog(
         sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2) + "\n")
         return
     if not rows:
-        raise Failed(f"no accelerator matches {filter!r}; try `jaxinfra catalog` for all", 1)
+        raise CommandFailed(f"no accelerator matches {filter!r}; try `jaxinfra catalog` for all", 1)
     from rich.console import Console
     from rich.table import Table
 
@@ -138,7 +125,7 @@ def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifest fil
     if problems := validate_files(files):
         for p in problems:
             print(f"error: {p}", file=sys.stderr)
-        raise Failed(f"{len(problems)} schema problems in {len(files)} files (Kubernetes {K8S_VERSION}, strict)")
+        raise CommandFailed(f"{len(problems)} schema problems in {len(files)} files (Kubernetes {K8S_VERSION}, strict)")
     print(f"{len(files)} files valid (Kubernetes {K8S_VERSION} and CRD schemas, strict)", file=sys.stderr)
 
 
@@ -199,10 +186,6 @@ def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[di
     return out + [(str(path), load_files([path])) for path in inputs if path not in stacks]
 
 
-SIMULATE_MODULES = ("jax", "jaxinfra.simulate.probe", "jaxinfra.simulate.engine", "jaxinfra.simulate.report")
-"""What `simulate` (built-in probe) imports in its prefork child while the parent reads the inputs."""
-
-
 @app.command()
 def simulate(
     ctx: typer.Context,
@@ -226,97 +209,7 @@ def simulate(
                       faults=_faults(kill, fail, hang, delay))
     sources = _sources(inputs, backend)
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
-        raise typer.Exit(ctx.obj.hand_over(_simulate, sources, options, logs, json_report))
-    _simulate(sources, options, logs, json_report)
+        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report))
+    from jaxinfra.simulate.report import run
 
-
-def _simulate(sources: list[tuple[str, list[dict[str, Any]]]], options: Any, logs: bool, json_report: Path | None) -> None:
-    """Run and report the simulation of the manifests read (in the prefork child, if any)."""
-    from rich.console import Console
-
-    from jaxinfra.simulate.engine import simulate as run
-    from jaxinfra.simulate.report import Reporter
-
-    reporter = Reporter(Console(stderr=False), logs=logs)
-    report = run(sources, options, reporter)
-    reporter.summary(report)
-    if json_report is not None:
-        json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
-    if not report.ok:
-        failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != "succeeded"]
-        raise Failed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)
-    print(f"jaxinfra: simulation passed: {len(report.results)} workload(s) in {report.seconds:.2f} s", file=sys.stderr)
-
-
-def _status(call: Callable[[], Any]) -> int:
-    """Run `call` and return the exit status: every input problem as a line plus a summary
-    (status 2), a failed command's summary line; never a traceback."""
-    try:
-        call()
-        return 0
-    except SystemExit as done:
-        return done.code if isinstance(done.code, int) else int(done.code is not None)
-    except JaxinfraError as err:
-        for p in err.problems:
-            print(f"error: {p}", file=sys.stderr)
-        n = len(err.problems)
-        print(f"jaxinfra: {n} {'problem' if n == 1 else 'problems'} ({err.kind}); nothing written", file=sys.stderr)
-        return INPUT_ERROR
-    except Failed as err:
-        print(f"jaxinfra: {err}", file=sys.stderr)
-        return err.status
-    except KeyboardInterrupt:
-        return 130
-
-
-def _prefork(args: list[str]) -> Prefork | None:
-    """For `simulate` with the built-in probe, a child importing JAX while the inputs are read."""
-    if args[:1] != ["simulate"] or {"--run-command", "--help"} & set(args):
-        return None
-    from jaxinfra.prefork import Prefork
-
-    return Prefork(SIMULATE_MODULES, lambda fn, fn_args: _status(lambda: fn(*fn_args)))
-
-
-def _terminated(signum: int, _: Any) -> None:
-    """SIGTERM (`timeout`, a CI cancel) ends the command like Ctrl-C, through every `finally`:
-    a simulation kills and reaps its pods on the way out."""
-    sys.exit(128 + signum)
-
-
-def _run(argv: list[str] | None) -> int:
-    # Pydantic plugins observe validation for apps; this short-lived command needs none, and
-    # discovering them (an entry-point scan) is a tenth of its start-up. Typer does the same.
-    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
-    signal.signal(signal.SIGTERM, _terminated)
-    args = sys.argv[1:] if argv is None else list(argv)
-    warm = _prefork(args)
-    try:
-        return _status(lambda: app(args=args, standalone_mode=True, obj=warm))
-    finally:
-        if warm is not None:
-            warm.cancel()
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app and exit with its status (2 for input problems)."""
-    sys.exit(_run(argv))
-
-
-def entry() -> None:
-    """The console script: `main`, then exit without interpreter teardown.
-
-    Tearing down pydantic and the rest module by module is a fifth of a short command like
-    `synth` (and 0.15 s more once jax is loaded); by then every file is written and closed.
-    """
-    code = _run(None)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # a closed pipe (`| head`): nothing more can be said
-        pass
-    os._exit(code)
-
-
-if __name__ == "__main__":
-    entry()
+    run(sources, options, logs, json_report)

@@ -60,3 +60,11 @@ class StackError(JaxinfraError):
     """A stack file could not be loaded (missing, syntax error, raised, defines no cluster)."""
 
     kind = "bad stack file"
+
+
+class CommandFailed(Exception):
+    """A command that ran ends with a summary line and a status (1: the answer is no)."""
+
+    def __init__(self, summary: str, status: int = 2):
+        super().__init__(summary)
+        self.status = status

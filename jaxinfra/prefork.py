@@ -18,15 +18,15 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-Run = Callable[[Callable[..., Any], tuple], int]
+Work = Callable[..., int]
 
 
 class Prefork:
-    """A forked child that imports `modules` now and runs the work it is later handed."""
+    """A forked child that imports `modules` now and runs `work` on the arguments it is later handed."""
 
-    def __init__(self, modules: Sequence[str], run: Run):
-        """`run(fn, args)` runs in the child and returns its exit status: the caller's own
-        error handling, so the child reports problems exactly as the parent would have."""
+    def __init__(self, modules: Sequence[str], work: Work):
+        """`work(*args)` runs in the child and returns its exit status, reporting problems
+        exactly as the parent would have (it is the caller's own code, inherited by the fork)."""
         read, self._write = os.pipe()
         self.done = False
         self.pid = os.fork()
@@ -34,17 +34,17 @@ class Prefork:
             code = 1
             try:
                 os.close(self._write)
-                code = _serve(read, modules, run)
+                code = _serve(read, modules, work)
             finally:
                 os._exit(code)
         os.close(read)
 
-    def hand_over(self, fn: Callable[..., Any], *args: Any) -> int:
-        """Run fn(*args) in the child, wait for it, and return its exit status (128 + signal)."""
+    def hand_over(self, *args: Any) -> int:
+        """Run the work on `args` in the child, wait for it, and return its exit status (128 + signal)."""
         self.done = True
         try:
             with os.fdopen(self._write, "wb") as pipe:
-                pipe.write(pickle.dumps((fn, args)))
+                pipe.write(pickle.dumps(args))
         except BrokenPipeError:  # the child is gone already: its status says how
             pass
         # Ctrl-C reaches the child too (same process group); a SIGTERM sent here is passed on.
@@ -69,17 +69,17 @@ class Prefork:
         os.waitpid(self.pid, 0)
 
 
-def _serve(read: int, modules: Sequence[str], run: Run) -> int:
+def _serve(read: int, modules: Sequence[str], work: Work) -> int:
     for name in modules:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the work meets (and reports) the same error itself
             pass
     with os.fdopen(read, "rb") as pipe:
-        work = pipe.read()
+        data = pipe.read()
     try:
-        return run(*pickle.loads(work)) if work else 0
-    except BaseException:  # noqa: BLE001 - `run` handles what it expects; say what it did not
+        return work(*pickle.loads(data)) if data else 0   # nothing handed over: the parent ran it all
+    except BaseException:  # noqa: BLE001 - `work` handles what it expects; say what it did not
         traceback.print_exc()
         return 1
     finally:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -9,8 +13,9 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Column, Table
 
-from jaxinfra.simulate.engine import Report, WorkloadResult
-from jaxinfra.simulate.runner import Attempt, PodRun
+from jaxinfra.errors import CommandFailed
+from jaxinfra.simulate.engine import Report, WorkloadResult, simulate
+from jaxinfra.simulate.runner import Attempt, Options, PodRun
 
 STYLE = {"pending": "dim", "started": "dim", "initializing": "yellow", "running": "cyan",
          "succeeded": "green", "failed": "red"}
@@ -85,3 +90,17 @@ class Reporter:
             self.console.print(table)
             if result.reason:
                 self.console.print(f"  reason: {result.reason}", highlight=False)
+
+
+def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Options, logs: bool, json_report: Path | None) -> None:
+    """`jaxinfra simulate` once its inputs are read: simulate them with a live report, write the
+    JSON report, and end with the verdict's summary line (CommandFailed when any workload failed)."""
+    reporter = Reporter(Console(stderr=False), logs=logs)
+    report = simulate(sources, options, reporter)
+    reporter.summary(report)
+    if json_report is not None:
+        json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if not report.ok:
+        failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != "succeeded"]
+        raise CommandFailed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)
+    print(f"jaxinfra: simulation passed: {len(report.results)} workload(s) in {report.seconds:.2f} s", file=sys.stderr)

@@ -182,7 +182,7 @@ def test_stacks_app_has_one_chart_per_stack(tmp_path: Path) -> None:
 
 NO_CDK8S = """
 import sys
-from jaxinfra.cli import main
+from jaxinfra.entry import main
 try:
     main(sys.argv[1:])
 except SystemExit as e:
@@ -235,7 +235,7 @@ def test_cdk8s_synth_writes_jaxinfra_synth_objects(synthesized: Path) -> None:
 
 
 def _simulate(inputs: list[str], report: Path) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-m", "jaxinfra.cli", "simulate", *inputs, "--no-logs", "--json", str(report)],
+    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *inputs, "--no-logs", "--json", str(report)],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(report.read_text())

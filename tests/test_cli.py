@@ -20,7 +20,7 @@ cluster = Cluster(name="x", node_pools=[{pools}], jobs=[{jobs}])
 
 
 def run(*args: str, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jaxinfra.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, cwd=cwd, timeout=120)
 
 
@@ -128,7 +128,7 @@ def test_validate_reports_every_problem(tmp_path: Path) -> None:
 
 
 def test_cold_start_imports_no_jax_cdk8s_or_pulumi() -> None:
-    code = ("import sys; from jaxinfra.cli import main\n"
+    code = ("import sys; from jaxinfra.entry import main\n"
             "try: main(['synth', 'stacks/tpu_v5p_2x2x4_x2.py', '--stdout'])\n"
             "except SystemExit: pass\n"
             "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'jax', 'cdk8s', 'jsii', 'pulumi', 'rich', 'jsonschema'})\n"

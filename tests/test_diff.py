@@ -17,7 +17,7 @@ CPU_DEV = ROOT / "stacks" / "cpu_dev.py"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jaxinfra.cli", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
 
 
 def synthesized(tmp_path: Path, backend: str = "jobset") -> Path:

@@ -444,10 +444,10 @@ def test_slice_pool_name_over_gke_limit(tmp_path: Path) -> None:
 def test_synth_and_simulate_never_import_pulumi(argv: list[str]) -> None:
     code = textwrap.dedent(f"""
         import sys, contextlib, io
-        from jaxinfra import cli
+        from jaxinfra import entry
         with contextlib.redirect_stdout(io.StringIO()):
             try:
-                cli.main({argv!r})
+                entry.main({argv!r})
             except SystemExit as e:
                 assert not e.code, e.code
         bad = sorted(m for m in sys.modules if m == "pulumi" or m.startswith(("pulumi.", "pulumi_")) or m == "jaxinfra.pulumi")

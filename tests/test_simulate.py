@@ -23,7 +23,7 @@ def simulate(*args: str, tmp: Path, timeout: float = 180) -> tuple[int, dict[str
     scratch = tmp / f"tmp-{time.monotonic_ns()}"  # the run's own TMPDIR: what it leaves there is its own
     scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra.cli", "simulate", *args, "--json", str(report), "--no-logs"],
+    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
                        capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
     assert "Traceback" not in r.stderr + r.stdout, r.stderr + r.stdout
     data = json.loads(report.read_text()) if report.exists() else {}
@@ -59,7 +59,7 @@ def test_default_stack_passes_every_check(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
 def test_every_stack_and_backend_from_memory_and_from_yaml(path: Path, backend: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    synth = subprocess.run([sys.executable, "-m", "jaxinfra.cli", "synth", str(path), "--backend", backend, "-o", str(out)],
+    synth = subprocess.run([sys.executable, "-m", "jaxinfra", "synth", str(path), "--backend", backend, "-o", str(out)],
                            capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert synth.returncode == 0, synth.stderr
     rc_mem, mem, err = simulate(str(path), "--backend", backend, tmp=tmp_path)
@@ -224,7 +224,7 @@ def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: boo
     """`timeout`, a CI cancel or Ctrl-C mid-run: the pods die with the command and its temp dir goes."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "jaxinfra.cli", "simulate", "stacks/cpu_dev.py", "--hang", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "jaxinfra", "simulate", "stacks/cpu_dev.py", "--hang", "1",
                              "--init-timeout", "60", "--no-logs"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(scratch)})
     try:

@@ -1,0 +1,101 @@
+"""The `jaxinfra` process: exit statuses, signals, and the simulator's prefork, before any heavy import.
+
+Nothing here imports typer or pydantic, so `jaxinfra simulate` forks the child that imports JAX
+(see `jaxinfra.prefork`) before the command line is even parsed; `jaxinfra.cli` holds the commands.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import TYPE_CHECKING, Any, Callable
+
+from jaxinfra.errors import CommandFailed, JaxinfraError
+
+if TYPE_CHECKING:
+    from jaxinfra.prefork import Prefork
+
+INPUT_ERROR = 2
+SIMULATE_MODULES = ("jax", "jaxinfra.simulate.probe", "jaxinfra.simulate.report")
+"""What `simulate` (built-in probe) imports in its prefork child while the parent reads the inputs."""
+
+
+def status(call: Callable[[], Any]) -> int:
+    """Run `call` and return the exit status: every input problem as a line plus a summary
+    (status 2), a failed command's summary line; never a traceback."""
+    try:
+        call()
+        return 0
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else int(done.code is not None)
+    except JaxinfraError as err:
+        for p in err.problems:
+            print(f"error: {p}", file=sys.stderr)
+        n = len(err.problems)
+        print(f"jaxinfra: {n} {'problem' if n == 1 else 'problems'} ({err.kind}); nothing written", file=sys.stderr)
+        return INPUT_ERROR
+    except CommandFailed as err:
+        print(f"jaxinfra: {err}", file=sys.stderr)
+        return err.status
+    except KeyboardInterrupt:
+        return 130
+
+
+def _simulate(*args: Any) -> int:
+    """The prefork child's work: the rest of `jaxinfra simulate`, once the parent has read the inputs."""
+    from jaxinfra.simulate.report import run
+
+    return status(lambda: run(*args))
+
+
+def _prefork(args: list[str]) -> Prefork | None:
+    """For `simulate` with the built-in probe, a child importing JAX while the inputs are read."""
+    if args[:1] != ["simulate"] or {"--run-command", "--help"} & set(args):
+        return None
+    from jaxinfra.prefork import Prefork
+
+    return Prefork(SIMULATE_MODULES, _simulate)
+
+
+def _terminated(signum: int, _: Any) -> None:
+    """SIGTERM (`timeout`, a CI cancel) ends the command like Ctrl-C, through every `finally`:
+    a simulation kills and reaps its pods on the way out."""
+    sys.exit(128 + signum)
+
+
+def run(argv: list[str] | None) -> int:
+    """Run the app on `argv` (default: this process's arguments); its exit status."""
+    # Pydantic plugins observe validation for apps; this short-lived command needs none, and
+    # discovering them (an entry-point scan) is a tenth of its start-up. Typer does the same.
+    os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
+    signal.signal(signal.SIGTERM, _terminated)
+    args = sys.argv[1:] if argv is None else list(argv)
+    warm = _prefork(args)
+    try:
+        from jaxinfra.cli import app
+
+        return status(lambda: app(args=args, standalone_mode=True, obj=warm))
+    finally:
+        if warm is not None:
+            warm.cancel()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the app and exit with its status (2 for input problems)."""
+    sys.exit(run(argv))
+
+
+def entry() -> None:
+    """The console script: `main`, then exit without interpreter teardown.
+
+    Tearing down pydantic and the rest module by module is a fifth of a short command like
+    `synth` (and 0.15 s more once jax is loaded); by then every file is written and closed.
+    """
+    code = run(None)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except OSError:  # a closed pipe (`| head`): nothing more can be said
+        pass
+    os._exit(code)
