@@ -35,6 +35,8 @@ class Prefork:
             try:
                 os.close(self._write)
                 code = _serve(read, modules, work)
+            except SystemExit as stop:  # SIGTERM before the work began
+                code = stop.code if isinstance(stop.code, int) else 1
             finally:
                 os._exit(code)
         os.close(read)
