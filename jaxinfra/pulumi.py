@@ -6,7 +6,8 @@ Kubernetes object from `jaxinfra.render`; this module only maps them onto Pulumi
 - `Cluster` (`jaxinfra:index:Cluster`): with provider `gke`, a `gcp.container.Cluster` (or an
   existing one looked up by name) and one `gcp.container.NodePool` per node pool of the spec, one
   per slice for multi-slice TPU jobs; with provider `existing`, no cloud resources, only a
-  Kubernetes provider for a kubeconfig / context. Then the Namespaces, and one `JaxJob` per job.
+  Kubernetes provider for a kubeconfig / context. Then the Namespaces, the Kueue queues (with
+  `Cluster(kueue=True)`), and one `JaxJob` per job.
 - `JaxJob` (`jaxinfra:index:JaxJob`): every object `render_job` yields, as a typed
   `pulumi_kubernetes` resource (a `CustomResource` for JobSet), with its name verbatim.
 
@@ -38,6 +39,7 @@ from jaxinfra.errors import JaxinfraError, Problem
 from jaxinfra.plan import ClusterPlan, JobPlan, plan
 from jaxinfra.render import render_job
 from jaxinfra.render.common import namespace as render_namespace
+from jaxinfra.render.kueue import kueue_objects
 
 __all__ = ["Cluster", "ConfigError", "JaxJob", "PoolSlice", "Settings", "node_pools", "program", "read_settings"]
 
@@ -335,7 +337,8 @@ def _kubeconfig(context: str, endpoint: str, ca: str) -> str:
 
 
 class Cluster(pulumi.ComponentResource):
-    """A cluster's node pools (provider gke), a Kubernetes provider, the Namespaces, and a `JaxJob` per job."""
+    """A cluster's node pools (provider gke), a Kubernetes provider, the Namespaces, the Kueue queues, and a
+    `JaxJob` per job."""
 
     def __init__(self, name: str, cluster: Any, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("jaxinfra:index:Cluster", name, None, opts)
@@ -352,10 +355,17 @@ class Cluster(pulumi.ComponentResource):
                                              opts=child)
         on_k8s = pulumi.ResourceOptions(parent=self, provider=self.k8s_provider)
         self.namespaces = {ns: k8s_resource(render_namespace(ns, cp.pod_security), on_k8s) for ns in cp.namespaces}
+        # Kueue (Cluster(kueue=True)): flavors, then the ClusterQueues naming them, then the LocalQueues the
+        # workloads name; a workload whose LocalQueue is missing would wait, suspended, for nothing.
+        self.queues: list[pulumi.CustomResource] = []
+        for m in kueue_objects(cp.queues):
+            ns = m["metadata"].get("namespace")
+            deps = [*self.queues, *([self.namespaces[ns]] if ns in self.namespaces else [])]
+            self.queues.append(k8s_resource(m, pulumi.ResourceOptions.merge(on_k8s, pulumi.ResourceOptions(depends_on=deps))))
         self.jobs: dict[str, JaxJob] = {}
         for jp in cp.jobs:
             deps = [*([self.namespaces[jp.namespace]] if jp.namespace in self.namespaces else []),
-                    *self.node_pools.get(jp.pool.name, [])]
+                    *self.node_pools.get(jp.pool.name, []), *self.queues]
             self.jobs[f"{jp.namespace}/{jp.name}"] = JaxJob(f"{jp.namespace}/{jp.name}", jp, provider=self.k8s_provider,
                                                             depends_on=deps, opts=child)
         self.register_outputs({"kubeconfig": self.kubeconfig})

@@ -360,6 +360,29 @@ def test_spot_reservation_cpu_machine_type_and_indexed_job(tmp_path: Path) -> No
         assert r.inputs == expected_inputs(rendered[key])
 
 
+def test_kueue_queues_are_created_before_the_jobs_that_name_them(tmp_path: Path) -> None:
+    path = write_stack(tmp_path, """
+        cluster = Cluster(name="q", kueue=True, node_pools=[NodePool("v5e", TPU("v5e", "2x4")), NodePool("cpu", CPU(devices=2))],
+                          jobs=[JaxJob("a", image="i", node_pool="v5e"), JaxJob("b", image="i", node_pool="cpu", namespace="team",
+                                                                          resources={"requests": {"cpu": "2"}})])
+    """)
+    run = run_program({"jaxinfra:stack": str(path), **EXISTING})
+    rendered = {(k8s_type(m), m["metadata"]["name"], m["metadata"].get("namespace")): m for m in manifests(stack.load(path))}
+    got = {(r.type, r.inputs["metadata"]["name"], r.inputs["metadata"].get("namespace")): r for r in run.k8s}
+    assert sorted(got) == sorted(rendered), "one Pulumi resource per rendered object, the queues included"
+    queues = {key: r for key, r in got.items() if r.type.startswith("kubernetes:kueue.x-k8s.io/")}
+    assert sorted(k[0].rpartition(":")[2] for k in queues) == ["ClusterQueue"] * 2 + ["LocalQueue"] * 2 + ["ResourceFlavor"] * 2
+    for key, r in queues.items():
+        assert r.inputs == expected_inputs(rendered[key]) and r.parent == (CLUSTER_T, "q")
+        if key[0].endswith(":LocalQueue"):   # after its ClusterQueue (and its Namespace, where jaxinfra makes one)
+            assert ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", r.inputs["spec"]["clusterQueue"]) in r.deps
+    for workload in (r for r in run.k8s if r.type.rpartition(":")[2] in WORKLOADS):
+        queue = workload.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
+        ns = workload.inputs["metadata"]["namespace"]
+        local_queue = ("kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue", f"{ns}/{queue}")
+        assert local_queue in workload.deps, "the LocalQueue exists before the workload naming it"
+
+
 def test_existing_gke_cluster_is_looked_up_not_created() -> None:
     run = run_program({**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"})
     assert not run.of(GKE_T)
