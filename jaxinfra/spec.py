@@ -465,11 +465,23 @@ def path_of(loc: tuple[str | int, ...]) -> str:
     return out
 
 
+UNION_TAGS = {"accelerator": (1, {"tpu", "gpu", "cpu"}), "env": (2, {"literal", "secret", "configmap"})}
+"""Where pydantic puts a tagged union's tag in an error's location: (parts after the field, tags)."""
+
+
+def _untagged(loc: tuple[str | int, ...]) -> tuple[str | int, ...]:
+    """The location without the tags of tagged unions: `jobs[0].env.A.name`, not `...env.A.secret.name`
+    (only at the tag's own position, so an env var named like a tag stays)."""
+    return tuple(part for i, part in enumerate(loc)
+                 if not any(i >= offset and loc[i - offset] == field and part in tags
+                            for field, (offset, tags) in UNION_TAGS.items()))
+
+
 def _problems(err: ValidationError) -> list[Problem]:
     problems = []
     for e in err.errors(include_url=False):
         ctx = e.get("ctx") or {}
-        loc = tuple(p for p in e["loc"] if p not in ("tpu", "gpu", "cpu"))  # drop the union's tags
+        loc = _untagged(e["loc"])
         value = e.get("input")
         if field := ctx.get("field"):
             loc = (*loc, field)

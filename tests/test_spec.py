@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, SpecError
+from jaxinfra import CPU, GPU, TPU, Cluster, ConfigMapRef, JaxJob, NodePool, SecretRef, SpecError
 
 
 def problems(**cluster: Any) -> dict[str, Any]:
@@ -35,6 +35,14 @@ def test_local_problems_across_objects_are_reported_together() -> None:
     assert "8" in found["node_pools[2].accelerator.count"].message
     assert found["jobs[0].coordinator_port"].value == 70000 and "65535" in found["jobs[0].coordinator_port"].fix
     assert "jobset" in found["jobs[0].backend"].fix
+
+
+def test_env_reference_problems_point_at_the_reference_field() -> None:
+    """Paths name the user's own keys and fields, never a tagged union's tag (env keys that look
+    like tags stay)."""
+    found = problems(node_pools=[NodePool("pool", CPU(devices=2))],
+                     jobs=[job(env={"A": SecretRef("Bad_Name", "k"), "B": ConfigMapRef("ok", ""), "secret": SecretRef("s", ""), "cpu": 3})])
+    assert set(found) == {"jobs[0].env.A.name", "jobs[0].env.B.key", "jobs[0].env.secret.key", "jobs[0].env.cpu"}
 
 
 def test_cross_object_problems_are_reported_together() -> None:
