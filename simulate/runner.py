@@ -87,7 +87,7 @@ class PodRun:
                 "ip": self.pod.ip, "phase": self.phase, "exit_code": self.exit_code, "signal": self.signal,
                 "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
                 "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values()),
-                "probe_timings": (self.result or {}).get("timings", {})}
+                "probe_timings": (self.result or {}).get("timings", {}), "program": (self.result or {}).get("program")}
 
 
 @dataclass

@@ -54,6 +54,8 @@ def test_default_stack_passes_every_check(tmp_path: Path) -> None:
         assert pod["exit_code"] == 0 and pod["checks_passed"]
         assert set(pod["checks"]) == {"rank", "mesh", "psum", "all_gather", "ppermute", "all_to_all", "train_step"}
         assert {"started", "initializing", "running", "succeeded"} <= set(pod["timings"])
+    # one compile for the group: rank 0 compiled the program, the other pod ran that executable
+    assert [p["program"] for p in w["attempts"][0]["pods"]] == ["compiled, shared with the group", "loaded from process 0"]
 
 
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
