@@ -4,7 +4,8 @@ Each process joins the group exactly as the pod's env contract says (DESIGN §3)
 the group works the way training will use it: the rank and device counts the manifests
 promise, a hardware-shaped mesh, the four cross-process collectives, and one data-parallel
 step against a single-process reference. Every check is verified on the process's own
-shards, so a pod's verdict never depends on another pod's report.
+shards, so a pod's verdict never depends on another pod's report. The group compiles its one
+program once (`compile_once`): process 0 compiles, the others load its executable.
 
 Run by the process runner (forked per pod, after `configure`) through `run_probe`, or as a
 fresh interpreter: `python -m jaxinfra.simulate.probe --num-processes 2 --devices 2 ...`.
