@@ -1,4 +1,5 @@
-"""What a person sees while a simulation runs: live pod phases, prefixed pod logs, a final table."""
+"""What a person sees while a simulation runs (live pod phases, prefixed pod logs, a final table),
+and `run`: `jaxinfra simulate` from its inputs read to its verdict line and JSON report."""
 
 from __future__ import annotations
 
