@@ -17,8 +17,11 @@ if TYPE_CHECKING:
     from jaxinfra.prefork import Prefork
 
 INPUT_ERROR = 2
-SIMULATE_MODULES = ("jax", "jaxinfra.simulate.probe", "jaxinfra.simulate.report")
-"""What `simulate` (built-in probe) imports in its prefork child while the parent reads the inputs."""
+SIMULATE_MODULES = ("jax", "jaxinfra.simulate.probe", "jaxinfra.simulate.report",
+                    "jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
+"""What `simulate` (built-in probe) imports in its prefork child while the parent reads the inputs:
+the simulator, and the MLIR dialects JAX imports only at a process's first lowering, which in
+every group is rank 0's, on the critical path (a name this jaxlib lacks is skipped)."""
 
 
 def status(call: Callable[[], Any]) -> int:
