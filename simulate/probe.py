@@ -29,7 +29,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
-from jax._src import distributed  # the group's key-value store (no public handle yet)
 from jax.experimental.serialize_executable import deserialize_and_load, serialize
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
@@ -262,6 +261,16 @@ def _compile(program: Any, args: Any) -> jax.stages.Compiled:
                 del options[name]
 
 
+def _kv_store() -> Any:
+    """The group's key-value store client, which JAX has no public handle for yet; None if this
+    JAX keeps it elsewhere (each process then compiles its own program, as before)."""
+    try:
+        from jax._src import distributed
+    except ImportError:
+        return None
+    return getattr(getattr(distributed, "global_state", None), "client", None)
+
+
 def compile_once(program: Any, args: Any, mesh: Mesh) -> tuple[jax.stages.Compiled, str]:
     """The group's program, compiled by process 0 alone and loaded by the others.
 
@@ -273,7 +282,7 @@ def compile_once(program: Any, args: Any, mesh: Mesh) -> tuple[jax.stages.Compil
     Returns the executable and where it came from.
     """
     fingerprint = _fingerprint(mesh, args)
-    client = distributed.global_state.client
+    client = _kv_store()
     if client is not None and jax.process_count() > 1:
         if jax.process_index() == 0:
             compiled = _compile(program, args)
