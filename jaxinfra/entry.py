@@ -11,17 +11,10 @@ import signal
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from jaxinfra.errors import CommandFailed, JaxinfraError
+from jaxinfra.errors import INPUT_ERROR, CommandFailed, JaxinfraError
 
 if TYPE_CHECKING:
     from jaxinfra.prefork import Prefork
-
-INPUT_ERROR = 2
-SIMULATE_MODULES = ("jax", "jaxinfra.simulate.probe", "jaxinfra.simulate.report",
-                    "jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
-"""What `simulate` (built-in probe) imports in its prefork child while the parent reads the inputs:
-the simulator, and the MLIR dialects JAX imports only at a process's first lowering, which in
-every group is rank 0's, on the critical path (a name this jaxlib lacks is skipped)."""
 
 
 def status(call: Callable[[], Any]) -> int:
@@ -45,6 +38,13 @@ def status(call: Callable[[], Any]) -> int:
         return 130
 
 
+def _warm_simulator() -> None:
+    """The prefork child's preparation: the simulator and what its pods need (engine.preload)."""
+    from jaxinfra.simulate import engine, report  # noqa: F401
+
+    engine.preload()
+
+
 def _simulate(*args: Any) -> int:
     """The prefork child's work: the rest of `jaxinfra simulate`, once the parent has read the inputs."""
     from jaxinfra.simulate.report import run
@@ -58,7 +58,7 @@ def _prefork(args: list[str]) -> Prefork | None:
         return None
     from jaxinfra.prefork import Prefork
 
-    return Prefork(SIMULATE_MODULES, _simulate)
+    return Prefork(_warm_simulator, _simulate)
 
 
 def _terminated(signum: int, _: Any) -> None:

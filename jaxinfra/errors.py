@@ -23,6 +23,10 @@ class Problem:
         return f"{self.path} = {self.value!r}: {self.message}; fix: {self.fix}"
 
 
+INPUT_ERROR = 2
+"""The exit status of a command stopped by its input (every problem listed, nothing written)."""
+
+
 class JaxinfraError(Exception):
     """Base error: carries every problem found, so all of them are reported at once."""
 
@@ -65,6 +69,6 @@ class StackError(JaxinfraError):
 class CommandFailed(Exception):
     """A command that ran ends with a summary line and a status (1: the answer is no)."""
 
-    def __init__(self, summary: str, status: int = 2):
+    def __init__(self, summary: str, status: int = INPUT_ERROR):
         super().__init__(summary)
         self.status = status

@@ -9,22 +9,21 @@ terminal from then on, and its exit status is the command's.
 
 from __future__ import annotations
 
-import importlib
 import os
 import pickle
 import signal
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 Work = Callable[..., int]
 
 
 class Prefork:
-    """A forked child that imports `modules` now and runs `work` on the arguments it is later handed."""
+    """A forked child that runs `prepare` now (the slow imports) and `work` on the arguments it is later handed."""
 
-    def __init__(self, modules: Sequence[str], work: Work):
+    def __init__(self, prepare: Callable[[], None], work: Work):
         """`work(*args)` runs in the child and returns its exit status, reporting problems
         exactly as the parent would have (it is the caller's own code, inherited by the fork)."""
         read, self._write = os.pipe()
@@ -34,7 +33,7 @@ class Prefork:
             code = 1
             try:
                 os.close(self._write)
-                code = _serve(read, modules, work)
+                code = _serve(read, prepare, work)
             except SystemExit as stop:  # SIGTERM before the work began
                 code = stop.code if isinstance(stop.code, int) else 1
             finally:
@@ -71,12 +70,11 @@ class Prefork:
         os.waitpid(self.pid, 0)
 
 
-def _serve(read: int, modules: Sequence[str], work: Work) -> int:
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the work meets (and reports) the same error itself
-            pass
+def _serve(read: int, prepare: Callable[[], None], work: Work) -> int:
+    try:
+        prepare()
+    except Exception:  # noqa: BLE001 - the work meets (and reports) the same error itself
+        pass
     with os.fdopen(read, "rb") as pipe:
         data = pipe.read()
     try:

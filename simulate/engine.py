@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import itertools
 import random
 import tempfile
@@ -127,6 +129,22 @@ def _plan(sources: Sources, contract: bool) -> Report:
     return report
 
 
+PRELOAD = ("jax", "jaxinfra.simulate.probe")
+"""Imported once, before the probe pods are forked, so that every pod starts warm."""
+PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
+"""MLIR dialects JAX imports only at a process's first lowering, which in every group is rank 0's,
+on the critical path; a name this jaxlib lacks is skipped."""
+
+
+def preload() -> None:
+    """What the probe pods need, imported in the process that will fork them."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    for name in PRELOAD_IF_PRESENT:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
 def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (file or stack) is one cluster."""
     started = time.monotonic()
@@ -146,9 +164,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                                             "run as root or where unprivileged user namespaces are allowed"),)
                 return report
             if not options.run_command:
-                import jax  # noqa: F401  -- once, before forking: every pod starts warm
-
-                import jaxinfra.simulate.probe  # noqa: F401
+                preload()
             seed = random.SystemRandom().randrange(1, 255)  # concurrent simulations use other addresses
             attempts = itertools.count()                    # every attempt's pods get addresses of their own
             for result in runnable:
