@@ -77,6 +77,7 @@ from jaxinfra import yamlio
 from jaxinfra.errors import ManifestError, Problem
 
 from . import model
+from .dns import CLUSTER_DOMAIN
 
 # --------------------------------------------------------------------------------------------
 # Constants (upstream keys and defaults)
@@ -127,7 +128,6 @@ UPSTREAM_RUNTIME = "jax-distributed"            # ClusterTrainingRuntime install
 _UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
 
 JAX_DEFAULT_TPU_PORT = 8482          # jax/_src/clusters/cloud_tpu_cluster.py coordinator_port
-CLUSTER_DOMAIN = "cluster.local"
 TPU, GPU = "google.com/tpu", "nvidia.com/gpu"
 _PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")      # kubelet IsEnvVarName
@@ -912,7 +912,8 @@ def _pod(draft: _Draft, job: _ChildJob, index: int, global_index: int, k: int, i
         labels = {**job.pod_labels, **job.operator.labels(index)}
         annotations = dict(job.pod_annotations)
         appended = job.operator.env(index)
-    facts = _PodFacts(name, draft.namespace, _uid("Pod", draft.namespace, name), labels, annotations, f"sim-node-{k}",
+    node = f"sim-node-{k}"
+    facts = _PodFacts(name, draft.namespace, _uid("Pod", draft.namespace, name), labels, annotations, node,
                       job.pod_spec.get("serviceAccountName") or job.pod_spec.get("serviceAccount") or "default", ip, containers)
     resolver = _EnvResolver(f"{draft.id} pod {hostname}", facts, objects, problems)
     env = resolver.resolve(container, _tpu_platform_env(job, index), appended)
@@ -925,7 +926,10 @@ def _pod(draft: _Draft, job: _ChildJob, index: int, global_index: int, k: int, i
         command=tuple(expand(str(a), env.get) for a in container.get("command") or ()),
         args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
         env=env, working_dir=container.get("workingDir"), devices=_devices(accelerator, count, env),
-        accelerator=accelerator, container_ports=ports, readiness_probe=bool(container.get("readinessProbe")))
+        accelerator=accelerator, container_ports=ports, readiness_probe=bool(container.get("readinessProbe")),
+        node=node, host_network=bool(job.pod_spec.get("hostNetwork")),
+        host_aliases=tuple((str(a.get("ip", "")), tuple(str(h) for h in a.get("hostnames") or ()))
+                           for a in job.pod_spec.get("hostAliases") or ()))
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,61 +1,57 @@
-"""Cluster DNS for simulated pods: a private /etc/hosts holding exactly the names the manifests make resolvable.
+"""What each simulated pod's /etc/hosts holds: the kubelet's file for it, plus the cluster's DNS.
 
-The simulator moves itself (and so every pod it forks) into its own mount namespace and
-bind-mounts a hosts file over /etc/hosts there; glibc, c-ares (gRPC, inside JAX) and Python
-all read it. The machine's own /etc/hosts is untouched. Names the manifests would not make
-resolvable are simply absent, so they fail to resolve, as on a cluster.
+On a cluster a pod resolves names two ways: its /etc/hosts, which the kubelet writes (localhost,
+its own name and spec.hostAliases; pkg/kubelet/kubelet_pods.go managedHostsFileContent, shown in
+the Kubernetes docs "Adding entries to Pod /etc/hosts with HostAliases"), and the cluster DNS
+(kube-dns) for Services and pods under headless Services. Here the second is written into the
+same file, holding exactly the names the manifests make resolvable, so any other name fails to
+resolve, as on a cluster. `sandbox.enter` bind-mounts the file over the pod's /etc/hosts.
 """
 
 from __future__ import annotations
 
-import ctypes
-import os
 from collections.abc import Mapping
 from pathlib import Path
 
-CLONE_NEWNS = 0x00020000
-CLONE_NEWUSER = 0x10000000
-MS_BIND = 4096
-MS_REC = 16384
-MS_PRIVATE = 1 << 18
+from jaxinfra.simulate import model
+
+CLUSTER_DOMAIN = "cluster.local"
+
+KUBELET_HEADER = (
+    "# Kubernetes-managed hosts file.\n"
+    "127.0.0.1\tlocalhost\n"
+    "::1\tlocalhost ip6-localhost ip6-loopback\n"
+    "fe00::0\tip6-localnet\n"
+    "fe00::0\tip6-mcastprefix\n"
+    "fe00::1\tip6-allnodes\n"
+    "fe00::2\tip6-allrouters\n"
+)
+"""The boilerplate the kubelet writes at the top of every pod's hosts file."""
 
 
-class DnsUnavailable(RuntimeError):
-    """This machine lets the simulator create no mount namespace (and so no private DNS)."""
+def _node_file() -> str:
+    """A host-network pod gets its node's own /etc/hosts; the simulated node is this machine."""
+    path = Path("/etc/hosts")
+    text = path.read_text(encoding="utf-8") if path.exists() else "127.0.0.1\tlocalhost\n"
+    return text if text.endswith("\n") else text + "\n"
 
 
-def _libc() -> ctypes.CDLL:
-    return ctypes.CDLL(None, use_errno=True)
+def hosts_file(pod: model.Pod, records: Mapping[str, str]) -> str:
+    """The pod's /etc/hosts: the kubelet's part for this pod, then the cluster DNS records (name -> ip)."""
+    if pod.host_network:   # the node's file and the node's name (its address is the pod's here)
+        lines = [_node_file(), f"{pod.ip}\t{pod.node}\n"]
+    elif pod.subdomain:
+        lines = [KUBELET_HEADER, f"{pod.ip}\t{pod.hostname}.{pod.subdomain}.{pod.namespace}.svc.{CLUSTER_DOMAIN}\t{pod.hostname}\n"]
+    else:
+        lines = [KUBELET_HEADER, f"{pod.ip}\t{pod.hostname}\n"]
+    if pod.host_aliases:
+        lines.append("\n# Entries added by HostAliases.\n")
+        lines += [f"{ip}\t{chr(9).join(names)}\n" for ip, names in pod.host_aliases]
+    lines.append("# jaxinfra simulate: the cluster DNS (kube-dns on a cluster)\n")
+    lines += [f"{ip}\t{name}\n" for name, ip in sorted(records.items())]
+    return "".join(lines)
 
 
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise DnsUnavailable(f"{what}: {os.strerror(err)}")
-
-
-class PrivateHosts:
-    """A hosts file bind-mounted over /etc/hosts in this process's own mount namespace."""
-
-    def __init__(self, folder: Path):
-        self.path = folder / "hosts"
-        self._base = Path("/etc/hosts").read_text(encoding="utf-8") if Path("/etc/hosts").exists() else ""
-        self.write({})
-        libc = _libc()
-        uid, gid = os.getuid(), os.getgid()
-        if uid == 0:
-            _check(libc.unshare(CLONE_NEWNS), "unshare(CLONE_NEWNS)")
-        else:  # an unprivileged user gets a user namespace in which it may mount
-            _check(libc.unshare(CLONE_NEWUSER | CLONE_NEWNS), "unshare(CLONE_NEWUSER|CLONE_NEWNS)")
-            Path("/proc/self/setgroups").write_text("deny")
-            Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
-            Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
-        _check(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-        _check(libc.mount(str(self.path).encode(), b"/etc/hosts", None, MS_BIND, None), "bind-mount /etc/hosts")
-
-    def write(self, hosts: Mapping[str, str]) -> None:
-        """Replace the simulated records (in place: the bind mount follows the inode)."""
-        lines = [self._base.rstrip("\n"), "# jaxinfra simulate: cluster DNS"]
-        lines += [f"{ip} {name}" for name, ip in sorted(hosts.items())]
-        with open(self.path, "w", encoding="utf-8") as f:
-            f.write("\n".join(lines) + "\n")
+def uts_hostname(pod: model.Pod) -> str:
+    """The hostname the pod's processes see: a host-network pod shares its node's."""
+    return pod.node if pod.host_network else pod.hostname

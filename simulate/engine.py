@@ -16,7 +16,7 @@ from typing import Any
 from jaxinfra.errors import Problem
 from jaxinfra.simulate import model
 from jaxinfra.simulate.cluster import emulate
-from jaxinfra.simulate.dns import DnsUnavailable, PrivateHosts
+from jaxinfra.simulate import sandbox
 from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, Listener, Options, Runner
 
 #: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
@@ -156,34 +156,29 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
         if r.workload.problems:
             r.verdict, r.reason = "failed", f"{len(r.workload.problems)} contract problems; not started"
     if runnable and not report.problems:
+        isolation = sandbox.preflight()   # before anything runs: can pods get their own /etc/hosts here?
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
-            try:
-                hosts = PrivateHosts(Path(tmp))
-            except DnsUnavailable as err:
-                report.problems += (Problem("dns", str(err), "cannot give simulated pods their own DNS (needs a mount namespace)",
-                                            "run as root or where unprivileged user namespaces are allowed"),)
-                return report
             if not options.run_command:
                 preload()
             seed = random.SystemRandom().randrange(1, 255)  # concurrent simulations use other addresses
             attempts = itertools.count()                    # every attempt's pods get addresses of their own
             for result in runnable:
-                _run_workload(result, manifests_of[result.source], options, listener, hosts, Path(tmp),
+                _run_workload(result, manifests_of[result.source], options, listener, isolation, Path(tmp),
                               lambda: (seed, next(attempts) % IP_BLOCKS * IP_BLOCK), deadline)
     report.seconds = time.monotonic() - started
     return report
 
 
 def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], options: Options, listener: Listener,
-                  hosts: PrivateHosts, tmp: Path, ip_base: Callable[[], tuple[int, int]], deadline: float) -> None:
+                  isolation: str, tmp: Path, ip_base: Callable[[], tuple[int, int]], deadline: float) -> None:
     failures: dict[int, int] = {}
     wid = result.workload.id
     while True:
         index = len(result.attempts)
         cluster = emulate(manifests, ip_base(), contract=not options.run_command, restarts=index)
         workload = next(w for w in cluster.workloads if w.id == wid)
-        hosts.write(cluster.hosts)
-        runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline)
+        runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline,
+                        isolation, cluster.hosts)
         attempt = runner.run(index)
         result.attempts.append(attempt)
         listener("attempt", (result, attempt))

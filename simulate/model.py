@@ -37,6 +37,9 @@ class Pod:
     accelerator: str              # "tpu" | "gpu" | "cpu" (from its resource limits)
     container_ports: tuple[int, ...] = ()
     readiness_probe: bool = False  # its JAX container declares a readinessProbe (Ready, hence in DNS, only once it passes)
+    node: str = ""                 # the simulated node it runs on (one per pod): spec.nodeName
+    host_network: bool = False     # spec.hostNetwork: the node's hostname and hosts file, not the pod's
+    host_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # spec.hostAliases: (ip, hostnames) for its /etc/hosts
 
 
 @dataclass(frozen=True)

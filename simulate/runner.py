@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaxinfra.simulate import model, tpu_platform
+from jaxinfra.simulate import dns, model, sandbox, tpu_platform
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
 ENDED_WITH_GROUP = "ended with its group"
@@ -103,14 +103,16 @@ Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log
 
 
 def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, out_w: int, err_w: int,
-           inherited: list[int], options: Options, workload: model.Workload, fail: bool, hang: bool) -> None:
-    """In the forked pod process: become the container. Never returns."""
+           inherited: list[int], options: Options, workload: model.Workload, fail: bool, hang: bool,
+           isolation: str, hosts: Path) -> None:
+    """In the forked pod process: enter the pod's sandbox, become the container. Never returns."""
     code = 1
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the simulator's own handler is not the container's
         os.setpgid(0, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
+        sandbox.enter(isolation, dns.uts_hostname(pod), hosts)   # first, while this process has one thread
         # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
         # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
         for fd in inherited:
@@ -214,8 +216,12 @@ class Runner:
     """Runs one attempt of a workload: every pod at once, the group ended at the first failure."""
 
     def __init__(self, workload: model.Workload, options: Options, workdir: Path, listener: Listener,
-                 deadline: float):
+                 deadline: float, isolation: str, records: Mapping[str, str]):
+        """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
+        DNS names (name -> ip) that every pod's /etc/hosts holds."""
         self.workload = workload
+        self.isolation = isolation
+        self.records = records
         self.options = options
         self.workdir = workdir
         self.listener = listener
@@ -292,6 +298,8 @@ class Runner:
         pod_dir = self.workdir / r.pod.name
         pod_dir.mkdir(parents=True, exist_ok=True)
         env = process_env(r.pod, self.sitecustomize)
+        hosts = pod_dir / "hosts"
+        hosts.write_text(dns.hosts_file(r.pod, self.records), encoding="utf-8")
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
@@ -299,7 +307,7 @@ class Runner:
         if pid == 0:
             _child(r.pod, env, Path(r.pod.working_dir) if r.pod.working_dir and Path(r.pod.working_dir).is_dir() else pod_dir,
                    status_w, out_w, err_w, [fd for fd in self.selector.get_map()], self.options, self.workload,
-                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)))
+                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)), self.isolation, hosts)
         try:
             os.setpgid(pid, pid)   # also here: no race with an early kill
         except OSError:
