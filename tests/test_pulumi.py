@@ -9,151 +9,21 @@ from __future__ import annotations
 
 import json
 import os
-import runpy
 import subprocess
 import sys
 import textwrap
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pulumi
-import pulumi.runtime.settings
 import pytest
-import yaml
-from pulumi.runtime import rpc
-from pulumi.runtime.mocks import MockMonitor
 
 from conftest import ROOT, STACKS
-from jaxinfra import manifests, stack
+from jaxinfra import controllers, manifests, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import SKIP_AWAIT, node_pools
-
-PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-MAIN = ROOT / PROJECT["main"]
-GKE = {"jaxinfra:provider": "gke", "gcp:project": "proj", "jaxinfra:location": "us-east5-a"}
-EXISTING = {"jaxinfra:provider": "existing", "jaxinfra:context": "kind-test"}
-PROVIDERS = {"gke": GKE, "existing": EXISTING}
-CA = "Q0EtREFUQQ=="
-
-STACK_T = "pulumi:pulumi:Stack"
-CLUSTER_T = "jaxinfra:index:Cluster"
-JOB_T = "jaxinfra:index:JaxJob"
-GKE_T = "gcp:container/cluster:Cluster"
-POOL_T = "gcp:container/nodePool:NodePool"
-K8S_PROVIDER_T = "pulumi:providers:kubernetes"
-WORKLOADS = {"Job", "JobSet"}
-
-
-def k8s_type(m: dict[str, Any]) -> str:
-    """pulumi_kubernetes' type token of a manifest: kubernetes:<group or core>/<version>:<Kind>."""
-    group, _, version = m["apiVersion"].rpartition("/")
-    return f"kubernetes:{group or 'core'}/{version}:{m['kind']}"
-
-
-def ref(urn: str) -> tuple[str, str] | None:
-    """(type, name) of a URN (or of a provider reference `urn::id`)."""
-    if not urn:
-        return None
-    parts = urn.split("::")
-    return parts[2].split("$")[-1], parts[3]
-
-
-@dataclass
-class Registered:
-    type: str
-    name: str
-    inputs: dict[str, Any]
-    parent: tuple[str, str] | None
-    deps: set[tuple[str, str]]
-    provider: tuple[str, str] | None
-    replace_on_changes: list[str]
-    delete_before_replace: bool
-
-
-@dataclass
-class Run:
-    resources: list[Registered] = field(default_factory=list)
-    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    outputs: dict[str, Any] = field(default_factory=dict)
-    secret: dict[str, bool] = field(default_factory=dict)
-
-    def of(self, typ: str) -> list[Registered]:
-        return [r for r in self.resources if r.type == typ]
-
-    def one(self, typ: str, name: str) -> Registered:
-        [r] = [r for r in self.resources if (r.type, r.name) == (typ, name)]
-        return r
-
-    @property
-    def k8s(self) -> list[Registered]:
-        return [r for r in self.resources if r.type.startswith("kubernetes:")]
-
-
-class Mocks(pulumi.runtime.Mocks):
-    def __init__(self, run: Run):
-        self.run = run
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        state = dict(args.inputs)
-        if args.typ == GKE_T:
-            state |= {"endpoint": "203.0.113.1", "masterAuth": {"clusterCaCertificate": CA}}
-        return f"{args.name}-id", state
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        self.run.calls.append((args.token, dict(args.args)))
-        if args.token == "gcp:container/getCluster:getCluster":
-            return {"name": args.args["name"], "endpoint": "203.0.113.2",
-                    "masterAuths": [{"clusterCaCertificate": CA, "clientCertificate": "", "clientKey": "",
-                                     "clientCertificateConfigs": []}]}
-        return {}
-
-
-class Monitor(MockMonitor):
-    """Records what the engine would see of each registration, beyond MockResourceArgs."""
-
-    def __init__(self, run: Run, mocks: Mocks):
-        super().__init__(mocks)
-        self.run = run
-
-    def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)  # deserializes the inputs on this thread's loop first
-        if request.type != STACK_T:
-            self.run.resources.append(Registered(
-                request.type, request.name, rpc.deserialize_properties(request.object), ref(request.parent),
-                {ref(d) for d in request.dependencies},
-                ref(request.provider.rpartition("::")[0]) if request.provider else None,
-                list(request.replaceOnChanges), request.deleteBeforeReplace))
-        return response
-
-
-def run_program(config: dict[str, Any]) -> Run:
-    """Run Pulumi.yaml's program under mocks with this stack config; what it registered and exported."""
-    run = Run()
-    mocks = Mocks(run)
-    pulumi.runtime.settings.ROOT.set(None)  # a fresh root Stack per run
-    pulumi.runtime.set_mocks(mocks, project=PROJECT["name"], stack="test", preview=False, monitor=Monitor(run, mocks))
-    pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
-
-    @pulumi.runtime.test
-    def program() -> Any:
-        outputs = runpy.run_path(str(MAIN), run_name="__main__")["outputs"]
-        keys = list(outputs)
-        values = [pulumi.Output.from_input(outputs[k]) for k in keys]
-
-        async def secrets() -> None:
-            for k, v in zip(keys, values):
-                run.secret[k] = await v.is_secret()
-
-        return pulumi.Output.all(*values, pulumi.Output.from_input(secrets())).apply(
-            lambda vs: run.outputs.update(zip(keys, vs)))
-
-    program()
-    return run
-
-
-def config_for(path: Path, provider: str) -> dict[str, Any]:
-    return {"jaxinfra:stack": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path), **PROVIDERS[provider]}
+from pulumi_harness import (CA, CLUSTER_T, EXISTING, GKE, GKE_T, IAM_T, JOB_T, K8S_PROVIDER_T, MAIN, POOL_T, PROJECT,
+                            PROVIDERS, STACK_T, WORKLOADS, Run, config_for, example_config, k8s_type, run_error, run_program,
+                            secret, write_stack)
 
 
 @pytest.fixture(scope="module")
@@ -163,11 +33,6 @@ def runs() -> dict[tuple[str, str], Run]:
 
 CASES = [(p, prov) for p in STACKS for prov in PROVIDERS]
 CASE_IDS = [f"{p.stem}.{prov}" for p, prov in CASES]
-
-
-def secret(value: Any) -> dict[str, Any]:
-    """How a secret input reaches the engine."""
-    return {rpc._special_sig_key: rpc._special_secret_sig, "value": value}
 
 
 def expected_inputs(m: dict[str, Any]) -> dict[str, Any]:
@@ -219,6 +84,8 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
         if ns in cp.namespaces:
             assert ("kubernetes:core/v1:Namespace", ns) in r.deps
         kind = r.type.rpartition(":")[2]
+        for c in (controllers.needed(cp) if provider == "gke" else ()):  # installed by default with gke only
+            assert (kind in c.kinds) == bool({res.key for res in run.of_parent(c.name)} & r.deps), (r.name, c.name)
         if kind in WORKLOADS:
             assert {("kubernetes:core/v1:ServiceAccount", r.name), ("kubernetes:core/v1:Service", r.name)} <= r.deps
             assert r.inputs["metadata"]["annotations"][SKIP_AWAIT] == "true"
@@ -226,6 +93,7 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
         else:
             assert (r.replace_on_changes, r.delete_before_replace) == ([], False)
     assert run.outputs["jobNames"] == [jp.name for jp in cp.jobs]
+    assert run.outputs["controllers"] == ({c.name: c.tag for c in controllers.needed(cp)} if provider == "gke" else {})
     assert run.outputs["coordinatorAddresses"] == {f"{jp.namespace}/{jp.name}": jp.coordinator_address for jp in cp.jobs}
 
 
@@ -236,6 +104,9 @@ def test_existing_provider_creates_no_cloud_resources(runs: dict, path: Path) ->
     [prov] = run.of(K8S_PROVIDER_T)
     assert prov.inputs.get("context") == "kind-test"
     assert "kubeconfig" not in run.outputs  # none given: the provider uses $KUBECONFIG / ~/.kube/config
+    assert not run.controllers and run.outputs["controllers"] == {}, "installControllers is false with existing"
+    need = controllers.describe(controllers.needed(plan(stack.load(path))))
+    assert any(f"the cluster must already run {need}" in w for w in run.warnings), run.warnings
 
 
 @pytest.mark.parametrize("path", STACKS, ids=[p.stem for p in STACKS])
@@ -245,7 +116,7 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
     assert gke.parent == (CLUSTER_T, cluster.name)
     assert gke.inputs.items() >= {"name": cluster.name, "project": "proj", "location": "us-east5-a",
                                "removeDefaultNodePool": True, "deletionProtection": False}.items()
-    got = {r.name: r for r in run.of(POOL_T)}
+    got = run.pools
     want = node_pools(cluster)
     assert sorted(got) == sorted(ps.name for slices in want.values() for ps in slices)
     for spec_pool in cluster.node_pools:
@@ -253,11 +124,16 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
         for ps in want[spec_pool.name]:
             r = got[ps.name]
             assert r.parent == (CLUSTER_T, cluster.name) and (GKE_T, cluster.name) in r.deps
+            assert {g.key for g in run.of(IAM_T)} <= r.deps, "the node account has its roles before nodes boot"
             assert r.delete_before_replace
             i = r.inputs
             assert (i["name"], i["cluster"], i["nodeCount"], i["location"]) == (ps.name, cluster.name, ps.node_count, "us-east5-a")
+            assert i.get("nodeLocations") == (None if row.kind == "cpu" else ["us-east5-a"]), "accelerators: one zone, named"
             cfg = i["nodeConfig"]
             assert cfg["machineType"] == (row.machine_type or "e2-standard-4")
+            assert cfg["serviceAccount"] == f"{cluster.name}-nodes@proj.iam.gserviceaccount.com"
+            assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
+            assert cfg["shieldedInstanceConfig"] == {"enableIntegrityMonitoring": True, "enableSecureBoot": row.kind == "cpu"}
             assert "spot" not in cfg and "reservationAffinity" not in cfg
             if row.kind == "tpu":
                 assert ps.node_count == row.hosts
@@ -279,16 +155,12 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
 # --- acceptance: the example stack configs ------------------------------------------------------
 
 
-def example_config(name: str) -> dict[str, Any]:
-    return yaml.safe_load((ROOT / f"Pulumi.{name}.yaml").read_text())["config"]
-
-
 def test_tpu_v5p_two_slices_two_pools_of_four() -> None:
     run = run_program(example_config("tpu-v5p"))
-    pools = sorted(run.of(POOL_T), key=lambda r: r.name)
+    pools = sorted(run.pools.values(), key=lambda r: r.name)
     assert [p.name for p in pools] == ["v5p-2x2x4-0", "v5p-2x2x4-1"]
     for p in pools:
-        assert p.inputs["nodeCount"] == 4
+        assert (p.inputs["nodeCount"], p.inputs["nodeLocations"]) == (4, ["us-east5-a"]), "4 hosts, in one zone"
         assert p.inputs["placementPolicy"] == {"type": "COMPACT", "tpuTopology": "2x2x4"}
         assert p.inputs["nodeConfig"]["machineType"] == "ct5p-hightpu-4t"
     names = {r.inputs["metadata"]["name"] for r in run.k8s}
@@ -300,7 +172,7 @@ def test_tpu_v5p_two_slices_two_pools_of_four() -> None:
 
 def test_gpu_h100_one_pool_of_two_nodes_by_eight_gpus() -> None:
     run = run_program(example_config("gpu-h100"))
-    [pool] = run.of(POOL_T)
+    [pool] = run.pools.values()
     assert (pool.name, pool.inputs["nodeCount"]) == ("h100", 2)
     assert pool.inputs["nodeConfig"]["machineType"] == "a3-highgpu-8g"
     assert pool.inputs["nodeConfig"]["guestAccelerators"] == [
@@ -320,12 +192,6 @@ def test_pulumi_yaml_names_the_program() -> None:
 # --- options ------------------------------------------------------------------------------------
 
 
-def write_stack(tmp_path: Path, body: str) -> Path:
-    path = tmp_path / "custom.py"
-    path.write_text("from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool\n" + textwrap.dedent(body))
-    return path
-
-
 def test_spot_reservation_cpu_machine_type_and_indexed_job(tmp_path: Path) -> None:
     path = write_stack(tmp_path, """
         cluster = Cluster(name="opts", node_pools=[
@@ -340,7 +206,7 @@ def test_spot_reservation_cpu_machine_type_and_indexed_job(tmp_path: Path) -> No
         ])
     """)
     run = run_program({"jaxinfra:stack": str(path), **GKE})
-    pools = {r.name: r.inputs for r in run.of(POOL_T)}
+    pools = {name: r.inputs for name, r in run.pools.items()}
     assert sorted(pools) == ["cpu", "idle", "l4", "v5e"]
     l4 = pools["l4"]["nodeConfig"]
     assert (pools["l4"]["nodeCount"], l4["spot"]) == (3, True)
@@ -401,17 +267,6 @@ def test_existing_provider_with_kubeconfig() -> None:
 
 
 # --- bad config: one error, every problem, nothing declared --------------------------------------
-
-
-def run_error(config: dict[str, Any]) -> tuple[str, Run]:
-    run = Run()
-    with pytest.raises(pulumi.RunError) as err:
-        mocks = Mocks(run)
-        pulumi.runtime.settings.ROOT.set(None)
-        pulumi.runtime.set_mocks(mocks, project="jaxinfra", stack="test", preview=False, monitor=Monitor(run, mocks))
-        pulumi.runtime.set_all_config(config)
-        pulumi.runtime.test(lambda: runpy.run_path(str(MAIN), run_name="__main__") and None)()
-    return str(err.value), run
 
 
 def test_missing_config_is_one_error() -> None:
