@@ -257,7 +257,7 @@ def read_settings(config: Mapping[str, Any], root: Path = PROJECT_ROOT) -> Setti
         problems.append(Problem("jaxinfra:nodeServiceAccount", account, "not a service account email",
                                 "give <name>@<project>.iam.gserviceaccount.com, `default`, or unset it for a dedicated one"))
     existing_cluster = _bool("jaxinfra:existingCluster", get("jaxinfra:existingCluster"), problems)
-    system_pool = get("jaxinfra:systemPool") or (None if existing_cluster else DEFAULT_CPU_MACHINE_TYPE)
+    system_pool = get("jaxinfra:systemPool") or (DEFAULT_CPU_MACHINE_TYPE if provider == "gke" and not existing_cluster else None)
     if system_pool == "none":
         system_pool = None
     elif system_pool is not None and not re.fullmatch(_MACHINE_TYPE, str(system_pool)):
