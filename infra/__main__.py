@@ -1,5 +1,6 @@
-"""The Pulumi program that Pulumi.yaml names: a jaxinfra stack's GKE node pools (or an existing
-cluster) plus every Kubernetes object of its jobs. All logic lives in `jaxinfra.pulumi`.
+"""The Pulumi program that Pulumi.yaml names: a jaxinfra stack's GKE cluster and node pools (or an
+existing cluster), the controllers its objects need, and every Kubernetes object of its jobs. All
+logic lives in `jaxinfra.pulumi`.
 
 Config (Pulumi.<stack>.yaml): jaxinfra:stack, jaxinfra:provider (gke | existing) and the keys of
 that provider; see README.md, "Cluster plus job with Pulumi".
