@@ -48,6 +48,12 @@ def _load(stacks: list[Path], backend: str | None) -> list[tuple[Path, Cluster]]
     return loaded
 
 
+def _missing_folders(outputs: dict[str, Path | None]) -> list[Problem]:
+    """Output files (by option) whose folder does not exist: reported before any work is done."""
+    return [Problem(flag, str(path), "its folder does not exist", f"create {path.parent} first, or write the file elsewhere")
+            for flag, path in outputs.items() if path is not None and not path.parent.is_dir()]
+
+
 StacksArg = Annotated[list[Path], typer.Argument(help="Stack files (Python) or folders of them, e.g. stacks/cpu_dev.py; helpers (_*.py) are skipped.", show_default=False)]
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="Render every job with this backend: jobset, job, jaxjob or trainjob.")]
 
@@ -81,16 +87,29 @@ def synth(
 
 @app.command()
 def explain(stacks: StacksArg, backend: BackendOpt = None,
-            ranks: Annotated[int, typer.Option(help="Show the env of at most this many ranks per job.")] = 8) -> None:
-    """Per job: pods, hosts, devices, coordinator, and the env each rank receives."""
+            rank: Annotated[list[int], typer.Option("--rank", help="Show this rank's env on its own (repeatable).")] = [],
+            all_ranks: Annotated[bool, typer.Option("--all-ranks", help="Show every rank's env on its own, not as patterns.")] = False,
+            svg: Annotated[Optional[Path], typer.Option("--svg", help="Also draw the jobs' topology (slices, hosts, ranks, devices) as SVG here.")] = None) -> None:
+    """Per job: pods, hosts, devices, coordinator, and the env each rank receives (ranks that follow one pattern, once)."""
     from rich.console import Console
 
     from jaxinfra.explain import render_explanation
     from jaxinfra.plan import plan
 
+    plans = [(path, plan(cluster)) for path, cluster in _load(stacks, backend)]
+    most = max(jp.processes for _, cp in plans for jp in cp.jobs) if plans else 0
+    problems = [Problem("--rank", r, f"no job has this rank (ranks go from 0 to {most - 1})", f"use a rank from 0 to {most - 1}")
+                for r in rank if not 0 <= r < most]
+    if problems := problems + _missing_folders({"--svg": svg}):
+        raise SpecError(problems)
     console = Console()
-    for path, cluster in _load(stacks, backend):
-        render_explanation(console, path, plan(cluster), ranks)
+    for path, cp in plans:
+        render_explanation(console, path, cp, rank, all_ranks)
+    if svg is not None:
+        from jaxinfra.topology import Layout, svg as draw
+
+        svg.write_text(draw([Layout.of_plan(jp) for _, cp in plans for jp in cp.jobs]), encoding="utf-8")
+        print(f"wrote {svg}", file=sys.stderr)
 
 
 @app.command()

@@ -1,20 +1,154 @@
-"""`jaxinfra explain`: what each job becomes — pods, hosts, devices, coordinator, env per rank."""
+"""`jaxinfra explain`: what each job becomes — pods, hosts, devices, coordinator, env per rank.
+
+The env of thousands of ranks follows a few patterns: each variable is a constant or a template
+over the rank, its slice and its host within the slice (`train-slice-<slice>-<host>`). Ranks
+whose env fits one set of templates are printed once, as a range, so a 6,144-host job's
+explanation fits a screen; `--rank N` and `--all-ranks` print ranks one by one. Nothing is
+abbreviated: without a terminal (a CI log, 80 columns) long values fold, never end in "…".
+"""
 
 from __future__ import annotations
 
+import itertools
+import math
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
 from jaxinfra.plan import ClusterPlan, JobPlan
 
+#: The pseudo-variable for the pod's hostname, shown first in every env block.
+HOSTNAME = "pod hostname"
+#: What a template may say about a rank: the rank itself, its slice, its host within the slice.
+PLACEHOLDERS = ("rank", "slice", "host")
+#: A value with more ways to read its numbers than this is taken as a literal.
+MAX_READINGS = 256
 
-def shown_ranks(processes: int, limit: int) -> list[int | None]:
-    """The first ranks and the last one, with None where ranks are elided."""
-    if processes <= limit:
-        return list(range(processes))
-    return [*range(max(limit - 1, 1)), None, processes - 1]
+
+@dataclass(frozen=True)
+class Var:
+    """A placeholder in a template: `<slice>`."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"<{self.name}>"
+
+
+Template = tuple["str | Var", ...]
+
+
+def _where(jp: JobPlan, rank: int) -> dict[str, int]:
+    slice_index, host = divmod(rank, jp.hosts_per_slice)
+    return {"rank": rank, "slice": slice_index, "host": host}
+
+
+def _fill(template: Template, where: dict[str, int]) -> str:
+    return "".join(str(where[p.name]) if isinstance(p, Var) else p for p in template)
+
+
+def _readings(value: str, where: dict[str, int]) -> list[Template]:
+    """Every template that gives `value` at this rank: each number literal or a placeholder equal to it."""
+    pieces = re.split(r"(\d+)", value)
+    options: list[list[str | Var]] = [
+        [piece] if i % 2 == 0 else [piece, *(Var(k) for k in PLACEHOLDERS if str(where[k]) == piece)]
+        for i, piece in enumerate(pieces)]
+    if math.prod(map(len, options)) > MAX_READINGS:
+        return [(value,)]
+    return [tuple(p for p in combo if p != "") for combo in itertools.product(*options)]
+
+
+def _simplest(templates: list[Template]) -> Template:
+    """The reading with the fewest placeholders (a constant is a literal), rank before slice before host."""
+    def order(t: Template) -> tuple[int, list[int]]:
+        used = [PLACEHOLDERS.index(p.name) for p in t if isinstance(p, Var)]
+        return len(used), used
+
+    return min(templates, key=order)
+
+
+def _env(jp: JobPlan, rank: int) -> dict[str, tuple[str, str]]:
+    """Rank `rank`'s hostname and contract env: name -> (value, who sets it)."""
+    return {HOSTNAME: (jp.hostname(rank), ""), **jp.env_sources(rank)}
+
+
+@dataclass(frozen=True)
+class EnvRange:
+    """Ranks `first`..`last`, whose env every one of `env`'s templates gives: name -> (template, who sets it)."""
+
+    first: int
+    last: int
+    env: dict[str, tuple[Template, str]]
+
+    @property
+    def placeholders(self) -> set[str]:
+        return {p.name for t, _ in self.env.values() for p in t if isinstance(p, Var)}
+
+
+def env_ranges(jp: JobPlan, first: int = 0, last: int | None = None) -> Iterator[EnvRange]:
+    """The ranks `first`..`last` as maximal runs that follow one pattern each, in rank order."""
+    last = jp.processes - 1 if last is None else last
+    rank = first
+    while rank <= last:
+        env = _env(jp, rank)
+        if rank == last:  # one rank: its values as they are
+            yield EnvRange(rank, rank, {n: ((v,), by) for n, (v, by) in env.items()})
+            return
+        where = _where(jp, rank)
+        readings = {n: _readings(v, where) for n, (v, _) in env.items()}
+        end = rank
+        while end < last:
+            nxt, where = _env(jp, end + 1), _where(jp, end + 1)
+            if [(n, by) for n, (_, by) in nxt.items()] != [(n, by) for n, (_, by) in env.items()]:
+                break
+            kept = {n: [t for t in ts if _fill(t, where) == nxt[n][0]] for n, ts in readings.items()}
+            if not all(kept.values()):
+                break
+            readings, end = kept, end + 1
+        yield EnvRange(rank, end, {n: (_simplest(readings[n]), by) for n, (_, by) in env.items()})
+        rank = end + 1
+
+
+def span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def env_lines(jp: JobPlan, r: EnvRange) -> list[str]:
+    """One env block: the ranks, what the placeholders mean, then the variables grouped by who sets them."""
+    used = r.placeholders
+    if r.first == r.last:
+        head = f"rank {r.first}"
+    else:
+        legend = [f"<{k}> = rank {'÷' if k == 'slice' else 'mod'} {jp.hosts_per_slice}" for k in ("slice", "host") if k in used]
+        head = f"ranks {span(r.first, r.last)} ({r.last - r.first + 1} pods)" + (f": {', '.join(legend)}" if legend else "")
+    lines = [head]
+    by_setter: dict[str, list[str]] = {}
+    for name, (template, by) in r.env.items():
+        value = "".join(map(str, template))
+        if name == HOSTNAME:
+            lines.append(f"  {name}: {value}")
+        else:
+            by_setter.setdefault(by, []).append(f"    {name}={value}")
+    for by, rows in by_setter.items():
+        lines += [f"  set by {by}:", *rows]
+    return lines
+
+
+def shown_ranks(jp: JobPlan, ranks: Collection[int], all_ranks: bool) -> Iterator[EnvRange]:
+    """What `explain` prints of a job's env: patterns by default, else the ranks asked for, one by one."""
+    if all_ranks:
+        chosen: Collection[int] = range(jp.processes)
+    elif ranks:
+        chosen = sorted({r for r in ranks if 0 <= r < jp.processes})
+    else:
+        yield from env_ranges(jp)
+        return
+    for rank in chosen:
+        yield from env_ranges(jp, rank, rank)
 
 
 def facts(jp: JobPlan) -> list[tuple[str, str]]:
@@ -75,19 +209,17 @@ def security(jp: JobPlan) -> list[tuple[str, str]]:
     return out
 
 
-def render_explanation(console: Console, path: Path, cp: ClusterPlan, limit: int) -> None:
-    console.print(f"[bold]{path}[/bold]: cluster [bold]{cp.name}[/bold], {len(cp.jobs)} job(s)")
+def render_explanation(console: Console, path: Path, cp: ClusterPlan, ranks: Collection[int] = (),
+                       all_ranks: bool = False) -> None:
+    """Print every job of a cluster: its facts, then its env (patterns, or the ranks asked for)."""
+    n = len(cp.jobs)
+    console.print(f"[bold]{path}[/bold]: cluster [bold]{cp.name}[/bold], {n} job{'s' if n != 1 else ''}", highlight=False)
     for jp in cp.jobs:
-        summary = Table(title=f"job {jp.namespace}/{jp.name}", show_header=False)
+        summary = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
         for k, v in facts(jp):
             summary.add_row(k, v)
-        console.print(summary)
-        ranks = Table("rank", "pod hostname", "contract env", "set by", title="env each rank receives, and who sets it")
-        for rank in shown_ranks(jp.processes, limit):
-            if rank is None:
-                ranks.add_row("…", "…", "…", "…")
-                continue
-            env = jp.env_sources(rank)
-            ranks.add_row(str(rank), jp.hostname(rank), "\n".join(f"{k}={v}" for k, (v, _) in env.items()),
-                          "\n".join(by for _, by in env.values()), end_section=True)
-        console.print(ranks)
+        console.print(f"\n[bold]job {jp.namespace}/{jp.name}[/bold]", highlight=False)
+        console.print(summary, highlight=False)
+        console.print("[bold]env each rank receives, and who sets it[/bold]", highlight=False)
+        lines = [line for r in shown_ranks(jp, ranks, all_ranks) for line in env_lines(jp, r)]
+        console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)

@@ -21,23 +21,45 @@ from jaxinfra.simulate.runner import Attempt, Options, PodRun
 STYLE = {"pending": "dim", "started": "dim", "initializing": "yellow", "running": "cyan",
          "succeeded": "green", "failed": "red"}
 
+Logs = dict[int, list[tuple[str, str]]]
+"""Each pod run's output, (stream, line) in order, by id() of its PodRun (kept for the HTML report)."""
+
+
+def cells(run: PodRun) -> dict[str, str]:
+    """One pod's row of the final table (and of the HTML report's): every value as text."""
+    d = run.as_dict()
+    t = d["timings"]
+    checks = d["checks"]
+    init = t["running"] - t["initializing"] if "running" in t and "initializing" in t else None
+    total = max(t.values()) - t.get("started", 0.0) if t else None
+    return {"pod": run.pod.hostname, "rank": str(run.pod.global_index), "ip": run.pod.ip, "phase": run.phase,
+            "exit": d["signal"] or ("" if d["exit_code"] is None else str(d["exit_code"])),
+            "init": "" if init is None else f"{init:.2f}", "total": "" if total is None else f"{total:.2f}",
+            "checks": f"{sum(c['ok'] for c in checks.values())}/{len(checks)}" if checks else ""}
+
 
 class Reporter:
     """The runner's listener. Refreshed from the runner's own loop: no threads near fork()."""
 
-    def __init__(self, console: Console, logs: bool = True):
+    def __init__(self, console: Console, logs: bool = True, keep_logs: bool = False):
+        """`logs`: print each pod's output as it comes; `keep_logs`: also keep it (in `kept`) for the HTML report."""
         self.console = console
         self.logs = logs
+        self.keep_logs = keep_logs
+        self.kept: Logs = {}
         self.live: Live | None = None
         self.runs: list[PodRun] = []
 
     def __call__(self, event: str, payload: Any) -> None:
         if event == "phase":
             self._phase(payload)
-        elif event == "log" and self.logs:
+        elif event == "log":
             run, stream, line = payload
-            self.console.print(f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(line)}",
-                               highlight=False, soft_wrap=True)
+            if self.keep_logs:
+                self.kept.setdefault(id(run), []).append((stream, line))
+            if self.logs:
+                self.console.print(f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(line)}",
+                                   highlight=False, soft_wrap=True)
         elif event == "attempt":
             self._attempt(*payload)
 
@@ -66,41 +88,55 @@ class Reporter:
             self.live.stop()
             self.live = None
         self.runs = []
-        verdict = "[green]ok[/]" if attempt.ok else f"[red]failed[/]: {attempt.reason}"
-        self.console.print(f"{result.workload.id} attempt {attempt.index}: {verdict} in {attempt.seconds:.2f} s", highlight=False)
+        verdict = "[green]ok[/]" if attempt.ok else f"[red]failed[/]: {escape(attempt.reason or '')}"
+        self.console.print(f"{escape(result.workload.id)} attempt {attempt.index}: {verdict} in {attempt.seconds:.2f} s",
+                           highlight=False, soft_wrap=True)
 
     def summary(self, report: Report) -> None:
+        """Problems, then per workload its verdict line and a table of its last attempt's pods.
+
+        Nothing is ever cut short: without a terminal (CI logs) rich lays tables out in 80
+        columns, so every column folds instead of ending in "…", and the verdict is a line of its own.
+        """
         for p in report.problems:
-            self.console.print(f"[red]error[/]: {p}", highlight=False)
+            self.console.print(f"[red]error[/]: {escape(str(p))}", highlight=False, soft_wrap=True)
         for result in report.results:
             for p in result.workload.problems:
-                self.console.print(f"[red]error[/]: {p}", highlight=False)
-            table = Table(Column("pod", no_wrap=True), "rank", Column("ip", no_wrap=True), "phase", "exit", "init s", "total s", "checks",
-                          title=f"{result.source}: {result.workload.id}: {result.verdict} ({result.restarts} restarts)")
+                self.console.print(f"[red]error[/]: {escape(str(p))}", highlight=False, soft_wrap=True)
+            style = STYLE.get(result.verdict, "")
+            self.console.print(f"{escape(result.source)}: {escape(result.workload.id)}: [{style}]{result.verdict}[/] "
+                               f"({result.restarts} restart{'s' if result.restarts != 1 else ''})", highlight=False, soft_wrap=True)
+            table = Table(*(Column(h, overflow="fold", justify="right" if h in ("rank", "init s", "total s") else "left")
+                            for h in ("pod", "rank", "ip", "phase", "exit", "init s", "total s", "checks")),
+                          box=None, pad_edge=False, header_style="bold")
             for run in (result.attempts[-1].pods if result.attempts else []):
-                d = run.as_dict()
-                exit_text = d["signal"] or ("" if d["exit_code"] is None else str(d["exit_code"]))
-                checks = d["checks"]
-                passed = sum(c["ok"] for c in checks.values())
-                t = d["timings"]
-                init = t["running"] - t["initializing"] if "running" in t and "initializing" in t else None
-                total = max(t.values()) - t.get("started", 0.0) if t else None
-                table.add_row(run.pod.hostname, str(run.pod.global_index), run.pod.ip, f"[{STYLE[run.phase]}]{run.phase}[/]",
-                              exit_text, "" if init is None else f"{init:.2f}", "" if total is None else f"{total:.2f}",
-                              f"{passed}/{len(checks)}" if checks else "")
-            self.console.print(table)
+                c = cells(run)
+                table.add_row(c["pod"], c["rank"], c["ip"], f"[{STYLE[run.phase]}]{run.phase}[/]", c["exit"], c["init"],
+                              c["total"], c["checks"])
+            if table.row_count:
+                self.console.print(table)
             if result.reason:
-                self.console.print(f"  reason: {result.reason}", highlight=False)
+                self.console.print(f"  reason: {escape(result.reason)}", highlight=False, soft_wrap=True)
 
 
-def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Options, logs: bool, json_report: Path | None) -> None:
+def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Options, logs: bool, json_report: Path | None,
+        trace: Path | None = None, html: Path | None = None) -> None:
     """`jaxinfra simulate` once its inputs are read: simulate them with a live report, write the
-    JSON report, and end with the verdict's summary line (CommandFailed when any workload failed)."""
-    reporter = Reporter(Console(stderr=False), logs=logs)
+    JSON report, the trace and the HTML page asked for (also of a failed run: that is when they
+    matter), and end with the verdict's summary line (CommandFailed when any workload failed)."""
+    reporter = Reporter(Console(stderr=False), logs=logs, keep_logs=html is not None)
     report = simulate(sources, options, reporter)
     reporter.summary(report)
     if json_report is not None:
         json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
+    if trace is not None:
+        from jaxinfra.simulate.trace import trace_json
+
+        trace.write_text(trace_json(report, options.faults), encoding="utf-8")
+    if html is not None:
+        from jaxinfra.simulate.html import html_report
+
+        html.write_text(html_report(report, options.faults, reporter.kept), encoding="utf-8")
     if not report.ok:
         failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != "succeeded"]
         raise CommandFailed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)

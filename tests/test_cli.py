@@ -115,7 +115,7 @@ def test_catalog_json_rows() -> None:
 
 
 def test_explain_shows_contract_per_rank() -> None:
-    r = run("explain", "stacks/cpu_dev.py", env={"COLUMNS": "200"})
+    r = run("explain", "stacks/cpu_dev.py", "--all-ranks", env={"COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     assert "train-node-0-0.train:8482" in r.stdout and "JAX_PROCESS_ID=1" in r.stdout and "train-node-0-1" in r.stdout
 

@@ -377,6 +377,6 @@ def test_explain_shows_security_in_the_cli_output(tmp_path: Path) -> None:
     from jaxinfra.explain import render_explanation
 
     console = Console(record=True, width=200)
-    render_explanation(console, tmp_path / "s.py", plan(cluster_of(CPU(), kubernetes_api=True)), 4)
+    render_explanation(console, tmp_path / "s.py", plan(cluster_of(CPU(), kubernetes_api=True)))
     text = console.export_text()
     assert "pod security" in text and "restricted: non-root" in text and "Kubernetes API" in text and "network policy" in text
