@@ -219,6 +219,8 @@ def simulate(
     init_timeout: Annotated[Optional[float], typer.Option(help="Cap every pod's JAX init timeout (seconds).")] = None,
     backend: BackendOpt = None,
     logs: Annotated[bool, typer.Option("--logs/--no-logs", help="Print each pod's output, prefixed.")] = True,
+    trace: Annotated[Optional[Path], typer.Option("--trace", help="Write a trace (Trace Event Format JSON: Perfetto, chrome://tracing, speedscope) here.")] = None,
+    html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML report (verdict, topology, timeline, pods, logs) here.")] = None,
 ) -> None:
     """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would."""
     from jaxinfra.simulate.runner import Options
@@ -227,8 +229,10 @@ def simulate(
     options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
                       faults=_faults(kill, fail, hang, delay))
     sources = _sources(inputs, backend)
+    if problems := _missing_folders({"--trace": trace, "--html": html}):
+        raise SpecError(problems)
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
-        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report))
+        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html))
     from jaxinfra.simulate.report import run
 
-    run(sources, options, logs, json_report)
+    run(sources, options, logs, json_report, trace, html)
