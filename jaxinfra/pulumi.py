@@ -376,7 +376,7 @@ def _base_node_config(s: Settings, account: pulumi.Input[str] | None, machine_ty
 
 def _node_config(ps: PoolSlice, s: Settings, account: pulumi.Input[str] | None) -> gcp.container.NodePoolNodeConfigArgs:
     """A pool's machines. Secure boot only on CPU pools: GPU nodes load the NVIDIA driver as an out-of-tree
-    kernel module (GKE docs, security/secure-modules-cos), and GKE documents it for neither kind of accelerator."""
+    kernel module (GKE docs, security/secure-modules-cos), and GKE documents secure boot for TPU VMs nowhere."""
     row, pool = ps.row, ps.pool
     machine_type = row.machine_type if row.kind != "cpu" else (pool.accelerator.machine_type or DEFAULT_CPU_MACHINE_TYPE)
     kw = _base_node_config(s, account, machine_type, secure_boot=row.kind == "cpu")
