@@ -198,7 +198,7 @@ def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str])
 def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
     """(source, manifests) per cluster: a stack is synthesized in memory, a YAML file read as is."""
     from jaxinfra import manifests
-    from jaxinfra.simulate.cluster import load_files
+    from jaxinfra.simulate.inputs import load_files
 
     stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
     out = [(str(path), manifests(cluster)) for path, cluster in _load(stacks, backend)] if stacks else []

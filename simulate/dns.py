@@ -1,4 +1,5 @@
-"""What each simulated pod's /etc/hosts holds: the kubelet's file for it, plus the cluster's DNS.
+"""Cluster DNS: which names the Services make resolvable (kube-dns for headless Services), and what
+each simulated pod's /etc/hosts holds: the kubelet's file for it, plus those names.
 
 On a cluster a pod resolves names two ways: its /etc/hosts, which the kubelet writes (localhost,
 its own name and spec.hostAliases; pkg/kubelet/kubelet_pods.go managedHostsFileContent, shown in
@@ -10,10 +11,13 @@ resolve, as on a cluster. `sandbox.enter` bind-mounts the file over the pod's /e
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from jaxinfra.simulate import model
+from jaxinfra.errors import Problem
+
+from . import model
+from .inputs import Service
 
 CLUSTER_DOMAIN = "cluster.local"
 
@@ -55,3 +59,61 @@ def hosts_file(pod: model.Pod, records: Mapping[str, str]) -> str:
 def uts_hostname(pod: model.Pod) -> str:
     """The hostname the pod's processes see: a host-network pod shares its node's."""
     return pod.node if pod.host_network else pod.hostname
+
+
+def search(name: str, namespace: str) -> list[str]:
+    """The names a pod's resolver tries: its search path (ns.svc, svc, cluster domain), then the name itself."""
+    if name.endswith("."):
+        return [name[:-1]]
+    return [f"{name}.{namespace}.svc.{CLUSTER_DOMAIN}", f"{name}.svc.{CLUSTER_DOMAIN}", f"{name}.{CLUSTER_DOMAIN}", name]
+
+
+class ClusterDns:
+    """Cluster DNS for headless Services: `<host>.<svc>.<ns>.svc.cluster.local` per selected pod whose hostname is set
+    and subdomain == svc, and `<svc>.<ns>.svc.cluster.local` -> the first selected pod (kube-dns returns them all)."""
+
+    def __init__(self, services: Iterable[Service], pods: Sequence[model.Pod]):
+        self.records: dict[str, tuple[str, Service]] = {}
+        self.hosts: dict[str, str] = {}
+        self.findings = model.Findings("name")
+        self.by_ip = {p.ip: p for p in pods}
+        self.by_host: dict[tuple[str, str], model.Pod] = {}
+        for p in pods:
+            self.by_host.setdefault((p.namespace, p.hostname), p)
+        by_ns: dict[str, list[model.Pod]] = {}
+        for p in pods:
+            by_ns.setdefault(p.namespace, []).append(p)
+        for svc in services:
+            if not svc.headless:
+                continue
+            selected = [p for p in by_ns.get(svc.namespace, ()) if svc.selects(p)]
+            if selected:
+                self._add(f"{svc.name}.{svc.namespace}.svc.{CLUSTER_DOMAIN}", selected[0].ip, svc)
+            for p in selected:
+                if p.subdomain == svc.name:
+                    self._add(f"{p.hostname}.{svc.name}.{svc.namespace}.svc.{CLUSTER_DOMAIN}", p.ip, svc)
+        self.hosts = dict(sorted(self.hosts.items()))
+
+    def _add(self, fqdn: str, ip: str, svc: Service) -> None:
+        if fqdn in self.records:
+            first = self.records[fqdn][0]
+            if first != ip:
+                self.findings.add(f"dup|{svc.origin}", lambda: Problem(
+                    svc.origin, fqdn, f"two pods share the DNS name {fqdn}; it resolves to the first, {first}",
+                    "give the workloads distinct names so their pod hostnames differ"))
+            return
+        self.records[fqdn] = (ip, svc)
+        short = fqdn[: -len(f".svc.{CLUSTER_DOMAIN}")]           # <host>.<svc>.<ns> or <svc>.<ns>
+        rel_own_ns = short.rsplit(".", 1)[0]                     # only resolvable from inside the namespace
+        for name in (fqdn, f"{short}.svc", short, rel_own_ns):
+            owner = self.hosts.setdefault(name, ip)
+            if owner != ip:
+                self.findings.add(f"relative|{svc.origin}", lambda n=name, o=owner: Problem(
+                    svc.origin, n, f"the relative name {n} means different pods in different namespaces; /etc/hosts keeps the first, {o}",
+                    f"use the fully qualified name ({n}.<namespace>.svc.{CLUSTER_DOMAIN} form) or distinct Service names"))
+
+    def resolve(self, name: str, namespace: str) -> tuple[str, Service] | None:
+        for candidate in search(name, namespace):
+            if candidate in self.records:
+                return self.records[candidate]
+        return None

@@ -108,17 +108,17 @@ def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
 Sources = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
 
 
-def _plan(sources: Sources, contract: bool) -> Report:
+def _plan(sources: Sources, check_all: bool) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs."""
     report = Report([])
     for source, manifests in sources:
-        cluster = emulate(manifests, (1, 0), contract)
+        cluster = emulate(manifests, (1, 0), check_all)
         report.problems += tuple(Problem(f"{source}: {p.path}", p.value, p.message, p.fix) for p in cluster.problems)
         ids = [w.id for w in cluster.workloads]
         report.problems += tuple(Problem(f"{source}: {i}", ids.count(i), "defined more than once", "give each workload its own name")
                                  for i in sorted(set(ids)) if ids.count(i) > 1)
         report.results += [WorkloadResult(source, w) for w in cluster.workloads]
-        if not contract:  # the containers' own commands run: each needs one
+        if not check_all:  # the containers' own commands run: each needs one
             report.problems += tuple(
                 Problem(f"{source}: {w.id} container {w.pods[0].container}", None,
                         "no command: the image's entrypoint is not known here", "set command (and args) on the container")
@@ -149,7 +149,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (file or stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
-    report = _plan(sources, contract=not options.run_command)
+    report = _plan(sources, check_all=not options.run_command)
     manifests_of = dict(sources)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
@@ -175,7 +175,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
     wid = result.workload.id
     while True:
         index = len(result.attempts)
-        cluster = emulate(manifests, ip_base(), contract=not options.run_command, restarts=index)
+        cluster = emulate(manifests, ip_base(), check_all=not options.run_command, restarts=index)
         workload = next(w for w in cluster.workloads if w.id == wid)
         runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline,
                         isolation, cluster.hosts)

@@ -1,13 +1,15 @@
-"""What the emulated controllers produce from manifests: workloads, their pods, and DNS.
+"""What the emulated cluster produces from manifests: workloads, their pods, DNS, and problems.
 
-Plain frozen dataclasses shared by the controller emulation (`cluster`), the process runner
-(`runner`), the probe and the report. Nothing here knows about the spec: input is manifests.
+Plain frozen dataclasses shared by the emulation (`cluster` and the components it calls), the
+process runner (`runner`), the probe and the report. Nothing here knows about the spec: input is
+manifests.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from jaxinfra.errors import Problem
 
@@ -79,3 +81,29 @@ class Cluster:
     workloads: tuple[Workload, ...]
     hosts: Mapping[str, str] = field(default_factory=dict)   # fully-qualified DNS name -> ip (what /etc/hosts gets)
     problems: tuple[Problem, ...] = ()   # manifest-level problems (unsupported kinds, parse errors)
+
+
+class Findings:
+    """Repeated problems collapsed by kind: the first one, with how many other pods (or names) share it,
+    so a 6,144-pod workload with one mistake reports one line, not 6,144."""
+
+    def __init__(self, noun: str = "pod") -> None:
+        self._first: dict[str, Problem] = {}
+        self._count: Counter[str] = Counter()
+        self._noun = noun
+
+    def add(self, key: str, make: Callable[[], Problem]) -> None:
+        if key not in self._first:
+            self._first[key] = make()
+        self._count[key] += 1
+
+    def extend(self, items: Iterable[tuple[str, Problem]]) -> None:
+        for key, problem in items:
+            self.add(key, lambda p=problem: p)
+
+    def problems(self) -> list[Problem]:
+        out = []
+        for key, p in self._first.items():
+            more = self._count[key] - 1
+            out.append(p if not more else Problem(p.path, p.value, f"{p.message} (and {more} more {self._noun}{'s' if more > 1 else ''})", p.fix))
+        return out

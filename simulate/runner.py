@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaxinfra.simulate import dns, model, sandbox, tpu_platform
+from jaxinfra.simulate import dns, model, sandbox
+from jaxinfra.simulate.platform import gke_tpu
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
 ENDED_WITH_GROUP = "ended with its group"
@@ -145,8 +146,8 @@ def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, ou
         # probe's compile time in a parent without many objects of its own.
         gc.freeze()
         probe.configure(pod.devices)
-        if tpu_platform.is_marked():
-            tpu_platform.install()
+        if gke_tpu.is_marked():
+            gke_tpu.install()
         report("initializing", {})
         result = probe.run_probe(_probe_spec(pod, workload, env, options), report)
         report("result", {"result": result})
@@ -190,7 +191,7 @@ def process_env(pod: model.Pod, sitecustomize: Path | None) -> dict[str, str]:
     if port := coordinator_port(pod):
         env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{port}")
     if pod.accelerator == "tpu":
-        env[tpu_platform.MARKER] = "1"
+        env[gke_tpu.MARKER] = "1"
         if sitecustomize is not None:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
     return env
@@ -227,7 +228,7 @@ class Runner:
         self.listener = listener
         self.deadline = deadline
         self.selector = selectors.DefaultSelector()
-        self.sitecustomize = tpu_platform.sitecustomize_dir(workdir / "_site") if options.run_command else None
+        self.sitecustomize = gke_tpu.sitecustomize_dir(workdir / "_site") if options.run_command else None
         self.listening = False
 
     def run(self, index: int) -> Attempt:

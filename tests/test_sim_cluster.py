@@ -18,7 +18,9 @@ import pytest
 from jaxinfra import manifests, stack, yamlio
 from jaxinfra.errors import ManifestError, Problem
 from jaxinfra.simulate import cluster, model
-from jaxinfra.simulate.cluster import emulate, expand, load_files
+from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.inputs import load_files
+from jaxinfra.simulate.kubelet import expand
 
 from conftest import PAIR_IDS, PAIRS, ROOT, one_problem, problems_of, rendered
 

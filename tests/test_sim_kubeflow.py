@@ -20,8 +20,10 @@ import pytest
 
 from jaxinfra import yamlio
 from jaxinfra.errors import Problem
-from jaxinfra.simulate import cluster, model
-from jaxinfra.simulate.cluster import emulate, load_files
+from jaxinfra.simulate import inputs, model
+from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.controllers.jaxjob import jaxjob
+from jaxinfra.simulate.inputs import load_files
 
 from conftest import ROOT, one_problem, problems_of
 from test_simulate import only, simulate
@@ -89,7 +91,7 @@ def test_v1_env_is_appended_by_the_operator_in_upstream_order() -> None:
 
 def test_v1_one_headless_service_per_replica_resolves_the_coordinator_to_rank_zero() -> None:
     objs = load(JAXJOB_CPU)
-    draft = cluster._jaxjob(objs[0], cluster._Objects())
+    draft = jaxjob(objs[0], inputs.Objects())
     assert [s.name for s in draft.services] == ["jaxjob-simple-worker-0", "jaxjob-simple-worker-1"]
     svc = draft.services[1]
     assert (svc.namespace, svc.headless, svc.publish_not_ready, svc.ports) == ("kubeflow", True, False, ((6666, 6666),))
@@ -208,7 +210,7 @@ def test_v2_env_is_upserted_after_the_plugin_env() -> None:
 def test_v2_num_nodes_defaults_to_the_runtime_and_manifest_runtime_wins() -> None:
     objs = load(TRAINJOB_UPSTREAM)
     del trainjob(objs)["spec"]["trainer"]["numNodes"]
-    runtime = copy.deepcopy(cluster._upstream_runtime())
+    runtime = copy.deepcopy(inputs.upstream_runtime())
     runtime["spec"]["mlPolicy"]["numNodes"] = 3
     w = only_workload(emulate([runtime, *objs]))
     assert len(w.pods) == 3 and w.pods[0].env["JAX_NUM_PROCESSES"] == "3"
@@ -228,7 +230,7 @@ def test_upstream_runtime_is_package_data_with_its_provenance() -> None:
     text = (ROOT / "simulate" / "jax_distributed_runtime.yaml").read_text()
     assert text.startswith("# Copyright The Kubeflow Authors.") and "8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3" in text
     [runtime] = yamlio.load(text)
-    assert runtime == cluster._upstream_runtime()
+    assert runtime == inputs.upstream_runtime()
     assert (runtime["kind"], runtime["metadata"]["name"], runtime["spec"]["mlPolicy"]) == \
         ("ClusterTrainingRuntime", "jax-distributed", {"numNodes": 1, "jax": {}})
 

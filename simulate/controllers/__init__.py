@@ -1,0 +1,68 @@
+"""The workload controllers: each turns one manifest into the Indexed Jobs (or operator pods) it
+creates. Adding a workload kind is one module here and one line in `WORKLOAD_KINDS`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+
+from jaxinfra.errors import Problem
+
+from ..inputs import (
+    JAXJOB_API,
+    JOB_API,
+    JOBSET_API,
+    PASSIVE_KINDS,
+    TRAINER_API,
+    Objects,
+    oid,
+)
+from . import job as job_controller
+from .base import SUPPORTED, ChildJob, Draft, Identity
+from .jaxjob import jaxjob
+from .job import indexed_job
+from .jobset import jobset
+from .trainjob import trainjob
+
+__all__ = ["SUPPORTED", "WORKLOAD_KINDS", "ChildJob", "Draft", "Identity", "drafts", "pod_identity"]
+
+WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, Objects], Draft | Problem]] = {
+    (JOBSET_API, "JobSet"): jobset,
+    (JOB_API, "Job"): indexed_job,
+    (JAXJOB_API, "JAXJob"): jaxjob,
+    (TRAINER_API, "TrainJob"): trainjob,
+}
+"""Which controller makes what of a manifest, by (apiVersion, kind)."""
+
+
+def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft], list[Problem]]:
+    """Index every passive object first (workloads read them), then let each workload kind's controller
+    draft its Jobs; unsupported objects become problems, all in manifest order."""
+    found: list[tuple[int, Mapping]] = []
+    problems: list[tuple[int, Problem]] = []
+    for i, obj in enumerate(manifests):
+        if not isinstance(obj, Mapping) or not obj.get("kind"):
+            problems.append((i, Problem(f"manifest {i}", type(obj).__name__ if not isinstance(obj, Mapping) else None,
+                                        "not a Kubernetes object (no kind)", "each manifest needs apiVersion, kind and metadata.name")))
+        elif obj["kind"] in PASSIVE_KINDS:
+            objects.add(obj)
+        elif (obj.get("apiVersion", ""), obj["kind"]) in WORKLOAD_KINDS:
+            found.append((i, obj))
+        else:
+            api, kind = obj.get("apiVersion", ""), obj["kind"]
+            problems.append((i, Problem(oid(obj), f"{api} {kind}", f"kind {kind} ({api}) is not supported; supported workloads: {SUPPORTED}",
+                                        "express the workload as a JobSet, an Indexed Job, a JAXJob or a TrainJob")))
+    made_drafts = []
+    for i, obj in found:
+        made = WORKLOAD_KINDS[(obj.get("apiVersion", ""), obj["kind"])](obj, objects)
+        if isinstance(made, Problem):
+            problems.append((i, made))
+        else:
+            made_drafts.append(made)
+    return made_drafts, [p for _, p in sorted(problems, key=lambda item: item[0])]
+
+
+def pod_identity(job: ChildJob, index: int, restarts: int) -> Identity:
+    """Who the index-th pod of `job` is: an operator's own pod, else the Job controller's."""
+    if job.operator is not None:
+        return job.operator.identity(job, index)
+    return job_controller.identity(job, index, restarts)

@@ -1,0 +1,1 @@
+"""What a cloud platform adds to pods of its accelerator nodes (today: GKE's TPU platform)."""
