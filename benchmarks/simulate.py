@@ -74,6 +74,20 @@ def compile_package() -> None:
             compileall.compile_dir(folder, maxlevels=0, quiet=1)
 
 
+def report_sizes() -> str:
+    """The default stack's `--html` page and `--trace` file, as a user writes them (logs on)."""
+    home = scratch_home()
+    try:
+        page, trace = home / "report.html", home / "trace.json"
+        subprocess.run([PY, "-m", "jaxinfra", "simulate", str(HERE.parent / "stacks" / "cpu_dev.py"), "--html", str(page),
+                        "--trace", str(trace)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        size = page.stat().st_size
+        return (f"HTML report of the default stack: {size / 1000:.1f} KB (target < 200 KB); "
+                f"its trace {trace.stat().st_size / 1000:.1f} KB")
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
@@ -109,6 +123,8 @@ def main() -> None:
     crashed = next(p for p in attempt["pods"] if p["signal"] == "SIGKILL" and p["reason"].startswith("killed"))
     print(f"crash to verdict: {attempt['seconds'] - crashed['timings']['failed']:.3f} s after the pod died "
           f"({attempt['seconds'] - crashed['timings']['started'] - 0.2:.3f} s after the kill; target <= 2 s)")
+
+    print(report_sizes())
 
     if not args.skip_scale:
         wall, report = cli(str(HERE / "stacks" / "v5p_4x4x8.py"))

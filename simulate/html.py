@@ -24,7 +24,7 @@ PHASE_COLOUR = {"created": "#c8c8c8", "started": "#9fb3c8", "initializing": "#f2
 STEP_COLOUR = "#1d4f8f"
 MARK_COLOUR = {"fault": "#c0392b", "exit": "#222222", "attempt": "#555555", "verdict": "#555555"}
 #: Timeline geometry (px): label column, plot width, row height.
-LABEL_W, PLOT_W, ROW_H = 230, 900, 18
+LABEL_W, PLOT_W, ROW_H = 230, 820, 18
 #: The most log lines kept per pod in the page (the last ones: they say why it ended).
 LOG_LINES = 400
 
@@ -80,8 +80,8 @@ def _timeline_svg(lanes: Sequence[Lane]) -> str:
 
     rows = sum(1 + len(lane.tracks) for lane in lanes)
     height = (rows + 2) * ROW_H
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + PLOT_W + 20}" height="{height}" '
-           f'role="img" aria-label="timeline">', f'<rect width="{LABEL_W + PLOT_W + 20}" height="{height}" fill="#ffffff"/>']
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{LABEL_W + PLOT_W + 48}" height="{height}" '
+           f'role="img" aria-label="timeline">', f'<rect width="{LABEL_W + PLOT_W + 48}" height="{height}" fill="#ffffff"/>']
     step = _tick(end - start)
     ticks = int((end - start) / step) + 1
     for i in range(ticks):

@@ -191,7 +191,11 @@ class Page:
         return out
 
     def screenshot(self, full_page: bool = True) -> bytes:
-        """A PNG of the page (the whole document with `full_page`)."""
+        """A PNG of the page (the whole document with `full_page`), once its fonts are loaded and two frames
+        have been painted since (the load event does not wait for paint)."""
+        self.call("Page.bringToFront")   # a background tab may not paint at all
+        self.evaluate("(async () => { if (document.fonts) await document.fonts.ready; for (let i = 0; i < 2; i++) "
+                      "await new Promise(r => { requestAnimationFrame(r); setTimeout(r, 500); }); return true; })()")
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
