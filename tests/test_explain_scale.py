@@ -90,3 +90,12 @@ def test_simulate_final_table_is_never_cut_short_in_a_ci_log(fault: list[str]) -
     assert all(row[3] == "failed" for row in rows) and {row[4] for row in rows} <= {"1", "SIGKILL"}
     assert "stacks/cpu_dev.py: JobSet/default/train: failed (0 restarts)" in r.stdout
     assert max(len(line.rstrip()) for line in r.stdout.splitlines() if line.startswith("train-node-0-")) <= 80
+
+
+def test_an_output_folder_that_does_not_exist_is_an_input_error(tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere"
+    r = cli("explain", V5P, "--svg", str(missing / "t.svg"))
+    assert r.returncode == 2 and f"error: --svg = '{missing}/t.svg': its folder does not exist" in r.stderr
+    r = cli("simulate", "--trace", str(missing / "t.json"), "--html", str(missing / "r.html"))
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""   # stopped before anything ran
+    assert "error: --trace = " in r.stderr and "error: --html = " in r.stderr and "2 problems" in r.stderr
