@@ -13,12 +13,12 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, ValidationError
 from pydantic import ValidationInfo, field_validator, model_validator
-from pydantic._internal._model_construction import ModelMetaclass
 from pydantic_core import PydanticCustomError
 
 from jaxinfra import catalog
 from jaxinfra.errors import CatalogError, Problem, SpecError
-from jaxinfra.plan import CONTRACT_ENV, OWN_LABELS
+from jaxinfra.names import (BUILTIN_NAMESPACES, CONTRACT_ENV, MAX_NAME, OPERATOR_ENV, OWN_LABELS, QUEUE_LABEL, TRAINER_PORT,
+                            JobNames, queue_name)
 
 #: Workload backends that render today; the first is the default.
 BACKENDS: tuple[str, ...] = ("jobset", "job", "jaxjob", "trainjob")
@@ -46,33 +46,34 @@ def dns_label(value: str, max_len: int = 63) -> str:
     return value
 
 
-class _Deferred(ModelMetaclass):
-    """Calling a spec class records its input; the root `Cluster` validates it later.
-
-    Pydantic's own validation creates instances without going through this `__call__`, so
-    validated objects are ordinary models.
-    """
-
-    def __call__(cls, *args: Any, **data: Any) -> Any:
-        positional = cls._positional  # type: ignore[attr-defined]
-        if len(args) > len(positional):
-            raise TypeError(f"{cls.__name__}() takes at most {len(positional)} positional arguments")
-        data.update(zip(positional, args))
-        shell = cls.model_construct(**data)
-        shell._input = data
-        return shell
-
-
-class Spec(BaseModel, metaclass=_Deferred):
+class Spec(BaseModel):
     """Base of every spec object: frozen, no unknown fields, validated by the root.
 
-    `defer_build`: only the root's validator is compiled (with these inlined), which keeps
-    the CLI's start-up short.
+    Calling a spec class records its input (`__init__`); the root `Cluster` validates the
+    whole tree later. Pydantic builds validated objects with `__new__` alone, never through
+    `__init__`, as long as `__pydantic_custom_init__` is false (BaseModel's documented class
+    attribute, which `__pydantic_init_subclass__` resets because this `__init__` only serves the
+    user's call), so validated objects are ordinary models. `defer_build`: only the root's
+    validator is compiled (with these inlined), which keeps the CLI's start-up short.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
     _positional: ClassVar[tuple[str, ...]] = ()
     _input: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def __init__(self, /, *args: Any, **data: Any) -> None:
+        positional = type(self)._positional
+        if len(args) > len(positional):
+            raise TypeError(f"{type(self).__name__}() takes at most {len(positional)} positional arguments")
+        data.update(zip(positional, args))
+        shell = type(self).model_construct(**data)  # fields as given, defaults filled in, nothing checked
+        shell._input = data
+        self.__setstate__(shell.__getstate__())
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        cls.__pydantic_custom_init__ = False
 
 
 def raw(value: Any) -> Any:
@@ -397,6 +398,11 @@ class JaxJob(Spec):
         return self
 
     @property
+    def upstream_runtime(self) -> bool:
+        """A TrainJob on a ClusterTrainingRuntime that jaxinfra does not render: its pod template is not jaxinfra's."""
+        return self.backend == "trainjob" and self.runtime is not None
+
+    @property
     def num_slices(self) -> int:
         return self.slices or 1
 
@@ -428,9 +434,7 @@ class Cluster(BaseModel):
             super().__init__(**raw(data))
         except ValidationError as err:
             raise SpecError(_problems(err)) from None
-        from jaxinfra.plan import check  # cross-object rules need the derived names
-
-        if problems := check(self):
+        if problems := _cross_object_problems(self):
             raise SpecError(problems)
 
     def pool(self, name: str) -> NodePool:
@@ -440,6 +444,150 @@ class Cluster(BaseModel):
         """The same cluster with every job on `backend` (the CLI's `--backend`), revalidated."""
         return Cluster(name=self.name, node_pools=self.node_pools, jobs=[{**raw(j), "backend": backend} for j in self.jobs],
                        kueue=self.kueue, pod_security=self.pod_security)
+
+
+# --- rules that span objects -----------------------------------------------------------------
+
+
+def _cross_object_problems(cluster: Cluster) -> list[Problem]:
+    """Rules that span objects (references, counts, backends, derived names); all reported."""
+    out: list[Problem] = []
+    pools = {p.name: p for p in cluster.node_pools}
+    if not cluster.node_pools:
+        out.append(Problem("node_pools", [], "a cluster needs at least one node pool", "add NodePool(name, TPU(...) | GPU(...) | CPU(...))"))
+    seen_pools: set[str] = set()
+    for i, pool in enumerate(cluster.node_pools):
+        if pool.name in seen_pools:
+            out.append(Problem(f"node_pools[{i}].name", pool.name, "duplicate node pool name", "give each pool its own name"))
+        seen_pools.add(pool.name)
+    seen_jobs: set[tuple[str, str]] = set()
+    for i, job in enumerate(cluster.jobs):
+        at = f"jobs[{i}]"
+        if (job.namespace, job.name) in seen_jobs:
+            out.append(Problem(f"{at}.name", job.name, f"duplicate job name in namespace {job.namespace}", "rename one of the jobs"))
+        seen_jobs.add((job.namespace, job.name))
+        pool = pools.get(job.node_pool)
+        if pool is None:
+            import difflib
+
+            close = difflib.get_close_matches(job.node_pool, list(pools), n=3) or sorted(pools)
+            out.append(Problem(f"{at}.node_pool", job.node_pool, "no node pool has this name", f"use one of {', '.join(close)}"))
+            continue
+        out.extend(_job_problems(at, job, pool))
+        out.extend(_backend_problems(at, job, pool))
+        if cluster.kueue:
+            out.extend(_kueue_job_problems(at, job, pool))
+        out.extend(_name_problems(at, job, pool))
+        out.extend(_pod_security_problems(at, cluster, job))
+    if cluster.kueue:
+        for i, pool in enumerate(cluster.node_pools):
+            name = queue_name(cluster.name, pool.name)
+            if len(name) > MAX_NAME:
+                out.append(Problem(f"node_pools[{i}].name", pool.name,
+                                   f"Kueue ResourceFlavor and ClusterQueue {name!r} is {len(name)} characters, over {MAX_NAME}",
+                                   f"shorten the cluster or pool name by at least {len(name) - MAX_NAME} characters"))
+    return out
+
+
+def _job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    row = pool.accelerator.row
+    out = []
+    if row.kind == "tpu":
+        if job.nodes is not None:
+            out.append(Problem(f"{at}.nodes", job.nodes, f"a TPU job's hosts come from the topology ({row.topology}: {row.hosts})",
+                               "remove `nodes`; use `slices` for more TPU slices"))
+        if job.num_slices > 1 and not row.multi_host:
+            out.append(Problem(f"{at}.slices", job.slices, f"{row.family} {row.topology} is single-host, multi-slice needs a multi-host topology",
+                               "use slices=1 or a multi-host topology"))
+        if job.num_slices > 1 and job.backend == "job":
+            out.append(Problem(f"{at}.backend", job.backend, "an Indexed Job cannot express multi-slice (MEGASCALE_SLICE_ID needs one Job per slice)",
+                               "use backend='jobset'"))
+    elif job.slices is not None:
+        out.append(Problem(f"{at}.slices", job.slices, f"slices are for TPU pools; {pool.name} is {row.kind}", "use `nodes` instead"))
+    for section in ("requests", "limits"):
+        if row.resource and row.resource in getattr(job.resources, section):
+            out.append(Problem(f"{at}.resources.{section}.{row.resource}", getattr(job.resources, section)[row.resource],
+                               "set from the node pool's accelerator", "remove it; change the node pool instead"))
+    return out
+
+
+def _backend_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """What the Kubeflow operators cannot express (upstream facts in the constants above)."""
+    row = pool.accelerator.row
+    out = []
+    if job.backend == "jaxjob" and row.kind == "tpu" and job.num_slices > 1:
+        out.append(Problem(f"{at}.backend", job.backend,
+                           "the Training Operator creates plain pods: no JobSet labels for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
+                           "use backend='jobset'"))
+    elif job.backend == "jaxjob" and row.kind == "tpu" and row.multi_host:
+        out.append(Problem(f"{at}.backend", job.backend,
+                           f"the Training Operator creates plain pods, and GKE injects TPU_WORKER_ID / TPU_WORKER_HOSTNAMES only into "
+                           f"Indexed Job pods: the hosts of a multi-host slice ({row.family} {row.topology}) could not form the slice",
+                           "use backend='jobset' (or 'trainjob', or a single-host topology)"))
+    if job.backend == "trainjob" and row.kind == "tpu" and job.num_slices > 1:
+        out.append(Problem(f"{at}.backend", job.backend,
+                           "Trainer v2 runs one replica of its `node` replicatedJob (kubeflow/trainer#2318): no per-slice Job index "
+                           "for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
+                           "use backend='jobset'"))
+    if job.backend == "jaxjob":
+        for name in sorted(set(job.env) & set(OPERATOR_ENV)):
+            out.append(Problem(f"{at}.env.{name}", job.env[name], "set by the Training Operator for backend='jaxjob'", "remove it"))
+    if job.backend == "trainjob" and "coordinator_port" in job.model_fields_set and job.coordinator_port != TRAINER_PORT:
+        out.append(Problem(f"{at}.coordinator_port", job.coordinator_port,
+                           f"Trainer's JAX plugin fixes the coordinator port at {TRAINER_PORT}", "remove coordinator_port"))
+    if job.runtime is not None and job.backend != "trainjob":
+        out.append(Problem(f"{at}.runtime", job.runtime, "a training runtime is for backend='trainjob' only",
+                           "remove runtime, or use backend='trainjob'"))
+    elif job.runtime is not None:
+        lacks = [what for what, needed in (("node selectors and tolerations for TPU", row.kind == "tpu"),
+                                           ("GPU node selectors, tolerations and /dev/shm", row.kind == "gpu"),
+                                           ("Spot node selectors and tolerations", pool.spot)) if needed]
+        if lacks:
+            out.append(Problem(f"{at}.runtime", job.runtime,
+                               f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's and lacks {', '.join(lacks)} of pool {pool.name}",
+                               "remove runtime: jaxinfra then renders a TrainingRuntime with the pool's placement"))
+    return out
+
+
+def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    out = []
+    if QUEUE_LABEL in job.labels:
+        out.append(Problem(f"{at}.labels.{QUEUE_LABEL}", job.labels[QUEUE_LABEL], "set by jaxinfra when the cluster has kueue=True",
+                           "remove it (the job goes to its node pool's LocalQueue)"))
+    if pool.accelerator.row.kind == "cpu" and "cpu" not in {**job.resources.requests, **job.resources.limits}:
+        out.append(Problem(f"{at}.resources", {}, "Kueue counts a CPU pool's quota in requested CPU, and this job requests none",
+                           "request CPU, e.g. resources={'requests': {'cpu': '2'}}"))
+    return out
+
+
+def _pod_security_problems(at: str, cluster: Cluster, job: JaxJob) -> list[Problem]:
+    """A job whose pods the Pod Security level of its (jaxinfra-created) namespace would reject."""
+    level = cluster.pod_security
+    if level in (None, "privileged") or job.namespace in BUILTIN_NAMESPACES:
+        return []
+    out = []
+    for what, field in (("hostNetwork", "host_network"), ("privileged", "privileged")):
+        if getattr(job, field):
+            out.append(Problem(f"{at}.{field}", True,
+                               f"namespace {job.namespace} is created with Pod Security enforce={level}, which rejects {what} pods",
+                               f"set Cluster(pod_security='privileged') to allow it there, or remove {field}"))
+    if job.upstream_runtime and level == "restricted":
+        out.append(Problem(f"{at}.runtime", job.runtime,
+                           f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's: its pods are not known to meet the "
+                           f"restricted Pod Security level enforced on namespace {job.namespace}",
+                           "remove runtime (jaxinfra's TrainingRuntime meets restricted), or set Cluster(pod_security='baseline')"))
+    return out
+
+
+def _name_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """The job name is one root cause: report its longest derived name that is too long."""
+    row = pool.accelerator.row
+    names = JobNames.of(job.name, job.backend, row.kind, job.slices, job.nodes, row.hosts)
+    what, value = max(names.derived().items(), key=lambda item: len(item[1]))
+    if len(value) <= MAX_NAME:
+        return []
+    return [Problem(f"{at}.name", job.name, f"derived {what} {value!r} is {len(value)} characters, over {MAX_NAME}",
+                    f"shorten the name by at least {len(value) - MAX_NAME} characters")]
 
 
 # --- pydantic errors to Problems -------------------------------------------------------------

@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, SpecError, catalog, manifests
 from jaxinfra.spec import credential_literal
-from jaxinfra.plan import BY_JAXINFRA, CONTRACT_ENV, MAX_NAME, OPERATOR_ENV, plan
+from jaxinfra.names import CONTRACT_ENV, MAX_NAME, OPERATOR_ENV
+from jaxinfra.plan import BY_JAXINFRA, plan
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump

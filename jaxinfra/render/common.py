@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra import catalog
-from jaxinfra import plan as P
-from jaxinfra.plan import JobPlan
+from jaxinfra import names as N
+from jaxinfra.plan import BY_JAXINFRA, JobPlan
 
 if TYPE_CHECKING:
     from jaxinfra.spec import NodePool
@@ -29,15 +29,15 @@ def workload_metadata(jp: JobPlan, **extra: Any) -> dict[str, Any]:
     """A workload's metadata: Kueue finds its LocalQueue from a label on the workload itself."""
     meta = metadata(jp, **extra)
     if jp.queue is not None:
-        meta["labels"][P.QUEUE_LABEL] = jp.queue
+        meta["labels"][N.QUEUE_LABEL] = jp.queue
     return meta
 
 
 def namespace(name: str, pod_security: str | None = None) -> Manifest:
     """A namespace jaxinfra creates; Pod Security admission enforces `pod_security` on it."""
-    labels = {P.MANAGED_BY: "jaxinfra"}
+    labels = {N.MANAGED_BY: "jaxinfra"}
     if pod_security:
-        labels[P.POD_SECURITY_ENFORCE] = pod_security
+        labels[N.POD_SECURITY_ENFORCE] = pod_security
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
@@ -50,7 +50,7 @@ def service_account(jp: JobPlan) -> Manifest:
 def role(jp: JobPlan) -> Manifest:
     """What JAX's Kubernetes auto-detection reads, in the job's namespace only: get/list/watch, no wildcards."""
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": metadata(jp),
-            "rules": [{k: list(v) for k, v in rule.items()} for rule in P.API_RULES]}
+            "rules": [{k: list(v) for k, v in rule.items()} for rule in N.API_RULES]}
 
 
 def role_binding(jp: JobPlan) -> Manifest:
@@ -80,7 +80,7 @@ def headless_service(jp: JobPlan) -> Manifest:
             "clusterIP": "None",
             "publishNotReadyAddresses": True,
             "selector": jp.selector,
-            "ports": [{"name": P.PORT_NAME, "port": jp.port, "targetPort": jp.port, "protocol": "TCP"}],
+            "ports": [{"name": N.PORT_NAME, "port": jp.port, "targetPort": jp.port, "protocol": "TCP"}],
         },
     }
 
@@ -97,24 +97,24 @@ def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     device count, and the user's env.
     """
     if jp.backend in ("jaxjob", "trainjob"):
-        own = [{"name": name, "value": value} for name, (value, by) in jp.env_sources(0).items() if by == P.BY_JAXINFRA]
+        own = [{"name": name, "value": value} for name, (value, by) in jp.env_sources(0).items() if by == BY_JAXINFRA]
         return own + user_env(jp)
     env: list[dict[str, Any]] = [
-        {"name": P.COORDINATOR_ADDRESS, "value": jp.coordinator_address},
-        {"name": P.NUM_PROCESSES, "value": str(jp.processes)},
+        {"name": N.COORDINATOR_ADDRESS, "value": jp.coordinator_address},
+        {"name": N.NUM_PROCESSES, "value": str(jp.processes)},
     ]
     if jp.multi_slice:
         # JAX derives the rank itself: TPU_WORKER_ID (from the platform) + slice id x hosts.
         env += [
-            {"name": P.MEGASCALE_COORDINATOR, "value": jp.coordinator_host},
-            {"name": P.MEGASCALE_NUM_SLICES, **_field(f"metadata.labels['{P.JOBSET_REPLICAS}']")},
-            {"name": P.MEGASCALE_SLICE_ID, **_field(f"metadata.labels['{P.JOBSET_JOB_INDEX}']")},
+            {"name": N.MEGASCALE_COORDINATOR, "value": jp.coordinator_host},
+            {"name": N.MEGASCALE_NUM_SLICES, **_field(f"metadata.labels['{N.JOBSET_REPLICAS}']")},
+            {"name": N.MEGASCALE_SLICE_ID, **_field(f"metadata.labels['{N.JOBSET_JOB_INDEX}']")},
         ]
     else:
-        env.append({"name": P.PROCESS_ID, **_field(f"metadata.annotations['{P.COMPLETION_INDEX}']")})
-    env.append({"name": P.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
+        env.append({"name": N.PROCESS_ID, **_field(f"metadata.annotations['{N.COMPLETION_INDEX}']")})
+    env.append({"name": N.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
     if jp.kind == "cpu":
-        env.append({"name": P.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
+        env.append({"name": N.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
     return env + user_env(jp)
 
 

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from jaxinfra import plan as P
+from jaxinfra import names as N
 from jaxinfra.plan import JobPlan
 from jaxinfra.render.common import Manifest, pod_template, workload_metadata
 
 
 def jobset(jp: JobPlan) -> Manifest:
     """Any pod failure fails its Job (backoffLimit 0), which restarts the whole JobSet."""
-    annotations = {P.EXCLUSIVE_TOPOLOGY: P.NODEPOOL_LABEL} if jp.multi_slice else {}
+    annotations = {N.EXCLUSIVE_TOPOLOGY: N.NODEPOOL_LABEL} if jp.multi_slice else {}
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",

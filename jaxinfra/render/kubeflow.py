@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxinfra import plan as P
+from jaxinfra import names as N
 from jaxinfra.plan import JobPlan
 from jaxinfra.render.common import Manifest, contract_env, metadata, pod_template, resources, workload_metadata
 
@@ -36,7 +36,7 @@ def jaxjob(jp: JobPlan) -> Manifest:
         "spec": {
             "runPolicy": run_policy,
             "jaxReplicaSpecs": {
-                P.JAXJOB_REPLICA: {
+                N.JAXJOB_REPLICA: {
                     "replicas": jp.processes,
                     "restartPolicy": restart,
                     "template": pod_template(jp, restart_policy=restart),
@@ -66,10 +66,10 @@ def training_runtime(jp: JobPlan) -> Manifest:
                     "failurePolicy": {"maxRestarts": jp.job.max_restarts},
                     "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
                     "replicatedJobs": [{
-                        "name": P.TRAINER_NODE,
+                        "name": N.TRAINER_NODE,
                         "replicas": 1,
                         "template": {
-                            "metadata": {"labels": {**jp.labels, P.TRAINER_ANCESTOR_LABEL: P.TRAINER_ANCESTOR}},
+                            "metadata": {"labels": {**jp.labels, N.TRAINER_ANCESTOR_LABEL: N.TRAINER_ANCESTOR}},
                             "spec": {
                                 "backoffLimit": 0,
                                 "completionMode": "Indexed",

@@ -7,7 +7,7 @@ The workloads name their LocalQueue with the `kueue.x-k8s.io/queue-name` label
 
 from __future__ import annotations
 
-from jaxinfra import plan as P
+from jaxinfra import names as N
 from jaxinfra.plan import PoolQueue
 from jaxinfra.render.common import Manifest, pool_placement
 
@@ -19,7 +19,7 @@ _GKE_TAINT_VALUE = "present"
 
 
 def _labels(cluster: str) -> dict[str, str]:
-    return {P.MANAGED_BY: "jaxinfra", P.PART_OF: cluster}
+    return {N.MANAGED_BY: "jaxinfra", N.PART_OF: cluster}
 
 
 def resource_flavor(q: PoolQueue) -> Manifest:
@@ -35,7 +35,7 @@ def resource_flavor(q: PoolQueue) -> Manifest:
         spec["nodeLabels"] = selector
     if taints:
         spec["nodeTaints"] = taints
-    return {"apiVersion": P.KUEUE_API, "kind": "ResourceFlavor",
+    return {"apiVersion": N.KUEUE_API, "kind": "ResourceFlavor",
             "metadata": {"name": q.flavor, "labels": _labels(q.cluster)}, "spec": spec}
 
 
@@ -43,7 +43,7 @@ def cluster_queue(q: PoolQueue) -> Manifest:
     """The pool's capacity as quota in one flavor, open to the namespaces of its jobs only."""
     quota = q.quota
     return {
-        "apiVersion": P.KUEUE_API,
+        "apiVersion": N.KUEUE_API,
         "kind": "ClusterQueue",
         "metadata": {"name": q.cluster_queue, "labels": _labels(q.cluster)},
         "spec": {
@@ -60,7 +60,7 @@ def cluster_queue(q: PoolQueue) -> Manifest:
 
 
 def local_queue(q: PoolQueue, namespace: str) -> Manifest:
-    return {"apiVersion": P.KUEUE_API, "kind": "LocalQueue",
+    return {"apiVersion": N.KUEUE_API, "kind": "LocalQueue",
             "metadata": {"name": q.local_queue, "namespace": namespace, "labels": _labels(q.cluster)},
             "spec": {"clusterQueue": q.cluster_queue}}
 
