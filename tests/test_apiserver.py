@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from kubernetes import client, watch
 
-from jaxinfra.simulate.apiserver import ApiServer, derived_endpoints, parse_request
+from jaxinfra.simulate.apiobjects import derived_endpoints
+from jaxinfra.simulate.apiserver import ApiServer, parse_request
 from jaxinfra.simulate.rbac import Subject
 
 NS = "train"
