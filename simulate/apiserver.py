@@ -60,6 +60,8 @@ SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "
 """The names a real API server's certificate carries besides its address (the `kubernetes` Service)."""
 
 START_TIMEOUT_S = 10.0
+"""How long `start` and `publish` wait for the server's answer before giving up on it."""
+
 
 def status_body(code: int, reason: str, message: str, details: Mapping[str, str] | None = None) -> dict:
     """A metav1.Status failure, keys in the order the API server writes them."""
@@ -111,9 +113,6 @@ def _json_default(value: object) -> str:
 def to_json(value: object) -> bytes:
     return json.dumps(value, separators=(",", ":"), default=_json_default).encode()
 
-
-# --------------------------------------------------------------------------------------------
-# What is served: one immutable snapshot per attempt.
 
 # --------------------------------------------------------------------------------------------
 # Requests.
@@ -202,10 +201,14 @@ class _Server(ThreadingHTTPServer):
 
 
 class _Handler(BaseHTTPRequestHandler):
+    """One connection; each request is authenticated, authorized, then answered or refused, and
+    logged as one line: status, method, path, caller, and why (the RBAC reason, the refusal)."""
+
     protocol_version = "HTTP/1.1"
     server_version = "kube-apiserver (jaxinfra simulate)"
     timeout = 60
     server: _Server
+    who = "-"
 
     def setup(self) -> None:
         super().setup()
@@ -217,122 +220,98 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:   # our own request log replaces stderr's
         pass
 
-    def do_GET(self) -> None:
-        self._serve("GET")
-
-    def do_HEAD(self) -> None:
-        self._serve("HEAD")
-
-    def do_POST(self) -> None:
-        self._serve("POST")
-
-    def do_PUT(self) -> None:
-        self._serve("PUT")
-
-    def do_PATCH(self) -> None:
-        self._serve("PATCH")
-
-    def do_DELETE(self) -> None:
-        self._serve("DELETE")
-
-    def _serve(self, method: str) -> None:
-        length = int(self.headers.get("Content-Length") or 0)
-        if length:
+    def _serve(self) -> None:
+        if length := int(self.headers.get("Content-Length") or 0):
             self.rfile.read(length)                  # a write's body, read and dropped
         snapshot = self.server.snapshot
         assert snapshot is not None
         auth = self.headers.get("Authorization", "")
         subject = self.server.tokens.get(auth[7:].strip()) if auth[:7].lower() == "bearer " else None
-        who = subject.username if subject else "-"
+        self.who = subject.username if subject else "-"
         if subject is None:
-            return self._reply(401, status_body(401, "Unauthorized", "Unauthorized"), method, who, "no valid bearer token")
+            return self._reply(401, status_body(401, "Unauthorized", "Unauthorized"), "no valid bearer token")
         try:
-            request = parse_request(method, self.path)
-        except SelectorError as e:
-            return self._reply(400, status_body(400, "BadRequest", str(e)), method, who, str(e))
-        decision = snapshot.policy.decide(subject, request.attrs)
-        if not decision.allowed:
-            body = forbidden(subject, request.attrs, decision)
-            return self._reply(403, body, method, who, body["message"])
-        if method not in ("GET", "HEAD"):
-            action = request.attrs.verb
-            note = (f"refused {action}: the simulated API server is read-only; the simulation's objects do not change"
-                    " (a real cluster would have made this change)")
+            request = parse_request(self.command, self.path)
+            decision = snapshot.policy.decide(subject, request.attrs)
+            if not decision.allowed:
+                body = forbidden(subject, request.attrs, decision)
+                return self._reply(403, body, body["message"])
+            if self.command not in ("GET", "HEAD"):
+                return self._refuse(snapshot, request)
             if request.attrs.path:
-                return self._reply(405, status_body(405, "MethodNotAllowed", f"{method} is not supported on {request.attrs.path}: "
-                                                     "the simulated API server is read-only"), method, who, note)
-            resource = snapshot.find(request.group, request.version, request.plural) or resource_of(
-                f"{request.group}/{request.version}" if request.group else request.version, request.plural)
-            message = f'{action} is not supported on resources of kind "{resource.qualified}": the simulated API server is read-only'
-            return self._reply(405, status_body(405, "MethodNotAllowed", message, {**({"group": resource.group} if resource.group else {}),
-                                                                                 "kind": resource.plural}), method, who, note)
-        try:
-            self._read(snapshot, request, method, who, decision.reason)
+                return self._discovery(snapshot, request.discovery, decision.reason)
+            self._read(snapshot, request, decision.reason)
         except SelectorError as e:
-            self._reply(400, status_body(400, "BadRequest", str(e)), method, who, str(e))
+            self._reply(400, status_body(400, "BadRequest", str(e)), str(e))
 
-    def _read(self, snapshot: Snapshot, request: Request, method: str, who: str, why: str) -> None:
+    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+
+    def _refuse(self, snapshot: Snapshot, request: Request) -> None:
+        """A write RBAC allows: 405, logged; nothing changes."""
+        verb = request.attrs.verb
+        note = f"refused {verb}: the simulated API server is read-only; the simulation's objects do not change"
         if request.attrs.path:
-            return self._discovery(snapshot, request, method, who, why)
+            return self._reply(405, status_body(405, "MethodNotAllowed", f"{self.command} is not supported on "
+                                                f"{request.attrs.path}: the simulated API server is read-only"), note)
+        resource = snapshot.find(request.group, request.version, request.plural) or resource_of(
+            f"{request.group}/{request.version}" if request.group else request.version, request.plural)
+        message = f'{verb} is not supported on resources of kind "{resource.qualified}": the simulated API server is read-only'
+        details = {**({"group": resource.group} if resource.group else {}), "kind": resource.plural}
+        self._reply(405, status_body(405, "MethodNotAllowed", message, details), note)
+
+    def _read(self, snapshot: Snapshot, request: Request, why: str) -> None:
         resource = snapshot.find(request.group, request.version, request.plural)
         attrs = request.attrs
         if (resource is None or (attrs.namespace and not resource.namespaced and resource.plural != "namespaces")
                 or (resource.namespaced and attrs.name and not attrs.namespace and attrs.verb == "get")
                 or request.subresource not in ("", "status")):
-            return self._reply(404, NO_ROUTE, method, who, why)
+            return self._reply(404, NO_ROUTE, why)
+        namespace = attrs.namespace if resource.namespaced else ""
         if attrs.verb == "get":
-            found = snapshot.get(resource, attrs.namespace if resource.namespaced else "", attrs.name)
-            if found is None:
-                return self._reply(404, not_found(resource, attrs.name), method, who, why)
-            return self._reply(200, found, method, who, why)
-        items = snapshot.select(resource, attrs.namespace if resource.namespaced else "", request.query)
+            found = snapshot.get(resource, namespace, attrs.name)
+            return self._reply(200, found, why) if found else self._reply(404, not_found(resource, attrs.name), why)
+        items = snapshot.select(resource, namespace, request.query)
         if request.watch:
-            return self._watch(snapshot, items, request, method, who, why)
+            return self._watch(snapshot, items, request.query, why)
         body = {"kind": f"{resource.kind}List", "apiVersion": resource.group_version,
                 "metadata": {"resourceVersion": snapshot.resource_version}, "items": items}
-        self._reply(200, body, method, who, f"{why} ({len(items)} items)")
+        self._reply(200, body, f"{why} ({len(items)} items)")
 
-    def _discovery(self, snapshot: Snapshot, request: Request, method: str, who: str, why: str) -> None:
-        parts, groups = request.discovery, snapshot.groups()
+    def _discovery(self, snapshot: Snapshot, parts: tuple[str, ...], why: str) -> None:
+        groups = snapshot.groups()
         body: Any = None
         if parts == ("api",):
             body = {"kind": "APIVersions", "versions": groups.get("", []),
                     "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.server.address}]}
-        elif len(parts) == 2 and parts[0] == "api" and parts[1] in groups.get("", []):
+        elif parts[:1] == ("api",) and len(parts) == 2 and parts[1] in groups.get("", []):
             body = snapshot.resource_list("", parts[1])
         elif parts == ("apis",):
-            body = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [self._group(g, v) for g, v in groups.items() if g]}
-        elif len(parts) == 2 and parts[0] == "apis" and parts[1] in groups and parts[1]:
-            body = {"kind": "APIGroup", "apiVersion": "v1", **self._group(parts[1], groups[parts[1]])}
-        elif len(parts) == 3 and parts[0] == "apis" and parts[2] in groups.get(parts[1], []) and parts[1]:
+            body = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [_group(g, v) for g, v in groups.items() if g]}
+        elif parts[:1] == ("apis",) and len(parts) == 2 and parts[1] and parts[1] in groups:
+            body = {"kind": "APIGroup", "apiVersion": "v1", **_group(parts[1], groups[parts[1]])}
+        elif parts[:1] == ("apis",) and len(parts) == 3 and parts[1] and parts[2] in groups.get(parts[1], []):
             body = snapshot.resource_list(parts[1], parts[2])
         elif parts == ("version",):
-            major, minor = K8S_VERSION.split(".")
-            body = {"major": major, "minor": minor, "gitVersion": f"v{K8S_VERSION}.0+jaxinfra-simulate",
-                    "gitCommit": "", "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z",
-                    "goVersion": "none (jaxinfra simulate)", "compiler": "gc", "platform": "linux/amd64"}
+            body = VERSION
         elif parts in (("healthz",), ("livez",), ("readyz",)):
-            return self._send(200, b"ok", "text/plain; charset=utf-8", method, who, why)
+            return self._send(200, b"ok", "text/plain; charset=utf-8", why)
         if body is None:
-            return self._reply(404, NO_ROUTE, method, who, why)
-        self._reply(200, body, method, who, why)
+            return self._reply(404, NO_ROUTE, why)
+        self._reply(200, body, why)
 
-    @staticmethod
-    def _group(name: str, versions: list[str]) -> dict:
-        entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
-        return {"name": name, "versions": entries, "preferredVersion": entries[0]}
-
-    def _watch(self, snapshot: Snapshot, items: list[dict], request: Request, method: str, who: str, why: str) -> None:
-        since = request.query.get("resourceVersion", "")
+    def _watch(self, snapshot: Snapshot, items: list[dict], query: Mapping[str, str], why: str) -> None:
+        """ADDED events for the current objects (none when resuming from the current
+        resourceVersion), then hold until timeoutSeconds or the next attempt."""
+        since = query.get("resourceVersion", "")
         events = [] if since not in ("", "0") and since == snapshot.resource_version else items
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self.server.log(f"200 {method} {self.path} {who} {why} (watch: {len(events)} ADDED events)")
+        self.server.log(f"200 {self.command} {self.path} {self.who} {why} (watch: {len(events)} ADDED events)")
         for obj in events:
             self._chunk(to_json({"type": "ADDED", "object": obj}) + b"\n")
-        timeout = float(request.query["timeoutSeconds"]) if request.query.get("timeoutSeconds", "").isdigit() else None
+        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds", "").isdigit() else None
         with self.server.changed:
             generation = self.server.generation
             self.server.changed.wait_for(lambda: self.server.generation != generation, timeout)
@@ -343,17 +322,29 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
-    def _reply(self, code: int, body: Any, method: str, who: str, note: str) -> None:
-        self._send(code, to_json(body), "application/json", method, who, note)
+    def _reply(self, code: int, body: Any, note: str) -> None:
+        self._send(code, to_json(body), "application/json", note)
 
-    def _send(self, code: int, data: bytes, content_type: str, method: str, who: str, note: str) -> None:
+    def _send(self, code: int, data: bytes, content_type: str, note: str) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        if method != "HEAD":
+        if self.command != "HEAD":
             self.wfile.write(data)
-        self.server.log(f"{code} {method} {self.path} {who}" + (f" {note}" if note else ""))
+        self.server.log(f"{code} {self.command} {self.path} {self.who}" + (f" {note}" if note else ""))
+
+
+def _group(name: str, versions: list[str]) -> dict:
+    entries = [{"groupVersion": f"{name}/{v}", "version": v} for v in versions]
+    return {"name": name, "versions": entries, "preferredVersion": entries[0]}
+
+
+_MAJOR, _MINOR = K8S_VERSION.split(".")
+VERSION = {"major": _MAJOR, "minor": _MINOR, "gitVersion": f"v{K8S_VERSION}.0+jaxinfra-simulate", "gitCommit": "",
+           "gitTreeState": "clean", "buildDate": "1970-01-01T00:00:00Z", "goVersion": "none (jaxinfra simulate)",
+           "compiler": "gc", "platform": "linux/amd64"}
+"""/version: the release whose schemas jaxinfra validates against (validate.K8S_VERSION)."""
 
 
 # --------------------------------------------------------------------------------------------
