@@ -115,7 +115,10 @@ def test_the_trace_marks_the_kill_the_exits_and_the_verdict(killed: tuple[dict[s
     kills = [i for i in instants if i[1].startswith("fault: kill")]
     assert [(who, scope) for who, _, scope, _ in kills] == [(f"rank 1 {KILLED}", "t")]   # in attempt 0 only
     first, second = report["workloads"][0]["attempts"]
-    assert kills[0][3] == pytest.approx(first["seconds"] * 1e6, abs=50_000)   # it ended attempt 0
+    killed_pod = next(p for p in first["pods"] if p["hostname"] == KILLED)
+    assert killed_pod["reason"] == "killed by SIGKILL"
+    assert kills[0][3] == pytest.approx(killed_pod["timings"]["failed"] * 1e6, abs=500)   # where the pod died
+    assert kills[0][3] <= first["seconds"] * 1e6 + 500
     verdicts = [i for i in instants if i[2] == "g"]
     assert [v[1] for v in verdicts] == [f"{report['workloads'][0]['id']}: succeeded"]
     assert verdicts[0][3] == pytest.approx((first["seconds"] + second["seconds"]) * 1e6, abs=5_000)
