@@ -205,6 +205,7 @@ class Snapshot:
 
     def select(self, resource: Resource, namespace: str, query: Mapping[str, str]) -> list[dict]:
         labels, fields = parse_labels(query.get("labelSelector", "")), parse_fields(query.get("fieldSelector", ""))
+        fields_match(fields, selectable_fields(resource.plural, resource.group, {}))   # 400 for a field it lacks, items or not
         return [o for ns, _, o in self.items[resource]
                 if (not namespace or ns == namespace) and matches(labels, meta(o).get("labels"))
                 and fields_match(fields, selectable_fields(resource.plural, resource.group, o))]

@@ -243,6 +243,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._read(snapshot, request, decision.reason)
         except SelectorError as e:
             self._reply(400, status_body(400, "BadRequest", str(e)), str(e))
+        except Exception as e:   # noqa: BLE001 - a bug here must answer 500, as the API server's panic filter does
+            message = f"Internal error occurred: {e!r}"
+            self._reply(500, status_body(500, "InternalError", message), message)
 
     do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
