@@ -3,6 +3,7 @@ counts, resume after a crash, checkpoint on SIGTERM. Real processes on the CPU, 
 
 from __future__ import annotations
 
+import re
 import signal
 import subprocess
 import sys
@@ -10,8 +11,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-
+from conftest import STACKS
 from train_group import TRAIN_DIR, Group, committed_steps
+
+from jaxinfra import JaxJob, stack
 
 sys.path.insert(0, str(TRAIN_DIR))
 import train  # noqa: E402  (examples/train/train.py: the program under test)
@@ -168,3 +171,20 @@ def test_data_is_a_function_of_seed_and_step() -> None:
     epoch = np.concatenate([a.batch(s, 64)[1] for s in range(per_epoch)])
     assert len(np.unique(epoch, axis=0)) == per_epoch * 64, "an epoch visits each example once"
     assert a.x.nbytes + a.y.nbytes < 2 * 2**20
+
+
+def test_readme_lists_every_setting_with_its_default() -> None:
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+?) \|", (TRAIN_DIR / "README.md").read_text(), re.M))
+    assert rows == {name: str(default) if default != "" else "unset" for name, default, _ in train.SETTINGS.values()}
+
+
+def test_image_runs_the_stacks_command_as_the_pods_user() -> None:
+    """The Dockerfile's user is the one jaxinfra's pods run as, and its WORKDIR holds the module the
+    example stacks start."""
+    dockerfile = (TRAIN_DIR / "Dockerfile").read_text()
+    user = JaxJob.model_fields
+    assert re.search(r"^USER (\d+):(\d+)$", dockerfile, re.M).groups() == (
+        str(user["run_as_user"].default), str(user["run_as_group"].default))
+    assert re.search(r"^WORKDIR /\S+\nCOPY train\.py \.$", dockerfile, re.M), "train.py in the working directory"
+    commands = {tuple(job.command) for path in STACKS for job in stack.load(path).jobs}
+    assert commands == {("python", "-m", "train")}
