@@ -195,6 +195,29 @@ def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str])
     return faults
 
 
+def _images(values: list[str]) -> dict[str, Path]:
+    """IMAGE=DIR pairs: [tool.jaxinfra.simulate.images] of ./pyproject.toml (paths relative to it), then --image."""
+    import tomllib
+
+    found: dict[str, Path] = {}
+    project = Path("pyproject.toml")
+    if project.is_file():
+        table = tomllib.loads(project.read_text(encoding="utf-8")).get("tool", {}).get("jaxinfra", {}).get("simulate", {})
+        found = {str(image): project.parent / str(folder) for image, folder in (table.get("images") or {}).items()}
+    problems = []
+    for value in values:
+        image, sep, folder = value.partition("=")
+        if not (sep and image and folder):
+            problems.append(Problem("--image", value, "expected IMAGE=DIR", "e.g. --image python:3.11=examples/train (IMAGE as written in the manifest)"))
+            continue
+        found[image] = Path(folder)
+    problems += [Problem("--image", f"{image}={folder}", "no such folder", "give the folder that holds the image's code")
+                 for image, folder in found.items() if not folder.is_dir()]
+    if problems:
+        raise SpecError(problems)
+    return {image: folder.resolve() for image, folder in found.items()}
+
+
 def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
     """(source, manifests) per cluster: a stack is synthesized in memory, a YAML file read as is."""
     from jaxinfra import manifests
@@ -221,13 +244,14 @@ def simulate(
     logs: Annotated[bool, typer.Option("--logs/--no-logs", help="Print each pod's output, prefixed.")] = True,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Write a trace (Trace Event Format JSON: Perfetto, chrome://tracing, speedscope) here.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML report (verdict, topology, timeline, pods, logs) here.")] = None,
+    image: Annotated[list[str], typer.Option("--image", help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).")] = [],
 ) -> None:
     """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would."""
     from jaxinfra.simulate.runner import Options
 
     inputs = inputs or [Path("stacks/cpu_dev.py")]
     options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
-                      faults=_faults(kill, fail, hang, delay))
+                      faults=_faults(kill, fail, hang, delay), images=_images(image))
     sources = _sources(inputs, backend)
     if problems := _missing_folders({"--trace": trace, "--html": html}):
         raise SpecError(problems)

@@ -14,14 +14,20 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra.errors import Problem
-from jaxinfra.simulate import model
+from jaxinfra.simulate import model, sandbox
 from jaxinfra.simulate.cluster import emulate
-from jaxinfra.simulate import sandbox
-from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, Listener, Options, Runner
+from jaxinfra.simulate.runner import Attempt, Listener, Options, Runner
 
 #: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
 IP_BLOCK = 40
 IP_BLOCKS = 6
+BACKOFF_START_S, BACKOFF_CAP_S = 10.0, 300.0
+"""The kubelet's CrashLoopBackOff for a container restarted in place: 10 s, doubling to 5 min
+(kubernetes pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff). Simulated, not waited."""
+CRASH_LOOP_REPEATS = 3
+"""Identical failures in a row after which a restart loop that no limit would end is a crash loop."""
+MIN_ATTEMPT_INTERVAL_S = 0.25
+"""Back-off is not waited, so this bounds a fast loop: at most four attempts a second of wall time."""
 
 
 @dataclass
@@ -31,6 +37,7 @@ class WorkloadResult:
     attempts: list[Attempt] = field(default_factory=list)
     verdict: str = "pending"        # succeeded | failed
     reason: str | None = None
+    recreated: int = 0              # times its pods were recreated (new names and IPs); in-place restarts keep them
 
     @property
     def restarts(self) -> int:
@@ -42,6 +49,7 @@ class WorkloadResult:
                 "verdict": self.verdict, "reason": self.reason, "restarts": self.restarts,
                 "problems": [_problem(p) for p in w.problems],
                 "attempts": [{"index": a.index, "ok": a.ok, "reason": a.reason, "seconds": round(a.seconds, 3),
+                              "backoff_s": a.backoff,
                               "pods": [r.as_dict() for r in a.pods]} for a in self.attempts]}
 
 
@@ -77,8 +85,7 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
         if len(attempts) - 1 < policy.max_restarts:
             return None
         return f"failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
-    failed = [r for r in last.pods if r.phase == "failed"] or last.pods
-    first = next((r for r in failed if r.reason != ENDED_WITH_GROUP), failed[0])
+    first = last.first_failure
     action = _pod_failure_action(policy.pod_failure_rules, first)
     if action == "FailJob":
         return f"podFailurePolicy: FailJob on {first.pod.hostname} ({first.reason})"
@@ -169,23 +176,62 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     return report
 
 
+def _failure_signature(attempt: Attempt) -> tuple[Any, ...]:
+    """What makes two failures the same: how the first pod failed and the last thing it said (whichever pod of
+    the group it was: they may take turns)."""
+    first = attempt.first_failure
+    said = first.last_stderr.replace(str(first.cwd), ".") if first.last_stderr and first.cwd else first.last_stderr
+    return first.exit_code, first.signal, said
+
+
+def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | None:
+    """Why a loop that no controller limit ends would never end: the same failure CRASH_LOOP_REPEATS times in a row."""
+    recent = attempts[-CRASH_LOOP_REPEATS:]
+    if not policy.unlimited or len(recent) < CRASH_LOOP_REPEATS or len({_failure_signature(a) for a in recent}) > 1:
+        return None
+    first = recent[-1].first_failure
+    how = f"exits {first.exit_code}" if first.signal is None else f"is killed by {first.signal}"
+    after = max(first.timings.values(), default=0.0) - first.timings.get("started", 0.0)
+    said = f"; last stderr line: {first.last_stderr}" if first.last_stderr else ""
+    forever = ("on a cluster it would restart forever under CrashLoopBackOff (10 s, doubling to 5 min)" if policy.in_place
+               else "on a cluster its controller would recreate it forever")
+    return (f"crash loop: container {first.pod.container} of pod {first.pod.name} {how} {CRASH_LOOP_REPEATS} times in a row, "
+            f"{after:.1f} s after it starts{said}; {forever}")
+
+
 def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], options: Options, listener: Listener,
                   isolation: str, tmp: Path, ip_base: Callable[[], tuple[int, int]], deadline: float) -> None:
+    """Attempts until one succeeds or the controller's rules (or a crash loop, or --timeout) end the workload.
+
+    A restart recreates the pods (new names and IPs), except where the kubelet restarts the container in
+    place (pod restartPolicy OnFailure): same pods, after a CrashLoopBackOff delay that is recorded, not waited."""
     failures: dict[int, int] = {}
     wid = result.workload.id
+    base = ip_base()
+    started = 0.0
     while True:
         index = len(result.attempts)
-        cluster = emulate(manifests, ip_base(), check_all=not options.run_command, restarts=index)
+        in_place = index > 0 and result.workload.restart.in_place
+        backoff = 0.0
+        if index > 0 and not in_place:
+            result.recreated += 1
+            base = ip_base()
+        elif in_place:
+            backoff = min(BACKOFF_START_S * 2 ** min(index - 1 - result.recreated, 10), BACKOFF_CAP_S)
+        time.sleep(max(0.0, started + MIN_ATTEMPT_INTERVAL_S - time.monotonic()) if index else 0.0)
+        started = time.monotonic()
+        cluster = emulate(manifests, base, check_all=not options.run_command, restarts=result.recreated)
         workload = next(w for w in cluster.workloads if w.id == wid)
-        runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{index}", listener, deadline,
+        runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{result.recreated}", listener, deadline,
                         isolation, cluster.hosts)
         attempt = runner.run(index)
+        attempt.backoff = backoff
         result.attempts.append(attempt)
         listener("attempt", (result, attempt))
         if attempt.ok:
             result.verdict = "succeeded"
             return
-        why = restart_decision(workload.restart, result.attempts, failures)
+        why = restart_decision(workload.restart, result.attempts, failures) or crash_loop(workload.restart, result.attempts)
         if why is not None or time.monotonic() >= deadline:
             result.verdict = "failed"
             result.reason = f"{attempt.reason}; {why or '--timeout reached'}"

@@ -48,11 +48,17 @@ class Pod:
 class RestartPolicy:
     """The workload's own failure semantics, as its controller applies them."""
 
-    kind: str                                  # "jobset" | "job" (a Training Operator v1 JAXJob maps onto "job": see cluster._jaxjob_restart)
+    kind: str                                  # "jobset" | "job" (a Training Operator v1 JAXJob maps onto "job": see controllers/jaxjob.py)
     max_restarts: int = 0                      # JobSet failurePolicy.maxRestarts: whole-group restarts
     backoff_limit: int | None = 0              # Job backoffLimit (pod failures tolerated)
     backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
     pod_failure_rules: tuple[Mapping, ...] = ()  # Job podFailurePolicy.rules, verbatim
+    in_place: bool = False                     # pod restartPolicy OnFailure/Always: the kubelet restarts the container in its pod
+
+    @property
+    def unlimited(self) -> bool:
+        """No controller limit ends a restart loop (a JAXJob restarting OnFailure with no backoffLimit)."""
+        return self.kind == "job" and self.backoff_limit is None and self.backoff_limit_per_index is None
 
 
 @dataclass(frozen=True)

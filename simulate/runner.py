@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import selectors
+import shutil
 import signal
 import socket
 import sys
@@ -55,6 +56,7 @@ class Faults:
 @dataclass(frozen=True)
 class Options:
     run_command: bool = False       # run the container's own command instead of the probe
+    images: Mapping[str, Path] = field(default_factory=dict)   # image (as in the manifest) -> the folder standing in for its working directory
     timeout: float = 300.0          # the whole simulation
     init_timeout: float | None = None   # cap on every pod's JAX init timeout
     heartbeat_timeout: int = 10
@@ -77,6 +79,8 @@ class PodRun:
     result: dict[str, Any] | None = None
     fds: dict[int, str] = field(default_factory=dict)          # read fd -> "status" | "stdout" | "stderr"
     buffers: dict[int, bytes] = field(default_factory=dict)
+    last_stderr: str | None = None  # the container's last non-empty stderr line: what a failure says of itself
+    cwd: Path | None = None         # the folder its container ran in
 
     @property
     def done(self) -> bool:
@@ -88,7 +92,8 @@ class PodRun:
                 "ip": self.pod.ip, "phase": self.phase, "exit_code": self.exit_code, "signal": self.signal,
                 "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
                 "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values()),
-                "probe_timings": (self.result or {}).get("timings", {}), "program": (self.result or {}).get("program")}
+                "probe_timings": (self.result or {}).get("timings", {}), "program": (self.result or {}).get("program"),
+                "last_stderr": self.last_stderr}
 
 
 @dataclass
@@ -98,6 +103,13 @@ class Attempt:
     ok: bool = False
     reason: str | None = None
     seconds: float = 0.0
+    backoff: float = 0.0            # simulated seconds the kubelet waited before it (CrashLoopBackOff); not waited here
+
+    @property
+    def first_failure(self) -> PodRun:
+        """The pod that failed by itself (the others were ended with it), else the first failed one."""
+        failed = [r for r in self.pods if r.phase == "failed"] or self.pods
+        return next((r for r in failed if r.reason != ENDED_WITH_GROUP), failed[0])
 
 
 Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log" (PodRun, stream, line), "attempt" Attempt
@@ -195,6 +207,19 @@ def process_env(pod: model.Pod, sitecustomize: Path | None) -> dict[str, str]:
         if sitecustomize is not None:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
     return env
+
+
+def container_cwd(pod: model.Pod, images: Mapping[str, Path], scratch: Path) -> Path:
+    """The container's working directory: the folder that stands in for its image's (`--image IMAGE=DIR`), with
+    the container's workingDir resolved inside it; else an empty folder (the image's files are not here).
+    A workingDir missing from the image is created empty, as the container runtime (runc) does."""
+    image_dir = images.get(pod.image)
+    if image_dir is not None:
+        cwd = image_dir / (pod.working_dir or "").lstrip("/")
+        if cwd.is_dir():
+            return cwd
+    scratch.mkdir(parents=True, exist_ok=True)
+    return scratch
 
 
 def coordinator_port(pod: model.Pod) -> int | None:
@@ -297,17 +322,18 @@ class Runner:
     def _start(self, r: PodRun) -> None:
         faults = self.faults
         pod_dir = self.workdir / r.pod.name
-        pod_dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(pod_dir, ignore_errors=True)     # a (re)started container begins with a fresh filesystem
+        (pod_dir / "sandbox").mkdir(parents=True)
         env = process_env(r.pod, self.sitecustomize)
-        hosts = pod_dir / "hosts"
+        hosts = pod_dir / "sandbox" / "hosts"
         hosts.write_text(dns.hosts_file(r.pod, self.records), encoding="utf-8")
+        r.cwd = cwd = container_cwd(r.pod, self.options.images, pod_dir / "fs")
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _child(r.pod, env, Path(r.pod.working_dir) if r.pod.working_dir and Path(r.pod.working_dir).is_dir() else pod_dir,
-                   status_w, out_w, err_w, [fd for fd in self.selector.get_map()], self.options, self.workload,
+            _child(r.pod, env, cwd, status_w, out_w, err_w, [fd for fd in self.selector.get_map()], self.options, self.workload,
                    bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)), self.isolation, hosts)
         try:
             os.setpgid(pid, pid)   # also here: no race with an early kill
@@ -353,6 +379,8 @@ class Runner:
     def _line(self, r: PodRun, stream: str, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace")
         if stream != "status":
+            if stream == "stderr" and text.strip():
+                r.last_stderr = text.strip()
             self.listener("log", (r, stream, text))
             return
         msg = json.loads(text)

@@ -134,9 +134,9 @@ def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
 @pytest.mark.parametrize(("restart_policy", "backoff_limit", "expected"), [
     (None, None, model.RestartPolicy(kind="job", backoff_limit=0)),                      # default Never: first failure fails
     ("Never", 5, model.RestartPolicy(kind="job", backoff_limit=0)),                       # Never is not counted against backoffLimit
-    ("OnFailure", 3, model.RestartPolicy(kind="job", backoff_limit=2)),                   # fails when restarts sum to 3 (>= limit)
-    ("OnFailure", 0, model.RestartPolicy(kind="job", backoff_limit=0)),                   # 0: the first restart fails it
-    ("Always", None, model.RestartPolicy(kind="job", backoff_limit=None)),                # no backoffLimit: unlimited
+    ("OnFailure", 3, model.RestartPolicy(kind="job", backoff_limit=2, in_place=True)),    # fails when restarts sum to 3 (>= limit)
+    ("OnFailure", 0, model.RestartPolicy(kind="job", backoff_limit=0, in_place=True)),    # 0: the first restart fails it
+    ("Always", None, model.RestartPolicy(kind="job", backoff_limit=None, in_place=True)),  # no backoffLimit: unlimited, in place
     ("ExitCode", 2, model.RestartPolicy(kind="job", backoff_limit=1, pod_failure_rules=(
         {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},))),
 ])

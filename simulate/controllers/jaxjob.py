@@ -55,7 +55,8 @@ def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
     - restartPolicy Never (the JAXJob default): the first failed pod fails the JAXJob (UpdateJobStatus).
     - OnFailure / Always: the kubelet restarts the container; the JAXJob fails once the containers' restartCounts sum
       to runPolicy.backoffLimit (PastBackoffLimit: `>= limit`, or `> 0` for 0), i.e. more than limit - 1 failures;
-      no backoffLimit: unlimited (the simulation's --timeout bounds it). Always is treated like OnFailure.
+      no backoffLimit: unlimited, a crash loop under CrashLoopBackOff (the engine ends identical repeats). The
+      container restarts in place: same pod, name and IP. Always is treated like OnFailure.
     - ExitCode: exit codes >= 128 (signals) are retried, others fail the JAXJob; expressed as a podFailurePolicy-style
       FailJob rule, so the engine's reason reads "podFailurePolicy: FailJob". Its backoff counting is approximated
       like OnFailure (upstream counts workqueue retries there).
@@ -64,7 +65,8 @@ def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
         return model.RestartPolicy(kind="job", backoff_limit=0)
     limit = to_int(backoff_limit, -1)
     rules = ({"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},) if policy == "ExitCode" else ()
-    return model.RestartPolicy(kind="job", backoff_limit=max(limit - 1, 0) if limit >= 0 else None, pod_failure_rules=rules)
+    return model.RestartPolicy(kind="job", backoff_limit=max(limit - 1, 0) if limit >= 0 else None, pod_failure_rules=rules,
+                               in_place=policy != "ExitCode")
 
 
 def jaxjob(obj: Mapping, objects: Objects) -> Draft | Problem:

@@ -16,6 +16,8 @@ import os
 from pathlib import Path
 
 from ..controllers import ChildJob
+from ..controllers.jobset import JS_NAME, JS_RJOB, JS_RJOB_REPLICAS
+from ..inputs import to_int
 
 JAX_DEFAULT_TPU_PORT = 8482
 """JAX's TPU coordinator port (jax/_src/clusters/cloud_tpu_cluster.py, coordinator_port)."""
@@ -25,20 +27,35 @@ MARKER = "JAXINFRA_SIMULATED_TPU_VM"
 
 
 def pod_env(job: ChildJob, index: int) -> dict[str, str]:
-    """The env GKE's TPU webhook injects: only for a pod of an Indexed Job with a subdomain and parallelism > 1
-    that requests google.com/tpu (a multi-host slice). Each child Job of a JobSet is one slice, so the hostnames
-    list covers that Job only.
+    """The env GKE's TPU platform injects into the index-th pod of `job`, placed before the container's own env
+    (so `$(TPU_WORKER_ID)` expands and user values win).
 
-    Source: GKE docs "Deploy TPU workloads in GKE Standard" (TPU_WORKER_ID = index 0..pods-1; TPU_WORKER_HOSTNAMES =
-    comma-separated, ordered by TPU_WORKER_ID; injected by a mutating webhook under exactly these conditions), as quoted
-    in github.com/abatilo/gke-tpu-env-injector. The entry format `<hostname>.<subdomain>` (DNS names the headless
-    Service makes resolvable) and TPU_SKIP_MDS_QUERY=true (JAX's GceTpuCluster then skips the metadata server) are
-    this simulator's reading of that contract. Where the webhook places these entries is not documented; they are
-    treated as defined before the container's own env, so `$(TPU_WORKER_ID)` expands and user values win.
+    A multi-host slice: a pod of an Indexed Job with a subdomain and parallelism > 1 that requests
+    google.com/tpu. TPU_WORKER_ID = its index, TPU_WORKER_HOSTNAMES = every pod of that Job (slice), ordered by
+    TPU_WORKER_ID: GKE docs "Deploy TPU workloads in GKE Standard", as quoted in
+    github.com/abatilo/gke-tpu-env-injector. Each child Job of a JobSet is one slice, so these are per slice.
+    The entry format `<hostname>.<subdomain>` and TPU_SKIP_MDS_QUERY=true (JAX's GceTpuCluster then skips the
+    metadata server) are this simulator's reading of that contract.
+
+    Multi-slice: a JobSet whose replicatedJob has several such Jobs (replicas > 1) runs on GKE with no
+    MEGASCALE_* in the manifest and sees every slice's devices: GKE's own multislice example
+    (cloud.google.com/kubernetes-engine/docs/how-to/tpu-multislice, copied in GoogleCloudPlatform/cluster-toolkit
+    community/examples/gke-tpu-v6/tpu-multislice.yaml) and JobSet's (site/static/examples/tpu-multislice/
+    v6e-jax-workload.yaml, "Global device count: 32" for 2 x 16 chips). So the platform supplies the
+    multislice variables. GKE's webhook is not public; the values emulated are the ones users otherwise wire
+    by hand from JobSet's labels (kubernetes-sigs/jobset#787): MEGASCALE_NUM_SLICES = the replicatedJob's
+    replicas, MEGASCALE_SLICE_ID = the job index, MEGASCALE_COORDINATOR_ADDRESS = the first pod of the first
+    slice, `<jobset>-<replicatedJob>-0-0.<subdomain>`.
     """
     if job.accelerator[0] != "tpu" or not job.subdomain or job.parallelism <= 1 or job.operator is not None:
         return {}
-    return {"TPU_WORKER_ID": str(index), "TPU_WORKER_HOSTNAMES": job.worker_hostnames, "TPU_SKIP_MDS_QUERY": "true"}
+    env = {"TPU_WORKER_ID": str(index), "TPU_WORKER_HOSTNAMES": job.worker_hostnames, "TPU_SKIP_MDS_QUERY": "true"}
+    labels = job.pod_labels
+    slices = to_int(labels.get(JS_RJOB_REPLICAS), 1)
+    if JS_NAME in labels and slices > 1:
+        env |= {"MEGASCALE_COORDINATOR_ADDRESS": f"{labels[JS_NAME]}-{labels.get(JS_RJOB, '')}-0-0.{job.subdomain}",
+                "MEGASCALE_NUM_SLICES": str(slices), "MEGASCALE_SLICE_ID": str(job.job_index)}
+    return env
 
 
 def install() -> None:
