@@ -382,7 +382,7 @@ def _loop(cfg: Config, mesh: Any, model: Model, state: Any, step: int, manager: 
     rows = NamedSharding(mesh, P("data", None))
     per_device = NamedSharding(mesh, P(("data", "model")))
     flags = np.zeros(jax.local_device_count(), bool)
-    start, first = step, None
+    start, first, last = step, 0.0, 0.0   # when the first and the last step of this run ended
     while step < cfg.steps:
         began = time.monotonic()
         x, y = data.batch(step, cfg.batch)
@@ -400,15 +400,16 @@ def _loop(cfg: Config, mesh: Any, model: Model, state: Any, step: int, manager: 
             return
         step += 1
         log(f"step {step} loss {float(loss):.7g}")
-        first = first or time.monotonic()   # after the first step's compile
         if manager is not None and step % cfg.checkpoint_every == 0:
             _save(manager, step, state)
         if (rest := cfg.min_step_seconds - (time.monotonic() - began)) > 0:
             time.sleep(rest)
+        last = time.monotonic()
+        first = first or last
     if manager is not None and manager.latest_step() != step:
         _save(manager, step, state, force=True)   # the end too, so a rerun starts where this one ended
-    rate = f": {(step - start - 1) / (time.monotonic() - first):.1f} steps/s after the first step's compile" \
-        if first is not None and step - start > 1 else ""
+    rate = f": {(step - start - 1) / (last - first):.1f} steps/s after the first step's compile" \
+        if step - start > 1 else ""
     log(f"finished at step {step}{rate}")
 
 
