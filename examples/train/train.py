@@ -49,6 +49,8 @@ EXIT_INPUT = 2   # a setting or the env contract is wrong: nothing was run
 
 @dataclasses.dataclass(frozen=True)
 class Config:
+    """SETTINGS, read from the environment."""
+
     steps: int
     seed: int
     batch: int
@@ -67,6 +69,7 @@ class InputError(Exception):
 
 
 def _number(env: Mapping[str, str], name: str, default: Any, problems: list[str], low: float) -> Any:
+    """One numeric setting, typed as its default; a problem noted, not raised, so all are reported."""
     raw = env.get(name, "")
     if raw == "":
         return default
@@ -102,6 +105,7 @@ def load_config(env: Mapping[str, str]) -> Config:
 
 
 def _ints(env: Mapping[str, str], names: tuple[str, ...], problems: list[str]) -> list[int]:
+    """Whole numbers of the env contract, each missing or malformed one noted in `problems`."""
     out = []
     for name in names:
         raw = env.get(name)
@@ -279,6 +283,7 @@ def place(array: np.ndarray, sharding: Any) -> Any:
 
 
 def build(cfg: Config, mesh: Any) -> Model:
+    """The model's functions over `mesh`; nothing is computed until `init` or `step` runs."""
     import jax
     import jax.numpy as jnp
     import optax
@@ -339,6 +344,7 @@ def checkpoints(cfg: Config) -> Any:
 
 
 def train(cfg: Config, env: Mapping[str, str], preemption: Preemption) -> None:
+    """Join the group, lay out the mesh, restore or initialize, train; always leave through shutdown."""
     import jax
 
     args = distributed_args(env, cfg)
@@ -414,6 +420,7 @@ def _loop(cfg: Config, mesh: Any, model: Model, state: Any, step: int, manager: 
 
 
 def _save(manager: Any, step: int, state: Any, force: bool = False) -> None:
+    """Start an async save of `state` as `step`; training goes on while orbax writes it."""
     import orbax.checkpoint as ocp
 
     manager.save(step, args=ocp.args.StandardSave(state), force=force)
