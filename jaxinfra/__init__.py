@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef", "SpecError",
-           "manifests"]
+__all__ = ["CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef", "Shadow",
+           "SpecError", "manifests"]
 
-_SPEC = {"CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef"}
+_SPEC = {"CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef", "Shadow"}
 
 
 def manifests(cluster: Any) -> list[dict[str, Any]]:

@@ -48,6 +48,7 @@ use); nothing else in jaxinfra imports it.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,7 @@ from jaxinfra.render.common import namespace as namespace_manifest
 from jaxinfra.render.kueue import kueue_objects
 from jaxinfra.spec import Cluster, raw
 
-__all__ = ["DEFAULT_NAMESPACE", "JaxJobConstruct", "JaxinfraChart", "api_object", "stacks_app"]
+__all__ = ["DEFAULT_NAMESPACE", "JaxJobConstruct", "JaxinfraChart", "api_object", "main", "stacks_app"]
 
 #: A job in this namespace takes its chart's namespace, if the chart has one.
 DEFAULT_NAMESPACE = "default"
@@ -98,9 +99,8 @@ def _relocated(cluster: Cluster, namespace: str | None) -> Cluster:
     """The cluster with its `default`-namespace jobs in `namespace`, re-validated by the spec."""
     if namespace is None or namespace == DEFAULT_NAMESPACE or all(j.namespace != DEFAULT_NAMESPACE for j in cluster.jobs):
         return cluster
-    jobs = [{**raw(j), "namespace": namespace} if j.namespace == DEFAULT_NAMESPACE else raw(j) for j in cluster.jobs]
-    return Cluster(name=cluster.name, node_pools=[raw(p) for p in cluster.node_pools], jobs=jobs, kueue=cluster.kueue,
-                   pod_security=cluster.pod_security)
+    return cluster.with_changes(jobs=[{**raw(j), "namespace": namespace} if j.namespace == DEFAULT_NAMESPACE else j
+                                      for j in cluster.jobs])
 
 
 class JaxJobConstruct(Construct):
@@ -116,8 +116,9 @@ class JaxJobConstruct(Construct):
         super().__init__(scope, id)
         chart_ns = cdk8s.Chart.of(self).namespace
         if chart_ns is not None and job.namespace == DEFAULT_NAMESPACE and chart_ns != DEFAULT_NAMESPACE:
-            cluster = Cluster(name=job.cluster, node_pools=[raw(job.pool)], jobs=[{**raw(job.job), "namespace": chart_ns}],
-                              kueue=job.queue is not None, pod_security=None)  # renders no Namespace: nothing to enforce
+            cluster = Cluster(name=job.cluster, node_pools=[job.pool], jobs=[{**raw(job.job), "namespace": chart_ns}],
+                              kueue=job.queue is not None, shadow=job.shadow,
+                              pod_security=None)  # renders no Namespace: nothing to enforce
             [job] = plan(cluster).jobs
         self.plan: JobPlan = job
         self.manifests: list[dict[str, Any]] = render_job(job)
@@ -179,3 +180,27 @@ def stacks_app(stacks: Iterable[str | Path] = ("stacks",), outdir: str | None = 
     for cluster in clusters:
         JaxinfraChart(app, cluster.name, cluster)
     return app
+
+
+def main(stacks: Iterable[str | Path] = ("stacks",)) -> int:
+    """`cdk8s synth`'s app (`python -m jaxinfra.cdk8s`, as cdk8s.yaml names it): one chart per stack, written to
+    cdk8s's output folder, whose stale `*.k8s.yaml` files go first (so a deleted stack's objects are pruned by
+    the GitOps tool). Spec problems are printed one per line, as `jaxinfra synth` prints them: status 2,
+    nothing written."""
+    from jaxinfra.errors import INPUT_ERROR, JaxinfraError
+
+    try:
+        app = stacks_app(stacks)
+    except JaxinfraError as err:
+        for p in err.problems:
+            print(f"error: {p}", file=sys.stderr)
+        print(f"cdk8s app: {len(err.problems)} problem(s) ({err.kind}); nothing written", file=sys.stderr)
+        return INPUT_ERROR
+    for stale in Path(app.outdir).glob(f"*{app.output_file_extension}"):
+        stale.unlink()
+    app.synth()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -28,8 +28,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-def _load(stacks: list[Path], backend: str | None) -> list[tuple[Path, Cluster]]:
-    """Load every stack (and apply --backend), collecting the problems of all of them."""
+def _load(stacks: list[Path], backend: str | None, shadow: dict[str, str] | None = None) -> list[tuple[Path, Cluster]]:
+    """Load every stack (and apply --backend, and --shadow with its requests), collecting the problems of all of them."""
     from jaxinfra import stack
     from jaxinfra.spec import BACKENDS
 
@@ -39,7 +39,12 @@ def _load(stacks: list[Path], backend: str | None) -> list[tuple[Path, Cluster]]
     for path in stack.expand(stacks):
         try:
             cluster = stack.load(path)
-            loaded.append((path, cluster.with_backend(backend) if backend else cluster))
+            cluster = cluster.with_backend(backend) if backend else cluster
+            if shadow is not None:
+                from jaxinfra.shadow import shadow as cpu_shadow
+
+                cluster = cpu_shadow(cluster, **shadow)
+            loaded.append((path, cluster))
         except JaxinfraError as err:
             problems += [p if p.path.startswith(str(path)) else Problem(f"{path}: {p.path}", p.value, p.message, p.fix)
                          for p in err.problems]
@@ -54,6 +59,18 @@ def _missing_folders(outputs: dict[str, Path | None]) -> list[Problem]:
             for flag, path in outputs.items() if path is not None and not path.parent.is_dir()]
 
 
+def _shadow(kind: str | None, cpu: str | None, memory: str | None) -> dict[str, str] | None:
+    """--shadow and its request options: None (no shadow) or the requests given; misuse is an input problem."""
+    if kind is None:
+        extra = [(flag, v) for flag, v in (("--shadow-cpu", cpu), ("--shadow-memory", memory)) if v is not None]
+        if extra:
+            raise SpecError([Problem(flag, v, "only applies to a shadow", "add --shadow cpu") for flag, v in extra])
+        return None
+    if kind != "cpu":
+        raise SpecError([Problem("--shadow", kind, "unknown shadow", "use --shadow cpu")])
+    return {key: v for key, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+
+
 StacksArg = Annotated[list[Path], typer.Argument(help="Stack files (Python) or folders of them, e.g. stacks/cpu_dev.py; helpers (_*.py) are skipped.", show_default=False)]
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="Render every job with this backend: jobset, job, jaxjob or trainjob.")]
 
@@ -64,12 +81,16 @@ def synth(
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write <cluster>.yaml into.")] = Path("out"),
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the YAML instead of writing files.")] = False,
     backend: BackendOpt = None,
+    shadow: Annotated[Optional[str], typer.Option("--shadow", help="Render each job as a shadow: 'cpu' (the same processes, names, Services, restart rules and queues on CPU nodes, for a real cluster without accelerators).")] = None,
+    shadow_cpu: Annotated[Optional[str], typer.Option("--shadow-cpu", help="With --shadow cpu: the CPU request of each process (default: jaxinfra.spec.Shadow's).")] = None,
+    shadow_memory: Annotated[Optional[str], typer.Option("--shadow-memory", help="With --shadow cpu: the memory request of each process (default: jaxinfra.spec.Shadow's).")] = None,
 ) -> None:
     """Synthesize every Kubernetes object of the stacks as YAML (one file per cluster)."""
     from jaxinfra import manifests
     from jaxinfra.yamlio import dump
 
-    rendered = [(cluster.name, dump(manifests(cluster))) for _, cluster in _load(stacks, backend)]
+    loaded = _load(stacks, backend, _shadow(shadow, shadow_cpu, shadow_memory))
+    rendered = [(cluster.name, dump(manifests(cluster))) for _, cluster in loaded]
     if stdout:
         sys.stdout.write("".join(text for _, text in rendered))
         return

@@ -19,6 +19,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Column, Table
 
+from jaxinfra import shadow
 from jaxinfra.plan import ClusterPlan, JobPlan
 
 #: The pseudo-variable for the pod's hostname, shown first in every env block.
@@ -175,6 +176,7 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
           if jp.backend == "trainjob" else []),
         *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
         *security(jp),
+        *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
     ]
 
 

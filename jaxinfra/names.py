@@ -68,6 +68,9 @@ JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
 EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 
+#: On every workload of a CPU shadow: what it shadows (`jaxinfra.shadow`).
+SHADOW_OF = "jaxinfra.dev/shadow-of"
+
 #: Pod Security admission (kubernetes.io/docs/concepts/security/pod-security-admission).
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
 #: What JAX's Kubernetes auto-detection reads (DESIGN §5.10): exactly these, no wildcards.
@@ -117,9 +120,14 @@ class JobNames:
         """The headless Service / subdomain (JobSet's default subdomain is the JobSet's name)."""
         return self.name
 
-    def child_job(self, slice_index: int) -> str:
+    def child_job(self, slice_index: int | str) -> str:
         """The batch Job that holds a slice's pods (JAXJob: none, the operator makes bare pods)."""
         return f"{self.name}-{self.replicated_job}-{slice_index}" if self.replicated_job else self.name
+
+    def worker_hostnames(self, slice_index: int | str) -> str:
+        """A slice's `<hostname>.<subdomain>` in host order, as TPU_WORKER_HOSTNAMES lists them (`slice_index` may be
+        a `$(VAR)` reference that Kubernetes expands per pod)."""
+        return ",".join(f"{self.child_job(slice_index)}-{h}.{self.service}" for h in range(self.hosts_per_slice))
 
     def hostname(self, rank: int) -> str:
         """Pod hostname of global rank `rank`, as the controller names it."""

@@ -18,10 +18,11 @@ from jaxinfra import catalog
 from jaxinfra.names import (APP_NAME, BUILTIN_NAMESPACES, CONTAINER, COORDINATOR_ADDRESS, INIT_TIMEOUT, JAXJOB_NAME_LABEL,
                             JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX, JOB_NAME_LABEL, JOBSET_NAME_LABEL, MANAGED_BY,
                             MEGASCALE_COORDINATOR, MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID, NUM_CPU_DEVICES, NUM_PROCESSES,
-                            PART_OF, PORT_NAME, PROCESS_ID, TPU_WORKER_ID, TRAINER_NODE, TRAINER_PORT, JobNames, queue_name)
+                            PART_OF, PORT_NAME, PROCESS_ID, TPU_WORKER_HOSTNAMES, TPU_WORKER_ID, TRAINER_NODE, TRAINER_PORT,
+                            JobNames, queue_name)
 
 if TYPE_CHECKING:
-    from jaxinfra.spec import Cluster, JaxJob, NodePool
+    from jaxinfra.spec import Cluster, JaxJob, NodePool, Shadow
 
 #: Who puts each env var in front of a rank (`explain`).
 BY_JAXINFRA = "jaxinfra"
@@ -30,6 +31,12 @@ BY_JOB_CONTROLLER = "Job controller"
 BY_OPERATOR = "Training Operator"
 BY_TRAINER = "Trainer JAX plugin"
 BY_GKE_TPU = "GKE (TPU platform)"
+BY_EXPANSION = "Kubernetes ($(VAR) expansion)"
+BY_SHADOW_SHELL = "jaxinfra (shell before the command)"
+
+#: The CPU shadow of a multi-slice job: the rank JAX's TPU detection would derive, computed before the command
+#: (`$$` is Kubernetes' escape for a literal `$`: the shell, not the kubelet, expands these).
+SHADOW_RANK_SCRIPT = 'export {var}=$$(({slice} * {hosts} + {worker})); exec "$$@"'
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,7 @@ class JobPlan:
     pool: NodePool
     accel: catalog.Accelerator
     queue: str | None = None  # the Kueue LocalQueue, when the cluster has Kueue on
+    shadow: Shadow | None = None  # a CPU shadow: CPU pods, the platform's env written out (`jaxinfra.shadow`)
 
     @property
     def name(self) -> str:
@@ -57,7 +65,13 @@ class JobPlan:
 
     @property
     def kind(self) -> str:
+        """The accelerator's kind, which shapes the job (slices, hosts, names), shadow or not."""
         return self.accel.kind
+
+    @property
+    def runs_on(self) -> str:
+        """The kind of node the pods run on: the accelerator's, or cpu for a shadow."""
+        return "cpu" if self.shadow is not None else self.kind
 
     @cached_property
     def names(self) -> JobNames:
@@ -88,6 +102,53 @@ class JobPlan:
     @property
     def multi_slice(self) -> bool:
         return self.slices > 1
+
+    @property
+    def exclusive_placement(self) -> bool:
+        """One slice per node pool (JobSet's exclusive-topology annotation): TPU multi-slice, never a shadow,
+        whose nodes have no per-slice pools."""
+        return self.multi_slice and self.shadow is None
+
+    @property
+    def tpu_platform_env(self) -> bool:
+        """Whether the pods get GKE's TPU env (TPU_WORKER_ID, TPU_WORKER_HOSTNAMES): GKE's webhook sets it only in
+        Indexed Job pods of a multi-host slice (parallelism > 1); a shadow writes it out itself."""
+        return self.kind == "tpu" and self.backend != "jaxjob" and self.hosts_per_slice > 1
+
+    @property
+    def shell_rank(self) -> bool:
+        """A shadow whose rank no env value can state: across slices it is worker + slice x hosts, which only
+        JAX's TPU detection (on a TPU VM) derives, so a shell computes it before the command."""
+        return self.shadow is not None and self.multi_slice
+
+    @property
+    def command(self) -> tuple[str, ...] | None:
+        """The container command: the job's, behind the rank's shell for `shell_rank`."""
+        if not self.shell_rank or self.job.command is None:
+            return self.job.command
+        script = SHADOW_RANK_SCRIPT.format(var=PROCESS_ID, slice=MEGASCALE_SLICE_ID, hosts=self.hosts_per_slice,
+                                           worker=TPU_WORKER_ID)
+        return ("/bin/sh", "-c", script, "jaxinfra-shadow", *self.job.command)
+
+    @property
+    def host_network(self) -> bool:
+        """hostNetwork as rendered: a shadow drops it (many pods share a CPU node, and its ports would collide)."""
+        return self.job.host_network and self.shadow is None
+
+    @property
+    def privileged(self) -> bool:
+        """A privileged container as rendered: a shadow drops it (no accelerator devices to reach)."""
+        return self.job.privileged and self.shadow is None
+
+    @property
+    def shadow_of(self) -> str | None:
+        """What a shadow stands in for, in words (an annotation on its workload); None when not a shadow."""
+        if self.shadow is None:
+            return None
+        what = "CPU" if self.kind == "cpu" else f"{self.kind.upper()} {self.accel.name}"
+        slices = f" x {self.slices} slices" if self.multi_slice else ""
+        return (f"{what} (pool {self.pool.name}){slices}: {self.processes} processes x {self.devices_per_process} "
+                f"devices, on CPU nodes")
 
     @property
     def replicated_job(self) -> str | None:
@@ -164,11 +225,11 @@ class JobPlan:
     def pod_security_exceptions(self) -> list[tuple[str, str]]:
         """Where the pods depart from Pod Security `restricted`: (what, why). Empty: restricted."""
         out = []
-        if self.job.host_network:
+        if self.host_network:
             out.append(("hostNetwork", "host_network=True: the pods use the node's network (GKE's multi-slice TPU examples "
                         "do, for DCN throughput); dnsPolicy ClusterFirstWithHostNet keeps cluster DNS; the "
                         "NetworkPolicy does not apply to host-network pods"))
-        if self.job.privileged:
+        if self.privileged:
             out.append(("privileged", "privileged=True: the container has full access to the node's devices, as some "
                         "platforms require for TPU access; privilege escalation and capabilities are then not restricted"))
         return out
@@ -225,13 +286,18 @@ class JobPlan:
             else:
                 env[PROCESS_ID] = (str(host), BY_DOWNWARD_API)
         env[INIT_TIMEOUT] = (str(self.job.init_timeout_seconds), BY_JAXINFRA)
-        if self.kind == "cpu":
+        if self.runs_on == "cpu":
             env[NUM_CPU_DEVICES] = (str(self.devices_per_process), BY_JAXINFRA)
         if self.backend != "jaxjob":  # every pod of an Indexed Job (JobSet's children too)
             env[JOB_COMPLETION_INDEX] = (str(host), BY_JOB_CONTROLLER)
-        if self.kind == "tpu" and self.backend != "jaxjob" and self.hosts_per_slice > 1:
-            # GKE's webhook: only Indexed Job pods of a multi-host slice (parallelism > 1)
+        if self.tpu_platform_env and self.shadow is None:
             env[TPU_WORKER_ID] = (str(host), BY_GKE_TPU)
+        elif self.tpu_platform_env:  # the shadow writes GKE's TPU env out, per slice
+            env[TPU_WORKER_ID] = (str(host), BY_DOWNWARD_API)
+            env[TPU_WORKER_HOSTNAMES] = (self.names.worker_hostnames(slice_index),
+                                         BY_EXPANSION if self.multi_slice else BY_JAXINFRA)
+        if self.shell_rank:
+            env[PROCESS_ID] = (str(rank), BY_SHADOW_SHELL)
         return env
 
     def rank_env(self, rank: int) -> dict[str, str]:
@@ -258,7 +324,10 @@ def scale(quantity: str | int, times: int) -> tuple[Decimal, str | int]:
 
 
 def pod_requests(jp: JobPlan) -> dict[str, str | int]:
-    """What one pod requests (a limit stands in for a missing request, as Kubernetes and Kueue do)."""
+    """What one pod requests (a limit stands in for a missing request, as Kubernetes and Kueue do); a shadow's pod,
+    the shadow's CPU and memory only."""
+    if jp.shadow is not None:
+        return {"cpu": jp.shadow.cpu, "memory": jp.shadow.memory}
     requests: dict[str, str | int] = {**jp.job.resources.limits, **jp.job.resources.requests}
     if jp.accel.resource:
         requests[jp.accel.resource] = jp.accel.chips_per_host
@@ -279,6 +348,7 @@ class PoolQueue:
     cluster: str
     pool: NodePool
     jobs: tuple[JobPlan, ...]
+    shadow: Shadow | None = None  # a CPU shadow's pool: CPU nodes, no accelerator labels or taints
 
     @property
     def flavor(self) -> str:
@@ -298,8 +368,8 @@ class PoolQueue:
 
     @property
     def resource(self) -> str:
-        """The pool's own resource: its accelerator's, or cpu for CPU pools."""
-        return self.pool.accelerator.row.resource or "cpu"
+        """The pool's own resource: its accelerator's, or cpu for CPU pools and shadows."""
+        return "cpu" if self.shadow is not None else self.pool.accelerator.row.resource or "cpu"
 
     @property
     def quota(self) -> dict[str, str | int]:
@@ -320,6 +390,7 @@ class ClusterPlan:
     jobs: tuple[JobPlan, ...]
     queues: tuple[PoolQueue, ...] = ()  # Kueue, per node pool that jobs use; empty unless `Cluster.kueue`
     pod_security: str | None = None  # the enforce level of the namespaces jaxinfra creates
+    shadow: Shadow | None = None  # every job as a CPU shadow (`jaxinfra.shadow`)
 
     @property
     def namespaces(self) -> tuple[str, ...]:
@@ -331,7 +402,8 @@ def plan(cluster: Cluster) -> ClusterPlan:
     """The plan of a validated cluster."""
     pools = {p.name: p for p in cluster.node_pools}
     jobs = tuple(JobPlan(cluster.name, job, pools[job.node_pool], pools[job.node_pool].accelerator.row,
-                         queue=pools[job.node_pool].name if cluster.kueue else None) for job in cluster.jobs)
-    queues = tuple(PoolQueue(cluster.name, pool, tuple(j for j in jobs if j.pool.name == pool.name))
+                         queue=pools[job.node_pool].name if cluster.kueue else None, shadow=cluster.shadow)
+                 for job in cluster.jobs)
+    queues = tuple(PoolQueue(cluster.name, pool, tuple(j for j in jobs if j.pool.name == pool.name), cluster.shadow)
                    for pool in cluster.node_pools if cluster.kueue and any(j.pool.name == pool.name for j in jobs))
-    return ClusterPlan(cluster.name, jobs, queues, cluster.pod_security)
+    return ClusterPlan(cluster.name, jobs, queues, cluster.pod_security, cluster.shadow)

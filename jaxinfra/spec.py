@@ -411,6 +411,28 @@ class JaxJob(Spec):
         return self.nodes or 1
 
 
+class Shadow(Spec):
+    """A CPU shadow of every job, for a real cluster without accelerators (`jaxinfra synth --shadow cpu`).
+
+    The same processes, names, Services, restart rules and queues; each process on a CPU pod with
+    as many JAX CPU devices as it would have chips, and the env the accelerator platform would inject
+    written out (`jaxinfra.shadow` says what a shadow proves and what it cannot).
+    """
+
+    kind: Literal["cpu"] = "cpu"
+    cpu: str = Field("100m", description="CPU request of each process (no limit): the collectives of a small program "
+                     "need little; raise it for the real training step.")
+    memory: str = Field("256Mi", description="Memory request of each process (no limit): JAX's CPU runtime with a "
+                        "small program (a probe process peaked at ~215 MiB); raise it for a real model.")
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not _QUANTITY.match(v):
+            raise problem("not a Kubernetes quantity", "write it like '100m', '1' or '256Mi'")
+        return v
+
+
 class Cluster(BaseModel):
     """The root of a stack: node pools and the jobs that run on them, validated as a whole."""
 
@@ -426,6 +448,8 @@ class Cluster(BaseModel):
     kueue: bool = Field(False, description="Gate the jobs with Kueue: per node pool a ResourceFlavor and a ClusterQueue "
                         "(quota = the pool's capacity for its largest job), a LocalQueue per namespace, and the "
                         "kueue.x-k8s.io/queue-name label on each workload. Needs Kueue installed.")
+    shadow: Shadow | None = Field(None, description="Render every job as a CPU shadow (Shadow()) for a cluster without "
+                                  "accelerators; None: the jobs as declared.")
 
     _name = field_validator("name")(lambda v: dns_label(v, 40))
 
@@ -440,10 +464,13 @@ class Cluster(BaseModel):
     def pool(self, name: str) -> NodePool:
         return next(p for p in self.node_pools if p.name == name)
 
+    def with_changes(self, **changes: Any) -> Cluster:
+        """The same cluster with `changes` to its fields, revalidated as a whole."""
+        return Cluster(**{**{name: getattr(self, name) for name in type(self).model_fields}, **changes})
+
     def with_backend(self, backend: str) -> Cluster:
         """The same cluster with every job on `backend` (the CLI's `--backend`), revalidated."""
-        return Cluster(name=self.name, node_pools=self.node_pools, jobs=[{**raw(j), "backend": backend} for j in self.jobs],
-                       kueue=self.kueue, pod_security=self.pod_security)
+        return self.with_changes(jobs=[{**raw(j), "backend": backend} for j in self.jobs])
 
 
 # --- rules that span objects -----------------------------------------------------------------
@@ -479,6 +506,8 @@ def _cross_object_problems(cluster: Cluster) -> list[Problem]:
             out.extend(_kueue_job_problems(at, job, pool))
         out.extend(_name_problems(at, job, pool))
         out.extend(_pod_security_problems(at, cluster, job))
+        if cluster.shadow is not None:
+            out.extend(_shadow_problems(at, job, pool))
     if cluster.kueue:
         for i, pool in enumerate(cluster.node_pools):
             name = queue_name(cluster.name, pool.name)
@@ -577,6 +606,16 @@ def _pod_security_problems(at: str, cluster: Cluster, job: JaxJob) -> list[Probl
                            f"restricted Pod Security level enforced on namespace {job.namespace}",
                            "remove runtime (jaxinfra's TrainingRuntime meets restricted), or set Cluster(pod_security='baseline')"))
     return out
+
+
+def _shadow_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """What a CPU shadow cannot express: a multi-slice rank is computed by a shell before the command."""
+    if pool.accelerator.row.kind == "tpu" and job.num_slices > 1 and job.command is None:
+        return [Problem(f"{at}.command", None,
+                        "the CPU shadow of a multi-slice job computes JAX_PROCESS_ID (TPU_WORKER_ID + MEGASCALE_SLICE_ID x "
+                        "hosts, which JAX derives itself only on a TPU VM) in a shell before the command, so it needs the command",
+                        "set command to the image's entrypoint, e.g. command=['python', '-m', 'train']")]
+    return []
 
 
 def _name_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from jaxinfra import catalog
 from jaxinfra import names as N
-from jaxinfra.plan import BY_JAXINFRA, JobPlan
+from jaxinfra.plan import BY_JAXINFRA, JobPlan, pod_requests
 
 if TYPE_CHECKING:
     from jaxinfra.spec import NodePool
@@ -26,7 +26,10 @@ def metadata(jp: JobPlan, name: str | None = None, **extra: Any) -> dict[str, An
 
 
 def workload_metadata(jp: JobPlan, **extra: Any) -> dict[str, Any]:
-    """A workload's metadata: Kueue finds its LocalQueue from a label on the workload itself."""
+    """A workload's metadata: Kueue finds its LocalQueue from a label on the workload itself; a shadow
+    says what it stands in for."""
+    if jp.shadow_of is not None:
+        extra["annotations"] = {**extra.get("annotations", {}), N.SHADOW_OF: jp.shadow_of}
     meta = metadata(jp, **extra)
     if jp.queue is not None:
         meta["labels"][N.QUEUE_LABEL] = jp.queue
@@ -97,8 +100,11 @@ def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     device count, and the user's env.
     """
     if jp.backend in ("jaxjob", "trainjob"):
-        own = [{"name": name, "value": value} for name, (value, by) in jp.env_sources(0).items() if by == BY_JAXINFRA]
-        return own + user_env(jp)
+        platform = shadow_tpu_env(jp)
+        written = {e["name"] for e in platform}
+        own = [{"name": name, "value": value} for name, (value, by) in jp.env_sources(0).items()
+               if by == BY_JAXINFRA and name not in written]
+        return own + platform + user_env(jp)
     env: list[dict[str, Any]] = [
         {"name": N.COORDINATOR_ADDRESS, "value": jp.coordinator_address},
         {"name": N.NUM_PROCESSES, "value": str(jp.processes)},
@@ -113,9 +119,19 @@ def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     else:
         env.append({"name": N.PROCESS_ID, **_field(f"metadata.annotations['{N.COMPLETION_INDEX}']")})
     env.append({"name": N.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
-    if jp.kind == "cpu":
+    if jp.runs_on == "cpu":
         env.append({"name": N.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
-    return env + user_env(jp)
+    return env + shadow_tpu_env(jp) + user_env(jp)
+
+
+def shadow_tpu_env(jp: JobPlan) -> list[dict[str, Any]]:
+    """A shadow's stand-in for what GKE's TPU webhook injects into a multi-host slice's pods: the worker's index
+    in its slice, and its slice's hostnames (for multi-slice, `$(MEGASCALE_SLICE_ID)` names the pod's slice)."""
+    if jp.shadow is None or not jp.tpu_platform_env:
+        return []
+    hostnames = jp.names.worker_hostnames(f"$({N.MEGASCALE_SLICE_ID})" if jp.multi_slice else 0)
+    return [{"name": N.TPU_WORKER_ID, **_field(f"metadata.annotations['{N.COMPLETION_INDEX}']")},
+            {"name": N.TPU_WORKER_HOSTNAMES, "value": hostnames}]
 
 
 def user_env(jp: JobPlan) -> list[dict[str, Any]]:
@@ -142,12 +158,15 @@ def pod_security_context(jp: JobPlan) -> dict[str, Any]:
 def container_security_context(jp: JobPlan) -> dict[str, Any]:
     """Container part: no privilege escalation, every capability dropped; or the `privileged` exception
     (the API rejects allowPrivilegeEscalation: false together with privileged: true)."""
-    if jp.job.privileged:
+    if jp.privileged:
         return {"privileged": True}
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
 def resources(jp: JobPlan) -> dict[str, Any]:
+    """The job's requests and limits plus its accelerator's; a shadow's, its small CPU and memory requests only."""
+    if jp.shadow is not None:
+        return {"requests": {k: str(v) for k, v in pod_requests(jp).items()}}
     requests = {k: str(v) for k, v in jp.job.resources.requests.items()}
     limits = {k: str(v) for k, v in jp.job.resources.limits.items()}
     if jp.accel.resource:
@@ -173,7 +192,9 @@ def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]
 
 
 def _placement(jp: JobPlan) -> dict[str, Any]:
-    """Node selectors and tolerations of the job's pool."""
+    """Node selectors and tolerations of the job's pool (none for a shadow: any CPU node will do)."""
+    if jp.shadow is not None:
+        return {}
     selector, tolerations = pool_placement(jp.pool)
     out: dict[str, Any] = {}
     if selector:
@@ -194,8 +215,8 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
     if jp.backend != "trainjob":
         container["env"] = contract_env(jp)
         container["ports"] = [{"name": jp.port_name, "containerPort": jp.port, "protocol": "TCP"}]
-    if jp.job.command is not None and jp.backend != "trainjob":  # trainjob: the TrainJob's command wins
-        container["command"] = list(jp.job.command)
+    if jp.command is not None and jp.backend != "trainjob":  # trainjob: the TrainJob's command wins
+        container["command"] = list(jp.command)
     if jp.job.args and jp.backend != "trainjob":
         container["args"] = list(jp.job.args)
     if res := resources(jp):
@@ -209,10 +230,10 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
         **_placement(jp),
         **spec_extra,
     }
-    if jp.job.host_network:  # an explained exception (JobPlan.pod_security_exceptions)
+    if jp.host_network:  # an explained exception (JobPlan.pod_security_exceptions)
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # else host-network pods get the node's DNS, not the cluster's
-    if jp.kind == "gpu":
+    if jp.runs_on == "gpu":
         container["volumeMounts"] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
         spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": jp.job.shm_size}}]
     meta: dict[str, Any] = {"labels": dict(jp.labels)}

@@ -9,7 +9,7 @@ from jaxinfra.render.common import Manifest, pod_template, workload_metadata
 
 def jobset(jp: JobPlan) -> Manifest:
     """Any pod failure fails its Job (backoffLimit 0), which restarts the whole JobSet."""
-    annotations = {N.EXCLUSIVE_TOPOLOGY: N.NODEPOOL_LABEL} if jp.multi_slice else {}
+    annotations = {N.EXCLUSIVE_TOPOLOGY: N.NODEPOOL_LABEL} if jp.exclusive_placement else {}
     return {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
         "kind": "JobSet",

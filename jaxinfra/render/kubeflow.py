@@ -92,8 +92,8 @@ def trainjob(jp: JobPlan) -> Manifest:
     variables (user env may use `$(JAX_PROCESS_ID)`) and works with either runtime.
     """
     trainer: dict[str, Any] = {"image": jp.job.image, "numNodes": jp.processes, "env": contract_env(jp)}
-    if jp.job.command is not None:
-        trainer["command"] = list(jp.job.command)
+    if jp.command is not None:
+        trainer["command"] = list(jp.command)
     if jp.job.args:
         trainer["args"] = list(jp.job.args)
     if res := resources(jp):

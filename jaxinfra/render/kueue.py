@@ -23,12 +23,12 @@ def _labels(cluster: str) -> dict[str, str]:
 
 
 def resource_flavor(q: PoolQueue) -> Manifest:
-    """The pool's nodes: the labels its pods select, and the taints they tolerate.
+    """The pool's nodes: the labels its pods select, and the taints they tolerate (a shadow's: none, any node).
 
     Kueue assigns this flavor only to workloads that tolerate `nodeTaints`, and adds
     `nodeLabels` to the admitted pods' node selectors (they select them already).
     """
-    selector, tolerations = pool_placement(q.pool)
+    selector, tolerations = pool_placement(q.pool) if q.shadow is None else ({}, [])
     taints = [{"key": t["key"], "value": t.get("value", _GKE_TAINT_VALUE), "effect": t["effect"]} for t in tolerations]
     spec: dict[str, object] = {}
     if selector:
