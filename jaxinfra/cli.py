@@ -265,6 +265,7 @@ def simulate(
     logs: Annotated[bool, typer.Option("--logs/--no-logs", help="Print each pod's output, prefixed.")] = True,
     trace: Annotated[Optional[Path], typer.Option("--trace", help="Write a trace (Trace Event Format JSON: Perfetto, chrome://tracing, speedscope) here.")] = None,
     html: Annotated[Optional[Path], typer.Option("--html", help="Write a self-contained HTML report (verdict, topology, timeline, pods, logs) here.")] = None,
+    k8s_client: Annotated[bool, typer.Option("--k8s-client/--no-k8s-client", help="Pods' Python can import the kubernetes package, as in an image built with jax[k8s] (default); --no-k8s-client: as in an image with plain jax.")] = True,
     image: Annotated[list[str], typer.Option("--image", help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).")] = [],
 ) -> None:
     """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would."""
@@ -272,7 +273,7 @@ def simulate(
 
     inputs = inputs or [Path("stacks/cpu_dev.py")]
     options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
-                      faults=_faults(kill, fail, hang, delay), images=_images(image))
+                      faults=_faults(kill, fail, hang, delay), images=_images(image), k8s_client=k8s_client)
     sources = _sources(inputs, backend)
     if problems := _missing_folders({"--trace": trace, "--html": html}):
         raise SpecError(problems)

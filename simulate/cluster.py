@@ -19,10 +19,16 @@ from collections.abc import Mapping, Sequence
 
 from jaxinfra.errors import Problem
 
-from . import contract, controllers, kubelet, model
+from . import admission, apiview, contract, controllers, kubelet, model
 from .dns import ClusterDns
 from .inputs import Objects, Service
 from .platform import gke_tpu
+
+
+API_PORT = 443
+"""The `kubernetes` Service's port, which every pod's env names (KUBERNETES_SERVICE_PORT)."""
+DEFAULT_API_HOST = "127.0.255.1"
+"""The API server's address when the caller names none (an address no pod is given)."""
 
 
 def _ip(ip_base: tuple[int, int], k: int) -> str:
@@ -33,28 +39,32 @@ def _ip(ip_base: tuple[int, int], k: int) -> str:
     return str(ipaddress.IPv4Address(value))
 
 
-def _start_pods(drafts: Sequence[controllers.Draft], objects: Objects,
-                ip_base: tuple[int, int]) -> list[tuple[list[model.Pod], list[tuple[str, Problem]]]]:
-    """Each draft's pods in global-index order, with the env problems the kubelet would hit; the k-th pod of the
-    whole call runs on node `sim-node-<k>` with the k-th address, so workloads never share one."""
+def _start_pods(drafts: Sequence[controllers.Draft], objects: Objects, ip_base: tuple[int, int],
+                api: tuple[str, int]) -> list[tuple[list[tuple[controllers.ChildJob, model.Pod]], list[tuple[str, Problem]]]]:
+    """Each draft's pods (with their Job) in global-index order, with the env problems the kubelet would hit; the
+    k-th pod of the whole call runs on node `sim-node-<k>` with the k-th address, so workloads never share one."""
     out, k = [], 0
     for draft in drafts:
-        pods: list[model.Pod] = []
+        placed: list[tuple[controllers.ChildJob, model.Pod]] = []
         env_problems: list[tuple[str, Problem]] = []
         for job in draft.jobs:
+            token = admission.mounts_token(job.pod_spec, draft.namespace, objects)
             for index in range(job.completions):
                 who = controllers.pod_identity(job, index, objects.restarts)
-                pods.append(kubelet.start_pod(draft, job, who, index, len(pods), f"sim-node-{k}", _ip(ip_base, k),
-                                              gke_tpu.pod_env(job, index), objects, env_problems))
+                placed.append((job, kubelet.start_pod(draft, job, who, index, len(placed), f"sim-node-{k}", _ip(ip_base, k),
+                                                      gke_tpu.pod_env(job, index), api, token, objects, env_problems)))
                 k += 1
-        out.append((pods, env_problems))
+        out.append((placed, env_problems))
     return out
 
 
 def _workload(draft: controllers.Draft, pods: list[model.Pod], env_problems: list[tuple[str, Problem]], dns: ClusterDns, objects: Objects,
               services: Mapping[tuple[str, str], Service], check_all: bool) -> model.Workload:
-    """The finished workload with its static contract problems."""
+    """The finished workload with its admission and static contract problems."""
     checker = contract.Checker(draft.id, pods, dns, objects, services, check_all)
+    for job in draft.jobs[:1]:      # every Job of a workload shares the pod template's ServiceAccount
+        if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
+            checker.findings.add("service-account", lambda p=problem: p)
     checker.findings.extend(env_problems)
     if pods:
         checker.coordinator()
@@ -67,14 +77,16 @@ def _workload(draft: controllers.Draft, pods: list[model.Pod], env_problems: lis
 
 
 def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0), check_all: bool = True,
-            restarts: int = 0) -> model.Cluster:
+            restarts: int = 0, api: tuple[str, int] = (DEFAULT_API_HOST, API_PORT), api_objects: bool = False) -> model.Cluster:
     """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
-    resolvable, and every static contract problem, in manifest order (pods by global index, hosts sorted).
+    resolvable, and every admission and static contract problem, in manifest order (pods by global index, hosts
+    sorted).
 
     `ip_base` picks the pods' loopback range (127.<b0>.<b1>.x upward) so concurrent simulations do not collide.
     `check_all=False` (the containers' own commands run) does not require the coordinator and rank env;
     what is set is still checked. `restarts`: how often the workloads have restarted (the JobSet
-    restart-attempt label and annotation, which pods may read through the downward API).
+    restart-attempt label and annotation, which pods may read through the downward API). `api`: the API
+    server's address, which every container's env names. `api_objects`: also what the API server would hold.
     """
     objects = Objects(restarts=restarts)
     drafts, problems = controllers.drafts(manifests, objects)
@@ -82,8 +94,9 @@ def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0), ch
     for draft in drafts:                            # controller-created Services, only where none exists yet
         for svc in draft.services:
             services.setdefault((svc.namespace, svc.name), svc)
-    started = _start_pods(drafts, objects, ip_base)
-    dns = ClusterDns(services.values(), [p for pods, _ in started for p in pods])
-    workloads = tuple(_workload(d, pods, env_problems, dns, objects, services, check_all)
-                      for d, (pods, env_problems) in zip(drafts, started))
-    return model.Cluster(workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()))
+    started = _start_pods(drafts, objects, ip_base, api)
+    dns = ClusterDns(services.values(), [p for placed, _ in started for _, p in placed])
+    workloads = tuple(_workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all)
+                      for d, (placed, env_problems) in zip(drafts, started))
+    served = apiview.api_objects(manifests, drafts, [placed for placed, _ in started], set(objects.services)) if api_objects else ()
+    return model.Cluster(workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()), objects=served)

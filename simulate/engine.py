@@ -6,17 +6,21 @@ import contextlib
 import importlib
 import itertools
 import random
+import secrets
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jaxinfra.errors import Problem
+
+if TYPE_CHECKING:
+    from jaxinfra.simulate.apiserver import ApiServer
 from jaxinfra.simulate import model, sandbox
-from jaxinfra.simulate.cluster import emulate
-from jaxinfra.simulate.runner import Attempt, Listener, Options, Runner
+from jaxinfra.simulate.cluster import API_PORT, emulate
+from jaxinfra.simulate.runner import Attempt, Credentials, Listener, Options, Runner
 
 #: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
 IP_BLOCK = 40
@@ -58,6 +62,7 @@ class Report:
     results: list[WorkloadResult]
     problems: tuple[Problem, ...] = ()
     seconds: float = 0.0
+    api_log: list[str] = field(default_factory=list)   # the API server's request log, when the simulation had one
 
     @property
     def ok(self) -> bool:
@@ -65,6 +70,7 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "seconds": round(self.seconds, 3), "problems": [_problem(p) for p in self.problems],
+                "api_server": self.api_log,
                 "workloads": [r.as_dict() for r in self.results]}
 
 
@@ -152,6 +158,42 @@ def preload() -> None:
             importlib.import_module(name)
 
 
+@dataclass
+class _Simulation:
+    """What the workloads of one simulation share: its options, where its pods live, their addresses, the API server."""
+
+    options: Options
+    listener: Listener
+    isolation: str                  # the sandbox strategy that works here
+    tmp: Path
+    deadline: float
+    seed: int                       # 127.<seed>.x.y: concurrent simulations use other addresses
+    api: tuple[str, int]            # the API server's address, which every pod's env names
+    credentials: Credentials | None = None   # tokens and CA for pods that mount a ServiceAccount token
+    server: ApiServer | None = None
+    blocks: Iterator[int] = field(default_factory=itertools.count)
+
+    def ip_base(self) -> tuple[int, int]:
+        """Addresses of their own for the next pods that are created."""
+        return self.seed, next(self.blocks) % IP_BLOCKS * IP_BLOCK
+
+
+def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> None:
+    """Only where some pod mounts a ServiceAccount token (and so can reach it) does the simulation get its API
+    server: each such ServiceAccount a bearer token, the pods the server's CA."""
+    accounts = sorted({(p.namespace, p.service_account) for r in runnable for p in r.workload.pods if p.token})
+    if not accounts:
+        return
+    from jaxinfra.simulate.apiserver import ApiServer
+    from jaxinfra.simulate.rbac import Subject
+
+    tokens = {account: secrets.token_urlsafe(32) for account in accounts}
+    sim.server = ApiServer(sim.api[0], {token: Subject(*account) for account, token in tokens.items()}, sim.tmp / "apiserver.log")
+    sim.server.start([])
+    sim.api = (sim.api[0], sim.server.port)
+    sim.credentials = Credentials(sim.server.ca_pem, tokens)
+
+
 def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (file or stack) is one cluster."""
     started = time.monotonic()
@@ -161,17 +203,22 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
-            r.verdict, r.reason = "failed", f"{len(r.workload.problems)} contract problems; not started"
+            r.verdict, r.reason = "failed", f"{len(r.workload.problems)} problems; not started"
     if runnable and not report.problems:
         isolation = sandbox.preflight()   # before anything runs: can pods get their own /etc/hosts here?
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
-            if not options.run_command:
-                preload()
-            seed = random.SystemRandom().randrange(1, 255)  # concurrent simulations use other addresses
-            attempts = itertools.count()                    # every attempt's pods get addresses of their own
-            for result in runnable:
-                _run_workload(result, manifests_of[result.source], options, listener, isolation, Path(tmp),
-                              lambda: (seed, next(attempts) % IP_BLOCKS * IP_BLOCK), deadline)
+            seed = random.SystemRandom().randrange(1, 255)
+            sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (f"127.{seed}.255.1", API_PORT))
+            try:
+                _start_api_server(sim, runnable)
+                if not options.run_command:
+                    preload()
+                for result in runnable:
+                    _run_workload(result, manifests_of[result.source], sim)
+            finally:
+                if sim.server is not None:
+                    sim.server.close()
+                    report.api_log = (sim.tmp / "apiserver.log").read_text(errors="replace").splitlines()
     report.seconds = time.monotonic() - started
     return report
 
@@ -199,15 +246,15 @@ def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | No
             f"{after:.1f} s after it starts{said}; {forever}")
 
 
-def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], options: Options, listener: Listener,
-                  isolation: str, tmp: Path, ip_base: Callable[[], tuple[int, int]], deadline: float) -> None:
+def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], sim: _Simulation) -> None:
     """Attempts until one succeeds or the controller's rules (or a crash loop, or --timeout) end the workload.
 
     A restart recreates the pods (new names and IPs), except where the kubelet restarts the container in
     place (pod restartPolicy OnFailure): same pods, after a CrashLoopBackOff delay that is recorded, not waited."""
+    options = sim.options
     failures: dict[int, int] = {}
     wid = result.workload.id
-    base = ip_base()
+    base = sim.ip_base()
     started = 0.0
     while True:
         index = len(result.attempts)
@@ -215,24 +262,27 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         backoff = 0.0
         if index > 0 and not in_place:
             result.recreated += 1
-            base = ip_base()
+            base = sim.ip_base()
         elif in_place:
             backoff = min(BACKOFF_START_S * 2 ** min(index - 1 - result.recreated, 10), BACKOFF_CAP_S)
         time.sleep(max(0.0, started + MIN_ATTEMPT_INTERVAL_S - time.monotonic()) if index else 0.0)
         started = time.monotonic()
-        cluster = emulate(manifests, base, check_all=not options.run_command, restarts=result.recreated)
+        cluster = emulate(manifests, base, check_all=not options.run_command, restarts=result.recreated, api=sim.api,
+                          api_objects=sim.server is not None)
+        if sim.server is not None:
+            sim.server.publish(cluster.objects)
         workload = next(w for w in cluster.workloads if w.id == wid)
-        runner = Runner(workload, options, tmp / f"{workload.namespace}.{workload.name}.{result.recreated}", listener, deadline,
-                        isolation, cluster.hosts)
+        runner = Runner(workload, options, sim.tmp / f"{workload.namespace}.{workload.name}.{result.recreated}", sim.listener,
+                        sim.deadline, sim.isolation, cluster.hosts, sim.credentials)
         attempt = runner.run(index)
         attempt.backoff = backoff
         result.attempts.append(attempt)
-        listener("attempt", (result, attempt))
+        sim.listener("attempt", (result, attempt))
         if attempt.ok:
             result.verdict = "succeeded"
             return
         why = restart_decision(workload.restart, result.attempts, failures) or crash_loop(workload.restart, result.attempts)
-        if why is not None or time.monotonic() >= deadline:
+        if why is not None or time.monotonic() >= sim.deadline:
             result.verdict = "failed"
             result.reason = f"{attempt.reason}; {why or '--timeout reached'}"
             return

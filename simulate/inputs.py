@@ -120,7 +120,8 @@ def service_of(obj: Mapping) -> Service:
 
 @dataclass
 class Objects:
-    """The passive objects pods read: Services (DNS), ConfigMaps and Secrets (env), PriorityClasses."""
+    """The passive objects pods read: Services (DNS), ConfigMaps and Secrets (env), PriorityClasses,
+    ServiceAccounts (admission), Kueue's queues."""
 
     services: dict[tuple[str, str], Service] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
@@ -128,6 +129,7 @@ class Objects:
     priority_classes: dict[str, int] = field(default_factory=lambda: dict(_PRIORITY_CLASSES))
     namespaces: set[str] = field(default_factory=lambda: {"default"})
     runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)   # (kind, namespace or "", name)
+    service_accounts: dict[tuple[str, str], Mapping] = field(default_factory=dict)
     restarts: int = 0     # times the pods were recreated: JobSet status.restarts (stamped on Jobs and pods); new pod names
 
     def add(self, obj: Mapping) -> None:
@@ -140,6 +142,8 @@ class Objects:
         elif kind == "Secret":
             data = {k: b64(v) for k, v in (obj.get("data") or {}).items()}
             self.secrets[key] = data | strings(obj.get("stringData"))
+        elif kind == "ServiceAccount":
+            self.service_accounts[key] = obj
         elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
             self.priority_classes[key[1]] = obj["value"]
         elif kind in ("TrainingRuntime", "ClusterTrainingRuntime") and obj.get("apiVersion") == TRAINER_API:

@@ -22,6 +22,7 @@ from jaxinfra.errors import Problem
 
 from . import model
 from .controllers import ChildJob, Draft, Identity
+from .admission import service_account
 from .inputs import Objects, fake_uid, limit, quantity, str_value, to_int
 
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")      # kubelet IsEnvVarName
@@ -182,16 +183,32 @@ def devices(accelerator: str, count: Any, env: Mapping[str, str]) -> int:
     return max(1, to_int(env.get("JAX_NUM_CPU_DEVICES"), 1))
 
 
+def service_env(host: str, port: int) -> dict[str, str]:
+    """The `kubernetes` Service's env the kubelet puts in every container, whatever enableServiceLinks says
+    (pkg/kubelet/kubelet_pods.go getServiceEnvVarMap, pkg/kubelet/envvars FromServices)."""
+    tcp = f"tcp://{host}:{port}"
+    return {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": str(port), "KUBERNETES_SERVICE_PORT_HTTPS": str(port),
+            "KUBERNETES_PORT": tcp, f"KUBERNETES_PORT_{port}_TCP": tcp, f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp",
+            f"KUBERNETES_PORT_{port}_TCP_PORT": str(port), f"KUBERNETES_PORT_{port}_TCP_ADDR": host}
+
+
 def start_pod(draft: Draft, job: ChildJob, who: Identity, index: int, global_index: int, node: str, ip: str,
-              platform: Mapping[str, str], objects: Objects, problems: list[tuple[str, Problem]]) -> model.Pod:
-    """The pod `who` of `job` as the kubelet starts it on `node` with address `ip`: its container's env (the
-    platform's first), command and args expanded, its devices; env problems go to `problems`."""
+              platform: Mapping[str, str], api: tuple[str, int], token: bool, objects: Objects,
+              problems: list[tuple[str, Problem]]) -> model.Pod:
+    """The pod `who` of `job` as the kubelet starts it on `node` with address `ip`: its container's env, command
+    and args expanded, its devices; env problems go to `problems`.
+
+    Beneath the container's own env: HOSTNAME (the container runtime sets it to the pod's hostname, the node's for
+    a host-network pod), the `kubernetes` Service's env for the API server at `api`, and the platform's env."""
     containers = job.pod_spec.get("containers") or [{}]
     container = job.container
+    host_network = bool(job.pod_spec.get("hostNetwork"))
+    account = service_account(job.pod_spec)
     facts = PodFacts(who.name, draft.namespace, fake_uid("Pod", draft.namespace, who.name), who.labels, who.annotations, node,
-                     job.pod_spec.get("serviceAccountName") or job.pod_spec.get("serviceAccount") or "default", ip, containers)
+                     account, ip, containers)
     resolver = EnvResolver(f"{draft.id} pod {who.hostname}", facts, objects, problems)
-    env = resolver.resolve(container, platform, who.appended)
+    base = {"HOSTNAME": node if host_network else who.hostname, **service_env(*api), **platform}
+    env = resolver.resolve(container, base, who.appended)
     accelerator, count = job.accelerator
     ports = tuple(int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit())
     return model.Pod(
@@ -202,6 +219,6 @@ def start_pod(draft: Draft, job: ChildJob, who: Identity, index: int, global_ind
         args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
         env=env, working_dir=container.get("workingDir"), devices=devices(accelerator, count, env),
         accelerator=accelerator, container_ports=ports, readiness_probe=bool(container.get("readinessProbe")),
-        node=node, host_network=bool(job.pod_spec.get("hostNetwork")),
+        node=node, host_network=host_network, service_account=account, token=token,
         host_aliases=tuple((str(a.get("ip", "")), tuple(str(h) for h in a.get("hostnames") or ()))
                            for a in job.pod_spec.get("hostAliases") or ()))

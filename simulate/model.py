@@ -42,6 +42,8 @@ class Pod:
     node: str = ""                 # the simulated node it runs on (one per pod): spec.nodeName
     host_network: bool = False     # spec.hostNetwork: the node's hostname and hosts file, not the pod's
     host_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # spec.hostAliases: (ip, hostnames) for its /etc/hosts
+    service_account: str = "default"   # spec.serviceAccountName
+    token: bool = False            # the ServiceAccount token volume is mounted (admission's decision)
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ class Cluster:
 
     workloads: tuple[Workload, ...]
     hosts: Mapping[str, str] = field(default_factory=dict)   # fully-qualified DNS name -> ip (what /etc/hosts gets)
+    objects: tuple[Mapping, ...] = ()    # what the API server holds (inputs and what the controllers made), when asked for
     problems: tuple[Problem, ...] = ()   # manifest-level problems (unsupported kinds, parse errors)
 
 

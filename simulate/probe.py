@@ -99,8 +99,11 @@ def init_kwargs(spec: ProbeSpec, env: Mapping[str, str]) -> dict[str, Any]:
     """The `jax.distributed.initialize` arguments the pod's env contract implies.
 
     Trainer v2 style (`JAX_*`) and Training Operator v1 style (`COORDINATOR_*`, `PROCESS_ID`)
-    name everything; otherwise only timeouts are passed and JAX's cluster detection (the GKE
-    TPU detector on TPU pods) supplies the rest, as it would on the cluster.
+    name everything: then cluster detection is switched off (README, "The env contract": JAX
+    runs it whenever an argument is unset, and its Kubernetes detector then needs a mounted
+    ServiceAccount token as soon as the `kubernetes` package is importable). Otherwise only
+    timeouts are passed and JAX's cluster detection (the GKE TPU detector on TPU pods) supplies
+    the rest, as it would on the cluster.
     """
     requested = int(env.get("JAX_INITIALIZATION_TIMEOUT", spec.init_timeout))
     kwargs: dict[str, Any] = {
@@ -110,6 +113,7 @@ def init_kwargs(spec: ProbeSpec, env: Mapping[str, str]) -> dict[str, Any]:
     }
     if "JAX_PROCESS_ID" in env:
         kwargs.update(
+            cluster_detection_method="deactivate",
             coordinator_address=env.get("JAX_COORDINATOR_ADDRESS"),
             num_processes=_env_int(env, "JAX_NUM_PROCESSES"),
             process_id=_env_int(env, "JAX_PROCESS_ID"),
@@ -118,6 +122,7 @@ def init_kwargs(spec: ProbeSpec, env: Mapping[str, str]) -> dict[str, Any]:
         if "COORDINATOR_ADDRESS" not in env:
             raise ValueError("COORDINATOR_ADDRESS is not set, but the env contract requires it")
         kwargs.update(
+            cluster_detection_method="deactivate",
             coordinator_address=f"{env['COORDINATOR_ADDRESS']}:{_env_int(env, 'COORDINATOR_PORT')}",
             num_processes=_env_int(env, "NUM_PROCESSES"),
             process_id=_env_int(env, "PROCESS_ID"),

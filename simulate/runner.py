@@ -17,12 +17,13 @@ import signal
 import socket
 import sys
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaxinfra.simulate import dns, model, sandbox
+from jaxinfra.simulate import dns, image, model, sandbox
 from jaxinfra.simulate.platform import gke_tpu
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
@@ -57,11 +58,32 @@ class Faults:
 class Options:
     run_command: bool = False       # run the container's own command instead of the probe
     images: Mapping[str, Path] = field(default_factory=dict)   # image (as in the manifest) -> the folder standing in for its working directory
+    k8s_client: bool = True         # the pods' Python can import `kubernetes` (an image built with jax[k8s])
     timeout: float = 300.0          # the whole simulation
     init_timeout: float | None = None   # cap on every pod's JAX init timeout
     heartbeat_timeout: int = 10
     shutdown_timeout: int = 10
     faults: Faults = field(default_factory=Faults)
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What the ServiceAccount token volume holds for pods that mount one: the API server's CA and a token per account."""
+
+    ca_pem: bytes
+    tokens: Mapping[tuple[str, str], str]   # (namespace, ServiceAccount) -> bearer token
+
+    def write(self, pod: model.Pod, folder: Path) -> Path:
+        """The volume's files (token, ca.crt, namespace), as the kubelet projects them."""
+        folder.mkdir(parents=True)
+        (folder / "token").write_text(self.tokens[(pod.namespace, pod.service_account)], encoding="utf-8")
+        (folder / "ca.crt").write_bytes(self.ca_pem)
+        (folder / "namespace").write_text(pod.namespace, encoding="utf-8")
+        return folder
+
+
+STDERR_TAIL = 20
+"""How many of a container's last stderr lines the report keeps: what a failure says of itself."""
 
 
 @dataclass
@@ -79,8 +101,12 @@ class PodRun:
     result: dict[str, Any] | None = None
     fds: dict[int, str] = field(default_factory=dict)          # read fd -> "status" | "stdout" | "stderr"
     buffers: dict[int, bytes] = field(default_factory=dict)
-    last_stderr: str | None = None  # the container's last non-empty stderr line: what a failure says of itself
+    stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))   # its last non-empty stderr lines
     cwd: Path | None = None         # the folder its container ran in
+
+    @property
+    def last_stderr(self) -> str | None:
+        return self.stderr_tail[-1] if self.stderr_tail else None
 
     @property
     def done(self) -> bool:
@@ -93,7 +119,7 @@ class PodRun:
                 "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
                 "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values()),
                 "probe_timings": (self.result or {}).get("timings", {}), "program": (self.result or {}).get("program"),
-                "last_stderr": self.last_stderr}
+                "stderr_tail": list(self.stderr_tail)}
 
 
 @dataclass
@@ -117,7 +143,7 @@ Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log
 
 def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, out_w: int, err_w: int,
            inherited: list[int], options: Options, workload: model.Workload, fail: bool, hang: bool,
-           isolation: str, hosts: Path) -> None:
+           isolation: str, hosts: Path, token: Path | None) -> None:
     """In the forked pod process: enter the pod's sandbox, become the container. Never returns."""
     code = 1
     try:
@@ -125,7 +151,7 @@ def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, ou
         os.setpgid(0, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        sandbox.enter(isolation, dns.uts_hostname(pod), hosts)   # first, while this process has one thread
+        sandbox.enter(isolation, dns.uts_hostname(pod), hosts, token)   # first, while this process has one thread
         # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
         # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
         for fd in inherited:
@@ -158,8 +184,7 @@ def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, ou
         # probe's compile time in a parent without many objects of its own.
         gc.freeze()
         probe.configure(pod.devices)
-        if gke_tpu.is_marked():
-            gke_tpu.install()
+        image.shape(env)
         report("initializing", {})
         result = probe.run_probe(_probe_spec(pod, workload, env, options), report)
         report("result", {"result": result})
@@ -191,8 +216,9 @@ def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str]
                      heartbeat_timeout=options.heartbeat_timeout, shutdown_timeout=options.shutdown_timeout)
 
 
-def process_env(pod: model.Pod, sitecustomize: Path | None) -> dict[str, str]:
-    """The pod's env plus what stands in for its machine: the CPU as its accelerator, its own IP."""
+def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True) -> dict[str, str]:
+    """The pod's env plus what stands in for its machine and image: the CPU as its accelerator, its own IP,
+    whether its Python has the `kubernetes` package."""
     env = dict(pod.env)
     env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     env.setdefault("HOME", os.environ.get("HOME", "/root"))
@@ -204,8 +230,10 @@ def process_env(pod: model.Pod, sitecustomize: Path | None) -> dict[str, str]:
         env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{port}")
     if pod.accelerator == "tpu":
         env[gke_tpu.MARKER] = "1"
-        if sitecustomize is not None:
-            env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
+    if not k8s_client:
+        env[image.WITHOUT_K8S_CLIENT] = "1"
+    if sitecustomize is not None and image.needs_hook(env):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
     return env
 
 
@@ -242,18 +270,19 @@ class Runner:
     """Runs one attempt of a workload: every pod at once, the group ended at the first failure."""
 
     def __init__(self, workload: model.Workload, options: Options, workdir: Path, listener: Listener,
-                 deadline: float, isolation: str, records: Mapping[str, str]):
+                 deadline: float, isolation: str, records: Mapping[str, str], credentials: Credentials | None = None):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
-        DNS names (name -> ip) that every pod's /etc/hosts holds."""
+        DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token."""
         self.workload = workload
         self.isolation = isolation
         self.records = records
+        self.credentials = credentials
         self.options = options
         self.workdir = workdir
         self.listener = listener
         self.deadline = deadline
         self.selector = selectors.DefaultSelector()
-        self.sitecustomize = gke_tpu.sitecustomize_dir(workdir / "_site") if options.run_command else None
+        self.sitecustomize = image.sitecustomize_dir(workdir / "_site") if options.run_command else None
         self.listening = False
 
     def run(self, index: int) -> Attempt:
@@ -324,17 +353,19 @@ class Runner:
         pod_dir = self.workdir / r.pod.name
         shutil.rmtree(pod_dir, ignore_errors=True)     # a (re)started container begins with a fresh filesystem
         (pod_dir / "sandbox").mkdir(parents=True)
-        env = process_env(r.pod, self.sitecustomize)
+        env = process_env(r.pod, self.sitecustomize, self.options.k8s_client)
         hosts = pod_dir / "sandbox" / "hosts"
         hosts.write_text(dns.hosts_file(r.pod, self.records), encoding="utf-8")
         r.cwd = cwd = container_cwd(r.pod, self.options.images, pod_dir / "fs")
+        token = (self.credentials.write(r.pod, pod_dir / "sandbox" / "serviceaccount")
+                 if r.pod.token and self.credentials is not None else None)
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             _child(r.pod, env, cwd, status_w, out_w, err_w, [fd for fd in self.selector.get_map()], self.options, self.workload,
-                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)), self.isolation, hosts)
+                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)), self.isolation, hosts, token)
         try:
             os.setpgid(pid, pid)   # also here: no race with an early kill
         except OSError:
@@ -380,7 +411,7 @@ class Runner:
         text = raw.decode("utf-8", "replace")
         if stream != "status":
             if stream == "stderr" and text.strip():
-                r.last_stderr = text.strip()
+                r.stderr_tail.append(text.strip())
             self.listener("log", (r, stream, text))
             return
         msg = json.loads(text)

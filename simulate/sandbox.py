@@ -38,9 +38,14 @@ from jaxinfra.errors import CommandFailed
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWUSER = 0x10000000
+MS_RDONLY = 1
+MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+"""Where the ServiceAccount token volume is mounted in every container that gets one."""
 
 STRATEGIES: dict[str, int] = {
     "privileged": CLONE_NEWNS | CLONE_NEWUTS,
@@ -91,8 +96,48 @@ def _write(path: str, text: str) -> None:
         raise SandboxError(f"write {path}", err.errno or errno.EPERM) from None
 
 
-def enter(strategy: str, hostname: str, hosts: Path) -> None:
-    """In a freshly forked (single-threaded) pod process: its own namespaces, hostname and /etc/hosts."""
+def _mount(libc: ctypes.CDLL, source: str | None, target: Path, fstype: str | None, flags: int, step: str) -> None:
+    _call(libc.mount(source.encode() if source else None, str(target).encode(), fstype.encode() if fstype else None, flags,
+                     b"mode=0755" if fstype == "tmpfs" else None), step)
+
+
+def _make_room(libc: ctypes.CDLL, target: Path, scratch: Path) -> None:
+    """Create `target` where it does not exist, without touching the machine: the deepest existing folder on its way
+    is covered by a tmpfs (in this mount namespace only) into which every entry it had is bound back."""
+    folder = target
+    while not folder.exists():
+        folder = folder.parent
+    keep = scratch / "kept"
+    keep.mkdir(parents=True, exist_ok=True)
+    _mount(libc, str(folder), keep, None, MS_BIND | MS_REC, f"keep {folder}")
+    _mount(libc, "tmpfs", folder, "tmpfs", 0, f"tmpfs over {folder}")
+    for entry in os.scandir(keep):
+        placed = folder / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), placed)
+            continue
+        placed.mkdir() if entry.is_dir() else placed.touch()
+        _mount(libc, entry.path, placed, None, MS_BIND | MS_REC, f"bind back {placed}")
+    target.mkdir(parents=True, exist_ok=True)
+
+
+def _service_account(libc: ctypes.CDLL, volume: Path | None, scratch: Path) -> None:
+    """The token volume, read-only, exactly when the pod gets one; otherwise nothing there, even where this machine
+    has one (when the simulator itself runs in a Kubernetes pod)."""
+    target = SERVICE_ACCOUNT_DIR.resolve()
+    if volume is None:
+        if target.is_dir():
+            _mount(libc, "tmpfs", target, "tmpfs", 0, "hide the machine's ServiceAccount volume")
+        return
+    if not target.is_dir():
+        _make_room(libc, target, scratch)
+    _mount(libc, str(volume), target, None, MS_BIND, "mount the ServiceAccount volume")
+    _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, "make the ServiceAccount volume read-only")
+
+
+def enter(strategy: str, hostname: str, hosts: Path, service_account: Path | None = None) -> None:
+    """In a freshly forked (single-threaded) pod process: its own namespaces, hostname, /etc/hosts, and the
+    ServiceAccount token volume (`service_account`: the folder with token, ca.crt, namespace), if it gets one."""
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
     _call(libc.unshare(STRATEGIES[strategy]), f"unshare({strategy})")
@@ -104,6 +149,7 @@ def enter(strategy: str, hostname: str, hosts: Path) -> None:
     _call(libc.mount(str(hosts).encode(), b"/etc/hosts", None, MS_BIND, None), "bind-mount /etc/hosts")
     name = hostname.encode()
     _call(libc.sethostname(name, len(name)), "sethostname")
+    _service_account(libc, service_account, hosts.parent)
 
 
 @dataclass(frozen=True)

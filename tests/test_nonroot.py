@@ -116,7 +116,7 @@ def test_static_problems_are_reported_without_namespaces(home: Path) -> None:
     rc, report, err = simulate(home, write_input(home, "nosub.yaml", text), "--run-command", deny_unshare=True)
     assert rc == 1 and "cannot simulate here" not in err
     [workload] = report["workloads"]
-    assert workload["reason"] == "1 contract problems; not started"
+    assert workload["reason"] == "1 problems; not started"
     assert "host 'identity-0.workers' does not resolve" in workload["problems"][0]["message"]
 
 

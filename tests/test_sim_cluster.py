@@ -430,6 +430,10 @@ kind: Service
 metadata: {{name: svc}}
 spec: {{clusterIP: None, publishNotReadyAddresses: true, selector: {{batch.kubernetes.io/job-name: j}}}}
 ---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: runner}}
+---
 apiVersion: batch/v1
 kind: Job
 metadata: {{name: j}}

@@ -20,7 +20,7 @@ import pytest
 
 from jaxinfra import yamlio
 from jaxinfra.errors import Problem
-from jaxinfra.simulate import inputs, model
+from jaxinfra.simulate import inputs, kubelet, model
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.controllers.jaxjob import jaxjob
 from jaxinfra.simulate.inputs import load_files
@@ -81,10 +81,19 @@ def test_v1_pods_are_named_and_labelled_as_the_operator_creates_them() -> None:
         assert p.container_ports == (6666,)                                 # webhook default: jaxjob-port 6666
 
 
+BENEATH = ["HOSTNAME", *kubelet.service_env("127.0.255.1", 443)]
+"""What the container runtime and the kubelet put in every container, beneath its own env."""
+
+
+def own_env(pod: model.Pod) -> list[str]:
+    """The container's env names in order, without what lies beneath it."""
+    return [k for k in pod.env if k not in BENEATH]
+
+
 def test_v1_env_is_appended_by_the_operator_in_upstream_order() -> None:
     w = only_workload(emulate(load(JAXJOB_CPU)))
     for i, p in enumerate(w.pods):
-        assert list(p.env) == ["JAX_NUM_CPU_DEVICES", *V1_ENV]               # the user's env first, then the operator's
+        assert list(p.env) == [*BENEATH, "JAX_NUM_CPU_DEVICES", *V1_ENV]   # the user's env first, then the operator's
         assert [p.env[k] for k in V1_ENV] == ["1", "6666", "jaxjob-simple-worker-0", "2", str(i)]
         assert "JAX_COORDINATOR_ADDRESS" not in p.env and "JAX_PROCESS_ID" not in p.env
 
@@ -176,7 +185,7 @@ def test_v2_on_the_upstream_runtime_becomes_its_jobset() -> None:
     assert p.labels["batch.kubernetes.io/job-name"] == "jax-mnist-node-0"
     assert (p.container, p.image, p.command[0]) == ("node", "nvcr.io/nvidia/jax:25.10-py3", "python3")
     # The JAX plugin upserts its env into the runtime's container; the TrainJob's env comes after; then the Job controller's.
-    assert list(p.env) == ["JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_CPU_DEVICES", "JOB_COMPLETION_INDEX"]
+    assert own_env(p) == ["JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_CPU_DEVICES", "JOB_COMPLETION_INDEX"]
     assert [w.pods[i].env["JAX_PROCESS_ID"] for i in (0, 1)] == ["0", "1"]
     assert (p.env["JAX_NUM_PROCESSES"], p.env["JAX_COORDINATOR_ADDRESS"]) == ("2", "jax-mnist-node-0-0.jax-mnist:29500")
     assert p.container_ports == (29500,)
@@ -192,7 +201,7 @@ def test_v2_on_a_training_runtime_in_the_manifests() -> None:
     assert w.id == "TrainJob/research/llm" and [p.hostname for p in w.pods] == [f"llm-node-0-{i}" for i in range(3)]
     p = w.pods[2]
     assert (p.accelerator, p.devices) == ("gpu", 2)                           # resourcesPerNode merged into the `node` container
-    assert list(p.env)[:4] == ["XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"]
+    assert own_env(p)[:4] == ["XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"]
     assert (p.env["JAX_NUM_PROCESSES"], p.env["JAX_PROCESS_ID"], p.env["JAX_COORDINATOR_ADDRESS"]) == ("3", "2", "llm-node-0-0.llm:29500")
     assert c.hosts["llm-node-0-0.llm.research.svc.cluster.local"] == w.pods[0].ip
     assert w.restart.kind == "jobset" and w.restart.max_restarts == 1      # the runtime's JobSet failurePolicy
@@ -204,7 +213,7 @@ def test_v2_env_is_upserted_after_the_plugin_env() -> None:
                                                  {"name": "JAX_NUM_PROCESSES", "value": "2"}]
     p = only_workload(emulate(objs)).pods[1]
     assert p.env["TAG"] == "rank-1"                           # unlike v1, the plugin's env is defined before the user's
-    assert list(p.env).index("JAX_NUM_PROCESSES") == 0        # replaced in place, not appended
+    assert own_env(p).index("JAX_NUM_PROCESSES") == 0        # replaced in place, not appended
 
 
 def test_v2_num_nodes_defaults_to_the_runtime_and_manifest_runtime_wins() -> None:

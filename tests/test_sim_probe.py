@@ -194,14 +194,16 @@ def test_trainer_v2_contract_with_capped_init_timeout(env_timeout: str | None, u
     if env_timeout is not None:
         env["JAX_INITIALIZATION_TIMEOUT"] = env_timeout
     assert init_kwargs(SPEC, env) == {"coordinator_address": "a-node-0-0.a:29500", "num_processes": 4,
-                                      "process_id": 3, "initialization_timeout": used, **TIMEOUTS}
+                                      "process_id": 3, "initialization_timeout": used, **TIMEOUTS,
+                                      "cluster_detection_method": "deactivate"}   # everything is given: no detector runs
 
 
 def test_training_operator_v1_contract_joins_address_and_port() -> None:
     env = {"COORDINATOR_ADDRESS": "j-worker-0", "COORDINATOR_PORT": "6666",
            "NUM_PROCESSES": "4", "PROCESS_ID": "2"}
     assert init_kwargs(SPEC, env) == {"coordinator_address": "j-worker-0:6666", "num_processes": 4,
-                                      "process_id": 2, "initialization_timeout": 30, **TIMEOUTS}
+                                      "process_id": 2, "initialization_timeout": 30, **TIMEOUTS,
+                                      "cluster_detection_method": "deactivate"}
 
 
 def test_tpu_pods_leave_everything_but_timeouts_to_cluster_detection() -> None:

@@ -266,7 +266,9 @@ OPERATOR_SCRIPTS = {"jaxjob": ("jaxjob_cpu_v1_script.yaml", "JAXJob"), "trainjob
 def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backend: str, tmp_path: Path) -> None:
     """A script written for the v1 operator (COORDINATOR_*, NUM_PROCESSES, PROCESS_ID) runs on the
     JAXJob jaxinfra renders; one written for v2 (JAX_*) on the TrainJob: the stack's own container
-    command is swapped for the script, nothing else changes."""
+    command is swapped for the script, nothing else changes. In an image without the `kubernetes`
+    package; in one with it, JAX's Kubernetes detection needs the token jaxinfra does not mount, as on
+    a cluster (README, "The env contract": pass cluster_detection_method="deactivate")."""
     from conftest import rendered
     from jaxinfra.yamlio import dump
 
@@ -279,6 +281,9 @@ def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backen
         workload["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(command=command[:2], args=command[2:])
     path = tmp_path / f"{stack}.{backend}.yaml"
     path.write_text(dump(objs))
-    rc, report, err = simulate(str(path), "--run-command", tmp=tmp_path)
+    rc, report, err = simulate(str(path), "--run-command", "--no-k8s-client", tmp=tmp_path)
     assert rc == 0, err
     assert only(report)["verdict"] == "succeeded"
+    rc, report, err = simulate(str(path), "--run-command", tmp=tmp_path)
+    first = only(report)["attempts"][0]["pods"][0]
+    assert rc == 1 and first["stderr_tail"][-1].endswith("ConfigException: Service token file does not exist.")

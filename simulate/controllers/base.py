@@ -11,7 +11,7 @@ from typing import Any
 from jaxinfra.errors import Problem
 
 from .. import model
-from ..inputs import Service, accelerator, to_int
+from ..inputs import Service, accelerator, meta, to_int
 
 SUPPORTED = ("JobSet (jobset.x-k8s.io/v1alpha2), Indexed Job (batch/v1 with completionMode: Indexed), "
              "JAXJob (kubeflow.org/v1) and TrainJob (trainer.kubeflow.org/v1alpha1)")
@@ -90,10 +90,17 @@ class Draft:
     restart: model.RestartPolicy
     services: list[Service] = field(default_factory=list)   # Services its controller creates if absent
     problems: list[Problem] = field(default_factory=list)
+    owner: Mapping[str, str] = field(default_factory=dict)   # the workload object's reference: apiVersion, kind, name, uid
 
     @property
     def id(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+def reference(obj: Mapping, uid: str) -> dict[str, str]:
+    """An ownerReference's identifying fields for `obj` (its controller sets `controller: true`)."""
+    return {"apiVersion": str(obj.get("apiVersion", "")), "kind": str(obj.get("kind", "")), "name": str(meta(obj).get("name", "")),
+            "uid": uid}
 
 
 def counts(job_spec: Mapping, where: str) -> tuple[int, int, list[Problem]]:

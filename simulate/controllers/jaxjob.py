@@ -37,7 +37,7 @@ from ..inputs import (
     strings,
     to_int,
 )
-from .base import ChildJob, Draft, OperatorPods
+from .base import ChildJob, Draft, OperatorPods, reference
 
 # Training Operator v1 (pkg/apis/kubeflow.org/v1: common_types.go, jax_types.go; jaxjob_controller.go).
 KF = "training.kubeflow.org/"
@@ -116,4 +116,4 @@ def jaxjob(obj: Mapping, objects: Objects) -> Draft | Problem:
                          f"JAXJob/{ns}/{name} (headless Service {name}-worker-{i} created by the Training Operator)", True)
                 for i in range(replicas)]
     restart = _jaxjob_restart(restart_policy, (spec.get("runPolicy") or {}).get("backoffLimit"))
-    return Draft("JAXJob", ns, name, [job], restart, services)
+    return Draft("JAXJob", ns, name, [job], restart, services, owner=reference(obj, job.uid))

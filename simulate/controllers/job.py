@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from jaxinfra.errors import Problem
 
 from ..inputs import Objects, fake_uid, meta, namespace_of, oid, strings
-from .base import SUPPORTED, ChildJob, Draft, Identity, counts, restart_policy
+from .base import SUPPORTED, ChildJob, Draft, Identity, counts, reference, restart_policy
 
 # Job controller / Job API keys.
 JOB_NAME, JOB_NAME_LEGACY = "batch.kubernetes.io/job-name", "job-name"
@@ -36,7 +36,7 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
     job = ChildJob(name, uid, 0, completions, parallelism, strings(meta(template).get("labels")),
                     strings(meta(template).get("annotations")), template.get("spec") or {},
                     (template.get("spec") or {}).get("subdomain"), spec.get("backoffLimitPerIndex") is not None)
-    return Draft("Job", ns, name, [job], restart_policy("job", spec), problems=problems)
+    return Draft("Job", ns, name, [job], restart_policy("job", spec), problems=problems, owner=reference(obj, uid))
 
 
 GENERATED_NAME_MAX = 58
@@ -67,12 +67,16 @@ def controller_env(container: Mapping) -> list[Mapping]:
     return [{"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}}}]
 
 
+def selector_labels(job: ChildJob) -> dict[str, str]:
+    """The labels the Job API's strategy adds to an Indexed Job's pod template (its generated selector's and the name)."""
+    return {JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name}
+
+
 def identity(job: ChildJob, index: int, restarts: int) -> Identity:
     """The index-th pod of an Indexed Job: the Job API strategy's selector labels; the Job controller's index label
     and annotation, hostname `<job>-<index>` (always, for Indexed Jobs) and pod name `<job>-<index>-<random>`
     (new after each of `restarts` recreations), and the JOB_COMPLETION_INDEX it appends."""
-    labels = {**job.pod_labels, JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name,
-              COMPLETION_INDEX: str(index)}
+    labels = {**job.pod_labels, **selector_labels(job), COMPLETION_INDEX: str(index)}
     annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
     if job.backoff_limit_per_index:
         annotations[INDEX_FAILURE_COUNT] = "0"

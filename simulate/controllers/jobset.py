@@ -27,7 +27,7 @@ from ..inputs import (
     strings,
     to_int,
 )
-from .base import SUPPORTED, ChildJob, Draft, counts, restart_policy
+from .base import SUPPORTED, ChildJob, Draft, counts, reference, restart_policy
 
 JS = "jobset.sigs.k8s.io/"
 JS_NAME, JS_UID, JS_RJOB, JS_RJOB_REPLICAS = JS + "jobset-name", JS + "jobset-uid", JS + "replicatedjob-name", JS + "replicatedjob-replicas"
@@ -118,4 +118,4 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
                                  (), f"JobSet/{ns}/{name} (headless Service created by the JobSet controller)"))
     first = ((rjobs[0].get("template") or {}).get("spec") or {}) if rjobs else {}
     restart = restart_policy("jobset", first, to_int((spec.get("failurePolicy") or {}).get("maxRestarts"), 0))
-    return Draft("JobSet", ns, name, jobs, restart, services, problems)
+    return Draft("JobSet", ns, name, jobs, restart, services, problems, reference(obj, meta(obj).get("uid") or fake_uid("JobSet", ns, name)))

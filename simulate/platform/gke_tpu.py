@@ -6,14 +6,12 @@ TPU VM gives JAX, so that JAX's own TPU detection runs unchanged.
    JAX's detector (jax/_src/clusters/cloud_tpu_cluster.py, GkeTpuCluster) finds the coordinator and
    rank from TPU_WORKER_HOSTNAMES, TPU_WORKER_ID and MEGASCALE_* — provided it runs on a TPU VM and
    can read the VM's `tpu-env` metadata. Here the pod runs on the CPU, so we state those two platform
-   facts and let JAX's unchanged detection do the rest. Command-mode pods get it through a
-   `sitecustomize` module (`sitecustomize_dir`); probe pods call `install` directly.
+   facts and let JAX's unchanged detection do the rest (through image.shape, in every TPU pod).
 """
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from collections.abc import Mapping
 
 from ..controllers import ChildJob
 from ..controllers.jobset import JS_NAME, JS_RJOB, JS_RJOB_REPLICAS
@@ -67,21 +65,5 @@ def install() -> None:
     cloud_tpu_cluster.get_tpu_env_value_from_metadata = lambda key: None
 
 
-SITECUSTOMIZE = f'''\
-# Written by jaxinfra simulate: emulate the TPU VM for this pod's own command.
-import os
-if os.environ.get("{MARKER}"):
-    from jaxinfra.simulate.platform.gke_tpu import install
-    install()
-'''
-
-
-def sitecustomize_dir(folder: Path) -> Path:
-    """A folder to put first on PYTHONPATH of command-mode TPU pods."""
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "sitecustomize.py").write_text(SITECUSTOMIZE, encoding="utf-8")
-    return folder
-
-
-def is_marked() -> bool:
-    return bool(os.environ.get(MARKER))
+def is_marked(env: Mapping[str, str]) -> bool:
+    return bool(env.get(MARKER))
