@@ -1,4 +1,4 @@
-"""The `jaxinfra` command: synth, explain, catalog, validate, diff, simulate.
+"""The `jaxinfra` command: synth, init, explain, catalog, validate, diff, simulate.
 
 Heavy imports (pydantic via the spec, rich, jsonschema) happen inside the commands that use
 them, so `jaxinfra --help` and `jaxinfra synth` start fast. Every input problem is printed
@@ -104,6 +104,18 @@ def synth(
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, target)  # never a half-written file
         print(f"wrote {target}", file=sys.stderr)
+
+
+@app.command()
+def init(
+    directory: Annotated[Path, typer.Argument(metavar="[DIR]", help="Folder of the new repository (created if missing).")] = Path("."),
+    template: Annotated[str, typer.Option("--template", "-t", help="The stack to start from: cpu, tpu (a v5e 2x4 slice) or gpu (2 x 8 H100).")] = "cpu",
+) -> None:
+    """Write a ready repository: a stack, pyproject.toml, Pulumi and cdk8s files, .gitignore and a CI workflow (never overwrites)."""
+    from jaxinfra.init import write
+
+    for path in write(directory, template):
+        print(f"wrote {path}", file=sys.stderr)
 
 
 @app.command()

@@ -1,0 +1,22 @@
+"""The team's job on one TPU v5e 2x4 slice: 2 hosts x 4 chips (written by `jaxinfra init --template tpu`).
+
+The image must hold JAX for TPU and the training program that `python -m train` runs; jaxinfra's
+README, "The env contract", shows how the program initializes. More slices: `slices=2` on a
+multi-host topology. Every field and its default: `jaxinfra.spec`.
+"""
+
+from jaxinfra import TPU, Cluster, JaxJob, NodePool
+
+cluster = Cluster(
+    name="training",
+    node_pools=[NodePool("v5e-2x4", TPU("v5e", "2x4"))],
+    jobs=[
+        JaxJob(
+            "train",
+            image="us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:latest",  # your image, built on this one
+            command=["python", "-m", "train"],
+            node_pool="v5e-2x4",
+            max_restarts=3,
+        )
+    ],
+)

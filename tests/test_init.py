@@ -1,0 +1,194 @@
+"""`jaxinfra init`: a ready repository whose own CI commands pass in a fresh venv, and that is never overwritten."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from jaxinfra import init, manifests, stack
+from jaxinfra.yamlio import load
+
+WORKFLOW = ".github/workflows/jaxinfra.yml"
+#: The environment of a fresh venv's commands: nothing that would import another jaxinfra.
+CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+
+
+def jaxinfra(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+def steps(repo: Path) -> dict[str, dict[str, Any]]:
+    [job] = yaml.safe_load((repo / WORKFLOW).read_text())["jobs"].values()
+    return {s.get("name", s.get("uses", "")): s for s in job["steps"]}
+
+
+def run_step(step: dict[str, Any], repo: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """A workflow step's `run`, as a GitHub runner runs it (bash -eo pipefail), in the repository."""
+    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], capture_output=True,
+                          text=True, cwd=repo, timeout=600, env={**CLEAN_ENV, **step.get("env", {}), **env})
+
+
+@pytest.mark.parametrize("template", init.TEMPLATES)
+def test_init_writes_every_file_once_and_documents_each(template: str, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    r = jaxinfra("init", str(repo), "--template", template, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    written = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file())
+    assert written == sorted(init.FILES)
+    readme = (repo / "README.md").read_text()
+    assert all(f"`{path}`" in readme for path in init.FILES if path != "infra/__main__.py") and "`infra/__main__.py`" in readme
+    assert f"--template {template}" in readme and "$" not in readme.replace("${{", "")
+    project = tomllib.loads((repo / "pyproject.toml").read_text())
+    assert project["project"]["dependencies"] == [f"jaxinfra[validate,sim]=={init.version()}"]
+    cluster = stack.load(repo / "stacks/training.py")  # a valid stack of the chosen kind
+    assert cluster.node_pools[0].accelerator.kind == template
+
+
+def test_second_init_refuses_and_lists_every_file(tmp_path: Path) -> None:
+    assert jaxinfra("init", "repo", cwd=tmp_path).returncode == 0
+    (tmp_path / "repo/stacks/training.py").write_text("# the team's own edits\n")
+    r = jaxinfra("init", "repo", "--template", "tpu", cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert [line.split(" = ")[0] for line in r.stderr.splitlines()[:-1]] == [f"error: repo/{p}" for p in init.FILES]
+    assert r.stderr.splitlines()[-1] == f"jaxinfra: {len(init.FILES)} problems (files exist); nothing written"
+    assert (tmp_path / "repo/stacks/training.py").read_text() == "# the team's own edits\n"
+
+
+def test_init_refuses_a_file_where_a_folder_goes(tmp_path: Path) -> None:
+    (tmp_path / "stacks").write_text("")
+    r = jaxinfra("init", ".", cwd=tmp_path)
+    assert r.returncode == 2 and r.stderr.startswith("error: stacks = 'file': would be overwritten")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["stacks"]
+    r = jaxinfra("init", ".", "--template", "arm", cwd=tmp_path)
+    assert r.returncode == 2 and "--template = 'arm': unknown template; fix: use one of cpu, tpu, gpu" in r.stderr
+
+
+def test_workflow_passes_offline_linters(tmp_path: Path) -> None:
+    """GitHub's workflow schema (check-jsonschema's vendored copy) and zizmor's audits, pedantic, offline."""
+    init.write(tmp_path)
+    workflow = tmp_path / WORKFLOW
+    bin_dir = Path(sys.executable).parent
+    r = subprocess.run([str(bin_dir / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(workflow)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([str(bin_dir / "zizmor"), "--offline", "--persona", "pedantic", "--no-progress", str(workflow)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "No findings" in r.stdout, r.stdout + r.stderr
+    broken = tmp_path / "broken.yml"
+    broken.write_text(workflow.read_text().replace("runs-on:", "runs_on:"))
+    r = subprocess.run([str(bin_dir / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(broken)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1  # the linter does reject a broken workflow
+
+
+def test_workflow_opens_user_namespaces_before_simulating(tmp_path: Path) -> None:
+    """Hosted ubuntu-24.04 runners restrict unprivileged user namespaces (README, "Who can run it")."""
+    init.write(tmp_path)
+    names = list(steps(tmp_path))
+    [sysctl] = [n for n, s in steps(tmp_path).items() if "sysctl" in s.get("run", "")]
+    assert steps(tmp_path)[sysctl]["run"] == "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
+    assert names.index(sysctl) < names.index("Simulate")
+    assert yaml.safe_load((tmp_path / WORKFLOW).read_text())["jobs"]["jaxinfra"]["runs-on"] == "ubuntu-24.04"
+
+
+def test_pinned_cdk8s_cli_is_the_repositorys() -> None:
+    ours = json.loads((ROOT / "package.json").read_text())["devDependencies"]["cdk8s-cli"]
+    assert json.loads(init.render("cpu")["package.json"])["devDependencies"] == {"cdk8s-cli": ours}
+
+
+@pytest.mark.parametrize("template", init.TEMPLATES)
+def test_pulumi_stack_config_is_the_programs(template: str, tmp_path: Path) -> None:
+    pytest.importorskip("pulumi")
+    from jaxinfra.pulumi import read_settings
+
+    init.write(tmp_path, template)
+    assert yaml.safe_load((tmp_path / "Pulumi.yaml").read_text())["main"] == "infra/"
+    config = yaml.safe_load((tmp_path / "Pulumi.training.yaml").read_text())["config"]
+    settings = read_settings(config, root=tmp_path)
+    assert settings.stack == tmp_path / "stacks/training.py" and settings.provider == "gke"
+
+
+def test_cdk8s_app_of_the_new_repository(tmp_path: Path) -> None:
+    """cdk8s.yaml's app (`python -m jaxinfra.cdk8s`) writes what `jaxinfra synth` writes."""
+    pytest.importorskip("cdk8s")
+    if not shutil.which("node"):
+        pytest.skip("no node for jsii")
+    init.write(tmp_path, "tpu")
+    app = yaml.safe_load((tmp_path / "cdk8s.yaml").read_text())["app"]
+    assert app == ".venv/bin/python -m jaxinfra.cdk8s"
+    out = tmp_path / "dist"
+    env = {**os.environ, "CDK8S_OUTDIR": str(out), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
+    r = subprocess.run([sys.executable, "-m", "jaxinfra.cdk8s"], capture_output=True, text=True, cwd=tmp_path, env=env,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert load((out / "training.k8s.yaml").read_text()) == manifests(stack.load(tmp_path / "stacks/training.py"))
+
+
+# --- the workflow's own commands, in a fresh venv -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A new venv with jaxinfra installed from a wheel of this checkout (so package data is what ships), once per
+    test session: about a minute on 2 cores, most of it unpacking jax."""
+    pytest.importorskip("jax")
+    base = tmp_path_factory.mktemp("fresh")
+    source = base / "source"  # a clean copy: an in-tree build would reuse a stale build/ folder
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "node_modules", "build", "dist", "*.egg-info",
+                                                               "__pycache__", ".pytest_cache", ".hypothesis", "out"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
+    subprocess.run([*pip, "wheel", "--quiet", "--no-deps", str(source), "-w", str(base / "wheel")], check=True,
+                   capture_output=True, timeout=300, env=CLEAN_ENV)
+    [wheel] = (base / "wheel").glob("jaxinfra-*.whl")
+    venv = base / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, env=CLEAN_ENV)
+    r = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                        f"{wheel}[sim,validate]"], capture_output=True, text=True, timeout=900, env=CLEAN_ENV)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return venv
+
+
+@pytest.mark.parametrize("template", init.TEMPLATES)
+def test_workflow_commands_pass_in_the_new_repository(template: str, fresh_venv: Path, tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    r = subprocess.run([str(fresh_venv / "bin/jaxinfra"), "init", str(repo), "--template", template], capture_output=True,
+                       text=True, timeout=120, env=CLEAN_ENV)
+    assert r.returncode == 0, r.stderr
+    (repo / ".venv").symlink_to(fresh_venv)  # the workflow's Install step, done once for the session
+    ran = steps(repo)
+    for name in ("Synthesize", "Validate", "Simulate"):
+        done = run_step(ran[name], repo)
+        assert done.returncode == 0, f"{name}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+    assert sorted(p.name for p in (repo / "out").glob("*.yaml")) == ["training.yaml"]
+    assert (repo / "out/shadow/training.yaml").is_file()
+    report = json.loads((repo / "simulation.json").read_text())
+    assert report["ok"] and [w["verdict"] for w in report["workloads"]] == ["succeeded"]
+
+
+def test_workflow_diff_step_reports_against_the_base_branch(fresh_venv: Path, tmp_path: Path) -> None:
+    """The base branch checked out in .base: an unchanged stack diffs clean, a changed one names the field,
+    and the step summary gets the same text."""
+    repo = tmp_path / "repo"
+    init.write(repo)
+    (repo / ".venv").symlink_to(fresh_venv)
+    shutil.copytree(repo / "stacks", repo / ".base/stacks")
+    training = repo / "stacks/training.py"
+    training.write_text(training.read_text().replace("nodes=2,", "nodes=2, max_restarts=4,"))
+    (repo / "stacks/extra.py").write_text(training.read_text().replace('name="training"', 'name="extra"'))
+    summary = tmp_path / "summary.md"
+    done = run_step(steps(repo)["Diff against the base branch"], repo, GITHUB_STEP_SUMMARY=str(summary))
+    assert done.returncode == 0, done.stderr
+    diff = (repo / "diff.md").read_text()
+    assert summary.read_text() == diff
+    assert "#### stacks/extra.py\nA new stack: every object is added." in diff
+    assert "failurePolicy.maxRestarts" in diff and "jaxinfra: " in diff
