@@ -4,6 +4,7 @@ Services, restart rules and queues, on CPU pods; strictly valid, snapshotted, an
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -229,12 +230,10 @@ def test_shadows_pass_the_simulator(tmp_path: Path) -> None:
     assert all(p["checks_passed"] for p in big["attempts"][0]["pods"])
 
 
-SCRIPT = """
-import os, socket, jax
-kw = {}
-if "JAX_PROCESS_ID" in os.environ:  # the README's initialization, unchanged
-    kw = dict(num_processes=int(os.environ["JAX_NUM_PROCESSES"]), process_id=int(os.environ["JAX_PROCESS_ID"]))
-jax.distributed.initialize(initialization_timeout=int(os.environ["JAX_INITIALIZATION_TIMEOUT"]), **kw)
+#: The README's initialization ("The env contract"), verbatim, then what the shadow must give it.
+README_INIT = re.search(r"initializes with:\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+SCRIPT = README_INIT + """
+import socket
 from jax.experimental import multihost_utils
 import numpy as np
 ranks = multihost_utils.process_allgather(np.array([jax.process_index()]))
@@ -255,12 +254,7 @@ def test_multi_slice_shadow_runs_the_readme_script_unchanged(tmp_path: Path) -> 
                init_timeout_seconds=60)]))
     yaml = tmp_path / "ms.yaml"
     yaml.write_text(dump(manifests(cluster)))
-    from jaxinfra.simulate.runner import Options
-
-    # The image has plain jax (no kubernetes client for JAX's Kubernetes detection to trip over without a token),
-    # which the simulator is told where it can be (its --k8s-client option is new).
-    plain = ["--no-k8s-client"] if "k8s_client" in Options.__dataclass_fields__ else []
-    rc, report, err = simulate([yaml], tmp_path, "--run-command", *plain)
+    rc, report, err = simulate([yaml], tmp_path, "--run-command")
     assert rc == 0, err[-3000:]
     [w] = report["workloads"]
     assert w["verdict"] == "succeeded" and [p["rank"] for p in w["attempts"][0]["pods"]] == [0, 1, 2, 3]
