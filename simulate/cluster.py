@@ -66,6 +66,11 @@ def _workload(draft: controllers.Draft, pods: list[model.Pod], env_problems: lis
         if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
             checker.findings.add("service-account", lambda p=problem: p)
     checker.findings.extend(env_problems)
+    queued = admission.kueue(draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects)
+    if queued is not None and not queued.admitted:
+        checker.findings.add("kueue", lambda: Problem(f"{draft.id} metadata.labels[{admission.QUEUE_LABEL}]",
+                                                      draft.labels[admission.QUEUE_LABEL], f"would stay suspended: {queued.note}",
+                                                      queued.fix))
     if pods:
         checker.coordinator()
         checker.counts()
@@ -73,7 +78,8 @@ def _workload(draft: controllers.Draft, pods: list[model.Pod], env_problems: lis
     return model.Workload(
         kind=draft.kind, namespace=draft.namespace, name=draft.name, pods=tuple(pods), groups=len(draft.jobs),
         hosts_per_group=draft.jobs[0].completions if draft.jobs else 0, chips_per_host=pods[0].devices if pods else 1,
-        restart=draft.restart, problems=tuple(draft.problems + checker.findings.problems()))
+        restart=draft.restart, problems=tuple(draft.problems + checker.findings.problems()),
+        notes=(queued.note,) if queued is not None and queued.admitted else ())
 
 
 def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0), check_all: bool = True,

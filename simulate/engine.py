@@ -51,7 +51,7 @@ class WorkloadResult:
         w = self.workload
         return {"source": self.source, "id": w.id, "kind": w.kind, "namespace": w.namespace, "name": w.name, "pods": len(w.pods),
                 "verdict": self.verdict, "reason": self.reason, "restarts": self.restarts,
-                "problems": [_problem(p) for p in w.problems],
+                "problems": [_problem(p) for p in w.problems], "notes": list(w.notes),
                 "attempts": [{"index": a.index, "ok": a.ok, "reason": a.reason, "seconds": round(a.seconds, 3),
                               "backoff_s": a.backoff,
                               "pods": [r.as_dict() for r in a.pods]} for a in self.attempts]}

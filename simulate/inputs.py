@@ -130,6 +130,8 @@ class Objects:
     namespaces: set[str] = field(default_factory=lambda: {"default"})
     runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)   # (kind, namespace or "", name)
     service_accounts: dict[tuple[str, str], Mapping] = field(default_factory=dict)
+    namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)   # of the Namespace objects among the inputs
+    kueue: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)      # (kind, namespace or "", name): Kueue's queues
     restarts: int = 0     # times the pods were recreated: JobSet status.restarts (stamped on Jobs and pods); new pod names
 
     def add(self, obj: Mapping) -> None:
@@ -144,6 +146,10 @@ class Objects:
             self.secrets[key] = data | strings(obj.get("stringData"))
         elif kind == "ServiceAccount":
             self.service_accounts[key] = obj
+        elif kind == "Namespace":
+            self.namespace_labels[key[1]] = strings(meta(obj).get("labels"))
+        elif kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor") and str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):
+            self.kueue[(kind, key[0] if kind == "LocalQueue" else "", key[1])] = obj
         elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
             self.priority_classes[key[1]] = obj["value"]
         elif kind in ("TrainingRuntime", "ClusterTrainingRuntime") and obj.get("apiVersion") == TRAINER_API:

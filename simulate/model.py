@@ -76,6 +76,7 @@ class Workload:
     chips_per_host: int           # devices per pod (for the probe's hardware-shaped mesh)
     restart: RestartPolicy
     problems: tuple[Problem, ...] = ()   # static contract problems: DNS, ports, counts, rank env
+    notes: tuple[str, ...] = ()          # what was decided or not checked on the way (Kueue's admission)
 
     @property
     def id(self) -> str:

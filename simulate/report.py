@@ -117,6 +117,8 @@ class Reporter:
                 self.console.print(table)
             if result.reason:
                 self.console.print(f"  reason: {escape(result.reason)}", highlight=False, soft_wrap=True)
+            for note in result.workload.notes:
+                self.console.print(f"  note: {escape(note)}", highlight=False, soft_wrap=True)
 
 
 def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Options, logs: bool, json_report: Path | None,

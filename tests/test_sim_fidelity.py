@@ -151,3 +151,105 @@ def test_an_image_flag_without_a_folder_is_an_input_error(tmp_path: Path) -> Non
     rc, _, out = simulate("stacks/cpu_dev.py", "--image", "python:3.11", "--image", f"x=/{tmp_path}/missing", tmp=tmp_path)
     assert rc == 2
     assert "--image = 'python:3.11': expected IMAGE=DIR" in out and "no such folder" in out
+
+
+# --- Kueue admission -----------------------------------------------------------------------------
+
+QUEUED = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cluster-queue}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu, memory]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: 2}
+      - {name: memory, nominalQuota: 2Gi}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: user-queue, namespace: default}
+spec: {clusterQueue: cluster-queue}
+---
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata:
+  name: queued
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+spec:
+  replicatedJobs:
+  - name: workers
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        backoffLimit: 0
+        template:
+          spec:
+            restartPolicy: Never
+            containers:
+            - name: jax
+              image: python:3.11
+              command: [python, -c, "print('admitted')"]
+              resources:
+                requests: {cpu: 500m, memory: 512Mi}
+"""
+
+
+def queued(edit: str = "") -> list[dict]:
+    docs = list(yaml.safe_load_all(QUEUED))
+    if edit == "no-local-queue":
+        docs = [d for d in docs if d["kind"] != "LocalQueue"]
+    elif edit == "short":   # 2 pods x 1.5 CPUs = 3 > 2
+        docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1500m"
+    elif edit == "gpu":
+        docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 1}
+    elif edit == "no-namespace":
+        docs[1]["spec"].pop("namespaceSelector")
+    return docs
+
+
+def suspended(docs: list[dict]) -> str:
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert problem.path == "JobSet/default/queued metadata.labels[kueue.x-k8s.io/queue-name]" and problem.value == "user-queue"
+    assert problem.message.startswith("would stay suspended: ")
+    return f"{problem.message}; fix: {problem.fix}"
+
+
+def test_kueue_admits_a_workload_that_fits_and_it_runs(tmp_path: Path) -> None:
+    w = only(emulate(queued(), check_all=False))
+    assert w.problems == () and w.notes == (
+        "admitted by Kueue to ClusterQueue cluster-queue via LocalQueue default/user-queue "
+        "(default-flavor: cpu 1 of 2, memory 1Gi of 2Gi)",)
+    path = tmp_path / "queued.yaml"
+    path.write_text(QUEUED)
+    rc, report, out = simulate(str(path), "--run-command", tmp=tmp_path)
+    assert rc == 0, out
+    assert report["workloads"][0]["notes"] == list(w.notes)
+
+
+def test_kueue_keeps_it_suspended_without_its_local_queue() -> None:
+    assert "LocalQueue default/user-queue does not exist; fix: add the LocalQueue default/user-queue" in suspended(queued("no-local-queue"))
+
+
+def test_kueue_keeps_it_suspended_when_the_quota_is_short_for_all_pods_at_once() -> None:
+    said = suspended(queued("short"))
+    assert "insufficient quota for cpu 3 > 2 (nominal quota, all 2 pods at once)" in said and "raise the nominalQuota" in said
+
+
+def test_kueue_refuses_a_resource_no_group_covers_and_a_namespace_the_queue_does_not_admit() -> None:
+    assert "resource nvidia.com/gpu unavailable in ClusterQueue cluster-queue" in suspended(queued("gpu"))
+    assert "namespaceSelector does not admit namespace default" in suspended(queued("no-namespace"))   # nil selects none
+
+
+def test_without_kueue_objects_it_runs_and_says_admission_was_not_checked() -> None:
+    docs = [d for d in queued() if not d["apiVersion"].startswith("kueue")]
+    w = only(emulate(docs, check_all=False))
+    assert w.problems == () and w.notes[0].startswith("Kueue admission not checked")

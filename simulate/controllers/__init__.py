@@ -7,15 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from jaxinfra.errors import Problem
 
-from ..inputs import (
-    JAXJOB_API,
-    JOB_API,
-    JOBSET_API,
-    PASSIVE_KINDS,
-    TRAINER_API,
-    Objects,
-    oid,
-)
+from ..inputs import JAXJOB_API, JOB_API, JOBSET_API, PASSIVE_KINDS, TRAINER_API, Objects, meta, oid, strings
 from . import job as job_controller
 from .base import SUPPORTED, ChildJob, Draft, Identity
 from .jaxjob import jaxjob
@@ -57,6 +49,7 @@ def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft],
         if isinstance(made, Problem):
             problems.append((i, made))
         else:
+            made.labels = strings(meta(obj).get("labels"))
             made_drafts.append(made)
     return made_drafts, [p for _, p in sorted(problems, key=lambda item: item[0])]
 

@@ -91,6 +91,7 @@ class Draft:
     services: list[Service] = field(default_factory=list)   # Services its controller creates if absent
     problems: list[Problem] = field(default_factory=list)
     owner: Mapping[str, str] = field(default_factory=dict)   # the workload object's reference: apiVersion, kind, name, uid
+    labels: Mapping[str, str] = field(default_factory=dict)  # the workload object's own labels (Kueue's queue-name)
 
     @property
     def id(self) -> str:
