@@ -203,7 +203,7 @@ def diff(
         raise typer.Exit(1)
 
 
-def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str]) -> Any:
+def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str], preempt: list[str]) -> Any:
     """Parse POD@SECONDS / POD=SECONDS fault options; every malformed one is reported."""
     from jaxinfra.simulate.runner import Faults
 
@@ -221,34 +221,47 @@ def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str])
                 problems.append(Problem(flag, v, f"expected POD{sep}SECONDS", f"e.g. {flag} train-0{sep}2.5 (POD is a hostname or a rank)"))
         return out
 
-    faults = Faults(kill=timed(kill, "@", "--kill"), delay=timed(delay, "=", "--delay"),
+    faults = Faults(kill=timed(kill, "@", "--kill"), delay=timed(delay, "=", "--delay"), preempt=timed(preempt, "@", "--preempt"),
                     fail=frozenset(fail), hang=frozenset(hang))
     if problems:
         raise SpecError(problems)
     return faults
 
 
-def _images(values: list[str]) -> dict[str, Path]:
-    """IMAGE=DIR pairs: [tool.jaxinfra.simulate.images] of ./pyproject.toml (paths relative to it), then --image."""
+def _folders(values: list[str], flag: str, name_of: str, example: str, problems: list[Problem]) -> dict[str, Path]:
+    """NAME=DIR pairs of a repeatable option; every malformed one is a problem."""
+    found = {}
+    for value in values:
+        name, sep, folder = value.partition("=")
+        if not (sep and name and folder):
+            problems.append(Problem(flag, value, f"expected {name_of}=DIR", f"e.g. {example}"))
+            continue
+        found[name] = Path(folder)
+    return found
+
+
+def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
+    """--image IMAGE=DIR (defaults: [tool.jaxinfra.simulate.images] of ./pyproject.toml, relative to it) and
+    --volume NAME=DIR (created where missing: it is meant to outlive the simulation)."""
     import tomllib
 
-    found: dict[str, Path] = {}
+    images: dict[str, Path] = {}
     project = Path("pyproject.toml")
     if project.is_file():
         table = tomllib.loads(project.read_text(encoding="utf-8")).get("tool", {}).get("jaxinfra", {}).get("simulate", {})
-        found = {str(image): project.parent / str(folder) for image, folder in (table.get("images") or {}).items()}
-    problems = []
-    for value in values:
-        image, sep, folder = value.partition("=")
-        if not (sep and image and folder):
-            problems.append(Problem("--image", value, "expected IMAGE=DIR", "e.g. --image python:3.11=examples/train (IMAGE as written in the manifest)"))
-            continue
-        found[image] = Path(folder)
+        images = {str(image): project.parent / str(folder) for image, folder in (table.get("images") or {}).items()}
+    problems: list[Problem] = []
+    images |= _folders(values, "--image", "IMAGE", "--image python:3.11=examples/train (IMAGE as written in the manifest)", problems)
+    claims = _folders(volumes, "--volume", "NAME", "--volume checkpoints=./ckpt (a PersistentVolumeClaim's or a GCS bucket's name)", problems)
     problems += [Problem("--image", f"{image}={folder}", "no such folder", "give the folder that holds the image's code")
-                 for image, folder in found.items() if not folder.is_dir()]
+                 for image, folder in images.items() if not folder.is_dir()]
+    problems += [Problem("--volume", f"{name}={folder}", "not a folder", "give a folder (it is created if missing)")
+                 for name, folder in claims.items() if folder.exists() and not folder.is_dir()]
     if problems:
         raise SpecError(problems)
-    return {image: folder.resolve() for image, folder in found.items()}
+    for folder in claims.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return ({image: folder.resolve() for image, folder in images.items()}, {name: folder.resolve() for name, folder in claims.items()})
 
 
 def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
@@ -271,6 +284,9 @@ def simulate(
     fail: Annotated[list[str], typer.Option(help="Make a pod's container exit 1 at start.")] = [],
     hang: Annotated[list[str], typer.Option(help="Make a pod stop making progress.")] = [],
     delay: Annotated[list[str], typer.Option(help="Start a pod late: POD=SECONDS.")] = [],
+    preempt: Annotated[list[str], typer.Option(help="Preempt a pod (a Spot VM reclaim or a node drain): SIGTERM POD@SECONDS after it starts, SIGKILL after its grace period.")] = [],
+    grace_cap: Annotated[float, typer.Option(help="Cap every pod's terminationGracePeriodSeconds when it is stopped (seconds).")] = 3.0,
+    volume: Annotated[list[str], typer.Option(help="NAME=DIR: a PersistentVolumeClaim or GCS bucket kept in DIR, which outlives the simulation.")] = [],
     timeout: Annotated[float, typer.Option(help="Give up on the whole simulation after this many seconds.")] = 300.0,
     init_timeout: Annotated[Optional[float], typer.Option(help="Cap every pod's JAX init timeout (seconds).")] = None,
     backend: BackendOpt = None,
@@ -284,8 +300,10 @@ def simulate(
     from jaxinfra.simulate.runner import Options
 
     inputs = inputs or [Path("stacks/cpu_dev.py")]
+    images, claims = _images(image, volume)
     options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
-                      faults=_faults(kill, fail, hang, delay), images=_images(image), k8s_client=k8s_client)
+                      faults=_faults(kill, fail, hang, delay, preempt), images=images, volumes=claims, grace_cap=grace_cap,
+                      k8s_client=k8s_client)
     sources = _sources(inputs, backend)
     if problems := _missing_folders({"--trace": trace, "--html": html}):
         raise SpecError(problems)

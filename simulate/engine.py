@@ -114,7 +114,9 @@ def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
             inside = run.exit_code in set(codes.get("values", []))
             if (codes.get("operator") == "In" and inside) or (codes.get("operator") == "NotIn" and not inside):
                 return rule.get("action", "Count")
-        # onPodConditions (DisruptionTarget: preemption, eviction) has no counterpart in a simulated crash.
+        conditions = {c.get("type") for c in rule.get("onPodConditions") or [] if c.get("status", "True") == "True"}
+        if "DisruptionTarget" in conditions and run.preempted is not None:   # --preempt: the kubelet marks the pod disrupted
+            return rule.get("action", "Count")
     return "Count"
 
 
@@ -176,6 +178,10 @@ class _Simulation:
     def ip_base(self) -> tuple[int, int]:
         """Addresses of their own for the next pods that are created."""
         return self.seed, next(self.blocks) % IP_BLOCKS * IP_BLOCK
+
+    def storage(self, mount: model.Mount) -> Path:
+        """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation."""
+        return self.options.volumes.get(mount.key) or self.tmp / f"{mount.kind}s" / mount.key
 
 
 def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> None:
@@ -273,7 +279,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
             sim.server.publish(cluster.objects)
         workload = next(w for w in cluster.workloads if w.id == wid)
         runner = Runner(workload, options, sim.tmp / f"{workload.namespace}.{workload.name}.{result.recreated}", sim.listener,
-                        sim.deadline, sim.isolation, cluster.hosts, sim.credentials)
+                        sim.deadline, sim.isolation, cluster.hosts, sim.credentials, sim.storage)
         attempt = runner.run(index)
         attempt.backoff = backoff
         result.attempts.append(attempt)

@@ -41,6 +41,8 @@ PASSIVE_KINDS = frozenset({
     "ResourceFlavor", "ClusterQueue", "LocalQueue", "WorkloadPriorityClass", "Topology",
     # Trainer v2 runtimes: read by TrainJobs.
     "TrainingRuntime", "ClusterTrainingRuntime",
+    # Storage: what pods' volumes claim.
+    "PersistentVolumeClaim", "PersistentVolume", "StorageClass",
 })
 
 TPU, GPU = "google.com/tpu", "nvidia.com/gpu"
@@ -131,6 +133,7 @@ class Objects:
     runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)   # (kind, namespace or "", name)
     service_accounts: dict[tuple[str, str], Mapping] = field(default_factory=dict)
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)   # of the Namespace objects among the inputs
+    claims: set[tuple[str, str]] = field(default_factory=set)                  # PersistentVolumeClaims
     kueue: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)      # (kind, namespace or "", name): Kueue's queues
     restarts: int = 0     # times the pods were recreated: JobSet status.restarts (stamped on Jobs and pods); new pod names
 
@@ -146,6 +149,8 @@ class Objects:
             self.secrets[key] = data | strings(obj.get("stringData"))
         elif kind == "ServiceAccount":
             self.service_accounts[key] = obj
+        elif kind == "PersistentVolumeClaim":
+            self.claims.add(key)
         elif kind == "Namespace":
             self.namespace_labels[key[1]] = strings(meta(obj).get("labels"))
         elif kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor") and str(obj.get("apiVersion", "")).startswith("kueue.x-k8s.io/"):

@@ -20,7 +20,7 @@ from typing import Any
 
 from jaxinfra.errors import Problem
 
-from . import model
+from . import model, volumes
 from .controllers import ChildJob, Draft, Identity
 from .admission import service_account
 from .inputs import Objects, fake_uid, limit, quantity, str_value, to_int
@@ -209,6 +209,8 @@ def start_pod(draft: Draft, job: ChildJob, who: Identity, index: int, global_ind
     resolver = EnvResolver(f"{draft.id} pod {who.hostname}", facts, objects, problems)
     base = {"HOSTNAME": node if host_network else who.hostname, **service_env(*api), **platform}
     env = resolver.resolve(container, base, who.appended)
+    mounts = volumes.resolve(f"{draft.id} pod {who.hostname}", job.pod_spec, container, draft.namespace, who.annotations,
+                             facts, objects, problems)
     accelerator, count = job.accelerator
     ports = tuple(int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit())
     return model.Pod(
@@ -219,6 +221,7 @@ def start_pod(draft: Draft, job: ChildJob, who: Identity, index: int, global_ind
         args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
         env=env, working_dir=container.get("workingDir"), devices=devices(accelerator, count, env),
         accelerator=accelerator, container_ports=ports, readiness_probe=bool(container.get("readinessProbe")),
-        node=node, host_network=host_network, service_account=account, token=token,
+        node=node, host_network=host_network, service_account=account, token=token, mounts=mounts,
+        grace_period=float(job.pod_spec.get("terminationGracePeriodSeconds", 30)),
         host_aliases=tuple((str(a.get("ip", "")), tuple(str(h) for h in a.get("hostnames") or ()))
                            for a in job.pod_spec.get("hostAliases") or ()))

@@ -15,6 +15,19 @@ from jaxinfra.errors import Problem
 
 
 @dataclass(frozen=True)
+class Mount:
+    """One volume mounted in the pod's JAX container, as the kubelet sets it up (volumes.py)."""
+
+    volume: str                   # the volume's name in the pod spec
+    path: str                     # mountPath
+    sub_path: str = ""
+    read_only: bool = False
+    kind: str = "emptyDir"        # "emptyDir" | "claim" | "bucket" | "files"
+    key: str = ""                 # claim: its name; bucket: the bucket's name
+    files: tuple[tuple[str, str], ...] = ()   # "files": (relative path, content)
+
+
+@dataclass(frozen=True)
 class Pod:
     """One pod as the controller and kubelet would start it, with everything resolved."""
 
@@ -44,6 +57,8 @@ class Pod:
     host_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()   # spec.hostAliases: (ip, hostnames) for its /etc/hosts
     service_account: str = "default"   # spec.serviceAccountName
     token: bool = False            # the ServiceAccount token volume is mounted (admission's decision)
+    mounts: tuple[Mount, ...] = ()  # its JAX container's volumes
+    grace_period: float = 30.0     # spec.terminationGracePeriodSeconds: SIGTERM to SIGKILL when it is stopped
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ status pipe (phase changes, the probe's result) and log pipes (prefixed by the r
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -42,6 +43,7 @@ class Faults:
     fail: frozenset[str] = frozenset()                         # the container exits 1 at start
     hang: frozenset[str] = frozenset()                         # the container stops making progress
     delay: Mapping[str, float] = field(default_factory=dict)   # the pod starts this late
+    preempt: Mapping[str, float] = field(default_factory=dict)  # SIGTERM this long after it starts, SIGKILL after its grace
 
     @staticmethod
     def matches(selector: str, pod: model.Pod) -> bool:
@@ -58,6 +60,8 @@ class Faults:
 class Options:
     run_command: bool = False       # run the container's own command instead of the probe
     images: Mapping[str, Path] = field(default_factory=dict)   # image (as in the manifest) -> the folder standing in for its working directory
+    volumes: Mapping[str, Path] = field(default_factory=dict)  # claim or bucket name -> a folder that outlives the simulation
+    grace_cap: float = 3.0          # cap on terminationGracePeriodSeconds when a pod is stopped (speed; a cluster waits it out)
     k8s_client: bool = True         # the pods' Python can import `kubernetes` (an image built with jax[k8s])
     timeout: float = 300.0          # the whole simulation
     init_timeout: float | None = None   # cap on every pod's JAX init timeout
@@ -103,6 +107,7 @@ class PodRun:
     buffers: dict[int, bytes] = field(default_factory=dict)
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))   # its last non-empty stderr lines
     cwd: Path | None = None         # the folder its container ran in
+    preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
 
     @property
     def last_stderr(self) -> str | None:
@@ -143,7 +148,7 @@ Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log
 
 def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, out_w: int, err_w: int,
            inherited: list[int], options: Options, workload: model.Workload, fail: bool, hang: bool,
-           isolation: str, hosts: Path, token: Path | None) -> None:
+           isolation: str, hosts: Path, token: Path | None, mounts: list[tuple[Path, str, bool]]) -> None:
     """In the forked pod process: enter the pod's sandbox, become the container. Never returns."""
     code = 1
     try:
@@ -151,7 +156,7 @@ def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, ou
         os.setpgid(0, 0)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
-        sandbox.enter(isolation, dns.uts_hostname(pod), hosts, token)   # first, while this process has one thread
+        sandbox.enter(isolation, dns.uts_hostname(pod), hosts, token, mounts)   # first, while this process has one thread
         # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
         # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
         for fd in inherited:
@@ -270,13 +275,15 @@ class Runner:
     """Runs one attempt of a workload: every pod at once, the group ended at the first failure."""
 
     def __init__(self, workload: model.Workload, options: Options, workdir: Path, listener: Listener,
-                 deadline: float, isolation: str, records: Mapping[str, str], credentials: Credentials | None = None):
+                 deadline: float, isolation: str, records: Mapping[str, str], credentials: Credentials | None = None,
+                 storage: Callable[[model.Mount], Path] | None = None):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
         DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token."""
         self.workload = workload
         self.isolation = isolation
         self.records = records
         self.credentials = credentials
+        self.storage = storage or (lambda mount: workdir / "storage" / mount.kind / mount.key)
         self.options = options
         self.workdir = workdir
         self.listener = listener
@@ -292,7 +299,9 @@ class Runner:
         attempt = Attempt(index, runs)
         self.t0 = t0 = time.monotonic()
         starts = {id(r): t0 + (faults.lookup(faults.delay, r.pod) or 0.0) for r in runs}
-        kills = {id(r): faults.lookup(faults.kill, r.pod) for r in runs}
+        # Timed signals per pod: (seconds after it starts, signal); a preemption's SIGKILL follows its SIGTERM.
+        timed = {id(r): [(t, signal.SIGKILL) for t in [faults.lookup(faults.kill, r.pod)] if t is not None]
+                 + [(t, signal.SIGTERM) for t in [faults.lookup(faults.preempt, r.pod)] if t is not None] for r in runs}
         coordinator = runs[0]
         try:
             while True:
@@ -306,13 +315,19 @@ class Runner:
                         self._start(r)
                 wake = [s for r, s in zip(runs, starts.values()) if r.pid is None and s > now]
                 for r in runs:
-                    if r.pid is not None and not r.reaped and kills[id(r)] is not None:
-                        at = t0 + r.timings["started"] + kills[id(r)]
-                        if now >= at:
-                            kills[id(r)] = None
-                            os.killpg(r.pid, signal.SIGKILL)
-                        else:
+                    if r.pid is None or r.reaped:
+                        continue
+                    for entry in list(timed[id(r)]):
+                        after, signum = entry
+                        at = t0 + r.timings["started"] + after
+                        if now < at:
                             wake.append(at)
+                            continue
+                        timed[id(r)].remove(entry)
+                        os.killpg(r.pid, signum)
+                        if signum == signal.SIGTERM:      # a node drain or a Spot reclaim: the kubelet's graceful stop
+                            r.preempted = now - t0
+                            timed[id(r)].append((r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL))
                 self._reap(runs)
                 failed = next((r for r in runs if r.phase == "failed"), None)
                 if failed is not None:
@@ -351,7 +366,8 @@ class Runner:
     def _start(self, r: PodRun) -> None:
         faults = self.faults
         pod_dir = self.workdir / r.pod.name
-        shutil.rmtree(pod_dir, ignore_errors=True)     # a (re)started container begins with a fresh filesystem
+        for fresh in ("fs", "sandbox"):                 # a (re)started container begins with a fresh filesystem
+            shutil.rmtree(pod_dir / fresh, ignore_errors=True)
         (pod_dir / "sandbox").mkdir(parents=True)
         env = process_env(r.pod, self.sitecustomize, self.options.k8s_client)
         hosts = pod_dir / "sandbox" / "hosts"
@@ -365,7 +381,8 @@ class Runner:
         pid = os.fork()
         if pid == 0:
             _child(r.pod, env, cwd, status_w, out_w, err_w, [fd for fd in self.selector.get_map()], self.options, self.workload,
-                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)), self.isolation, hosts, token)
+                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)), self.isolation, hosts, token,
+                   self._volumes(r.pod, pod_dir))
         try:
             os.setpgid(pid, pid)   # also here: no race with an early kill
         except OSError:
@@ -378,6 +395,29 @@ class Runner:
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ, r)
         self._phase(r, "started", quiet=True)
+
+    def _volumes(self, pod: model.Pod, pod_dir: Path) -> list[tuple[Path, str, bool]]:
+        """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
+        bucket with the simulation (or in --volume's folder), a configMap/secret/downwardAPI volume's files are
+        written afresh at each start."""
+        out = []
+        for m in pod.mounts:
+            if m.kind == "emptyDir":
+                source = pod_dir / "volumes" / m.volume
+            elif m.kind == "files":
+                source = pod_dir / "sandbox" / "volumes" / m.volume
+                for relative, content in m.files:
+                    (source / relative).parent.mkdir(parents=True, exist_ok=True)
+                    (source / relative).write_text(content, encoding="utf-8")
+            else:
+                source = self.storage(m)
+            source.mkdir(parents=True, exist_ok=True)
+            if m.sub_path:   # the kubelet creates a missing subPath as a folder
+                source = source / m.sub_path
+                if not source.exists():
+                    source.mkdir(parents=True)
+            out.append((source, m.path, m.read_only))
+        return out
 
     def _phase(self, r: PodRun, phase: str, quiet: bool = False) -> None:
         r.timings[phase] = time.monotonic() - self.t0
@@ -438,7 +478,11 @@ class Runner:
                 if r.exit_code != 0:
                     failed = [k for k, c in ((r.result or {}).get("checks") or {}).items() if not c["ok"]]
                     r.reason = f"exit code {r.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
-            self._phase(r, "succeeded" if r.exit_code == 0 else "failed")
+            if r.preempted is not None:   # deleted by the drain, whatever its container said: the controllers see a failure
+                ended = time.monotonic() - self.t0 - r.preempted
+                how = f"exited {r.exit_code}" if r.signal is None else f"killed by {r.signal}"
+                r.reason = f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later (grace period {self._grace(r):g} s)"
+            self._phase(r, "succeeded" if r.exit_code == 0 and r.preempted is None else "failed")
 
     def _drain(self, r: PodRun) -> None:
         """Read what the pod wrote before it exited (its last lines explain the failure)."""
@@ -462,27 +506,53 @@ class Runner:
                     return f"{r.pod.hostname}: {r.reason}"
         return None
 
+    def _grace(self, r: PodRun) -> float:
+        """How long a stopped pod may take: its terminationGracePeriodSeconds, capped by --grace-cap."""
+        return min(r.pod.grace_period, self.options.grace_cap)
+
     def _end(self, runs: list[PodRun]) -> None:
-        """Kill every pod still running, reap it, close its pipes: nothing is left behind."""
+        """Stop every pod still running, reap it, close its pipes: nothing is left behind.
+
+        After a preemption the others are stopped as a controller deleting them does — SIGTERM, then SIGKILL
+        once their grace period is over — so a program that checkpoints on SIGTERM may finish its save, as
+        on a cluster. After a crash they are killed at once: a group that lost a process can save nothing
+        together, and JAX's own SIGTERM handler would only hold the verdict up for the grace period."""
+        live = [r for r in runs if r.pid is not None and not r.reaped]
+        graceful = [r for r in live if any(p.preempted is not None for p in runs)]
+        for r in graceful:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(r.pid, signal.SIGTERM)
+        until = time.monotonic() + max((self._grace(r) for r in graceful), default=0.0)
+        while any(not r.reaped for r in live) and time.monotonic() < until:
+            for key, _ in self.selector.select(0.02):
+                self._read(key.data, key.fd)
+            for r in live:
+                if not r.reaped and (found := os.waitpid(r.pid, os.WNOHANG))[0]:
+                    self._ended(r, found[1])
         for r in runs:
             if r.pid is not None:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(r.pid, signal.SIGKILL)   # the pod's own children too, even after it exited
-                except ProcessLookupError:
-                    pass
         for r in runs:
             if r.pid is not None and not r.reaped:
-                os.waitpid(r.pid, 0)
-                r.reaped = True
-                self._drain(r)
-                r.signal = r.signal or "SIGKILL"
-                r.reason = r.reason or ENDED_WITH_GROUP
-                if not r.done:
-                    self._phase(r, "failed")
+                self._ended(r, os.waitpid(r.pid, 0)[1])
             elif r.pid is None and r.phase == "pending":
                 r.reason = "never started"
+        for r in runs:
             for fd in list(r.fds):
                 self.selector.unregister(fd)
                 os.close(fd)
             r.fds.clear()
+
+    def _ended(self, r: PodRun, status: int) -> None:
+        """A pod the group's end stopped (not a failure of its own): how it went, from its wait status."""
+        r.reaped = True
+        self._drain(r)
+        if os.WIFSIGNALED(status):
+            r.signal = signal.Signals(os.WTERMSIG(status)).name
+        else:
+            r.exit_code = os.WEXITSTATUS(status)
+        r.reason = r.reason or ENDED_WITH_GROUP
+        if not r.done:
+            self._phase(r, "failed")
 

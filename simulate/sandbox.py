@@ -29,7 +29,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,24 +101,65 @@ def _mount(libc: ctypes.CDLL, source: str | None, target: Path, fstype: str | No
                      b"mode=0755" if fstype == "tmpfs" else None), step)
 
 
-def _make_room(libc: ctypes.CDLL, target: Path, scratch: Path) -> None:
+def _cover(libc: ctypes.CDLL, folder: Path, cover: Path, keep: Path | None) -> None:
+    """Put at `cover` a tmpfs holding every entry of `folder` (bound from `keep`, a bind of it, or from `folder`)."""
+    _mount(libc, "tmpfs", cover, "tmpfs", 0, f"tmpfs over {cover}")
+    source = keep or folder
+    for entry in os.scandir(source):
+        placed = cover / entry.name
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry.path), placed)
+            continue
+        placed.mkdir() if entry.is_dir() else placed.touch()
+        _mount(libc, entry.path, placed, None, MS_BIND | MS_REC, f"bind {placed}")
+
+
+def _make_room(libc: ctypes.CDLL, target: Path, scratch: Path, is_dir: bool = True) -> None:
     """Create `target` where it does not exist, without touching the machine: the deepest existing folder on its way
     is covered by a tmpfs (in this mount namespace only) into which every entry it had is bound back."""
     folder = target
     while not folder.exists():
         folder = folder.parent
-    keep = scratch / "kept"
-    keep.mkdir(parents=True, exist_ok=True)
+    keep = scratch / f"kept-{len(list(scratch.glob('kept-*')))}"
+    keep.mkdir(parents=True)
     _mount(libc, str(folder), keep, None, MS_BIND | MS_REC, f"keep {folder}")
-    _mount(libc, "tmpfs", folder, "tmpfs", 0, f"tmpfs over {folder}")
-    for entry in os.scandir(keep):
-        placed = folder / entry.name
-        if entry.is_symlink():
-            os.symlink(os.readlink(entry.path), placed)
-            continue
-        placed.mkdir() if entry.is_dir() else placed.touch()
-        _mount(libc, entry.path, placed, None, MS_BIND | MS_REC, f"bind back {placed}")
-    target.mkdir(parents=True, exist_ok=True)
+    handle = os.open(keep, os.O_PATH | os.O_DIRECTORY)   # `keep` may lie inside `folder`, which the tmpfs hides
+    try:
+        _cover(libc, folder, folder, Path(f"/proc/self/fd/{handle}"))
+    finally:
+        os.close(handle)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.mkdir() if is_dir else target.touch()
+
+
+def _new_root(libc: ctypes.CDLL, paths: Sequence[tuple[str, bool]], scratch: Path) -> None:
+    """Mount paths under a top-level folder this machine lacks (such as /checkpoints): the pod gets a root of its
+    own, a tmpfs holding every top-level entry of the machine's (bound in) and those paths (folder or file), and
+    changes into it (chroot; the machine's root is untouched)."""
+    root = scratch / "root"
+    root.mkdir(parents=True)
+    _cover(libc, Path("/"), root, None)
+    for path, is_dir in paths:
+        target = root / path.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.mkdir(exist_ok=True) if is_dir else target.touch()
+    _call(libc.chroot(str(root).encode()), "chroot into the pod's root")
+    os.chdir("/")
+
+
+def _volumes(libc: ctypes.CDLL, mounts: Sequence[tuple[Path, str, bool]], scratch: Path) -> None:
+    """Each volume at its mount path (read-only where the mount says so), making room for paths that do not exist."""
+    outside = [(path, source.is_dir()) for source, path, _ in mounts
+               if len(Path(path).parts) > 1 and not (Path("/") / Path(path).parts[1]).exists()]
+    if outside:
+        _new_root(libc, outside, scratch)
+    for source, path, read_only in mounts:
+        target = Path(path)
+        if not target.exists():
+            _make_room(libc, target, scratch, source.is_dir())
+        _mount(libc, str(source), target, None, MS_BIND | MS_REC, f"mount a volume at {target}")
+        if read_only:
+            _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, f"make {target} read-only")
 
 
 def _service_account(libc: ctypes.CDLL, volume: Path | None, scratch: Path) -> None:
@@ -135,9 +176,11 @@ def _service_account(libc: ctypes.CDLL, volume: Path | None, scratch: Path) -> N
     _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, "make the ServiceAccount volume read-only")
 
 
-def enter(strategy: str, hostname: str, hosts: Path, service_account: Path | None = None) -> None:
-    """In a freshly forked (single-threaded) pod process: its own namespaces, hostname, /etc/hosts, and the
-    ServiceAccount token volume (`service_account`: the folder with token, ca.crt, namespace), if it gets one."""
+def enter(strategy: str, hostname: str, hosts: Path, service_account: Path | None = None,
+          mounts: Sequence[tuple[Path, str, bool]] = ()) -> None:
+    """In a freshly forked (single-threaded) pod process: its own namespaces, hostname, /etc/hosts, the
+    ServiceAccount token volume (`service_account`: the folder with token, ca.crt, namespace), if it gets one, and
+    its volumes (`mounts`: source folder or file, mount path, read-only). Files it needs go next to `hosts`."""
     libc = _libc()
     uid, gid = os.getuid(), os.getgid()
     _call(libc.unshare(STRATEGIES[strategy]), f"unshare({strategy})")
@@ -150,6 +193,7 @@ def enter(strategy: str, hostname: str, hosts: Path, service_account: Path | Non
     name = hostname.encode()
     _call(libc.sethostname(name, len(name)), "sethostname")
     _service_account(libc, service_account, hosts.parent)
+    _volumes(libc, mounts, hosts.parent)
 
 
 @dataclass(frozen=True)

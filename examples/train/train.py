@@ -45,6 +45,9 @@ DATASET_SIZE, FEATURES, TARGETS, TEACHER_WIDTH = 8192, 32, 8, 64   # 1.3 MB of f
 DATA_STREAM, INIT_STREAM, ORDER_STREAM = 0, 1, 2   # independent numpy streams of the one seed
 DEFAULT_BATCH = 64
 EXIT_INPUT = 2   # a setting or the env contract is wrong: nothing was run
+EXIT_PREEMPTED = 143   # stopped by SIGTERM after saving: not done. A drained pod that exits 0 counts as Succeeded
+#                      (kubernetes/kubernetes#120182), and a Job whose pods all succeeded is complete: the run would end
+#                      there, unfinished. Non-zero, the pods fail and the JobSet (or Job) restarts and resumes.
 
 
 @dataclasses.dataclass(frozen=True)
@@ -343,8 +346,9 @@ def checkpoints(cfg: Config) -> Any:
     return ocp.CheckpointManager(os.path.abspath(cfg.checkpoint_dir), options=options)
 
 
-def train(cfg: Config, env: Mapping[str, str], preemption: Preemption) -> None:
-    """Join the group, lay out the mesh, restore or initialize, train; always leave through shutdown."""
+def train(cfg: Config, env: Mapping[str, str], preemption: Preemption) -> bool:
+    """Join the group, lay out the mesh, restore or initialize, train; always leave through shutdown. True when
+    SIGTERM stopped it."""
     import jax
 
     args = distributed_args(env, cfg)
@@ -368,7 +372,7 @@ def train(cfg: Config, env: Mapping[str, str], preemption: Preemption) -> None:
                 log(f"resumed from step {step}")
             else:
                 state, step = model.init(), 0
-            _loop(cfg, mesh, model, state, step, manager, preemption)
+            return _loop(cfg, mesh, model, state, step, manager, preemption)
         finally:
             if manager is not None:
                 manager.wait_until_finished()   # an async save in flight completes before the exit
@@ -378,8 +382,9 @@ def train(cfg: Config, env: Mapping[str, str], preemption: Preemption) -> None:
             jax.distributed.shutdown()   # through the barrier: rank 0 hosts the coordination service
 
 
-def _loop(cfg: Config, mesh: Any, model: Model, state: Any, step: int, manager: Any, preemption: Preemption) -> None:
-    """Train from `step` to `cfg.steps`, saving every `checkpoint_every` steps, at the end, and on SIGTERM."""
+def _loop(cfg: Config, mesh: Any, model: Model, state: Any, step: int, manager: Any, preemption: Preemption) -> bool:
+    """Train from `step` to `cfg.steps`, saving every `checkpoint_every` steps, at the end, and on SIGTERM;
+    True when SIGTERM stopped it."""
     import jax
     from jax.sharding import NamedSharding
     from jax.sharding import PartitionSpec as P
@@ -398,12 +403,12 @@ def _loop(cfg: Config, mesh: Any, model: Model, state: Any, step: int, manager: 
         if bool(stop):   # that step left the state as it was: save the last finished one
             if manager is None:
                 log(f"preempted at step {step}: no checkpoint (JAXINFRA_CHECKPOINT_DIR unset)")
-                return
+                return True
             if manager.latest_step() != step:
                 _save(manager, step, state, force=True)
             manager.wait_until_finished()
             log(f"preempted at step {step}: checkpoint saved")
-            return
+            return True
         step += 1
         log(f"step {step} loss {float(loss):.7g}")
         if manager is not None and step % cfg.checkpoint_every == 0:
@@ -417,6 +422,7 @@ def _loop(cfg: Config, mesh: Any, model: Model, state: Any, step: int, manager: 
     rate = f": {(step - start - 1) / (last - first):.1f} steps/s after the first step's compile" \
         if step - start > 1 else ""
     log(f"finished at step {step}{rate}")
+    return False
 
 
 def _save(manager: Any, step: int, state: Any, force: bool = False) -> None:
@@ -431,13 +437,13 @@ def main() -> int:
     preemption = Preemption()   # first: a SIGTERM during start-up is honoured too
     try:
         cfg = load_config(env)
-        train(cfg, env, preemption)
+        stopped = train(cfg, env, preemption)
     except InputError as err:
         for problem in err.args[0]:
             print(f"train: error: {problem}", file=sys.stderr)
         print(f"train: {len(err.args[0])} problem(s); nothing trained", file=sys.stderr)
         return EXIT_INPUT
-    return 0
+    return EXIT_PREEMPTED if stopped else 0
 
 
 if __name__ == "__main__":
