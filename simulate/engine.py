@@ -63,6 +63,7 @@ class Report:
     problems: tuple[Problem, ...] = ()
     seconds: float = 0.0
     api_log: list[str] = field(default_factory=list)   # the API server's request log, when the simulation had one
+    notes: list[str] = field(default_factory=list)     # what the run cannot tell (a CPU shadow's limits)
 
     @property
     def ok(self) -> bool:
@@ -70,7 +71,7 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "seconds": round(self.seconds, 3), "problems": [_problem(p) for p in self.problems],
-                "api_server": self.api_log,
+                "api_server": self.api_log, "notes": self.notes,
                 "workloads": [r.as_dict() for r in self.results]}
 
 

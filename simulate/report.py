@@ -100,6 +100,8 @@ class Reporter:
         """
         for p in report.problems:
             self.console.print(f"[red]error[/]: {escape(str(p))}", highlight=False, soft_wrap=True)
+        for note in report.notes:
+            self.console.print(f"note: {escape(note)}", highlight=False, soft_wrap=True)
         for result in report.results:
             for p in result.workload.problems:
                 self.console.print(f"[red]error[/]: {escape(str(p))}", highlight=False, soft_wrap=True)
@@ -126,8 +128,11 @@ def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Opt
     """`jaxinfra simulate` once its inputs are read: simulate them with a live report, write the
     JSON report, the trace and the HTML page asked for (also of a failed run: that is when they
     matter), and end with the verdict's summary line (CommandFailed when any workload failed)."""
+    from jaxinfra.shadow import notes
+
     reporter = Reporter(Console(stderr=False), logs=logs, keep_logs=html is not None)
     report = simulate(sources, options, reporter)
+    report.notes = notes(m for _, manifests in sources for m in manifests)   # what a CPU shadow proves, and what not
     reporter.summary(report)
     if json_report is not None:
         json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")

@@ -138,9 +138,11 @@ class Attempt:
 
     @property
     def first_failure(self) -> PodRun:
-        """The pod that failed by itself (the others were ended with it), else the first failed one."""
+        """The pod that failed by itself (the others were ended with it; a preempted one first, since the others'
+        exits follow from it), else the first failed one."""
         failed = [r for r in self.pods if r.phase == "failed"] or self.pods
-        return next((r for r in failed if r.reason != ENDED_WITH_GROUP), failed[0])
+        own = [r for r in failed if r.reason != ENDED_WITH_GROUP] or failed
+        return next((r for r in own if r.preempted is not None), own[0])
 
 
 Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log" (PodRun, stream, line), "attempt" Attempt
@@ -329,9 +331,7 @@ class Runner:
                             r.preempted = now - t0
                             timed[id(r)].append((r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL))
                 self._reap(runs)
-                failed = next((r for r in runs if r.phase == "failed"), None)
-                if failed is not None:
-                    attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
+                if any(r.phase == "failed" for r in runs):
                     break
                 if all(r.phase == "succeeded" for r in runs):
                     attempt.ok = True
@@ -345,6 +345,9 @@ class Runner:
                     self._read(key.data, key.fd)
         finally:
             self._end(runs)
+        if not attempt.ok and attempt.reason is None:   # told once every pod has ended (a preempted one may end last)
+            failed = attempt.first_failure
+            attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
         attempt.seconds = time.monotonic() - t0
         return attempt
 
@@ -479,10 +482,14 @@ class Runner:
                     failed = [k for k, c in ((r.result or {}).get("checks") or {}).items() if not c["ok"]]
                     r.reason = f"exit code {r.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
             if r.preempted is not None:   # deleted by the drain, whatever its container said: the controllers see a failure
-                ended = time.monotonic() - self.t0 - r.preempted
-                how = f"exited {r.exit_code}" if r.signal is None else f"killed by {r.signal}"
-                r.reason = f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later (grace period {self._grace(r):g} s)"
+                r.reason = self._preemption(r)
             self._phase(r, "succeeded" if r.exit_code == 0 and r.preempted is None else "failed")
+
+    def _preemption(self, r: PodRun) -> str:
+        """How a preempted pod ended, for its reason."""
+        ended = time.monotonic() - self.t0 - (r.preempted or 0.0)
+        how = f"exited {r.exit_code}" if r.signal is None else f"killed by {r.signal}"
+        return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later (grace period {self._grace(r):g} s)"
 
     def _drain(self, r: PodRun) -> None:
         """Read what the pod wrote before it exited (its last lines explain the failure)."""
@@ -552,7 +559,7 @@ class Runner:
             r.signal = signal.Signals(os.WTERMSIG(status)).name
         else:
             r.exit_code = os.WEXITSTATUS(status)
-        r.reason = r.reason or ENDED_WITH_GROUP
+        r.reason = r.reason or (self._preemption(r) if r.preempted is not None else ENDED_WITH_GROUP)
         if not r.done:
             self._phase(r, "failed")
 
