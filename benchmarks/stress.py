@@ -8,8 +8,8 @@ allowed restart recovers); the time to verdict is the faulty first attempt's dur
 fault's offset: a crash (fail, kill) must reach it within CRASH_BOUND, a hang or a start past the
 init timeout within init timeout + 2 s. After each run and at the end: no process left (the
 report's pids and process groups, and any process whose environment carries the run's own TMPDIR,
-or whose command line names its report), no listening socket on the run's
-pod IPs (/proc/net/tcp{,6}), and the run's TMPDIR empty.
+or whose command line names its report), no listening socket on the run's pod IPs or its API
+server's address (/proc/net/tcp{,6}), and the run's TMPDIR empty.
 
     python benchmarks/stress.py [--runs 50] [--seed 7]
 """
@@ -49,6 +49,7 @@ TARGETS = (
     Target("stacks/cpu_dev.py", "job", 2, 0),
     Target("benchmarks/stacks/cpu_4x1.py", "jobset", 4, 1),
     Target("benchmarks/stacks/cpu_4x1.py", "job", 4, 1),
+    Target("benchmarks/stacks/cpu_2x1_api.py", "jobset", 2, 1),   # a token mounted: the simulation's API server runs
 )
 KINDS = ("none", "fail", "kill", "hang", "delay-within", "delay-past")
 
@@ -149,7 +150,7 @@ def run_one(i: int, rng: random.Random, work: Path) -> dict:
     want = expected(target, kind)
     pods = [p for a in w["attempts"] for p in a["pods"]]
     pids = {p["pid"] for p in pods if p["pid"]}
-    ips = {p["ip"] for p in pods}
+    ips = {p["ip"] for p in pods} | {line.split("https://")[1].split(":")[0] for line in data.get("api_server", [])[:1]}
     # TMPDIR=<the run's own scratch> is in the environ of the CLI, the probe parent and every pod forked from it;
     # the report path is on the CLI's command line. (Pod IPs are not markers: other simulations may reuse them.)
     markers = [f"TMPDIR={scratch}".encode(), str(report).encode()]
