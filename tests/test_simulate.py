@@ -72,6 +72,34 @@ def test_every_stack_and_backend_from_memory_and_from_yaml(path: Path, backend: 
     assert all(p["checks_passed"] for p in only(mem)["attempts"][-1]["pods"])
 
 
+def _with_env(node: Any, name: str, value: str) -> None:
+    """Set an env var on every container (and TrainJob trainer) in a manifest, replacing one of that name."""
+    if isinstance(node, dict):
+        if "image" in node and "command" in node:
+            node["env"] = [e for e in node.get("env") or [] if e.get("name") != name] + [{"name": name, "value": value}]
+        for child in node.values():
+            _with_env(child, name, value)
+    elif isinstance(node, list):
+        for child in node:
+            _with_env(child, name, value)
+
+
+@pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
+def test_every_stack_and_backend_runs_the_example_training_program(path: Path, backend: str, tmp_path: Path) -> None:
+    """The stacks' own command, `python -m train` (examples/train, which pyproject's [tool.jaxinfra.simulate.images]
+    puts in the stacks' images), on every backend; TPU and GPU stacks on the simulator's CPU stand-in. Five steps."""
+    from conftest import rendered
+    from jaxinfra.yamlio import dump
+
+    objs = rendered(path, backend)
+    _with_env(objs, "TRAIN_STEPS", "5")
+    manifest = tmp_path / f"{path.stem}.{backend}.yaml"
+    manifest.write_text(dump(objs))
+    rc, report, err = simulate(str(manifest), "--run-command", tmp=tmp_path, timeout=300)
+    assert rc == 0, err
+    assert only(report)["verdict"] == "succeeded"
+
+
 def test_handwritten_multislice_jobset_with_bare_initialize(tmp_path: Path) -> None:
     rc, report, err = simulate(str(MANIFESTS / "jobset_multislice_bare_init.yaml"), "--run-command", tmp=tmp_path)
     assert rc == 0, err
