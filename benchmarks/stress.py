@@ -45,8 +45,8 @@ class Target:
 
 
 TARGETS = (
-    Target("stacks/cpu_dev.py", "jobset", 2, 0),
-    Target("stacks/cpu_dev.py", "job", 2, 0),
+    Target("benchmarks/stacks/cpu_dev_no_restart.py", "jobset", 2, 0),   # stacks/cpu_dev.py, restarting never
+    Target("benchmarks/stacks/cpu_dev_no_restart.py", "job", 2, 0),
     Target("benchmarks/stacks/cpu_4x1.py", "jobset", 4, 1),
     Target("benchmarks/stacks/cpu_4x1.py", "job", 4, 1),
     Target("benchmarks/stacks/cpu_2x1_api.py", "jobset", 2, 1),   # a token mounted: the simulation's API server runs

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef", "Shadow",
-           "SpecError", "manifests"]
+__all__ = ["CPU", "GPU", "PVC", "TPU", "Cluster", "ConfigMapRef", "GCSBucket", "JaxJob", "NodePool", "Resources", "SecretRef",
+           "Shadow", "SpecError", "manifests"]
 
-_SPEC = {"CPU", "GPU", "TPU", "Cluster", "ConfigMapRef", "JaxJob", "NodePool", "Resources", "SecretRef", "Shadow"}
+_SPEC = {"CPU", "GPU", "PVC", "TPU", "Cluster", "ConfigMapRef", "GCSBucket", "JaxJob", "NodePool", "Resources", "SecretRef",
+         "Shadow"}
 
 
 def manifests(cluster: Any) -> list[dict[str, Any]]:

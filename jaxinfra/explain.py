@@ -172,6 +172,7 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         ("coordinator", jp.coordinator_address),
         ("rank", rank_rule),
         ("restarts", f"{jp.job.max_restarts} whole-group restarts"),
+        *([("checkpoints", jp.checkpoint_storage)] if jp.checkpoint_storage else []),
         *([("runtime", f"{'TrainingRuntime' if jp.renders_runtime else 'ClusterTrainingRuntime'} {jp.runtime}")]
           if jp.backend == "trainjob" else []),
         *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),

@@ -27,6 +27,17 @@ CONTRACT_ENV = frozenset({COORDINATOR_ADDRESS, NUM_PROCESSES, PROCESS_ID, INIT_T
 #: Set by the Job controller in every pod of an Indexed Job (JobSet's children too).
 JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
+#: A job's checkpoint storage (`JaxJob.checkpoints`): mounted at one path in the JAX container, which the program
+#: reads from this variable (examples/train SETTINGS); jaxinfra sets it only when the job names its storage.
+CHECKPOINT_ENV = "JAXINFRA_CHECKPOINT_DIR"
+CHECKPOINT_DIR = "/checkpoints"
+CHECKPOINT_VOLUME = "checkpoints"
+#: GKE's Cloud Storage FUSE CSI driver (cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
+#: cloud-storage-fuse-csi-driver): a `csi` volume with this driver and `volumeAttributes.bucketName`, and the pod
+#: annotation that makes GKE's webhook inject the driver's sidecar.
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
+
 CONTAINER = "jax"
 PORT_NAME = "coordinator"
 MAX_NAME = 63
@@ -81,6 +92,11 @@ API_RULES: tuple[dict[str, list[str]], ...] = (
 
 #: Namespaces every cluster has: jaxinfra never renders (or labels) them.
 BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
+
+
+def checkpoint_claim(job: str) -> str:
+    """The PersistentVolumeClaim jaxinfra renders for a job's checkpoints when `PVC(size=...)` names none."""
+    return f"{job}-{CHECKPOINT_VOLUME}"
 
 
 def queue_name(cluster: str, pool: str) -> str:

@@ -15,11 +15,11 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from jaxinfra import catalog
-from jaxinfra.names import (APP_NAME, BUILTIN_NAMESPACES, CONTAINER, COORDINATOR_ADDRESS, INIT_TIMEOUT, JAXJOB_NAME_LABEL,
-                            JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX, JOB_NAME_LABEL, JOBSET_NAME_LABEL, MANAGED_BY,
-                            MEGASCALE_COORDINATOR, MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID, NUM_CPU_DEVICES, NUM_PROCESSES,
-                            PART_OF, PORT_NAME, PROCESS_ID, TPU_WORKER_HOSTNAMES, TPU_WORKER_ID, TRAINER_NODE, TRAINER_PORT,
-                            JobNames, queue_name)
+from jaxinfra.names import (APP_NAME, BUILTIN_NAMESPACES, CHECKPOINT_DIR, CHECKPOINT_ENV, CONTAINER, COORDINATOR_ADDRESS,
+                            INIT_TIMEOUT, JAXJOB_NAME_LABEL, JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX, JOB_NAME_LABEL,
+                            JOBSET_NAME_LABEL, MANAGED_BY, MEGASCALE_COORDINATOR, MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID,
+                            NUM_CPU_DEVICES, NUM_PROCESSES, PART_OF, PORT_NAME, PROCESS_ID, TPU_WORKER_HOSTNAMES, TPU_WORKER_ID,
+                            TRAINER_NODE, TRAINER_PORT, JobNames, checkpoint_claim, queue_name)
 
 if TYPE_CHECKING:
     from jaxinfra.spec import Cluster, JaxJob, NodePool, Shadow
@@ -239,6 +239,41 @@ class JobPlan:
         """The strictest Pod Security level the pods meet (hostNetwork and privileged fail baseline too)."""
         return "privileged" if self.pod_security_exceptions() else "restricted"
 
+    @property
+    def checkpoint_claim(self) -> str | None:
+        """The PersistentVolumeClaim the checkpoints live on (rendered or existing); None without one."""
+        storage = self.job.checkpoints
+        if storage is None or storage.kind != "pvc":
+            return None
+        return storage.name or checkpoint_claim(self.name)
+
+    @property
+    def renders_claim(self) -> bool:
+        """Whether jaxinfra renders the checkpoints' claim (`PVC(size=...)`)."""
+        return getattr(self.job.checkpoints, "size", None) is not None
+
+    @property
+    def checkpoint_bucket(self) -> str | None:
+        """The Cloud Storage bucket the checkpoints live in; None without one."""
+        storage = self.job.checkpoints
+        return storage.bucket if storage is not None and storage.kind == "gcs" else None
+
+    @property
+    def checkpoint_storage(self) -> str | None:
+        """Where the checkpoints live, in words (`explain`); None without storage."""
+        storage = self.job.checkpoints
+        if storage is None:
+            return None
+        if self.checkpoint_bucket is not None:
+            what = (f"bucket gs://{self.checkpoint_bucket} through GKE's Cloud Storage FUSE CSI driver, as ServiceAccount "
+                    f"{self.namespace}/{self.name} (Workload Identity)")
+        elif self.renders_claim:
+            what = (f"PersistentVolumeClaim {self.namespace}/{self.checkpoint_claim} ({getattr(storage, 'size')} ReadWriteMany, "
+                    f"class {getattr(storage, 'storage_class') or 'default'})")
+        else:
+            what = f"existing PersistentVolumeClaim {self.namespace}/{self.checkpoint_claim} (ReadWriteMany)"
+        return f"{what}, at {CHECKPOINT_DIR}"
+
     def env_references(self) -> dict[str, str]:
         """The user env read from Secrets and ConfigMaps: name -> 'from Secret name/key'."""
         out = {}
@@ -288,6 +323,8 @@ class JobPlan:
         env[INIT_TIMEOUT] = (str(self.job.init_timeout_seconds), BY_JAXINFRA)
         if self.runs_on == "cpu":
             env[NUM_CPU_DEVICES] = (str(self.devices_per_process), BY_JAXINFRA)
+        if self.job.checkpoints is not None:
+            env[CHECKPOINT_ENV] = (CHECKPOINT_DIR, BY_JAXINFRA)
         if self.backend != "jaxjob":  # every pod of an Indexed Job (JobSet's children too)
             env[JOB_COMPLETION_INDEX] = (str(host), BY_JOB_CONTROLLER)
         if self.tpu_platform_env and self.shadow is None:

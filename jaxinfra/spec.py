@@ -17,8 +17,8 @@ from pydantic_core import PydanticCustomError
 
 from jaxinfra import catalog
 from jaxinfra.errors import CatalogError, Problem, SpecError
-from jaxinfra.names import (BUILTIN_NAMESPACES, CONTRACT_ENV, MAX_NAME, OPERATOR_ENV, OWN_LABELS, QUEUE_LABEL, TRAINER_PORT,
-                            JobNames, queue_name)
+from jaxinfra.names import (BUILTIN_NAMESPACES, CHECKPOINT_ENV, CONTRACT_ENV, MAX_NAME, OPERATOR_ENV, OWN_LABELS, QUEUE_LABEL,
+                            TRAINER_PORT, JobNames, checkpoint_claim, queue_name)
 
 #: Workload backends that render today; the first is the default.
 BACKENDS: tuple[str, ...] = ("jobset", "job", "jaxjob", "trainjob")
@@ -299,6 +299,95 @@ def credential_literal(name: str, value: str) -> str | None:
     return None
 
 
+# --- checkpoint storage ---------------------------------------------------------------------
+
+#: Cloud Storage bucket names (cloud.google.com/storage/docs/buckets#naming): 3-63 characters of lower-case letters,
+#: digits, '-', '_' and '.', starting and ending with a letter or digit (up to 222 with dots, each part at most 63);
+#: not starting with "goog" nor containing "google".
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]*[a-z0-9]$")
+
+
+class GCSBucket(Spec):
+    """Checkpoints in a Cloud Storage bucket, mounted with GKE's Cloud Storage FUSE CSI driver: `GCSBucket("my-ckpt")`.
+
+    The pods need GKE's FUSE driver (the cluster add-on) and Workload Identity: the job's Kubernetes
+    ServiceAccount is granted the bucket (the Pulumi component creates the bucket, the grant and the add-on).
+    """
+
+    _positional = ("bucket",)
+    kind: Literal["gcs"] = "gcs"
+    bucket: str = Field(description="Bucket name (globally unique). Mounted read-write at /checkpoints in every pod.")
+
+    @field_validator("bucket")
+    @classmethod
+    def _bucket_name(cls, v: str) -> str:
+        parts = v.split(".")
+        if (not _BUCKET.match(v) or len(v) < 3 or len(v) > (222 if "." in v else 63) or any(not 0 < len(p) <= 63 for p in parts)
+                or v.startswith("goog") or "google" in v):
+            raise problem("not a Cloud Storage bucket name", "use 3-63 lower-case letters, digits, '-' and '_', starting and "
+                          "ending with a letter or digit, without 'goog' at the start or 'google' anywhere")
+        return v
+
+
+class PVC(Spec):
+    """Checkpoints on a PersistentVolumeClaim: an existing claim, `PVC("ckpt")`, or one jaxinfra renders,
+    `PVC(size="100Gi")` (named `<job>-checkpoints` unless named).
+
+    Every pod of the job mounts it read-write at once, across nodes: a rendered claim asks for ReadWriteMany, and its
+    storage class must provide that (on GKE, Filestore's `standard-rwx`); an existing claim must have it too.
+    """
+
+    _positional = ("name",)
+    kind: Literal["pvc"] = "pvc"
+    name: str | None = Field(None, description="The claim's name; with `size` unset, an existing claim in the job's "
+                             "namespace. None: jaxinfra renders `<job>-checkpoints` (needs `size`).")
+    size: str | None = Field(None, description="Render the claim with this storage request (e.g. '100Gi'); None: use "
+                             "the existing claim `name`.")
+    storage_class: str | None = Field(None, description="storageClassName of a rendered claim; None: the cluster's default "
+                                      "class, which must offer ReadWriteMany.")
+
+    @field_validator("name", "storage_class")
+    @classmethod
+    def _names(cls, v: str | None, info: ValidationInfo) -> str | None:
+        return None if v is None else _subdomain(v, "PersistentVolumeClaim" if info.field_name == "name" else "StorageClass")
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str | None) -> str | None:
+        if v is not None and not _QUANTITY.match(v):
+            raise problem("not a Kubernetes quantity", "write it like '100Gi'")
+        return v
+
+    @model_validator(mode="after")
+    def _existing_or_rendered(self) -> PVC:
+        if self.size is None and self.name is None:
+            raise problem("names no claim and renders none", "give the name of an existing claim, PVC('ckpt'), or a size "
+                          "for jaxinfra to render one, PVC(size='100Gi')")
+        if self.size is None and self.storage_class is not None:
+            raise problem("a storage class is for a claim jaxinfra renders", "add size=..., or remove storage_class (the "
+                          "existing claim has its own)", "storage_class")
+        return self
+
+    @property
+    def rendered(self) -> bool:
+        """Whether jaxinfra renders the claim (else it exists already)."""
+        return self.size is not None
+
+
+def _storage_kind(value: Any) -> str | None:
+    if value is None:
+        return "none"
+    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+#: Optional by a tag of its own: `X | None` of a tagged union with an error context (a dict) cannot be hashed.
+Checkpoints = Annotated[
+    Union[Annotated[GCSBucket, Tag("gcs")], Annotated[PVC, Tag("pvc")], Annotated[None, Tag("none")]],
+    Discriminator(_storage_kind, custom_error_type="jaxinfra", custom_error_message="not checkpoint storage",
+                  custom_error_context={"fix": "use GCSBucket(name) or PVC(name) / PVC(size=...)", "field": ""}),
+]
+
+
 class JaxJob(Spec):
     """A multi-host JAX training job: one process per host (TPU VM or GPU/CPU node)."""
 
@@ -346,6 +435,9 @@ class JaxJob(Spec):
     network_policy: bool = Field(True, description="Render a NetworkPolicy: only the job's own pods may connect to its "
                                  "pods (coordinator and collective ports); egress is left to the user.")
     annotations: dict[str, str] = Field(default_factory=dict, description="Extra annotations on every object and pod.")
+    checkpoints: Checkpoints = Field(None, description="Where checkpoints live, outliving the pods: GCSBucket(name) "
+                                            "or PVC(name) / PVC(size=...), mounted read-write at /checkpoints in every pod "
+                                            "and named by JAXINFRA_CHECKPOINT_DIR. None: no storage, no variable.")
 
     _names = field_validator("name", "namespace")(lambda v: dns_label(v))
 
@@ -488,11 +580,13 @@ def _cross_object_problems(cluster: Cluster) -> list[Problem]:
             out.append(Problem(f"node_pools[{i}].name", pool.name, "duplicate node pool name", "give each pool its own name"))
         seen_pools.add(pool.name)
     seen_jobs: set[tuple[str, str]] = set()
+    claims: dict[tuple[str, str], str] = {}  # rendered checkpoint claims: (namespace, name) -> the job that renders it
     for i, job in enumerate(cluster.jobs):
         at = f"jobs[{i}]"
         if (job.namespace, job.name) in seen_jobs:
             out.append(Problem(f"{at}.name", job.name, f"duplicate job name in namespace {job.namespace}", "rename one of the jobs"))
         seen_jobs.add((job.namespace, job.name))
+        out.extend(_checkpoint_problems(at, job, claims))
         pool = pools.get(job.node_pool)
         if pool is None:
             import difflib
@@ -578,6 +672,29 @@ def _backend_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     return out
 
 
+def _checkpoint_problems(at: str, job: JaxJob, claims: dict[tuple[str, str], str]) -> list[Problem]:
+    """Checkpoint storage that could not be mounted as declared, or whose path the user's env would contradict."""
+    storage = job.checkpoints
+    if storage is None:
+        return []
+    out = []
+    if CHECKPOINT_ENV in job.env:
+        out.append(Problem(f"{at}.env.{CHECKPOINT_ENV}", job.env[CHECKPOINT_ENV],
+                           "set by jaxinfra to the mount path of the job's checkpoints", "remove it (or remove checkpoints)"))
+    if job.upstream_runtime:
+        out.append(Problem(f"{at}.checkpoints", storage.kind, f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's: "
+                           "it writes no pod template to mount the storage in",
+                           "remove runtime (jaxinfra's TrainingRuntime mounts it), or remove checkpoints"))
+    if isinstance(storage, PVC) and storage.rendered:
+        name = storage.name or checkpoint_claim(job.name)
+        if (job.namespace, name) in claims:
+            out.append(Problem(f"{at}.checkpoints.name", name, f"job {claims[job.namespace, name]} already renders "
+                               f"PersistentVolumeClaim {job.namespace}/{name}",
+                               f"share it as an existing claim, PVC({name!r}), or give this one another name"))
+        claims.setdefault((job.namespace, name), job.name)
+    return out
+
+
 def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     out = []
     if QUEUE_LABEL in job.labels:
@@ -652,7 +769,8 @@ def path_of(loc: tuple[str | int, ...]) -> str:
     return out
 
 
-UNION_TAGS = {"accelerator": (1, {"tpu", "gpu", "cpu"}), "env": (2, {"literal", "secret", "configmap"})}
+UNION_TAGS = {"accelerator": (1, {"tpu", "gpu", "cpu"}), "env": (2, {"literal", "secret", "configmap"}),
+              "checkpoints": (1, {"gcs", "pvc", "none"})}
 """Where pydantic puts a tagged union's tag in an error's location: (parts after the field, tags)."""
 
 

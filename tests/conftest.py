@@ -16,6 +16,8 @@ from jaxinfra.spec import BACKENDS, Cluster
 
 ROOT = Path(__file__).resolve().parents[1]
 STACKS = stack.discover(ROOT / "stacks")
+#: The example stack without its restart: the first failure is the verdict (the fault tests' input).
+NO_RESTART = "benchmarks/stacks/cpu_dev_no_restart.py"
 
 settings.register_profile("default", max_examples=40, deadline=None)
 settings.register_profile("thorough", max_examples=2000, deadline=None)

@@ -89,7 +89,8 @@ def test_snapshot(path: Path, app: Any, yaml_snapshot: Any) -> None:
 def test_names_are_explicit_whatever_the_construct_path(app: Any) -> None:
     scope = cdk8s.Chart(app, "deeply", disable_resource_name_hashes=False)
     job = JaxJobConstruct(Construct(Construct(scope, "nested"), "Some_Path"), "x", plan(stack.load(CPU_DEV)).jobs[0])
-    assert [o["metadata"]["name"] for o in cdk8s.Testing.synth(scope)] == ["train"] * 4  # SA, NetworkPolicy, Service, JobSet
+    # SA, NetworkPolicy, the checkpoints' claim, Service, JobSet
+    assert [o["metadata"]["name"] for o in cdk8s.Testing.synth(scope)] == ["train", "train", "train-checkpoints", "train", "train"]
     assert job.workload is job.objects["JobSet"]
 
 
@@ -120,14 +121,14 @@ def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
     for o in expected:
         o["metadata"]["labels"] = {**labels, **o["metadata"]["labels"]}  # chart labels added, jaxinfra's win
     assert files["training.k8s.yaml"] == expected
-    assert [o["metadata"].get("namespace") for o in expected] == [None] + ["ml-platform"] * 4
+    assert [o["metadata"].get("namespace") for o in expected] == [None] + ["ml-platform"] * 5
     # names and the env contract: unchanged by the chart's namespace and labels
     assert contract(files["training.k8s.yaml"][1:]) == contract(manifests(cpu))
     env = {e["name"]: e.get("value") for e in container(files["training.k8s.yaml"][-1])["env"]}
     assert env["JAX_COORDINATOR_ADDRESS"] == "train-node-0-0.train:8482"  # namespace-relative DNS
     for o in every:
         if o["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "jaxinfra" and o["kind"] != "Namespace":
-            assert o["metadata"]["labels"]["app.kubernetes.io/name"] == o["metadata"]["name"]
+            assert o["metadata"]["labels"]["app.kubernetes.io/name"] == "train"  # the job's (every job here), not theirs
 
     # an explicit namespace wins over the chart's, as in cdk8s; the objects are jaxinfra's, plus the labels
     multislice = files["multislice.k8s.yaml"]
@@ -142,8 +143,9 @@ def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
     assert settings["metadata"]["namespace"] == "ml-platform"
     assert [(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]) for o in job] == [
         ("ServiceAccount", "train", "ml-platform"), ("NetworkPolicy", "train", "ml-platform"),
-        ("Service", "train", "ml-platform"), ("Job", "train", "ml-platform")]
-    assert contract(job) == contract(manifests(cpu.with_backend("job"))[-4:])
+        ("PersistentVolumeClaim", "train-checkpoints", "ml-platform"), ("Service", "train", "ml-platform"),
+        ("Job", "train", "ml-platform")]
+    assert contract(job) == contract(manifests(cpu.with_backend("job"))[-5:])
 
 
 def test_escape_hatch_patches_reach_the_output(app: Any) -> None:
@@ -153,7 +155,7 @@ def test_escape_hatch_patches_reach_the_output(app: Any) -> None:
     objects = cdk8s.Testing.synth(chart)
     expected = manifests(stack.load(CPU_DEV))
     expected[-1]["spec"]["suspend"] = True
-    expected[2]["metadata"]["annotations"] = {"example.com/owner": "ml"}  # after the ServiceAccount and NetworkPolicy
+    expected[3]["metadata"]["annotations"] = {"example.com/owner": "ml"}  # after the ServiceAccount, NetworkPolicy, claim
     assert objects == expected
     assert validate_objects(objects) == []
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import load_stack, stack_backends
+from conftest import NO_RESTART, load_stack, stack_backends
 
 from jaxinfra import stack
 from jaxinfra.explain import HOSTNAME, Var, env_ranges
@@ -80,7 +80,7 @@ def test_single_ranks_and_a_rank_no_job_has() -> None:
 
 @pytest.mark.parametrize("fault", [["--fail", "train-node-0-1"], ["--kill", "train-node-0-0@0.02"]], ids=["fail", "kill"])
 def test_simulate_final_table_is_never_cut_short_in_a_ci_log(fault: list[str]) -> None:
-    r = cli("simulate", "--no-logs", *fault)
+    r = cli("simulate", NO_RESTART, "--no-logs", *fault)
     assert r.returncode == 1
     assert "…" not in r.stdout
     header = next(line for line in r.stdout.splitlines() if line.startswith("pod "))
@@ -88,7 +88,7 @@ def test_simulate_final_table_is_never_cut_short_in_a_ci_log(fault: list[str]) -
     rows = [line.split() for line in r.stdout.splitlines() if line.startswith("train-node-0-")]
     assert sorted(row[0] for row in rows) == ["train-node-0-0", "train-node-0-1"]
     assert all(row[3] == "failed" for row in rows) and {row[4] for row in rows} <= {"1", "SIGKILL"}
-    assert "stacks/cpu_dev.py: JobSet/default/train: failed (0 restarts)" in r.stdout
+    assert f"{NO_RESTART}: JobSet/default/train: failed (0 restarts)" in r.stdout
     assert max(len(line.rstrip()) for line in r.stdout.splitlines() if line.startswith("train-node-0-")) <= 80
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import NO_RESTART
 from headless import Browser
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,7 +82,7 @@ def test_default_report_is_small_and_self_contained(default_report: tuple[Path, 
 
 
 def test_failed_report_shows_why(tmp_path: Path) -> None:
-    r, html, report = simulate(tmp_path, "--no-logs", "--fail", "train-node-0-1")
+    r, html, report = simulate(tmp_path, NO_RESTART, "--no-logs", "--fail", "train-node-0-1")
     assert r.returncode == 1
     seen = rendered(html)
     assert seen["errors"] == []

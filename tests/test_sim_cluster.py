@@ -201,7 +201,7 @@ def test_cpu_job_stack_labels_env_and_restart() -> None:
     assert p.env["JAX_PROCESS_ID"] == "1" and p.env["JOB_COMPLETION_INDEX"] == "1"
     assert "TPU_WORKER_ID" not in p.env
     assert not any(k.startswith("jobset.sigs.k8s.io/") for k in p.labels)
-    assert w.restart.kind == "job" and w.restart.backoff_limit == 0
+    assert w.restart.kind == "job" and w.restart.backoff_limit == 2  # max_restarts 1 x 2 pods
     assert w.restart.pod_failure_rules[0]["action"] == "Ignore"
 
 

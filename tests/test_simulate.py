@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import PAIR_IDS, PAIRS, ROOT
+from conftest import NO_RESTART, PAIR_IDS, PAIRS, ROOT
 
 MANIFESTS = ROOT / "tests" / "manifests"
 
@@ -189,7 +189,7 @@ FAULTS = {
 @pytest.mark.parametrize("fault", list(FAULTS))
 def test_faults_give_the_expected_verdict_fast(fault: str, tmp_path: Path) -> None:
     args, verdict, phrase = FAULTS[fault]
-    rc, report, _ = simulate("stacks/cpu_dev.py", *args, tmp=tmp_path)
+    rc, report, _ = simulate(NO_RESTART, *args, tmp=tmp_path)
     w = only(report)
     assert w["verdict"] == verdict and rc == (0 if verdict == "succeeded" else 1)
     first = w["attempts"][0]
@@ -229,8 +229,8 @@ def test_restarted_pods_see_the_jobset_restart_attempt(tmp_path: Path) -> None:
 
 
 def test_indexed_job_budget_counts_every_pod_of_the_group(tmp_path: Path) -> None:
-    # cpu_dev has max_restarts 0: backoffLimit 0, the first failure fails the Job.
-    rc, report, _ = simulate("stacks/cpu_dev.py", "--backend", "job", "--fail", "0", tmp=tmp_path)
+    # max_restarts 0: backoffLimit 0, the first failure fails the Job.
+    rc, report, _ = simulate(NO_RESTART, "--backend", "job", "--fail", "0", tmp=tmp_path)
     w = only(report)
     assert rc == 1 and w["restarts"] == 0 and "backoffLimit (0) exceeded" in w["reason"]
 

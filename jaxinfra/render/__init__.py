@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from jaxinfra.plan import ClusterPlan, JobPlan
-from jaxinfra.render.common import Manifest, headless_service, namespace, network_policy, role, role_binding, service_account
+from jaxinfra.render.common import (Manifest, checkpoint_claim, headless_service, namespace, network_policy, role, role_binding,
+                                    service_account)
 from jaxinfra.render.job import indexed_job
 from jaxinfra.render.jobset import jobset
 from jaxinfra.render.kubeflow import jaxjob, trainjob, training_runtime
@@ -18,7 +19,7 @@ WORKLOADS: dict[str, Callable[[JobPlan], Manifest]] = {
 
 def render_job(jp: JobPlan) -> list[Manifest]:
     """A job's objects, dependencies first: identity (and its Role when the pods use the API), the
-    NetworkPolicy (before any pod exists), DNS or runtime, then the workload (last).
+    NetworkPolicy (before any pod exists), the checkpoint claim it renders, DNS or runtime, then the workload (last).
 
     No headless Service where the operator owns DNS (JAXJob: one Service per replica) or the
     Trainer's JobSet makes it (TrainJob).
@@ -28,6 +29,8 @@ def render_job(jp: JobPlan) -> list[Manifest]:
         out += [role(jp), role_binding(jp)]
     if jp.job.network_policy:
         out.append(network_policy(jp))
+    if jp.renders_claim:
+        out.append(checkpoint_claim(jp))
     if jp.own_service:
         out.append(headless_service(jp))
     if jp.renders_runtime:

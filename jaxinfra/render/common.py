@@ -1,4 +1,5 @@
-"""Objects and pod parts every backend shares: Namespace, ServiceAccount, RBAC, NetworkPolicy, headless Service, pod template."""
+"""Objects and pod parts every backend shares: Namespace, ServiceAccount, RBAC, NetworkPolicy, checkpoint claim, headless
+Service, pod template."""
 
 from __future__ import annotations
 
@@ -14,6 +15,15 @@ if TYPE_CHECKING:
 Manifest = dict[str, Any]
 
 SHM_VOLUME = "dshm"
+#: What multi-host checkpointing needs of a claim: every pod, on its own node, writes its shards at once.
+CHECKPOINT_ACCESS = "ReadWriteMany"
+#: Cloud Storage FUSE mount options. `uid`/`gid`: a pod that sets runAsUser must name its user (the driver's
+#: docs/authentication.md; fsGroup supplies the group, file and directory modes through the driver's fsGroup
+#: delegation, pkg/csi_driver/utils.go). `rename-dir-limit`: orbax commits a checkpoint on a local path by renaming
+#: its temporary directory, which gcsfuse refuses on a flat bucket unless the directory has fewer descendants than
+#: this (0 by default); 200000 is what gcsfuse's own `aiml-checkpointing` profile sets. A hierarchical-namespace bucket
+#: (what the Pulumi component creates) renames folders atomically and ignores it.
+GCSFUSE_RENAME_DIR_LIMIT = 200000
 
 
 def metadata(jp: JobPlan, name: str | None = None, **extra: Any) -> dict[str, Any]:
@@ -75,6 +85,30 @@ def network_policy(jp: JobPlan) -> Manifest:
     }
 
 
+def checkpoint_claim(jp: JobPlan) -> Manifest:
+    """The claim of `PVC(size=...)`: ReadWriteMany, so every pod mounts it at once, each on its own node."""
+    storage = jp.job.checkpoints
+    assert storage is not None and storage.kind == "pvc" and storage.size is not None
+    spec: dict[str, Any] = {"accessModes": [CHECKPOINT_ACCESS], "resources": {"requests": {"storage": storage.size}}}
+    if storage.storage_class:
+        spec["storageClassName"] = storage.storage_class
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": metadata(jp, jp.checkpoint_claim), "spec": spec}
+
+
+def checkpoint_volume(jp: JobPlan) -> dict[str, Any]:
+    """The pod's volume for the checkpoints: the claim, or the bucket through GKE's Cloud Storage FUSE CSI driver (a CSI
+    ephemeral volume, which Pod Security `restricted` allows; the driver's sidecar meets `restricted` too,
+    gcs-fuse-csi-driver pkg/webhook/sidecar_spec.go GetSecurityContext). A host-network pod opts in to the driver's
+    token server for its ServiceAccount (`hostNetworkPodKSA`, driver v1.17.2+, GKE 1.29+: docs/authentication.md)."""
+    if jp.checkpoint_bucket is None:
+        return {"name": N.CHECKPOINT_VOLUME, "persistentVolumeClaim": {"claimName": jp.checkpoint_claim}}
+    options = f"uid={jp.job.run_as_user},gid={jp.job.fs_group},rename-dir-limit={GCSFUSE_RENAME_DIR_LIMIT}"
+    attributes = {"bucketName": jp.checkpoint_bucket, "mountOptions": options}
+    if jp.host_network:
+        attributes["hostNetworkPodKSA"] = "true"
+    return {"name": N.CHECKPOINT_VOLUME, "csi": {"driver": N.GCSFUSE_DRIVER, "volumeAttributes": attributes}}
+
+
 def headless_service(jp: JobPlan) -> Manifest:
     """Gives every pod `<hostname>.<service>` in DNS, before readiness (DESIGN §5.1)."""
     return {
@@ -121,6 +155,8 @@ def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     env.append({"name": N.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
     if jp.runs_on == "cpu":
         env.append({"name": N.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
+    if jp.job.checkpoints is not None:
+        env.append({"name": N.CHECKPOINT_ENV, "value": N.CHECKPOINT_DIR})
     return env + shadow_tpu_env(jp) + user_env(jp)
 
 
@@ -233,10 +269,19 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
     if jp.host_network:  # an explained exception (JobPlan.pod_security_exceptions)
         spec["hostNetwork"] = True
         spec["dnsPolicy"] = "ClusterFirstWithHostNet"  # else host-network pods get the node's DNS, not the cluster's
+    mounts, volumes = [], []
     if jp.runs_on == "gpu":
-        container["volumeMounts"] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-        spec["volumes"] = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": jp.job.shm_size}}]
+        mounts.append({"name": SHM_VOLUME, "mountPath": "/dev/shm"})
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": jp.job.shm_size}})
+    if jp.job.checkpoints is not None:
+        mounts.append({"name": N.CHECKPOINT_VOLUME, "mountPath": N.CHECKPOINT_DIR})
+        volumes.append(checkpoint_volume(jp))
+    if volumes:
+        container["volumeMounts"], spec["volumes"] = mounts, volumes
     meta: dict[str, Any] = {"labels": dict(jp.labels)}
-    if jp.job.annotations:
-        meta["annotations"] = dict(jp.job.annotations)
+    annotations = dict(jp.job.annotations)
+    if jp.checkpoint_bucket is not None:
+        annotations[N.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
+    if annotations:
+        meta["annotations"] = annotations
     return {"metadata": meta, "spec": spec}
