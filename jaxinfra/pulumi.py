@@ -8,8 +8,10 @@ this module only maps them onto Pulumi resources.
   existing one looked up by name and checked) with NetworkPolicy enforcement, Workload Identity,
   Shielded GKE Nodes and a release channel; a dedicated node service account with GKE's
   least-privilege role; one `gcp.container.NodePool` per node pool of the spec (one per slice for
-  multi-slice TPU jobs), every accelerator pool in one zone; a `system` CPU pool for the
-  controllers. With provider `existing`, no cloud resources, only a Kubernetes provider for a
+  multi-slice TPU jobs), every accelerator pool in one zone, or with `jaxinfra:shadow` one CPU pool
+  sized for the stack's CPU shadow; a `system` CPU pool for the controllers; the Cloud Storage
+  buckets the jobs checkpoint to, each job's access to its bucket, and GKE's Cloud Storage FUSE CSI
+  driver. With provider `existing`, no cloud resources, only a Kubernetes provider for a
   kubeconfig / context. Then the controllers the objects need (`ControllerInstall`), the
   Namespaces, the Kueue queues (with `Cluster(kueue=True)`), and one `JaxJob` per job.
 - `JaxJob` (`jaxinfra:index:JaxJob`): every object `render_job` yields, as a typed
@@ -17,9 +19,12 @@ this module only maps them onto Pulumi resources.
 
 The one backend-specific change to the rendered objects (DESIGN §2, §5.7) is the annotation
 `pulumi.com/skipAwait: "true"`, on the workload (Pulumi's Job awaiter would otherwise block until
-training ends) and on the headless Service (pulumi-kubernetes' Service awaiter waits for endpoints
+training ends), on the headless Service (pulumi-kubernetes' Service awaiter waits for endpoints
 of a Service that has a selector, and those only exist once the workload's pods do: without it
-`pulumi up` would time out; see provider/pkg/await/service.go, `emptyHeadlessOrExternalName`).
+`pulumi up` would time out; see provider/pkg/await/service.go, `emptyHeadlessOrExternalName`) and
+on the checkpoints' PersistentVolumeClaim (its awaiter waits for the claim to bind, which a
+`WaitForFirstConsumer` class does only once the workload's pods exist: pulumi/pulumi-kubernetes#895,
+#3130 for the first `pulumi up`, #4179 for later updates).
 
 This is the only module of jaxinfra that imports pulumi; `jaxinfra synth` and `simulate` never
 import it. Configuration (`read_settings`) is checked, and the stack loaded and checked against
@@ -31,9 +36,11 @@ every problem. What the cluster must already have is said as warnings (`prerequi
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +50,7 @@ import pulumi_kubernetes as k8s
 
 from jaxinfra import controllers
 from jaxinfra.errors import JaxinfraError, Problem
-from jaxinfra.plan import ClusterPlan, JobPlan, plan
+from jaxinfra.plan import ClusterPlan, JobPlan, plan, scale
 from jaxinfra.render import render_job
 from jaxinfra.render.common import namespace as render_namespace
 from jaxinfra.render.kueue import kueue_objects
@@ -55,8 +62,8 @@ __all__ = ["Cluster", "ConfigError", "ControllerInstall", "JaxJob", "PoolSlice",
 SKIP_AWAIT = "pulumi.com/skipAwait"
 #: Kinds that run pods: they get SKIP_AWAIT and are replaced (not patched) when their spec changes.
 WORKLOAD_KINDS = frozenset({"Job", "JobSet", "JAXJob", "TrainJob"})
-#: Kinds that get SKIP_AWAIT although they are no workload (the headless Service, see above).
-SKIP_AWAIT_KINDS = WORKLOAD_KINDS | {"Service"}
+#: Kinds that get SKIP_AWAIT although they are no workload (the headless Service and the claim, see above).
+SKIP_AWAIT_KINDS = WORKLOAD_KINDS | {"Service", "PersistentVolumeClaim"}
 
 PROVIDERS = ("gke", "existing")
 #: Machine type of a CPU pool that names none (`CPU(machine_type=...)`).
@@ -71,6 +78,19 @@ SYSTEM_POOL = "system"
 SYSTEM_POOL_NODES = (1, 3)
 #: Project roles of the dedicated node service account (`Cluster._node_account`).
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
+#: What a job's Kubernetes ServiceAccount gets on its checkpoint bucket: read and write objects (and an HNS
+#: bucket's folders), GKE's role for a read-write Cloud Storage FUSE volume (how-to/cloud-storage-fuse-csi-driver-setup,
+#: "Configure access"; gcs-fuse-csi-driver docs/authentication.md).
+BUCKET_ROLE = "roles/storage.objectUser"
+#: `jaxinfra:shadow`: the one CPU node pool the shadow runs on, and its machine: e2-standard-4, 4 vCPUs and 16 GiB
+#: (Compute Engine's machine types: `memoryMb: 16384`).
+SHADOW_POOL = "shadow"
+SHADOW_MACHINE = (DEFAULT_CPU_MACHINE_TYPE, 4, 16 * 2**30)
+#: Room left on every shadow node for the DaemonSets GKE runs on each node (logging, metrics, Workload Identity's
+#: metadata server, networking), whose requests vary with GKE's version and add-ons: jaxinfra's margin, not a GKE figure.
+SHADOW_DAEMONS = (Decimal("0.5"), Decimal(512 * 2**20))
+#: Pods per node in a GKE Standard node pool unless configured (how-to/flexible-pod-cidr).
+MAX_PODS_PER_NODE = 110
 
 #: Where relative `jaxinfra:stack` paths are resolved: the folder of Pulumi.yaml (the repo root).
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -89,6 +109,7 @@ KEYS: dict[str, str] = {
     "jaxinfra:stack": "required: path of the stack file (.py), relative to the folder of Pulumi.yaml",
     "jaxinfra:provider": "required: gke (create node pools, and the cluster unless existingCluster) or existing (any cluster, by kubeconfig/context)",
     "jaxinfra:installControllers": "both: install the controllers the stack's objects need, at the versions jaxinfra.controllers pins (default true with gke, false with existing)",
+    "jaxinfra:shadow": "both: cpu to deploy the stack's CPU shadow (jaxinfra.shadow) instead of its jobs: no accelerator pools, and with gke one CPU node pool `shadow` sized for every pod's requests (default: unset, the jobs as declared)",
     "gcp:project": "gke: the GCP project",
     "gcp:zone": "gke: the location when jaxinfra:location is unset; with a regional location, the zone of the accelerator pools",
     "gcp:region": "gke: the location when neither jaxinfra:location nor gcp:zone is set",
@@ -103,17 +124,21 @@ KEYS: dict[str, str] = {
     "jaxinfra:shieldedNodes": "gke: Shielded GKE Nodes on a created cluster, integrity monitoring on every node pool and secure boot on CPU pools (default true)",
     "jaxinfra:releaseChannel": "gke: release channel of a created cluster: RAPID, REGULAR (default), STABLE, EXTENDED or UNSPECIFIED (none)",
     "jaxinfra:systemPool": "gke: machine type of the autoscaled `system` node pool (1 to 3 nodes per zone) for the controllers and kube-system, or none (default e2-standard-4; none with existingCluster)",
+    "jaxinfra:createBuckets": "gke: create the Cloud Storage buckets the jobs checkpoint to (in the cluster's region, uniform access, hierarchical namespace, kept by `pulumi destroy`); false: they exist, and only the jobs' access is granted (default true)",
     "jaxinfra:kubeconfig": "existing: kubeconfig path or contents (default: $KUBECONFIG / ~/.kube/config)",
     "jaxinfra:context": "existing: kubeconfig context (default: the current context)",
 }
 _GKE_ONLY = ("jaxinfra:location", "jaxinfra:nodeLocations", "jaxinfra:clusterName", "jaxinfra:existingCluster",
              "jaxinfra:deletionProtection", "jaxinfra:networkPolicy", "jaxinfra:workloadIdentity",
-             "jaxinfra:nodeServiceAccount", "jaxinfra:shieldedNodes", "jaxinfra:releaseChannel", "jaxinfra:systemPool")
+             "jaxinfra:nodeServiceAccount", "jaxinfra:shieldedNodes", "jaxinfra:releaseChannel", "jaxinfra:systemPool",
+             "jaxinfra:createBuckets")
 _EXISTING_ONLY = ("jaxinfra:kubeconfig", "jaxinfra:context")
 
 NETWORK_POLICIES = ("dataplaneV2", "calico", "none")
 #: GKE's release channels (pulumi-gcp `ClusterReleaseChannelArgs.channel`); UNSPECIFIED: none.
 RELEASE_CHANNELS = ("RAPID", "REGULAR", "STABLE", "EXTENDED", "UNSPECIFIED")
+#: `jaxinfra:shadow`: the kinds of shadow `jaxinfra.shadow` renders.
+SHADOWS = ("cpu",)
 _REGION = r"[a-z]+-[a-z]+[0-9]+"
 _ZONE = _REGION + r"-[a-z]"
 
@@ -149,6 +174,8 @@ class Settings:
     install_controllers: bool = True
     kubeconfig: str | None = None
     context: str | None = None
+    shadow: str | None = None  # "cpu": deploy the stack's CPU shadow
+    create_buckets: bool = True
 
     @property
     def accelerator_zone(self) -> str | None:
@@ -167,7 +194,7 @@ def _bool(key: str, value: Any, problems: list[Problem], default: bool = False) 
     return default
 
 
-def _choice(key: str, value: Any, allowed: Sequence[str], default: str, problems: list[Problem]) -> str:
+def _choice(key: str, value: Any, allowed: Sequence[str], default: Any, problems: list[Problem]) -> Any:
     if value is None:
         return default
     if value not in allowed:
@@ -275,6 +302,8 @@ def read_settings(config: Mapping[str, Any], root: Path = PROJECT_ROOT) -> Setti
         install_controllers=_bool("jaxinfra:installControllers", get("jaxinfra:installControllers"), problems,
                                   default=provider == "gke"),
         kubeconfig=get("jaxinfra:kubeconfig"), context=get("jaxinfra:context"),
+        shadow=_choice("jaxinfra:shadow", get("jaxinfra:shadow"), SHADOWS, None, problems),
+        create_buckets=_bool("jaxinfra:createBuckets", get("jaxinfra:createBuckets"), problems, default=True),
     )
     if problems:
         raise ConfigError(problems)
@@ -309,12 +338,18 @@ class PoolSlice:
 def node_pools(cluster: Any, cp: ClusterPlan | None = None) -> dict[str, list[PoolSlice]]:
     """GKE node pools per spec pool: TPU, one per slice (max `slices` of its jobs), each of the
     topology's hosts; GPU/CPU, one of the max `nodes` of its jobs. Unused pools get one slice/node.
+    A CPU shadow (`Cluster(shadow=...)`) gets none of these but one CPU pool sized for it (`shadow_nodes`).
 
     `node_count` is per zone (pulumi-gcp `container.NodePool.node_count`: "the number of nodes per
     instance group", one instance group per zone; GKE docs, concepts/regional-clusters), so these
     counts are the hosts only in one zone: the accelerator pools' (`Settings.accelerator_zone`).
     """
     cp = cp or plan(cluster)
+    if cp.shadow is not None:
+        from jaxinfra.spec import NodePool
+
+        pool = NodePool.model_validate({"name": SHADOW_POOL, "accelerator": {"kind": "cpu", "machine_type": SHADOW_MACHINE[0]}})
+        return {SHADOW_POOL: [PoolSlice(pool, SHADOW_POOL, max(shadow_nodes(cp), 1))]}
     out: dict[str, list[PoolSlice]] = {}
     for pool in cluster.node_pools:
         jobs = [jp for jp in cp.jobs if jp.pool.name == pool.name]
@@ -328,11 +363,56 @@ def node_pools(cluster: Any, cp: ClusterPlan | None = None) -> dict[str, list[Po
     return out
 
 
+def _gke_reserved(cores: int, memory: int) -> tuple[Decimal, Decimal]:
+    """What GKE keeps of a node for itself (GKE docs, concepts/plan-node-sizes, "node allocatable"): CPU, 6% of the
+    first core, 1% of the next, 0.5% of the next 2 and 0.25% of any above 4; memory, 25% of the first 4 GiB, 20% of
+    the next 4, 10% of the next 8, 6% of the next 112 and 2% above 128, plus 100 MiB for the kubelet's eviction."""
+    def tiers(amount: Decimal, steps: Sequence[tuple[Decimal, str]]) -> Decimal:
+        total, left = Decimal(0), amount
+        for size, share in steps:
+            part = min(left, size)
+            total, left = total + part * Decimal(share), left - part
+        return total
+
+    gib = Decimal(2**30)
+    cpu = tiers(Decimal(cores), [(Decimal(1), "0.06"), (Decimal(1), "0.01"), (Decimal(2), "0.005"), (Decimal(cores), "0.0025")])
+    mem = tiers(Decimal(memory), [(4 * gib, "0.25"), (4 * gib, "0.20"), (8 * gib, "0.10"), (112 * gib, "0.06"),
+                                  (Decimal(memory), "0.02")]) + 100 * 2**20
+    return cpu, mem
+
+
+def shadow_pods_per_node(shadow: Any) -> int:
+    """How many pods of a CPU shadow (each requesting `shadow.cpu`, `shadow.memory`) one shadow node holds: its
+    allocatable, less GKE's share and room for GKE's DaemonSets, at most MAX_PODS_PER_NODE."""
+    _, cores, memory = SHADOW_MACHINE
+    reserved_cpu, reserved_memory = _gke_reserved(cores, memory)
+    free = (cores - reserved_cpu - SHADOW_DAEMONS[0], memory - reserved_memory - SHADOW_DAEMONS[1])
+    each = (scale(shadow.cpu, 1)[0], scale(shadow.memory, 1)[0])  # in cores and bytes
+    return min([*(int(room // request) for room, request in zip(free, each) if request > 0), MAX_PODS_PER_NODE])
+
+
+def shadow_nodes(cp: ClusterPlan) -> int:
+    """Nodes of the shadow pool: every pod of every job at once (what `jaxinfra.shadow.requests` adds up), packed."""
+    pods = sum(jp.processes for jp in cp.jobs)
+    per_node = shadow_pods_per_node(cp.shadow)
+    return math.ceil(pods / per_node) if per_node else 0
+
+
+def workload_principal(project_number: str, project: str, namespace: str, service_account: str) -> str:
+    """The IAM principal of a Kubernetes ServiceAccount under Workload Identity Federation for GKE (GKE docs,
+    how-to/workload-identity: `principal://.../subject/ns/NAMESPACE/sa/KSA`): no Google service account to impersonate."""
+    return (f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
+            f"{project}.svc.id.goog/subject/ns/{namespace}/sa/{service_account}")
+
+
 def gke_problems(cluster: Any, s: Settings) -> list[Problem]:
     """What GKE would refuse, or build wrong, for this stack and config: pool names over 40 characters
-    (slice suffix included) or taken by the system pool, and accelerator pools without one zone."""
+    (slice suffix included) or taken by the system pool, accelerator pools without one zone, shadow pods
+    no shadow node can hold, and checkpoint buckets without Workload Identity."""
     out = []
-    for i, (name, slices) in enumerate(node_pools(cluster).items()):
+    cp = plan(cluster)
+    pools = node_pools(cluster, cp)
+    for i, (name, slices) in enumerate(pools.items()):
         longest = max((ps.name for ps in slices), key=len)
         if len(longest) > MAX_POOL_NAME:
             out.append(Problem(f"node_pools[{i}].name", name, f"derived GKE node pool name {longest!r} is {len(longest)} characters, over {MAX_POOL_NAME}",
@@ -340,7 +420,7 @@ def gke_problems(cluster: Any, s: Settings) -> list[Problem]:
         if s.system_pool and SYSTEM_POOL in (ps.name for ps in slices):
             out.append(Problem(f"node_pools[{i}].name", name, f"{SYSTEM_POOL!r} is the name of jaxinfra's system pool",
                                "rename the node pool, or set jaxinfra:systemPool none"))
-    accelerators = [p.name for p in cluster.node_pools if p.accelerator.row.kind != "cpu"]
+    accelerators = [name for name, slices in pools.items() if slices[0].row.kind != "cpu"]
     zone = s.accelerator_zone
     if accelerators and s.location and zone is None:
         # One zone: a multi-host TPU slice is one unit of interconnected VMs in one zone (cloud.google.com/tpu/docs/tpus-in-gke),
@@ -353,6 +433,15 @@ def gke_problems(cluster: Any, s: Settings) -> list[Problem]:
     elif accelerators and s.location and region_of(zone or "") != region_of(s.location):
         out.append(Problem("gcp:zone", zone, f"the accelerator pools' zone is not in region {region_of(s.location)} of the cluster",
                            f"set jaxinfra:nodeLocations to one zone of {region_of(s.location)}"))
+    if cp.shadow is not None and not shadow_pods_per_node(cp.shadow):
+        out.append(Problem("jaxinfra:shadow", s.shadow, f"a shadow pod requests {cp.shadow.cpu} CPU and {cp.shadow.memory}, more "
+                           f"than one {SHADOW_MACHINE[0]} node of the shadow pool can give it",
+                           "request less: Cluster(shadow=Shadow(cpu=..., memory=...))"))
+    buckets = [f"{jp.namespace}/{jp.name}" for jp in cp.jobs if jp.checkpoint_bucket]
+    if buckets and not s.workload_identity:
+        out.append(Problem("jaxinfra:workloadIdentity", False, f"jobs {', '.join(buckets)} checkpoint to Cloud Storage through "
+                           "GKE's Cloud Storage FUSE CSI driver, which authenticates their ServiceAccounts with Workload Identity",
+                           "unset jaxinfra:workloadIdentity (true), or checkpoint to a PVC"))
     return out
 
 
@@ -402,6 +491,7 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "Namespace"): k8s.core.v1.Namespace,
     ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     ("v1", "Service"): k8s.core.v1.Service,
+    ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
     ("batch/v1", "Job"): k8s.batch.v1.Job,
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
@@ -527,12 +617,22 @@ def _cluster_security(s: Settings) -> dict[str, Any]:
         kw["datapath_provider"] = "ADVANCED_DATAPATH"
     elif s.network_policy == "calico":
         kw["network_policy"] = gcp.container.ClusterNetworkPolicyArgs(enabled=True, provider="CALICO")
-        kw["addons_config"] = gcp.container.ClusterAddonsConfigArgs(
-            network_policy_config=gcp.container.ClusterAddonsConfigNetworkPolicyConfigArgs(disabled=False))
     return kw
 
 
-def existing_cluster_gaps(found: Any, s: Settings, network_policies: bool) -> list[str]:
+def _addons(s: Settings, fuse: bool) -> gcp.container.ClusterAddonsConfigArgs | None:
+    """A created cluster's add-ons: the network policy add-on for calico (how-to/network-policy), and GKE's Cloud Storage
+    FUSE CSI driver when a job checkpoints to a bucket (off by default on Standard clusters: `addonsConfig.
+    gcsFuseCsiDriverConfig.enabled`, how-to/cloud-storage-fuse-csi-driver-setup)."""
+    kw: dict[str, Any] = {}
+    if s.network_policy == "calico":
+        kw["network_policy_config"] = gcp.container.ClusterAddonsConfigNetworkPolicyConfigArgs(disabled=False)
+    if fuse:
+        kw["gcs_fuse_csi_driver_config"] = gcp.container.ClusterAddonsConfigGcsFuseCsiDriverConfigArgs(enabled=True)
+    return gcp.container.ClusterAddonsConfigArgs(**kw) if kw else None
+
+
+def existing_cluster_gaps(found: Any, s: Settings, network_policies: bool, fuse: bool = False) -> list[str]:
     """What an existing GKE cluster lacks of what the config asks for (`getCluster`'s result); one line each."""
     name, where = found.name, f"--location {s.location} --project {s.project}"
     out = []
@@ -548,6 +648,9 @@ def existing_cluster_gaps(found: Any, s: Settings, network_policies: bool) -> li
     if s.shielded_nodes and not found.enable_shielded_nodes:
         out.append(f"GKE cluster {name} has no Shielded GKE Nodes: `gcloud container clusters update {name} {where} "
                    "--enable-shielded-nodes`, or set jaxinfra:shieldedNodes false")
+    if fuse and not any(c.enabled for a in found.addons_configs or () for c in a.gcs_fuse_csi_driver_configs or ()):
+        out.append(f"GKE cluster {name} has no Cloud Storage FUSE CSI driver, which the jobs' checkpoint buckets need: "
+                   f"`gcloud container clusters update {name} {where} --update-addons GcsFuseCsiDriver=ENABLED`")
     return out
 
 
@@ -564,9 +667,12 @@ class Cluster(pulumi.ComponentResource):
         self.system_pool: gcp.container.NodePool | None = None
         self.node_account: pulumi.Output[str] | None = None
         self.kubeconfig: pulumi.Output[str] | None = None
+        self.buckets: dict[str, gcp.storage.Bucket] = {}  # the checkpoint buckets created, by name
+        self.bucket_access: dict[str, gcp.storage.BucketIAMMember] = {}  # each job's grant on its bucket, by namespace/name
         child = pulumi.ResourceOptions(parent=self)
         if settings.provider == "gke":
             self.k8s_provider = self._gke(cluster, cp, settings, child)
+            self._checkpoint_buckets(cp, settings, child)
         else:
             self.kubeconfig = pulumi.Output.secret(settings.kubeconfig) if settings.kubeconfig else None
             self.k8s_provider = k8s.Provider(f"{cluster.name}-k8s", kubeconfig=self.kubeconfig, context=settings.context,
@@ -592,23 +698,25 @@ class Cluster(pulumi.ComponentResource):
             self.queues.append(k8s_resource(m, pulumi.ResourceOptions.merge(on_k8s, pulumi.ResourceOptions(depends_on=deps))))
         self.jobs: dict[str, JaxJob] = {}
         for jp in cp.jobs:
+            key = f"{jp.namespace}/{jp.name}"
             deps = [*([self.namespaces[jp.namespace]] if jp.namespace in self.namespaces else []),
-                    *self.node_pools.get(jp.pool.name, []), *self.queues]
-            self.jobs[f"{jp.namespace}/{jp.name}"] = JaxJob(f"{jp.namespace}/{jp.name}", jp, provider=self.k8s_provider,
-                                                            depends_on=deps, serving=serving, opts=child)
+                    *self.node_pools.get(SHADOW_POOL if cp.shadow else jp.pool.name, []), *self.queues,
+                    *([self.bucket_access[key]] if key in self.bucket_access else [])]
+            self.jobs[key] = JaxJob(key, jp, provider=self.k8s_provider, depends_on=deps, serving=serving, opts=child)
         for line in prerequisites(cp, settings):
             pulumi.log.warn(line, resource=self)
         self.register_outputs({"kubeconfig": self.kubeconfig})
 
     def _gke(self, cluster: Any, cp: ClusterPlan, s: Settings, child: pulumi.ResourceOptions) -> k8s.Provider:
         gke_name = s.cluster_name or cluster.name
+        fuse = any(jp.checkpoint_bucket for jp in cp.jobs)  # GKE's Cloud Storage FUSE CSI driver for the checkpoint buckets
         account, grants = self._node_account(gke_name, s, child)
         granted = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=grants))  # nodes boot with their roles
         if s.existing_cluster:
             found = gcp.container.get_cluster_output(name=gke_name, location=s.location, project=s.project,
                                                      opts=pulumi.InvokeOptions(parent=self))
             network_policies = any(jp.job.network_policy for jp in cp.jobs)
-            found.apply(lambda c: [pulumi.log.warn(line, resource=self) for line in existing_cluster_gaps(c, s, network_policies)])
+            found.apply(lambda c: [pulumi.log.warn(line, resource=self) for line in existing_cluster_gaps(c, s, network_policies, fuse)])
             cluster_ref: Any = gke_name
             endpoint, ca = found.endpoint, found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
         else:
@@ -618,7 +726,8 @@ class Cluster(pulumi.ComponentResource):
             gke = gcp.container.Cluster(
                 gke_name, name=gke_name, project=s.project, location=s.location,
                 remove_default_node_pool=True, initial_node_count=1, node_config=default_pool,
-                deletion_protection=s.deletion_protection, **_cluster_security(s), opts=granted)
+                deletion_protection=s.deletion_protection, **_cluster_security(s),
+                addons_config=_addons(s, fuse), opts=granted)
             self.gke_cluster = gke
             cluster_ref = gke.name
             endpoint, ca = gke.endpoint, gke.master_auth.apply(lambda auth: auth.cluster_ca_certificate)
@@ -629,6 +738,35 @@ class Cluster(pulumi.ComponentResource):
         context = f"gke_{s.project}_{s.location}_{gke_name}"  # gcloud's context name
         self.kubeconfig = pulumi.Output.secret(pulumi.Output.all(endpoint, ca).apply(lambda a: _kubeconfig(context, a[0], a[1])))
         return k8s.Provider(f"{cluster.name}-k8s", kubeconfig=self.kubeconfig, opts=child)
+
+    def _checkpoint_buckets(self, cp: ClusterPlan, s: Settings, child: pulumi.ResourceOptions) -> None:
+        """The buckets the jobs checkpoint to (unless `jaxinfra:createBuckets` is false) and each job's access to its own.
+
+        Created in the cluster's region (GKE's FUSE docs: a regional bucket in the cluster's region performs best),
+        with uniform bucket-level access (required for read-write access through Workload Identity: gcs-fuse-csi-driver
+        docs/authentication.md) and a hierarchical namespace (atomic folder renames, which orbax's commit of a
+        checkpoint relies on; cloud.google.com/storage/docs/hns-overview); kept by `pulumi destroy` (retainOnDelete),
+        since they hold the checkpoints. The grant names the job's Kubernetes ServiceAccount as a Workload Identity
+        principal, after the cluster (whose creation makes the identity pool), before the job.
+        """
+        jobs = [jp for jp in cp.jobs if jp.checkpoint_bucket]
+        if not jobs:
+            return
+        number = gcp.organizations.get_project_output(project_id=s.project, opts=pulumi.InvokeOptions(parent=self)).number
+        if s.create_buckets:
+            for name in sorted({str(jp.checkpoint_bucket) for jp in jobs}):
+                self.buckets[name] = gcp.storage.Bucket(
+                    name, name=name, project=s.project, location=region_of(str(s.location)).upper(),
+                    uniform_bucket_level_access=True,
+                    hierarchical_namespace=gcp.storage.BucketHierarchicalNamespaceArgs(enabled=True),
+                    opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(retain_on_delete=True)))
+        after = pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(depends_on=[self.gke_cluster] if self.gke_cluster else []))
+        for jp in jobs:
+            bucket = str(jp.checkpoint_bucket)
+            member = number.apply(lambda n, jp=jp: workload_principal(str(n), str(s.project), jp.namespace, jp.name))
+            self.bucket_access[f"{jp.namespace}/{jp.name}"] = gcp.storage.BucketIAMMember(
+                f"{bucket}/{jp.namespace}/{jp.name}", bucket=self.buckets[bucket].name if bucket in self.buckets else bucket,
+                role=BUCKET_ROLE, member=member, opts=after)
 
     def _node_account(self, gke_name: str, s: Settings,
                       child: pulumi.ResourceOptions) -> tuple[pulumi.Input[str] | None, list[pulumi.Resource]]:
@@ -691,6 +829,12 @@ def prerequisites(cp: ClusterPlan, s: Settings) -> list[str]:
                 if not (s.install_controllers and r == controllers.TRAINER_JAX_RUNTIME)]
     if runtimes:
         out.append(f"the TrainJobs name ClusterTrainingRuntime {', '.join(runtimes)}: it must exist in the cluster")
+    for jp in cp.jobs:
+        if jp.checkpoint_bucket and s.provider == "existing":
+            out.append(f"job {jp.namespace}/{jp.name} checkpoints to gs://{jp.checkpoint_bucket}: the cluster needs GKE's Cloud "
+                       "Storage FUSE CSI driver and Workload Identity, and the bucket its ServiceAccount's access: `gcloud "
+                       f"storage buckets add-iam-policy-binding gs://{jp.checkpoint_bucket} --role={BUCKET_ROLE} --member="
+                       f"{workload_principal('PROJECT_NUMBER', 'PROJECT_ID', jp.namespace, jp.name)}`")
     if any(jp.job.network_policy for jp in cp.jobs):
         if s.provider == "existing":
             out.append("the jobs' NetworkPolicies take effect only where the cluster enforces NetworkPolicy "
@@ -718,6 +862,7 @@ def program(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     is declared. Returns the exported outputs.
     """
     from jaxinfra import stack
+    from jaxinfra.shadow import shadow
 
     config = pulumi_config() if config is None else config
     problems: list[Problem] = []
@@ -735,7 +880,10 @@ def program(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     if stack_path is not None and stack_path.suffix == ".py" and stack_path.is_file():
         try:
             cluster = stack.load(stack_path)
+            if settings is not None and settings.shadow:  # the stack's CPU shadow, as `jaxinfra synth --shadow cpu` renders it
+                cluster = shadow(cluster)
         except JaxinfraError as err:
+            cluster = None
             problems += [Problem(f"{config.get('jaxinfra:stack')}: {p.path}", p.value, p.message, p.fix) for p in err.problems]
     if cluster is not None and settings is not None:
         problems += gke_problems(cluster, settings) if settings.provider == "gke" else []
@@ -754,6 +902,8 @@ def program(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
     }
     if c.node_account is not None:
         outputs["nodeServiceAccount"] = c.node_account
+    if buckets := sorted({str(jp.checkpoint_bucket) for jp in c.plan.jobs if jp.checkpoint_bucket}):
+        outputs["checkpointBuckets"] = buckets
     if c.kubeconfig is not None:
         outputs["kubeconfig"] = c.kubeconfig
     for key, value in outputs.items():

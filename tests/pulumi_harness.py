@@ -2,8 +2,8 @@
 
 The program that Pulumi.yaml names is run with runpy, as the Python language host runs it. A
 recording resource monitor sees each registration as the engine would: type, name, inputs, parent,
-dependencies, provider, replaceOnChanges, deleteBeforeReplace; a recording logger keeps the
-program's warnings. Shared by tests/test_pulumi*.py.
+dependencies, provider, replaceOnChanges, deleteBeforeReplace, retainOnDelete; a recording logger keeps
+the program's warnings. Shared by tests/test_pulumi*.py.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ GKE = {"jaxinfra:provider": "gke", "gcp:project": "proj", "jaxinfra:location": "
 EXISTING = {"jaxinfra:provider": "existing", "jaxinfra:context": "kind-test"}
 PROVIDERS = {"gke": GKE, "existing": EXISTING}
 CA = "Q0EtREFUQQ=="
+PROJECT_NUMBER = "123456789012"  # what getProject answers
 
 STACK_T = "pulumi:pulumi:Stack"
 CLUSTER_T = "jaxinfra:index:Cluster"
@@ -40,6 +41,8 @@ GKE_T = "gcp:container/cluster:Cluster"
 POOL_T = "gcp:container/nodePool:NodePool"
 ACCOUNT_T = "gcp:serviceaccount/account:Account"
 IAM_T = "gcp:projects/iAMMember:IAMMember"
+BUCKET_T = "gcp:storage/bucket:Bucket"
+BUCKET_IAM_T = "gcp:storage/bucketIAMMember:BucketIAMMember"
 K8S_PROVIDER_T = "pulumi:providers:kubernetes"
 CHART_T = "kubernetes:helm.sh/v4:Chart"
 KUSTOMIZE_T = "kubernetes:kustomize/v2:Directory"
@@ -47,9 +50,11 @@ CONFIG_FILE_T = "kubernetes:yaml/v2:ConfigFile"
 NAMESPACE_T = "kubernetes:core/v1:Namespace"
 WORKLOADS = {"Job", "JobSet", "JAXJob", "TrainJob"}
 
-#: What `getCluster` answers for an existing GKE cluster with every security setting on.
+#: What `getCluster` answers of a cluster whose Cloud Storage FUSE CSI driver add-on is on.
+FUSE_ON = {"addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": True}]}]}
+#: What `getCluster` answers for an existing GKE cluster with every security setting (and the FUSE driver) on.
 SECURE_CLUSTER = {"datapathProvider": "ADVANCED_DATAPATH", "networkPolicies": [], "enableShieldedNodes": True,
-                  "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}]}
+                  "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}], **FUSE_ON}
 
 
 def k8s_type(m: dict[str, Any]) -> str:
@@ -76,6 +81,7 @@ class Registered:
     provider: tuple[str, str] | None
     replace_on_changes: list[str]
     delete_before_replace: bool
+    retain_on_delete: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -137,6 +143,8 @@ class Mocks(pulumi.runtime.Mocks):
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         self.run.calls.append((args.token, dict(args.args)))
+        if args.token == "gcp:organizations/getProject:getProject":
+            return {"projectId": args.args["projectId"], "number": PROJECT_NUMBER}
         if args.token == "gcp:container/getCluster:getCluster":
             return {"name": args.args["name"], "endpoint": "203.0.113.2", **self.existing,
                     "masterAuths": [{"clusterCaCertificate": CA, "clientCertificate": "", "clientKey": "",
@@ -158,7 +166,7 @@ class Monitor(MockMonitor):
                 request.type, request.name, rpc.deserialize_properties(request.object), ref(request.parent),
                 {ref(d) for d in request.dependencies},
                 ref(request.provider.rpartition("::")[0]) if request.provider else None,
-                list(request.replaceOnChanges), request.deleteBeforeReplace))
+                list(request.replaceOnChanges), request.deleteBeforeReplace, request.retainOnDelete))
         return response
 
 

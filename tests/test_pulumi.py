@@ -36,8 +36,8 @@ CASE_IDS = [f"{p.stem}.{prov}" for p, prov in CASES]
 
 
 def expected_inputs(m: dict[str, Any]) -> dict[str, Any]:
-    """The manifest as the adapter passes it: verbatim, plus skipAwait on workloads and the headless Service."""
-    if m["kind"] in WORKLOADS | {"Service"}:
+    """The manifest as the adapter passes it: verbatim, plus skipAwait on workloads, the headless Service and the claim."""
+    if m["kind"] in WORKLOADS | {"Service", "PersistentVolumeClaim"}:
         meta = {**m["metadata"], "annotations": {**m["metadata"].get("annotations", {}), SKIP_AWAIT: "true"}}
         return {**m, "metadata": meta}
     return m
@@ -77,8 +77,8 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
             assert r.parent == me and not r.deps
             continue
         ns, name = r.name.split("/")
-        assert r.parent == (JOB_T, r.name), "every job object is a child of its JaxJob"
-        jp = next(jp for jp in cp.jobs if (jp.namespace, jp.name) == (ns, name))
+        jp = next(jp for jp in cp.jobs if jp.namespace == ns and name in (jp.name, jp.checkpoint_claim))
+        assert r.parent == (JOB_T, f"{ns}/{jp.name}"), "every job object is a child of its JaxJob (its claim too)"
         job_pools = {(POOL_T, ps.name) for ps in node_pools(cluster)[jp.pool.name]} if provider == "gke" else set()
         assert job_pools <= pools and job_pools <= r.deps, "node pools exist before the job's objects"
         if ns in cp.namespaces:
@@ -88,6 +88,8 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
             assert (kind in c.kinds) == bool({res.key for res in run.of_parent(c.name)} & r.deps), (r.name, c.name)
         if kind in WORKLOADS:
             assert {("kubernetes:core/v1:ServiceAccount", r.name), ("kubernetes:core/v1:Service", r.name)} <= r.deps
+            if jp.renders_claim:
+                assert ("kubernetes:core/v1:PersistentVolumeClaim", f"{ns}/{jp.checkpoint_claim}") in r.deps
             assert r.inputs["metadata"]["annotations"][SKIP_AWAIT] == "true"
             assert (r.replace_on_changes, r.delete_before_replace) == (["spec"], True), "immutable spec: replace, not patch"
         else:
@@ -252,7 +254,7 @@ def test_kueue_queues_are_created_before_the_jobs_that_name_them(tmp_path: Path)
 def test_existing_gke_cluster_is_looked_up_not_created() -> None:
     run = run_program({**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"})
     assert not run.of(GKE_T)
-    [(token, args)] = run.calls
+    [(token, args)] = [call for call in run.calls if call[0] != "gcp:organizations/getProject:getProject"]  # the bucket's
     assert token == "gcp:container/getCluster:getCluster"
     assert args.items() >= {"name": "shared", "location": "us-east5-a", "project": "my-project"}.items()
     assert {r.inputs["cluster"] for r in run.of(POOL_T)} == {"shared"}

@@ -18,9 +18,9 @@ import yaml
 from conftest import ROOT
 from jaxinfra import controllers, stack
 from jaxinfra.pulumi import KEYS, NODE_ROLES, SYSTEM_POOL
-from pulumi_harness import (ACCOUNT_T, CHART_T, CLUSTER_T, CONFIG_FILE_T, CONTROLLER_T, EXISTING, GKE, GKE_T, IAM_T,
-                            K8S_PROVIDER_T, KUSTOMIZE_T, NAMESPACE_T, POOL_T, SECURE_CLUSTER, Run, example_config, run_error,
-                            run_program, write_stack)
+from pulumi_harness import (ACCOUNT_T, BUCKET_IAM_T, BUCKET_T, CHART_T, CLUSTER_T, CONFIG_FILE_T, CONTROLLER_T, EXISTING,
+                            FUSE_ON, GKE, GKE_T, IAM_T, K8S_PROVIDER_T, KUSTOMIZE_T, NAMESPACE_T, POOL_T, SECURE_CLUSTER, Run,
+                            example_config, run_error, run_program, write_stack)
 
 H100 = "stacks/gpu_h100_2x8.py"
 V5P = "stacks/tpu_v5p_2x2x4_x2.py"
@@ -85,7 +85,8 @@ def test_created_cluster_enforces_network_policy_with_workload_identity_and_a_de
     [gke] = run.of(GKE_T)
     account = "tpu-v5p-nodes@my-project.iam.gserviceaccount.com"
     assert gke.inputs["datapathProvider"] == "ADVANCED_DATAPATH", "Dataplane V2: NetworkPolicy always enforced"
-    assert "networkPolicy" not in gke.inputs and "addonsConfig" not in gke.inputs
+    assert "networkPolicy" not in gke.inputs
+    assert gke.inputs["addonsConfig"] == {"gcsFuseCsiDriverConfig": {"enabled": True}}, "only for the checkpoint bucket"
     assert gke.inputs["workloadIdentityConfig"] == {"workloadPool": "my-project.svc.id.goog"}
     assert gke.inputs["nodeConfig"] == {"serviceAccount": account,
                                         "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"]}
@@ -134,16 +135,17 @@ def test_existing_gke_cluster_is_checked_for_what_it_must_have() -> None:
     run = run_program(config, existing={"datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [{"enabled": False}],
                                         "enableShieldedNodes": False, "workloadIdentityConfigs": []})
     assert not run.of(GKE_T) and not run.one(POOL_T, "v5p-2x2x4-0").deps & {(GKE_T, "shared")}
-    [policy, identity, shielded] = run.warnings
+    [policy, identity, shielded, fuse] = run.warnings
     assert policy.startswith("GKE cluster shared enforces no NetworkPolicy") and "--update-addons=NetworkPolicy=ENABLED" in policy
     assert "--workload-pool=my-project.svc.id.goog" in identity and "jaxinfra:workloadIdentity false" in identity
     assert "--enable-shielded-nodes" in shielded
+    assert "has no Cloud Storage FUSE CSI driver" in fuse and "--update-addons GcsFuseCsiDriver=ENABLED" in fuse
     assert not [p for p in run.of(POOL_T) if p.name == SYSTEM_POOL], "no system pool in a cluster jaxinfra did not create"
     calico = {"datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [{"enabled": True}], "enableShieldedNodes": True,
-              "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}]}
+              "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}], **FUSE_ON}
     assert not run_program(config, existing=calico).warnings, "the network policy add-on enforces them too"
-    quiet = {**config, "jaxinfra:networkPolicy": "none", "jaxinfra:workloadIdentity": False, "jaxinfra:shieldedNodes": False}
-    assert not run_program(quiet, existing={}).warnings
+    quiet = {**config, "jaxinfra:networkPolicy": "none", "jaxinfra:shieldedNodes": False}
+    assert not run_program(quiet, existing={"workloadIdentityConfigs": [{"workloadPool": "x.svc.id.goog"}], **FUSE_ON}).warnings
 
 
 # --- controllers ---------------------------------------------------------------------------------
@@ -221,8 +223,11 @@ def test_existing_provider_installs_controllers_when_asked_and_says_what_it_reli
     run = run_program({"jaxinfra:stack": V5P, **EXISTING, "jaxinfra:installControllers": True})
     js = run.controller("jobset")
     assert not [d for d in js.deps if d[0].startswith("gcp:")], "no node pools to wait for"
-    assert run.warnings == ["the jobs' NetworkPolicies take effect only where the cluster enforces NetworkPolicy "
-                            "(on GKE: Dataplane V2 or the network policy add-on)"]
+    [bucket, policies] = run.warnings
+    assert bucket.startswith("job ml/train checkpoints to gs://my-project-tpu-v5p-checkpoints: the cluster needs GKE's "
+                             "Cloud Storage FUSE CSI driver and Workload Identity")
+    assert policies == ("the jobs' NetworkPolicies take effect only where the cluster enforces NetworkPolicy "
+                        "(on GKE: Dataplane V2 or the network policy add-on)")
     run = run_program({"jaxinfra:stack": V5P, **GKE, "jaxinfra:installControllers": False})
     assert not run.controllers
     assert run.warnings == ["jaxinfra:installControllers is false: the cluster must already run jobset v0.12.0 (the versions "
@@ -319,7 +324,7 @@ README_NAMES = {CLUSTER_T: "jaxinfra:index:Cluster", "jaxinfra:index:JaxJob": "j
                 CONTROLLER_T: "jaxinfra:index:Controller", GKE_T: "gcp.container.Cluster", POOL_T: "gcp.container.NodePool",
                 ACCOUNT_T: "gcp.serviceaccount.Account", IAM_T: "gcp.projects.IAMMember", K8S_PROVIDER_T: "Kubernetes provider",
                 CHART_T: "helm.v4.Chart", KUSTOMIZE_T: "kustomize.v2.Directory", CONFIG_FILE_T: "yaml.v2.ConfigFile",
-                NAMESPACE_T: "Namespace"}
+                NAMESPACE_T: "Namespace", BUCKET_T: "gcp.storage.Bucket", BUCKET_IAM_T: "gcp.storage.BucketIAMMember"}
 
 
 def test_readme_says_what_pulumi_up_creates(tmp_path: Path) -> None:
