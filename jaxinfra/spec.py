@@ -163,16 +163,23 @@ class CPU(Spec):
         return catalog.cpu()
 
 
-def _accelerator_kind(value: Any) -> str | None:
+def _kind(value: Any) -> str | None:
+    """A tagged union member's tag: its `kind`, as an object or as the user's dict."""
     return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
 
 
-Accelerator = Annotated[
-    Union[Annotated[TPU, Tag("tpu")], Annotated[GPU, Tag("gpu")], Annotated[CPU, Tag("cpu")]],
-    Discriminator(_accelerator_kind, custom_error_type="jaxinfra",
-                  custom_error_message="not an accelerator",
-                  custom_error_context={"fix": "use TPU(...), GPU(...) or CPU(...)", "field": ""}),
-]
+def tagged(members: dict[str, Any], what: str, fix: str, tag: Any = _kind) -> Any:
+    """A union of `members` (tag -> type) told apart by `tag(value)`; any other value is one problem, `not <what>`.
+
+    Optional members are a tag of their own (`None`: "none"): `X | None` of such a union cannot be built, since its
+    error context is a dict, which typing cannot hash.
+    """
+    return Annotated[Union[tuple(Annotated[t, Tag(k)] for k, t in members.items())],  # type: ignore[misc]
+                     Discriminator(tag, custom_error_type="jaxinfra", custom_error_message=f"not {what}",
+                                   custom_error_context={"fix": fix, "field": ""})]
+
+
+Accelerator = tagged({"tpu": TPU, "gpu": GPU, "cpu": CPU}, "an accelerator", "use TPU(...), GPU(...) or CPU(...)")
 
 
 # --- node pools and jobs --------------------------------------------------------------------
@@ -240,17 +247,9 @@ def _subdomain(v: str, what: str) -> str:
     return v
 
 
-def _env_kind(value: Any) -> str | None:
-    if isinstance(value, str):
-        return "literal"
-    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-
-
-EnvValue = Annotated[
-    Union[Annotated[str, Tag("literal")], Annotated[SecretRef, Tag("secret")], Annotated[ConfigMapRef, Tag("configmap")]],
-    Discriminator(_env_kind, custom_error_type="jaxinfra", custom_error_message="not an env value",
-                  custom_error_context={"fix": "use a string, SecretRef(name, key) or ConfigMapRef(name, key)", "field": ""}),
-]
+EnvValue = tagged({"literal": str, "secret": SecretRef, "configmap": ConfigMapRef}, "an env value",
+                  "use a string, SecretRef(name, key) or ConfigMapRef(name, key)",
+                  tag=lambda value: "literal" if isinstance(value, str) else _kind(value))
 
 #: Parts of an env var name (split at '_', '.', '-') that say its value is a credential.
 _CREDENTIAL_WORDS = frozenset({"PASSWORD", "PASSWD", "SECRET", "TOKEN", "APIKEY", "CREDENTIAL", "CREDENTIALS", "PASSPHRASE"})
@@ -374,18 +373,8 @@ class PVC(Spec):
         return self.size is not None
 
 
-def _storage_kind(value: Any) -> str | None:
-    if value is None:
-        return "none"
-    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
-
-
-#: Optional by a tag of its own: `X | None` of a tagged union with an error context (a dict) cannot be hashed.
-Checkpoints = Annotated[
-    Union[Annotated[GCSBucket, Tag("gcs")], Annotated[PVC, Tag("pvc")], Annotated[None, Tag("none")]],
-    Discriminator(_storage_kind, custom_error_type="jaxinfra", custom_error_message="not checkpoint storage",
-                  custom_error_context={"fix": "use GCSBucket(name) or PVC(name) / PVC(size=...)", "field": ""}),
-]
+Checkpoints = tagged({"gcs": GCSBucket, "pvc": PVC, "none": None}, "checkpoint storage",
+                     "use GCSBucket(name) or PVC(name) / PVC(size=...)", tag=lambda value: "none" if value is None else _kind(value))
 
 
 class JaxJob(Spec):
