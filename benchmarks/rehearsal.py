@@ -25,7 +25,8 @@ RANK0 = "[rehearsal-workers-0-0]"
 
 def manifest(folder: Path, steps: int, pace: float) -> Path:
     """The rehearsal JobSet with `steps` steps paced at `pace` seconds, 2 CPU devices per pod."""
-    text = MANIFEST.read_text().replace('value: "0.15"', f'value: "{pace}"').replace('value: "60"', f'value: "{steps}"')
+    text = re.sub(r'TRAIN_STEPS, value: "\d+"', f'TRAIN_STEPS, value: "{steps}"', MANIFEST.read_text())
+    text = re.sub(r'TRAIN_MIN_STEP_SECONDS, value: "[\d.]+"', f'TRAIN_MIN_STEP_SECONDS, value: "{pace}"', text)
     path = folder / "rehearsal.yaml"
     path.write_text(text.replace("- {name: JAX_NUM_PROCESSES", "- {name: JAX_NUM_CPU_DEVICES, value: \"2\"}\n              - {name: JAX_NUM_PROCESSES"))
     return path

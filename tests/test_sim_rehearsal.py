@@ -17,7 +17,7 @@ import pytest
 from conftest import ROOT
 
 MANIFEST = ROOT / "tests" / "manifests" / "jobset_checkpoint_rehearsal.yaml"
-STEPS = 60
+STEPS = 100
 RANK0 = "rehearsal-workers-0-0"
 LINE = re.compile(rf"^\[{RANK0}\] (.*)$", re.M)
 
@@ -46,7 +46,7 @@ def final_loss(lines: list[str]) -> float:
 
 
 def test_a_killed_host_restarts_the_group_which_resumes_from_its_checkpoint(tmp_path: Path, reference: float) -> None:
-    rc, report, attempts = rehearse(tmp_path, "--kill", "1@9")
+    rc, report, attempts = rehearse(tmp_path, "--kill", "1@12")
     assert rc == 0, attempts
     [w] = report["workloads"]
     assert (w["verdict"], w["restarts"]) == ("succeeded", 1)
@@ -57,7 +57,7 @@ def test_a_killed_host_restarts_the_group_which_resumes_from_its_checkpoint(tmp_
 
 
 def test_a_preempted_host_saves_where_it_was_and_the_group_resumes_exactly_there(tmp_path: Path, reference: float) -> None:
-    rc, report, attempts = rehearse(tmp_path, "--preempt", "1@9", "--grace-cap", "15")
+    rc, report, attempts = rehearse(tmp_path, "--preempt", "1@12", "--grace-cap", "15")
     assert rc == 0, attempts
     [w] = report["workloads"]
     assert (w["verdict"], w["restarts"]) == ("succeeded", 1)
@@ -74,7 +74,7 @@ def test_a_preempted_host_saves_where_it_was_and_the_group_resumes_exactly_there
 def test_a_volume_outlives_the_simulation(tmp_path: Path) -> None:
     """Two simulations with the same --volume: the second starts where the first ended."""
     fast = tmp_path / "fast.yaml"
-    fast.write_text(MANIFEST.read_text().replace('value: "0.15"', 'value: "0"'))
+    fast.write_text(MANIFEST.read_text().replace('TRAIN_MIN_STEP_SECONDS, value: "0.15"', 'TRAIN_MIN_STEP_SECONDS, value: "0"'))
     folder = tmp_path / "kept"
     rc, _, first = rehearse(tmp_path, "--volume", f"checkpoints={folder}", manifest=fast)
     assert rc == 0 and f"finished at step {STEPS}" in " ".join(first[0])
