@@ -264,6 +264,19 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dic
     return ({image: folder.resolve() for image, folder in images.items()}, {name: folder.resolve() for name, folder in claims.items()})
 
 
+def _shadow_notes(sources: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
+    """What each CPU shadow among the inputs proves and cannot, for the report (here, where the spec is loaded
+    already, not in the simulator's warm child)."""
+    from jaxinfra.names import SHADOW_OF
+
+    manifests = [m for _, found in sources for m in found]
+    if not any(SHADOW_OF in ((m.get("metadata") or {}).get("annotations") or {}) for m in manifests):
+        return []
+    from jaxinfra.shadow import notes
+
+    return notes(manifests)
+
+
 def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
     """(source, manifests) per cluster: a stack is synthesized in memory, a YAML file read as is."""
     from jaxinfra import manifests
@@ -308,7 +321,7 @@ def simulate(
     if problems := _missing_folders({"--trace": trace, "--html": html}):
         raise SpecError(problems)
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
-        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html))
+        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html, _shadow_notes(sources)))
     from jaxinfra.simulate.report import run
 
-    run(sources, options, logs, json_report, trace, html)
+    run(sources, options, logs, json_report, trace, html, _shadow_notes(sources))

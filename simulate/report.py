@@ -124,15 +124,14 @@ class Reporter:
 
 
 def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Options, logs: bool, json_report: Path | None,
-        trace: Path | None = None, html: Path | None = None) -> None:
+        trace: Path | None = None, html: Path | None = None, notes: Sequence[str] = ()) -> None:
     """`jaxinfra simulate` once its inputs are read: simulate them with a live report, write the
     JSON report, the trace and the HTML page asked for (also of a failed run: that is when they
-    matter), and end with the verdict's summary line (CommandFailed when any workload failed)."""
-    from jaxinfra.shadow import notes
-
+    matter), and end with the verdict's summary line (CommandFailed when any workload failed). `notes`:
+    what the run cannot tell (a CPU shadow's limits), printed and reported."""
     reporter = Reporter(Console(stderr=False), logs=logs, keep_logs=html is not None)
     report = simulate(sources, options, reporter)
-    report.notes = notes(m for _, manifests in sources for m in manifests)   # what a CPU shadow proves, and what not
+    report.notes = list(notes)
     reporter.summary(report)
     if json_report is not None:
         json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
