@@ -24,6 +24,7 @@ without a mount namespace (the hosts-file path is compiled into glibc and c-ares
 from __future__ import annotations
 
 import ctypes
+import functools
 import errno
 import json
 import os
@@ -226,8 +227,10 @@ def _try_in_child(strategy: str, hosts: Path) -> Attempt:
     return Attempt(strategy, found["step"], found["errno"])
 
 
+@functools.cache
 def preflight() -> str:
-    """The way in that works on this machine; raises `Unavailable` with the cause and the fix."""
+    """The way in that works on this machine; raises `Unavailable` with the cause and the fix. Asked once per
+    process (jaxinfra simulate asks early, in its warm child, before JAX makes forking it slower)."""
     if sys.platform != "linux":
         raise Unavailable(*diagnose(sys.platform, os.getuid(), [], {}, 0))
     attempts = []
