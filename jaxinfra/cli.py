@@ -205,7 +205,7 @@ def diff(
 
 def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str], preempt: list[str]) -> Any:
     """Parse POD@SECONDS / POD=SECONDS fault options; every malformed one is reported."""
-    from jaxinfra.simulate.runner import Faults
+    from jaxinfra.simulate.options import Faults
 
     problems: list[Problem] = []
 
@@ -310,7 +310,7 @@ def simulate(
     image: Annotated[list[str], typer.Option("--image", help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).")] = [],
 ) -> None:
     """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would."""
-    from jaxinfra.simulate.runner import Options
+    from jaxinfra.simulate.options import Options
 
     inputs = inputs or [Path("stacks/cpu_dev.py")]
     images, claims = _images(image, volume)

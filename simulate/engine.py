@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
 from jaxinfra.simulate import model, sandbox
 from jaxinfra.simulate.cluster import API_PORT, emulate
-from jaxinfra.simulate.runner import Attempt, Credentials, Listener, Options, Runner
+from jaxinfra.simulate.container import Credentials
+from jaxinfra.simulate.options import Options
+from jaxinfra.simulate.runner import Attempt, Listener, Runner
 
 #: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
 IP_BLOCK = 40

@@ -13,9 +13,11 @@ from collections.abc import Sequence
 from html import escape
 
 from jaxinfra.simulate.engine import Report, WorkloadResult
+from jaxinfra.simulate.options import Faults
 from jaxinfra.simulate.report import Logs, cells
-from jaxinfra.simulate.runner import Attempt, Faults
+from jaxinfra.simulate.runner import Attempt
 from jaxinfra.simulate.trace import Lane, timeline
+
 from jaxinfra.topology import Layout, svg
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"   # the Job controller's label on its pods (kubernetes.io/docs/reference/labels-annotations-taints)

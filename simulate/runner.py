@@ -9,14 +9,11 @@ status pipe (phase changes, the probe's result) and log pipes (prefixed by the r
 from __future__ import annotations
 
 import contextlib
-import gc
 import json
 import os
 import selectors
-import shutil
 import signal
 import socket
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -24,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaxinfra.simulate import dns, image, model, sandbox
-from jaxinfra.simulate.platform import gke_tpu
+from jaxinfra.simulate import container, image, model
+from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
+from jaxinfra.simulate.options import Faults, Options
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
 ENDED_WITH_GROUP = "ended with its group"
@@ -33,57 +31,6 @@ ENDED_WITH_GROUP = "ended with its group"
 COORDINATOR_HOLD_S = 2.0
 #: How long past its init timeout a pod may still be initializing before the group is ended.
 INIT_GRACE_S = 1.0
-
-
-@dataclass(frozen=True)
-class Faults:
-    """Injected faults; a selector is a pod hostname/name or a global rank."""
-
-    kill: Mapping[str, float] = field(default_factory=dict)   # SIGKILL this long after the pod starts
-    fail: frozenset[str] = frozenset()                         # the container exits 1 at start
-    hang: frozenset[str] = frozenset()                         # the container stops making progress
-    delay: Mapping[str, float] = field(default_factory=dict)   # the pod starts this late
-    preempt: Mapping[str, float] = field(default_factory=dict)  # SIGTERM this long after it starts, SIGKILL after its grace
-
-    @staticmethod
-    def matches(selector: str, pod: model.Pod) -> bool:
-        return selector in (pod.hostname, pod.name, str(pod.global_index))
-
-    def lookup(self, table: Mapping[str, Any] | frozenset[str], pod: model.Pod) -> Any:
-        for selector in table:
-            if self.matches(selector, pod):
-                return table[selector] if isinstance(table, Mapping) else True
-        return None
-
-
-@dataclass(frozen=True)
-class Options:
-    run_command: bool = False       # run the container's own command instead of the probe
-    images: Mapping[str, Path] = field(default_factory=dict)   # image (as in the manifest) -> the folder standing in for its working directory
-    volumes: Mapping[str, Path] = field(default_factory=dict)  # claim or bucket name -> a folder that outlives the simulation
-    grace_cap: float = 3.0          # cap on terminationGracePeriodSeconds when a pod is stopped (speed; a cluster waits it out)
-    k8s_client: bool = True         # the pods' Python can import `kubernetes` (an image built with jax[k8s])
-    timeout: float = 300.0          # the whole simulation
-    init_timeout: float | None = None   # cap on every pod's JAX init timeout
-    heartbeat_timeout: int = 10
-    shutdown_timeout: int = 10
-    faults: Faults = field(default_factory=Faults)
-
-
-@dataclass(frozen=True)
-class Credentials:
-    """What the ServiceAccount token volume holds for pods that mount one: the API server's CA and a token per account."""
-
-    ca_pem: bytes
-    tokens: Mapping[tuple[str, str], str]   # (namespace, ServiceAccount) -> bearer token
-
-    def write(self, pod: model.Pod, folder: Path) -> Path:
-        """The volume's files (token, ca.crt, namespace), as the kubelet projects them."""
-        folder.mkdir(parents=True)
-        (folder / "token").write_text(self.tokens[(pod.namespace, pod.service_account)], encoding="utf-8")
-        (folder / "ca.crt").write_bytes(self.ca_pem)
-        (folder / "namespace").write_text(pod.namespace, encoding="utf-8")
-        return folder
 
 
 STDERR_TAIL = 20
@@ -146,131 +93,6 @@ class Attempt:
 
 
 Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log" (PodRun, stream, line), "attempt" Attempt
-
-
-def _child(pod: model.Pod, env: dict[str, str], workdir: Path, status_w: int, out_w: int, err_w: int,
-           inherited: list[int], options: Options, workload: model.Workload, fail: bool, hang: bool,
-           isolation: str, hosts: Path, token: Path | None, mounts: list[tuple[Path, str, bool]]) -> None:
-    """In the forked pod process: enter the pod's sandbox, become the container. Never returns."""
-    code = 1
-    try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the simulator's own handler is not the container's
-        os.setpgid(0, 0)
-        os.dup2(out_w, 1)
-        os.dup2(err_w, 2)
-        sandbox.enter(isolation, dns.uts_hostname(pod), hosts, token, mounts)   # first, while this process has one thread
-        # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
-        # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
-        for fd in inherited:
-            os.close(fd)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)   # fresh objects: the parent's locks stay behind
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
-        os.environ.clear()
-        os.environ.update(env)
-        os.chdir(workdir)
-        status = os.fdopen(status_w, "w", buffering=1)
-
-        def report(phase: str, data: Mapping[str, Any]) -> None:
-            status.write(json.dumps({"phase": phase, **data}) + "\n")
-
-        if fail:
-            print("jaxinfra simulate: injected failure (--fail)", file=sys.stderr)
-            os._exit(1)
-        if hang:
-            report("initializing", {})
-            while True:
-                time.sleep(3600)
-        if options.run_command:
-            argv = [*pod.command, *pod.args]
-            report("running", {})
-            os.execvpe(argv[0], argv, env)
-        from jaxinfra.simulate import probe
-
-        # What this process inherited is never garbage here: left to the collector, every full
-        # collection would walk it and copy each page it touches (copy-on-write), a third of the
-        # probe's compile time in a parent without many objects of its own.
-        gc.freeze()
-        probe.configure(pod.devices)
-        image.shape(env)
-        report("initializing", {})
-        result = probe.run_probe(_probe_spec(pod, workload, env, options), report)
-        report("result", {"result": result})
-        code = 0 if result.get("ok") else 1
-    except BaseException as err:  # the container crashed: say why on its stderr, exit non-zero
-        try:
-            print(f"jaxinfra simulate: {type(err).__name__}: {err}", file=sys.stderr)
-        except BaseException:
-            pass
-    finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
-
-
-def _init_timeout(env: Mapping[str, str], options: Options) -> float:
-    value = float(env.get("JAX_INITIALIZATION_TIMEOUT", "300") or 300)
-    return min(value, options.init_timeout) if options.init_timeout else value
-
-
-def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
-    from jaxinfra.simulate.probe import ProbeSpec
-
-    return ProbeSpec(expected_rank=pod.global_index, num_processes=len(workload.pods),
-                     devices_per_process=pod.devices, groups=workload.groups,
-                     hosts_per_group=workload.hosts_per_group, init_timeout=int(_init_timeout(env, options)),
-                     heartbeat_timeout=options.heartbeat_timeout, shutdown_timeout=options.shutdown_timeout)
-
-
-def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True) -> dict[str, str]:
-    """The pod's env plus what stands in for its machine and image: the CPU as its accelerator, its own IP,
-    whether its Python has the `kubernetes` package."""
-    env = dict(pod.env)
-    env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    env.setdefault("HOME", os.environ.get("HOME", "/root"))
-    env["JAX_PLATFORMS"] = "cpu"
-    env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
-    # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
-    # where the port is known from the env (a script may hard-code its own: then the wildcard).
-    if port := coordinator_port(pod):
-        env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{port}")
-    if pod.accelerator == "tpu":
-        env[gke_tpu.MARKER] = "1"
-    if not k8s_client:
-        env[image.WITHOUT_K8S_CLIENT] = "1"
-    if sitecustomize is not None and image.needs_hook(env):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
-    return env
-
-
-def container_cwd(pod: model.Pod, images: Mapping[str, Path], scratch: Path) -> Path:
-    """The container's working directory: the folder that stands in for its image's (`--image IMAGE=DIR`), with
-    the container's workingDir resolved inside it; else an empty folder (the image's files are not here).
-    A workingDir missing from the image is created empty, as the container runtime (runc) does."""
-    image_dir = images.get(pod.image)
-    if image_dir is not None:
-        cwd = image_dir / (pod.working_dir or "").lstrip("/")
-        if cwd.is_dir():
-            return cwd
-    scratch.mkdir(parents=True, exist_ok=True)
-    return scratch
-
-
-def coordinator_port(pod: model.Pod) -> int | None:
-    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or the
-    Training Operator v1's COORDINATOR_PORT (next to COORDINATOR_ADDRESS), or JAX's TPU detection
-    default (JAX_COORDINATOR_PORT, else 8482)."""
-    address = pod.env.get("JAX_COORDINATOR_ADDRESS", "")
-    if ":" in address:
-        port = address.rsplit(":", 1)[1]
-    elif pod.env.get("COORDINATOR_ADDRESS") and "COORDINATOR_PORT" in pod.env:
-        port = pod.env["COORDINATOR_PORT"]
-    elif pod.accelerator == "tpu":
-        port = pod.env.get("JAX_COORDINATOR_PORT", "8482")
-    else:
-        return None
-    return int(port) if port.isdigit() else None
 
 
 class Runner:
@@ -367,25 +189,15 @@ class Runner:
         return not self.listening
 
     def _start(self, r: PodRun) -> None:
-        faults = self.faults
-        pod_dir = self.workdir / r.pod.name
-        for fresh in ("fs", "sandbox"):                 # a (re)started container begins with a fresh filesystem
-            shutil.rmtree(pod_dir / fresh, ignore_errors=True)
-        (pod_dir / "sandbox").mkdir(parents=True)
-        env = process_env(r.pod, self.sitecustomize, self.options.k8s_client)
-        hosts = pod_dir / "sandbox" / "hosts"
-        hosts.write_text(dns.hosts_file(r.pod, self.records), encoding="utf-8")
-        r.cwd = cwd = container_cwd(r.pod, self.options.images, pod_dir / "fs")
-        token = (self.credentials.write(r.pod, pod_dir / "sandbox" / "serviceaccount")
-                 if r.pod.token and self.credentials is not None else None)
+        c = container.prepare(r.pod, self.workdir / r.pod.name, self.records, self.options, self.faults, self.sitecustomize,
+                              self.credentials, self.storage)
+        r.cwd = c.cwd
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            _child(r.pod, env, cwd, status_w, out_w, err_w, [fd for fd in self.selector.get_map()], self.options, self.workload,
-                   bool(faults.lookup(faults.fail, r.pod)), bool(faults.lookup(faults.hang, r.pod)), self.isolation, hosts, token,
-                   self._volumes(r.pod, pod_dir))
+            container.become(c, self.isolation, status_w, out_w, err_w, list(self.selector.get_map()), self.options, self.workload)
         try:
             os.setpgid(pid, pid)   # also here: no race with an early kill
         except OSError:
@@ -398,29 +210,6 @@ class Runner:
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ, r)
         self._phase(r, "started", quiet=True)
-
-    def _volumes(self, pod: model.Pod, pod_dir: Path) -> list[tuple[Path, str, bool]]:
-        """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
-        bucket with the simulation (or in --volume's folder), a configMap/secret/downwardAPI volume's files are
-        written afresh at each start."""
-        out = []
-        for m in pod.mounts:
-            if m.kind == "emptyDir":
-                source = pod_dir / "volumes" / m.volume
-            elif m.kind == "files":
-                source = pod_dir / "sandbox" / "volumes" / m.volume
-                for relative, content in m.files:
-                    (source / relative).parent.mkdir(parents=True, exist_ok=True)
-                    (source / relative).write_text(content, encoding="utf-8")
-            else:
-                source = self.storage(m)
-            source.mkdir(parents=True, exist_ok=True)
-            if m.sub_path:   # the kubelet creates a missing subPath as a folder
-                source = source / m.sub_path
-                if not source.exists():
-                    source.mkdir(parents=True)
-            out.append((source, m.path, m.read_only))
-        return out
 
     def _phase(self, r: PodRun, phase: str, quiet: bool = False) -> None:
         r.timings[phase] = time.monotonic() - self.t0
@@ -504,7 +293,7 @@ class Runner:
             return f"--timeout reached with pods still {', '.join(sorted({r.phase for r in runs if not r.done}))}: {', '.join(waiting[:8])}"
         for r in runs:
             if r.phase == "initializing" and not self.options.run_command:
-                limit = _init_timeout(r.pod.env, self.options) + INIT_GRACE_S
+                limit = init_timeout(r.pod.env, self.options) + INIT_GRACE_S
                 if now - self.t0 - r.timings.get("started", 0.0) > limit:
                     pending = [p.pod.hostname for p in runs if p.phase == "pending"]
                     why = f"; not started yet: {', '.join(pending)}" if pending else ""

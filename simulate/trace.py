@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from jaxinfra.simulate.engine import Report
-from jaxinfra.simulate.runner import Attempt, Faults, PodRun
+from jaxinfra.simulate.options import Faults
+from jaxinfra.simulate.runner import Attempt, PodRun
 
 #: Phases as the runner records them, in the order a pod goes through them; each lasts until the next.
 PHASES = ("created", "started", "initializing", "running")

@@ -1,0 +1,218 @@
+"""The container: what a pod's process becomes after the fork, and what the simulator prepares for it
+before — a fresh filesystem (an empty folder, or the folder standing in for its image's working
+directory), its env with what stands in for its machine, its /etc/hosts, its ServiceAccount token
+volume and its volumes' sources. After the fork it enters its sandbox and runs the built-in probe
+or its own command, exec'd unchanged.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from jaxinfra.simulate import dns, image, model, sandbox
+from jaxinfra.simulate.options import Faults, Options
+from jaxinfra.simulate.platform import gke_tpu
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What the ServiceAccount token volume holds for pods that mount one: the API server's CA and a token per account."""
+
+    ca_pem: bytes
+    tokens: Mapping[tuple[str, str], str]   # (namespace, ServiceAccount) -> bearer token
+
+    def write(self, pod: model.Pod, folder: Path) -> Path:
+        """The volume's files (token, ca.crt, namespace), as the kubelet projects them."""
+        folder.mkdir(parents=True)
+        (folder / "token").write_text(self.tokens[(pod.namespace, pod.service_account)], encoding="utf-8")
+        (folder / "ca.crt").write_bytes(self.ca_pem)
+        (folder / "namespace").write_text(pod.namespace, encoding="utf-8")
+        return folder
+
+
+@dataclass(frozen=True)
+class Container:
+    """Everything a pod's process needs to become its container, prepared in the simulator before the fork."""
+
+    pod: model.Pod
+    env: dict[str, str]
+    cwd: Path
+    hosts: Path                                  # its /etc/hosts
+    token: Path | None                           # its ServiceAccount token volume, if it gets one
+    mounts: list[tuple[Path, str, bool]]         # its volumes: (source, mount path, read-only)
+    fail: bool = False                           # --fail: exit 1 at start
+    hang: bool = False                           # --hang: stop making progress
+
+
+def prepare(pod: model.Pod, pod_dir: Path, records: Mapping[str, str], options: Options, faults: Faults,
+            sitecustomize: Path | None, credentials: Credentials | None, storage: Callable[[model.Mount], Path]) -> Container:
+    """A (re)started container's files: a fresh filesystem and sandbox folder (an emptyDir outlives them), the
+    hosts file with the cluster's DNS `records`, the token volume, each volume's source."""
+    for fresh in ("fs", "sandbox"):
+        shutil.rmtree(pod_dir / fresh, ignore_errors=True)
+    (pod_dir / "sandbox").mkdir(parents=True)
+    hosts = pod_dir / "sandbox" / "hosts"
+    hosts.write_text(dns.hosts_file(pod, records), encoding="utf-8")
+    token = credentials.write(pod, pod_dir / "sandbox" / "serviceaccount") if pod.token and credentials is not None else None
+    return Container(pod, process_env(pod, sitecustomize, options.k8s_client), container_cwd(pod, options.images, pod_dir / "fs"),
+                     hosts, token, _volumes(pod, pod_dir, storage), bool(faults.lookup(faults.fail, pod)),
+                     bool(faults.lookup(faults.hang, pod)))
+
+
+def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Path]) -> list[tuple[Path, str, bool]]:
+    """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
+    bucket with the simulation (or in --volume's folder), a configMap/secret/downwardAPI volume's files are
+    written afresh at each start."""
+    out = []
+    for m in pod.mounts:
+        if m.kind == "emptyDir":
+            source = pod_dir / "volumes" / m.volume
+        elif m.kind == "files":
+            source = pod_dir / "sandbox" / "volumes" / m.volume
+            for relative, content in m.files:
+                (source / relative).parent.mkdir(parents=True, exist_ok=True)
+                (source / relative).write_text(content, encoding="utf-8")
+        else:
+            source = storage(m)
+        source.mkdir(parents=True, exist_ok=True)
+        if m.sub_path:   # the kubelet creates a missing subPath as a folder
+            source = source / m.sub_path
+            if not source.exists():
+                source.mkdir(parents=True)
+        out.append((source, m.path, m.read_only))
+    return out
+
+
+def become(c: Container, isolation: str, status_w: int, out_w: int, err_w: int, inherited: list[int],
+           options: Options, workload: model.Workload) -> NoReturn:
+    """In the forked pod process: enter the pod's sandbox, become the container. Never returns."""
+    code = 1
+    try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the simulator's own handler is not the container's
+        os.setpgid(0, 0)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        pod, env = c.pod, c.env
+        sandbox.enter(isolation, dns.uts_hostname(pod), c.hosts, c.token, c.mounts)   # first, while this process has one thread
+        # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
+        # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
+        for fd in inherited:
+            os.close(fd)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)   # fresh objects: the parent's locks stay behind
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(c.cwd)
+        status = os.fdopen(status_w, "w", buffering=1)
+
+        def report(phase: str, data: Mapping[str, Any]) -> None:
+            status.write(json.dumps({"phase": phase, **data}) + "\n")
+
+        if c.fail:
+            print("jaxinfra simulate: injected failure (--fail)", file=sys.stderr)
+            os._exit(1)
+        if c.hang:
+            report("initializing", {})
+            while True:
+                time.sleep(3600)
+        if options.run_command:
+            argv = [*pod.command, *pod.args]
+            report("running", {})
+            os.execvpe(argv[0], argv, env)
+        from jaxinfra.simulate import probe
+
+        # What this process inherited is never garbage here: left to the collector, every full
+        # collection would walk it and copy each page it touches (copy-on-write), a third of the
+        # probe's compile time in a parent without many objects of its own.
+        gc.freeze()
+        probe.configure(pod.devices)
+        image.shape(env)
+        report("initializing", {})
+        result = probe.run_probe(_probe_spec(pod, workload, env, options), report)
+        report("result", {"result": result})
+        code = 0 if result.get("ok") else 1
+    except BaseException as err:  # the container crashed: say why on its stderr, exit non-zero
+        try:
+            print(f"jaxinfra simulate: {type(err).__name__}: {err}", file=sys.stderr)
+        except BaseException:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def init_timeout(env: Mapping[str, str], options: Options) -> float:
+    value = float(env.get("JAX_INITIALIZATION_TIMEOUT", "300") or 300)
+    return min(value, options.init_timeout) if options.init_timeout else value
+
+
+def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
+    from jaxinfra.simulate.probe import ProbeSpec
+
+    return ProbeSpec(expected_rank=pod.global_index, num_processes=len(workload.pods),
+                     devices_per_process=pod.devices, groups=workload.groups,
+                     hosts_per_group=workload.hosts_per_group, init_timeout=int(init_timeout(env, options)),
+                     heartbeat_timeout=options.heartbeat_timeout, shutdown_timeout=options.shutdown_timeout)
+
+
+def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True) -> dict[str, str]:
+    """The pod's env plus what stands in for its machine and image: the CPU as its accelerator, its own IP,
+    whether its Python has the `kubernetes` package."""
+    env = dict(pod.env)
+    env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    env.setdefault("HOME", os.environ.get("HOME", "/root"))
+    env["JAX_PLATFORMS"] = "cpu"
+    env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
+    # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
+    # where the port is known from the env (a script may hard-code its own: then the wildcard).
+    if port := coordinator_port(pod):
+        env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{port}")
+    if pod.accelerator == "tpu":
+        env[gke_tpu.MARKER] = "1"
+    if not k8s_client:
+        env[image.WITHOUT_K8S_CLIENT] = "1"
+    if sitecustomize is not None and image.needs_hook(env):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def container_cwd(pod: model.Pod, images: Mapping[str, Path], scratch: Path) -> Path:
+    """The container's working directory: the folder that stands in for its image's (`--image IMAGE=DIR`), with
+    the container's workingDir resolved inside it; else an empty folder (the image's files are not here).
+    A workingDir missing from the image is created empty, as the container runtime (runc) does."""
+    image_dir = images.get(pod.image)
+    if image_dir is not None:
+        cwd = image_dir / (pod.working_dir or "").lstrip("/")
+        if cwd.is_dir():
+            return cwd
+    scratch.mkdir(parents=True, exist_ok=True)
+    return scratch
+
+
+def coordinator_port(pod: model.Pod) -> int | None:
+    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or the
+    Training Operator v1's COORDINATOR_PORT (next to COORDINATOR_ADDRESS), or JAX's TPU detection
+    default (JAX_COORDINATOR_PORT, else 8482)."""
+    address = pod.env.get("JAX_COORDINATOR_ADDRESS", "")
+    if ":" in address:
+        port = address.rsplit(":", 1)[1]
+    elif pod.env.get("COORDINATOR_ADDRESS") and "COORDINATOR_PORT" in pod.env:
+        port = pod.env["COORDINATOR_PORT"]
+    elif pod.accelerator == "tpu":
+        port = pod.env.get("JAX_COORDINATOR_PORT", "8482")
+    else:
+        return None
+    return int(port) if port.isdigit() else None
