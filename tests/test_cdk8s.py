@@ -104,7 +104,7 @@ def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
         cdk8s.JsonPatch.add("/data", {"LOG_LEVEL": "info"}))
     cpu = stack.load(CPU_DEV)
     training = JaxinfraChart(app, "training", cpu, namespace="ml-platform", labels=labels)
-    tpu = JaxinfraChart(app, "multislice", stack.load(MULTISLICE), namespace="ml-platform", labels=labels)
+    JaxinfraChart(app, "multislice", stack.load(MULTISLICE), namespace="ml-platform", labels=labels)
     # a job construct placed in the user's own chart, deep in their construct tree
     JaxJobConstruct(Construct(platform, "jobs"), "cpu-train", plan(cpu.with_backend("job")).jobs[0])
     app.synth()

@@ -19,7 +19,7 @@ from jaxinfra import manifests, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import BUCKET_ROLE, SHADOW_POOL, shadow_pods_per_node
 from jaxinfra.shadow import shadow
-from pulumi_harness import (BUCKET_IAM_T, BUCKET_T, CLUSTER_T, EXISTING, GKE, GKE_T, POOL_T, PROJECT_NUMBER, WORKLOADS,
+from pulumi_harness import (BUCKET_IAM_T, BUCKET_T, CLUSTER_T, EXISTING, GKE, GKE_T, PROJECT_NUMBER, WORKLOADS,
                             example_config, k8s_type, run_error, run_program, write_stack)
 
 V5P = "stacks/tpu_v5p_2x2x4_x2.py"

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from jaxinfra import controllers, stack
+from jaxinfra import controllers
 from jaxinfra.pulumi import KEYS, NODE_ROLES, SYSTEM_POOL
 from pulumi_harness import (ACCOUNT_T, BUCKET_IAM_T, BUCKET_T, CHART_T, CLUSTER_T, CONFIG_FILE_T, CONTROLLER_T, EXISTING,
                             FUSE_ON, GKE, GKE_T, IAM_T, K8S_PROVIDER_T, KUSTOMIZE_T, NAMESPACE_T, POOL_T, SECURE_CLUSTER, Run,

@@ -352,7 +352,7 @@ def test_credential_looking_literals_are_refused_with_the_fix(name: str, value: 
         cluster_of(CPU(), env={name: value})
     [p] = err.value.problems
     assert p.path == f"jobs[0].env.{name}"
-    assert "secrets never go inline" in p.message and f"SecretRef('NAME', 'KEY')" in p.fix and name in p.fix
+    assert "secrets never go inline" in p.message and "SecretRef('NAME', 'KEY')" in p.fix and name in p.fix
 
 
 @pytest.mark.parametrize(("name", "value"), [

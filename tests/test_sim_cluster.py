@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from jaxinfra import manifests, stack, yamlio
-from jaxinfra.errors import ManifestError, Problem
+from jaxinfra.errors import ManifestError
 from jaxinfra.simulate import cluster, model
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.inputs import load_files

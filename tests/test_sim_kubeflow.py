@@ -19,7 +19,6 @@ from typing import Any
 import pytest
 
 from jaxinfra import yamlio
-from jaxinfra.errors import Problem
 from jaxinfra.simulate import inputs, kubelet, model
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.controllers.jaxjob import jaxjob
