@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -135,6 +136,10 @@ def become(c: Container, isolation: str, status_w: int, out_w: int, err_w: int, 
         # collection would walk it and copy each page it touches (copy-on-write), a third of the
         # probe's compile time in a parent without many objects of its own.
         gc.freeze()
+        if pod.wrapper is not None:   # the probe stands in for what the wrapper execs: the env it sets up first
+            env = _wrapped_env(pod, env)
+            os.environ.clear()
+            os.environ.update(env)
         probe.configure(pod.devices)
         image.shape(env)
         report("initializing", {})
@@ -152,6 +157,13 @@ def become(c: Container, isolation: str, status_w: int, out_w: int, err_w: int, 
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _wrapped_env(pod: model.Pod, env: Mapping[str, str]) -> dict[str, str]:
+    """Run the pod's entrypoint wrapper with `env -0` as the program it execs: the environment the program would get."""
+    done = subprocess.run([pod.command[0], "-c", pod.wrapper or "", pod.command[3] if len(pod.command) > 3 else "sh", "env", "-0"],
+                          env=dict(env), capture_output=True, check=True, timeout=30)
+    return dict(item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
 
 
 def init_timeout(env: Mapping[str, str], options: Options) -> float:

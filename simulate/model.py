@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
+import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from jaxinfra.errors import Problem
 
@@ -59,6 +61,20 @@ class Pod:
     token: bool = False            # the ServiceAccount token volume is mounted (admission's decision)
     mounts: tuple[Mount, ...] = ()  # its JAX container's volumes
     grace_period: float = 30.0     # spec.terminationGracePeriodSeconds: SIGTERM to SIGKILL when it is stopped
+
+    @property
+    def wrapper(self) -> str | None:
+        """The script of an entrypoint wrapper — `sh -c '<script ending in exec "$@">' NAME PROGRAM...`, which sets
+        up the env and then execs its arguments — or None. The built-in probe stands in for the program it execs."""
+        if len(self.command) >= 3 and Path(self.command[0]).name in ("sh", "bash", "dash") and self.command[1] == "-c":
+            script = self.command[2].rstrip().rstrip(";").rstrip()
+            if script.endswith('exec "$@"'):
+                return self.command[2]
+        return None
+
+    def exports(self, name: str) -> bool:
+        """Whether its entrypoint wrapper exports `name` (known only once it runs)."""
+        return self.wrapper is not None and re.search(rf"\bexport\s+{re.escape(name)}=", self.wrapper) is not None
 
 
 @dataclass(frozen=True)

@@ -260,8 +260,22 @@ def test_multi_slice_shadow_runs_the_readme_script_unchanged(tmp_path: Path) -> 
     assert w["verdict"] == "succeeded" and [p["rank"] for p in w["attempts"][0]["pods"]] == [0, 1, 2, 3]
 
 
-@pytest.mark.xfail(strict=True, reason="the simulator's built-in probe replaces the container's command, so it cannot "
-                   "see a rank the command's shell computes; it asks for JAX_PROCESS_ID in the env (a lead's decision)")
-def test_multi_slice_shadow_passes_the_built_in_probe() -> None:
-    c = emulate(manifests(shadow(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py"))))
-    assert [p for w in c.workloads for p in w.problems] == []
+def test_multi_slice_shadow_passes_the_built_in_probe(tmp_path: Path) -> None:
+    """The probe stands in for the program the shadow's entrypoint wrapper execs: it runs with the rank the
+    wrapper's shell computed, and the probe's rank check holds it to the pod's place in the JobSet."""
+    docs = manifests(shadow(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
+    assert [p for w in emulate(docs).workloads for p in w.problems] == []
+    yaml = tmp_path / "ms.yaml"
+    yaml.write_text(dump(docs))
+    rc, report, err = simulate([yaml], tmp_path)
+    assert rc == 0, err[-3000:]
+    [w] = report["workloads"]
+    assert all(p["checks"]["rank"]["ok"] for p in w["attempts"][0]["pods"]) and len(w["attempts"][0]["pods"]) == 8
+
+
+def test_a_wrapper_that_computes_a_wrong_rank_fails_the_probe(tmp_path: Path) -> None:
+    docs = manifests(shadow(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
+    yaml = tmp_path / "wrong.yaml"
+    yaml.write_text(dump(docs).replace("MEGASCALE_SLICE_ID * 4 + TPU_WORKER_ID", "TPU_WORKER_ID * 2 + MEGASCALE_SLICE_ID"))
+    rc, report, _ = simulate([yaml], tmp_path, "--init-timeout", "10")
+    assert rc == 1 and report["workloads"][0]["verdict"] == "failed"
