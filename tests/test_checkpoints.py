@@ -6,6 +6,7 @@ and the simulator runs the example stack's program on it, a killed host resuming
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -220,3 +221,11 @@ def test_a_killed_host_resumes_from_the_checkpoint_on_the_rendered_storage(stora
     resumed = [int(m) for m in re.findall(r"^\[train-node-0-0\] resumed from step (\d+)$", out, re.M)]
     assert len(resumed) == 1 and 0 < resumed[0] < STEPS, out
     assert (kept / str(STEPS)).is_dir(), "the last checkpoint is in the storage the manifests name"
+    # and it ends where an uninterrupted run ends: one process with the same 4 devices, unpaced
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "TRAIN_", "KUBERNETES_"))}
+    alone = subprocess.run([sys.executable, "-m", "train"], cwd=ROOT / "examples" / "train", capture_output=True, text=True,
+                           env={**env, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4", "TRAIN_STEPS": str(STEPS)},
+                           timeout=120, check=True)
+    last = rf"step {STEPS} loss (\S+)$"
+    assert float(re.search(rf"^\[train-node-0-0\] {last}", out, re.M).group(1)) == pytest.approx(
+        float(re.search(rf"^{last}", alone.stdout, re.M).group(1)), rel=1e-5)
