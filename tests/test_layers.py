@@ -18,26 +18,40 @@ ALLOWED = {
     "errors": set(),
     "names": set(),
     "catalog": {"errors"},
-    "spec": {"catalog", "errors", "names"},
+    "spec": {"catalog", "errors", "names", "spec"},
     "plan": {"catalog", "errors", "names"},
     "render": {"catalog", "names", "plan", "render"},
 }
 
+#: Module of the spec package -> the spec modules it may import at run time: each concern builds on the
+#: ones below it, siblings stay apart, and only the root (cluster) runs the rules across objects.
+SPEC_ALLOWED = {
+    "problems": set(),
+    "base": {"problems"},
+    "accelerators": {"base", "problems"},
+    "env": {"base", "problems"},
+    "checkpoints": {"base", "problems"},
+    "jobs": {"accelerators", "base", "checkpoints", "env", "problems"},
+    "rules": {"checkpoints", "jobs"},
+    "cluster": {"base", "jobs", "problems", "rules"},
+}
 
-def runtime_imports(path: Path) -> set[str]:
-    """The first component under `jaxinfra.` of every import in the file, outside `if TYPE_CHECKING:`."""
+
+def runtime_imports(path: Path, package: str = "jaxinfra") -> set[str]:
+    """The first component under `<package>.` of every import in the file, outside `if TYPE_CHECKING:`."""
     found: set[str] = set()
+    depth = package.count(".") + 1
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
             for child in node.orelse:
                 visit(child)
             return
-        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "jaxinfra":
+        if isinstance(node, ast.ImportFrom) and node.module and f"{node.module}.".startswith(f"{package}."):
             parts = node.module.split(".")
-            found.update([parts[1]] if len(parts) > 1 else [alias.name for alias in node.names])
+            found.update([parts[depth]] if len(parts) > depth else [alias.name for alias in node.names])
         elif isinstance(node, ast.Import):
-            found.update(a.name.split(".")[1] for a in node.names if a.name.startswith("jaxinfra."))
+            found.update(a.name.split(".")[depth] for a in node.names if a.name.startswith(f"{package}."))
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -53,6 +67,16 @@ def test_core_imports_only_the_layers_below(layer: str) -> None:
         assert not extra, f"{path.relative_to(PACKAGE.parent)} imports {sorted(extra)}, above or beside its layer"
 
 
+@pytest.mark.parametrize("module", sorted(SPEC_ALLOWED))
+def test_spec_modules_import_only_the_concerns_below(module: str) -> None:
+    extra = runtime_imports(PACKAGE / "spec" / f"{module}.py", "jaxinfra.spec") - SPEC_ALLOWED[module]
+    assert not extra, f"jaxinfra/spec/{module}.py imports {sorted(extra)}, above or beside it in the spec package"
+
+
+def test_every_spec_module_has_a_place_in_the_order() -> None:
+    assert {p.stem for p in (PACKAGE / "spec").glob("*.py")} == {*SPEC_ALLOWED, "__init__"}
+
+
 def test_the_check_reads_function_level_imports() -> None:
     """The check would miss the old cycle if it skipped imports inside functions."""
     code = "def f():\n    from jaxinfra.plan import check\nif TYPE_CHECKING:\n    from jaxinfra.render import render\n"
@@ -60,12 +84,15 @@ def test_the_check_reads_function_level_imports() -> None:
     try:
         path.write_text(code, encoding="utf-8")
         assert runtime_imports(path) == {"plan"}
+        path.write_text("from jaxinfra.spec.jobs import JaxJob\nimport jaxinfra.spec.base\nfrom jaxinfra.plan import plan\n", encoding="utf-8")
+        assert runtime_imports(path, "jaxinfra.spec") == {"jobs", "base"}
     finally:
         path.unlink()
 
 
-def test_spec_uses_no_private_pydantic_module() -> None:
-    tree = ast.parse((PACKAGE / "spec.py").read_text(encoding="utf-8"))
+@pytest.mark.parametrize("path", sorted((PACKAGE / "spec").glob("*.py")), ids=lambda p: p.name)
+def test_spec_uses_no_private_pydantic_module(path: Path) -> None:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not [m for m in modules if m and "._" in m]
