@@ -36,6 +36,22 @@ SPEC_ALLOWED = {
     "cluster": {"base", "jobs", "problems", "rules"},
 }
 
+#: Module of the pulumi package -> the pulumi modules it may import at run time: the configuration first,
+#: then the node pools, what GKE is given and the checks over them; the Kubernetes objects apart from GKE;
+#: the Cluster component (and the program) over all of them.
+PULUMI_ALLOWED = {
+    "config": set(),
+    "pools": {"config"},
+    "gke": {"config", "pools"},
+    "checks": {"config", "gke", "pools"},
+    "kubernetes": set(),
+    "cluster": {"checks", "config", "gke", "kubernetes", "pools"},
+}
+
+#: Package -> (its module -> the modules of the same package it may import at run time).
+PACKAGES = {"spec": SPEC_ALLOWED, "pulumi": PULUMI_ALLOWED}
+MODULES = [(package, module) for package, allowed in sorted(PACKAGES.items()) for module in sorted(allowed)]
+
 
 def runtime_imports(path: Path, package: str = "jaxinfra") -> set[str]:
     """The first component under `<package>.` of every import in the file, outside `if TYPE_CHECKING:`."""
@@ -67,14 +83,15 @@ def test_core_imports_only_the_layers_below(layer: str) -> None:
         assert not extra, f"{path.relative_to(PACKAGE.parent)} imports {sorted(extra)}, above or beside its layer"
 
 
-@pytest.mark.parametrize("module", sorted(SPEC_ALLOWED))
-def test_spec_modules_import_only_the_concerns_below(module: str) -> None:
-    extra = runtime_imports(PACKAGE / "spec" / f"{module}.py", "jaxinfra.spec") - SPEC_ALLOWED[module]
-    assert not extra, f"jaxinfra/spec/{module}.py imports {sorted(extra)}, above or beside it in the spec package"
+@pytest.mark.parametrize(("package", "module"), MODULES, ids=[f"{p}.{m}" for p, m in MODULES])
+def test_package_modules_import_only_the_concerns_below(package: str, module: str) -> None:
+    extra = runtime_imports(PACKAGE / package / f"{module}.py", f"jaxinfra.{package}") - PACKAGES[package][module]
+    assert not extra, f"jaxinfra/{package}/{module}.py imports {sorted(extra)}, above or beside it in its package"
 
 
-def test_every_spec_module_has_a_place_in_the_order() -> None:
-    assert {p.stem for p in (PACKAGE / "spec").glob("*.py")} == {*SPEC_ALLOWED, "__init__"}
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_every_module_of_a_package_has_a_place_in_its_order(package: str) -> None:
+    assert {p.stem for p in (PACKAGE / package).glob("*.py")} == {*PACKAGES[package], "__init__"}
 
 
 def test_the_check_reads_function_level_imports() -> None:
