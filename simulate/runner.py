@@ -278,7 +278,9 @@ class Runner:
         """How a preempted pod ended, for its reason."""
         ended = time.monotonic() - self.t0 - (r.preempted or 0.0)
         how = f"exited {r.exit_code}" if r.signal is None else f"killed by {r.signal}"
-        return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later (grace period {self._grace(r):g} s)"
+        grace = f"grace period {self._grace(r):g} s" + (
+            f", capped by --grace-cap from the pod's {r.pod.grace_period:g} s" if self._grace(r) < r.pod.grace_period else "")
+        return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later ({grace})"
 
     def _drain(self, r: PodRun) -> None:
         """Read what the pod wrote before it exited (its last lines explain the failure)."""

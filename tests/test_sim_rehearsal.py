@@ -56,6 +56,7 @@ def test_a_preempted_host_saves_where_it_was_and_the_group_resumes_exactly_there
     assert w["attempts"][0]["reason"].startswith("rehearsal-workers-0-1: preempted")
     within = float(re.search(r"exited 143 (\S+) s later", preempted["reason"]).group(1))
     assert within < 15, "it exits within its grace period"
+    assert "(grace period 15 s, capped by --grace-cap from the pod's 30 s)" in preempted["reason"]
     [saved] = [int(m.group(1)) for line in attempts[0] if (m := re.fullmatch(r"preempted at step (\d+): checkpoint saved", line))]
     assert f"resumed from step {saved}" in attempts[1]
     assert final_loss(attempts[1]) == pytest.approx(reference, rel=1e-5)
