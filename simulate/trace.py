@@ -95,6 +95,9 @@ def _faults(run: PodRun, faults: Faults, t: dict[str, float], end: float) -> lis
     if (kill := faults.lookup(faults.kill, run.pod)) is not None and run.reason == f"killed by {run.signal}":
         # where it took effect: the pod's end (the runner delivers it on its next turn, at or after `kill`)
         out.append(Mark(f"fault: kill ({run.signal})", end, "fault", {"asked_after_start_s": kill}))
+    if run.preempted is not None:   # where the drain's SIGTERM went out; the pod's exit mark shows how it ended
+        out.append(Mark("fault: preempt (SIGTERM)", run.preempted, "fault",
+                        {"asked_after_start_s": faults.lookup(faults.preempt, run.pod)}))
     return out
 
 

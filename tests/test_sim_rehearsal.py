@@ -47,7 +47,8 @@ def final_loss(lines: list[str]) -> float:
 
 
 def test_a_preempted_host_saves_where_it_was_and_the_group_resumes_exactly_there(tmp_path: Path, reference: float) -> None:
-    rc, report, attempts = rehearse(tmp_path, "--preempt", "1@12", "--grace-cap", "15")
+    rc, report, attempts = rehearse(tmp_path, "--preempt", "1@12", "--grace-cap", "15",
+                                         "--trace", str(tmp_path / "trace.json"))
     assert rc == 0, attempts
     [w] = report["workloads"]
     assert (w["verdict"], w["restarts"]) == ("succeeded", 1)
@@ -60,6 +61,13 @@ def test_a_preempted_host_saves_where_it_was_and_the_group_resumes_exactly_there
     [saved] = [int(m.group(1)) for line in attempts[0] if (m := re.fullmatch(r"preempted at step (\d+): checkpoint saved", line))]
     assert f"resumed from step {saved}" in attempts[1]
     assert final_loss(attempts[1]) == pytest.approx(reference, rel=1e-5)
+    # the trace marks the SIGTERM on the preempted pod, in attempt 0, before the pod's exit
+    events = json.loads((tmp_path / "trace.json").read_text())["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e["name"] == "thread_name"}
+    [mark] = [e for e in events if e["ph"] == "i" and e["name"].startswith("fault: preempt")]
+    assert (mark["pid"], names[mark["pid"], mark["tid"]]) == (1, "rank 1 rehearsal-workers-0-1")
+    [exit_mark] = [e for e in events if e["ph"] == "i" and e["cat"] == "exit" and (e["pid"], e["tid"]) == (1, mark["tid"])]
+    assert mark["args"] == {"asked_after_start_s": 12.0} and mark["ts"] < exit_mark["ts"]
 
 
 def test_a_volume_outlives_the_simulation(tmp_path: Path) -> None:
