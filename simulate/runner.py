@@ -260,16 +260,12 @@ class Runner:
             pid, status = os.waitpid(r.pid, os.WNOHANG)
             if pid == 0:
                 continue
-            r.reaped = True
-            self._drain(r)
-            if os.WIFSIGNALED(status):
-                r.signal = signal.Signals(os.WTERMSIG(status)).name
+            self._exited(r, status)
+            if r.signal is not None:
                 r.reason = f"killed by {r.signal}"
-            else:
-                r.exit_code = os.WEXITSTATUS(status)
-                if r.exit_code != 0:
-                    failed = [k for k, c in ((r.result or {}).get("checks") or {}).items() if not c["ok"]]
-                    r.reason = f"exit code {r.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
+            elif r.exit_code != 0:
+                failed = [k for k, c in ((r.result or {}).get("checks") or {}).items() if not c["ok"]]
+                r.reason = f"exit code {r.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
             if r.preempted is not None:   # deleted by the drain, whatever its container said: the controllers see a failure
                 r.reason = self._preemption(r)
             self._phase(r, "succeeded" if r.exit_code == 0 and r.preempted is None else "failed")
@@ -316,7 +312,7 @@ class Runner:
         on a cluster. After a crash they are killed at once: a group that lost a process can save nothing
         together, and JAX's own SIGTERM handler would only hold the verdict up for the grace period."""
         live = [r for r in runs if r.pid is not None and not r.reaped]
-        graceful = [r for r in live if any(p.preempted is not None for p in runs)]
+        graceful = live if any(r.preempted is not None for r in runs) else []
         for r in graceful:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(r.pid, signal.SIGTERM)
@@ -342,14 +338,18 @@ class Runner:
                 os.close(fd)
             r.fds.clear()
 
-    def _ended(self, r: PodRun, status: int) -> None:
-        """A pod the group's end stopped (not a failure of its own): how it went, from its wait status."""
+    def _exited(self, r: PodRun, status: int) -> None:
+        """A reaped pod: what it wrote last, and how it ended (signal or exit code) from its wait status."""
         r.reaped = True
         self._drain(r)
         if os.WIFSIGNALED(status):
             r.signal = signal.Signals(os.WTERMSIG(status)).name
         else:
             r.exit_code = os.WEXITSTATUS(status)
+
+    def _ended(self, r: PodRun, status: int) -> None:
+        """A pod the group's end stopped (not a failure of its own)."""
+        self._exited(r, status)
         r.reason = r.reason or (self._preemption(r) if r.preempted is not None else ENDED_WITH_GROUP)
         if not r.done:
             self._phase(r, "failed")
