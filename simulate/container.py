@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jaxinfra.simulate import dns, image, model, sandbox
+from jaxinfra.simulate import dns, image, model, sandbox, shim
 from jaxinfra.simulate.options import Faults, Options
 from jaxinfra.simulate.platform import gke_tpu
 
@@ -94,9 +94,10 @@ def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Pat
     return out
 
 
-def become(c: Container, isolation: str, status_w: int, out_w: int, err_w: int, inherited: list[int],
+def become(c: Container, isolation: str, control: int, status_w: int, out_w: int, err_w: int, inherited: list[int],
            options: Options, workload: model.Workload) -> NoReturn:
-    """In the forked pod process: enter the pod's sandbox, become the container. Never returns."""
+    """In the forked pod process: enter the pod's sandbox, fork the container's PID 1 there (this process stays
+    as its shim, serving `control`), become the container. Never returns."""
     code = 1
     try:
         signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the simulator's own handler is not the container's
@@ -109,6 +110,7 @@ def become(c: Container, isolation: str, status_w: int, out_w: int, err_w: int, 
         # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
         for fd in inherited:
             os.close(fd)
+        shim.fork_init(control)
         sys.stdout = open(1, "w", buffering=1, closefd=False)   # fresh objects: the parent's locks stay behind
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.environ.clear()

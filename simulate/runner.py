@@ -2,13 +2,13 @@
 them from one single-threaded loop, end the whole group at the first failure, and apply the
 manifest's own restart semantics.
 
-Each pod is its own process group (so a pod's command and its children die together), gets a
-status pipe (phase changes, the probe's result) and log pipes (prefixed by the reporter).
+Each pod's process is the shim of its container (`shim`: PID 1 of the pod's PID namespace, signalled
+as a container runtime signals it), gets a control pipe to ask the shim for signals, a status pipe
+(phase changes, the probe's result) and log pipes (prefixed by the reporter).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import selectors
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jaxinfra.simulate import container, image, model
+from jaxinfra.simulate import container, image, model, shim
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
 from jaxinfra.simulate.options import Faults, Options
 
@@ -43,14 +43,15 @@ class PodRun:
 
     pod: model.Pod
     phase: str = "pending"          # pending -> initializing -> running -> succeeded | failed
-    pid: int | None = None
+    pid: int | None = None          # its shim's
+    control: int | None = None      # the write end of its shim's control pipe
     reaped: bool = False
     exit_code: int | None = None
     signal: str | None = None
     reason: str | None = None
     timings: dict[str, float] = field(default_factory=dict)   # phase -> seconds since the attempt began
     result: dict[str, Any] | None = None
-    fds: dict[int, str] = field(default_factory=dict)          # read fd -> "status" | "stdout" | "stderr"
+    fds: dict[int, str] = field(default_factory=dict)          # fd -> "status" | "stdout" | "stderr" | "exit" (shim's pidfd)
     buffers: dict[int, bytes] = field(default_factory=dict)
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))   # its last non-empty stderr lines
     cwd: Path | None = None         # the folder its container ran in
@@ -115,6 +116,7 @@ class Runner:
         self.selector = selectors.DefaultSelector()
         self.sitecustomize = image.sitecustomize_dir(workdir / "_site") if options.run_command else None
         self.listening = False
+        self.controls: set[int] = set()   # every live shim's control pipe: no other pod may hold one open
 
     def run(self, index: int) -> Attempt:
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
@@ -148,7 +150,7 @@ class Runner:
                             wake.append(at)
                             continue
                         timed[id(r)].remove(entry)
-                        os.killpg(r.pid, signum)
+                        shim.request(r.control, signum)
                         if signum == signal.SIGTERM:      # a node drain or a Spot reclaim: the kubelet's graceful stop
                             r.preempted = now - t0
                             timed[id(r)].append((r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL))
@@ -192,20 +194,23 @@ class Runner:
         c = container.prepare(r.pod, self.workdir / r.pod.name, self.records, self.options, self.faults, self.sitecustomize,
                               self.credentials, self.storage)
         r.cwd = c.cwd
+        control_r, control_w = os.pipe()
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         pid = os.fork()
         if pid == 0:
-            container.become(c, self.isolation, status_w, out_w, err_w, list(self.selector.get_map()), self.options, self.workload)
+            others = [*self.selector.get_map(), *self.controls, control_w]
+            container.become(c, self.isolation, control_r, status_w, out_w, err_w, others, self.options, self.workload)
         try:
             os.setpgid(pid, pid)   # also here: no race with an early kill
         except OSError:
             pass
-        for fd in (status_w, out_w, err_w):
+        for fd in (control_r, status_w, out_w, err_w):
             os.close(fd)
-        r.pid = pid
-        r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr"}
+        r.pid, r.control = pid, control_w
+        self.controls.add(control_w)
+        r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr", os.pidfd_open(pid): "exit"}
         for fd in r.fds:
             os.set_blocking(fd, False)
             self.selector.register(fd, selectors.EVENT_READ, r)
@@ -219,11 +224,13 @@ class Runner:
 
     def _read(self, r: PodRun, fd: int) -> bool:
         """Consume what the pipe holds now; False once it has nothing more (drained or at EOF)."""
+        stream = r.fds[fd]
+        if stream == "exit":   # its shim's pidfd, readable once the shim has exited: the loop reaps it next
+            return False
         try:
             data = os.read(fd, 65536)
         except BlockingIOError:
             return False
-        stream = r.fds[fd]
         if not data:
             self.selector.unregister(fd)
             os.close(fd)
@@ -307,43 +314,58 @@ class Runner:
     def _end(self, runs: list[PodRun]) -> None:
         """Stop every pod still running, reap it, close its pipes: nothing is left behind.
 
-        After a preemption the others are stopped as a controller deleting them does — SIGTERM, then SIGKILL
-        once their grace period is over — so a program that checkpoints on SIGTERM may finish its save, as
-        on a cluster. After a crash they are killed at once: a group that lost a process can save nothing
-        together, and JAX's own SIGTERM handler would only hold the verdict up for the grace period."""
+        After a preemption the others are stopped as a controller deleting them is — the stop signal, then
+        SIGKILL once their grace period is over — so a program that checkpoints on SIGTERM may finish its save, as
+        on a cluster; the preempted pod keeps its own deadline (containerd sends a container the stop signal once).
+        After a crash they are killed at once: a group that lost a process can save nothing together, and JAX's own
+        SIGTERM handler would only hold the verdict up for the grace period."""
         live = [r for r in runs if r.pid is not None and not r.reaped]
-        graceful = live if any(r.preempted is not None for r in runs) else []
-        for r in graceful:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(r.pid, signal.SIGTERM)
-        until = time.monotonic() + max((self._grace(r) for r in graceful), default=0.0)
-        while any(not r.reaped for r in live) and time.monotonic() < until:
+        drained = any(r.preempted is not None for r in runs)
+        now = time.monotonic()
+        deadline = {}
+        for r in live:
+            if drained and r.preempted is None:
+                shim.request(r.control, signal.SIGTERM)
+            signalled = self.t0 + r.preempted if r.preempted is not None else now
+            deadline[id(r)] = signalled + self._grace(r) if drained else now
+        unkilled = set(deadline)
+        while any(not r.reaped for r in live) and unkilled:
+            for r in live:
+                if id(r) in unkilled and time.monotonic() >= deadline[id(r)]:
+                    shim.request(r.control, signal.SIGKILL)
+                    unkilled.discard(id(r))
             for key, _ in self.selector.select(0.02):
                 self._read(key.data, key.fd)
             for r in live:
                 if not r.reaped and (found := os.waitpid(r.pid, os.WNOHANG))[0]:
                     self._ended(r, found[1])
-        for r in runs:
-            if r.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(r.pid, signal.SIGKILL)   # the pod's own children too, even after it exited
-        for r in runs:
-            if r.pid is not None and not r.reaped:
+        for r in live:
+            if not r.reaped:   # its container was SIGKILLed: its shim ends once the pod's namespace is empty
                 self._ended(r, os.waitpid(r.pid, 0)[1])
-            elif r.pid is None and r.phase == "pending":
-                r.reason = "never started"
         for r in runs:
+            if r.pid is None and r.phase == "pending":
+                r.reason = "never started"
             for fd in list(r.fds):
                 self.selector.unregister(fd)
                 os.close(fd)
             r.fds.clear()
 
     def _exited(self, r: PodRun, status: int) -> None:
-        """A reaped pod: what it wrote last, and how it ended (signal or exit code) from its wait status."""
+        """A reaped pod: what it wrote last, and how it ended (the signal, if any, and exit code) from its shim's wait
+        status, which is its container's."""
         r.reaped = True
         self._drain(r)
-        if os.WIFSIGNALED(status):
+        for fd in [fd for fd, stream in r.fds.items() if stream == "exit"]:
+            self.selector.unregister(fd)
+            os.close(fd)
+            del r.fds[fd]
+        if r.control is not None:
+            self.controls.discard(r.control)
+            os.close(r.control)
+            r.control = None
+        if os.WIFSIGNALED(status):   # reported as 128 + N, as containerd's reaper does: what onExitCodes matches
             r.signal = signal.Signals(os.WTERMSIG(status)).name
+            r.exit_code = 128 + os.WTERMSIG(status)
         else:
             r.exit_code = os.WEXITSTATUS(status)
 

@@ -4,19 +4,22 @@ On a node every pod has its own UTS and mount namespaces: its own hostname, and 
 that the kubelet writes for it (`dns.hosts_file`). Each simulated pod gets the same, in its own
 process right after the fork: a mount namespace in which its hosts file is bind-mounted over
 /etc/hosts (glibc, c-ares inside JAX's gRPC, and Python all read it) and a UTS namespace holding
-its hostname. The machine's own /etc/hosts and hostname are untouched. Not emulated: a network
-namespace (that needs a veth pair per pod, hence privileges); each pod has its own loopback
-address instead.
+its hostname. The machine's own /etc/hosts and hostname are untouched. Its container also gets
+a PID namespace, in which it is PID 1 (`shim`: how the kernel signals PID 1 decides how a stopped
+container ends); /proc stays the machine's (mounting a new one is refused in a user namespace
+wherever a container runtime masked parts of it), which /proc/self does not notice. Not emulated:
+a network namespace (that needs a veth pair per pod, hence privileges); each pod has its own
+loopback address instead.
 
 Created per pod, after the fork, because that is where it can succeed: unshare(CLONE_NEWUSER)
 fails with EINVAL in a multithreaded process (unshare(2)), and the simulator's own process has
 threads once JAX is imported. A forked child has one thread.
 
 Two ways in (`preflight` picks the first that works, once per simulation, before anything runs):
-- `privileged`: with CAP_SYS_ADMIN (root), new mount and UTS namespaces;
+- `privileged`: with CAP_SYS_ADMIN (root), new mount, UTS and PID namespaces;
 - `user`: anyone, where the kernel allows unprivileged user namespaces: a user namespace that
-  maps only the caller's own uid and gid (nothing is gained outside it), owning the new mount
-  and UTS namespaces.
+  maps only the caller's own uid and gid (nothing is gained outside it), owning the new mount,
+  UTS and PID namespaces.
 Where neither works, `Unavailable` says why and what fixes it; no faithful fallback exists
 without a mount namespace (the hosts-file path is compiled into glibc and c-ares).
 """
@@ -39,6 +42,7 @@ from jaxinfra.errors import CommandFailed
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
 MS_RDONLY = 1
 MS_REMOUNT = 32
 MS_BIND = 4096
@@ -49,8 +53,8 @@ SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 """Where the ServiceAccount token volume is mounted in every container that gets one."""
 
 STRATEGIES: dict[str, int] = {
-    "privileged": CLONE_NEWNS | CLONE_NEWUTS,
-    "user": CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS,
+    "privileged": CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID,
+    "user": CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID,
 }
 """The unshare(2) flags of each way in, tried in this order."""
 
