@@ -56,6 +56,7 @@ class PodRun:
     stderr_tail: deque[str] = field(default_factory=lambda: deque(maxlen=STDERR_TAIL))   # its last non-empty stderr lines
     cwd: Path | None = None         # the folder its container ran in
     preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
+    deaf: str | None = None         # its PID 1's command, if that had no SIGTERM handler when the SIGTERM came
 
     @property
     def last_stderr(self) -> str | None:
@@ -152,7 +153,7 @@ class Runner:
                         timed[id(r)].remove(entry)
                         shim.request(r.control, signum)
                         if signum == signal.SIGTERM:      # a node drain or a Spot reclaim: the kubelet's graceful stop
-                            r.preempted = now - t0
+                            r.preempted, r.deaf = now - t0, shim.unhandled(r.pid, signum)
                             timed[id(r)].append((r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL))
                 self._reap(runs)
                 if any(r.phase == "failed" for r in runs):
@@ -283,7 +284,9 @@ class Runner:
         how = f"exited {r.exit_code}" if r.signal is None else f"killed by {r.signal}"
         grace = f"grace period {self._grace(r):g} s" + (
             f", capped by --grace-cap from the pod's {r.pod.grace_period:g} s" if self._grace(r) < r.pod.grace_period else "")
-        return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later ({grace})"
+        deaf = (f"; its PID 1 ({r.deaf}) had no SIGTERM handler, so the kernel dropped the SIGTERM, as on a node; fix: "
+                "handle SIGTERM in the program, started with `exec` by a wrapper shell" if r.deaf and r.signal == "SIGKILL" else "")
+        return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later ({grace}){deaf}"
 
     def _drain(self, r: PodRun) -> None:
         """Read what the pod wrote before it exited (its last lines explain the failure)."""

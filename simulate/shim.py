@@ -27,6 +27,7 @@ import os
 import resource
 import select
 import signal
+from pathlib import Path
 from typing import NoReturn
 
 PR_SET_PDEATHSIG = 1
@@ -82,6 +83,18 @@ def _serve(pid: int, control: int, keep: set[int]) -> NoReturn:
         code = os.WEXITSTATUS(status)
     finally:
         os._exit(code)
+
+
+def unhandled(shim: int, signum: int) -> str | None:
+    """The command name of the container's PID 1 (the shim's child) if it has no handler for `signum`, so that the
+    kernel drops the signal; None if it handles it, or if that cannot be read (it has already exited)."""
+    try:
+        [init] = Path(f"/proc/{shim}/task/{shim}/children").read_text().split()
+        status = dict(line.split(":\t", 1) for line in Path(f"/proc/{init}/status").read_text().splitlines() if ":\t" in line)
+        caught = int(status["SigCgt"], 16) >> (signum - 1) & 1
+        return None if caught else Path(f"/proc/{init}/comm").read_text().strip()
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def request(control: int, signum: int) -> None:

@@ -61,13 +61,14 @@ def test_a_program_without_a_sigterm_handler_is_pid_1_and_runs_on_until_sigkill(
     assert (pod["signal"], pod["exit_code"]) == ("SIGKILL", 137)
     after = float(pod["reason"].split("killed by SIGKILL ")[1].split(" s later")[0])
     assert float(GRACE) <= after < float(GRACE) + 1, "the SIGTERM did nothing; the grace period's SIGKILL ended it"
+    assert "its PID 1 (python) had no SIGTERM handler, so the kernel dropped the SIGTERM" in pod["reason"]
 
 
 def test_a_program_that_handles_sigterm_ends_in_its_grace_period_with_its_own_code(home: Path) -> None:
     handled = "import signal, sys, time; signal.signal(signal.SIGTERM, lambda *_: sys.exit(143)); time.sleep(30)"
     rc, report, _ = simulate(home, job(["python", "-c", handled]), "--preempt", "stop-0@1")
     pod = first_pod(report)
-    assert rc == 1 and (pod["signal"], pod["exit_code"]) == (None, 143)
+    assert rc == 1 and (pod["signal"], pod["exit_code"]) == (None, 143) and "PID 1" not in pod["reason"]
     assert pod["reason"].startswith("preempted: SIGTERM at ") and "exited 143 0.0" in pod["reason"]
 
 
@@ -78,6 +79,7 @@ def test_only_pid_1_gets_the_stop_signal_not_a_wrapper_shells_child(home: Path) 
     assert rc == 1
     assert (first_pod(report)["signal"], first_pod(report)["exit_code"]) == ("SIGKILL", 137)
     assert "child: SIGTERM" not in out and "shell done" not in out, out
+    assert "its PID 1 (sh) had no SIGTERM handler" in first_pod(report)["reason"] and "`exec`" in first_pod(report)["reason"]
 
 
 def test_nothing_a_container_started_outlives_its_pid_1(home: Path) -> None:
