@@ -7,10 +7,10 @@ Nothing here imports typer or pydantic, so `jaxinfra simulate` forks the child t
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
+from jaxinfra import interrupts
 from jaxinfra.errors import INPUT_ERROR, CommandFailed, JaxinfraError
 
 if TYPE_CHECKING:
@@ -65,27 +65,28 @@ def _prefork(args: list[str]) -> Prefork | None:
     return Prefork(_warm_simulator, _simulate)
 
 
-def _terminated(signum: int, _: Any) -> None:
-    """SIGTERM (`timeout`, a CI cancel) ends the command like Ctrl-C, through every `finally`:
-    a simulation kills and reaps its pods on the way out."""
-    sys.exit(128 + signum)
-
-
 def run(argv: list[str] | None) -> int:
     """Run the app on `argv` (default: this process's arguments); its exit status."""
     # Pydantic plugins observe validation for apps; this short-lived command needs none, and
     # discovering them (an entry-point scan) is a tenth of its start-up. Typer does the same.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
-    signal.signal(signal.SIGTERM, _terminated)
+    interrupts.install()
     args = sys.argv[1:] if argv is None else list(argv)
-    warm = _prefork(args)
-    try:
+    warm: list[Prefork] = []
+
+    def command() -> None:   # all of it inside `status`: a Ctrl-C while typer is imported is exit 130 too
+        child = _prefork(args)
+        if child is not None:
+            warm.append(child)
         from jaxinfra.cli import app
 
-        return status(lambda: app(args=args, standalone_mode=True, obj=warm))
+        app(args=args, standalone_mode=True, obj=child)
+
+    try:
+        return status(command)
     finally:
-        if warm is not None:
-            warm.cancel()
+        for w in warm:
+            w.cancel()
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -17,6 +17,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from jaxinfra import interrupts
+
 Work = Callable[..., int]
 
 
@@ -28,17 +30,18 @@ class Prefork:
         exactly as the parent would have (it is the caller's own code, inherited by the fork)."""
         read, self._write = os.pipe()
         self.done = False
-        self.pid = os.fork()
-        if self.pid == 0:  # the child never returns from here, whatever happens
-            code = 1
-            try:
-                os.close(self._write)
-                code = _serve(read, prepare, work)
-            except SystemExit as stop:  # SIGTERM before the work began
-                code = stop.code if isinstance(stop.code, int) else 1
-            finally:
-                os._exit(code)
-        os.close(read)
+        with interrupts.held():   # in the child, until it is warm (`_serve`)
+            self.pid = os.fork()
+            if self.pid == 0:  # the child never returns from here, whatever happens
+                code = 1
+                try:
+                    os.close(self._write)
+                    code = _serve(read, prepare, work)
+                except SystemExit as stop:  # SIGTERM before the work began
+                    code = stop.code if isinstance(stop.code, int) else 1
+                finally:
+                    os._exit(code)
+            os.close(read)
 
     def hand_over(self, *args: Any) -> int:
         """Run the work on `args` in the child, wait for it, and return its exit status (128 + signal)."""
@@ -71,10 +74,14 @@ class Prefork:
 
 
 def _serve(read: int, prepare: Callable[[], None], work: Work) -> int:
-    try:
+    try:   # SIGINT and SIGTERM are still held (see Prefork): one inside JAX's native start-up aborts the process
         prepare()
     except Exception:  # noqa: BLE001 - the work meets (and reports) the same error itself
         pass
+    try:
+        interrupts.release()   # now a Ctrl-C held while warming is raised here, where it ends the command cleanly
+    except KeyboardInterrupt:
+        return 130
     with os.fdopen(read, "rb") as pipe:
         data = pipe.read()
     try:

@@ -48,6 +48,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from jaxinfra import interrupts
 from jaxinfra.validate import K8S_VERSION
 
 from .apiobjects import Resource, Snapshot, resource_of
@@ -390,6 +391,7 @@ def _become_server_process(keep: Sequence[int], log_fd: int, parent: int) -> Non
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the simulator's to handle; it closes us
     for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
+    interrupts.release()
     try:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
@@ -447,28 +449,29 @@ class ApiServer:
         from_parent, to_child = os.pipe()
         from_child, to_parent = os.pipe()
         parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:   # pragma: no cover - the child (measured by the tests through its sockets)
-            status = 1
-            try:
-                _become_server_process((listener.fileno(), from_parent, to_parent), log_fd, parent)
-                server = _Server(listener, context, self.tokens, f"{self.host}:{self._port}", log_fd)
-                server.publish(objects)
-                threading.Thread(target=server.serve_forever, name="apiserver", daemon=True).start()
-                server.log(f"serving https://{self.host}:{self._port} (read-only; CA made for this run)")
-                os.write(to_parent, b"R")
-                for published in _messages(from_parent):
-                    server.publish(published)
-                    server.log(f"published {len(published)} objects (resourceVersion {server.generation})")
-                    os.write(to_parent, b"P")
-                status = 0
-            except BaseException as e:   # noqa: BLE001 - the child must never return into the simulator
-                os.write(log_fd, f"API server failed: {e!r}\n".encode())
-            finally:
-                os._exit(status)
-        self._pid, self._to_child, self._from_child = pid, to_child, from_child
-        for fd in (from_parent, to_parent, log_fd):
-            os.close(fd)
+        with interrupts.held():
+            pid = os.fork()
+            if pid == 0:   # pragma: no cover - the child (measured by the tests through its sockets)
+                status = 1
+                try:
+                    _become_server_process((listener.fileno(), from_parent, to_parent), log_fd, parent)
+                    server = _Server(listener, context, self.tokens, f"{self.host}:{self._port}", log_fd)
+                    server.publish(objects)
+                    threading.Thread(target=server.serve_forever, name="apiserver", daemon=True).start()
+                    server.log(f"serving https://{self.host}:{self._port} (read-only; CA made for this run)")
+                    os.write(to_parent, b"R")
+                    for published in _messages(from_parent):
+                        server.publish(published)
+                        server.log(f"published {len(published)} objects (resourceVersion {server.generation})")
+                        os.write(to_parent, b"P")
+                    status = 0
+                except BaseException as e:   # noqa: BLE001 - the child must never return into the simulator
+                    os.write(log_fd, f"API server failed: {e!r}\n".encode())
+                finally:
+                    os._exit(status)
+            self._pid, self._to_child, self._from_child = pid, to_child, from_child
+            for fd in (from_parent, to_parent, log_fd):
+                os.close(fd)
         listener.close()
         self._await(b"R")
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
+from jaxinfra import interrupts
 from jaxinfra.simulate import dns, image, model, sandbox, shim
 from jaxinfra.simulate.options import Faults, Options
 from jaxinfra.simulate.platform import gke_tpu
@@ -100,8 +101,10 @@ def become(c: Container, isolation: str, control: int, status_w: int, out_w: int
     as its shim, serving `control`), become the container. Never returns."""
     code = 1
     try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)   # the simulator's own handler is not the container's
+        for signum in interrupts.STOPS:   # the simulator's own handlers are not the container's
+            signal.signal(signum, signal.SIG_DFL)
         os.setpgid(0, 0)
+        interrupts.release()
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         pod, env = c.pod, c.env

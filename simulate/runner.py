@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jaxinfra import interrupts
 from jaxinfra.simulate import container, image, model, shim
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
 from jaxinfra.simulate.options import Faults, Options
@@ -132,6 +133,7 @@ class Runner:
         coordinator = runs[0]
         try:
             while True:
+                interrupts.check()   # a Ctrl-C whose KeyboardInterrupt a callback swallowed
                 now = time.monotonic()
                 due = [r for r in runs if r.phase == "pending" and r.pid is None and now >= starts[id(r)]]
                 if coordinator in due:
@@ -199,22 +201,23 @@ class Runner:
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            others = [*self.selector.get_map(), *self.controls, control_w]
-            container.become(c, self.isolation, control_r, status_w, out_w, err_w, others, self.options, self.workload)
-        try:
-            os.setpgid(pid, pid)   # also here: no race with an early kill
-        except OSError:
-            pass
-        for fd in (control_r, status_w, out_w, err_w):
-            os.close(fd)
-        r.pid, r.control = pid, control_w
-        self.controls.add(control_w)
-        r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr", os.pidfd_open(pid): "exit"}
-        for fd in r.fds:
-            os.set_blocking(fd, False)
-            self.selector.register(fd, selectors.EVENT_READ, r)
+        with interrupts.held():
+            pid = os.fork()
+            if pid == 0:
+                others = [*self.selector.get_map(), *self.controls, control_w]
+                container.become(c, self.isolation, control_r, status_w, out_w, err_w, others, self.options, self.workload)
+            try:
+                os.setpgid(pid, pid)   # also here: no race with an early kill
+            except OSError:
+                pass
+            for fd in (control_r, status_w, out_w, err_w):
+                os.close(fd)
+            r.pid, r.control = pid, control_w
+            self.controls.add(control_w)
+            r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr", os.pidfd_open(pid): "exit"}
+            for fd in r.fds:
+                os.set_blocking(fd, False)
+                self.selector.register(fd, selectors.EVENT_READ, r)
         self._phase(r, "started", quiet=True)
 
     def _phase(self, r: PodRun, phase: str, quiet: bool = False) -> None:
