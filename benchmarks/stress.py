@@ -2,7 +2,9 @@
 
 Each run is `jaxinfra simulate` (the CLI, in a subprocess with its own empty TMPDIR) on a small
 stack with one fault drawn at random (seeded: `--seed` reproduces the run): none, --fail POD,
---kill POD@t, --hang POD, --delay POD=t (within or past the init timeout). The expected verdict
+--kill POD@t, --hang POD, --delay POD=t (within or past the init timeout), or the command itself
+stopped at a random moment: Ctrl-C (SIGINT to its process group: exit 130) or SIGTERM to it alone
+(`timeout`, a CI cancel: exit 143), within STOP_BOUND, without a traceback. The expected verdict
 follows from the fault and the stack's restart policy (faults hit the first attempt only, so one
 allowed restart recovers); the time to verdict is the faulty first attempt's duration minus the
 fault's offset: a crash (fail, kill) must reach it within CRASH_BOUND, a hang or a start past the
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +37,9 @@ INIT_TIMEOUT = 3.0
 RUN_TIMEOUT = 30.0
 CRASH_BOUND = 2.0
 HANG_BOUND = INIT_TIMEOUT + 2.0
+STOP_BOUND = 3.0
+STOPS = {"ctrl-c": (signal.SIGINT, True, 130), "sigterm": (signal.SIGTERM, False, 143)}
+"""Stopping the command: (signal, to its whole process group, exit status)."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +57,7 @@ TARGETS = (
     Target("benchmarks/stacks/cpu_4x1.py", "job", 4, 1),
     Target("benchmarks/stacks/cpu_2x1_api.py", "jobset", 2, 1),   # a token mounted: the simulation's API server runs
 )
-KINDS = ("none", "fail", "kill", "hang", "delay-within", "delay-past")
+KINDS = ("none", "fail", "kill", "hang", "delay-within", "delay-past", *STOPS)
 
 
 def draw(rng: random.Random) -> tuple[Target, str, list[str], float]:
@@ -70,12 +76,15 @@ def draw(rng: random.Random) -> tuple[Target, str, list[str], float]:
         return target, kind, ["--delay", f"{pod}={round(rng.uniform(0.2, 1.0), 2)}"], 0.0
     if kind == "delay-past":
         return target, kind, ["--delay", f"{pod}={round(INIT_TIMEOUT + rng.uniform(1.0, 2.0), 2)}"], 0.0
+    if kind in STOPS:   # warming JAX, forking pods, running: seconds after the command starts (before 0.1 s the
+        # interpreter itself is starting, whose KeyboardInterrupt traceback is Python's, as for any Python command)
+        return target, kind, [], round(rng.uniform(0.1, 1.2), 2)
     return target, kind, [], 0.0
 
 
 def expected(target: Target, kind: str) -> tuple[str, int]:
     """(verdict, restarts): a fault that breaks the first attempt costs one restart, or fails the workload."""
-    if kind in ("none", "delay-within"):
+    if kind in ("none", "delay-within", *STOPS):   # a stop that comes after the end changes nothing
         return "succeeded", 0
     return ("succeeded", 1) if target.restarts >= 1 else ("failed", 0)
 
@@ -142,8 +151,14 @@ def run_one(i: int, rng: random.Random, work: Path) -> dict:
     args = [PY, "-m", "jaxinfra", "simulate", target.stack, "--backend", target.backend, *fault,
             "--init-timeout", str(INIT_TIMEOUT), "--timeout", str(RUN_TIMEOUT), "--no-logs", "--json", str(report)]
     start = time.perf_counter()
-    r = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=RUN_TIMEOUT + 30,
-                       env={**os.environ, "TMPDIR": str(scratch)})
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "TMPDIR": str(scratch)}, start_new_session=True)
+    if kind in STOPS:
+        signum, group, _ = STOPS[kind]
+        time.sleep(offset)
+        (os.killpg if group else os.kill)(proc.pid, signum)
+        stopped = time.perf_counter()
+    _, stderr = proc.communicate(timeout=RUN_TIMEOUT + 30)
     wall = time.perf_counter() - start
     data = json.loads(report.read_text()) if report.exists() else {"workloads": []}
     [w] = data["workloads"] or [{"verdict": "no report", "restarts": -1, "attempts": []}]
@@ -157,13 +172,18 @@ def run_one(i: int, rng: random.Random, work: Path) -> dict:
     first = w["attempts"][0]["seconds"] if w["attempts"] else float("inf")
     to_verdict = max(first - offset, 0.0) if want != ("succeeded", 0) else None
     bound = CRASH_BOUND if kind in ("fail", "kill") else HANG_BOUND
+    status = 0 if want[0] == "succeeded" else 1
+    if kind in STOPS and not (proc.returncode == 0 and (w["verdict"], w["restarts"]) == want):   # else it ended first
+        # whatever the simulation had reached: the command ends at once, saying nothing it should not
+        want, status, bound = (w["verdict"], w["restarts"]), STOPS[kind][2], STOP_BOUND
+        to_verdict = start + wall - stopped
     problems = []
     if (w["verdict"], w["restarts"]) != want:
         why = [f"attempt {a['index']}: {a['reason']}; " + ", ".join(f"rank {p['rank']} {p['phase']} {p['reason'] or ''}".strip()
                                                              for p in a["pods"] if p["phase"] != "succeeded") for a in w["attempts"]]
         problems.append(f"verdict {w['verdict']}/{w['restarts']} restarts, expected {want[0]}/{want[1]} ({' | '.join(why)})")
-    if r.returncode != (0 if want[0] == "succeeded" else 1) or "Traceback" in r.stderr:
-        problems.append(f"exit status {r.returncode}: {r.stderr.strip().splitlines()[-1:]}")
+    if proc.returncode != status or "Traceback" in stderr:
+        problems.append(f"exit status {proc.returncode}: {stderr.strip().splitlines()[-1:]}")
     if to_verdict is not None and to_verdict > bound:
         problems.append(f"time to verdict {to_verdict:.2f} s > {bound} s")
     leaks = {"processes": leftover_processes(pids, markers), "ports": leftover_listeners(ips),
@@ -209,7 +229,7 @@ def main() -> None:
     print(f"leaks: processes {leaks['processes']}, ports {leaks['ports']}, temp dirs {leaks['dirs']}"
           + (f"  (at the end: {final})" if any(final.values()) else ""))
     print("worst time to verdict: " + ", ".join(f"{k} {worst[k]:.2f} s" for k in KINDS if k in worst)
-          + f"  (bounds: crash {CRASH_BOUND} s, hang / late start {HANG_BOUND} s)")
+          + f"  (bounds: crash {CRASH_BOUND} s, hang / late start {HANG_BOUND} s, stop to exit {STOP_BOUND} s)")
     if correct != len(results) or any(leaks.values()):
         raise SystemExit(1)
 
