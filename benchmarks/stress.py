@@ -76,9 +76,9 @@ def draw(rng: random.Random) -> tuple[Target, str, list[str], float]:
         return target, kind, ["--delay", f"{pod}={round(rng.uniform(0.2, 1.0), 2)}"], 0.0
     if kind == "delay-past":
         return target, kind, ["--delay", f"{pod}={round(INIT_TIMEOUT + rng.uniform(1.0, 2.0), 2)}"], 0.0
-    if kind in STOPS:   # warming JAX, forking pods, running: seconds after the command starts (before 0.1 s the
-        # interpreter itself is starting, whose KeyboardInterrupt traceback is Python's, as for any Python command)
-        return target, kind, [], round(rng.uniform(0.1, 1.2), 2)
+    if kind in STOPS:   # warming JAX, forking pods, running: seconds after the command starts (in its first ~0.05 s,
+        # 0.1 s on a loaded machine, the interpreter itself is starting: Python's own KeyboardInterrupt traceback)
+        return target, kind, [], round(rng.uniform(0.2, 1.2), 2)
     return target, kind, [], 0.0
 
 
