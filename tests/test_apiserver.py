@@ -329,6 +329,8 @@ def _refused(port: int) -> bool:
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
     except ConnectionRefusedError:
         return True
+    except ConnectionResetError:   # the listener closed with this connection in its backlog: the next try is refused
+        return False
     return False
 
 
