@@ -320,8 +320,9 @@ def simulate(
     sources = _sources(inputs, backend)
     if problems := _missing_folders({"--trace": trace, "--html": html}):
         raise SpecError(problems)
+    notes = _shadow_notes(sources)
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
-        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html, _shadow_notes(sources)))
+        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html, notes))
     from jaxinfra.simulate.report import run
 
-    run(sources, options, logs, json_report, trace, html, _shadow_notes(sources))
+    run(sources, options, logs, json_report, trace, html, notes)

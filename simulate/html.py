@@ -17,7 +17,6 @@ from jaxinfra.simulate.options import Faults
 from jaxinfra.simulate.report import Logs, cells
 from jaxinfra.simulate.runner import Attempt
 from jaxinfra.simulate.trace import Lane, timeline
-
 from jaxinfra.topology import Layout, svg
 
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"   # the Job controller's label on its pods (kubernetes.io/docs/reference/labels-annotations-taints)

@@ -7,9 +7,9 @@ manifests.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 

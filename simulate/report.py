@@ -9,15 +9,15 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from jaxinfra.simulate.engine import Report, WorkloadResult, simulate
-from jaxinfra.simulate.options import Options
-from jaxinfra.simulate.runner import Attempt, PodRun
 from rich.console import Console
 from rich.live import Live
 from rich.markup import escape
 from rich.table import Column, Table
 
 from jaxinfra.errors import CommandFailed
+from jaxinfra.simulate.engine import Report, WorkloadResult, simulate
+from jaxinfra.simulate.options import Options
+from jaxinfra.simulate.runner import Attempt, PodRun
 
 STYLE = {"pending": "dim", "started": "dim", "initializing": "yellow", "running": "cyan",
          "succeeded": "green", "failed": "red"}

@@ -285,8 +285,9 @@ class Runner:
         """How a preempted pod ended, for its reason."""
         ended = time.monotonic() - self.t0 - (r.preempted or 0.0)
         how = f"exited {r.exit_code}" if r.signal is None else f"killed by {r.signal}"
-        grace = f"grace period {self._grace(r):g} s" + (
-            f", capped by --grace-cap from the pod's {r.pod.grace_period:g} s" if self._grace(r) < r.pod.grace_period else "")
+        allowed = self._grace(r)
+        grace = f"grace period {allowed:g} s" + (
+            f", capped by --grace-cap from the pod's {r.pod.grace_period:g} s" if allowed < r.pod.grace_period else "")
         deaf = (f"; its PID 1 ({r.deaf}) had no SIGTERM handler, so the kernel dropped the SIGTERM, as on a node; fix: "
                 "handle SIGTERM in the program, started with `exec` by a wrapper shell" if r.deaf and r.signal == "SIGKILL" else "")
         return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later ({grace}){deaf}"

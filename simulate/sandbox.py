@@ -27,8 +27,8 @@ without a mount namespace (the hosts-file path is compiled into glibc and c-ares
 from __future__ import annotations
 
 import ctypes
-import functools
 import errno
+import functools
 import json
 import os
 import sys

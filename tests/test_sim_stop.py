@@ -36,6 +36,7 @@ def simulate(folder: Path, manifest: str, *args: str, as_root: bool = True) -> t
     r = unprivileged.run([sys.executable, "-m", "jaxinfra", "simulate", str(folder / "job.yaml"), "--run-command",
                           "--json", str(report), "--grace-cap", GRACE, *args],
                          folder, as_root=as_root, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     return r.returncode, json.loads(report.read_text()), r.stdout + r.stderr
 
 
