@@ -40,7 +40,7 @@ import socket
 import ssl
 import struct
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -432,8 +432,9 @@ class ApiServer:
         """The CA's certificate: a pod's ca.crt."""
         return self._ca_pem
 
-    def start(self, objects: Sequence[Mapping]) -> None:
-        """Make the CA and the serving certificate, listen, fork the server; returns once it serves."""
+    def start(self, objects: Sequence[Mapping], join: Callable[[], None] | None = None) -> None:
+        """Make the CA and the serving certificate, fork the server, listen; returns once it serves. `join`: what
+        the server's process calls first, to listen in the pods' network (then it picks its port there)."""
         if self._pid is not None:
             raise RuntimeError("the API server is already running")
         import trustme   # only simulations that use the API server pay for it
@@ -442,8 +443,8 @@ class ApiServer:
         leaf = ca.issue_cert(self.host, *SERVICE_NAMES, common_name="kube-apiserver")
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         leaf.configure_cert(context)             # via a temporary file that trustme removes at once
-        listener = socket.create_server((self.host, 0), backlog=256)
-        self._port = listener.getsockname()[1]
+        listener = socket.create_server((self.host, 0), backlog=256) if join is None else None
+        self._port = listener.getsockname()[1] if listener is not None else 0
         self._ca_pem = ca.cert_pem.bytes()
         log_fd = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
         from_parent, to_child = os.pipe()
@@ -454,12 +455,17 @@ class ApiServer:
             if pid == 0:   # pragma: no cover - the child (measured by the tests through its sockets)
                 status = 1
                 try:
+                    if listener is None and join is not None:
+                        join()
+                        listener = socket.create_server((self.host, 0), backlog=256)
+                        self._port = listener.getsockname()[1]
+                    assert listener is not None
                     _become_server_process((listener.fileno(), from_parent, to_parent), log_fd, parent)
                     server = _Server(listener, context, self.tokens, f"{self.host}:{self._port}", log_fd)
                     server.publish(objects)
                     threading.Thread(target=server.serve_forever, name="apiserver", daemon=True).start()
                     server.log(f"serving https://{self.host}:{self._port} (read-only; CA made for this run)")
-                    os.write(to_parent, b"R")
+                    os.write(to_parent, b"R" + b"%05d" % self._port)
                     for published in _messages(from_parent):
                         server.publish(published)
                         server.log(f"published {len(published)} objects (resourceVersion {server.generation})")
@@ -472,8 +478,10 @@ class ApiServer:
             self._pid, self._to_child, self._from_child = pid, to_child, from_child
             for fd in (from_parent, to_parent, log_fd):
                 os.close(fd)
-        listener.close()
+        if listener is not None:
+            listener.close()
         self._await(b"R")
+        self._port = int(os.read(self._from_child, 5))
 
     def publish(self, objects: Sequence[Mapping]) -> None:
         """Serve these objects from now on (a new attempt); returns once the server does.

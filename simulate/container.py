@@ -7,6 +7,7 @@ or its own command, exec'd unchanged.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -15,15 +16,16 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
 from jaxinfra import interrupts
-from jaxinfra.simulate import dns, image, model, sandbox, shim
+from jaxinfra.simulate import dns, image, model, paths, rootfs, sandbox, shim
 from jaxinfra.simulate.options import Faults, Options
 from jaxinfra.simulate.platform import gke_tpu
+from jaxinfra.simulate.security import Security
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,14 @@ class Container:
 
     pod: model.Pod
     env: dict[str, str]
-    cwd: Path
-    hosts: Path                                  # its /etc/hosts
-    token: Path | None                           # its ServiceAccount token volume, if it gets one
-    mounts: list[tuple[Path, str, bool]]         # its volumes: (source, mount path, read-only)
+    spec: sandbox.Spec                           # its sandbox: root filesystem, hosts file, token, volumes, identity
     fail: bool = False                           # --fail: exit 1 at start
     hang: bool = False                           # --hang: stop making progress
+
+    @property
+    def cwd(self) -> Path:
+        """Its working directory, as the container sees it."""
+        return Path(self.spec.workdir)
 
 
 def prepare(pod: model.Pod, pod_dir: Path, records: Mapping[str, str], options: Options, faults: Faults,
@@ -66,39 +70,80 @@ def prepare(pod: model.Pod, pod_dir: Path, records: Mapping[str, str], options: 
     hosts = pod_dir / "sandbox" / "hosts"
     hosts.write_text(dns.hosts_file(pod, records), encoding="utf-8")
     token = credentials.write(pod, pod_dir / "sandbox" / "serviceaccount") if pod.token and credentials is not None else None
-    return Container(pod, process_env(pod, sitecustomize, options.k8s_client), container_cwd(pod, options.images, pod_dir / "fs"),
-                     hosts, token, _volumes(pod, pod_dir, storage), bool(faults.lookup(faults.fail, pod)),
+    spec = sandbox.Spec(dns.uts_hostname(pod), pod_dir / "sandbox", hosts, token, _volumes(pod, pod_dir, storage),
+                        options.images.get(pod.image), pod.working_dir or "/", pod.security, sitecustomize)
+    return Container(pod, process_env(pod, sitecustomize, options.k8s_client), spec, bool(faults.lookup(faults.fail, pod)),
                      bool(faults.lookup(faults.hang, pod)))
 
 
 def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Path]) -> list[tuple[Path, str, bool]]:
     """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
     bucket with the simulation (or in --volume's folder), a configMap/secret/downwardAPI volume's files are
-    written afresh at each start."""
+    written afresh at each start. Folders are named by `paths.safe_name`, and every path the manifest joins onto
+    one (a file's, a subPath) stays inside it (`paths.inside`, which raises `paths.UnsafePath` otherwise)."""
     out = []
     for m in pod.mounts:
+        what = f"{pod.workload} pod {pod.hostname} volume {m.volume}"
         if m.kind == "emptyDir":
-            source = pod_dir / "volumes" / m.volume
+            source = pod_dir / "volumes" / paths.safe_name(m.volume)
         elif m.kind == "files":
-            source = pod_dir / "sandbox" / "volumes" / m.volume
+            source = pod_dir / "sandbox" / "volumes" / paths.safe_name(m.volume)
+            source.mkdir(parents=True, exist_ok=True)
             for relative, content in m.files:
-                (source / relative).parent.mkdir(parents=True, exist_ok=True)
-                (source / relative).write_text(content, encoding="utf-8")
+                target = paths.inside(source, relative, f"{what} file")
+                with _guarded(f"{what} file", relative):
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(content, encoding="utf-8", errors="surrogateescape")
         else:
             source = storage(m)
         source.mkdir(parents=True, exist_ok=True)
+        if source.is_relative_to(pod_dir.parent.parent):   # the simulation's own folder; never a --volume DIR of the user's
+            _own(source, m, pod.security)
         if m.sub_path:   # the kubelet creates a missing subPath as a folder
-            source = source / m.sub_path
-            if not source.exists():
-                source.mkdir(parents=True)
+            source = paths.inside(source, m.sub_path, f"{what} subPath")
+            with _guarded(f"{what} subPath", m.sub_path):
+                source.mkdir(parents=True, exist_ok=True)
         out.append((source, m.path, m.read_only))
     return out
 
 
+def _own(source: Path, mount: model.Mount, security: Security) -> None:
+    """A writable volume's ownership as the kubelet leaves it: an emptyDir is world-writable (pkg/volume/emptydir:
+    0777); a claim's or bucket's files are the pod's fsGroup's, group-writable and setgid on folders
+    (pkg/volume/volume_linux.go SetVolumeOwnership), else as they are. Only root can give them away; unprivileged,
+    the container's ids are the caller's, who owns them already."""
+    if mount.read_only or mount.kind == "files":
+        return
+    if mount.kind == "emptyDir":
+        source.chmod(0o777)
+        return
+    if security.fs_group is None or os.geteuid() != 0:
+        return
+    for folder, dirs, files in os.walk(source):
+        for name in [folder, *(os.path.join(folder, f) for f in files)]:
+            if os.path.islink(name):
+                continue
+            os.chown(name, -1, security.fs_group, follow_symlinks=False)
+            mode = os.stat(name, follow_symlinks=False).st_mode
+            os.chmod(name, (mode | 0o060 | (0o2010 if name == folder else 0)) & 0o7777)
+
+
+@contextlib.contextmanager
+def _guarded(what: str, relative: str) -> Iterator[None]:
+    """Around creating what a manifest path names: an OSError (a file in the way, a name too long) is its problem."""
+    try:
+        yield
+    except OSError as err:
+        raise paths.UnsafePath(what, relative, f"the kubelet cannot create it: {err.strerror or err}",
+                               "give each file its own path inside the volume") from None
+
+
 def become(c: Container, isolation: str, control: int, status_w: int, out_w: int, err_w: int, inherited: list[int],
-           options: Options, workload: model.Workload) -> NoReturn:
-    """In the forked pod process: enter the pod's sandbox, fork the container's PID 1 there (this process stays
-    as its shim, serving `control`), become the container. Never returns."""
+           options: Options, workload: model.Workload, handshake: sandbox.Handshake | None = None,
+           joins: Sequence[Callable[[], None]] = ()) -> NoReturn:
+    """In the forked pod process: join what the simulation shares (`joins`: its cgroup, its pod network), enter the
+    pod's sandbox, fork the container's PID 1 there (this process stays as its shim, serving `control`), become the
+    container. Never returns."""
     code = 1
     try:
         for signum in interrupts.STOPS:   # the simulator's own handlers are not the container's
@@ -108,17 +153,19 @@ def become(c: Container, isolation: str, control: int, status_w: int, out_w: int
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         pod, env = c.pod, c.env
-        sandbox.enter(isolation, dns.uts_hostname(pod), c.hosts, c.token, c.mounts)   # first, while this process has one thread
+        for join in joins:
+            join()
+        cwd = sandbox.enter(isolation, c.spec, handshake)   # first, while this process has one thread
         # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
         # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
         for fd in inherited:
             os.close(fd)
         shim.fork_init(control)
+        sandbox.start(isolation, c.spec, cwd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)   # fresh objects: the parent's locks stay behind
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.environ.clear()
         os.environ.update(env)
-        os.chdir(c.cwd)
         status = os.fdopen(status_w, "w", buffering=1)
 
         def report(phase: str, data: Mapping[str, Any]) -> None:
@@ -190,7 +237,8 @@ def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = T
     whether its Python has the `kubernetes` package."""
     env = dict(pod.env)
     env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    env.setdefault("HOME", os.environ.get("HOME", "/root"))
+    # The runtime's HOME for a uid the image's /etc/passwd does not name: / (root's is /root).
+    env.setdefault("HOME", "/root" if pod.security.uid == 0 else "/")
     env["JAX_PLATFORMS"] = "cpu"
     env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
     # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
@@ -202,21 +250,8 @@ def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = T
     if not k8s_client:
         env[image.WITHOUT_K8S_CLIENT] = "1"
     if sitecustomize is not None and image.needs_hook(env):
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(sitecustomize), env.get("PYTHONPATH", "")) if p)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (rootfs.SITE, env.get("PYTHONPATH", "")) if p)
     return env
-
-
-def container_cwd(pod: model.Pod, images: Mapping[str, Path], scratch: Path) -> Path:
-    """The container's working directory: the folder that stands in for its image's (`--image IMAGE=DIR`), with
-    the container's workingDir resolved inside it; else an empty folder (the image's files are not here).
-    A workingDir missing from the image is created empty, as the container runtime (runc) does."""
-    image_dir = images.get(pod.image)
-    if image_dir is not None:
-        cwd = image_dir / (pod.working_dir or "").lstrip("/")
-        if cwd.is_dir():
-            return cwd
-    scratch.mkdir(parents=True, exist_ok=True)
-    return scratch
 
 
 def coordinator_port(pod: model.Pod) -> int | None:

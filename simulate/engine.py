@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import itertools
+import os
 import random
 import secrets
 import tempfile
@@ -18,9 +20,10 @@ from jaxinfra.errors import Problem
 
 if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
-from jaxinfra.simulate import model, sandbox
+from jaxinfra.simulate import model, paths, rootfs, sandbox
 from jaxinfra.simulate.cluster import API_PORT, emulate
 from jaxinfra.simulate.container import Credentials
+from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, Listener, Runner
 
@@ -154,6 +157,9 @@ PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin
 on the critical path; a name this jaxlib lacks is skipped."""
 
 
+NETWORK = importlib.util.find_spec("jaxinfra.simulate.netns") is not None
+
+
 def preload() -> None:
     """What the probe pods need, imported in the process that will fork them."""
     for name in PRELOAD:
@@ -176,6 +182,7 @@ class _Simulation:
     api: tuple[str, int]            # the API server's address, which every pod's env names
     credentials: Credentials | None = None   # tokens and CA for pods that mount a ServiceAccount token
     server: ApiServer | None = None
+    node: Node | None = None        # the cgroups and pod network its pods share
     blocks: Iterator[int] = field(default_factory=itertools.count)
 
     def ip_base(self) -> tuple[int, int]:
@@ -184,7 +191,7 @@ class _Simulation:
 
     def storage(self, mount: model.Mount) -> Path:
         """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation."""
-        return self.options.volumes.get(mount.key) or self.tmp / f"{mount.kind}s" / mount.key
+        return self.options.volumes.get(mount.key) or self.tmp / f"{mount.kind}s" / paths.safe_name(mount.key)
 
 
 def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> None:
@@ -198,7 +205,7 @@ def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> N
 
     tokens = {account: secrets.token_urlsafe(32) for account in accounts}
     sim.server = ApiServer(sim.api[0], {token: Subject(*account) for account, token in tokens.items()}, sim.tmp / "apiserver.log")
-    sim.server.start([])
+    sim.server.start([], sim.node.network.join if sim.node is not None and sim.node.network is not None else None)
     sim.api = (sim.api[0], sim.server.port)
     sim.credentials = Credentials(sim.server.ca_pem, tokens)
 
@@ -219,6 +226,10 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
             seed = random.SystemRandom().randrange(1, 255)
             sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (f"127.{seed}.255.1", API_PORT))
             try:
+                rootfs.machine()   # read once, before any pod is forked
+                limited = any(p.memory_limit or p.cpu_millis for r in runnable for p in r.workload.pods)
+                sim.node = Node.create(f"{os.getpid()}-{seed}", limited, network=NETWORK)
+                report.notes.extend(sim.node.notes)
                 _start_api_server(sim, runnable)
                 if not options.run_command:
                     preload()
@@ -228,6 +239,8 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                 if sim.server is not None:
                     sim.server.close()
                     report.api_log = (sim.tmp / "apiserver.log").read_text(errors="replace").splitlines()
+                if sim.node is not None:
+                    sim.node.close()
     report.seconds = time.monotonic() - started
     return report
 
@@ -281,8 +294,8 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         if sim.server is not None:
             sim.server.publish(cluster.objects)
         workload = next(w for w in cluster.workloads if w.id == wid)
-        runner = Runner(workload, options, sim.tmp / f"{workload.namespace}.{workload.name}.{result.recreated}", sim.listener,
-                        sim.deadline, sim.isolation, cluster.hosts, sim.credentials, sim.storage)
+        runner = Runner(workload, options, sim.tmp / f"{paths.safe_name(workload.id)}.{result.recreated}", sim.listener,
+                        sim.deadline, sim.isolation, cluster.hosts, sim.credentials, sim.storage, sim.node)
         attempt = runner.run(index)
         attempt.backoff = backoff
         result.attempts.append(attempt)

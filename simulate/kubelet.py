@@ -20,7 +20,7 @@ from typing import Any
 
 from jaxinfra.errors import Problem
 
-from . import model, volumes
+from . import cgroups, model, security, volumes
 from .controllers import ChildJob, Draft, Identity
 from .admission import service_account
 from .inputs import Objects, fake_uid, limit, quantity, str_value, to_int
@@ -212,6 +212,14 @@ def start_pod(draft: Draft, job: ChildJob, who: Identity, index: int, global_ind
     mounts = volumes.resolve(f"{draft.id} pod {who.hostname}", job.pod_spec, container, draft.namespace, who.annotations,
                              facts, objects, problems)
     accelerator, count = job.accelerator
+    secured = security.resolve(f"{draft.id} pod {who.hostname}", job.pod_spec, container, problems)
+    memory, cpu = cgroups.container_limits(container)
+    working_dir = container.get("workingDir")
+    if working_dir and not str(working_dir).startswith("/"):
+        problems.append(("workdir", Problem(f"{draft.id} pod {who.hostname} container {container.get('name', '')} workingDir",
+                                            working_dir, "RunContainerError: the container runtime (runc) refuses a relative "
+                                            "working directory (its spec's process.cwd must be absolute)",
+                                            "make workingDir an absolute path, as the image's WORKDIR is")))
     ports = tuple(int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit())
     return model.Pod(
         workload=draft.id, namespace=draft.namespace, name=who.name, hostname=who.hostname, subdomain=job.subdomain, ip=ip,
@@ -222,6 +230,7 @@ def start_pod(draft: Draft, job: ChildJob, who: Identity, index: int, global_ind
         env=env, working_dir=container.get("workingDir"), devices=devices(accelerator, count, env),
         accelerator=accelerator, container_ports=ports, readiness_probe=bool(container.get("readinessProbe")),
         node=node, host_network=host_network, service_account=account, token=token, mounts=mounts,
-        grace_period=float(job.pod_spec.get("terminationGracePeriodSeconds", 30)),
+        grace_period=float(job.pod_spec.get("terminationGracePeriodSeconds", 30)), security=secured, memory_limit=memory,
+        cpu_millis=cpu,
         host_aliases=tuple((str(a.get("ip", "")), tuple(str(h) for h in a.get("hostnames") or ()))
                            for a in job.pod_spec.get("hostAliases") or ()))

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from jaxinfra.errors import Problem
 
+from .security import Security
+
 
 @dataclass(frozen=True)
 class Mount:
@@ -61,6 +63,9 @@ class Pod:
     token: bool = False            # the ServiceAccount token volume is mounted (admission's decision)
     mounts: tuple[Mount, ...] = ()  # its JAX container's volumes
     grace_period: float = 30.0     # spec.terminationGracePeriodSeconds: SIGTERM to SIGKILL when it is stopped
+    security: Security = field(default_factory=Security)   # its JAX container's securityContext, resolved
+    memory_limit: int | None = None  # its JAX container's resources.limits.memory, in bytes
+    cpu_millis: int | None = None    # its JAX container's resources.limits.cpu, in millicores
 
     @property
     def wrapper(self) -> str | None:

@@ -13,7 +13,6 @@ import json
 import os
 import selectors
 import signal
-import socket
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -22,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import interrupts
-from jaxinfra.simulate import container, image, model, shim
+from jaxinfra.simulate import container, image, model, paths, sandbox, shim
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
+from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Faults, Options
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
@@ -58,6 +58,7 @@ class PodRun:
     cwd: Path | None = None         # the folder its container ran in
     preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
     deaf: str | None = None         # its PID 1's command, if that had no SIGTERM handler when the SIGTERM came
+    group: Any = None               # its cgroup (cgroups.PodGroup), where its limits are enforced
 
     @property
     def last_stderr(self) -> str | None:
@@ -74,7 +75,10 @@ class PodRun:
                 "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
                 "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values()),
                 "probe_timings": (self.result or {}).get("timings", {}), "program": (self.result or {}).get("program"),
-                "stderr_tail": list(self.stderr_tail)}
+                "stderr_tail": list(self.stderr_tail), "security": self.pod.security.as_dict(),
+                "limits": {"memory": self.pod.memory_limit, "cpu_millis": self.pod.cpu_millis,
+                           "enforced": self.group is not None},
+                "memory_peak": self.group.peak_bytes() if self.group is not None else None}
 
 
 @dataclass
@@ -98,19 +102,28 @@ class Attempt:
 Listener = Callable[[str, Any], None]   # (event, payload): "phase" PodRun, "log" (PodRun, stream, line), "attempt" Attempt
 
 
+def oom_reason(pod: model.Pod, peak: int | None) -> str:
+    """A container the kernel's OOM killer ended for its memory limit, as the kubelet reports it."""
+    used = f" (peak {peak / 2**20:.0f} MiB)" if peak else ""
+    device = (f"; on the cluster its arrays live in {pod.accelerator.upper()} memory, which this limit does not cover, but "
+              "here they are host memory" if pod.accelerator != "cpu" else "")
+    return f"OOMKilled: exit code 137, over its memory limit of {(pod.memory_limit or 0) / 2**20:.0f} MiB{used}{device}"
+
+
 class Runner:
     """Runs one attempt of a workload: every pod at once, the group ended at the first failure."""
 
     def __init__(self, workload: model.Workload, options: Options, workdir: Path, listener: Listener,
                  deadline: float, isolation: str, records: Mapping[str, str], credentials: Credentials | None = None,
-                 storage: Callable[[model.Mount], Path] | None = None):
+                 storage: Callable[[model.Mount], Path] | None = None, node: Node | None = None):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
         DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token."""
         self.workload = workload
         self.isolation = isolation
         self.records = records
         self.credentials = credentials
-        self.storage = storage or (lambda mount: workdir / "storage" / mount.kind / mount.key)
+        self.node = node
+        self.storage = storage or (lambda mount: workdir / "storage" / mount.kind / paths.safe_name(mount.key))
         self.options = options
         self.workdir = workdir
         self.listener = listener
@@ -123,6 +136,7 @@ class Runner:
     def run(self, index: int) -> Attempt:
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
         self.faults = faults = self.options.faults if index == 0 else Faults()
+        self.attempt_index = index
         runs = [PodRun(p) for p in self.workload.pods]
         attempt = Attempt(index, runs)
         self.t0 = t0 = time.monotonic()
@@ -189,29 +203,37 @@ class Runner:
         port = coordinator_port(coordinator.pod)
         if port is None:
             return False
-        with socket.socket() as probe:
-            self.listening = probe.connect_ex((coordinator.pod.ip, port)) == 0
+        self.listening = (self.node or Node()).connect(coordinator.pod.ip, port)
         return not self.listening
 
     def _start(self, r: PodRun) -> None:
-        c = container.prepare(r.pod, self.workdir / r.pod.name, self.records, self.options, self.faults, self.sitecustomize,
-                              self.credentials, self.storage)
+        # its folder by its index: nothing the manifest says (its name) is a host path
+        c = container.prepare(r.pod, self.workdir / f"pod-{r.pod.global_index}", self.records, self.options, self.faults,
+                              self.sitecustomize, self.credentials, self.storage)
         r.cwd = c.cwd
         control_r, control_w = os.pipe()
         status_r, status_w = os.pipe()
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
+        r.group = self.node.cgroup(r.pod, self.attempt_index) if self.node is not None else None
+        joins = [j for j in (r.group.enter if r.group else None, self.node.network.join if self.node else None) if j]
+        mine, theirs = sandbox.Handshake.pair()
         with interrupts.held():
             pid = os.fork()
             if pid == 0:
-                others = [*self.selector.get_map(), *self.controls, control_w]
-                container.become(c, self.isolation, control_r, status_w, out_w, err_w, others, self.options, self.workload)
+                others = [*self.selector.get_map(), *self.controls, control_w, theirs.ask, theirs.done]
+                container.become(c, self.isolation, control_r, status_w, out_w, err_w, others, self.options, self.workload,
+                                 mine, joins)
             try:
                 os.setpgid(pid, pid)   # also here: no race with an early kill
             except OSError:
                 pass
             for fd in (control_r, status_w, out_w, err_w):
                 os.close(fd)
+            mine.close()
+            if self.isolation == "privileged":
+                sandbox.grant(pid, theirs)
+            theirs.close()
             r.pid, r.control = pid, control_w
             self.controls.add(control_w)
             r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr", os.pidfd_open(pid): "exit"}
@@ -272,7 +294,9 @@ class Runner:
             if pid == 0:
                 continue
             self._exited(r, status)
-            if r.signal is not None:
+            if r.group is not None and r.group.oom_killed():
+                r.reason = oom_reason(r.pod, r.group.peak_bytes())
+            elif r.signal is not None:
                 r.reason = f"killed by {r.signal}"
             elif r.exit_code != 0:
                 failed = [k for k, c in ((r.result or {}).get("checks") or {}).items() if not c["ok"]]

@@ -1,27 +1,32 @@
-"""The pod sandbox: the namespaces the container runtime gives a pod before its container starts.
+"""The pod sandbox: what the container runtime gives a pod's container before its program starts.
 
-On a node every pod has its own UTS and mount namespaces: its own hostname, and an /etc/hosts
-that the kubelet writes for it (`dns.hosts_file`). Each simulated pod gets the same, in its own
-process right after the fork: a mount namespace in which its hosts file is bind-mounted over
-/etc/hosts (glibc, c-ares inside JAX's gRPC, and Python all read it) and a UTS namespace holding
-its hostname. The machine's own /etc/hosts and hostname are untouched. Its container also gets
-a PID namespace, in which it is PID 1 (`shim`: how the kernel signals PID 1 decides how a stopped
-container ends); /proc stays the machine's (mounting a new one is refused in a user namespace
-wherever a container runtime masked parts of it), which /proc/self does not notice. Not emulated:
-a network namespace (that needs a veth pair per pod, hence privileges); each pod has its own
-loopback address instead.
+On a node every container has its own user, mount, UTS and PID namespaces (runc's libcontainer),
+its own root filesystem, the pod's network namespace, and the identity and capabilities its
+securityContext asks for. Each simulated pod gets the same, in its own process right after the fork:
+
+- a user namespace. As root it maps every uid and gid to itself (a pod's uid 1000 is the machine's
+  1000, as on a node), yet the pod's capabilities hold only inside it: a `privileged` container, or
+  a root one, cannot reach past its own mounts, and the machine's mounts it sees stay read-only
+  (the kernel locks them). Unprivileged, it maps the container's uid and gid to the caller's own
+  (the only ids such a user may map without newuidmap), so `id` shows what securityContext asks;
+  supplementary groups cannot be set then (setgroups is denied), which the report notes;
+- a mount namespace holding the container's root (`rootfs`): the machine's system copy-on-write,
+  the users' folders empty, its /etc/hosts (`dns.hosts_file`), its ServiceAccount token volume and
+  its volumes, each at a path resolved inside the root; a UTS namespace with its hostname;
+- a PID namespace, in which its program is PID 1 (`shim`) and mounts its own /proc;
+- the simulation's pod network (`netns`), joined before any of this;
+- its identity: runAsUser, runAsGroup, fsGroup and supplementalGroups, the bounding and effective
+  capabilities containerd gives (`security`), no_new_privs for allowPrivilegeEscalation: false.
 
 Created per pod, after the fork, because that is where it can succeed: unshare(CLONE_NEWUSER)
 fails with EINVAL in a multithreaded process (unshare(2)), and the simulator's own process has
 threads once JAX is imported. A forked child has one thread.
 
 Two ways in (`preflight` picks the first that works, once per simulation, before anything runs):
-- `privileged`: with CAP_SYS_ADMIN (root), new mount, UTS and PID namespaces;
-- `user`: anyone, where the kernel allows unprivileged user namespaces: a user namespace that
-  maps only the caller's own uid and gid (nothing is gained outside it), owning the new mount,
-  UTS and PID namespaces.
+- `privileged`: as root, a user namespace with the identity mapping of every id;
+- `user`: anyone, where the kernel allows unprivileged user namespaces (the caller's ids only).
 Where neither works, `Unavailable` says why and what fixes it; no faithful fallback exists
-without a mount namespace (the hosts-file path is compiled into glibc and c-ares).
+without these namespaces.
 """
 
 from __future__ import annotations
@@ -31,31 +36,42 @@ import errno
 import functools
 import json
 import os
+import platform as _platform
+import select
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxinfra.errors import CommandFailed
+
+from . import rootfs
+from .security import CAPABILITIES, Security
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
-MS_RDONLY = 1
-MS_REMOUNT = 32
 MS_BIND = 4096
 MS_REC = 16384
 MS_PRIVATE = 1 << 18
+PR_CAPBSET_DROP = 24
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+CAPSET_VERSION_3 = 0x20080522
+SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
+SYS_SETGROUPS = {"x86_64": 116, "aarch64": 159}
+SYS_SETRESUID = {"x86_64": 117, "aarch64": 147}
+SYS_SETRESGID = {"x86_64": 119, "aarch64": 149}
 
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the ServiceAccount token volume is mounted in every container that gets one."""
 
-STRATEGIES: dict[str, int] = {
-    "privileged": CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID,
-    "user": CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID,
-}
-"""The unshare(2) flags of each way in, tried in this order."""
+FLAGS = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID
+STRATEGIES: tuple[str, ...] = ("privileged", "user")
+"""The ways in, tried in this order: both unshare(2) FLAGS; they differ in the ids they map."""
 
 UNAVAILABLE = 3
 """Exit status of `jaxinfra simulate` when this machine cannot isolate pods (not a verdict on the job)."""
@@ -77,11 +93,26 @@ class SandboxError(OSError):
 
 
 class Unavailable(CommandFailed):
-    """No pod can get its own /etc/hosts and hostname here: the cause and its fix, in one line."""
+    """No pod can get its own namespaces here: the cause and its fix, in one line."""
 
     def __init__(self, cause: str, fix: str):
         super().__init__(f"cannot simulate here: {cause}; fix: {fix}", UNAVAILABLE)
         self.cause, self.fix = cause, fix
+
+
+@dataclass(frozen=True)
+class Spec:
+    """What one container's sandbox holds, decided in the simulator before the fork."""
+
+    hostname: str
+    scratch: Path                                   # the container's own folder (its root and layers are made in it)
+    hosts: Path                                     # its /etc/hosts
+    token: Path | None = None                       # its ServiceAccount token volume (token, ca.crt, namespace), if any
+    mounts: Sequence[tuple[Path, str, bool]] = ()   # its volumes: (source, mount path, read-only)
+    image: Path | None = None                       # the folder standing in for its image (--image)
+    workdir: str = "/"                              # its workingDir, resolved inside its root
+    security: Security = field(default_factory=Security)
+    site: Path | None = None                        # the simulator's sitecustomize, seen at rootfs.SITE
 
 
 def _libc() -> ctypes.CDLL:
@@ -93,6 +124,10 @@ def _call(result: int, step: str) -> None:
         raise SandboxError(step, ctypes.get_errno())
 
 
+def _syscall(libc: ctypes.CDLL, table: Mapping[str, int], *args: int) -> int:
+    return libc.syscall(table[_platform.machine()], *[ctypes.c_long(a) for a in args])
+
+
 def _write(path: str, text: str) -> None:
     try:
         Path(path).write_text(text)
@@ -100,104 +135,152 @@ def _write(path: str, text: str) -> None:
         raise SandboxError(f"write {path}", err.errno or errno.EPERM) from None
 
 
-def _mount(libc: ctypes.CDLL, source: str | None, target: Path, fstype: str | None, flags: int, step: str) -> None:
-    _call(libc.mount(source.encode() if source else None, str(target).encode(), fstype.encode() if fstype else None, flags,
-                     b"mode=0755" if fstype == "tmpfs" else None), step)
+@dataclass(frozen=True)
+class Handshake:
+    """The pipes over which a pod's process asks its parent, still in the machine's user namespace, to write its
+    id maps: a process may map more than its own id only from outside (user_namespaces(7); newuidmap's reason)."""
+
+    ask: int      # the pod writes a byte once it has its user namespace
+    done: int     # its parent writes a byte once the maps are written
+
+    @staticmethod
+    def pair() -> tuple[Handshake, Handshake]:
+        """(the pod's ends, the parent's ends)."""
+        ask_r, ask_w = os.pipe()
+        done_r, done_w = os.pipe()
+        return Handshake(ask_w, done_r), Handshake(ask_r, done_w)
+
+    def close(self) -> None:
+        for fd in (self.ask, self.done):
+            os.close(fd)
 
 
-def _cover(libc: ctypes.CDLL, folder: Path, cover: Path, keep: Path | None) -> None:
-    """Put at `cover` a tmpfs holding every entry of `folder` (bound from `keep`, a bind of it, or from `folder`)."""
-    _mount(libc, "tmpfs", cover, "tmpfs", 0, f"tmpfs over {cover}")
-    source = keep or folder
-    for entry in os.scandir(source):
-        placed = cover / entry.name
+WHOLE_RANGE = "0 0 4294967295"
+"""Every id as itself: the machine's own mapping, handed to a pod's user namespace by root."""
+
+
+def grant(pid: int, parent: Handshake, timeout: float = 30.0) -> None:
+    """In the parent of a pod created as root: once it asks, write its identity maps; it goes on when told.
+    A pod that dies first is simply not answered."""
+    if not select.select([parent.ask], [], [], timeout)[0] or not os.read(parent.ask, 1):
+        return
+    try:
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{pid}/{name}").write_text(WHOLE_RANGE)
+    except OSError:
+        pass   # the pod sees it failed: its maps are empty
+    os.write(parent.done, b"k")
+
+
+def _namespaces(libc: ctypes.CDLL, strategy: str, security: Security, handshake: Handshake | None) -> None:
+    """New user, mount, UTS and PID namespaces; the user namespace's ids: all of them as themselves (root, written
+    by the parent over `handshake`), or the container's own onto the caller's; later mounts stay in this namespace."""
+    uid, gid = os.getuid(), os.getgid()
+    _call(libc.unshare(FLAGS), f"unshare({strategy})")
+    if strategy == "privileged":
+        if handshake is None or os.write(handshake.ask, b"m") != 1 or os.read(handshake.done, 1) != b"k":
+            raise SandboxError("map the pod's ids", errno.EPERM)
+        if os.getuid() != 0:
+            raise SandboxError("write /proc/self/uid_map", errno.EPERM)
+    else:
+        _map_ids(security, uid, gid)
+    _call(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+
+
+def _map_ids(security: Security, uid: int, gid: int) -> None:
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{security.uid} {uid} 1")
+    _write("/proc/self/gid_map", f"{security.gid} {gid} 1")
+
+
+def _place(b: rootfs.Builder, target: Path, is_dir: bool) -> None:
+    """A mount point inside the root; where the layer above refuses (its folder belongs to an id this user namespace
+    does not map), a tmpfs covers the deepest existing folder with every entry it had bound back in."""
+    try:
+        b.place(target, is_dir)
+        return
+    except rootfs.RootError as err:
+        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.EOVERFLOW):
+            raise
+    folder = target.parent
+    while not folder.exists():
+        folder = folder.parent
+    keep = b.layers / f"kept-{len(list(b.layers.glob('kept-*')))}"
+    keep.mkdir()
+    b.bind(str(folder), keep, read_only=False)
+    b.tmpfs(folder)
+    for entry in os.scandir(keep):
+        placed = folder / entry.name
         if entry.is_symlink():
             os.symlink(os.readlink(entry.path), placed)
             continue
-        placed.mkdir() if entry.is_dir() else placed.touch()
-        _mount(libc, entry.path, placed, None, MS_BIND | MS_REC, f"bind {placed}")
+        b.place(placed, entry.is_dir())
+        b.bind(entry.path, placed, read_only=False)
+    b.place(target, is_dir)
 
 
-def _make_room(libc: ctypes.CDLL, target: Path, scratch: Path, is_dir: bool = True) -> None:
-    """Create `target` where it does not exist, without touching the machine: the deepest existing folder on its way
-    is covered by a tmpfs (in this mount namespace only) into which every entry it had is bound back."""
-    folder = target
-    while not folder.exists():
-        folder = folder.parent
-    keep = scratch / f"kept-{len(list(scratch.glob('kept-*')))}"
-    keep.mkdir(parents=True)
-    _mount(libc, str(folder), keep, None, MS_BIND | MS_REC, f"keep {folder}")
-    handle = os.open(keep, os.O_PATH | os.O_DIRECTORY)   # `keep` may lie inside `folder`, which the tmpfs hides
-    try:
-        _cover(libc, folder, folder, Path(f"/proc/self/fd/{handle}"))
-    finally:
-        os.close(handle)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.mkdir() if is_dir else target.touch()
+def _volumes(b: rootfs.Builder, spec: Spec) -> None:
+    """/etc/hosts, the token volume, the simulator's sitecustomize and each volume, at paths resolved inside the root."""
+    hosts = rootfs.join(b.root, "/etc/hosts")
+    _place(b, hosts, False)
+    b.bind(str(spec.hosts), hosts, read_only=False, recursive=False)
+    if spec.token is not None:
+        target = rootfs.join(b.root, SERVICE_ACCOUNT_DIR)
+        _place(b, target, True)
+        b.bind(str(spec.token), target, read_only=True, recursive=False)
+    if spec.site is not None:
+        target = rootfs.join(b.root, rootfs.SITE)
+        _place(b, target, True)
+        b.bind(str(spec.site), target, read_only=True, recursive=False)
+    for source, path, read_only in spec.mounts:
+        target = rootfs.join(b.root, path)
+        _place(b, target, source.is_dir())
+        b.bind(str(source), target, read_only=read_only)
 
 
-def _new_root(libc: ctypes.CDLL, paths: Sequence[tuple[str, bool]], scratch: Path) -> None:
-    """Mount paths under a top-level folder this machine lacks (such as /checkpoints): the pod gets a root of its
-    own, a tmpfs holding every top-level entry of the machine's (bound in) and those paths (folder or file), and
-    changes into it (chroot; the machine's root is untouched)."""
-    root = scratch / "root"
-    root.mkdir(parents=True)
-    _cover(libc, Path("/"), root, None)
-    for path, is_dir in paths:
-        target = root / path.lstrip("/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.mkdir(exist_ok=True) if is_dir else target.touch()
-    _call(libc.chroot(str(root).encode()), "chroot into the pod's root")
-    os.chdir("/")
-
-
-def _volumes(libc: ctypes.CDLL, mounts: Sequence[tuple[Path, str, bool]], scratch: Path) -> None:
-    """Each volume at its mount path (read-only where the mount says so), making room for paths that do not exist."""
-    outside = [(path, source.is_dir()) for source, path, _ in mounts
-               if len(Path(path).parts) > 1 and not (Path("/") / Path(path).parts[1]).exists()]
-    if outside:
-        _new_root(libc, outside, scratch)
-    for source, path, read_only in mounts:
-        target = Path(path)
-        if not target.exists():
-            _make_room(libc, target, scratch, source.is_dir())
-        _mount(libc, str(source), target, None, MS_BIND | MS_REC, f"mount a volume at {target}")
-        if read_only:
-            _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, f"make {target} read-only")
-
-
-def _service_account(libc: ctypes.CDLL, volume: Path | None, scratch: Path) -> None:
-    """The token volume, read-only, exactly when the pod gets one; otherwise nothing there, even where this machine
-    has one (when the simulator itself runs in a Kubernetes pod)."""
-    target = SERVICE_ACCOUNT_DIR.resolve()
-    if volume is None:
-        if target.is_dir():
-            _mount(libc, "tmpfs", target, "tmpfs", 0, "hide the machine's ServiceAccount volume")
-        return
-    if not target.is_dir():
-        _make_room(libc, target, scratch)
-    _mount(libc, str(volume), target, None, MS_BIND, "mount the ServiceAccount volume")
-    _mount(libc, None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, "make the ServiceAccount volume read-only")
-
-
-def enter(strategy: str, hostname: str, hosts: Path, service_account: Path | None = None,
-          mounts: Sequence[tuple[Path, str, bool]] = ()) -> None:
-    """In a freshly forked (single-threaded) pod process: its own namespaces, hostname, /etc/hosts, the
-    ServiceAccount token volume (`service_account`: the folder with token, ca.crt, namespace), if it gets one, and
-    its volumes (`mounts`: source folder or file, mount path, read-only). Files it needs go next to `hosts`."""
+def enter(strategy: str, spec: Spec, handshake: Handshake | None = None) -> str:
+    """In a freshly forked (single-threaded) pod process: its own namespaces, hostname and root filesystem, built
+    under `spec.scratch` (nothing of the machine changes). Returns the container's working directory, as the
+    container sees it. The container's PID 1, forked next, calls `start`."""
     libc = _libc()
-    uid, gid = os.getuid(), os.getgid()
-    _call(libc.unshare(STRATEGIES[strategy]), f"unshare({strategy})")
-    if strategy == "user":  # map only ourselves: the pod runs as the same user as the simulator
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    _call(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
-    _call(libc.mount(str(hosts).encode(), b"/etc/hosts", None, MS_BIND, None), "bind-mount /etc/hosts")
-    name = hostname.encode()
+    _namespaces(libc, strategy, spec.security, handshake)
+    name = spec.hostname.encode()
     _call(libc.sethostname(name, len(name)), "sethostname")
-    _service_account(libc, service_account, hosts.parent)
-    _volumes(libc, mounts, hosts.parent)
+    return _build(libc, spec)
+
+
+def start(strategy: str, spec: Spec, cwd: str) -> None:
+    """In the container's PID 1: its /proc, its root (pivoted into), its working directory, its identity."""
+    libc = _libc()
+    root = spec.scratch / "root"
+    try:
+        rootfs.proc(libc, root)
+        rootfs.pivot(libc, root)
+    except rootfs.RootError as err:
+        raise SandboxError(err.step, err.errno or errno.EIO) from None
+    os.chdir(cwd)
+    become_user(libc, strategy, spec.security)
+
+
+def become_user(libc: ctypes.CDLL, strategy: str, s: Security) -> None:
+    """The process's uid, gid, groups and capabilities, in the order runc sets them (libcontainer/init_linux.go
+    finalizeNamespace: bounding set, then ids, then the capability sets; no_new_privs before the program)."""
+    keep = Security.mask(s.bounding)
+    for number in range(max(CAPABILITIES.values()) + 1):
+        if not keep & (1 << number):
+            libc.prctl(PR_CAPBSET_DROP, number, 0, 0, 0)   # EINVAL for a number this kernel lacks: nothing to drop
+    if strategy == "privileged":
+        groups = (ctypes.c_uint * max(1, len(s.groups)))(*s.groups)
+        _call(_syscall(libc, SYS_SETGROUPS, len(s.groups), ctypes.addressof(groups)), "setgroups")
+    _call(_syscall(libc, SYS_SETRESGID, s.gid, s.gid, s.gid), f"setresgid({s.gid})")
+    _call(_syscall(libc, SYS_SETRESUID, s.uid, s.uid, s.uid), f"setresuid({s.uid})")
+    held = Security.mask(s.effective)
+    header = (ctypes.c_uint32 * 2)(CAPSET_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)(held & 0xFFFFFFFF, held & 0xFFFFFFFF, 0, held >> 32, held >> 32, 0)
+    _call(_syscall(libc, SYS_CAPSET, ctypes.addressof(header), ctypes.addressof(data)), "capset")
+    libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    if s.no_new_privs:
+        _call(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
 @dataclass(frozen=True)
@@ -207,14 +290,62 @@ class Attempt:
     errno: int = 0
 
 
-def _try_in_child(strategy: str, hosts: Path) -> Attempt:
-    """Enter the sandbox in a throwaway child (the caller's namespaces stay as they are)."""
+def _rehearse(strategy: str, handshake: Handshake) -> None:
+    """A whole container's start, in a throwaway process: its root built in a tmpfs over the temp folder (in its own
+    mount namespace only: nothing is written to the machine), PID 1's /proc and pivot, a non-root identity."""
+    libc = _libc()
+    security = Security(uid=0 if strategy == "user" else 65534, gid=0 if strategy == "user" else 65534)
+    _namespaces(libc, strategy, security, handshake)
+    _call(libc.mount(b"tmpfs", tempfile.gettempdir().encode(), b"tmpfs", 0, b"mode=0755"), "tmpfs for the rehearsal")
+    scratch = Path(tempfile.gettempdir()) / "preflight"
+    scratch.mkdir()
+    (scratch / "hosts").write_text("127.0.0.1 localhost\n")
+    spec = Spec("jaxinfra-preflight", scratch, scratch / "hosts", security=security)
+    cwd = _build(libc, spec)
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            start(strategy, spec, cwd)
+        except SandboxError as err:
+            os.write(2, json.dumps({"step": err.step, "errno": err.errno}).encode())
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    if status != 0:
+        raise SandboxError("start the container's PID 1", errno.EPERM)
+
+
+def _build(libc: ctypes.CDLL, spec: Spec) -> str:
+    """The container's root under `spec.scratch`, in a mount namespace of its own already; its working directory."""
+    root, layers = spec.scratch / "root", spec.scratch / "layers"
+    for folder in (root, layers):
+        folder.mkdir(parents=True, exist_ok=True)
+    try:
+        b = rootfs.Builder(libc, root, layers, spec.security.read_only_root)
+        b.tmpfs(layers, "0700")   # every layer's writes in memory of this mount namespace: gone with it
+        b.system(rootfs.machine(), spec.image)
+        b.devices()
+        b.sysfs(rootfs.machine())
+        _volumes(b, spec)
+        cwd = rootfs.join(root, spec.workdir)
+        _place(b, cwd, True)
+        b.finish()
+    except rootfs.RootError as err:
+        raise SandboxError(err.step, err.errno or errno.EIO) from None
+    return "/" + str(cwd.relative_to(root)).lstrip(".")
+
+
+def _try_in_child(strategy: str) -> Attempt:
+    """Rehearse a container's start in a throwaway child (the caller's namespaces stay as they are)."""
     read, write = os.pipe()
+    mine, theirs = Handshake.pair()
     pid = os.fork()
     if pid == 0:
         result = {"step": None, "errno": 0}
         try:
-            enter(strategy, "jaxinfra-preflight", hosts)
+            theirs.close()
+            _rehearse(strategy, mine)
         except SandboxError as err:
             result = {"step": err.step, "errno": err.errno}
         except BaseException as err:  # noqa: BLE001 - whatever it is, the parent must hear of it
@@ -223,6 +354,10 @@ def _try_in_child(strategy: str, hosts: Path) -> Attempt:
             os.write(write, json.dumps(result).encode())
             os._exit(0)
     os.close(write)
+    mine.close()
+    if strategy == "privileged":
+        grant(pid, theirs, timeout=10.0)
+    theirs.close()
     with os.fdopen(read, "rb") as pipe:
         data = pipe.read()
     os.waitpid(pid, 0)
@@ -237,8 +372,8 @@ def preflight() -> str:
     if sys.platform != "linux":
         raise Unavailable(*diagnose(sys.platform, os.getuid(), [], {}, 0))
     attempts = []
-    for strategy in STRATEGIES:   # the machine's own hosts file bound over itself: nothing to write, nothing left over
-        attempt = _try_in_child(strategy, Path("/etc/hosts"))
+    for strategy in STRATEGIES if os.geteuid() == 0 else STRATEGIES[1:]:
+        attempt = _try_in_child(strategy)
         if attempt.step is None:
             return strategy
         attempts.append(attempt)

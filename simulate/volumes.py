@@ -13,16 +13,27 @@ Pending: a problem before anything starts. What the volumes hold lives with them
 - a GCS FUSE CSI volume: one folder per bucket, likewise;
 - `configMap`, `secret`, `downwardAPI` and `projected` (of those): their files, read-only.
 `--volume NAME=DIR` puts a claim or a bucket in a folder that outlives the simulation.
+
+Every path a pod spec gives for a volume is checked as the API server checks it before the pod exists
+(kubernetes pkg/apis/core/validation/validation.go: `validateVolumes` (volume names, IsDNS1123Label),
+`validateKeyToPath` and `validateDownwardAPIVolumeFile` (item paths, `validateLocalNonReservedPath`:
+relative, no '..' element, not starting with '..'), `ValidateVolumeMounts` (mountPath required; subPath,
+`validateLocalDescendingPath`: relative, no '..' element)); a ConfigMap's or Secret's keys as it checks
+those objects (`ValidateConfigMap`/`ValidateSecret`: k8s.io/apimachinery pkg/util/validation/validation.go
+`IsConfigMapKey`); and the files as the kubelet writes them (kubernetes pkg/volume/util/atomic_writer.go
+`validatePath`: at most 4096 bytes, 255 per element). What they reject is a problem of the pod: nothing
+starts. The simulator's own guard behind these rules is `paths.inside`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from jaxinfra.errors import Problem
 
-from . import model
+from . import model, paths
 from .inputs import Objects
 
 if TYPE_CHECKING:
@@ -33,6 +44,121 @@ GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 FILE_SOURCES = ("configMap", "secret", "downwardAPI", "projected")
 SUPPORTED = "emptyDir, persistentVolumeClaim, csi (gcsfuse.csi.storage.gke.io), configMap, secret, downwardAPI, projected"
 
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")     # apimachinery IsDNS1123Label
+_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")                      # apimachinery IsConfigMapKey
+MAX_PATH_BYTES, MAX_NAME_BYTES = 4096, 255                        # the kubelet's atomic writer (validatePath)
+Rejection = tuple[str, Any, str, str]                             # (field, value, why the API server rejects it, fix)
+
+
+def descending_path(value: str) -> str | None:
+    """Why the API server rejects a subPath (validateLocalDescendingPath), or None."""
+    if value.startswith("/"):
+        return "must be a relative path"
+    if ".." in value.split("/"):
+        return "must not contain '..'"
+    return None
+
+
+def non_reserved_path(value: str) -> str | None:
+    """Why the API server rejects a volume item's path (validateLocalNonReservedPath: ..data is the kubelet's), or None."""
+    return descending_path(value) or ("must not start with '..'" if value.startswith("..") else None)
+
+
+def config_key(key: str) -> str | None:
+    """Why the API server rejects a ConfigMap's or Secret's key (IsConfigMapKey), or None."""
+    if len(key.encode()) > 253:
+        return "must be no more than 253 characters"
+    if not _CONFIG_KEY.fullmatch(key):
+        return ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
+                "(e.g. 'key.name', or 'KEY_NAME', or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
+    if key in (".", ".."):
+        return f"must not be '{key}'"
+    if key.startswith(".."):
+        return "must not start with '..'"
+    return None
+
+
+def volume_name(name: str) -> str | None:
+    """Why the API server rejects a volume's name (IsDNS1123Label), or None."""
+    if not name:
+        return "Required value"
+    errors = ["must be no more than 63 characters"] if len(name) > 63 else []
+    if not _DNS1123_LABEL.fullmatch(name):
+        errors.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
+                      "and end with an alphanumeric character (e.g. 'my-name', or '123-abc', regex used for validation is "
+                      "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
+    return "; ".join(errors) or None
+
+
+_PATH_FIX = {"must be a relative path": "drop the leading '/': an item's path is relative to the volume's mountPath",
+             "must not contain '..'": "name a file inside the volume, without '..' elements",
+             "must not start with '..'": "rename it: names starting with '..' are the kubelet's own (..data)",
+             "Required value": "set it"}
+
+
+def _item_paths(items: Any, field: str, keyed: bool) -> Iterator[Rejection]:
+    """A configMap/secret (`keyed`) or downwardAPI source's items as validateKeyToPath/validateDownwardAPIVolumeFile see them."""
+    for k, item in enumerate(items if isinstance(items, list) else []):
+        item = item if isinstance(item, Mapping) else {}
+        where = f"{field}.items[{k}]"
+        if keyed and not item.get("key"):
+            yield f"{where}.key", item.get("key"), "Required value", "set the key of the ConfigMap or Secret to project"
+        value = item.get("path")
+        why = "Required value" if value in (None, "") else non_reserved_path(str(value))
+        if why:
+            yield f"{where}.path", value, why, _PATH_FIX[why]
+
+
+def _rejected_volume(volume: Mapping, field: str) -> Iterator[Rejection]:
+    """What the API server rejects in one entry of a pod's spec.volumes (`field`: its path, e.g. spec.volumes[2])."""
+    name = str(volume.get("name") or "")
+    if why := volume_name(name):
+        yield f"{field}.name", name, why, "name the volume with lowercase letters, digits and '-' (e.g. 'scratch')"
+    for kind in ("configMap", "secret", "downwardAPI"):
+        if isinstance(volume.get(kind), Mapping):
+            yield from _item_paths(volume[kind].get("items"), f"{field}.{kind}", keyed=kind != "downwardAPI")
+    projected = volume.get("projected")
+    for j, source in enumerate((projected.get("sources") if isinstance(projected, Mapping) else None) or []):
+        for kind in ("configMap", "secret", "downwardAPI"):
+            if isinstance(source, Mapping) and isinstance(source.get(kind), Mapping):
+                yield from _item_paths(source[kind].get("items"), f"{field}.projected.sources[{j}].{kind}", keyed=kind != "downwardAPI")
+
+
+def _rejected_mount(vm: Mapping, field: str) -> Iterator[Rejection]:
+    """What the API server rejects in one volumeMount (`field`: e.g. spec.containers[0].volumeMounts[1])."""
+    if not vm.get("mountPath"):
+        yield f"{field}.mountPath", vm.get("mountPath"), "Required value", "set the path where the container sees the volume"
+    sub = vm.get("subPath")
+    if sub not in (None, "") and (why := descending_path(str(sub))):
+        yield f"{field}.subPath", sub, why, ("drop the leading '/': a subPath is relative to the volume's root"
+                                             if why == "must be a relative path" else "name a folder inside the volume, without '..'")
+
+
+def _unwritable(files: Mapping[str, str]) -> str | None:
+    """Why the kubelet cannot write a file volume's payload (atomic_writer.go validatePath; a path that is the volume
+    itself or lies under another file), or None."""
+    for name in sorted(files):
+        if len(name.encode()) > MAX_PATH_BYTES:
+            return f"invalid path: must be less than or equal to {MAX_PATH_BYTES} characters"
+        if any(len(part.encode()) > MAX_NAME_BYTES for part in name.split("/")):
+            return f"invalid path: filenames must be less than or equal to {MAX_NAME_BYTES} characters"
+        if paths.why_unsafe(name) is not None:
+            return f"invalid path {name!r}: {paths.why_unsafe(name)}"
+        if all(part in ("", ".") for part in name.split("/")):
+            return f"invalid path {name!r}: names the volume's folder itself, not a file"
+    seen: set[str] = set()
+    normal = sorted("/".join(p for p in name.split("/") if p not in ("", ".")) for name in files)
+    for name in normal:
+        if name in seen:
+            return f"two files at {name!r}"
+        seen.add(name)
+    for name in normal:
+        parts = name.split("/")
+        folder = next((f for f in ("/".join(parts[:i]) for i in range(1, len(parts))) if f in seen), None)
+        if folder is not None:
+            return f"the file {folder!r} is also a folder of {name!r}"
+    return None
+
 
 def _object_files(kind: str, source: Mapping, namespace: str, objects: Objects) -> tuple[dict[str, str], str | None]:
     """A configMap/secret source's files (all keys, or `items` key -> path), and why it cannot be set up, if so."""
@@ -41,22 +167,28 @@ def _object_files(kind: str, source: Mapping, namespace: str, objects: Objects) 
     what = "configmap" if kind == "configMap" else "secret"
     if data is None:
         return {}, None if source.get("optional") else f'{what} "{name}" not found'
+    bad = next(((key, why) for key in sorted(data) if (why := config_key(key))), None)
+    if bad is not None:   # such an object never exists: the API server rejected it
+        return {}, (f'the API server rejects {what} "{name}" (data key {bad[0]!r}: {bad[1]}), so it does not exist')
     items = source.get("items")
     if not items:
         return dict(data), None
     files, missing = {}, []
-    for item in items:
-        if item.get("key") in data:
-            files[str(item.get("path"))] = data[item["key"]]
+    for item in items if isinstance(items, list) else []:
+        key = item.get("key") if isinstance(item, Mapping) else None
+        if isinstance(key, str) and key in data:
+            files[str(item.get("path"))] = data[key]
         else:
-            missing.append(str(item.get("key")))
+            missing.append(str(key))
     return files, (f'{what} "{name}" has no key {", ".join(missing)}' if missing and not source.get("optional") else None)
 
 
 def _downward_files(items: Sequence[Mapping], facts: PodFacts) -> dict[str, str]:
     """A downwardAPI source's files: whole label/annotation maps as `key="value"` lines, or single fields."""
     files = {}
-    for item in items:
+    for item in items if isinstance(items, list) else []:
+        if not isinstance(item, Mapping):
+            continue
         ref = item.get("fieldRef") or {}
         path = ref.get("fieldPath", "")
         if path in ("metadata.labels", "metadata.annotations"):
@@ -97,40 +229,68 @@ def _source(volume: Mapping, namespace: str, annotations: Mapping[str, str], fac
     if "persistentVolumeClaim" in volume:
         claim = str((volume["persistentVolumeClaim"] or {}).get("claimName", ""))
         found = (namespace, claim) in objects.claims
-        return (model.Mount(name, "", kind="claim", key=claim, read_only=bool(volume["persistentVolumeClaim"].get("readOnly"))),
+        return (model.Mount(name, "", kind="claim", key=claim, read_only=bool((volume["persistentVolumeClaim"] or {}).get("readOnly"))),
                 None if found else f'persistentvolumeclaim "{claim}" not found')
     if "csi" in volume and (volume["csi"] or {}).get("driver") == GCSFUSE_DRIVER:
         bucket = str(((volume["csi"] or {}).get("volumeAttributes") or {}).get("bucketName", ""))
         why = None if annotations.get(GCSFUSE_ANNOTATION) == "true" else (
             f"the {GCSFUSE_DRIVER} driver finds no sidecar: the pod lacks the annotation {GCSFUSE_ANNOTATION}: \"true\"")
-        return model.Mount(name, "", kind="bucket", key=bucket, read_only=bool(volume["csi"].get("readOnly"))), why
+        return model.Mount(name, "", kind="bucket", key=bucket, read_only=bool((volume["csi"] or {}).get("readOnly"))), why
     if any(k in volume for k in FILE_SOURCES):
         files, why = _files(volume, namespace, facts, objects)
-        return model.Mount(name, "", kind="files", read_only=True, files=tuple(sorted(files.items()))), why
+        why = why or _unwritable(files)
+        safe = {path: content for path, content in files.items() if paths.why_unsafe(path) is None}   # never a host path
+        return model.Mount(name, "", kind="files", read_only=True, files=tuple(sorted(safe.items()))), why
     kind = next((k for k in volume if k != "name"), "?")
     return model.Mount(name, "", kind=kind), f"volume type {kind} is not emulated (supported: {SUPPORTED})"
 
 
 def resolve(where: str, pod_spec: Mapping, container: Mapping, namespace: str, annotations: Mapping[str, str],
             facts: PodFacts, objects: Objects, problems: list[tuple[str, Problem]]) -> tuple[model.Mount, ...]:
-    """The JAX container's mounts; every volume of the pod that cannot be set up is a problem (the pod stays Pending)."""
+    """The JAX container's mounts; every volume of the pod that cannot be set up is a problem (the pod stays Pending),
+    and so is every volume and mount the API server rejects (the pod is never created)."""
     sources: dict[str, model.Mount] = {}
-    for volume in pod_spec.get("volumes") or []:
+    rejected: set[str] = set()
+
+    def reject(found: Iterator[Rejection]) -> bool:
+        any_found = False
+        for field, value, why, fix in found:
+            any_found = True
+            problems.append((f"api|{field}|{why}", Problem(f"{where} {field}", value,
+                                                           f"{why}: the API server rejects the pod", fix)))
+        return any_found
+
+    for i, volume in enumerate(pod_spec.get("volumes") or []):
+        if not isinstance(volume, Mapping):
+            continue
         mount, why = _source(volume, namespace, annotations, facts, objects)
         sources[mount.volume] = mount
-        if why:
+        if reject(_rejected_volume(volume, f"spec.volumes[{i}]")):   # the kubelet never sees it
+            rejected.add(mount.volume)
+        elif why:
             problems.append((f"volume|{mount.volume}", Problem(f"{where} volume {mount.volume}", mount.kind,
                                                                 f"the kubelet cannot set it up, so the pod stays Pending: {why}",
                                                                 _fix(mount, why))))
     mounts = []
-    for vm in container.get("volumeMounts") or []:
+    index = next((i for i, c in enumerate(pod_spec.get("containers") or []) if c is container), 0)
+    for m, vm in enumerate(container.get("volumeMounts") or []):
+        if not isinstance(vm, Mapping) or reject(_rejected_mount(vm, f"spec.containers[{index}].volumeMounts[{m}]")):
+            continue
+        if str(vm.get("name")) in rejected:
+            continue
         source = sources.get(str(vm.get("name")))
+        sub = str(vm.get("subPath") or "")
+        if source is not None and sub and (why := paths.why_unsafe(sub)):   # past the API server, not the kubelet's mkdir
+            problems.append((f"subpath|{vm.get('name')}|{why}", Problem(
+                f"{where} spec.containers[{index}].volumeMounts[{m}].subPath", sub,
+                f"the kubelet cannot create it, so the pod stays Pending: {why}", "name a folder inside the volume, with shorter names")))
+            continue
         if source is None:
             problems.append((f"mount|{vm.get('name')}", Problem(f"{where} volumeMounts {vm.get('name')}", vm.get("name"),
                                                                  "no volume of the pod has this name: the API server rejects the pod",
                                                                  "add the volume to spec.volumes, or fix the name")))
             continue
-        mounts.append(model.Mount(source.volume, str(vm.get("mountPath", "")), str(vm.get("subPath") or ""),
+        mounts.append(model.Mount(source.volume, str(vm.get("mountPath", "")), sub,
                                   source.read_only or bool(vm.get("readOnly")), source.kind, source.key, source.files))
     return tuple(mounts)
 
@@ -142,5 +302,9 @@ def _fix(mount: model.Mount, why: str) -> str:
         return f'add the annotation {GCSFUSE_ANNOTATION}: "true" to the pod template'
     if "not emulated" in why:
         return f"use one of {SUPPORTED}"
+    if "the API server rejects" in why:
+        return "rename the key: letters, digits, '-', '_' and '.', not '.', '..' or starting with '..' (items[].path sets the file's name)"
+    if why.startswith(("invalid path", "the file", "two files")):
+        return "give each item its own file path inside the volume (relative, without '..', no file also a folder)"
     return "add the object to the manifests, or mark the volume source optional: true"
 
