@@ -97,8 +97,7 @@ def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Pat
         else:
             source = storage(m)
         source.mkdir(parents=True, exist_ok=True)
-        if source.is_relative_to(pod_dir.parent.parent):   # the simulation's own folder; never a --volume DIR of the user's
-            _own(source, m, pod.security)
+        _own(source, m, pod.security)
         if m.sub_path:   # the kubelet creates a missing subPath as a folder
             source = paths.inside(source, m.sub_path, f"{what} subPath")
             with _guarded(f"{what} subPath", m.sub_path):
@@ -109,14 +108,14 @@ def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Pat
 
 def _own(source: Path, mount: model.Mount, security: Security) -> None:
     """A writable volume's ownership as the kubelet leaves it: an emptyDir is world-writable (pkg/volume/emptydir:
-    0777); a claim's or bucket's files are the pod's fsGroup's, group-writable and setgid on folders
-    (pkg/volume/volume_linux.go SetVolumeOwnership), else as they are. Only root can give them away; unprivileged,
-    the container's ids are the caller's, who owns them already."""
+    0777); with the pod's fsGroup, its files and a claim's or bucket's are that group's, group-writable and setgid on folders
+    (pkg/volume/volume_linux.go SetVolumeOwnership), else as they are — a `--volume NAME=DIR` too, as the kubelet
+    does to the disk it stands for. Only root can give them away; unprivileged, the container's ids are the
+    caller's, who owns them already."""
     if mount.read_only or mount.kind == "files":
         return
     if mount.kind == "emptyDir":
         source.chmod(0o777)
-        return
     if security.fs_group is None or os.geteuid() != 0:
         return
     for folder, dirs, files in os.walk(source):

@@ -132,7 +132,7 @@ def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Opt
     what the run cannot tell (a CPU shadow's limits), printed and reported."""
     reporter = Reporter(Console(stderr=False), logs=logs, keep_logs=html is not None)
     report = simulate(sources, options, reporter)
-    report.notes = list(notes)
+    report.notes.extend(notes)
     reporter.summary(report)
     if json_report is not None:
         json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")

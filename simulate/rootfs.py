@@ -35,6 +35,7 @@ import errno
 import functools
 import os
 import platform
+import shutil
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -67,6 +68,8 @@ READ_ONLY = ("proc/bus", "proc/fs", "proc/irq", "proc/sys", "proc/sysrq-trigger"
 """containerd's default read-only paths, same source."""
 SITE = "/run/jaxinfra/site"
 """Where the simulator's own sitecustomize (for --run-command pods) is seen inside a container."""
+COPY_LIMIT = 16 << 20
+"""A top-level file of the image or the machine up to this size is copied into the container's root; larger, bound."""
 MAX_LINKS = 255
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 """pivot_root(2) has no glibc wrapper."""
@@ -253,6 +256,9 @@ class Builder:
             target = self.root / path.lstrip("/")
             self.place(target, True)
             self.overlay([path], target)
+        for target in self.late_read_only:   # before the volumes: one mounted at such a folder keeps its own mode
+            self.remount_read_only(target)
+        self.late_read_only = []
         for secret in SECRETS:
             self._blank(self.root / secret)
         for pattern in SECRET_GLOBS:
@@ -260,12 +266,18 @@ class Builder:
                 self._blank(found)
 
     def _entry(self, target: Path, source: str, kind: str) -> None:
-        """A top-level link (as it is) or file (bound read-only)."""
+        """A top-level link (as it is) or file: copied into the root, so the container may change it (copy-on-write
+        by hand: an overlay takes folders only); bound read-only when large, or under readOnlyRootFilesystem."""
         if kind.startswith("link"):
             os.symlink(os.readlink(source), target)
-        else:
+        elif self.read_only or os.path.getsize(source) > COPY_LIMIT:
             self.place(target, False)
             self.bind(source, target, read_only=True)
+        else:
+            try:
+                shutil.copy2(source, target, follow_symlinks=False)
+            except PermissionError:
+                pass   # a file this user may not read: not in the container either
 
     def _blank(self, target: Path) -> None:
         if target.is_file() and not target.is_symlink():
