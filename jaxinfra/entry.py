@@ -40,10 +40,11 @@ def status(call: Callable[[], Any]) -> int:
 
 def _warm_simulator() -> None:
     """The prefork child's preparation: the simulator and what its pods need (engine.preload)."""
-    from jaxinfra.simulate import engine, report, sandbox  # noqa: F401
+    from jaxinfra.simulate import engine, netns, report, sandbox  # noqa: F401
 
     try:
         sandbox.preflight()   # while this process is small: a fork costs less before JAX is imported
+        netns.prestart()      # the pods' network starts while JAX is imported
     except sandbox.Unavailable:
         pass                  # the simulation reports it, if it has anything to run
     engine.preload()

@@ -197,30 +197,10 @@ class Network:
         for name in strategies:
             if name not in STRATEGIES:
                 raise ValueError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
-        tool, path, note = find_egress(which) if egress else (None, None, "egress off: not asked for")
-        _libc()   # loaded here, once: a forked child's join() finds it
-        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), "--holder", str(child_end.fileno()),
-                str(os.getpid()), "1" if threading.current_thread() is threading.main_thread() else "0",
-                ",".join(strategies), note, str(egress_timeout), *([tool, path] if tool and path else [])]
-        proc = None
-        try:
-            proc = subprocess.Popen(argv, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
-            child_end.close()
-            report = _read_report(parent_end, proc, timeout)
-            if report.get("ok"):
-                return cls(proc, parent_end, report)
-            raise _unavailable(report.get("attempts", []))
-        except BaseException:
-            parent_end.close()
-            if proc is not None:
-                _end(proc, 0.0)
-            raise
-        finally:
-            child_end.close()
-            if proc is not None and proc.stderr is not None:
-                proc.stderr.close()
+        launch = _PRESTARTED.pop(None, None) if strategy is None and egress and which is shutil.which else None
+        if launch is None:
+            launch = _Launch.spawn(strategies, egress, which, egress_timeout)
+        return launch.finish(cls, timeout)
 
     # -- in a forked child ---------------------------------------------------------------------------
 
@@ -330,6 +310,58 @@ class Network:
 
     def __repr__(self) -> str:
         return f"Network(holder={self.holder}, strategy={self.strategy!r}, egress={self.egress!r})"
+
+
+class _Launch:
+    """A holder started and not yet waited for: `prestart` begins one while the simulator imports JAX."""
+
+    def __init__(self, proc: subprocess.Popen, parent_end: socket.socket):
+        self.proc, self.parent_end = proc, parent_end
+
+    @classmethod
+    def spawn(cls, strategies: Sequence[str], egress: bool, which: Callable[[str], str | None],
+              egress_timeout: float) -> _Launch:
+        tool, path, note = find_egress(which) if egress else (None, None, "egress off: not asked for")
+        _libc()   # loaded here, once: a forked child's join() finds it
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), "--holder", str(child_end.fileno()),
+                str(os.getpid()), "1" if threading.current_thread() is threading.main_thread() else "0",
+                ",".join(strategies), note, str(egress_timeout), *([tool, path] if tool and path else [])]
+        try:
+            proc = subprocess.Popen(argv, pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True)
+        except BaseException:
+            parent_end.close()
+            raise
+        finally:
+            child_end.close()
+        return cls(proc, parent_end)
+
+    def finish(self, network: type[Network], timeout: float) -> Network:
+        """Wait for the holder's report: the Network, or `sandbox.Unavailable`."""
+        try:
+            report = _read_report(self.parent_end, self.proc, timeout)
+            if report.get("ok"):
+                return network(self.proc, self.parent_end, report)
+            raise _unavailable(report.get("attempts", []))
+        except BaseException:
+            self.parent_end.close()
+            _end(self.proc, 0.0)
+            raise
+        finally:
+            if self.proc.stderr is not None:
+                self.proc.stderr.close()
+
+
+_PRESTARTED: dict[None, _Launch] = {}
+
+
+def prestart() -> None:
+    """Begin this process's pod network now (its holder starts while other work goes on); the next
+    `Network.create()` with default arguments takes it. A process that never asks leaves it to exit with it."""
+    if None not in _PRESTARTED:
+        strategies = [s for s in STRATEGIES if s == "user" or os.geteuid() == 0]
+        _PRESTARTED[None] = _Launch.spawn(strategies, True, shutil.which, EGRESS_TIMEOUT_S)
 
 
 def _read_report(control: socket.socket, proc: subprocess.Popen, timeout: float) -> dict[str, Any]:

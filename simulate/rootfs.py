@@ -298,16 +298,23 @@ class Builder:
         self.tmpfs(dev / "shm", "1777")
 
     def sysfs(self, m: Machine) -> None:
+        """The machine's /sys, read-only throughout; its cgroup hierarchies hidden under an empty read-only tmpfs
+        (one mount instead of a remount per controller; the container's own cgroup is not shown)."""
         target = self.root / "sys"
         target.mkdir(exist_ok=True)
         self.bind("/sys", target, read_only=True)
+        cgroup = "/sys/fs/cgroup"
+        if any(p == cgroup or p.startswith(cgroup + "/") for p in m.sys_mounts):
+            self.mount("tmpfs", self.root / cgroup.lstrip("/"), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0555",
+                       "hide the machine's cgroups")
         for point in m.sys_mounts:   # a recursive bind's read-only flag is its top mount's only
             inner = self.root / point.lstrip("/")
-            if inner.is_dir():
-                try:
-                    self.remount_read_only(inner)
-                except RootError:
-                    pass   # one the kernel will not remount (locked): it is read-only already or not writable to us
+            if point == cgroup or point.startswith(cgroup + "/") or not inner.is_dir():
+                continue
+            try:
+                self.remount_read_only(inner)
+            except RootError:
+                pass   # one the kernel will not remount (locked): it is read-only already or not writable to us
 
     def finish(self) -> None:
         (self.root / "proc").mkdir(exist_ok=True)
