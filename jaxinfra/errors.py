@@ -23,6 +23,11 @@ class Problem:
         return f"{self.path} = {self.value!r}: {self.message}; fix: {self.fix}"
 
 
+@dataclass(frozen=True, slots=True)
+class Refused(Problem):
+    """A problem the API server itself refuses: the object is never stored, so `simulate` starts nothing (exit 2)."""
+
+
 INPUT_ERROR = 2
 """The exit status of a command stopped by its input (every problem listed, nothing written)."""
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jaxinfra.errors import Problem
+from jaxinfra.errors import Problem, Refused
 
 if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
@@ -73,6 +73,11 @@ class Report:
     @property
     def ok(self) -> bool:
         return not self.problems and bool(self.results) and all(r.verdict == "succeeded" for r in self.results)
+
+    @property
+    def refused(self) -> list[Problem]:
+        """What the API server refuses, among every problem: then nothing runs."""
+        return [p for p in (*self.problems, *(q for r in self.results for q in r.workload.problems)) if isinstance(p, Refused)]
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "seconds": round(self.seconds, 3), "problems": [_problem(p) for p in self.problems],
@@ -220,7 +225,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     for r in report.results:
         if r.workload.problems:
             r.verdict, r.reason = "failed", f"{len(r.workload.problems)} problems; not started"
-    if runnable and not report.problems:
+    if runnable and not report.problems and not report.refused:
         isolation = sandbox.preflight()   # before anything runs: can pods get their own /etc/hosts here?
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
             seed = random.SystemRandom().randrange(1, 255)

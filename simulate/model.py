@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxinfra.errors import Problem
@@ -151,5 +151,5 @@ class Findings:
         out = []
         for key, p in self._first.items():
             more = self._count[key] - 1
-            out.append(p if not more else Problem(p.path, p.value, f"{p.message} (and {more} more {self._noun}{'s' if more > 1 else ''})", p.fix))
+            out.append(p if not more else replace(p, message=f"{p.message} (and {more} more {self._noun}{'s' if more > 1 else ''})"))
         return out

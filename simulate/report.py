@@ -14,7 +14,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Column, Table
 
-from jaxinfra.errors import CommandFailed
+from jaxinfra.errors import INPUT_ERROR, CommandFailed
 from jaxinfra.simulate.engine import Report, WorkloadResult, simulate
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, PodRun
@@ -144,6 +144,9 @@ def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Opt
         from jaxinfra.simulate.html import html_report
 
         html.write_text(html_report(report, options.faults, reporter.kept), encoding="utf-8")
+    if report.refused:
+        n = len(report.refused)
+        raise CommandFailed(f"{n} {'problem' if n == 1 else 'problems'} the API server refuses; nothing started", INPUT_ERROR)
     if not report.ok:
         failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != "succeeded"]
         raise CommandFailed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)

@@ -31,7 +31,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from jaxinfra.errors import Problem
+from jaxinfra.errors import Problem, Refused
 
 from . import model, paths
 from .inputs import Objects
@@ -256,7 +256,7 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, namespace: str, a
         any_found = False
         for field, value, why, fix in found:
             any_found = True
-            problems.append((f"api|{field}|{why}", Problem(f"{where} {field}", value,
+            problems.append((f"api|{field}|{why}", Refused(f"{where} {field}", value,
                                                            f"{why}: the API server rejects the pod", fix)))
         return any_found
 
@@ -286,7 +286,7 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, namespace: str, a
                 f"the kubelet cannot create it, so the pod stays Pending: {why}", "name a folder inside the volume, with shorter names")))
             continue
         if source is None:
-            problems.append((f"mount|{vm.get('name')}", Problem(f"{where} volumeMounts {vm.get('name')}", vm.get("name"),
+            problems.append((f"mount|{vm.get('name')}", Refused(f"{where} volumeMounts {vm.get('name')}", vm.get("name"),
                                                                  "no volume of the pod has this name: the API server rejects the pod",
                                                                  "add the volume to spec.volumes, or fix the name")))
             continue
