@@ -48,6 +48,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .paths import safe_name
+
 ROOT = Path("/sys/fs/cgroup")
 """Where the cgroup file systems are mounted (systemd's layout, and every container runtime's)."""
 SELF_CGROUP = Path("/proc/self/cgroup")
@@ -57,7 +59,6 @@ CFS_PERIOD_US = 100_000
 MIN_QUOTA_US = 1_000
 """kubelet's MinQuotaPeriod: a quota below 1 ms is raised to it (the kernel refuses less)."""
 _STALE = re.compile(rf"{PREFIX}(\d+)[-.]")
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _SETTLE_S = 2.0
 
 
@@ -302,11 +303,6 @@ def sweep(controllers: Controllers) -> list[Path]:
 
 
 # --- sessions and pods ---------------------------------------------------------------------------
-
-def safe_name(text: str) -> str:
-    """`text` as one cgroup directory name: no '/', not '.'-leading, at most 100 characters."""
-    return _UNSAFE.sub("_", text).lstrip(".")[:100] or "_"
-
 
 @dataclass
 class PodGroup:

@@ -1,8 +1,9 @@
 """The container: what a pod's process becomes after the fork, and what the simulator prepares for it
-before — a fresh filesystem (an empty folder, or the folder standing in for its image's working
-directory), its env with what stands in for its machine, its /etc/hosts, its ServiceAccount token
-volume and its volumes' sources. After the fork it enters its sandbox and runs the built-in probe
-or its own command, exec'd unchanged.
+before — its sandbox's description (`sandbox.Spec`: the folder its root filesystem is built in, its
+/etc/hosts, its ServiceAccount token volume, its volumes' sources with their kubelet ownership, its
+image folder and working directory, its securityContext) and its env with what stands in for its
+machine. After the fork it joins the simulation's cgroup and pod network, enters its sandbox, and
+runs the built-in probe or its own command, exec'd unchanged.
 """
 
 from __future__ import annotations

@@ -80,3 +80,20 @@ def one_problem(c: Any, *needles: str) -> Any:
     found = [p for p in problems_of(c) if all(n in str(p) for n in needles)]
     assert len(found) == 1, f"{needles} in {[str(p) for p in problems_of(c)]}"
     return found[0]
+
+
+def tree_snapshot(root: Path, folders: bool = False) -> dict[str, Any]:
+    """Every path under `root`: a folder, a symlink (its target), a file (its content, mtime, mode and owner); with
+    `folders`, `root` itself and each folder's mtime too (an entry made and removed again shows)."""
+    out: dict[str, Any] = {str(root): ("dir", root.stat().st_mtime_ns)} if folders else {}
+    for folder, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = Path(folder, name)
+            st = path.lstat()
+            if path.is_symlink():
+                out[str(path)] = ("link", os.readlink(path))
+            elif path.is_dir():
+                out[str(path)] = ("dir", st.st_mtime_ns) if folders else ("dir",)
+            else:
+                out[str(path)] = (path.read_bytes(), st.st_mtime_ns, st.st_mode, st.st_uid)
+    return out

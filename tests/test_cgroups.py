@@ -21,6 +21,7 @@ import unprivileged
 from conftest import ROOT
 from jaxinfra.simulate import cgroups
 from jaxinfra.simulate.cgroups import Controller, Controllers, Session
+from jaxinfra.simulate.paths import safe_name
 
 MiB = 2**20
 
@@ -221,17 +222,17 @@ def test_v2_in_the_root_of_a_cgroup_namespace_enforces_both(kernel: FakeKernel) 
 
     with Session.create("sim/1", found) as session:
         [group] = session.groups.values()
-        assert group.name == f"jaxinfra-{os.getpid()}-sim_1"
+        assert group.name == f"jaxinfra-{os.getpid()}-{safe_name('sim/1')}" and "/" not in safe_name("sim/1")
         assert (group / "cgroup.subtree_control").read_text().split() == ["cpu", "memory"]
         pod = session.pod("default/trainer-0", 512 * MiB, 1500)
-        assert pod is not None and pod.paths == (group / "default_trainer-0",)
+        assert pod is not None and pod.paths == (group / safe_name("default/trainer-0"),)
         p = pod.paths[0]
         assert (p / "memory.max").read_text() == str(512 * MiB)
         assert (p / "memory.swap.max").read_text() == "0"
         assert (p / "memory.oom.group").read_text() == "1"
         assert (p / "cpu.max").read_text() == "150000 100000"
         again = session.pod("default/trainer-0", None, 5)   # a restart: a fresh group; 5m is raised to the 1 ms minimum
-        assert again is not None and again.paths == (group / "default_trainer-0-2",)
+        assert again is not None and again.paths == (group / (safe_name("default/trainer-0") + "-2"),)
         assert again.memory_bytes is None and (again.paths[0] / "cpu.max").read_text() == "1000 100000"
         assert session.pod("default/free-0", None, None) is None
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 import unprivileged
-from conftest import ROOT, problems_of
+from conftest import ROOT, problems_of, tree_snapshot
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -65,22 +65,6 @@ def job(name: str = "paths", namespace: str = "default", *, volumes: str = "[]",
 
 def config_map(data: dict[str, str], name: str = "cfg") -> str:
     return f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}}}\ndata: {json.dumps(data)}\n---\n"
-
-
-def snapshot(root: Path) -> dict[str, Any]:
-    """Every path under `root`: a folder, a symlink (its target), a file (its content and mtime)."""
-    out: dict[str, Any] = {}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder, name)
-            st_ = path.lstat()
-            if path.is_symlink():
-                out[str(path)] = ("link", os.readlink(path))
-            elif path.is_dir():
-                out[str(path)] = ("dir",)
-            else:
-                out[str(path)] = (path.read_bytes(), st_.st_mtime_ns)
-    return out
 
 
 def canaries(folder: Path, owner: int | None = None) -> Path:
@@ -197,9 +181,9 @@ MAY_FAIL = {"name-300-chars"}
 
 def check(case: str, home: Path, canary: Path, as_root: bool = True) -> None:
     text, args, refusal, absent = CASES[case](canary, home)
-    before = snapshot(home)
+    before = tree_snapshot(home)
     rc, out, report = simulate(home, text, *args, as_root=as_root)
-    assert snapshot(home) == before, "files changed or appeared outside the run"
+    assert tree_snapshot(home) == before, "files changed or appeared outside the run"
     assert {p.read_text() for p in canary.iterdir()} == set(CANARIES.values())
     for path in absent:
         assert not path.exists(), path
@@ -239,10 +223,10 @@ def test_the_runs_that_run_succeed(tmp_path: Path) -> None:
                mounts="[{name: ckpt, mountPath: /ckpt, subPath: run/1}]",
                extra=(f"apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {{name: ../../x, namespace: {json.dumps(ns)}}}\n"
                       "spec: {accessModes: [ReadWriteMany], resources: {requests: {storage: 1Gi}}}\n---\n"))
-    before = snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     rc, out, report = simulate(tmp_path, text, "--run-command")
     assert rc == 0 and report["ok"], out
-    assert not ELSEWHERE.exists() and snapshot(tmp_path) == before
+    assert not ELSEWHERE.exists() and tree_snapshot(tmp_path) == before
 
 
 def test_a_symlink_a_container_planted_for_its_restart_is_refused(tmp_path: Path) -> None:
@@ -254,11 +238,11 @@ def test_a_symlink_a_container_planted_for_its_restart_is_refused(tmp_path: Path
     text = job(command=script, volumes="[{name: scratch, emptyDir: {}}]",
                mounts="[{name: scratch, mountPath: /scratch}, {name: scratch, mountPath: /sub, subPath: link}]")
     text = text.replace("backoffLimit: 0", "backoffLimit: 2").replace("restartPolicy: Never", "restartPolicy: OnFailure")
-    before = snapshot(tmp_path)
+    before = tree_snapshot(tmp_path)
     rc, out, _ = simulate(tmp_path, text, "--run-command")
     assert rc == 2, out
     assert "error: Job/default/paths pod paths-0 volume scratch subPath = 'link': leads out of its volume through a symlink" in out
-    assert snapshot(tmp_path) == before
+    assert tree_snapshot(tmp_path) == before
 
 
 # --- behind the API server's rules: the simulator's own guard ----------------------------------------------
@@ -276,7 +260,7 @@ def test_a_file_volume_never_writes_outside_its_folder(tmp_path: Path, relative:
     with pytest.raises(paths.UnsafePath) as err:
         container._volumes(pod, tmp_path / "pod", lambda m: tmp_path / "storage")
     assert "volume cfg file" in str(err.value) and isinstance(err.value, ValueError) and isinstance(err.value, JaxinfraError)
-    after = snapshot(tmp_path)   # the volume's own (empty) folder, nothing else
+    after = tree_snapshot(tmp_path)   # the volume's own (empty) folder, nothing else
     assert after and all(k.startswith(str(tmp_path / "pod")) and v == ("dir",) for k, v in after.items()), after
 
 

@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import unprivileged
-from conftest import ROOT
+from conftest import ROOT, tree_snapshot
 
 from jaxinfra.yamlio import dump
 
@@ -105,22 +105,6 @@ def seen(pod: dict[str, Any]) -> dict[str, str]:
         key, sep, value = line.partition("=")
         if sep and key.isupper() and key.replace("_", "").isalnum():
             out[key] = value
-    return out
-
-
-def snapshot(root: Path) -> dict[str, Any]:
-    """Every path under `root` (and itself): a folder, a symlink (its target), a file (its content and mtime)."""
-    out: dict[str, Any] = {str(root): ("dir", root.stat().st_mtime_ns)}
-    for folder, dirs, files in os.walk(root):
-        for name in dirs + files:
-            path = Path(folder, name)
-            st = path.lstat()
-            if path.is_symlink():
-                out[str(path)] = ("link", os.readlink(path))
-            elif path.is_dir():
-                out[str(path)] = ("dir", st.st_mtime_ns)
-            else:
-                out[str(path)] = (path.read_bytes(), st.st_mtime_ns, st.st_mode, st.st_uid)
     return out
 
 
@@ -288,13 +272,13 @@ def test_writes_land_in_the_pods_own_layer_never_on_the_machine(home: Path, cana
     script = (f'C={canary}; rm -f $C/a && echo RM=done >&2; [ -e $C/a ] && echo A=present >&2 || echo A=gone >&2; '
               f'echo pod > $C/b && echo B="$(cat $C/b)" >&2; echo new > $C/c && echo C=written >&2; '
               f'touch {usr} && echo USR=written >&2; ls $C | tr "\\n" " " | sed "s/^/LS=/" >&2')
-    before = snapshot(canary)
+    before = tree_snapshot(canary, folders=True)
     rc, report, out = simulate(home, [job("cow", script)], as_root=as_root)
     got = seen(pods(report)["cow-0"])
     assert rc == 0, out
     assert (got.get("RM"), got.get("A"), got.get("B"), got.get("C")) == ("done", "gone", "pod", "written"), got
     assert got["LS"].split() == ["b", "c"], got   # the pod saw its own changes ...
-    assert snapshot(canary) == before             # ... the machine none of them
+    assert tree_snapshot(canary, folders=True) == before             # ... the machine none of them
     assert not Path(usr).exists()
     if as_root:
         assert got.get("USR") == "written", got
@@ -404,12 +388,12 @@ def test_the_image_folder_is_never_written(home: Path, canary: Path, root_canary
     """The pod rewrites and deletes its image's files and writes through its symlinks: DIR and what its links point
     to on the machine stay as they were; a link resolves inside the container (/root there is empty)."""
     image = image_folder(home, canary)
-    before, hostname, canary_before = snapshot(image), Path("/etc/hostname").read_bytes(), snapshot(canary)
+    before, hostname, canary_before = tree_snapshot(image, folders=True), Path("/etc/hostname").read_bytes(), tree_snapshot(canary, folders=True)
     rc, report, out = simulate(home, [job("img", IMAGE_SCRIPT, image=APP_IMAGE)], "--image", f"{APP_IMAGE}={image}",
                                as_root=as_root)
     got = seen(pods(report)["img-0"])
     assert rc == 0, out
-    assert snapshot(image) == before and snapshot(canary) == canary_before and Path("/etc/hostname").read_bytes() == hostname
+    assert tree_snapshot(image, folders=True) == before and tree_snapshot(canary, folders=True) == canary_before and Path("/etc/hostname").read_bytes() == hostname
     assert got["ESCAPE"] == hostname.decode().strip() and got["PASSWD"] == "/up/passwd" and int(got["UP"]) > 5, got
     assert root_canary.name not in got["ROOTLINK"] and set(got["ROOTLINK"].split()) <= python_entries("/root"), got
     assert got["THROUGH"] == "pod", got   # written in the pod's layer, through the image's link
@@ -431,19 +415,19 @@ def test_a_root_container_may_rewrite_its_images_files(home: Path) -> None:
 @MODES
 def test_working_dir_in_the_image(home: Path, as_root: bool) -> None:
     image = image_folder(home)
-    before = snapshot(image)
+    before = tree_snapshot(image, folders=True)
     rc, report, out = simulate(home, [job("app", "sh run.sh", image=APP_IMAGE, workingDir="/app")],
                                "--image", f"{APP_IMAGE}={image}", as_root=as_root)
     got = seen(pods(report)["app-0"])
     assert rc == 0 and (got["RUN"], got["PWD"]) == ("ok", "/app"), (out, got)
     if as_root:
         assert got.get("APP_W") == "yes", got
-    assert snapshot(image) == before
+    assert tree_snapshot(image, folders=True) == before
 
 
 def test_a_relative_working_dir_is_refused_as_runc_does(home: Path) -> None:
     image = image_folder(home)
-    before = snapshot(image)
+    before = tree_snapshot(image, folders=True)
     rc, report, out = simulate(home, [job("rel", "echo RAN=yes >&2", image=APP_IMAGE, workingDir="../../../../etc")],
                                "--image", f"{APP_IMAGE}={image}")
     assert rc == 1, out
@@ -451,7 +435,7 @@ def test_a_relative_working_dir_is_refused_as_runc_does(home: Path) -> None:
     assert w["verdict"] == "failed" and w["attempts"] == [], w
     [problem] = w["problems"]
     assert "workingDir" in problem["path"] and problem["message"].startswith("RunContainerError"), problem
-    assert snapshot(image) == before
+    assert tree_snapshot(image, folders=True) == before
 
 
 # --- 5. ServiceAccount tokens -----------------------------------------------------------------------------------
