@@ -191,13 +191,14 @@ CAP_JOBS = {
 }
 
 
-@pytest.fixture(scope="module")
-def caps_report() -> Iterator[dict[str, dict[str, Any]]]:
-    """One simulation of every capability case, a Job each."""
+@pytest.fixture(scope="module", params=[True, False], ids=["root", "unprivileged"])
+def caps_report(request: pytest.FixtureRequest) -> Iterator[dict[str, dict[str, Any]]]:
+    """One simulation of every capability case, a Job each, as root and as uid 65534 (the same sets, held in the
+    pod's user namespace either way)."""
     folder = unprivileged.scratch_home()
     try:
         rc, report, out = simulate(folder, [job(name, CAPS, sc=sc or None, pod_sc=pod_sc)
-                                            for name, (sc, pod_sc) in CAP_JOBS.items()])
+                                            for name, (sc, pod_sc) in CAP_JOBS.items()], as_root=request.param)
         assert rc == 0, out
         yield {name: pods(report)[f"{name}-0"] for name in CAP_JOBS}
     finally:
