@@ -59,6 +59,7 @@ class PodRun:
     preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
     deaf: str | None = None         # its PID 1's command, if that had no SIGTERM handler when the SIGTERM came
     group: Any = None               # its cgroup (cgroups.PodGroup), where its limits are enforced
+    unapplied: list[str] = field(default_factory=list)   # what of its securityContext this machine could not give it
 
     @property
     def last_stderr(self) -> str | None:
@@ -75,7 +76,8 @@ class PodRun:
                 "reason": self.reason, "timings": {k: round(v, 3) for k, v in self.timings.items()},
                 "checks": checks, "checks_passed": bool(checks) and all(c["ok"] for c in checks.values()),
                 "probe_timings": (self.result or {}).get("timings", {}), "program": (self.result or {}).get("program"),
-                "stderr_tail": list(self.stderr_tail), "security": self.pod.security.as_dict(),
+                "stderr_tail": list(self.stderr_tail),
+                "security": {**self.pod.security.as_dict(), "not_applied": self.unapplied},
                 "limits": {"memory": self.pod.memory_limit, "cpu_millis": self.pod.cpu_millis,
                            "enforced": self.group is not None},
                 "memory_peak": self.group.peak_bytes() if self.group is not None else None}
@@ -216,6 +218,7 @@ class Runner:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         r.group = self.node.cgroup(r.pod, self.attempt_index) if self.node is not None else None
+        r.unapplied = sandbox.unapplied(self.isolation, r.pod.security)
         joins = [j for j in (r.group.enter if r.group else None, self.node.network.join if self.node else None) if j]
         mine, theirs = sandbox.Handshake.pair()
         with interrupts.held():

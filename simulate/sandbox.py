@@ -283,6 +283,20 @@ def become_user(libc: ctypes.CDLL, strategy: str, s: Security) -> None:
         _call(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
+def unapplied(strategy: str, s: Security) -> list[str]:
+    """What of a container's securityContext this way in cannot give it, for the report."""
+    out = list(s.notes)
+    if strategy == "user" and s.groups:
+        out.append(f"supplementary groups {list(s.groups)} (fsGroup, supplementalGroups) not set: setgroups(2) is denied "
+                   "in an unprivileged user namespace without newuidmap")
+    if strategy == "user" and s.fs_group is not None:
+        out.append("fsGroup ownership of volumes not applied: only root can give files away")
+    if s.privileged:
+        out.append("privileged: its capabilities hold inside the pod's user namespace only; the machine's devices, /sys "
+                   "and /proc/sys stay read-only")
+    return out
+
+
 @dataclass(frozen=True)
 class Attempt:
     strategy: str

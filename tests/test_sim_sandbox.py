@@ -168,7 +168,9 @@ def test_run_as_user_group_and_fs_group(home: Path, as_root: bool) -> None:
     assert (got["UID"], got["GID"]) == ("1000", "3000"), got
     assert (pod["security"]["uid"], pod["security"]["gid"], pod["security"]["groups"]) == (1000, 3000, [2000])
     if as_root:   # unprivileged, setgroups(2) is denied in the user namespace: the groups cannot be set
-        assert "2000" in got["GROUPS"].split(), got
+        assert "2000" in got["GROUPS"].split() and pod["security"]["not_applied"] == [], got
+    else:         # ... and the report says so
+        assert any("supplementary groups [2000]" in n for n in pod["security"]["not_applied"]), pod["security"]
 
 
 @ROOT_ONLY
