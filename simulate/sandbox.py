@@ -439,7 +439,8 @@ def diagnose(platform: str, uid: int, attempts: list[Attempt], sysctls: Mapping[
                 "run it where unshare(2) is allowed: start a Docker container with --cap-add SYS_ADMIN "
                 "--security-opt apparmor=unconfined (or --security-opt seccomp=unconfined --security-opt apparmor=unconfined)")
     last = attempts[-1] if attempts else Attempt("user", "unshare(user)", errno.EPERM)
-    if last.step in ("make / private", "bind-mount /etc/hosts") and last.errno in (errno.EPERM, errno.EACCES):
+    mounting = ("make / private", "tmpfs at", "bind ", "overlay at", "mount /proc", "make ", "mask ", "pivot_root")
+    if (last.step or "").startswith(mounting) and last.errno in (errno.EPERM, errno.EACCES):
         return (f"{last.step} was denied ({os.strerror(last.errno)}) inside a new namespace: a security module "
                 "(AppArmor's docker-default profile, SELinux) forbids mounts",
                 "start the container with --security-opt apparmor=unconfined, or run on a host without that policy")

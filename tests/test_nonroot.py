@@ -136,7 +136,7 @@ DENIED_UNSHARE = [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("
      {"kernel.apparmor_restrict_unprivileged_userns": "1", "user.max_user_namespaces": "63000"}, 0,
      "AppArmor restricts unprivileged user namespaces", "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
     ("linux", 0, DENIED_UNSHARE, {}, 2, "a seccomp filter forbids new namespaces", "--cap-add SYS_ADMIN --security-opt apparmor=unconfined"),
-    ("linux", 0, [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "bind-mount /etc/hosts", EPERM)], {}, 0,
+    ("linux", 0, [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "bind /etc/hosts at /tmp/x/root/etc/hosts", EPERM)], {}, 0,
      "a security module", "--security-opt apparmor=unconfined"),
     ("linux", 1000, [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "sethostname", errno.EINVAL)], {}, 0,
      "sethostname: Invalid argument", "`unshare -U -m --map-root-user true` must succeed), or run it as root (sudo)"),
