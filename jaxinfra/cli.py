@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from jaxinfra.errors import CommandFailed, JaxinfraError, Problem, SpecError
+from jaxinfra.errors import CommandFailed, JaxinfraError, ManifestError, Problem, SpecError
 
 if TYPE_CHECKING:
     from jaxinfra.spec import Cluster
@@ -170,11 +170,16 @@ def catalog(
 
 
 @app.command()
-def validate(files: Annotated[list[Path], typer.Argument(help="YAML manifest files.", show_default=False)]) -> None:
+def validate(files: Annotated[list[Path], typer.Argument(help="YAML or JSON manifest files, and folders (recursively: their .json, .yaml and .yml files, as `kubectl apply -f DIR -R`).", show_default=False)]) -> None:
     """Strictly validate manifests: built-in kinds against Kubernetes' schema, CRDs against theirs."""
+    from jaxinfra import manifest_paths
     from jaxinfra.validate import K8S_VERSION, validate_files
 
-    if problems := validate_files(files):
+    problems: list[Problem] = []
+    given, files = files, manifest_paths.expand(files, problems)
+    problems += [Problem(str(p), str(p), "no .json, .yaml or .yml file in this folder", "pass a folder of manifests")
+                 for p in given if p.is_dir() and not any(f.is_relative_to(p) for f in files)]
+    if problems := problems + validate_files(files):
         for p in problems:
             print(f"error: {p}", file=sys.stderr)
         raise CommandFailed(f"{len(problems)} schema problems in {len(files)} files (Kubernetes {K8S_VERSION}, strict)")
@@ -264,12 +269,12 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dic
     return ({image: folder.resolve() for image, folder in images.items()}, {name: folder.resolve() for name, folder in claims.items()})
 
 
-def _shadow_notes(sources: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
+def _shadow_notes(sources: list[Any]) -> list[str]:
     """What each CPU shadow among the inputs proves and cannot, for the report (here, where the spec is loaded
     already, not in the simulator's warm child)."""
     from jaxinfra.names import SHADOW_OF
 
-    manifests = [m for _, found in sources for m in found]
+    manifests = [m for source in sources for m in source.manifests]
     if not any(SHADOW_OF in ((m.get("metadata") or {}).get("annotations") or {}) for m in manifests):
         return []
     from jaxinfra.shadow import notes
@@ -277,20 +282,32 @@ def _shadow_notes(sources: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
     return notes(manifests)
 
 
-def _sources(inputs: list[Path], backend: str | None) -> list[tuple[str, list[dict[str, Any]]]]:
-    """(source, manifests) per cluster: a stack is synthesized in memory, a YAML file read as is."""
-    from jaxinfra import manifests
-    from jaxinfra.simulate.inputs import load_files
+def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
+    """The clusters of one invocation (`jaxinfra.simulate.sources.Source`): each stack its own (synthesized in memory),
+    all the YAML files and folders (walked as `kubectl apply -f DIR -R` does) one more, read as they are."""
+    from jaxinfra import manifest_paths, manifests, stack
+    from jaxinfra.simulate import sources
 
     stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
-    out = [(str(path), manifests(cluster)) for path, cluster in _load(stacks, backend)] if stacks else []
-    return out + [(str(path), load_files([path])) for path in inputs if path not in stacks]
+    out = [sources.applied(str(path), [(str(path), m) for m in manifests(cluster)]) for path, cluster in _load(stacks, backend)] \
+        if stacks else []
+    given = [p for p in inputs if p.suffix != ".py"]          # YAML files, and folders (their stacks are loaded above)
+    problems: list[Problem] = []
+    files = manifest_paths.expand(given, problems)
+    for folder in filter(Path.is_dir, given):
+        if not stack.discover(folder) and not any(f.is_relative_to(folder) for f in files):
+            problems.append(Problem(str(folder), str(folder), "no stack (.py) and no .json, .yaml or .yml file in this folder",
+                                    "pass a folder of stacks or of manifests"))
+    items, unreadable = sources.read(files)
+    if problems := problems + unreadable:
+        raise ManifestError(problems)
+    return out + ([sources.applied(", ".join(map(str, given)), items)] if files else [])
 
 
 @app.command()
 def simulate(
     ctx: typer.Context,
-    inputs: Annotated[Optional[list[Path]], typer.Argument(help="Stack files or YAML manifests (default: stacks/cpu_dev.py).", show_default=False)] = None,
+    inputs: Annotated[Optional[list[Path]], typer.Argument(help="Stack files (.py), YAML or JSON manifest files, and folders (default: stacks/cpu_dev.py). One invocation, one cluster: every manifest file and folder given (folders recursively, their .json, .yaml and .yml files in sorted order, as `kubectl apply -f DIR -R`) is applied to one cluster, a later object updating an earlier one of the same kind, namespace and name (a workload defined twice, differently, is a problem: its pod template is immutable); each stack file (a folder's too) is a cluster of its own.", show_default=False)] = None,
     json_report: Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON here.")] = None,
     run_command: Annotated[bool, typer.Option("--run-command", help="Run each container's own command instead of the built-in probe.")] = False,
     kill: Annotated[list[str], typer.Option(help="SIGKILL a pod: POD@SECONDS after it starts (POD: hostname or rank).")] = [],
@@ -309,7 +326,10 @@ def simulate(
     k8s_client: Annotated[bool, typer.Option("--k8s-client/--no-k8s-client", help="Pods' Python can import the kubernetes package, as in an image built with jax[k8s] (default); --no-k8s-client: as in an image with plain jax.")] = True,
     image: Annotated[list[str], typer.Option("--image", help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).")] = [],
 ) -> None:
-    """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would."""
+    """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would.
+
+    All the YAML given is one cluster (a Job and its ServiceAccount, a workload and its Kueue queues, a TrainJob and its
+    runtime may be in different files); each stack is its own. The report names the file each object came from."""
     from jaxinfra.simulate.options import Options
 
     inputs = inputs or [Path("stacks/cpu_dev.py")]

@@ -75,28 +75,24 @@ def validate_objects(objects: Iterable[Mapping], source: str = "<memory>") -> li
 
 
 def validate_files(paths: Iterable[str | Path]) -> list[Problem]:
-    """Every problem in multi-document YAML files; unreadable or unparsable files are problems too.
+    """Every problem in multi-document YAML (or JSON) files; unreadable or unparsable files are problems too.
+    A folder stands for its .json, .yaml and .yml files, recursively (`jaxinfra.manifest_paths`, as
+    `kubectl apply -f DIR -R` reads it).
 
     Empty documents (a stray `---`) are skipped but still counted, so `#index` is the document's
     position in its file (0-based).
     """
-    import yaml
+    from jaxinfra.manifest_paths import expand
+    from jaxinfra.yamlio import read_documents
 
     _require_dependencies()
     problems: list[Problem] = []
-    for path in paths:
-        source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as err:
-            problems.append(Problem(source, None, f"cannot read the file: {err}", "check the path"))
-            continue
-        try:
-            for index, doc in enumerate(yaml.load_all(text, Loader=_yaml_loader())):
-                if doc is not None:
-                    problems.extend(_validate_document(doc, source, index))
-        except yaml.YAMLError as err:
-            problems.append(_yaml_problem(source, err))
+    for path in expand(map(Path, paths), problems):
+        docs, decoding = read_documents(path)  # the API server's decoding bounds (jaxinfra.yamlio)
+        problems += decoding
+        for doc in docs:
+            if doc.value is not None:
+                problems.extend(_validate_document(doc.value, str(path), doc.index))
     return problems
 
 
@@ -410,13 +406,6 @@ def _yaml_loader() -> type:
     import yaml
 
     return getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
-def _yaml_problem(source: str, err: Exception) -> Problem:
-    mark = getattr(err, "problem_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-    detail = getattr(err, "problem", None) or str(err)
-    return Problem(source, None, f"invalid YAML{where}: {detail}", f"fix the YAML syntax{where}")
 
 
 def _json_path(at: _JsonPath) -> str:

@@ -26,6 +26,7 @@ from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, Listener, Runner
+from jaxinfra.simulate.sources import Source
 
 #: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
 IP_BLOCK = 40
@@ -41,12 +42,13 @@ MIN_ATTEMPT_INTERVAL_S = 0.25
 
 @dataclass
 class WorkloadResult:
-    source: str                     # the file or stack whose manifests define it (one cluster each)
+    source: str                     # the file (or stack) its workload object came from
     workload: model.Workload
     attempts: list[Attempt] = field(default_factory=list)
     verdict: str = "pending"        # succeeded | failed
     reason: str | None = None
     recreated: int = 0              # times its pods were recreated (new names and IPs); in-place restarts keep them
+    manifests: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)   # its cluster's objects
 
     @property
     def restarts(self) -> int:
@@ -68,7 +70,8 @@ class Report:
     problems: tuple[Problem, ...] = ()
     seconds: float = 0.0
     api_log: list[str] = field(default_factory=list)   # the API server's request log, when the simulation had one
-    notes: list[str] = field(default_factory=list)     # what the run cannot tell (a CPU shadow's limits)
+    notes: list[str] = field(default_factory=list)     # what the run cannot tell (a CPU shadow's limits), objects applied twice
+    inputs: dict[str, list[str]] = field(default_factory=dict)   # per file (or stack), the objects the clusters hold from it
 
     @property
     def ok(self) -> bool:
@@ -81,7 +84,7 @@ class Report:
 
     def as_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "seconds": round(self.seconds, 3), "problems": [_problem(p) for p in self.problems],
-                "api_server": self.api_log, "notes": self.notes,
+                "api_server": self.api_log, "notes": self.notes, "inputs": self.inputs,
                 "workloads": [r.as_dict() for r in self.results]}
 
 
@@ -131,23 +134,27 @@ def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
     return "Count"
 
 
-Sources = Sequence[tuple[str, Sequence[Mapping[str, Any]]]]
+Sources = Sequence[Source]
+"""The clusters of one invocation (simulate/sources.py): all its YAML files one, each stack its own."""
 
 
 def _plan(sources: Sources, check_all: bool) -> Report:
-    """Emulate each source as its own cluster; its static problems, before anything runs."""
+    """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file."""
     report = Report([])
-    for source, manifests in sources:
-        cluster = emulate(manifests, (1, 0), check_all)
-        report.problems += tuple(Problem(f"{source}: {p.path}", p.value, p.message, p.fix) for p in cluster.problems)
-        ids = [w.id for w in cluster.workloads]
-        report.problems += tuple(Problem(f"{source}: {i}", ids.count(i), "defined more than once", "give each workload its own name")
-                                 for i in sorted(set(ids)) if ids.count(i) > 1)
-        report.results += [WorkloadResult(source, w) for w in cluster.workloads]
+    for source in sources:
+        cluster = emulate(source.manifests, (1, 0), check_all)
+        report.problems += source.problems + tuple(source.where(p) for p in cluster.problems)
+        report.notes += source.notes
+        for file, ids in source.inputs().items():
+            report.inputs.setdefault(file, []).extend(ids)
+        report.results += [WorkloadResult(source.file_of(w.id), w, manifests=source.manifests) for w in cluster.workloads]
+        if not cluster.workloads and len(sources) > 1:
+            report.notes.append(f"{source.name}: no workload here; each stack file is a cluster of its own and all the YAML "
+                                "another, so these objects reach no other cluster's workloads")
         if not check_all:  # the containers' own commands run: each needs one
             report.problems += tuple(
-                Problem(f"{source}: {w.id} container {w.pods[0].container}", None,
-                        "no command: the image's entrypoint is not known here", "set command (and args) on the container")
+                source.where(Problem(f"{w.id} container {w.pods[0].container}", None,
+                                     "no command: the image's entrypoint is not known here", "set command (and args) on the container"))
                 for w in cluster.workloads if w.pods and not w.pods[0].command)
     if not report.results and not report.problems:
         report.problems = (Problem("manifests", 0, "no JobSet or Indexed Job to simulate",
@@ -216,11 +223,10 @@ def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> N
 
 
 def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
-    """Run every workload, one after another: each source (file or stack) is one cluster."""
+    """Run every workload, one after another: each source (all the YAML, or one stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
     report = _plan(sources, check_all=not options.run_command)
-    manifests_of = dict(sources)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
@@ -239,7 +245,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                 if not options.run_command:
                     preload()
                 for result in runnable:
-                    _run_workload(result, manifests_of[result.source], sim)
+                    _run_workload(result, result.manifests, sim)
             finally:
                 if sim.server is not None:
                     sim.server.close()

@@ -94,11 +94,15 @@ class Reporter:
                            highlight=False, soft_wrap=True)
 
     def summary(self, report: Report) -> None:
-        """Problems, then per workload its verdict line and a table of its last attempt's pods.
+        """The file each object came from (where there were several), problems, then per workload its verdict line
+        and a table of its last attempt's pods.
 
         Nothing is ever cut short: without a terminal (CI logs) rich lays tables out in 80
         columns, so every column folds instead of ending in "…", and the verdict is a line of its own.
         """
+        if len(report.inputs) > 1 and not all(f.endswith(".py") for f in report.inputs):   # several files: which object from which
+            for file, ids in report.inputs.items():
+                self.console.print(f"from {escape(file)}: {escape(', '.join(ids))}", highlight=False, soft_wrap=True)
         for p in report.problems:
             self.console.print(f"[red]error[/]: {escape(str(p))}", highlight=False, soft_wrap=True)
         for note in report.notes:

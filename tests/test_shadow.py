@@ -215,18 +215,20 @@ def simulate(files: list[Path], tmp: Path, *extra: str) -> tuple[int, dict[str, 
 
 
 def test_shadows_pass_the_simulator(tmp_path: Path) -> None:
-    """Every single-slice shadow in one run, the v5p 4x4x8 one at 32 processes x 4 devices included."""
+    """Every single-slice shadow, the v5p 4x4x8 one at 32 processes x 4 devices included; each file its own
+    invocation, since each is a cluster of its own (their JobSets share a name)."""
     pytest.importorskip("jax")
     paths = [p for p in STACKS if p.stem != "tpu_v5p_2x2x4_x2"] + [V5P_4X4X8]
-    files = []
+    workloads = []
     for path in paths:
-        files.append(tmp_path / f"{path.stem}.yaml")
-        files[-1].write_text(dump(manifests(shadow(stack.load(path)))))
-    rc, report, err = simulate(files, tmp_path)
-    assert rc == 0, err[-3000:]
-    assert [(w["verdict"], w["pods"]) for w in report["workloads"]] == [("succeeded", plan(stack.load(p)).jobs[0].processes)
-                                                                       for p in paths]
-    [big] = [w for w in report["workloads"] if w["pods"] == 32]
+        (tmp_path / path.stem).mkdir()
+        file = tmp_path / path.stem / f"{path.stem}.yaml"
+        file.write_text(dump(manifests(shadow(stack.load(path)))))
+        rc, report, err = simulate([file], tmp_path / path.stem)
+        assert rc == 0, err[-3000:]
+        workloads += report["workloads"]
+    assert [(w["verdict"], w["pods"]) for w in workloads] == [("succeeded", plan(stack.load(p)).jobs[0].processes) for p in paths]
+    [big] = [w for w in workloads if w["pods"] == 32]
     assert all(p["checks_passed"] for p in big["attempts"][0]["pods"])
 
 
