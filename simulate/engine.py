@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import importlib.util
 import itertools
 import os
 import random
@@ -169,9 +168,6 @@ PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin
 on the critical path; a name this jaxlib lacks is skipped."""
 
 
-NETWORK = importlib.util.find_spec("jaxinfra.simulate.netns") is not None
-
-
 def preload() -> None:
     """What the probe pods need, imported in the process that will fork them."""
     for name in PRELOAD:
@@ -239,7 +235,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
             try:
                 rootfs.machine()   # read once, before any pod is forked
                 limited = any(p.memory_limit or p.cpu_millis for r in runnable for p in r.workload.pods)
-                sim.node = Node.create(f"{os.getpid()}-{seed}", limited, network=NETWORK)
+                sim.node = Node.create(f"{os.getpid()}-{seed}", limited)
                 report.notes.extend(sim.node.notes)
                 _start_api_server(sim, runnable)
                 if not options.run_command:

@@ -24,19 +24,18 @@ class Node:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, name: str, limited: bool, network: bool) -> Node:
-        """`limited`: some pod has a memory or CPU limit; `network`: give the pods a network namespace."""
+    def create(cls, name: str, limited: bool) -> Node:
+        """`limited`: some pod has a memory or CPU limit (only then are cgroups made)."""
         node = cls()
         try:
             if limited:
                 node.groups = cgroups.Session.create(name)
                 node.notes += node.groups.controllers.unenforced()
-            if network:
-                from . import netns
+            from . import netns
 
-                node.network = netns.Network.create()
-                if node.network.egress_note:
-                    node.notes.append(node.network.egress_note)
+            node.network = netns.Network.create()
+            if node.network.egress_note:
+                node.notes.append(node.network.egress_note)
         except BaseException:
             node.close()
             raise
