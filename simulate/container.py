@@ -63,10 +63,9 @@ class Container:
 
 def prepare(pod: model.Pod, pod_dir: Path, records: Mapping[str, str], options: Options, faults: Faults,
             sitecustomize: Path | None, credentials: Credentials | None, storage: Callable[[model.Mount], Path]) -> Container:
-    """A (re)started container's files: a fresh filesystem and sandbox folder (an emptyDir outlives them), the
-    hosts file with the cluster's DNS `records`, the token volume, each volume's source."""
-    for fresh in ("fs", "sandbox"):
-        shutil.rmtree(pod_dir / fresh, ignore_errors=True)
+    """A (re)started container's files: a fresh sandbox folder (an emptyDir outlives it), the hosts file with the
+    cluster's DNS `records`, the token volume, each volume's source."""
+    shutil.rmtree(pod_dir / "sandbox", ignore_errors=True)
     (pod_dir / "sandbox").mkdir(parents=True)
     hosts = pod_dir / "sandbox" / "hosts"
     hosts.write_text(dns.hosts_file(pod, records), encoding="utf-8")

@@ -213,7 +213,8 @@ def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> N
 
     tokens = {account: secrets.token_urlsafe(32) for account in accounts}
     sim.server = ApiServer(sim.api[0], {token: Subject(*account) for account, token in tokens.items()}, sim.tmp / "apiserver.log")
-    sim.server.start([], sim.node.network.join if sim.node is not None and sim.node.network is not None else None)
+    network = sim.node.network if sim.node is not None else None
+    sim.server.start([], network.join if network is not None else None)
     sim.api = (sim.api[0], sim.server.port)
     sim.credentials = Credentials(sim.server.ca_pem, tokens)
 

@@ -8,11 +8,13 @@ note in the report instead.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from . import cgroups, model
+
+if TYPE_CHECKING:
+    from .netns import Network
 
 
 @dataclass
@@ -20,7 +22,7 @@ class Node:
     """What every pod of one simulation shares."""
 
     groups: cgroups.Session | None = None
-    network: Any = None                 # netns.Network: the pods' network namespace
+    network: Network | None = None      # the pods' network namespace
     notes: list[str] = field(default_factory=list)
 
     @classmethod
@@ -45,7 +47,7 @@ class Node:
         """The group enforcing this pod's limits in this attempt, if it has any and this machine allows it."""
         if self.groups is None or (pod.memory_limit is None and pod.cpu_millis is None):
             return None
-        return self.groups.pod(f"{attempt}-{pod.global_index}-{os.getpid()}", pod.memory_limit, pod.cpu_millis)
+        return self.groups.pod(f"{attempt}-{pod.global_index}", pod.memory_limit, pod.cpu_millis)
 
     def connect(self, ip: str, port: int) -> bool:
         """Whether something listens at ip:port, seen from inside the pod network."""

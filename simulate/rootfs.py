@@ -116,17 +116,18 @@ def _python_paths() -> set[str]:
     return {os.path.realpath(p) for p in paths} | paths
 
 
+def _inside(path: str, folders: Iterable[str]) -> bool:
+    """Whether `path` is one of `folders` or lies beneath one."""
+    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
+
+
 def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
     """Paths, without those inside another of them."""
     out: list[str] = []
     for p in sorted(set(paths), key=lambda p: (p.count("/"), p)):
-        if not any(p == o or p.startswith(o.rstrip("/") + "/") for o in out):
+        if not _inside(p, out):
             out.append(p)
     return tuple(out)
-
-
-def _inside(path: str, folders: Iterable[str]) -> bool:
-    return any(path == f or path.startswith(f.rstrip("/") + "/") for f in folders)
 
 
 @functools.cache
@@ -138,7 +139,7 @@ def machine() -> Machine:
         kind = f"link:{os.readlink(entry.path)}" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
         entries.append((entry.name, kind))
     points = _mount_points()
-    mounted = frozenset(name for name, _ in entries if any(p == f"/{name}" or p.startswith(f"/{name}/") for p in points))
+    mounted = frozenset(name for name, _ in entries if any(_inside(p, [f"/{name}"]) for p in points))
     home = os.path.realpath(os.environ.get("HOME") or "/")
     scratch = os.path.realpath(tempfile.gettempdir())
     hidden = _outermost([*(f"/{n}" for n in HIDDEN), *(f"/{n}" for n in HIDDEN_NESTED),
@@ -180,17 +181,14 @@ class Builder:
     def __init__(self, libc: ctypes.CDLL, root: Path, layers: Path, read_only: bool):
         self.libc, self.root, self.layers, self.read_only = libc, root, layers, read_only
         self.count = 0
-        self.late_read_only: list[Path] = []   # made read-only once everything is in place
 
     def mount(self, source: str | None, target: Path, fstype: str | None, flags: int, data: str | None, step: str) -> None:
         if self.libc.mount(source.encode() if source else None, str(target).encode(), fstype.encode() if fstype else None,
                            flags, data.encode() if data else None) != 0:
             raise RootError(step, ctypes.get_errno())
 
-    def tmpfs(self, target: Path, mode: str = "0755", read_only: bool = False) -> None:
+    def tmpfs(self, target: Path, mode: str = "0755") -> None:
         self.mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode}", f"tmpfs at {target}")
-        if read_only:
-            self.late_read_only.append(target)
 
     def bind(self, source: str, target: Path, read_only: bool, recursive: bool = True) -> None:
         self.mount(source, target, None, MS_BIND | (MS_REC if recursive else 0), None, f"bind {source} at {target}")
@@ -230,6 +228,7 @@ class Builder:
     def system(self, m: Machine, image: Path | None) -> None:
         """The machine's top level, its hidden folders and its Python; the image's files over them."""
         self.tmpfs(self.root)
+        emptied: list[Path] = []   # the users' folders, read-only under readOnlyRootFilesystem once the Python is back
         own = {e.name: e for e in os.scandir(image)} if image is not None else {}
         names = {name: kind for name, kind in m.entries}
         for name in sorted(set(names) | {n for n in own if n not in SPECIAL}):
@@ -247,18 +246,19 @@ class Builder:
                 elif mine is not None or host:
                     self.overlay(([mine.path] if mine is not None else []) + host, target)
                 else:
-                    self.tmpfs(target, "1777" if name == "tmp" else "0755", read_only=self.read_only)
+                    self.tmpfs(target, "1777" if name == "tmp" else "0755")
+                    emptied.append(target)
         for folder in m.hidden:
             target = join(self.root, folder)
             if folder.count("/") > 1 and target.is_dir():
-                self.tmpfs(target, "1777" if folder.endswith("tmp") else "0755", read_only=self.read_only)
+                self.tmpfs(target, "1777" if folder.endswith("tmp") else "0755")
+                emptied.append(target)
         for path in m.python:
             target = self.root / path.lstrip("/")
             self.place(target, True)
             self.overlay([path], target)
-        for target in self.late_read_only:   # before the volumes: one mounted at such a folder keeps its own mode
+        for target in emptied if self.read_only else []:   # before the volumes: one mounted there keeps its own mode
             self.remount_read_only(target)
-        self.late_read_only = []
         for secret in SECRETS:
             self._blank(self.root / secret)
         for pattern in SECRET_GLOBS:
@@ -304,12 +304,12 @@ class Builder:
         target.mkdir(exist_ok=True)
         self.bind("/sys", target, read_only=True)
         cgroup = "/sys/fs/cgroup"
-        if any(p == cgroup or p.startswith(cgroup + "/") for p in m.sys_mounts):
+        if any(_inside(p, [cgroup]) for p in m.sys_mounts):
             self.mount("tmpfs", self.root / cgroup.lstrip("/"), "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "mode=0555",
                        "hide the machine's cgroups")
         for point in m.sys_mounts:   # a recursive bind's read-only flag is its top mount's only
             inner = self.root / point.lstrip("/")
-            if point == cgroup or point.startswith(cgroup + "/") or not inner.is_dir():
+            if _inside(point, [cgroup]) or not inner.is_dir():
                 continue
             try:
                 self.remount_read_only(inner)
@@ -318,8 +318,6 @@ class Builder:
 
     def finish(self) -> None:
         (self.root / "proc").mkdir(exist_ok=True)
-        for target in self.late_read_only:
-            self.remount_read_only(target)
         if self.read_only:
             self.remount_read_only(self.root)
 

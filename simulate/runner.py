@@ -220,11 +220,11 @@ class Runner:
         r.group = self.node.cgroup(r.pod, self.attempt_index) if self.node is not None else None
         r.unapplied = sandbox.unapplied(self.isolation, r.pod.security)
         joins = [j for j in (r.group.enter if r.group else None, self.node.network.join if self.node else None) if j]
-        mine, theirs = sandbox.Handshake.pair()
+        mine, theirs = sandbox.Handshake.pair() if self.isolation == "privileged" else (None, None)   # root maps all ids
         with interrupts.held():
             pid = os.fork()
             if pid == 0:
-                others = [*self.selector.get_map(), *self.controls, control_w, theirs.ask, theirs.done]
+                others = [*self.selector.get_map(), *self.controls, control_w, *([theirs.ask, theirs.done] if theirs else [])]
                 container.become(c, self.isolation, control_r, status_w, out_w, err_w, others, self.options, self.workload,
                                  mine, joins)
             try:
@@ -233,10 +233,10 @@ class Runner:
                 pass
             for fd in (control_r, status_w, out_w, err_w):
                 os.close(fd)
-            mine.close()
-            if self.isolation == "privileged":
+            if mine is not None and theirs is not None:
+                mine.close()
                 sandbox.grant(pid, theirs)
-            theirs.close()
+                theirs.close()
             r.pid, r.control = pid, control_w
             self.controls.add(control_w)
             r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr", os.pidfd_open(pid): "exit"}

@@ -36,7 +36,6 @@ import errno
 import functools
 import json
 import os
-import platform as _platform
 import select
 import sys
 import tempfile
@@ -61,10 +60,6 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_CAP_AMBIENT = 47
 PR_CAP_AMBIENT_CLEAR_ALL = 4
 CAPSET_VERSION_3 = 0x20080522
-SYS_CAPSET = {"x86_64": 126, "aarch64": 91}
-SYS_SETGROUPS = {"x86_64": 116, "aarch64": 159}
-SYS_SETRESUID = {"x86_64": 117, "aarch64": 147}
-SYS_SETRESGID = {"x86_64": 119, "aarch64": 149}
 
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the ServiceAccount token volume is mounted in every container that gets one."""
@@ -122,10 +117,6 @@ def _libc() -> ctypes.CDLL:
 def _call(result: int, step: str) -> None:
     if result != 0:
         raise SandboxError(step, ctypes.get_errno())
-
-
-def _syscall(libc: ctypes.CDLL, table: Mapping[str, int], *args: int) -> int:
-    return libc.syscall(table[_platform.machine()], *[ctypes.c_long(a) for a in args])
 
 
 def _write(path: str, text: str) -> None:
@@ -269,15 +260,17 @@ def become_user(libc: ctypes.CDLL, strategy: str, s: Security) -> None:
     for number in range(max(CAPABILITIES.values()) + 1):
         if not keep & (1 << number):
             libc.prctl(PR_CAPBSET_DROP, number, 0, 0, 0)   # EINVAL for a number this kernel lacks: nothing to drop
-    if strategy == "privileged":
-        groups = (ctypes.c_uint * max(1, len(s.groups)))(*s.groups)
-        _call(_syscall(libc, SYS_SETGROUPS, len(s.groups), ctypes.addressof(groups)), "setgroups")
-    _call(_syscall(libc, SYS_SETRESGID, s.gid, s.gid, s.gid), f"setresgid({s.gid})")
-    _call(_syscall(libc, SYS_SETRESUID, s.uid, s.uid, s.uid), f"setresuid({s.uid})")
+    try:
+        if strategy == "privileged":
+            os.setgroups(list(s.groups))
+        os.setresgid(s.gid, s.gid, s.gid)
+        os.setresuid(s.uid, s.uid, s.uid)
+    except OSError as err:
+        raise SandboxError(f"set the container's ids ({s.uid}:{s.gid})", err.errno or errno.EPERM) from None
     held = Security.mask(s.effective)
     header = (ctypes.c_uint32 * 2)(CAPSET_VERSION_3, 0)
     data = (ctypes.c_uint32 * 6)(held & 0xFFFFFFFF, held & 0xFFFFFFFF, 0, held >> 32, held >> 32, 0)
-    _call(_syscall(libc, SYS_CAPSET, ctypes.addressof(header), ctypes.addressof(data)), "capset")
+    _call(libc.capset(header, data), "capset")
     libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
     if s.no_new_privs:
         _call(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
@@ -316,18 +309,25 @@ def _rehearse(strategy: str, handshake: Handshake) -> None:
     (scratch / "hosts").write_text("127.0.0.1 localhost\n")
     spec = Spec("jaxinfra-preflight", scratch, scratch / "hosts", security=security)
     cwd = _build(libc, spec)
+    read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
-        code = 0
+        os.close(read)
         try:
             start(strategy, spec, cwd)
         except SandboxError as err:
-            os.write(2, json.dumps({"step": err.step, "errno": err.errno}).encode())
-            code = 1
-        os._exit(code)
-    _, status = os.waitpid(pid, 0)
-    if status != 0:
-        raise SandboxError("start the container's PID 1", errno.EPERM)
+            os.write(write, json.dumps({"step": err.step, "errno": err.errno}).encode())
+        except BaseException as err:  # noqa: BLE001 - never back into the caller's code from this fork
+            os.write(write, json.dumps({"step": f"{type(err).__name__}: {err}", "errno": errno.EINVAL}).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as pipe:
+        failed = pipe.read()
+    os.waitpid(pid, 0)
+    if failed:   # the step that failed in PID 1, for `diagnose`
+        found = json.loads(failed)
+        raise SandboxError(found["step"], found["errno"])
 
 
 def _build(libc: ctypes.CDLL, spec: Spec) -> str:
