@@ -97,3 +97,22 @@ def tree_snapshot(root: Path, folders: bool = False) -> dict[str, Any]:
             else:
                 out[str(path)] = (path.read_bytes(), st.st_mtime_ns, st.st_mode, st.st_uid)
     return out
+
+
+def simulate_cli(*args: str, tmp: Path, timeout: float = 150) -> tuple[int, dict[str, Any], str]:
+    """`jaxinfra simulate ARGS --json R --no-logs` in its own TMPDIR under `tmp`: its status, its JSON report and its
+    output, after checking it printed no traceback and left nothing in that TMPDIR (the API server's log, the pods'
+    files)."""
+    import json
+    import subprocess
+    import sys
+    import time
+
+    scratch = tmp / f"tmp-{time.monotonic_ns()}"
+    scratch.mkdir()
+    report = tmp / f"report-{time.monotonic_ns()}.json"
+    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
+                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
+    assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert list(scratch.iterdir()) == [], "the API server's log or the pods' files were left behind"
+    return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stdout + r.stderr

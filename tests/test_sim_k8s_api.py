@@ -4,18 +4,13 @@ mounts it, ServiceAccount admission, and an API server that JAX's own Kubernetes
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import ROOT, problems_of, rendered
+from conftest import ROOT, simulate_cli, problems_of, rendered
 from jaxinfra import CPU, Cluster, JaxJob, NodePool, manifests
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.inputs import load_files
@@ -26,14 +21,7 @@ JOBSET = MANIFESTS / "k8s_detection_jobset.yaml"
 
 
 def simulate(*args: str, tmp: Path, timeout: float = 120) -> tuple[int, dict[str, Any], str]:
-    scratch = tmp / f"tmp-{time.monotonic_ns()}"
-    scratch.mkdir()
-    report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
-    assert "Traceback" not in r.stderr, r.stderr
-    assert list(scratch.iterdir()) == [], "the API server's log or the pods' files were left behind"
-    return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stdout + r.stderr
+    return simulate_cli(*args, tmp=tmp, timeout=timeout)
 
 
 def write(tmp: Path, name: str, docs: list[dict]) -> str:

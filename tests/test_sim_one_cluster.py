@@ -10,17 +10,15 @@ ClusterTrainingRuntime comes from another file.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, simulate_cli
 from jaxinfra.cli import _sources
 from jaxinfra.errors import ManifestError
 from jaxinfra.manifest_paths import expand
@@ -29,14 +27,7 @@ from jaxinfra.simulate.cluster import emulate
 
 
 def simulate(*args: str, tmp: Path, timeout: float = 150) -> tuple[int, dict[str, Any], str]:
-    scratch = tmp / f"tmp-{time.monotonic_ns()}"
-    scratch.mkdir()
-    report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
-    assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
-    assert list(scratch.iterdir()) == []
-    return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stdout + r.stderr
+    return simulate_cli(*args, tmp=tmp, timeout=timeout)
 
 
 def write(path: Path, text: str) -> Path:
