@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from conftest import ROOT
 from jaxinfra.errors import Problem
-from jaxinfra.yamlio import (MAX_OBJECT_BYTES, MAX_REQUEST_BYTES, DecodeError, allowed_alias_ratio, decode, excessive_aliasing,
-                             load, read_documents, read_manifests)
+from jaxinfra.yamlio import MAX_OBJECT_BYTES, MAX_REQUEST_BYTES, DecodeError, decode, load, read_documents, read_manifests
+from jaxinfra.yamlsurvey import allowed_alias_ratio, excessive_aliasing
 
 JAXINFRA = Path(sys.executable).parent / "jaxinfra"
 
