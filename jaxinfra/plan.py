@@ -8,13 +8,13 @@ costs what a 2-host one does.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING
 
 from jaxinfra import catalog
+from jaxinfra.quantity import scale
 from jaxinfra.names import (APP_NAME, BUILTIN_NAMESPACES, CHECKPOINT_DIR, CHECKPOINT_ENV, CONTAINER, COORDINATOR_ADDRESS,
                             INIT_TIMEOUT, JAXJOB_NAME_LABEL, JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX, JOB_NAME_LABEL,
                             JOBSET_NAME_LABEL, MANAGED_BY, MEGASCALE_COORDINATOR, MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID,
@@ -344,20 +344,6 @@ class JobPlan:
     def manifest_env(self) -> tuple[str, ...]:
         """Names of the contract variables jaxinfra itself writes into the pod template."""
         return tuple(n for n, (_, by) in self.env_sources(0).items() if by in (BY_JAXINFRA, BY_DOWNWARD_API))
-
-
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([KMGTPE]i|[munkMGTPE])?$")
-_SUFFIX = {"": 1, "m": Decimal("1e-3"), "u": Decimal("1e-6"), "n": Decimal("1e-9"), "k": 10**3, "M": 10**6, "G": 10**9,
-           "T": 10**12, "P": 10**15, "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
-def scale(quantity: str | int, times: int) -> tuple[Decimal, str | int]:
-    """A Kubernetes quantity times `times`: (its value in base units, for comparing; the quantity)."""
-    number, suffix = _QUANTITY.match(str(quantity)).groups()  # type: ignore[union-attr]  # validated by the spec
-    total = Decimal(number) * times
-    text = format(total.normalize(), "f") if total != total.to_integral_value() else str(int(total))
-    out: str | int = int(text) if not suffix and text.lstrip("-").isdigit() else f"{text}{suffix or ''}"
-    return total * Decimal(_SUFFIX[suffix or ""]), out
 
 
 def pod_requests(jp: JobPlan) -> dict[str, str | int]:

@@ -19,7 +19,8 @@ from decimal import Decimal
 from typing import Any
 
 from jaxinfra.names import PROCESS_ID, SHADOW_OF
-from jaxinfra.plan import ClusterPlan, JobPlan, pod_requests, scale
+from jaxinfra.plan import ClusterPlan, JobPlan, pod_requests
+from jaxinfra.quantity import scale
 from jaxinfra.spec import Cluster, raw
 
 #: What a shadow shows on a real cluster that one machine cannot.

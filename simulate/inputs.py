@@ -11,17 +11,16 @@ from __future__ import annotations
 
 import base64
 import binascii
-import re
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from jaxinfra import yamlio
+from jaxinfra.quantity import parse as quantity
 from jaxinfra.errors import ManifestError
 
 from . import model
@@ -47,11 +46,6 @@ PASSIVE_KINDS = frozenset({
 
 TPU, GPU = "google.com/tpu", "nvidia.com/gpu"
 _PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
-_QUANTITY = re.compile(r"([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([a-zA-Z]*)")
-_SUFFIX = {"": 1, "m": Fraction(1, 1000), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15,
-           "E": 10**18, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
-
-
 def load_files(paths: Iterable[str | Path]) -> list[dict]:
     """Every manifest of some multi-document YAML files; all unreadable files reported at once."""
     manifests, problems = yamlio.read_manifests(paths)
@@ -181,14 +175,6 @@ def to_int(value: Any, default: int) -> int:
         return int(value) if value is not None else default
     except (TypeError, ValueError):
         return default
-
-
-def quantity(value: Any) -> Fraction | None:
-    """A resource.Quantity as an exact number, or None when it does not parse."""
-    m = _QUANTITY.fullmatch(str(value).strip())
-    if not m or m.group(2) not in _SUFFIX:
-        return None
-    return Fraction(m.group(1)) * _SUFFIX[m.group(2)]
 
 
 def limit(container: Mapping, resource: str) -> Any:

@@ -17,9 +17,10 @@ PACKAGE = Path(__file__).resolve().parent.parent / "jaxinfra"
 ALLOWED = {
     "errors": set(),
     "names": set(),
+    "quantity": set(),
     "catalog": {"errors"},
-    "spec": {"catalog", "errors", "names", "spec"},
-    "plan": {"catalog", "errors", "names"},
+    "spec": {"catalog", "errors", "names", "quantity", "spec"},
+    "plan": {"catalog", "errors", "names", "quantity"},
     "render": {"catalog", "names", "plan", "render"},
 }
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from jaxinfra.plan import ClusterPlan, plan, scale
+from jaxinfra.plan import ClusterPlan, plan
+from jaxinfra.quantity import scale
 from jaxinfra.pulumi.config import DEFAULT_CPU_MACHINE_TYPE
 
 #: GKE's limit on node pool names.

@@ -7,7 +7,8 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
-from jaxinfra.spec.base import QUANTITY, Spec, kind_of, subdomain, tagged
+from jaxinfra.quantity import is_quantity
+from jaxinfra.spec.base import Spec, kind_of, subdomain, tagged
 from jaxinfra.spec.problems import problem
 
 #: Cloud Storage bucket names (cloud.google.com/storage/docs/buckets#naming): 3-63 characters of lower-case letters,
@@ -63,7 +64,7 @@ class PVC(Spec):
     @field_validator("size")
     @classmethod
     def _size(cls, v: str | None) -> str | None:
-        if v is not None and not QUANTITY.match(v):
+        if v is not None and not is_quantity(v):
             raise problem("not a Kubernetes quantity", "write it like '100Gi'")
         return v
 

@@ -13,7 +13,8 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from jaxinfra.names import CONTRACT_ENV, OWN_LABELS
 from jaxinfra.spec.accelerators import Accelerator
-from jaxinfra.spec.base import DNS_SUBDOMAIN, QUANTITY, Spec, dns_label
+from jaxinfra.quantity import is_quantity
+from jaxinfra.spec.base import DNS_SUBDOMAIN, Spec, dns_label
 from jaxinfra.spec.checkpoints import Checkpoints
 from jaxinfra.spec.env import EnvValue, credential_literal
 from jaxinfra.spec.problems import problem
@@ -48,7 +49,7 @@ class Resources(Spec):
     @classmethod
     def _quantities(cls, v: dict[str, str | int]) -> dict[str, str | int]:
         for name, q in v.items():
-            if isinstance(q, bool) or not QUANTITY.match(str(q)):
+            if isinstance(q, bool) or not is_quantity(q):
                 raise problem(f"{name}: {q!r} is not a Kubernetes quantity", "write it like '8', '500m' or '64Gi'", name)
         return v
 
@@ -143,7 +144,7 @@ class JaxJob(Spec):
     @field_validator("shm_size")
     @classmethod
     def _shm(cls, v: str) -> str:
-        if not QUANTITY.match(v):
+        if not is_quantity(v):
             raise problem("not a Kubernetes quantity", "write it like '16Gi'")
         return v
 
@@ -185,6 +186,6 @@ class Shadow(Spec):
     @field_validator("cpu", "memory")
     @classmethod
     def _quantity(cls, v: str) -> str:
-        if not QUANTITY.match(v):
+        if not is_quantity(v):
             raise problem("not a Kubernetes quantity", "write it like '100m', '1' or '256Mi'")
         return v
