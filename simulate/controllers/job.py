@@ -5,9 +5,9 @@ and the JOB_COMPLETION_INDEX env it appends."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
+from jaxinfra.admission import naming
 from jaxinfra.errors import Problem
 
 from ..inputs import Objects, fake_uid, meta, namespace_of, oid, strings
@@ -39,12 +39,6 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
     return Draft("Job", ns, name, [job], restart_policy("job", spec), problems=problems, owner=reference(obj, uid))
 
 
-GENERATED_NAME_MAX = 58
-"""apimachinery names.MaxGeneratedNameLength: 63 less the 5 characters the API server appends to generateName."""
-NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-"""apimachinery util/rand's alphabet for those characters (no vowels, no 0, 1, 3)."""
-
-
 def pod_name(job: str, index: int, seed: str) -> str:
     """An Indexed Job pod's name: generateName `<job>-<index>-` (the Job controller's
     podGenerateNameWithIndex, trimmed to fit) plus the API server's 5 random characters, here
@@ -52,10 +46,9 @@ def pod_name(job: str, index: int, seed: str) -> str:
     script that uses metadata.name as an address finds out on a cluster, and here."""
     tail = f"-{index}-"
     prefix = f"{job}{tail}"
-    if len(prefix) > GENERATED_NAME_MAX:
-        prefix = prefix[:GENERATED_NAME_MAX - len(tail)] + tail
-    digest = hashlib.sha256(seed.encode()).digest()
-    return prefix + "".join(NAME_SUFFIX_ALPHABET[b % len(NAME_SUFFIX_ALPHABET)] for b in digest[:5])
+    if len(prefix) > naming.GENERATED_NAME_MAX:
+        prefix = prefix[:naming.GENERATED_NAME_MAX - len(tail)] + tail
+    return prefix + naming.suffix(seed)
 
 
 def controller_env(container: Mapping) -> list[Mapping]:
