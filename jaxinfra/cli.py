@@ -171,19 +171,29 @@ def catalog(
 
 @app.command()
 def validate(files: Annotated[list[Path], typer.Argument(help="YAML or JSON manifest files, and folders (recursively: their .json, .yaml and .yml files, as `kubectl apply -f DIR -R`).", show_default=False)]) -> None:
-    """Strictly validate manifests: built-in kinds against Kubernetes' schema, CRDs against theirs."""
+    """Check manifests as the API server would on `kubectl apply` of them all to one cluster: decoding, schemas (strict),
+    defaulting, the controllers' webhooks, validation and admission; the same path `jaxinfra simulate` takes."""
     from jaxinfra import manifest_paths
-    from jaxinfra.validate import K8S_VERSION, validate_files
+    from jaxinfra.admission import admit, read
+    from jaxinfra.validate import K8S_VERSION
 
     problems: list[Problem] = []
     given, files = files, manifest_paths.expand(files, problems)
     problems += [Problem(str(p), str(p), "no .json, .yaml or .yml file in this folder", "pass a folder of manifests")
                  for p in given if p.is_dir() and not any(f.is_relative_to(p) for f in files)]
-    if problems := problems + validate_files(files):
+    requests, unreadable = read(files)
+    result = admit(requests)
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if problems := problems + unreadable + result.problems:
         for p in problems:
             print(f"error: {p}", file=sys.stderr)
-        raise CommandFailed(f"{len(problems)} schema problems in {len(files)} files (Kubernetes {K8S_VERSION}, strict)")
-    print(f"{len(files)} files valid (Kubernetes {K8S_VERSION} and CRD schemas, strict)", file=sys.stderr)
+        raise CommandFailed(f"{len(problems)} problems in {len(files)} files: the API server would refuse them "
+                            f"(Kubernetes {K8S_VERSION}, strict)")
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{len(files)} files valid: {len(result.stored)} objects the API server would store (Kubernetes {K8S_VERSION} "
+          "and CRD schemas, strict)", file=sys.stderr)
 
 
 @app.command()
@@ -286,11 +296,12 @@ def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
     """The clusters of one invocation (`jaxinfra.simulate.sources.Source`): each stack its own (synthesized in memory),
     all the YAML files and folders (walked as `kubectl apply -f DIR -R` does) one more, read as they are."""
     from jaxinfra import manifest_paths, manifests, stack
+    from jaxinfra.admission import Request, read
     from jaxinfra.simulate import sources
 
     stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
-    out = [sources.applied(str(path), [(str(path), m) for m in manifests(cluster)]) for path, cluster in _load(stacks, backend)] \
-        if stacks else []
+    out = [sources.admitted(str(path), [Request(str(path), i, m) for i, m in enumerate(manifests(cluster))])
+           for path, cluster in _load(stacks, backend)] if stacks else []
     given = [p for p in inputs if p.suffix != ".py"]          # YAML files, and folders (their stacks are loaded above)
     problems: list[Problem] = []
     files = manifest_paths.expand(given, problems)
@@ -298,10 +309,10 @@ def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
         if not stack.discover(folder) and not any(f.is_relative_to(folder) for f in files):
             problems.append(Problem(str(folder), str(folder), "no stack (.py) and no .json, .yaml or .yml file in this folder",
                                     "pass a folder of stacks or of manifests"))
-    items, unreadable = sources.read(files)
+    requests, unreadable = read(files)
     if problems := problems + unreadable:
         raise ManifestError(problems)
-    return out + ([sources.applied(", ".join(map(str, given)), items)] if files else [])
+    return out + ([sources.admitted(", ".join(map(str, given)), requests)] if files else [])
 
 
 @app.command()

@@ -52,11 +52,6 @@ _UNKNOWN_KIND_FIX = "jaxinfra validates built-in kinds and: " + ", ".join(k for 
 _INSTALL_FIX = "pip install 'jaxinfra[validate]'"
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"
 
-# Patterns stay strings (compiled on first use, by re's cache) to keep the import cheap.
-_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_LABEL = _LABEL
-_DNS1123_SUBDOMAIN = rf"{_LABEL}(\.{_LABEL})*"
-_DNS1035_LABEL = r"[a-z]([-a-z0-9]*[a-z0-9])?"
 _SCHEMA_NAME = r"[A-Za-z0-9][A-Za-z0-9.-]*"  # keeps lookups inside the schema folder
 _PLAIN_KEY = r"[A-Za-z_][A-Za-z0-9_-]*"
 
@@ -66,88 +61,92 @@ _Finding = tuple[_JsonPath, Any, str, str]
 
 
 def validate_objects(objects: Iterable[Mapping], source: str = "<memory>") -> list[Problem]:
-    """Every schema problem in `objects`, in order; `source` names them in each Problem's path."""
-    _require_dependencies()
-    problems: list[Problem] = []
-    for index, obj in enumerate(objects):
-        problems.extend(_validate_document(obj, source, index))
-    return problems
+    """Every problem the API server finds in `objects`, applied in order to one cluster (`jaxinfra.admission`);
+    `source` names them in each Problem's path."""
+    from jaxinfra.admission import Request, admit
+
+    return list(admit([Request(source, i, obj) for i, obj in enumerate(objects)]).problems)
 
 
 def validate_files(paths: Iterable[str | Path]) -> list[Problem]:
-    """Every problem in multi-document YAML (or JSON) files; unreadable or unparsable files are problems too.
-    A folder stands for its .json, .yaml and .yml files, recursively (`jaxinfra.manifest_paths`, as
-    `kubectl apply -f DIR -R` reads it).
+    """Every problem in multi-document YAML (or JSON) files applied to one cluster; unreadable or unparsable
+    files are problems too. A folder stands for its .json, .yaml and .yml files, recursively
+    (`jaxinfra.manifest_paths`, as `kubectl apply -f DIR -R` reads it).
 
     Empty documents (a stray `---`) are skipped but still counted, so `#index` is the document's
     position in its file (0-based).
     """
-    from jaxinfra.manifest_paths import expand
-    from jaxinfra.yamlio import read_documents
+    from jaxinfra.admission import admit, read
 
+    requests, problems = read(paths)
+    return problems + list(admit(requests).problems)
+
+
+Kind = tuple[str, "Validator | None", "Mapping[str, Any] | None"]
+"""How the API server serves an apiVersion and kind: ("builtin", validator, None), ("custom", validator, schema),
+("unserved", None, None) for a kind or version a known API group does not serve, ("unknown", None, None) for a
+group jaxinfra has no schema of."""
+
+
+def resolve(api_version: str, kind: str, crds: Iterable[Mapping] = ()) -> Kind:
+    """The schema of an apiVersion/kind: built in, a bundled CRD's, a CRD's among `crds` (the inputs'), or none."""
     _require_dependencies()
-    problems: list[Problem] = []
-    for path in expand(map(Path, paths), problems):
-        docs, decoding = read_documents(path)  # the API server's decoding bounds (jaxinfra.yamlio)
-        problems += decoding
-        for doc in docs:
-            if doc.value is not None:
-                problems.extend(_validate_document(doc.value, str(path), doc.index))
-    return problems
-
-
-def _validate_document(doc: Any, source: str, index: int) -> list[Problem]:
-    """All problems of one document, sorted by location so that output is stable."""
-    prefix = f"{source}#{index}"
-    if not isinstance(doc, Mapping):
-        message = "a manifest document must be a mapping (one Kubernetes object)"
-        fix = "make each YAML document one object with apiVersion, kind and metadata"
-        return [Problem(prefix, _short(doc), message, fix)]
-    metadata = doc.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    prefix += f" {doc.get('kind') or '?'}/{name or '?'}"
-    findings = sorted(_findings(doc), key=lambda f: (_sort_key(f[0]), f[2]))
-    problems: dict[tuple[str, str], Problem] = {}
-    for at, value, message, fix in findings:  # dict: the `required` expansion can repeat one
-        where = f"{prefix} {_json_path(at)}" if at else prefix
-        problems.setdefault((where, message), Problem(where, value, message, fix))
-    return list(problems.values())
-
-
-def _findings(doc: Mapping) -> Iterator[_Finding]:
-    """Pick the schema for the object's apiVersion and kind, then report against it."""
-    api_version, kind = doc.get("apiVersion"), doc.get("kind")
-    for field, value in (("apiVersion", api_version), ("kind", kind)):
-        if not isinstance(value, str) or not value:
-            yield (field,), value, f"{field} must be a non-empty string", "set it"
-    if not (isinstance(api_version, str) and api_version and isinstance(kind, str) and kind):
-        return
     group, _, version = api_version.rpartition("/")
     if (group, kind) in _CRD_FILES:
         validator = _crd_validator(group, kind, version)
         if validator is None:
-            served = _served_api_versions(group, kind)
-            message = f"{api_version} is not a served version of {kind}"
-            yield ("apiVersion",), api_version, message, f"use apiVersion {' or '.join(served)}"
-            return
-        yield from _name_findings(doc)
-    else:
-        validator = _builtin_validator(api_version, kind)
-        if validator is None:
-            yield _unknown_kind(api_version, kind)
-            return
-    for error in validator.iter_errors(doc):
-        yield from _explain(error)
+            return "unserved", None, None
+        return "custom", validator, crd_schema(group, kind, version)
+    for crd in crds:
+        schema = _input_crd_schema(crd, group, kind, version)
+        if schema is not None:
+            return "custom", _schema_validator(schema), schema
+    validator = _builtin_validator(api_version, kind)
+    if validator is not None:
+        return "builtin", validator, None
+    known = group in {g for g, _ in _CRD_FILES} or group in _builtin_groups() or kind in {k for _, k in _CRD_FILES}
+    return ("unserved" if known else "unknown"), None, None   # a known kind in another group: a typo, refused
 
 
-def _unknown_kind(api_version: str, kind: str) -> _Finding:
-    """The problem for a kind with no schema; names the right apiVersion when only that is off."""
-    message = f"no schema for {kind} in {api_version} (Kubernetes {K8S_VERSION} or bundled CRDs)"
-    groups = [group for group, custom in _CRD_FILES if custom == kind]
-    if not groups:
-        return ("kind",), kind, message, _UNKNOWN_KIND_FIX
-    served = " or ".join(_served_api_versions(groups[0], kind))
-    return ("kind",), kind, message, f"use apiVersion {served}"
+def schema_findings(doc: Mapping, validator: Validator) -> list[_Finding]:
+    """Every schema finding of one object, sorted by location so that output is stable."""
+    return sorted((f for error in validator.iter_errors(doc) for f in _explain(error)),
+                  key=lambda f: (_sort_key(f[0]), f[2]))
+
+
+def header_findings(doc: Mapping) -> list[_Finding]:
+    """apiVersion and kind, which every object needs before anything else is read."""
+    return [((field,), doc.get(field), f"{field} must be a non-empty string", "set it")
+            for field in ("apiVersion", "kind") if not isinstance(doc.get(field), str) or not doc.get(field)]
+
+
+def unserved(api_version: str, kind: str) -> _Finding:
+    """What the API server (kubectl's REST mapping) answers for a kind or version a known group does not serve."""
+    message = f"no matches for kind {kind!r} in version {api_version!r} (Kubernetes {K8S_VERSION} and the bundled CRDs)"
+    groups = [g for g, custom in _CRD_FILES if custom == kind]
+    if groups:
+        return ("apiVersion",), api_version, message, f"use apiVersion {' or '.join(_served_api_versions(groups[0], kind))}"
+    return ("kind",), kind, message, _UNKNOWN_KIND_FIX
+
+
+@functools.cache
+def _builtin_groups() -> frozenset[str]:
+    """The API groups Kubernetes K8S_VERSION serves ('' is core), from the definitions' group-version-kinds."""
+    definitions = json.loads((_k8s_schema_dir() / "_definitions.json").read_text(encoding="utf-8"))
+    return frozenset(gvk.get("group", "") for d in definitions.get("$defs", definitions.get("definitions", {})).values()
+                     for gvk in d.get("x-kubernetes-group-version-kind", ()))
+
+
+def _input_crd_schema(crd: Mapping, group: str, kind: str, version: str) -> Mapping[str, Any] | None:
+    """A served version's schema of a CustomResourceDefinition among the inputs, when it defines group/kind."""
+    spec = crd.get("spec") if isinstance(crd, Mapping) else None
+    if not isinstance(spec, Mapping) or spec.get("group") != group or (spec.get("names") or {}).get("kind") != kind:
+        return None
+    for entry in spec.get("versions") or []:
+        if isinstance(entry, Mapping) and entry.get("name") == version and entry.get("served"):
+            schema = (entry.get("schema") or {}).get("openAPIV3Schema")
+            return schema if isinstance(schema, Mapping) else {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return None
 
 
 def _explain(error: ValidationError) -> Iterator[_Finding]:
@@ -210,68 +209,6 @@ def _fix(error: ValidationError) -> str:
 def _types(type_: str | Sequence[str]) -> str:
     names = [type_] if isinstance(type_, str) else [t for t in type_ if t != "null"]
     return " or ".join(names)
-
-
-def _name_findings(doc: Mapping) -> Iterator[_Finding]:
-    """Name rules the API server applies to custom objects (their schema leaves `name` open)."""
-    metadata = doc.get("metadata")
-    name = metadata.get("name") if isinstance(metadata, Mapping) else None
-    at: _JsonPath = ("metadata", "name")
-    if name is None:
-        yield at, None, "metadata.name is required", "set it"
-        return
-    if not isinstance(name, str):
-        return  # the ObjectMeta schema reports the type
-    if len(name) > 253 or not re.fullmatch(_DNS1123_SUBDOMAIN, name):
-        message = ("must be a DNS-1123 subdomain: at most 253 lowercase letters, digits,"
-                   " '-' or '.', alphanumeric at both ends")
-        yield at, name, message, "rename it to match"
-    elif doc.get("kind") == "JobSet":
-        yield from _jobset_name_findings(doc, name)
-
-
-def _jobset_name_findings(doc: Mapping, name: str) -> Iterator[_Finding]:
-    """The JobSet admission webhook derives Job and Pod names (and a pod label) from the JobSet
-    name, and rejects the JobSet unless each derived name is a DNS-1035 label of at most 63
-    characters; so the name must be a DNS-1123 label too, and short enough for its children."""
-    if len(name) > 63 or not re.fullmatch(_DNS1123_LABEL, name):
-        message = ("a JobSet name must be a DNS-1123 label: at most 63 lowercase letters,"
-                   " digits or '-', alphanumeric at both ends")
-        yield ("metadata", "name"), name, message, "shorten or rename it to match"
-        return
-    spec = doc.get("spec")
-    replicated = spec.get("replicatedJobs") if isinstance(spec, Mapping) else None
-    for i, rjob in enumerate(replicated if isinstance(replicated, list) else ()):
-        for child, derived in _jobset_child_names(name, rjob):
-            if len(derived) > 63 or not re.fullmatch(_DNS1035_LABEL, derived):
-                message = (f"{child} names derived from the JobSet and replicatedJob names"
-                           f" (longest: {derived!r}) must be DNS-1035 labels of at most 63"
-                           " characters (JobSet webhook)")
-                fix = "shorten the JobSet or replicatedJob name; start the JobSet's with a letter"
-                yield ("spec", "replicatedJobs", i, "name"), rjob["name"], message, fix
-                break  # a Pod name extends its Job's name, so one report per replicatedJob
-
-
-def _jobset_child_names(jobset: str, rjob: Any) -> Iterator[tuple[str, str]]:
-    """The longest Job name and (Indexed Jobs) Pod name JobSet will create for a replicatedJob."""
-    if not isinstance(rjob, Mapping) or not isinstance(rjob.get("name"), str):
-        return
-    replicas = rjob.get("replicas", 1)
-    if not _is_int(replicas):
-        return
-    job = f"{jobset}-{rjob['name']}-{max(replicas - 1, 0)}"
-    yield "Job", job
-    template = rjob.get("template")
-    job_spec = template.get("spec") if isinstance(template, Mapping) else None
-    if isinstance(job_spec, Mapping):
-        completions = job_spec.get("completions")
-        # the JobSet webhook defaults completionMode to Indexed before validating
-        if job_spec.get("completionMode", "Indexed") == "Indexed" and _is_int(completions):
-            yield "Pod", f"{job}-{max(completions - 1, 0)}-abcde"  # plus the 5-character suffix
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # --- schemas -------------------------------------------------------------------------------
@@ -347,6 +284,16 @@ def _crd(group: str, kind: str) -> Mapping[str, Any]:
     return yaml.load(text, Loader=_yaml_loader())
 
 
+def crd_schema(group: str, kind: str, version: str) -> Mapping[str, Any] | None:
+    """The openAPIV3Schema of a served version of a bundled custom kind (as written upstream), or None."""
+    if (group, kind) not in _CRD_FILES:
+        return None
+    for entry in _crd(group, kind)["spec"]["versions"]:
+        if entry["name"] == version and entry.get("served"):
+            return entry["schema"]["openAPIV3Schema"]
+    return None
+
+
 def _served_api_versions(group: str, kind: str) -> list[str]:
     versions = _crd(group, kind)["spec"]["versions"]
     return [f"{group}/{v['name']}" for v in versions if v.get("served")]
@@ -354,21 +301,25 @@ def _served_api_versions(group: str, kind: str) -> list[str]:
 
 @functools.cache
 def _crd_validator(group: str, kind: str, version: str) -> Validator | None:
-    """Strict validator for a served version of a custom kind, or None if it is not served.
+    """Strict validator for a served version of a bundled custom kind, or None if it is not served."""
+    schema = crd_schema(group, kind, version)
+    return None if schema is None else _schema_validator(schema)
+
+
+def _schema_validator(schema: Mapping[str, Any]) -> Validator:
+    """A strict validator for a structural CRD schema.
 
     The CRD leaves root `metadata` as a bare object; the API server validates it as ObjectMeta,
     so it is checked against kubernetes-validate's strict ObjectMeta.
     """
     from jsonschema import Draft202012Validator
 
-    for entry in _crd(group, kind)["spec"]["versions"]:
-        if entry["name"] == version and entry.get("served"):
-            registry, definitions_uri = _k8s_registry()
-            schema = _strict(entry["schema"]["openAPIV3Schema"])
-            metadata = {"$ref": f"{definitions_uri}#/$defs/{_OBJECT_META}"}
-            schema["properties"] = {**schema["properties"], "metadata": metadata}
-            return Draft202012Validator(schema, registry=registry)
-    return None
+    registry, definitions_uri = _k8s_registry()
+    strict = _strict(schema)
+    metadata = {"$ref": f"{definitions_uri}#/$defs/{_OBJECT_META}"}
+    strict["properties"] = {"apiVersion": {"type": "string"}, "kind": {"type": "string"}, **strict.get("properties", {}),
+                            "metadata": metadata}   # every object has these three, whatever its schema says
+    return Draft202012Validator(strict, registry=registry)
 
 
 def _strict(node: Mapping[str, Any]) -> dict[str, Any]:

@@ -7,16 +7,23 @@
   makes it). The plugin also mounts the ServiceAccount token volume at
   /var/run/secrets/kubernetes.io/serviceaccount unless `automountServiceAccountToken` is false
   on the pod (which wins) or on the ServiceAccount; default true.
+- The pod-level plugins of the API server's front door (`jaxinfra.admission.admit_pods`: LimitRanger, Priority,
+  Pod Security, ResourceQuota) on the pods a workload's controller creates: a refused pod never exists, so the
+  group never forms (`pod_refusals`).
 - Kueue: a workload labelled `kueue.x-k8s.io/queue-name` is created suspended and runs only once
   Kueue admits it (`kueue`).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
+from jaxinfra.admission import admit_pods
+from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
 
 from .inputs import Objects, meta, quantity, strings
@@ -48,6 +55,18 @@ def service_account_problem(where: str, pod_spec: Mapping, namespace: str, objec
                    f"the API server refuses to create the pods: error looking up service account {namespace}/{name}: "
                    f"serviceaccount \"{name}\" not found" + (f" (ServiceAccounts in {namespace}: {', '.join(others)})" if others else ""),
                    f"add a ServiceAccount '{name}' in namespace '{namespace}' to the manifests, or use one that exists")
+
+
+def pod_refusals(workload: str, namespace: str, jobs: Sequence[Any], store: Store) -> list[tuple[str, Problem]]:
+    """Why the API server refuses pods of a workload's Jobs, keyed for `model.Findings` (one line per reason).
+    Every pod of a Job shares its template, so one stands for all unless a ResourceQuota counts them one by one."""
+    counted = any(store.of_kind("ResourceQuota", namespace))
+    pods = [{"metadata": {"namespace": namespace, "name": f"{job.name}-{i}", "labels": dict(job.pod_labels),
+                          "annotations": dict(job.pod_annotations)}, "spec": copy.deepcopy(dict(job.pod_spec))}
+            for job in jobs for i in range(job.completions if counted else 1)]
+    return [(f"pod-admission|{f.message}", Problem(f"{workload} pods", f.value, "the API server refuses to create the pods: "
+                                                   f"pods \"{pods[i]['metadata']['name']}\" is forbidden: {f.message}", f.fix))
+            for i, f in admit_pods(namespace, pods, store)]
 
 
 # --- Kueue ---------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping, Sequence
 
+from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
 
 from . import admission, apiview, contract, controllers, kubelet, model
@@ -59,12 +60,13 @@ def _start_pods(drafts: Sequence[controllers.Draft], objects: Objects, ip_base: 
 
 
 def _workload(draft: controllers.Draft, pods: list[model.Pod], env_problems: list[tuple[str, Problem]], dns: ClusterDns, objects: Objects,
-              services: Mapping[tuple[str, str], Service], check_all: bool) -> model.Workload:
+              services: Mapping[tuple[str, str], Service], check_all: bool, store: Store) -> model.Workload:
     """The finished workload with its admission and static contract problems."""
     checker = contract.Checker(draft.id, pods, dns, objects, services, check_all)
     for job in draft.jobs[:1]:      # every Job of a workload shares the pod template's ServiceAccount
         if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
             checker.findings.add("service-account", lambda p=problem: p)
+    checker.findings.extend(admission.pod_refusals(draft.id, draft.namespace, draft.jobs, store))
     checker.findings.extend(env_problems)
     queued = admission.kueue(draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects)
     if queued is not None and not queued.admitted:
@@ -102,7 +104,8 @@ def emulate(manifests: Sequence[Mapping], ip_base: tuple[int, int] = (10, 0), ch
             services.setdefault((svc.namespace, svc.name), svc)
     started = _start_pods(drafts, objects, ip_base, api)
     dns = ClusterDns(services.values(), [p for placed, _ in started for _, p in placed])
-    workloads = tuple(_workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all)
+    store = Store(m for m in manifests if isinstance(m, Mapping))
+    workloads = tuple(_workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all, store)
                       for d, (placed, env_problems) in zip(drafts, started))
     served = apiview.api_objects(manifests, drafts, [placed for placed, _ in started], set(objects.services)) if api_objects else ()
     return model.Cluster(workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()), objects=served)

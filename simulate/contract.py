@@ -148,7 +148,7 @@ class Checker:
         self.findings = model.Findings()
         self.rank_of = [rank_of(p) for p in pods]
         zero = [p for p, r in zip(pods, self.rank_of) if r and r[1] == 0]
-        self.rank0 = zero[0] if len(zero) == 1 else pods[0]     # rank 0 hosts the coordinator
+        self.rank0 = zero[0] if len(zero) == 1 else pods[0] if pods else None   # rank 0 hosts the coordinator
 
     def _path(self, pod: model.Pod, var: str) -> str:
         return f"{self.id} pod {pod.hostname} env {var}"

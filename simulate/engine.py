@@ -19,7 +19,7 @@ from jaxinfra.errors import Problem, Refused
 
 if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
-from jaxinfra.simulate import model, paths, rootfs, sandbox
+from jaxinfra.simulate import controllers, model, paths, rootfs, sandbox
 from jaxinfra.simulate.cluster import API_PORT, emulate
 from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.node import Node
@@ -144,6 +144,8 @@ def _plan(sources: Sources, check_all: bool) -> Report:
         cluster = emulate(source.manifests, (1, 0), check_all)
         report.problems += source.problems + tuple(source.where(p) for p in cluster.problems)
         report.notes += source.notes
+        if skipped := controllers.not_simulated(source.manifests):
+            report.notes.append(f"stored, not simulated (the simulator runs {controllers.SUPPORTED}): {', '.join(skipped)}")
         for file, ids in source.inputs().items():
             report.inputs.setdefault(file, []).extend(ids)
         report.results += [WorkloadResult(source.file_of(w.id), w, manifests=source.manifests) for w in cluster.workloads]

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, replace
 from typing import Any
 
-from jaxinfra import yamlio
 from jaxinfra.errors import Problem
 
 from .inputs import JAXJOB_API, JOB_API, JOBSET_API, TRAINER_API, meta, namespace_of, oid
@@ -119,12 +117,13 @@ def applied(name: str, items: Iterable[tuple[str, Mapping[str, Any]]]) -> Source
     return Source(name, tuple(held[k][1] for k in order), tuple(held[k][0] for k in order), tuple(notes), tuple(problems))
 
 
-def read(files: Iterable[Path]) -> tuple[list[tuple[str, dict[str, Any]]], list[Problem]]:
-    """(file, object) of every manifest of the files, in order; every unreadable file or document reported at once."""
-    items: list[tuple[str, dict[str, Any]]] = []
-    problems: list[Problem] = []
-    for path in files:
-        manifests, found = yamlio.read_manifests([path])
-        items += [(str(path), m) for m in manifests]
-        problems += found
-    return items, problems
+def admitted(name: str, requests: Iterable[Any]) -> Source:
+    """The cluster that applying `requests` (`jaxinfra.admission.Request`s, in order) leaves: each object through the
+    API server's front door (defaulted, mutated; refused ones not stored), then `applied`. What the API server refuses
+    is a problem of the cluster's (exit 2, nothing started); its warnings and what jaxinfra assumes are notes."""
+    from jaxinfra.admission import admit
+
+    result = admit(requests)
+    source = applied(name, [(request.file, obj) for request, obj in result.stored])
+    return replace(source, notes=source.notes + tuple(result.notes) + tuple(f"warning: {w}" for w in result.warnings),
+                   problems=tuple(result.problems) + source.problems)

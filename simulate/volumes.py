@@ -27,10 +27,10 @@ starts. The simulator's own guard behind these rules is `paths.inside`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from jaxinfra.admission.validation import config_map_key, dns1123_label, local_descending_path, local_non_reserved_path
 from jaxinfra.errors import Problem, Refused
 
 from . import model, paths
@@ -44,50 +44,32 @@ GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 FILE_SOURCES = ("configMap", "secret", "downwardAPI", "projected")
 SUPPORTED = "emptyDir, persistentVolumeClaim, csi (gcsfuse.csi.storage.gke.io), configMap, secret, downwardAPI, projected"
 
-_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")     # apimachinery IsDNS1123Label
-_CONFIG_KEY = re.compile(r"[-._a-zA-Z0-9]+")                      # apimachinery IsConfigMapKey
 MAX_PATH_BYTES, MAX_NAME_BYTES = 4096, 255                        # the kubelet's atomic writer (validatePath)
 Rejection = tuple[str, Any, str, str]                             # (field, value, why the API server rejects it, fix)
 
 
+def _first(reasons: list[str]) -> str | None:
+    return reasons[0] if reasons else None
+
+
 def descending_path(value: str) -> str | None:
     """Why the API server rejects a subPath (validateLocalDescendingPath), or None."""
-    if value.startswith("/"):
-        return "must be a relative path"
-    if ".." in value.split("/"):
-        return "must not contain '..'"
-    return None
+    return _first(local_descending_path(value))
 
 
 def non_reserved_path(value: str) -> str | None:
     """Why the API server rejects a volume item's path (validateLocalNonReservedPath: ..data is the kubelet's), or None."""
-    return descending_path(value) or ("must not start with '..'" if value.startswith("..") else None)
+    return _first(local_non_reserved_path(value))
 
 
 def config_key(key: str) -> str | None:
     """Why the API server rejects a ConfigMap's or Secret's key (IsConfigMapKey), or None."""
-    if len(key.encode()) > 253:
-        return "must be no more than 253 characters"
-    if not _CONFIG_KEY.fullmatch(key):
-        return ("a valid config key must consist of alphanumeric characters, '-', '_' or '.' "
-                "(e.g. 'key.name', or 'KEY_NAME', or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')")
-    if key in (".", ".."):
-        return f"must not be '{key}'"
-    if key.startswith(".."):
-        return "must not start with '..'"
-    return None
+    return _first(config_map_key(key))
 
 
 def volume_name(name: str) -> str | None:
     """Why the API server rejects a volume's name (IsDNS1123Label), or None."""
-    if not name:
-        return "Required value"
-    errors = ["must be no more than 63 characters"] if len(name) > 63 else []
-    if not _DNS1123_LABEL.fullmatch(name):
-        errors.append("a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
-                      "and end with an alphanumeric character (e.g. 'my-name', or '123-abc', regex used for validation is "
-                      "'[a-z0-9]([-a-z0-9]*[a-z0-9])?')")
-    return "; ".join(errors) or None
+    return "; ".join(dns1123_label(name)) or None if name else "Required value"
 
 
 _PATH_FIX = {"must be a relative path": "drop the leading '/': an item's path is relative to the volume's mountPath",

@@ -17,7 +17,7 @@ import pytest
 
 from jaxinfra import manifests, stack, yamlio
 from jaxinfra.errors import ManifestError
-from jaxinfra.simulate import cluster, model
+from jaxinfra.simulate import cluster, controllers, model
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.inputs import load_files
 from jaxinfra.simulate.kubelet import expand
@@ -667,16 +667,17 @@ def test_parallelism_below_completions() -> None:
     assert len(only_workload(c).pods) == 3
 
 
-def test_unsupported_kinds() -> None:
+def test_kinds_no_emulated_controller_runs_are_stored_not_simulated() -> None:
+    """A Deployment is stored and run by its controller on a cluster; the simulator says it does not run it. A
+    NonIndexed Job gives its pods no index, which the JAX contract needs."""
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "x"}}
     plain_job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain"}, "spec": {"completions": 2}}
-    old_jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha1", "kind": "JobSet", "metadata": {"name": "old"}}
-    c = emulate([deployment, plain_job, old_jobset, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}])
+    objects = [deployment, plain_job, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}]
+    c = emulate(objects)
     assert c.workloads == ()
-    assert [p.path for p in c.problems] == ["Deployment/x/web", "Job/default/plain", "JobSet/default/old"]
-    assert "kind Deployment (apps/v1) is not supported" in c.problems[0].message
-    assert "JobSet (jobset.x-k8s.io/v1alpha2)" in c.problems[0].message
-    assert "NonIndexed" in c.problems[1].value and "completionMode: Indexed" in c.problems[1].fix
+    assert [p.path for p in c.problems] == ["Job/default/plain"]
+    assert "NonIndexed" in c.problems[0].value and "completionMode: Indexed" in c.problems[0].fix
+    assert controllers.not_simulated(objects) == ["Deployment/x/web"]
 
 
 # --------------------------------------------------------------------------------------------

@@ -330,7 +330,7 @@ def test_an_empty_folder_and_an_unreadable_file_are_input_problems(tmp_path: Pat
 
 def test_a_later_definition_of_an_object_wins_with_a_note(tmp_path: Path) -> None:
     job = write(tmp_path / "job.yaml", CI_JOB)
-    tighter = QUEUES.replace("nominalQuota: 4", "nominalQuota: 0.25")
+    tighter = QUEUES.replace("nominalQuota: 4", 'nominalQuota: "0.25"')   # int-or-string: a bare 0.25 is refused
     first, second = write(tmp_path / "a" / "queues.yaml", QUEUES), write(tmp_path / "b" / "queues.yaml", tighter)
     report = plan(write(tmp_path / "svc-acct.yaml", CI_RBAC), first, second, job, write(tmp_path / "w.yaml", QUEUED_JOB))
     assert f"ClusterQueue/team-cq defined in {first} and {second}: the later apply wins" in report.notes
@@ -358,10 +358,10 @@ def test_a_workload_defined_twice_differently_is_a_problem_in_one_file_or_two(tm
 
 
 def test_problems_name_the_file_of_their_object(tmp_path: Path) -> None:
-    odd = write(tmp_path / "extra.yaml", "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nmetadata: {name: kindless}\n")
+    odd = write(tmp_path / "extra.yaml", "apiVersion: batch/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nmetadata: {name: kindless}\n")
     broken = write(tmp_path / "trainjob.yaml", TRAINJOB.replace("name: jax-distributed", "name: jax-distributd"))
     paths = [p.path for p in plan(write(tmp_path / "job.yaml", CI_JOB), odd, broken).problems]
-    assert paths == [f"{odd}: Widget/default/w", f"{odd}: manifest 1", f"{broken}: TrainJob/default/mnist-smoke spec.runtimeRef"]
+    assert paths == [f"{odd}#0 Widget/w kind", f"{odd}#1 ?/kindless kind", f"{broken}#1 TrainJob/mnist-smoke spec.RuntimeRef"]
 
 
 # --- stacks stay clusters of their own ----------------------------------------------------------------

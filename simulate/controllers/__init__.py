@@ -28,7 +28,7 @@ WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, Objects], Draft | Probl
 
 def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft], list[Problem]]:
     """Index every passive object first (workloads read them), then let each workload kind's controller
-    draft its Jobs; unsupported objects become problems, all in manifest order."""
+    draft its Jobs, in manifest order; other kinds are stored and not simulated (`not_simulated`)."""
     found: list[tuple[int, Mapping]] = []
     problems: list[tuple[int, Problem]] = []
     for i, obj in enumerate(manifests):
@@ -39,10 +39,6 @@ def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft],
             objects.add(obj)
         elif (obj.get("apiVersion", ""), obj["kind"]) in WORKLOAD_KINDS:
             found.append((i, obj))
-        else:
-            api, kind = obj.get("apiVersion", ""), obj["kind"]
-            problems.append((i, Problem(oid(obj), f"{api} {kind}", f"kind {kind} ({api}) is not supported; supported workloads: {SUPPORTED}",
-                                        "express the workload as a JobSet, an Indexed Job, a JAXJob or a TrainJob")))
     made_drafts = []
     for i, obj in found:
         made = WORKLOAD_KINDS[(obj.get("apiVersion", ""), obj["kind"])](obj, objects)
@@ -52,6 +48,13 @@ def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft],
             made.labels = strings(meta(obj).get("labels"))
             made_drafts.append(made)
     return made_drafts, [p for _, p in sorted(problems, key=lambda item: item[0])]
+
+
+def not_simulated(manifests: Sequence[Mapping]) -> list[str]:
+    """The objects no emulated controller reads or runs (a Deployment, an operator's custom resource): on a cluster
+    their controllers act on them; here they are only stored."""
+    return [oid(obj) for obj in manifests if isinstance(obj, Mapping) and obj.get("kind") not in PASSIVE_KINDS
+            and (obj.get("apiVersion", ""), obj.get("kind")) not in WORKLOAD_KINDS]
 
 
 def pod_identity(job: ChildJob, index: int, restarts: int) -> Identity:

@@ -1,0 +1,769 @@
+"""Pod Security admission as the API server's built-in PodSecurity plugin applies it: the namespace's
+`pod-security.kubernetes.io/*` labels pick a level and version per mode; a Pod that violates the `enforce` level is
+refused, and a Pod or a workload with a pod template that violates `warn` gets a warning (a workload is never refused:
+only the pods its controller creates are). Emulated so that `jaxinfra` refuses what a real cluster refuses, in the
+cluster's own words, before anything is applied.
+
+Upstream, read at kubernetes/pod-security-admission (the published copy of kubernetes/kubernetes
+staging/src/k8s.io/pod-security-admission) commit 8f84a87c7f617f64a4ddc1aea24aeeb7a2e07cb8:
+- api/constants.go: the levels, "latest", the six label names.
+- api/helpers.go: ParseLevel (an invalid level reads as "restricted"), ParseVersion ("latest" or `v1.N`, N without a
+  leading zero; anything else reads as latest), PolicyToEvaluate (no labels: the defaults, privileged:latest for the
+  API server's default configuration; an invalid `enforce` is restricted, an invalid `warn` or `audit` privileged --
+  fail closed for enforce, open for the others; `warn` unset follows an explicitly more restrictive `enforce`, with
+  its version unless `warn-version` is set), the field errors on metadata.labels[...], LevelVersion's "level:version".
+- policy/registry.go: the checks of a level at a version -- a check's newest revision whose minimum version is at most
+  the version asked; "latest" and any version past the newest revision read as that newest version; restricted is
+  its own checks plus the baseline checks its revisions at that version do not override; evaluation order is the
+  baseline IDs sorted, then the restricted IDs sorted (bytewise). `CHECKS` below is written in that order.
+- policy/checks.go: a result is "reason (detail)", or "reason" without detail; results are joined with ", ".
+- policy/helpers.go, policy/visitor.go: joinQuote, pluralize, the hostUsers=false relaxation; containers are visited
+  init containers, then containers, then ephemeral containers.
+- policy/check_*.go: every check (ID, level, revisions, messages), one function each below.
+- admission/admission.go: the kinds whose pod template is checked (DefaultPodSpecExtractor), ValidatePod (exempt
+  namespace, exempt runtimeClassName, enforce refused as `violates PodSecurity "level:version": ...`; warnings only
+  when not refused), ValidatePodController (only warn and audit, never refused), ValidateNamespace (invalid labels
+  refuse a Namespace's create).
+- admission/response.go: the refusal is apimachinery's NewForbidden for resource "pods" (kubernetes/apimachinery
+  eed236ceee2c19c2753a3d93ac0631dc20750454 pkg/api/errors/errors.go: `pods "<name>" is forbidden: <text>`; the
+  pipeline adds that prefix); a Namespace with bad labels is NewInvalid.
+- kubernetes/kubernetes 03f370be3e5a65dc09ad49d9fd65a6ba059b46d0 plugin/pkg/admission/security/podsecurity/
+  admission.go: the plugin only looks at pods, namespaces and the extractor's kinds -- custom resources (JobSet,
+  TrainJob, ...) are never checked; their Jobs and Pods are, when their controllers create them.
+
+Not emulated: audit (its verdict only goes to the audit log), usernames in exemptions (no users here), pod updates
+(isSignificantPodUpdate), pod subresources, the warnings a Namespace update gets about pods already in it, the
+warning on creating an exempt Namespace, and an API server older than these checks (its "latest" would be its own
+version).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from jaxinfra.admission.store import Finding, Path, meta, namespace_of
+
+__all__ = [
+    "LABEL_PREFIX", "ENFORCE", "ENFORCE_VERSION", "AUDIT", "AUDIT_VERSION", "WARN", "WARN_VERSION", "PRIVILEGED",
+    "BASELINE", "RESTRICTED", "LATEST", "Levels", "Check", "Revision", "CHECKS", "NEWEST", "Exemptions", "levels",
+    "label_errors", "violations", "refusal", "warning", "pod_template", "admit",
+]
+
+LABEL_PREFIX = "pod-security.kubernetes.io/"
+ENFORCE = LABEL_PREFIX + "enforce"
+ENFORCE_VERSION = LABEL_PREFIX + "enforce-version"
+AUDIT = LABEL_PREFIX + "audit"
+AUDIT_VERSION = LABEL_PREFIX + "audit-version"
+WARN = LABEL_PREFIX + "warn"
+WARN_VERSION = LABEL_PREFIX + "warn-version"
+
+PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
+_LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
+LATEST = "latest"
+
+Version = tuple[int, int]
+"""A policy version (1, minor); None stands for "latest"."""
+
+_VERSION = re.compile(r"v1\.([0-9]|[1-9][0-9]*)")
+_LEVEL_ERROR = "must be one of " + ", ".join(_LEVELS)
+_VERSION_ERROR = 'must be "latest" or "v1.x"'
+
+
+# --- levels -------------------------------------------------------------------------------------------------------
+
+def _parse_level(value: Any) -> tuple[str, bool]:
+    """ParseLevel: the level, and whether it was valid (an invalid one reads as restricted)."""
+    return (value, True) if value in _LEVELS else (RESTRICTED, False)
+
+
+def _parse_version(value: Any) -> tuple[Version | None, bool]:
+    """ParseVersion: (1, minor) or None for latest, and whether it was valid (an invalid one reads as latest)."""
+    if value == LATEST:
+        return None, True
+    m = _VERSION.fullmatch(value) if isinstance(value, str) else None
+    return ((1, int(m.group(1))), True) if m else (None, False)
+
+
+def _version_text(version: Version | None) -> str:
+    return LATEST if version is None else f"v{version[0]}.{version[1]}"
+
+
+@dataclass(frozen=True)
+class Levels:
+    """The level and version each mode evaluates in one namespace (versions as "latest" or "v1.N")."""
+
+    enforce: str = PRIVILEGED
+    enforce_version: str = LATEST
+    warn: str = PRIVILEGED
+    warn_version: str = LATEST
+    audit: str = PRIVILEGED
+    audit_version: str = LATEST
+
+    def fully_privileged(self) -> bool:
+        return self.enforce == self.warn == self.audit == PRIVILEGED
+
+
+def levels(namespace_labels: Mapping[str, str]) -> Levels:
+    """PolicyToEvaluate over the API server's default policy (privileged:latest in every mode)."""
+    labels = namespace_labels if isinstance(namespace_labels, Mapping) else {}
+    mode: dict[str, str] = {}
+    for level_label, version_label, fail_open in ((ENFORCE, ENFORCE_VERSION, False), (AUDIT, AUDIT_VERSION, True),
+                                                  (WARN, WARN_VERSION, True)):
+        level, ok = (_parse_level(labels[level_label]) if level_label in labels else (PRIVILEGED, True))
+        mode[level_label] = PRIVILEGED if fail_open and not ok else level
+        version = _parse_version(labels[version_label])[0] if version_label in labels else None
+        mode[version_label] = _version_text(version)
+    enforce_set = ENFORCE in labels and _parse_level(labels[ENFORCE])[1]
+    if WARN not in labels and enforce_set and _LEVELS.index(mode[ENFORCE]) > _LEVELS.index(mode[WARN]):
+        mode[WARN] = mode[ENFORCE]
+        if WARN_VERSION not in labels:
+            mode[WARN_VERSION] = mode[ENFORCE_VERSION]
+    return Levels(mode[ENFORCE], mode[ENFORCE_VERSION], mode[WARN], mode[WARN_VERSION], mode[AUDIT],
+                  mode[AUDIT_VERSION])
+
+
+def label_errors(namespace_labels: Mapping[str, Any]) -> list[Finding]:
+    """What refuses a Namespace's create: each Pod Security label with a value upstream cannot parse, in upstream's
+    order (enforce, enforce-version, audit, audit-version, warn, warn-version)."""
+    labels = namespace_labels if isinstance(namespace_labels, Mapping) else {}
+    out: list[Finding] = []
+    for label, parse, detail, fix in (
+            (ENFORCE, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
+            (ENFORCE_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
+            (AUDIT, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
+            (AUDIT_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
+            (WARN, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
+            (WARN_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"')):
+        value = labels.get(label)
+        if isinstance(value, str) and not parse(value)[1]:
+            out.append(Finding(("metadata", "labels", label), value,
+                               f"Invalid value: {_go_quote(value)}: {detail}", fix))
+    return out
+
+
+# --- Go's text helpers ---------------------------------------------------------------------------------------------
+
+_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+            "\\": "\\\\", '"': '\\"'}
+
+
+def _go_quote(s: str) -> str:
+    """Go's %q of a string (strconv.Quote): printable characters as they are, the rest escaped."""
+    out = []
+    for ch in s:
+        code = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif 0xD800 <= code <= 0xDFFF:
+            out.append("\ufffd")  # a lone surrogate: Go's decoder would have replaced it
+        elif ch.isprintable():
+            out.append(ch)
+        elif code < 0x80:
+            out.append(f"\\x{code:02x}")
+        elif code < 0x10000:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
+
+
+def _join_quote(items: Iterable[str]) -> str:
+    items = list(items)
+    return '"' + '", "'.join(items) + '"' if items else ""
+
+
+def _plural(singular: str, plural: str, count: int) -> str:
+    return singular if count == 1 else plural
+
+
+def _named(singular: str, plural: str, names: list[str]) -> str:
+    """`container "a"` / `containers "a", "b"`."""
+    return f"{_plural(singular, plural, len(names))} {_join_quote(names)}"
+
+
+# --- reading a pod spec the way Go decodes it (absent, null and a wrong type all read as unset) -------------------
+
+def _map(value: Any) -> Mapping:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _set(value: Any) -> bool:
+    """A pointer-to-struct field is set: present as an object (JSON null decodes to nil)."""
+    return isinstance(value, Mapping)
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _containers(spec: Mapping) -> list[Mapping]:
+    """visitContainers: init containers, containers, then ephemeral containers."""
+    return [c for key in ("initContainers", "containers", "ephemeralContainers")
+            for c in (spec.get(key) if isinstance(spec.get(key), list) else []) if isinstance(c, Mapping)]
+
+
+def _name(container: Mapping) -> str:
+    return _str(container.get("name"))
+
+
+def _sc(obj: Mapping) -> Mapping | None:
+    """A pod's or container's securityContext, None when unset."""
+    sc = obj.get("securityContext")
+    return sc if isinstance(sc, Mapping) else None
+
+
+def _windows(spec: Mapping) -> bool:
+    return _map(spec.get("os")).get("name") == "windows"
+
+
+def _user_namespace(spec: Mapping) -> bool:
+    """relaxPolicyForUserNamespacePod: hostUsers explicitly false."""
+    return spec.get("hostUsers") is False
+
+
+def _setters(pod_bad: bool, containers: list[str]) -> list[str]:
+    """The "pod" and/or `container(s) "..."` that set a forbidden value."""
+    return (["pod"] if pod_bad else []) + ([_named("container", "containers", containers)] if containers else [])
+
+
+Result = tuple[str, str] | None
+"""A failed check's (reason, detail), or None when the pod passes it."""
+CheckFn = Callable[[Mapping, Mapping], Result]
+
+
+# --- the checks (policy/check_*.go), baseline IDs sorted, then restricted IDs sorted ------------------------------
+
+_APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
+
+
+def _app_armor_profile(pod_meta: Mapping, spec: Mapping) -> Result:
+    """appArmorProfile 1.0: profile types other than RuntimeDefault/Localhost, or beta annotations with other values."""
+    def bad(sc: Mapping | None) -> str | None:
+        profile = _map(sc).get("appArmorProfile")
+        kind = _str(profile.get("type")) if _set(profile) else None
+        return kind if kind is not None and kind not in ("RuntimeDefault", "Localhost") else None
+
+    pod_value = bad(_sc(spec))
+    values = {pod_value} if pod_value is not None else set()
+    containers = []
+    for c in _containers(spec):
+        if (value := bad(_sc(c))) is not None:
+            containers.append(_name(c))
+            values.add(value)
+    setters = _setters(pod_value is not None, containers)
+    annotations = sorted(f"{k}={_go_quote(v)}" for k, v in _map(pod_meta.get("annotations")).items()
+                         if isinstance(k, str) and k.startswith(_APPARMOR_ANNOTATION) and isinstance(v, str)
+                         and not (v == "" or v == "runtime/default" or v.startswith("localhost/")))
+    bad_values = sorted(values) + annotations
+    if annotations:
+        setters.append(_plural("annotation", "annotations", len(annotations)))
+    if not setters:
+        return None
+    return (_plural("forbidden AppArmor profile", "forbidden AppArmor profiles", len(bad_values)),
+            f"{' and '.join(setters)} must not set AppArmor profile type to {_join_quote(bad_values)}")
+
+
+_DEFAULT_CAPABILITIES = frozenset({"AUDIT_WRITE", "CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "MKNOD",
+                                   "NET_BIND_SERVICE", "SETFCAP", "SETGID", "SETPCAP", "SETUID", "SYS_CHROOT"})
+
+
+def _capabilities_baseline(pod_meta: Mapping, spec: Mapping) -> Result:
+    """capabilities_baseline 1.0: capabilities.add beyond the container runtime's default set."""
+    containers, caps = [], set()
+    for c in _containers(spec):
+        extra = [cap for cap in _strings(_map(_map(_sc(c)).get("capabilities")).get("add"))
+                 if cap not in _DEFAULT_CAPABILITIES]
+        if extra:
+            containers.append(_name(c))
+            caps.update(extra)
+    if not containers:
+        return None
+    return ("non-default capabilities", f"{_named('container', 'containers', containers)} must not include "
+            f"{_join_quote(sorted(caps))} in securityContext.capabilities.add")
+
+
+def _host_namespaces(pod_meta: Mapping, spec: Mapping) -> Result:
+    """hostNamespaces 1.0: hostNetwork, hostPID, hostIPC."""
+    shared = [f"{key}=true" for key in ("hostNetwork", "hostPID", "hostIPC") if spec.get(key) is True]
+    return ("host namespaces", ", ".join(shared)) if shared else None
+
+
+def _host_path_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
+    """hostPathVolumes 1.0: any hostPath volume."""
+    names = [_str(v.get("name")) for v in _volumes(spec) if _set(v.get("hostPath"))]
+    return ("hostPath volumes", _named("volume", "volumes", names)) if names else None
+
+
+def _volumes(spec: Mapping) -> list[Mapping]:
+    volumes = spec.get("volumes")
+    return [v for v in volumes if isinstance(v, Mapping)] if isinstance(volumes, list) else []
+
+
+def _host_ports(pod_meta: Mapping, spec: Mapping) -> Result:
+    """hostPorts 1.0: a non-zero hostPort on any container port."""
+    containers, ports = [], set()
+    for c in _containers(spec):
+        used = [p.get("hostPort") for p in (c.get("ports") if isinstance(c.get("ports"), list) else [])
+                if isinstance(p, Mapping) and type(p.get("hostPort")) is int and p.get("hostPort") != 0]
+        if used:
+            containers.append(_name(c))
+            ports.update(str(p) for p in used)
+    if not containers:
+        return None
+    return ("hostPort", f"{_named('container', 'containers', containers)} {_plural('uses', 'use', len(containers))} "
+            f"{_plural('hostPort', 'hostPorts', len(ports))} {', '.join(sorted(ports))}")
+
+
+def _handler_hosts(handler: Any) -> list[str]:
+    """The non-empty httpGet/tcpSocket hosts of one probe or lifecycle handler."""
+    h = _map(handler)
+    return [host for key in ("httpGet", "tcpSocket") if (host := _str(_map(h.get(key)).get("host")))]
+
+
+def _host_probes_and_host_lifecycle(pod_meta: Mapping, spec: Mapping) -> Result:
+    """hostProbesAndHostLifecycle 1.34: a host in a probe's or lifecycle handler's httpGet/tcpSocket."""
+    containers, hosts = set(), set()
+    for c in _containers(spec):
+        lifecycle = _map(c.get("lifecycle"))
+        found = [host for handler in (c.get("livenessProbe"), c.get("readinessProbe"), c.get("startupProbe"),
+                                      lifecycle.get("postStart"), lifecycle.get("preStop"))
+                 for host in _handler_hosts(handler)]
+        if found:
+            containers.add(_name(c))
+            hosts.update(found)
+    if not containers:
+        return None
+    return ("probe or lifecycle host",
+            f"{_named('container', 'containers', sorted(containers))} {_plural('uses', 'use', len(containers))} "
+            f"{_named('probe or lifecycle host', 'probe or lifecycle hosts', sorted(hosts))}")
+
+
+def _privileged(pod_meta: Mapping, spec: Mapping) -> Result:
+    """privileged 1.0: securityContext.privileged=true."""
+    names = [_name(c) for c in _containers(spec) if _map(_sc(c)).get("privileged") is True]
+    if not names:
+        return None
+    return "privileged", f"{_named('container', 'containers', names)} must not set securityContext.privileged=true"
+
+
+def _proc_mount(pod_meta: Mapping, spec: Mapping) -> Result:
+    """procMount 1.0 (and procMount_restricted 1.35): securityContext.procMount other than Default."""
+    containers, kinds = [], set()
+    for c in _containers(spec):
+        sc = _map(_sc(c))
+        if isinstance(sc.get("procMount"), str) and sc["procMount"] != "Default":
+            containers.append(_name(c))
+            kinds.add(sc["procMount"])
+    if not containers:
+        return None
+    return ("procMount", f"{_named('container', 'containers', containers)} must not set securityContext.procMount "
+            f"to {_join_quote(sorted(kinds))}")
+
+
+def _proc_mount_1_35(pod_meta: Mapping, spec: Mapping) -> Result:
+    """procMount 1.35: any procMount in a user namespace (hostUsers: false)."""
+    return None if _user_namespace(spec) else _proc_mount(pod_meta, spec)
+
+
+_SELINUX_TYPES_1_0 = frozenset({"", "container_t", "container_init_t", "container_kvm_t"})
+_SELINUX_TYPES_1_31 = _SELINUX_TYPES_1_0 | {"container_engine_t"}
+
+
+def _se_linux_options(allowed: frozenset[str]) -> CheckFn:
+    """seLinuxOptions 1.0 / 1.31: a type outside `allowed`, or any user or role."""
+    def check(pod_meta: Mapping, spec: Mapping) -> Result:
+        bad_types: set[str] = set()
+        user = role = False
+
+        def bad(sc: Mapping | None) -> bool:
+            nonlocal user, role
+            opts = _map(sc).get("seLinuxOptions")
+            if not _set(opts):
+                return False
+            kind = _str(opts.get("type"))
+            has_user, has_role = bool(_str(opts.get("user"))), bool(_str(opts.get("role")))
+            if kind not in allowed:
+                bad_types.add(kind)
+            user, role = user or has_user, role or has_role
+            return kind not in allowed or has_user or has_role
+
+        pod_bad = bad(_sc(spec))
+        setters = _setters(pod_bad, [_name(c) for c in _containers(spec) if bad(_sc(c))])
+        if not setters:
+            return None
+        data = ([_named("type", "types", sorted(bad_types))] if bad_types else []) + \
+            (["user may not be set"] if user else []) + (["role may not be set"] if role else [])
+        return ("seLinuxOptions",
+                f"{' and '.join(setters)} set forbidden securityContext.seLinuxOptions: {'; '.join(data)}")
+    return check
+
+
+_SECCOMP_POD_ANNOTATION = "seccomp.security.alpha.kubernetes.io/pod"
+_SECCOMP_CONTAINER_ANNOTATION = "container.seccomp.security.alpha.kubernetes.io/"
+_SECCOMP_TYPES = ("RuntimeDefault", "Localhost")
+
+
+def _seccomp_annotations(pod_meta: Mapping, spec: Mapping) -> Result:
+    """seccompProfile_baseline 1.0: the alpha annotations with a value other than runtime/default, docker/default or
+    localhost/*."""
+    annotations = _map(pod_meta.get("annotations"))
+    keys = [_SECCOMP_POD_ANNOTATION] + [_SECCOMP_CONTAINER_ANNOTATION + _name(c) for c in _containers(spec)]
+    forbidden = {f"{k}={_go_quote(v)}" for k in keys if isinstance(v := annotations.get(k), str)
+                 and not (v in ("runtime/default", "docker/default") or v.startswith("localhost/"))}
+    if not forbidden:
+        return None
+    return ("seccompProfile", f"forbidden {_plural('annotation', 'annotations', len(forbidden))} "
+            f"{', '.join(sorted(forbidden))}")
+
+
+def _seccomp_type(sc: Mapping | None) -> str | None:
+    """The seccompProfile.type a securityContext sets ("" when the profile is set without a type), None if unset."""
+    profile = _map(sc).get("seccompProfile")
+    return _str(profile.get("type")) if _set(profile) else None
+
+
+def _seccomp(required: bool) -> CheckFn:
+    """seccompProfile_baseline 1.19 (required=False: only explicit bad types) and seccompProfile_restricted 1.19
+    (required=True: also every container must be covered by a valid pod or container profile)."""
+    def check(pod_meta: Mapping, spec: Mapping) -> Result:
+        pod_type = _seccomp_type(_sc(spec))
+        pod_bad = pod_type is not None and pod_type not in _SECCOMP_TYPES
+        values = {pod_type} if pod_type is not None and pod_bad else set()
+        explicit, implicit = [], []
+        for c in _containers(spec):
+            kind = _seccomp_type(_sc(c))
+            if kind is None:
+                if pod_type not in _SECCOMP_TYPES:
+                    implicit.append(_name(c))
+            elif kind not in _SECCOMP_TYPES:
+                explicit.append(_name(c))
+                values.add(kind)
+        if setters := _setters(pod_bad, explicit):
+            return ("seccompProfile", f"{' and '.join(setters)} must not set securityContext.seccompProfile.type to "
+                    f"{_join_quote(sorted(values))}")
+        if required and implicit:
+            return ("seccompProfile", f"pod or {_named('container', 'containers', implicit)} must set "
+                    'securityContext.seccompProfile.type to "RuntimeDefault" or "Localhost"')
+        return None
+    return check
+
+
+_SAFE_SYSCTLS_1_0 = frozenset({"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.tcp_syncookies",
+                               "net.ipv4.ping_group_range", "net.ipv4.ip_unprivileged_port_start"})
+_SAFE_SYSCTLS_1_27 = _SAFE_SYSCTLS_1_0 | {"net.ipv4.ip_local_reserved_ports"}
+_SAFE_SYSCTLS_1_29 = _SAFE_SYSCTLS_1_27 | {"net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout",
+                                          "net.ipv4.tcp_keepalive_intvl", "net.ipv4.tcp_keepalive_probes"}
+_SAFE_SYSCTLS_1_32 = _SAFE_SYSCTLS_1_29 | {"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"}
+_SAFE_SYSCTLS_1_37 = _SAFE_SYSCTLS_1_32 | {"net.ipv4.tcp_slow_start_after_idle", "net.ipv4.tcp_notsent_lowat"}
+
+
+def _sysctls(allowed: frozenset[str]) -> CheckFn:
+    """sysctls 1.0 / 1.27 / 1.29 / 1.32 / 1.37: pod sysctls outside that version's safe set, in the pod's order."""
+    def check(pod_meta: Mapping, spec: Mapping) -> Result:
+        sysctls = _map(_sc(spec)).get("sysctls")
+        names = [_str(s.get("name")) for s in (sysctls if isinstance(sysctls, list) else []) if isinstance(s, Mapping)]
+        forbidden = [n for n in names if n not in allowed]
+        return ("forbidden sysctls", ", ".join(forbidden)) if forbidden else None
+    return check
+
+
+def _windows_host_process(pod_meta: Mapping, spec: Mapping) -> Result:
+    """windowsHostProcess 1.0: securityContext.windowsOptions.hostProcess=true on the pod or a container."""
+    def bad(sc: Mapping | None) -> bool:
+        return _map(_map(sc).get("windowsOptions")).get("hostProcess") is True
+
+    setters = _setters(bad(_sc(spec)), [_name(c) for c in _containers(spec) if bad(_sc(c))])
+    if not setters:
+        return None
+    return "hostProcess", f"{' and '.join(setters)} must not set securityContext.windowsOptions.hostProcess=true"
+
+
+def _not_windows(check: CheckFn) -> CheckFn:
+    """The 1.25 revision of a restricted check: a pod with spec.os.name=windows passes it."""
+    return lambda pod_meta, spec: None if _windows(spec) else check(pod_meta, spec)
+
+
+def _not_user_namespace(check: CheckFn) -> CheckFn:
+    """The 1.35 revision of a restricted check: a pod with hostUsers: false passes it."""
+    return lambda pod_meta, spec: None if _user_namespace(spec) else check(pod_meta, spec)
+
+
+def _allow_privilege_escalation(pod_meta: Mapping, spec: Mapping) -> Result:
+    """allowPrivilegeEscalation 1.8: every container must set it to false."""
+    names = [_name(c) for c in _containers(spec) if _map(_sc(c)).get("allowPrivilegeEscalation") is not False]
+    if not names:
+        return None
+    return ("allowPrivilegeEscalation != false",
+            f"{_named('container', 'containers', names)} must set securityContext.allowPrivilegeEscalation=false")
+
+
+def _capabilities_restricted(pod_meta: Mapping, spec: Mapping) -> Result:
+    """capabilities_restricted 1.22: every container drops ALL and adds nothing but NET_BIND_SERVICE."""
+    missing, adding, caps = [], [], set()
+    for c in _containers(spec):
+        capabilities = _map(_sc(c)).get("capabilities")
+        if not _set(capabilities):
+            missing.append(_name(c))
+            continue
+        if "ALL" not in _strings(capabilities.get("drop")):
+            missing.append(_name(c))
+        extra = [cap for cap in _strings(capabilities.get("add")) if cap != "NET_BIND_SERVICE"]
+        if extra:
+            adding.append(_name(c))
+            caps.update(extra)
+    details = ([f'{_named("container", "containers", missing)} must set securityContext.capabilities.drop=["ALL"]']
+               if missing else []) + \
+        ([f"{_named('container', 'containers', adding)} must not include {_join_quote(sorted(caps))} in "
+          "securityContext.capabilities.add"] if adding else [])
+    return ("unrestricted capabilities", "; ".join(details)) if details else None
+
+
+_ALLOWED_VOLUMES = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim",
+                    "projected", "secret")
+_RESTRICTED_VOLUMES = ("hostPath", "gcePersistentDisk", "awsElasticBlockStore", "gitRepo", "nfs", "iscsi", "glusterfs",
+                       "rbd", "flexVolume", "cinder", "cephfs", "flocker", "fc", "azureFile", "vsphereVolume",
+                       "quobyte", "azureDisk", "photonPersistentDisk", "portworxVolume", "scaleIO", "storageos")
+
+
+def _restricted_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
+    """restrictedVolumes 1.0: volume sources other than the nine allowed ones (an unrecognised one is "unknown")."""
+    names, kinds = [], set()
+    for v in _volumes(spec):
+        if any(_set(v.get(key)) for key in _ALLOWED_VOLUMES):
+            continue
+        names.append(_str(v.get("name")))
+        kinds.add(next((key for key in _RESTRICTED_VOLUMES if _set(v.get(key))), "unknown"))
+    if not names:
+        return None
+    return ("restricted volume types",
+            f"{_named('volume', 'volumes', names)} {_plural('uses', 'use', len(names))} "
+            f"{_named('restricted volume type', 'restricted volume types', sorted(kinds))}")
+
+
+def _run_as_non_root(pod_meta: Mapping, spec: Mapping) -> Result:
+    """runAsNonRoot 1.0: runAsNonRoot=true on the pod or every container, and false nowhere."""
+    pod_value = _map(_sc(spec)).get("runAsNonRoot")
+    explicit, implicit = [], []
+    for c in _containers(spec):
+        value = _map(_sc(c)).get("runAsNonRoot")
+        if isinstance(value, bool):
+            if not value:
+                explicit.append(_name(c))
+        elif pod_value is not True:
+            implicit.append(_name(c))
+    if setters := _setters(pod_value is False, explicit):
+        return "runAsNonRoot != true", f"{' and '.join(setters)} must not set securityContext.runAsNonRoot=false"
+    if implicit:
+        return ("runAsNonRoot != true",
+                f"pod or {_named('container', 'containers', implicit)} must set securityContext.runAsNonRoot=true")
+    return None
+
+
+def _run_as_user(pod_meta: Mapping, spec: Mapping) -> Result:
+    """runAsUser 1.23: runAsUser=0 on the pod or a container."""
+    def root(sc: Mapping | None) -> bool:
+        value = _map(sc).get("runAsUser")
+        return type(value) is int and value == 0
+
+    setters = _setters(root(_sc(spec)), [_name(c) for c in _containers(spec) if root(_sc(c))])
+    return ("runAsUser=0", f"{' and '.join(setters)} must not set runAsUser=0") if setters else None
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One revision of a check: from which policy version it applies, and the baseline checks it replaces."""
+
+    since: Version
+    check: CheckFn
+    overrides: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Check:
+    """One upstream check: its ID, level, revisions (oldest first), and how to satisfy it (our words)."""
+
+    id: str
+    level: str
+    revisions: tuple[Revision, ...]
+    fix: str
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("appArmorProfile", BASELINE, (Revision((1, 0), _app_armor_profile),),
+          "use AppArmor profile type RuntimeDefault or Localhost, or leave it unset"),
+    Check("capabilities_baseline", BASELINE, (Revision((1, 0), _capabilities_baseline),),
+          "add only capabilities of the runtime's default set (NET_RAW and SYS_ADMIN are not)"),
+    Check("hostNamespaces", BASELINE, (Revision((1, 0), _host_namespaces),),
+          "remove hostNetwork, hostPID and hostIPC (or run in a namespace whose level allows them)"),
+    Check("hostPathVolumes", BASELINE, (Revision((1, 0), _host_path_volumes),),
+          "replace hostPath volumes with a PersistentVolumeClaim, emptyDir, configMap or secret"),
+    Check("hostPorts", BASELINE, (Revision((1, 0), _host_ports),),
+          "remove hostPort from the container ports (reach the pod through a Service)"),
+    Check("hostProbesAndHostLifecycle", BASELINE, (Revision((1, 34), _host_probes_and_host_lifecycle),),
+          "leave host unset in probes and lifecycle handlers (the pod's IP is used)"),
+    Check("privileged", BASELINE, (Revision((1, 0), _privileged),),
+          "remove securityContext.privileged: true (or run in a namespace labelled privileged)"),
+    Check("procMount", BASELINE, (Revision((1, 0), _proc_mount), Revision((1, 35), _proc_mount_1_35)),
+          "leave securityContext.procMount unset or Default"),
+    Check("seLinuxOptions", BASELINE, (Revision((1, 0), _se_linux_options(_SELINUX_TYPES_1_0)),
+                                       Revision((1, 31), _se_linux_options(_SELINUX_TYPES_1_31))),
+          "leave seLinuxOptions user and role unset and its type unset or a container_* type"),
+    Check("seccompProfile_baseline", BASELINE, (Revision((1, 0), _seccomp_annotations),
+                                                Revision((1, 19), _seccomp(required=False))),
+          "set seccompProfile type RuntimeDefault or Localhost, or leave it unset"),
+    Check("sysctls", BASELINE, (Revision((1, 0), _sysctls(_SAFE_SYSCTLS_1_0)),
+                                Revision((1, 27), _sysctls(_SAFE_SYSCTLS_1_27)),
+                                Revision((1, 29), _sysctls(_SAFE_SYSCTLS_1_29)),
+                                Revision((1, 32), _sysctls(_SAFE_SYSCTLS_1_32)),
+                                Revision((1, 37), _sysctls(_SAFE_SYSCTLS_1_37))),
+          "set only the safe, namespaced sysctls (such as net.ipv4.ip_local_port_range)"),
+    Check("windowsHostProcess", BASELINE, (Revision((1, 0), _windows_host_process),),
+          "remove securityContext.windowsOptions.hostProcess: true"),
+    Check("allowPrivilegeEscalation", RESTRICTED,
+          (Revision((1, 8), _allow_privilege_escalation),
+           Revision((1, 25), _not_windows(_allow_privilege_escalation))),
+          "set securityContext.allowPrivilegeEscalation: false on every container"),
+    Check("capabilities_restricted", RESTRICTED,
+          (Revision((1, 22), _capabilities_restricted, ("capabilities_baseline",)),
+           Revision((1, 25), _not_windows(_capabilities_restricted), ("capabilities_baseline",))),
+          'set securityContext.capabilities.drop: ["ALL"] on every container and add at most NET_BIND_SERVICE'),
+    Check("procMount_restricted", RESTRICTED, (Revision((1, 35), _proc_mount, ("procMount",)),),
+          "leave securityContext.procMount unset or Default"),
+    Check("restrictedVolumes", RESTRICTED, (Revision((1, 0), _restricted_volumes, ("hostPathVolumes",)),),
+          "use only " + ", ".join(_ALLOWED_VOLUMES) + " volumes"),
+    Check("runAsNonRoot", RESTRICTED, (Revision((1, 0), _run_as_non_root),
+                                       Revision((1, 35), _not_user_namespace(_run_as_non_root))),
+          "set securityContext.runAsNonRoot: true on the pod (and false on no container)"),
+    Check("runAsUser", RESTRICTED, (Revision((1, 23), _run_as_user),
+                                    Revision((1, 35), _not_user_namespace(_run_as_user))),
+          "set runAsUser to a non-zero UID (or leave it unset with a non-root image)"),
+    Check("seccompProfile_restricted", RESTRICTED,
+          (Revision((1, 19), _seccomp(required=True), ("seccompProfile_baseline",)),
+           Revision((1, 25), _not_windows(_seccomp(required=True)), ("seccompProfile_baseline",))),
+          "set securityContext.seccompProfile.type: RuntimeDefault on the pod"),
+)
+"""Every check, in the order upstream evaluates them (baseline IDs sorted, then restricted IDs sorted)."""
+
+NEWEST: Version = max(r.since for c in CHECKS for r in c.revisions)
+"""The newest policy version with a revision: "latest", and any later version, evaluate as this one."""
+
+
+@functools.lru_cache(maxsize=None)
+def _active(level: str, version: Version | None) -> tuple[tuple[Check, CheckFn], ...]:
+    """checkRegistry.EvaluatePod's list: the checks of `level` at `version`, each at its revision for that version."""
+    if level == PRIVILEGED:
+        return ()
+    at = NEWEST if version is None or version > NEWEST else version
+    current = [(c, revs[-1]) for c in CHECKS if (c.level == BASELINE or level == RESTRICTED)
+               and (revs := [r for r in c.revisions if r.since <= at])]
+    overridden = {o for _, r in current for o in r.overrides}
+    return tuple((c, r.check) for c, r in current if c.id not in overridden)
+
+
+def _failed(level: str, version: str, pod_meta: Mapping, pod_spec: Mapping) -> tuple[str, str, list[tuple[Check, str]]]:
+    """The parsed level, version text, and each failed check with its "reason (detail)"."""
+    lvl, ver = _parse_level(level)[0], _parse_version(version)[0]
+    pod_meta, pod_spec = _map(pod_meta), _map(pod_spec)
+    failed = []
+    for check, fn in _active(lvl, ver):
+        if (result := fn(pod_meta, pod_spec)) is not None:
+            reason, detail = result
+            failed.append((check, f"{reason} ({detail})" if detail else reason))
+    return lvl, _version_text(ver), failed
+
+
+def violations(level: str, version: str, pod_meta: Mapping, pod_spec: Mapping) -> list[str]:
+    """The forbidden reasons of a pod (its metadata and spec) at `level`:`version`, in upstream's order, each as
+    "reason (detail)". A level upstream cannot parse is evaluated as restricted, a version as latest."""
+    return [text for _, text in _failed(level, version, pod_meta, pod_spec)[2]]
+
+
+def _level_version(level: str, version: str) -> str:
+    return _go_quote(f"{_parse_level(level)[0]}:{_version_text(_parse_version(version)[0])}")
+
+
+def refusal(level: str, version: str, reasons: list[str]) -> str:
+    """The enforce refusal's text (the API server prefixes it with `pods "<name>" is forbidden: `)."""
+    return f"violates PodSecurity {_level_version(level, version)}: {', '.join(reasons)}"
+
+
+def warning(level: str, version: str, reasons: list[str]) -> str:
+    """The warn mode's warning, for a Pod that is admitted or a workload whose pod template violates the level."""
+    return f"would violate PodSecurity {_level_version(level, version)}: {', '.join(reasons)}"
+
+
+# --- the plugin ------------------------------------------------------------------------------------------------------
+
+_TEMPLATE_PATHS: dict[str, Path] = {
+    "PodTemplate": ("template",),
+    "ReplicationController": ("spec", "template"),
+    "ReplicaSet": ("spec", "template"),
+    "Deployment": ("spec", "template"),
+    "StatefulSet": ("spec", "template"),
+    "DaemonSet": ("spec", "template"),
+    "Job": ("spec", "template"),
+    "CronJob": ("spec", "jobTemplate", "spec", "template"),
+}
+"""DefaultPodSpecExtractor's kinds and where each keeps its pod template (custom resources are not checked)."""
+
+
+def pod_template(obj: Mapping) -> tuple[Path, Mapping, Mapping] | None:
+    """Where the pod spec is, and the pod's metadata and spec, for a Pod or a kind upstream extracts a template from;
+    None for any other kind, or a template that is absent (a nil template is skipped upstream)."""
+    kind = obj.get("kind")
+    if kind == "Pod":
+        return ("spec",), meta(obj), _map(obj.get("spec"))
+    if not isinstance(kind, str) or kind not in _TEMPLATE_PATHS:
+        return None
+    node: Any = obj
+    for key in _TEMPLATE_PATHS[kind]:
+        node = _map(node).get(key)
+    if not _set(node):
+        return None
+    return _TEMPLATE_PATHS[kind] + ("spec",), _map(node.get("metadata")), _map(node.get("spec"))
+
+
+@dataclass(frozen=True)
+class Exemptions:
+    """The AdmissionConfiguration's exemptions (none by default, as on a cluster without one)."""
+
+    namespaces: frozenset[str] = frozenset()
+    runtime_classes: frozenset[str] = frozenset()
+
+
+def _fix(failed: list[tuple[Check, str]], tail: str) -> str:
+    return "; ".join([c.fix for c, _ in failed] + [tail])
+
+
+def admit(obj: Mapping, namespace_labels: Mapping[str, str], exemptions: Exemptions = Exemptions()) -> list[Finding]:
+    """The plugin's verdict on creating `obj` in a namespace with `namespace_labels`: a Namespace with labels it
+    cannot parse is refused; a Pod violating `enforce` is refused; a Pod (when admitted) or a workload with a pod
+    template violating `warn` gets a warning. Every other kind passes untouched."""
+    if obj.get("kind") == "Namespace":
+        return label_errors(meta(obj).get("labels") or {})
+    found = pod_template(obj)
+    if found is None or namespace_of(obj) in exemptions.namespaces:
+        return []
+    at, pod_meta, pod_spec = found
+    runtime_class = pod_spec.get("runtimeClassName")
+    if isinstance(runtime_class, str) and runtime_class in exemptions.runtime_classes:
+        return []
+    policy = levels(namespace_labels)
+    if obj.get("kind") == "Pod":
+        lvl, ver, failed = _failed(policy.enforce, policy.enforce_version, pod_meta, pod_spec)
+        if failed:
+            return [Finding(at, f"{lvl}:{ver}", refusal(lvl, ver, [t for _, t in failed]), _fix(
+                failed, f"or create the pod in a namespace whose {ENFORCE} label allows it"))]
+    lvl, ver, failed = _failed(policy.warn, policy.warn_version, pod_meta, pod_spec)
+    if not failed:
+        return []
+    return [Finding(at, f"{lvl}:{ver}", warning(lvl, ver, [t for _, t in failed]), _fix(
+        failed, f"admitted: {WARN} only warns, {ENFORCE} at this level refuses the pods themselves"), warning=True)]
