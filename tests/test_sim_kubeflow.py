@@ -371,9 +371,9 @@ def test_broken_v2_fails_before_anything_runs(tmp_path: Path) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(yamlio.dump(objs))
     rc, report, _ = simulate(str(path), "--run-command", tmp=tmp_path)
-    assert rc == 1 and report["workloads"] == []
+    assert rc == 2 and report["workloads"] == []      # Trainer's webhook refuses the TrainJob when it is applied
     [problem] = report["problems"]
-    assert "ClusterTrainingRuntime 'jax-distributd' is neither in the manifests nor the upstream" in problem["message"]
+    assert 'clustertrainingruntimes.trainer.kubeflow.org "jax-distributd" not found' in problem["message"]
 
 
 def test_broken_v1_fails_before_anything_runs(tmp_path: Path) -> None:

@@ -361,7 +361,7 @@ def test_problems_name_the_file_of_their_object(tmp_path: Path) -> None:
     odd = write(tmp_path / "extra.yaml", "apiVersion: batch/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nmetadata: {name: kindless}\n")
     broken = write(tmp_path / "trainjob.yaml", TRAINJOB.replace("name: jax-distributed", "name: jax-distributd"))
     paths = [p.path for p in plan(write(tmp_path / "job.yaml", CI_JOB), odd, broken).problems]
-    assert paths == [f"{odd}#0 Widget/w kind", f"{odd}#1 ?/kindless kind", f"{broken}#1 TrainJob/mnist-smoke spec.RuntimeRef"]
+    assert paths == [f"{odd}#0 Widget/w kind", f"{odd}#1 ?/kindless kind", f"{broken}#0 TrainJob/mnist-smoke spec.RuntimeRef"]
 
 
 # --- stacks stay clusters of their own ----------------------------------------------------------------

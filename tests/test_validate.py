@@ -297,9 +297,9 @@ def test_jobset_children_names_must_fit_in_63_characters() -> None:
     problems = validate_objects([jobset("a" * 64)])
     assert [p.path for p in problems] == [f"<memory>#0 JobSet/{'a' * 64} spec.replicatedJobs[0].name"] * 2
     assert "job names generated for this JobSet will exceed 63 characters" in problems[0].message
-    [problem] = validate_objects([jobset("a" * 55)])  # a valid label, but its Jobs' names are not
-    assert problem.path == f"<memory>#0 JobSet/{'a' * 55} spec.replicatedJobs[0].name"
-    assert "job names generated" in problem.message
+    problems = validate_objects([jobset("a" * 55)])  # a valid label, but its Jobs' names (and so its Pods') are not
+    assert [p.path for p in problems] == [f"<memory>#0 JobSet/{'a' * 55} spec.replicatedJobs[0].name"] * 2
+    assert "job names generated" in problems[0].message
     [problem] = validate_objects([jobset("a" * 48)])  # Job names fit; Pod names (+"-3-abcde") don't
     assert "pod names generated" in problem.message
     problems = validate_objects([jobset("0train")])  # DNS-1035: children must start with a letter

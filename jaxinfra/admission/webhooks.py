@@ -53,6 +53,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .validation import dns1035_label, dns1123_subdomain, label_value
 from .store import INSTALLED_RUNTIMES, Finding, Path, Store, meta, namespace_of
 from .structural import go_repr
 
@@ -154,47 +155,8 @@ def _go_list(values: list[int]) -> str:
     return "[" + " ".join(map(str, values)) + "]"
 
 
-_DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN = rf"{_DNS1123_LABEL}(\.{_DNS1123_LABEL})*"
-_DNS1035_LABEL = "[a-z]([-a-z0-9]*[a-z0-9])?"
-_LABEL_VALUE = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?"
 TOO_LONG_63 = "must be no more than 63 characters"
-
-
-def _regex_error(message: str, pattern: str, *examples: str) -> str:
-    """apimachinery's RegexError wording (with its double space before each further example)."""
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
-
-
-def dns1035_label(value: str) -> list[str]:
-    """IsDNS1035Label's messages for `value` (none when valid)."""
-    errors = [TOO_LONG_63] if len(value) > 63 else []
-    if not re.fullmatch(_DNS1035_LABEL, value):
-        errors.append(_regex_error("a DNS-1035 label must consist of lower case alphanumeric characters or '-', start "
-                                   "with an alphabetic character, and end with an alphanumeric character",
-                                   _DNS1035_LABEL, "my-name", "abc-123"))
-    return errors
-
-
-def dns1123_subdomain(value: str) -> list[str]:
-    """IsDNS1123Subdomain's messages for `value`."""
-    errors = ["must be no more than 253 characters"] if len(value) > 253 else []
-    if not re.fullmatch(_DNS1123_SUBDOMAIN, value):
-        errors.append(_regex_error("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, "
-                                   "'-' or '.', and must start and end with an alphanumeric character",
-                                   _DNS1123_SUBDOMAIN, "example.com"))
-    return errors
-
-
-def label_value(value: str) -> list[str]:
-    """IsValidLabelValue's messages for `value`."""
-    errors = [TOO_LONG_63] if len(value) > 63 else []
-    if not re.fullmatch(_LABEL_VALUE, value):
-        errors.append(_regex_error("a valid label must be an empty string or consist of alphanumeric characters, '-', "
-                                   "'_' or '.', and must start and end with an alphanumeric character",
-                                   _LABEL_VALUE, "MyValue", "my_value", "12345"))
-    return errors
+"""IsDNS1035Label's length message, which JobSet's webhook rewords for derived names."""
 
 
 # --- JobSet ----------------------------------------------------------------------------------------------------------
