@@ -54,6 +54,7 @@ from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Any
 
+from jaxinfra.admission.decoded import is_int
 from jaxinfra.admission.store import meta
 from jaxinfra.quantity import parse, suffix_of
 
@@ -165,8 +166,6 @@ def _items(parent: dict | None, key: str) -> Iterator[dict]:
         yield from (item for item in value if isinstance(item, dict))
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # --- image references (distribution/reference's grammar, as ParseNormalizedNamed applies it) ---------------------
@@ -326,7 +325,7 @@ def _pod_only(spec: dict) -> None:
         for key in ("initContainers", "containers"):
             for container in _items(spec, key):
                 for port in _items(container, "ports"):
-                    if _unset(port.get("hostPort"), 0, _PLAIN) and _is_int(port.get("containerPort")):
+                    if _unset(port.get("hostPort"), 0, _PLAIN) and is_int(port.get("containerPort")):
                         port["hostPort"] = port["containerPort"]
 
 
@@ -427,7 +426,7 @@ def _service(obj: dict) -> None:
     for port in _items(spec, "ports"):
         _fill(port, _PORT)
         target = port.get("targetPort")
-        if (target is None or target == "" or (_is_int(target) and target == 0)) and _is_int(port.get("port")):
+        if (target is None or target == "" or (is_int(target) and target == 0)) and is_int(port.get("port")):
             port["targetPort"] = port["port"]
     external_ips = spec.get("externalIPs")
     exposed = kind in ("LoadBalancer", "NodePort") or (kind == "ClusterIP" and isinstance(external_ips, list)

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from jaxinfra.admission.decoded import as_list, as_map, as_str
 from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
 from jaxinfra.quantity import parse, suffix_of
 
@@ -142,16 +143,10 @@ def _pretty(items: Mapping[str, _Q]) -> str:
     return ",".join(f"{name}={_show(items[name])}" for name in sorted(items))
 
 
-def _mapping(value: Any) -> Mapping:
-    return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 # --- the pod's containers -----------------------------------------------------------------------------------------
@@ -161,15 +156,15 @@ _CONTAINER_KINDS = (("containers", "container"), ("initContainers", "init contai
 
 def _containers(pod: Mapping) -> Iterator[tuple[Path, Mapping]]:
     """Every container and init container, with its path, in field order."""
-    spec = _mapping(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     for field, _ in _CONTAINER_KINDS:
-        for i, c in enumerate(_list(spec.get(field))):
+        for i, c in enumerate(as_list(spec.get(field))):
             if isinstance(c, Mapping):
                 yield ("spec", field, i), c
 
 
 def _container_resources(c: Mapping) -> tuple[dict[str, _Q], dict[str, _Q]]:
-    res = _mapping(c.get("resources"))
+    res = as_map(c.get("resources"))
     return _resources(res.get("requests")), _resources(res.get("limits"))
 
 
@@ -194,8 +189,8 @@ def _default_requests_from_limits(pod: dict) -> None:
     """SetDefaults_Pod: a container's limit without a request makes that request (a v1.Pod only, not a template)."""
     spec = pod.get("spec")
     for field, _ in _CONTAINER_KINDS:
-        for c in _list(spec.get(field) if isinstance(spec, dict) else None):
-            limits = _mapping(_mapping(c).get("resources")).get("limits")
+        for c in as_list(spec.get(field) if isinstance(spec, dict) else None):
+            limits = as_map(as_map(c).get("resources")).get("limits")
             if isinstance(limits, Mapping):
                 _fill(c, "requests", limits)
 
@@ -207,14 +202,14 @@ def _aggregate(pod: Mapping, which: int, overhead: bool = True) -> dict[str, _Q]
     """PodRequests (which=0) / PodLimits (which=1) from pkg/api/v1/resource: containers and sidecars add up, a plain
     init container counts alone (with the sidecars started before it), the larger wins; pod-level values replace
     cpu/memory/hugepages; overhead (quota's sum, not LimitRanger's) adds to every request and to limits present."""
-    spec = _mapping(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     total: dict[str, _Q] = {}
-    for c in _list(spec.get("containers")):
+    for c in as_list(spec.get("containers")):
         if isinstance(c, Mapping):
             _add_into(total, _container_resources(c)[which])
     sidecars: dict[str, _Q] = {}
     init: dict[str, _Q] = {}
-    for c in _list(spec.get("initContainers")):
+    for c in as_list(spec.get("initContainers")):
         if not isinstance(c, Mapping):
             continue
         own = _container_resources(c)[which]
@@ -227,7 +222,7 @@ def _aggregate(pod: Mapping, which: int, overhead: bool = True) -> dict[str, _Q]
             _add_into(alone, sidecars)
             _max_into(init, alone)
     _max_into(total, init)
-    pod_level = _resources(_mapping(spec.get("resources")).get(("requests", "limits")[which]))
+    pod_level = _resources(as_map(spec.get("resources")).get(("requests", "limits")[which]))
     for name, q in pod_level.items():
         if name in _POD_LEVEL or name.startswith("hugepages-"):
             total[name] = q
@@ -249,7 +244,7 @@ def _class_value(pc: Mapping) -> int:
 
 
 def _class_policy(pc: Mapping) -> str:
-    return _str(pc.get("preemptionPolicy")) or _PREEMPT_LOWER
+    return as_str(pc.get("preemptionPolicy")) or _PREEMPT_LOWER
 
 
 def _global_default(store: Store) -> Mapping | None:
@@ -266,11 +261,11 @@ def _priority(pod: dict, store: Store) -> list[Finding]:
     spec = pod.setdefault("spec", {})
     if not isinstance(spec, dict):
         return []
-    name = _str(spec.get("priorityClassName"))
+    name = as_str(spec.get("priorityClassName"))
     if not name:
         default = _global_default(store)
         value, policy = (_class_value(default), _class_policy(default)) if default else (0, _PREEMPT_LOWER)
-        if default is not None and _str(meta(default).get("name")):
+        if default is not None and as_str(meta(default).get("name")):
             spec["priorityClassName"] = meta(default)["name"]
     elif name in _SYSTEM_CLASSES:
         value, policy = _SYSTEM_CLASSES[name], _PREEMPT_LOWER
@@ -327,15 +322,15 @@ class _LimitItem:
 
 def _limit_items(limit_range: Mapping) -> list[_LimitItem]:
     items = []
-    for raw in _list(_mapping(limit_range.get("spec")).get("limits")):
+    for raw in as_list(as_map(limit_range.get("spec")).get("limits")):
         if not isinstance(raw, Mapping):
             continue
-        kind = _str(raw.get("type"))
-        default = {k: v for k, v in _mapping(raw.get("default")).items() if _quantity(v) is not None}
-        request = {k: v for k, v in _mapping(raw.get("defaultRequest")).items() if _quantity(v) is not None}
+        kind = as_str(raw.get("type"))
+        default = {k: v for k, v in as_map(raw.get("default")).items() if _quantity(v) is not None}
+        request = {k: v for k, v in as_map(raw.get("defaultRequest")).items() if _quantity(v) is not None}
         if kind == "Container":
             for source, target in ((raw.get("max"), default), (default, request), (raw.get("min"), request)):
-                for k, v in _mapping(source).items():
+                for k, v in as_map(source).items():
                     if _quantity(v) is not None:
                         target.setdefault(k, v)
         items.append(_LimitItem(kind, _resources(raw.get("min")), _resources(raw.get("max")),
@@ -344,7 +339,7 @@ def _limit_items(limit_range: Mapping) -> list[_LimitItem]:
 
 
 def _limit_ranges(store: Store, namespace: str) -> list[tuple[str, list[_LimitItem]]]:
-    return [(_str(meta(lr).get("name")), _limit_items(lr)) for lr in store.of_kind("LimitRange", namespace)]
+    return [(as_str(meta(lr).get("name")), _limit_items(lr)) for lr in store.of_kind("LimitRange", namespace)]
 
 
 def _limit_defaults(pod: dict, ranges: list[tuple[str, list[_LimitItem]]]) -> None:
@@ -361,10 +356,10 @@ def _limit_defaults(pod: dict, ranges: list[tuple[str, list[_LimitItem]]]) -> No
                 requests.update(item.default_request)
         notes: list[str] = []
         for field, label in _CONTAINER_KINDS:
-            for c in _list(spec.get(field)):
+            for c in as_list(spec.get(field)):
                 for key, defaults, word in (("limits", limits, "limit"), ("requests", requests, "request")):
                     if added := _fill(c, key, defaults):
-                        notes.append(f"{', '.join(added)} {word} for {label} {_str(c.get('name'))}")
+                        notes.append(f"{', '.join(added)} {word} for {label} {as_str(c.get('name'))}")
         metadata = pod.setdefault("metadata", {})
         if notes and isinstance(metadata, dict):
             annotations = metadata.setdefault("annotations", {})
@@ -442,7 +437,7 @@ def _limit_validate(pod: Mapping, ranges: list[tuple[str, list[_LimitItem]]]) ->
 
 def _claim_limits(claim: Mapping, store: Store, namespace: str) -> list[Finding]:
     """Validating LimitRanger on a claim: min and max of type PersistentVolumeClaim on spec.resources.requests."""
-    requests = _resources(_mapping(_mapping(claim.get("spec")).get("resources")).get("requests"))
+    requests = _resources(as_map(as_map(claim.get("spec")).get("resources")).get("requests"))
     at: Path = ("spec", "resources", "requests")
     for _, items in _limit_ranges(store, namespace):
         found = []
@@ -541,7 +536,7 @@ def _missing(pod: Mapping, required: set[str]) -> tuple[str, Path] | None:
         have = {f"{w}{r}" for r in ("cpu", "memory") if r in requests for w in ("", "requests.")}
         have |= {f"limits.{r}" for r in ("cpu", "memory") if r in limits}
         for name in sorted(required - have):
-            missing.setdefault(name, set()).add(_str(c.get("name")))
+            missing.setdefault(name, set()).add(as_str(c.get("name")))
             first = first or (*at, "resources", "limits" if name.startswith("limits.") else "requests")
     if not missing or first is None:
         return None
@@ -551,35 +546,35 @@ def _missing(pod: Mapping, required: set[str]) -> tuple[str, Path] | None:
 
 def _pod_facts(pod: Mapping) -> dict[str, bool | str]:
     """What the pod scopes look at (podMatchesScopeFunc), taken when the pod is charged."""
-    spec = _mapping(pod.get("spec"))
+    spec = as_map(pod.get("spec"))
     deadline = spec.get("activeDeadlineSeconds")
     terminating = isinstance(deadline, int) and not isinstance(deadline, bool) and deadline >= 0
     compute = [_container_resources(c) for _, c in _containers(pod)]
-    pod_level = _mapping(spec.get("resources"))
+    pod_level = as_map(spec.get("resources"))
     compute.append((_resources(pod_level.get("requests")), _resources(pod_level.get("limits"))))
     best_effort = not any(q[0] != 0 for pair in compute for side in pair for n, q in side.items() if n in _POD_LEVEL)
-    affinity = _mapping(spec.get("affinity"))
+    affinity = as_map(spec.get("affinity"))
     terms = []
     for kind in ("podAffinity", "podAntiAffinity"):
-        rules = _mapping(affinity.get(kind))
-        terms += _list(rules.get("requiredDuringSchedulingIgnoredDuringExecution"))
-        preferred = _list(rules.get("preferredDuringSchedulingIgnoredDuringExecution"))
-        terms += [_mapping(w).get("podAffinityTerm") for w in preferred]
-    cross = any(isinstance(t, Mapping) and (bool(_list(t.get("namespaces"))) or t.get("namespaceSelector") is not None)
+        rules = as_map(affinity.get(kind))
+        terms += as_list(rules.get("requiredDuringSchedulingIgnoredDuringExecution"))
+        preferred = as_list(rules.get("preferredDuringSchedulingIgnoredDuringExecution"))
+        terms += [as_map(w).get("podAffinityTerm") for w in preferred]
+    cross = any(isinstance(t, Mapping) and (bool(as_list(t.get("namespaces"))) or t.get("namespaceSelector") is not None)
                 for t in terms)
     return {"Terminating": terminating, "NotTerminating": not terminating, "BestEffort": best_effort,
-            "NotBestEffort": not best_effort, "PriorityClass": _str(spec.get("priorityClassName")),
+            "NotBestEffort": not best_effort, "PriorityClass": as_str(spec.get("priorityClassName")),
             "CrossNamespacePodAffinity": cross}
 
 
 def _scope_matches(selector: Mapping, facts: Mapping[str, bool | str] | None) -> bool:
     """One scope selector against an object's facts; objects with no scope facts match no scope."""
-    if facts is None or (scope := _str(selector.get("scopeName"))) not in facts:
+    if facts is None or (scope := as_str(selector.get("scopeName"))) not in facts:
         return False
     value = facts[scope]
     if isinstance(value, bool):
         return value
-    operator, values = selector.get("operator"), [v for v in _list(selector.get("values")) if isinstance(v, str)]
+    operator, values = selector.get("operator"), [v for v in as_list(selector.get("values")) if isinstance(v, str)]
     if operator == "Exists":
         return bool(value)
     if operator == "DoesNotExist":
@@ -599,11 +594,11 @@ class _Quota:
 
     @classmethod
     def of(cls, obj: Mapping) -> _Quota:
-        spec = _mapping(obj.get("spec"))
-        selectors = [{"scopeName": s, "operator": "Exists"} for s in _list(spec.get("scopes")) if isinstance(s, str)]
-        selectors += [s for s in _list(_mapping(spec.get("scopeSelector")).get("matchExpressions"))
+        spec = as_map(obj.get("spec"))
+        selectors = [{"scopeName": s, "operator": "Exists"} for s in as_list(spec.get("scopes")) if isinstance(s, str)]
+        selectors += [s for s in as_list(as_map(spec.get("scopeSelector")).get("matchExpressions"))
                       if isinstance(s, Mapping)]
-        return cls(_str(meta(obj).get("name")), _resources(spec.get("hard")), tuple(selectors))
+        return cls(as_str(meta(obj).get("name")), _resources(spec.get("hard")), tuple(selectors))
 
     def covers(self, group_resource: str, facts: Mapping[str, bool | str] | None) -> bool:
         """generic.Matches: one hard resource is tracked for the object and every scope matches it."""
@@ -659,7 +654,7 @@ class Usage:
         namespace, key = namespace_of(obj), _key(obj)
         if not key[1]:
             self._unnamed += 1
-            key = (key[0], f"{_str(meta(obj).get('generateName'))}#{self._unnamed}")
+            key = (key[0], f"{as_str(meta(obj).get('generateName'))}#{self._unnamed}")
         charges = self._charges.setdefault(namespace, {})
         if key in charges:
             self._sums.pop(namespace, None)
@@ -677,7 +672,7 @@ def _count(used: dict[str, _Q], quota: _Quota, charge: _Charge) -> None:
 
 
 def _key(obj: Mapping) -> tuple[str, str]:
-    return _str(obj.get("kind")) or "Pod", _str(meta(obj).get("name"))
+    return as_str(obj.get("kind")) or "Pod", as_str(meta(obj).get("name"))
 
 
 def _quota_check(obj: Mapping, store: Store, usage: Usage, charge: _Charge) -> list[Finding]:
@@ -735,7 +730,7 @@ def admit_pod(pod: dict, store: Store, usage: Usage) -> list[Finding]:
 def admit_object(obj: Mapping, store: Store, usage: Usage) -> list[Finding]:
     """One non-pod object being created: PriorityClass's single-default rule, LimitRanger on claims, then the
     ResourceQuota object counts (and services' / claims' own resources); a pod (as a dict) goes to admit_pod."""
-    kind = _str(obj.get("kind"))
+    kind = as_str(obj.get("kind"))
     if kind == "Pod":
         return admit_pod(obj, store, usage) if isinstance(obj, dict) else []
     if kind == "PriorityClass":
@@ -756,14 +751,14 @@ def admit_object(obj: Mapping, store: Store, usage: Usage) -> list[Finding]:
 
 def _group_resource(obj: Mapping, store: Store) -> str:
     """`<resource>` or `<resource>.<group>`: the plural from the input CRD for the kind, else the RESTMapper's guess."""
-    api_version, kind = _str(obj.get("apiVersion")), _str(obj.get("kind"))
+    api_version, kind = as_str(obj.get("apiVersion")), as_str(obj.get("kind"))
     group = api_version.rpartition("/")[0]
     plural = ""
     for crd in store.of_kind("CustomResourceDefinition"):
-        spec = _mapping(crd.get("spec"))
-        names = _mapping(spec.get("names"))
+        spec = as_map(crd.get("spec"))
+        names = as_map(spec.get("names"))
         if spec.get("group") == group and names.get("kind") == kind:
-            plural = _str(names.get("plural"))
+            plural = as_str(names.get("plural"))
     if not plural:
         lower = kind.lower()
         plural = (lower if lower.endswith("endpoints") else f"{lower}es" if lower.endswith("s")
@@ -773,9 +768,9 @@ def _group_resource(obj: Mapping, store: Store) -> str:
 
 def _object_usage(obj: Mapping, group_resource: str) -> dict[str, _Q]:
     one: _Q = (Fraction(1), "DecimalSI")
-    spec = _mapping(obj.get("spec"))
+    spec = as_map(obj.get("spec"))
     if group_resource == "services":
-        ports = _list(spec.get("ports"))
+        ports = as_list(spec.get("ports"))
         kind = spec.get("type")
         if kind == "LoadBalancer" and spec.get("allocateLoadBalancerNodePorts") is False:
             node_ports = sum(1 for p in ports if isinstance(p, Mapping) and p.get("nodePort"))
@@ -785,12 +780,12 @@ def _object_usage(obj: Mapping, group_resource: str) -> dict[str, _Q]:
                 "services.loadbalancers": (Fraction(int(kind == "LoadBalancer")), "DecimalSI")}
     if group_resource == "persistentvolumeclaims":
         out = {"persistentvolumeclaims": one, "count/persistentvolumeclaims": one}
-        annotations = _mapping(meta(obj).get("annotations"))
-        storage_class = _str(annotations.get("volume.beta.kubernetes.io/storage-class")) or _str(
+        annotations = as_map(meta(obj).get("annotations"))
+        storage_class = as_str(annotations.get("volume.beta.kubernetes.io/storage-class")) or as_str(
             spec.get("storageClassName"))
         if storage_class:
             out[f"{storage_class}{_CLASS_SUFFIX}persistentvolumeclaims"] = one
-        storage = _resources(_mapping(spec.get("resources")).get("requests")).get("storage")
+        storage = _resources(as_map(spec.get("resources")).get("requests")).get("storage")
         if storage is not None:
             storage = (Fraction(math.ceil(storage[0])), storage[1])
             out["requests.storage"] = storage
@@ -803,4 +798,4 @@ def _object_usage(obj: Mapping, group_resource: str) -> dict[str, _Q]:
 
 def _claim_facts(claim: Mapping) -> dict[str, bool | str]:
     """The one claim scope, VolumeAttributesClass."""
-    return {"VolumeAttributesClass": _str(_mapping(claim.get("spec")).get("volumeAttributesClassName"))}
+    return {"VolumeAttributesClass": as_str(as_map(claim.get("spec")).get("volumeAttributesClassName"))}

@@ -45,6 +45,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jaxinfra.admission.decoded import as_map, as_str
+from jaxinfra.admission.goformat import go_quote
 from jaxinfra.admission.store import Finding, Path, meta, namespace_of
 
 __all__ = [
@@ -141,35 +143,11 @@ def label_errors(namespace_labels: Mapping[str, Any]) -> list[Finding]:
         value = labels.get(label)
         if isinstance(value, str) and not parse(value)[1]:
             out.append(Finding(("metadata", "labels", label), value,
-                               f"Invalid value: {_go_quote(value)}: {detail}", fix))
+                               f"Invalid value: {go_quote(value)}: {detail}", fix))
     return out
 
 
 # --- Go's text helpers ---------------------------------------------------------------------------------------------
-
-_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
-            "\\": "\\\\", '"': '\\"'}
-
-
-def _go_quote(s: str) -> str:
-    """Go's %q of a string (strconv.Quote): printable characters as they are, the rest escaped."""
-    out = []
-    for ch in s:
-        code = ord(ch)
-        if ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif 0xD800 <= code <= 0xDFFF:
-            out.append("\ufffd")  # a lone surrogate: Go's decoder would have replaced it
-        elif ch.isprintable():
-            out.append(ch)
-        elif code < 0x80:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return '"' + "".join(out) + '"'
-
 
 def _join_quote(items: Iterable[str]) -> str:
     items = list(items)
@@ -187,8 +165,6 @@ def _named(singular: str, plural: str, names: list[str]) -> str:
 
 # --- reading a pod spec the way Go decodes it (absent, null and a wrong type all read as unset) -------------------
 
-def _map(value: Any) -> Mapping:
-    return value if isinstance(value, Mapping) else {}
 
 
 def _set(value: Any) -> bool:
@@ -196,8 +172,6 @@ def _set(value: Any) -> bool:
     return isinstance(value, Mapping)
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _strings(value: Any) -> list[str]:
@@ -211,7 +185,7 @@ def _containers(spec: Mapping) -> list[Mapping]:
 
 
 def _name(container: Mapping) -> str:
-    return _str(container.get("name"))
+    return as_str(container.get("name"))
 
 
 def _sc(obj: Mapping) -> Mapping | None:
@@ -221,7 +195,7 @@ def _sc(obj: Mapping) -> Mapping | None:
 
 
 def _windows(spec: Mapping) -> bool:
-    return _map(spec.get("os")).get("name") == "windows"
+    return as_map(spec.get("os")).get("name") == "windows"
 
 
 def _user_namespace(spec: Mapping) -> bool:
@@ -247,8 +221,8 @@ _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 def _app_armor_profile(pod_meta: Mapping, spec: Mapping) -> Result:
     """appArmorProfile 1.0: profile types other than RuntimeDefault/Localhost, or beta annotations with other values."""
     def bad(sc: Mapping | None) -> str | None:
-        profile = _map(sc).get("appArmorProfile")
-        kind = _str(profile.get("type")) if _set(profile) else None
+        profile = as_map(sc).get("appArmorProfile")
+        kind = as_str(profile.get("type")) if _set(profile) else None
         return kind if kind is not None and kind not in ("RuntimeDefault", "Localhost") else None
 
     pod_value = bad(_sc(spec))
@@ -259,7 +233,7 @@ def _app_armor_profile(pod_meta: Mapping, spec: Mapping) -> Result:
             containers.append(_name(c))
             values.add(value)
     setters = _setters(pod_value is not None, containers)
-    annotations = sorted(f"{k}={_go_quote(v)}" for k, v in _map(pod_meta.get("annotations")).items()
+    annotations = sorted(f"{k}={go_quote(v)}" for k, v in as_map(pod_meta.get("annotations")).items()
                          if isinstance(k, str) and k.startswith(_APPARMOR_ANNOTATION) and isinstance(v, str)
                          and not (v == "" or v == "runtime/default" or v.startswith("localhost/")))
     bad_values = sorted(values) + annotations
@@ -279,7 +253,7 @@ def _capabilities_baseline(pod_meta: Mapping, spec: Mapping) -> Result:
     """capabilities_baseline 1.0: capabilities.add beyond the container runtime's default set."""
     containers, caps = [], set()
     for c in _containers(spec):
-        extra = [cap for cap in _strings(_map(_map(_sc(c)).get("capabilities")).get("add"))
+        extra = [cap for cap in _strings(as_map(as_map(_sc(c)).get("capabilities")).get("add"))
                  if cap not in _DEFAULT_CAPABILITIES]
         if extra:
             containers.append(_name(c))
@@ -298,7 +272,7 @@ def _host_namespaces(pod_meta: Mapping, spec: Mapping) -> Result:
 
 def _host_path_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
     """hostPathVolumes 1.0: any hostPath volume."""
-    names = [_str(v.get("name")) for v in _volumes(spec) if _set(v.get("hostPath"))]
+    names = [as_str(v.get("name")) for v in _volumes(spec) if _set(v.get("hostPath"))]
     return ("hostPath volumes", _named("volume", "volumes", names)) if names else None
 
 
@@ -324,15 +298,15 @@ def _host_ports(pod_meta: Mapping, spec: Mapping) -> Result:
 
 def _handler_hosts(handler: Any) -> list[str]:
     """The non-empty httpGet/tcpSocket hosts of one probe or lifecycle handler."""
-    h = _map(handler)
-    return [host for key in ("httpGet", "tcpSocket") if (host := _str(_map(h.get(key)).get("host")))]
+    h = as_map(handler)
+    return [host for key in ("httpGet", "tcpSocket") if (host := as_str(as_map(h.get(key)).get("host")))]
 
 
 def _host_probes_and_host_lifecycle(pod_meta: Mapping, spec: Mapping) -> Result:
     """hostProbesAndHostLifecycle 1.34: a host in a probe's or lifecycle handler's httpGet/tcpSocket."""
     containers, hosts = set(), set()
     for c in _containers(spec):
-        lifecycle = _map(c.get("lifecycle"))
+        lifecycle = as_map(c.get("lifecycle"))
         found = [host for handler in (c.get("livenessProbe"), c.get("readinessProbe"), c.get("startupProbe"),
                                       lifecycle.get("postStart"), lifecycle.get("preStop"))
                  for host in _handler_hosts(handler)]
@@ -348,7 +322,7 @@ def _host_probes_and_host_lifecycle(pod_meta: Mapping, spec: Mapping) -> Result:
 
 def _privileged(pod_meta: Mapping, spec: Mapping) -> Result:
     """privileged 1.0: securityContext.privileged=true."""
-    names = [_name(c) for c in _containers(spec) if _map(_sc(c)).get("privileged") is True]
+    names = [_name(c) for c in _containers(spec) if as_map(_sc(c)).get("privileged") is True]
     if not names:
         return None
     return "privileged", f"{_named('container', 'containers', names)} must not set securityContext.privileged=true"
@@ -358,7 +332,7 @@ def _proc_mount(pod_meta: Mapping, spec: Mapping) -> Result:
     """procMount 1.0 (and procMount_restricted 1.35): securityContext.procMount other than Default."""
     containers, kinds = [], set()
     for c in _containers(spec):
-        sc = _map(_sc(c))
+        sc = as_map(_sc(c))
         if isinstance(sc.get("procMount"), str) and sc["procMount"] != "Default":
             containers.append(_name(c))
             kinds.add(sc["procMount"])
@@ -385,11 +359,11 @@ def _se_linux_options(allowed: frozenset[str]) -> CheckFn:
 
         def bad(sc: Mapping | None) -> bool:
             nonlocal user, role
-            opts = _map(sc).get("seLinuxOptions")
+            opts = as_map(sc).get("seLinuxOptions")
             if not _set(opts):
                 return False
-            kind = _str(opts.get("type"))
-            has_user, has_role = bool(_str(opts.get("user"))), bool(_str(opts.get("role")))
+            kind = as_str(opts.get("type"))
+            has_user, has_role = bool(as_str(opts.get("user"))), bool(as_str(opts.get("role")))
             if kind not in allowed:
                 bad_types.add(kind)
             user, role = user or has_user, role or has_role
@@ -414,9 +388,9 @@ _SECCOMP_TYPES = ("RuntimeDefault", "Localhost")
 def _seccomp_annotations(pod_meta: Mapping, spec: Mapping) -> Result:
     """seccompProfile_baseline 1.0: the alpha annotations with a value other than runtime/default, docker/default or
     localhost/*."""
-    annotations = _map(pod_meta.get("annotations"))
+    annotations = as_map(pod_meta.get("annotations"))
     keys = [_SECCOMP_POD_ANNOTATION] + [_SECCOMP_CONTAINER_ANNOTATION + _name(c) for c in _containers(spec)]
-    forbidden = {f"{k}={_go_quote(v)}" for k in keys if isinstance(v := annotations.get(k), str)
+    forbidden = {f"{k}={go_quote(v)}" for k in keys if isinstance(v := annotations.get(k), str)
                  and not (v in ("runtime/default", "docker/default") or v.startswith("localhost/"))}
     if not forbidden:
         return None
@@ -426,8 +400,8 @@ def _seccomp_annotations(pod_meta: Mapping, spec: Mapping) -> Result:
 
 def _seccomp_type(sc: Mapping | None) -> str | None:
     """The seccompProfile.type a securityContext sets ("" when the profile is set without a type), None if unset."""
-    profile = _map(sc).get("seccompProfile")
-    return _str(profile.get("type")) if _set(profile) else None
+    profile = as_map(sc).get("seccompProfile")
+    return as_str(profile.get("type")) if _set(profile) else None
 
 
 def _seccomp(required: bool) -> CheckFn:
@@ -468,8 +442,8 @@ _SAFE_SYSCTLS_1_37 = _SAFE_SYSCTLS_1_32 | {"net.ipv4.tcp_slow_start_after_idle",
 def _sysctls(allowed: frozenset[str]) -> CheckFn:
     """sysctls 1.0 / 1.27 / 1.29 / 1.32 / 1.37: pod sysctls outside that version's safe set, in the pod's order."""
     def check(pod_meta: Mapping, spec: Mapping) -> Result:
-        sysctls = _map(_sc(spec)).get("sysctls")
-        names = [_str(s.get("name")) for s in (sysctls if isinstance(sysctls, list) else []) if isinstance(s, Mapping)]
+        sysctls = as_map(_sc(spec)).get("sysctls")
+        names = [as_str(s.get("name")) for s in (sysctls if isinstance(sysctls, list) else []) if isinstance(s, Mapping)]
         forbidden = [n for n in names if n not in allowed]
         return ("forbidden sysctls", ", ".join(forbidden)) if forbidden else None
     return check
@@ -478,7 +452,7 @@ def _sysctls(allowed: frozenset[str]) -> CheckFn:
 def _windows_host_process(pod_meta: Mapping, spec: Mapping) -> Result:
     """windowsHostProcess 1.0: securityContext.windowsOptions.hostProcess=true on the pod or a container."""
     def bad(sc: Mapping | None) -> bool:
-        return _map(_map(sc).get("windowsOptions")).get("hostProcess") is True
+        return as_map(as_map(sc).get("windowsOptions")).get("hostProcess") is True
 
     setters = _setters(bad(_sc(spec)), [_name(c) for c in _containers(spec) if bad(_sc(c))])
     if not setters:
@@ -498,7 +472,7 @@ def _not_user_namespace(check: CheckFn) -> CheckFn:
 
 def _allow_privilege_escalation(pod_meta: Mapping, spec: Mapping) -> Result:
     """allowPrivilegeEscalation 1.8: every container must set it to false."""
-    names = [_name(c) for c in _containers(spec) if _map(_sc(c)).get("allowPrivilegeEscalation") is not False]
+    names = [_name(c) for c in _containers(spec) if as_map(_sc(c)).get("allowPrivilegeEscalation") is not False]
     if not names:
         return None
     return ("allowPrivilegeEscalation != false",
@@ -509,7 +483,7 @@ def _capabilities_restricted(pod_meta: Mapping, spec: Mapping) -> Result:
     """capabilities_restricted 1.22: every container drops ALL and adds nothing but NET_BIND_SERVICE."""
     missing, adding, caps = [], [], set()
     for c in _containers(spec):
-        capabilities = _map(_sc(c)).get("capabilities")
+        capabilities = as_map(_sc(c)).get("capabilities")
         if not _set(capabilities):
             missing.append(_name(c))
             continue
@@ -539,7 +513,7 @@ def _restricted_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
     for v in _volumes(spec):
         if any(_set(v.get(key)) for key in _ALLOWED_VOLUMES):
             continue
-        names.append(_str(v.get("name")))
+        names.append(as_str(v.get("name")))
         kinds.add(next((key for key in _RESTRICTED_VOLUMES if _set(v.get(key))), "unknown"))
     if not names:
         return None
@@ -550,10 +524,10 @@ def _restricted_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
 
 def _run_as_non_root(pod_meta: Mapping, spec: Mapping) -> Result:
     """runAsNonRoot 1.0: runAsNonRoot=true on the pod or every container, and false nowhere."""
-    pod_value = _map(_sc(spec)).get("runAsNonRoot")
+    pod_value = as_map(_sc(spec)).get("runAsNonRoot")
     explicit, implicit = [], []
     for c in _containers(spec):
-        value = _map(_sc(c)).get("runAsNonRoot")
+        value = as_map(_sc(c)).get("runAsNonRoot")
         if isinstance(value, bool):
             if not value:
                 explicit.append(_name(c))
@@ -570,7 +544,7 @@ def _run_as_non_root(pod_meta: Mapping, spec: Mapping) -> Result:
 def _run_as_user(pod_meta: Mapping, spec: Mapping) -> Result:
     """runAsUser 1.23: runAsUser=0 on the pod or a container."""
     def root(sc: Mapping | None) -> bool:
-        value = _map(sc).get("runAsUser")
+        value = as_map(sc).get("runAsUser")
         return type(value) is int and value == 0
 
     setters = _setters(root(_sc(spec)), [_name(c) for c in _containers(spec) if root(_sc(c))])
@@ -671,7 +645,7 @@ def _active(level: str, version: Version | None) -> tuple[tuple[Check, CheckFn],
 def _failed(level: str, version: str, pod_meta: Mapping, pod_spec: Mapping) -> tuple[str, str, list[tuple[Check, str]]]:
     """The parsed level, version text, and each failed check with its "reason (detail)"."""
     lvl, ver = _parse_level(level)[0], _parse_version(version)[0]
-    pod_meta, pod_spec = _map(pod_meta), _map(pod_spec)
+    pod_meta, pod_spec = as_map(pod_meta), as_map(pod_spec)
     failed = []
     for check, fn in _active(lvl, ver):
         if (result := fn(pod_meta, pod_spec)) is not None:
@@ -687,7 +661,7 @@ def violations(level: str, version: str, pod_meta: Mapping, pod_spec: Mapping) -
 
 
 def _level_version(level: str, version: str) -> str:
-    return _go_quote(f"{_parse_level(level)[0]}:{_version_text(_parse_version(version)[0])}")
+    return go_quote(f"{_parse_level(level)[0]}:{_version_text(_parse_version(version)[0])}")
 
 
 def refusal(level: str, version: str, reasons: list[str]) -> str:
@@ -720,15 +694,15 @@ def pod_template(obj: Mapping) -> tuple[Path, Mapping, Mapping] | None:
     None for any other kind, or a template that is absent (a nil template is skipped upstream)."""
     kind = obj.get("kind")
     if kind == "Pod":
-        return ("spec",), meta(obj), _map(obj.get("spec"))
+        return ("spec",), meta(obj), as_map(obj.get("spec"))
     if not isinstance(kind, str) or kind not in _TEMPLATE_PATHS:
         return None
     node: Any = obj
     for key in _TEMPLATE_PATHS[kind]:
-        node = _map(node).get(key)
+        node = as_map(node).get(key)
     if not _set(node):
         return None
-    return _TEMPLATE_PATHS[kind] + ("spec",), _map(node.get("metadata")), _map(node.get("spec"))
+    return _TEMPLATE_PATHS[kind] + ("spec",), as_map(node.get("metadata")), as_map(node.get("spec"))
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ import json
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from .goformat import go_repr
 from .store import Finding, Path
 
 __all__ = ["go_repr", "list_findings", "prune_and_default"]
@@ -176,20 +177,3 @@ def _identity(value: Any) -> Any:
     if isinstance(value, (dict, list)):
         return ("json", json.dumps(value, sort_keys=True, separators=(",", ":"), default=str))
     return (type(value).__name__, value)
-
-
-def go_repr(value: Any) -> str:
-    """A decoded JSON value as Go's %#v prints it inside an interface{} (how field errors show a value: a string
-    quoted, a number as is, a map as map[string]interface {}{...})."""
-    if isinstance(value, Mapping):
-        inner = ", ".join(f"{json.dumps(str(k))}:{go_repr(value[k])}" for k in sorted(value, key=str))
-        return f"map[string]interface {{}}{{{inner}}}"
-    if isinstance(value, list):
-        return "[]interface {}{" + ", ".join(map(go_repr, value)) + "}"
-    if value is None or value is _MISSING:
-        return "interface {}(nil)"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    return str(value)

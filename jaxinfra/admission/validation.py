@@ -54,12 +54,14 @@ import base64
 import binascii
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any
 
 from jaxinfra import quantity
 from jaxinfra.admission import naming
+from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
+from jaxinfra.admission.goformat import go_quote
 from jaxinfra.admission.store import CLUSTER_SCOPED, Finding, Path
 
 __all__ = [
@@ -229,24 +231,6 @@ def local_non_reserved_path(value: str) -> list[str]:
 
 # --- the message grammar (field/errors.go) -------------------------------------------------------------------
 
-def _go_quote(text: str) -> str:
-    """Go's %q: a double-quoted literal, printable characters kept."""
-    out = []
-    for c in text:
-        if c in '"\\':
-            out.append("\\" + c)
-        elif c in "\a\b\f\n\r\t\v":
-            out.append({"\a": r"\a", "\b": r"\b", "\f": r"\f", "\n": r"\n", "\r": r"\r", "\t": r"\t",
-                        "\v": r"\v"}[c])
-        elif c.isprintable():
-            out.append(c)
-        elif ord(c) < 0x80:
-            out.append(f"\\x{ord(c):02x}")
-        else:
-            out.append(f"\\u{ord(c):04x}" if ord(c) <= 0xFFFF else f"\\U{ord(c):08x}")
-    return '"' + "".join(out) + '"'
-
-
 class _Raw(str):
     """A value the API server prints without quotes (a Quantity, a Go struct)."""
 
@@ -259,10 +243,10 @@ def _show(value: Any) -> str:
     if isinstance(value, _Raw) or isinstance(value, (int, float)):
         return str(value)
     if isinstance(value, str):
-        return _go_quote(value)
+        return go_quote(value)
     if isinstance(value, Mapping) and all(isinstance(v, str) for v in value.values()):   # %#v sorts map keys
         pairs = sorted((str(k), v) for k, v in value.items())
-        return "map[string]string{" + ", ".join(f"{_go_quote(k)}:{_go_quote(v)}" for k, v in pairs) + "}"
+        return "map[string]string{" + ", ".join(f"{go_quote(k)}:{go_quote(v)}" for k, v in pairs) + "}"
     return json.dumps(value, sort_keys=True, default=str)   # Go prints its struct here; JSON reads the same
 
 
@@ -287,7 +271,7 @@ def _not_found(at: Path, value: Any, fix: str) -> Finding:
 
 
 def _not_supported(at: Path, value: Any, supported: Sequence[str], fix: str) -> Finding:
-    listed = ", ".join(_go_quote(s) for s in supported)
+    listed = ", ".join(go_quote(s) for s in supported)
     return Finding(at, value, f"Unsupported value: {_show(value)}: supported values: {listed}", fix)
 
 
@@ -305,43 +289,29 @@ def _too_many(at: Path, actual: int, limit: int, fix: str) -> Finding:
 
 def _go_list(values: Sequence[str]) -> str:
     """Go's %q of a []string: ["a" "b"]."""
-    return "[" + " ".join(map(_go_quote, values)) + "]"
+    return "[" + " ".join(map(go_quote, values)) + "]"
 
 
 def _each(at: Path, value: Any, messages: Iterable[str], fix: str) -> list[Finding]:
     return [_invalid(at, value, m, fix) for m in messages]
 
 
-# --- reading an object that only the schema has checked ------------------------------------------------------
-
-def _map(value: Any) -> Mapping:
-    return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
-def _int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _entries(value: Any) -> Iterator[tuple[int, Mapping]]:
-    for i, item in enumerate(_list(value)):
-        if isinstance(item, Mapping):
-            yield i, item
 
 
 def _strings(value: Any) -> dict[str, str]:
-    return {k: v for k, v in _map(value).items() if isinstance(k, str) and isinstance(v, str)}
+    return {k: v for k, v in as_map(value).items() if isinstance(k, str) and isinstance(v, str)}
 
 
 def _nonnegative(at: Path, value: Any, fix: str) -> list[Finding]:
-    n = _int(value)
+    n = as_int(value)
     return [_invalid(at, n, "must be greater than or equal to 0", fix)] if n is not None and n < 0 else []
 
 
@@ -392,16 +362,16 @@ def _annotations(annotations: Any, at: Path) -> list[Finding]:
 def _owner_references(refs: Any, at: Path) -> list[Finding]:
     out: list[Finding] = []
     controller = ""
-    for _, ref in _entries(refs):
-        api_version = _str(ref.get("apiVersion"))
+    for _, ref in entries(refs):
+        api_version = as_str(ref.get("apiVersion"))
         if not api_version.rpartition("/")[2]:
             out.append(_invalid(at + ("apiVersion",), api_version, "version must not be empty", "set the owner's "
                                                                                                 "apiVersion"))
         for key in ("kind", "name", "uid"):
-            if not _str(ref.get(key)):
-                out.append(_invalid(at + (key,), _str(ref.get(key)), "must not be empty", f"set the owner's {key}"))
+            if not as_str(ref.get(key)):
+                out.append(_invalid(at + (key,), as_str(ref.get(key)), "must not be empty", f"set the owner's {key}"))
         if ref.get("controller") is True:
-            this = f"{_str(ref.get('kind'))}/{_str(ref.get('name'))}"
+            this = f"{as_str(ref.get('kind'))}/{as_str(ref.get('name'))}"
             if controller:
                 out.append(_invalid(at, refs, "Only one reference can have Controller set to true. Found \"true\" in "
                                     f"references for {controller} and {this}", "mark one owner as the controller"))
@@ -412,7 +382,7 @@ def _owner_references(refs: Any, at: Path) -> list[Finding]:
 
 def _finalizers(finalizers: Any, at: Path, kube: bool) -> list[Finding]:
     """ValidateFinalizers (+ validateKubeFinalizerName for built-in kinds: standard or fully qualified)."""
-    names = [f for f in _list(finalizers) if isinstance(f, str)]
+    names = [f for f in as_list(finalizers) if isinstance(f, str)]
     out: list[Finding] = []
     for name in names:
         out += _each(at, name, qualified_name(name), _FINALIZER_FIX)
@@ -443,11 +413,11 @@ def object_meta(meta: Mapping, name_rule: str, *, namespaced: bool = True, kube:
     namespace (a namespaced object's; a cluster-scoped one's is cleared before validation), generation, labels,
     annotations, ownerReferences and finalizers (`kube`: a built-in kind's, which must also be standard or
     qualified)."""
-    meta = _map(meta)
+    meta = as_map(meta)
     out: list[Finding] = []
     fix = _NAME_FIX.get(name_rule, _NAME_FIX[SUBDOMAIN])
-    generate = _str(meta.get("generateName"))
-    name = _str(meta.get("name"))
+    generate = as_str(meta.get("generateName"))
+    name = as_str(meta.get("name"))
     if generate:
         out += _each(at + ("generateName",), generate, _name_errors(name_rule, generate, prefix=True), fix)
         name = name or naming.generate(generate, generate)   # the registry names it before validation
@@ -456,7 +426,7 @@ def object_meta(meta: Mapping, name_rule: str, *, namespaced: bool = True, kube:
                              "name or generateName is required"))
     else:
         out += _each(at + ("name",), name, _name_errors(name_rule, name), fix)
-    namespace = _str(meta.get("namespace"))
+    namespace = as_str(meta.get("namespace"))
     if namespaced and namespace:
         out += _each(at + ("namespace",), namespace, dns1123_label(namespace), _NAME_FIX[LABEL])
     out += _nonnegative(at + ("generation",), meta.get("generation"), "drop metadata.generation: the API server "
@@ -470,11 +440,11 @@ def object_meta(meta: Mapping, name_rule: str, *, namespaced: bool = True, kube:
 
 def _selector(selector: Any, at: Path) -> list[Finding]:
     """ValidateLabelSelector."""
-    sel = _map(selector)
+    sel = as_map(selector)
     out = _labels(sel.get("matchLabels"), at + ("matchLabels",))
-    for i, expr in _entries(sel.get("matchExpressions")):
+    for i, expr in entries(sel.get("matchExpressions")):
         where = at + ("matchExpressions", i)
-        op, values = _str(expr.get("operator")), _list(expr.get("values"))
+        op, values = as_str(expr.get("operator")), as_list(expr.get("values"))
         if op in ("In", "NotIn") and not values:
             out.append(_required(where + ("values",), "list the values to match",
                                  "must be specified when `operator` is 'In' or 'NotIn'"))
@@ -484,7 +454,7 @@ def _selector(selector: Any, at: Path) -> list[Finding]:
         elif op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             out.append(_invalid(where + ("operator",), op, "not a valid selector operator",
                                 "use In, NotIn, Exists or DoesNotExist"))
-        key = _str(expr.get("key"))
+        key = as_str(expr.get("key"))
         out += _each(where + ("key",), key, qualified_name(key), "use a valid label key")
         for j, value in enumerate(values):   # AllowInvalidLabelValueInSelector is off for new objects
             if isinstance(value, str):
@@ -496,9 +466,9 @@ def _matches(selector: Mapping, labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelectorAsSelector(...).Matches(labels)."""
     if any(labels.get(k) != v for k, v in _strings(selector.get("matchLabels")).items()):
         return False
-    for _, expr in _entries(selector.get("matchExpressions")):
-        key, op = _str(expr.get("key")), expr.get("operator")
-        values = {v for v in _list(expr.get("values")) if isinstance(v, str)}
+    for _, expr in entries(selector.get("matchExpressions")):
+        key, op = as_str(expr.get("key")), expr.get("operator")
+        values = {v for v in as_list(expr.get("values")) if isinstance(v, str)}
         present = key in labels
         if (op == "In" and not (present and labels[key] in values)) or (op == "NotIn" and present and
                                                                         labels[key] in values):
@@ -535,7 +505,7 @@ _PATH_FIX = {"must be a relative path": "drop the leading '/': the path is relat
 
 
 def _mode(at: Path, value: Any) -> list[Finding]:
-    n = _int(value)
+    n = as_int(value)
     return [_invalid(at, n, _FILE_MODE, "use an octal mode such as 0644 (420 in decimal)")] \
         if n is not None and not 0 <= n <= 0o777 else []
 
@@ -548,9 +518,9 @@ def _item_path(at: Path, path: str, reserved_ok: bool = False) -> list[Finding]:
 def _key_to_path(item: Mapping, at: Path) -> list[Finding]:
     """validateKeyToPath: a configMap/secret item."""
     out: list[Finding] = []
-    if not _str(item.get("key")):
+    if not as_str(item.get("key")):
         out.append(_required(at + ("key",), "name the key of the ConfigMap or Secret to project"))
-    path = _str(item.get("path"))
+    path = as_str(item.get("path"))
     if not path:
         out.append(_required(at + ("path",), "name the file the key becomes"))
     return out + _item_path(at + ("path",), path) + _mode(at + ("mode",), item.get("mode"))
@@ -564,7 +534,7 @@ _FIELD_LABELS = frozenset({   # pods.ConvertDownwardAPIFieldLabel, v1
 
 def _field_ref(ref: Mapping, at: Path, allowed: Sequence[str]) -> list[Finding]:
     """validateObjectFieldSelector (apiVersion defaults to v1)."""
-    path = _str(ref.get("fieldPath"))
+    path = as_str(ref.get("fieldPath"))
     if not path:
         return [_required(at + ("fieldPath",), "name the pod field, e.g. metadata.name")]
     if m := re.fullmatch(r"(metadata\.(?:annotations|labels))\['(.*)'\]", path):
@@ -580,8 +550,8 @@ def _field_ref(ref: Mapping, at: Path, allowed: Sequence[str]) -> list[Finding]:
 
 def _resource_ref(ref: Mapping, at: Path, volume: bool) -> list[Finding]:
     """validateContainerResourceFieldSelector (hugepages prefixes allowed)."""
-    resource = _str(ref.get("resource"))
-    if volume and not _str(ref.get("containerName")):
+    resource = as_str(ref.get("resource"))
+    if volume and not as_str(ref.get("containerName")):
         return [_required(at + ("containerName",), "name the container whose resources to expose")]
     if not resource:
         return [_required(at + ("resource",), "name the resource, e.g. limits.cpu")]
@@ -593,7 +563,7 @@ def _resource_ref(ref: Mapping, at: Path, volume: bool) -> list[Finding]:
 def _downward_file(item: Mapping, at: Path) -> list[Finding]:
     """validateDownwardAPIVolumeFile: `at` is the source's path (upstream does not index the item)."""
     out: list[Finding] = []
-    path = _str(item.get("path"))
+    path = as_str(item.get("path"))
     if not path:
         out.append(_required(at + ("path",), "name the file the field becomes"))
     out += _item_path(at + ("path",), path)
@@ -621,35 +591,35 @@ def _projected(source: Mapping, at: Path) -> list[Finding]:
             out.append(_invalid(at, value, "conflicting duplicate paths", "give each projected file its own path"))
         seen.add(path)
 
-    for i, src in _entries(source.get("sources")):
+    for i, src in entries(source.get("sources")):
         where = at + ("sources", i)
         kinds = [k for k in ("secret", "configMap", "downwardAPI", "serviceAccountToken", "clusterTrustBundle",
                              "podCertificate") if isinstance(src.get(k), Mapping)]
         for kind in ("secret", "configMap"):
-            ref = _map(src.get(kind))
+            ref = as_map(src.get(kind))
             if kind not in kinds:
                 continue
-            if not _str(ref.get("name")):
+            if not as_str(ref.get("name")):
                 out.append(_required(where + (kind, "name"), f"name the {kind} to project"))
-            for j, item in _entries(ref.get("items")):
+            for j, item in entries(ref.get("items")):
                 out += _key_to_path(item, where + (kind, "items", j))
-                if _str(item.get("path")):
-                    claim(_str(item.get("path")), _str(ref.get("name")))
+                if as_str(item.get("path")):
+                    claim(as_str(item.get("path")), as_str(ref.get("name")))
         if "downwardAPI" in kinds:
-            for _, item in _entries(src["downwardAPI"].get("items")):
+            for _, item in entries(src["downwardAPI"].get("items")):
                 out += _downward_file(item, where + ("downwardAPI",))
-                if _str(item.get("path")):
-                    claim(_str(item.get("path")), _str(item.get("path")))
+                if as_str(item.get("path")):
+                    claim(as_str(item.get("path")), as_str(item.get("path")))
         if "serviceAccountToken" in kinds:
             token = src["serviceAccountToken"]
-            seconds = _int(token.get("expirationSeconds"))
+            seconds = as_int(token.get("expirationSeconds"))
             if seconds is not None and seconds < 600:
                 out.append(_invalid(where + ("serviceAccountToken", "expirationSeconds"), seconds,
                                     "may not specify a duration less than 10 minutes", "use at least 600 seconds"))
             if seconds is not None and seconds > 1 << 32:
                 out.append(_invalid(where + ("serviceAccountToken", "expirationSeconds"), seconds,
                                     "may not specify a duration larger than 2^32 seconds", "use a shorter duration"))
-            path = _str(token.get("path"))
+            path = as_str(token.get("path"))
             if not path:
                 out.append(_required(at + ("path",), "name the token's file"))
             else:
@@ -672,7 +642,7 @@ def _volume_source(volume: Mapping, at: Path) -> list[Finding]:
                                   "split it into two volumes, one source each"))
             continue
         count += 1
-        out += _source_rules(key, _map(volume[key]), at + (key,))
+        out += _source_rules(key, as_map(volume[key]), at + (key,))
     if not count:
         out.append(_required(at, "give the volume a source, e.g. emptyDir: {}", "must specify a volume type"))
     return out
@@ -688,28 +658,28 @@ def _source_rules(key: str, src: Mapping, at: Path) -> list[Finding]:
             out.append(_forbidden(at + ("sizeLimit",), "SizeLimit field must be a valid resource quantity",
                                   "use a non-negative size"))
     elif key == "hostPath":
-        path = _str(src.get("path"))
+        path = as_str(src.get("path"))
         if not path:
             out.append(_required(at + ("path",), "name the node's path"))
         elif ".." in path.split("/"):
             out.append(_invalid(at + ("path",), path, "must not contain '..'", "name the path without '..'"))
     elif key in ("secret", "configMap"):
         name_key = "secretName" if key == "secret" else "name"
-        if not _str(src.get(name_key)):
+        if not as_str(src.get(name_key)):
             out.append(_required(at + (name_key,), f"name the {key} to mount"))
         out += _mode(at + ("defaultMode",), src.get("defaultMode"))
-        for i, item in _entries(src.get("items")):
+        for i, item in entries(src.get("items")):
             out += _key_to_path(item, at + ("items", i))
-    elif key == "persistentVolumeClaim" and not _str(src.get("claimName")):
+    elif key == "persistentVolumeClaim" and not as_str(src.get("claimName")):
         out.append(_required(at + ("claimName",), "name the PersistentVolumeClaim"))
     elif key == "downwardAPI":
         out += _mode(at + ("defaultMode",), src.get("defaultMode"))
-        for _, item in _entries(src.get("items")):
+        for _, item in entries(src.get("items")):
             out += _downward_file(item, at)
     elif key == "projected":
         out += _projected(src, at)
     elif key == "csi":
-        driver = _str(src.get("driver"))
+        driver = as_str(src.get("driver"))
         if not driver:
             out.append(_required(at + ("driver",), "name the CSI driver, e.g. gcsfuse.csi.storage.gke.io"))
         if _size(driver) > 63:
@@ -717,10 +687,10 @@ def _source_rules(key: str, src: Mapping, at: Path) -> list[Finding]:
         out += _each(at + ("driver",), driver, dns1123_subdomain(driver.lower()), "use the driver's registered name")
     elif key == "nfs":
         for field in ("server", "path"):
-            if not _str(src.get(field)):
+            if not as_str(src.get(field)):
                 out.append(_required(at + (field,), f"set the NFS {field}"))
-        if not _str(src.get("path")).startswith("/"):
-            out.append(_invalid(at + ("path",), _str(src.get("path")), "must be an absolute path",
+        if not as_str(src.get("path")).startswith("/"):
+            out.append(_invalid(at + ("path",), as_str(src.get("path")), "must be an absolute path",
                                 "start the export path with '/'"))
     elif key == "ephemeral" and not isinstance(src.get("volumeClaimTemplate"), Mapping):
         out.append(_required(at + ("volumeClaimTemplate",), "give the ephemeral volume a volumeClaimTemplate"))
@@ -731,8 +701,8 @@ def _volumes(volumes: Any, at: Path) -> tuple[dict[str, Mapping], list[Finding]]
     """ValidateVolumes: the volumes that passed (mounts may name only those) and what was wrong."""
     valid: dict[str, Mapping] = {}
     out: list[Finding] = []
-    for i, volume in _entries(volumes):
-        name = _str(volume.get("name"))
+    for i, volume in entries(volumes):
+        name = as_str(volume.get("name"))
         errs = _volume_source(volume, at + (i,))
         if not name:
             errs.append(_required(at + (i, "name"), "name the volume, e.g. scratch"))
@@ -754,10 +724,10 @@ def _mounts(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> lis
     """ValidateVolumeMounts (subPath and subPathExpr errors name the list, not the entry, as upstream does)."""
     out: list[Finding] = []
     seen: set[str] = set()
-    privileged = _map(container.get("securityContext")).get("privileged") is True
-    for i, mount in _entries(container.get("volumeMounts")):
+    privileged = as_map(container.get("securityContext")).get("privileged") is True
+    for i, mount in entries(container.get("volumeMounts")):
         where = at + (i,)
-        name, path = _str(mount.get("name")), _str(mount.get("mountPath"))
+        name, path = as_str(mount.get("name")), as_str(mount.get("mountPath"))
         if not name:
             out.append(_required(where + ("name",), "name the volume to mount"))
         if name not in volumes:
@@ -770,10 +740,10 @@ def _mounts(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> lis
         seen.add(path)
         if isinstance(volumes.get(name, {}).get("image"), Mapping):
             for key in ("subPath", "subPathExpr"):
-                if _str(mount.get(key)):
+                if as_str(mount.get(key)):
                     out.append(_invalid(where + (key,), mount[key], "not allowed in image volume sources",
                                         f"drop {key}: an image volume mounts whole"))
-        sub, expr = _str(mount.get("subPath")), _str(mount.get("subPathExpr"))
+        sub, expr = as_str(mount.get("subPath")), as_str(mount.get("subPathExpr"))
         out += _item_path(at + ("subPath",), sub, reserved_ok=True) if sub else []
         if expr:
             if sub:
@@ -798,9 +768,9 @@ def _ports(ports: Any, at: Path) -> list[Finding]:
     """validateContainerPorts (protocol defaults to TCP)."""
     out: list[Finding] = []
     names: set[str] = set()
-    for i, port in _entries(ports):
+    for i, port in entries(ports):
         where = at + (i,)
-        name = _str(port.get("name"))
+        name = as_str(port.get("name"))
         if name:
             if errs := _port_name(name):
                 out += _each(where + ("name",), name, errs, "use at most 15 lowercase letters, digits and single "
@@ -808,12 +778,12 @@ def _ports(ports: Any, at: Path) -> list[Finding]:
             elif name in names:
                 out.append(_duplicate(where + ("name",), name, "give each port its own name"))
             names.add(name)
-        number = _int(port.get("containerPort"))
+        number = as_int(port.get("containerPort"))
         if not number:
             out.append(_required(where + ("containerPort",), "set the port the container listens on"))
         elif not 1 <= number <= 65535:
             out.append(_invalid(where + ("containerPort",), number, _PORT_RANGE, "use a port from 1 to 65535"))
-        host = _int(port.get("hostPort"))
+        host = as_int(port.get("hostPort"))
         if host and not 1 <= host <= 65535:
             out.append(_invalid(where + ("hostPort",), host, _PORT_RANGE, "use a port from 1 to 65535"))
         protocol = port.get("protocol", "TCP")
@@ -826,11 +796,11 @@ def _host_ports(containers: Iterable[tuple[int, Mapping]], at: Path, seen: set[s
     """AccumulateUniqueHostPorts: one protocol/hostIP/hostPort per pod."""
     out: list[Finding] = []
     for i, container in containers:
-        for j, port in _entries(container.get("ports")):
-            host = _int(port.get("hostPort"))
+        for j, port in entries(container.get("ports")):
+            host = as_int(port.get("hostPort"))
             if not host:
                 continue
-            key = f"{_str(port.get('protocol')) or 'TCP'}/{_str(port.get('hostIP'))}/{host}"
+            key = f"{as_str(port.get('protocol')) or 'TCP'}/{as_str(port.get('hostIP'))}/{host}"
             if key in seen:
                 out.append(_duplicate(at + (i, "ports", j, "hostPort"), key, "use another hostPort"))
             seen.add(key)
@@ -840,9 +810,9 @@ def _host_ports(containers: Iterable[tuple[int, Mapping]], at: Path, seen: set[s
 def _env(env: Any, at: Path) -> list[Finding]:
     """ValidateEnv and validateEnvVarValueFrom."""
     out: list[Finding] = []
-    for i, var in _entries(env):
+    for i, var in entries(env):
         where = at + (i,)
-        name = _str(var.get("name"))
+        name = as_str(var.get("name"))
         if not name:
             out.append(_required(where + ("name",), "name the variable"))
         else:
@@ -860,10 +830,10 @@ def _env(env: Any, at: Path) -> list[Finding]:
             elif kind == "resourceFieldRef":
                 out += _resource_ref(ref, src_at + (kind,), volume=False)
             else:
-                ref_name = _str(ref.get("name"))
+                ref_name = as_str(ref.get("name"))
                 out += _each(src_at + (kind, "name"), ref_name, dns1123_subdomain(ref_name),
                              f"name the {'ConfigMap' if kind == 'configMapKeyRef' else 'Secret'}")
-                key = _str(ref.get("key"))
+                key = as_str(ref.get("key"))
                 if not key:
                     out.append(_required(src_at + (kind, "key"), "name the key to read"))
                 else:
@@ -871,7 +841,7 @@ def _env(env: Any, at: Path) -> list[Finding]:
         if not kinds:
             out.append(_invalid(src_at, "", "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` "
                                 "or `secretKeyRef`", "set one source, or use value"))
-        elif _str(var.get("value")):
+        elif as_str(var.get("value")):
             out.append(_invalid(src_at, "", "may not be specified when `value` is not empty",
                                 "keep either value or valueFrom"))
         elif len(kinds) > 1:
@@ -883,13 +853,13 @@ def _env(env: Any, at: Path) -> list[Finding]:
 def _env_from(env_from: Any, at: Path) -> list[Finding]:
     """ValidateEnvFrom (a missing source is reported on the list, as upstream does)."""
     out: list[Finding] = []
-    for i, entry in _entries(env_from):
-        prefix = _str(entry.get("prefix"))
+    for i, entry in entries(env_from):
+        prefix = as_str(entry.get("prefix"))
         if prefix:
             out += _each(at + (i, "prefix"), prefix, env_var_name(prefix), "use printable ASCII without '='")
         kinds = [k for k in ("configMapRef", "secretRef") if isinstance(entry.get(k), Mapping)]
         for kind in kinds:
-            name = _str(entry[kind].get("name"))
+            name = as_str(entry[kind].get("name"))
             if not name:
                 out.append(_required(at + (i, kind, "name"), "name the object to read"))
             else:
@@ -945,12 +915,12 @@ def _resource_name(name: str, at: Path) -> list[Finding]:
 def _resources(resources: Any, at: Path) -> list[Finding]:
     """validateResourceRequirements: names, quantities (non-negative; extended resources whole), requests <=
     limits, and requests == limits (limits required) for what cannot be overcommitted."""
-    res = _map(resources)
+    res = as_map(resources)
     out: list[Finding] = []
     parsed: dict[str, dict[str, Fraction]] = {"limits": {}, "requests": {}}
     cpu_or_memory = hugepages = False
     for part in ("limits", "requests"):
-        for name, value in _map(res.get(part)).items():
+        for name, value in as_map(res.get(part)).items():
             name = str(name)
             where = at + (part, name)
             out += _resource_name(name, where)
@@ -971,7 +941,7 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
                 continue
             overcommit = _native(name) and not _hugepages(name)
             limit = parsed["limits"].get(name)
-            written = _map(res.get("limits")).get(name)
+            written = as_map(res.get("limits")).get(name)
             if limit is not None:
                 if amount != limit and not overcommit:
                     out.append(_invalid(at + ("requests",), str(value), f"must be equal to {name} limit of {written}",
@@ -979,7 +949,7 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
                 elif amount > limit:
                     out.append(_invalid(at + ("requests",), str(value), f"must be less than or equal to {name} "
                                         f"limit of {written}", f"lower the {name} request or raise its limit"))
-            elif not overcommit and name not in _map(res.get("limits")):
+            elif not overcommit and name not in as_map(res.get("limits")):
                 out.append(_required(at + ("limits",), f"set limits.{name} equal to the request (or set only the "
                                      "limit: the request defaults to it)",
                                      "Limit must be set for non overcommitable resources"))
@@ -991,12 +961,12 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
 def _container(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> list[Finding]:
     """validateContainerCommon."""
     out: list[Finding] = []
-    name = _str(container.get("name"))
+    name = as_str(container.get("name"))
     if not name:
         out.append(_required(at + ("name",), "name the container"))
     else:
         out += _each(at + ("name",), name, dns1123_label(name), _NAME_FIX[LABEL])
-    if not _str(container.get("image")):
+    if not as_str(container.get("image")):
         out.append(_required(at + ("image",), "set the container image, e.g. python:3.11"))
     policy = container.get("terminationMessagePolicy")
     if isinstance(policy, str) and policy not in ("File", "FallbackToLogsOnError"):
@@ -1020,28 +990,28 @@ _HOOKS = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
 def _containers(spec: Mapping, volumes: Mapping[str, Mapping], at: Path) -> list[Finding]:
     """validateContainers and validateInitContainers: names unique across both lists."""
     out: list[Finding] = []
-    containers = list(_entries(spec.get("containers")))
+    containers = list(entries(spec.get("containers")))
     if not containers:
         out.append(_required(at + ("containers",), "list at least one container"))
     names: set[str] = set()
     for i, c in containers:
         where = at + ("containers", i)
         out += _container(c, volumes, where)
-        if _str(c.get("name")) in names:
-            out.append(_duplicate(where + ("name",), _str(c.get("name")), "give each container its own name"))
-        names.add(_str(c.get("name")))
+        if as_str(c.get("name")) in names:
+            out.append(_duplicate(where + ("name",), as_str(c.get("name")), "give each container its own name"))
+        names.add(as_str(c.get("name")))
         if "restartPolicy" in c:
             out.append(_forbidden(where + ("restartPolicy",), "may not be set for non-init containers",
                                   "drop it, or move the container to initContainers as a sidecar"))
     out += _host_ports(containers, at + ("containers",), set())
-    for i, c in _entries(spec.get("initContainers")):
+    for i, c in entries(spec.get("initContainers")):
         where = at + ("initContainers", i)
         out += _container(c, volumes, where)
         policy = c.get("restartPolicy")
         if isinstance(policy, str) and policy != "Always":
             out.append(_not_supported(where + ("restartPolicy",), policy, ("Always",),
                                       "use Always (a sidecar) or drop it"))
-        name = _str(c.get("name"))
+        name = as_str(c.get("name"))
         if name in names:
             out.append(_duplicate(where + ("name",), name, "give each container, init or not, its own name"))
         elif name:
@@ -1057,9 +1027,9 @@ def _containers(spec: Mapping, volumes: Mapping[str, Mapping], at: Path) -> list
 def _tolerations(tolerations: Any, at: Path) -> list[Finding]:
     """ValidateTolerations."""
     out: list[Finding] = []
-    for i, t in _entries(tolerations):
+    for i, t in entries(tolerations):
         where = at + (i,)
-        key, op, effect = _str(t.get("key")), _str(t.get("operator")), _str(t.get("effect"))
+        key, op, effect = as_str(t.get("key")), as_str(t.get("operator")), as_str(t.get("effect"))
         if key:
             out += _each(where + ("key",), key, qualified_name(key), "use the taint's key")
         if not key and op != "Exists":
@@ -1068,7 +1038,7 @@ def _tolerations(tolerations: Any, at: Path) -> list[Finding]:
         if t.get("tolerationSeconds") is not None and effect != "NoExecute":
             out.append(_invalid(where + ("effect",), effect, "effect must be 'NoExecute' when `tolerationSeconds` is "
                                 "set", "use effect: NoExecute or drop tolerationSeconds"))
-        value = _str(t.get("value"))
+        value = as_str(t.get("value"))
         if op in ("Equal", ""):
             if errs := label_value(value):
                 out.append(_invalid(where + ("operator",), value, ";".join(errs), "use the taint's value"))
@@ -1092,7 +1062,7 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
     """ValidatePodSpec: volumes, containers, restartPolicy (default Always), dnsPolicy (default ClusterFirst),
     nodeSelector, names it refers to, activeDeadlineSeconds, hostname/subdomain, tolerations; a negative
     terminationGracePeriodSeconds is a warning (the API server treats it as 1)."""
-    spec = _map(spec)
+    spec = as_map(spec)
     volumes, out = _volumes(spec.get("volumes"), at + ("volumes",))
     out += _containers(spec, volumes, at)
     restart = spec.get("restartPolicy", "Always")
@@ -1109,26 +1079,26 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
         if not isinstance(config, Mapping):
             out.append(_required(at + ("dnsConfig",), "give dnsConfig.nameservers, or use dnsPolicy: ClusterFirst",
                                  "must provide `dnsConfig` when `dnsPolicy` is None"))
-        elif not _list(config.get("nameservers")):
+        elif not as_list(config.get("nameservers")):
             out.append(_required(at + ("dnsConfig", "nameservers"), "list at least one nameserver",
                                  "must provide at least one DNS nameserver when `dnsPolicy` is None"))
     for key, rule in (("serviceAccountName", SUBDOMAIN), ("nodeName", SUBDOMAIN)):
-        value = _str(spec.get(key))
+        value = as_str(spec.get(key))
         if value:
             out += _each(at + (key,), value, _name_errors(rule, value), _NAME_FIX[rule])
-    deadline = _int(spec.get("activeDeadlineSeconds"))
+    deadline = as_int(spec.get("activeDeadlineSeconds"))
     if deadline is not None and not 1 <= deadline <= 2**31 - 1:
         out.append(_invalid(at + ("activeDeadlineSeconds",), deadline, "must be between 1 and 2147483647, inclusive",
                             "use a positive number of seconds"))
     for key in ("hostname", "subdomain"):
-        value = _str(spec.get(key))
+        value = as_str(spec.get(key))
         if value:
             out += _each(at + (key,), value, dns1123_label(value), _NAME_FIX[LABEL])
     out += _tolerations(spec.get("tolerations"), at + ("tolerations",))
-    priority = _str(spec.get("priorityClassName"))
+    priority = as_str(spec.get("priorityClassName"))
     if priority:
         out += _each(at + ("priorityClassName",), priority, dns1123_subdomain(priority), _NAME_FIX[SUBDOMAIN])
-    grace = _int(spec.get("terminationGracePeriodSeconds"))
+    grace = as_int(spec.get("terminationGracePeriodSeconds"))
     if grace is not None and grace < 0:
         out.append(Finding(at + ("terminationGracePeriodSeconds",), grace, "must be >= 0; negative values are "
                            "invalid and will be treated as 1", "use 0 or more seconds", warning=True))
@@ -1138,13 +1108,13 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
 def pod_template(template: Mapping, at: Path) -> list[Finding]:
     """ValidatePodTemplateSpec: the template's labels and annotations (upstream names them `<at>.labels`), its pod
     spec, and no ephemeral containers."""
-    template = _map(template)
-    meta = _map(template.get("metadata"))
+    template = as_map(template)
+    meta = as_map(template.get("metadata"))
     out = _labels(meta.get("labels"), at + ("labels",))
     out += _annotations(meta.get("annotations"), at + ("annotations",))
-    spec = _map(template.get("spec"))
+    spec = as_map(template.get("spec"))
     out += pod_spec(spec, at + ("spec",))
-    if _list(spec.get("ephemeralContainers")):
+    if as_list(spec.get("ephemeralContainers")):
         out.append(_forbidden(at + ("spec", "ephemeralContainers"), "ephemeral containers not allowed in pod template",
                               "drop ephemeralContainers: they are added to running pods only"))
     return _distinct(out)
@@ -1152,15 +1122,15 @@ def pod_template(template: Mapping, at: Path) -> list[Finding]:
 
 def _pod(obj: Mapping) -> list[Finding]:
     """ValidatePodCreate: the spec, images without surrounding blanks, and the name warning of WarningsOnCreate."""
-    spec = _map(obj.get("spec"))
+    spec = as_map(obj.get("spec"))
     out = pod_spec(spec, ("spec",))
     for part in ("containers", "initContainers"):
-        for i, c in _entries(spec.get(part)):
-            image = _str(c.get("image"))
+        for i, c in entries(spec.get(part)):
+            image = as_str(c.get("image"))
             if image != image.strip():
                 out.append(_invalid(("spec", part, i, "image"), image, "must not have leading or trailing whitespace",
                                     "trim the image reference"))
-    name = _str(_map(obj.get("metadata")).get("name"))
+    name = as_str(as_map(obj.get("metadata")).get("name"))
     if name and (errs := dns1123_label(name)) and not dns1123_subdomain(name):
         out.append(Finding(("metadata", "name"), name, "this is used in the Pod's hostname, which can result in "
                            f"surprising behavior; a DNS label is recommended: [{' '.join(errs)}]",
@@ -1183,7 +1153,7 @@ def _job_selector(obj: Mapping, spec: Mapping, labels: Mapping[str, str]) -> tup
     """validateGeneratedSelector (unless manualSelector), then ValidateJobSpec's selector rules; the registry
     generates the selector and the template's job-name/controller-uid labels before validation."""
     first: list[Finding] = []
-    name = _str(_map(obj.get("metadata")).get("name"))
+    name = as_str(as_map(obj.get("metadata")).get("name"))
     selector = given = spec.get("selector")   # `given` is validated; the generated one is matched
     manual = spec.get("manualSelector") is True
     if not manual:
@@ -1197,8 +1167,8 @@ def _job_selector(obj: Mapping, spec: Mapping, labels: Mapping[str, str]) -> tup
         if isinstance(selector, Mapping) and selector and not _matches(selector, generated):
             first.append(_invalid(("spec", "selector"), selector, "`selector` not auto-generated",
                                   "drop spec.selector (the API server generates it), or set manualSelector: true"))
-        selector = {"matchLabels": {_JOB_UID_LABELS[1]: _UID, **_strings(_map(selector).get("matchLabels"))},
-                    "matchExpressions": _map(selector).get("matchExpressions") or []}
+        selector = {"matchLabels": {_JOB_UID_LABELS[1]: _UID, **_strings(as_map(selector).get("matchLabels"))},
+                    "matchExpressions": as_map(selector).get("matchExpressions") or []}
     last: list[Finding] = []
     if not isinstance(selector, Mapping):
         last.append(_required(("spec", "selector"), "give spec.selector with manualSelector: true, or drop "
@@ -1214,16 +1184,16 @@ def _job_selector(obj: Mapping, spec: Mapping, labels: Mapping[str, str]) -> tup
 
 def _pod_failure_policy(spec: Mapping, at: Path) -> list[Finding]:
     """validatePodFailurePolicy and its rules."""
-    rules = list(_entries(_map(spec.get("podFailurePolicy")).get("rules")))
-    tmpl = _map(_map(spec.get("template")).get("spec"))
-    containers = {_str(c.get("name")) for part in ("containers", "initContainers") for _, c in _entries(tmpl.get(part))}
+    rules = list(entries(as_map(spec.get("podFailurePolicy")).get("rules")))
+    tmpl = as_map(as_map(spec.get("template")).get("spec"))
+    containers = {as_str(c.get("name")) for part in ("containers", "initContainers") for _, c in entries(tmpl.get(part))}
     out: list[Finding] = []
     if len(rules) > 20:
         out.append(_too_many(at + ("rules",), len(rules), 20, "merge rules: at most 20"))
     actions = ("Count", "FailIndex", "FailJob", "Ignore")
     for i, rule in rules:
         where = at + ("rules", i)
-        action = _str(rule.get("action"))
+        action = as_str(rule.get("action"))
         if not action:
             out.append(_required(where + ("action",), "set the action", f"valid values: {_go_list(actions)}"))
         elif action == "FailIndex":
@@ -1235,11 +1205,11 @@ def _pod_failure_policy(spec: Mapping, at: Path) -> list[Finding]:
         codes = rule.get("onExitCodes")
         if isinstance(codes, Mapping):
             out += _on_exit_codes(codes, where + ("onExitCodes",), containers)
-        conditions = list(_entries(rule.get("onPodConditions")))
+        conditions = list(entries(rule.get("onPodConditions")))
         if len(conditions) > 20:
             out.append(_too_many(where + ("onPodConditions",), len(conditions), 20, "at most 20 patterns"))
         for j, pattern in conditions:
-            ptype, status = _str(pattern.get("type")), _str(pattern.get("status"))
+            ptype, status = as_str(pattern.get("type")), as_str(pattern.get("status"))
             out += _each(where + ("onPodConditions", j, "type"), ptype, qualified_name(ptype), "use a condition type")
             statuses = ("False", "True", "Unknown")
             if not status:
@@ -1259,7 +1229,7 @@ def _pod_failure_policy(spec: Mapping, at: Path) -> list[Finding]:
 
 def _on_exit_codes(codes: Mapping, at: Path, containers: set[str]) -> list[Finding]:
     out: list[Finding] = []
-    op = _str(codes.get("operator"))
+    op = as_str(codes.get("operator"))
     if not op:
         out.append(_required(at + ("operator",), "set operator: In", f"valid values: {_go_list(('In', 'NotIn'))}"))
     elif op not in ("In", "NotIn"):
@@ -1268,7 +1238,7 @@ def _on_exit_codes(codes: Mapping, at: Path, containers: set[str]) -> list[Findi
     if isinstance(container, str) and container not in containers:
         out.append(_invalid(at + ("containerName",), container, "must be one of the container or initContainer names "
                             "in the pod template", "name a container of the template"))
-    values = [v for v in _list(codes.get("values")) if _int(v) is not None]
+    values = [v for v in as_list(codes.get("values")) if as_int(v) is not None]
     if not values:
         out.append(_invalid(at + ("values",), values, "at least one value is required", "list the exit codes"))
     elif len(values) > 255:
@@ -1289,7 +1259,7 @@ def _success_policy(spec: Mapping, at: Path, indexed: bool, completions: int | N
         return []
     if not indexed:
         return [_invalid(at, _Raw("{...}"), "requires indexed completion mode", "set completionMode: Indexed")]
-    rules = list(_entries(policy.get("rules")))
+    rules = list(entries(policy.get("rules")))
     out: list[Finding] = []
     if not rules:
         out.append(_required(at + ("rules",), "add a rule", "at least one rules must be specified when the "
@@ -1297,7 +1267,7 @@ def _success_policy(spec: Mapping, at: Path, indexed: bool, completions: int | N
     if len(rules) > 20:
         out.append(_too_many(at + ("rules",), len(rules), 20, "at most 20 rules"))
     for i, rule in rules:
-        count = _int(rule.get("succeededCount"))
+        count = as_int(rule.get("succeededCount"))
         if count is None and rule.get("succeededIndexes") is None:
             out.append(_required(at + ("rules", i), "set succeededCount or succeededIndexes",
                                  "at least one of succeededCount or succeededIndexes must be specified"))
@@ -1319,8 +1289,8 @@ def _job_spec(spec: Mapping) -> list[Finding]:
              "maxFailedIndexes": "use 0 or more indexes"}
     for key, fix in fixes.items():
         out += _nonnegative(at + (key,), spec.get(key), fix)
-    parallelism, completions = _int(spec.get("parallelism")), _int(spec.get("completions"))
-    per_index, max_failed = spec.get("backoffLimitPerIndex"), _int(spec.get("maxFailedIndexes"))
+    parallelism, completions = as_int(spec.get("parallelism")), as_int(spec.get("completions"))
+    per_index, max_failed = spec.get("backoffLimitPerIndex"), as_int(spec.get("maxFailedIndexes"))
     if max_failed is not None and per_index is None:
         out.append(_required(at + ("backoffLimitPerIndex",), "set backoffLimitPerIndex too",
                              "when maxFailedIndexes is specified"))
@@ -1360,7 +1330,7 @@ def _job_spec(spec: Mapping) -> list[Finding]:
             if max_failed is not None and max_failed > HIGH_COMPLETIONS_LIMIT:
                 out.append(_invalid(at + ("maxFailedIndexes",), max_failed, above, "lower maxFailedIndexes"))
     elif mode in (None, "NonIndexed"):
-        for key, value in (("backoffLimitPerIndex", _int(per_index)), ("maxFailedIndexes", max_failed)):
+        for key, value in (("backoffLimitPerIndex", as_int(per_index)), ("maxFailedIndexes", max_failed)):
             if value is not None:
                 out.append(_invalid(at + (key,), value, "requires indexed completion mode",
                                     "set completionMode: Indexed, or drop it"))
@@ -1373,9 +1343,9 @@ def _job_spec(spec: Mapping) -> list[Finding]:
         allowed = ("Failed",) if with_policy else ("Failed", "TerminatingOrFailed")
         if replacement not in allowed:
             out.append(_not_supported(at + ("podReplacementPolicy",), replacement, allowed, "use Failed"))
-    template = _map(spec.get("template"))
+    template = as_map(spec.get("template"))
     out += pod_template(template, at + ("template",))
-    restart = _map(template.get("spec")).get("restartPolicy", "Always")
+    restart = as_map(template.get("spec")).get("restartPolicy", "Always")
     where = at + ("template", "spec", "restartPolicy")
     if restart in ("Always", ""):
         out.append(_required(where, "set spec.template.spec.restartPolicy: Never (or OnFailure); a pod's default, "
@@ -1405,17 +1375,17 @@ def _domain_prefixed_path(at: Path, value: str) -> list[Finding]:
 def _job(obj: Mapping) -> list[Finding]:
     """ValidateJob (after the registry generated the selector): selector, spec, and the longest pod hostname of
     an Indexed Job."""
-    spec = _map(obj.get("spec"))
-    template = _map(spec.get("template"))
-    labels = _strings(_map(template.get("metadata")).get("labels"))
+    spec = as_map(obj.get("spec"))
+    template = as_map(spec.get("template"))
+    labels = _strings(as_map(template.get("metadata")).get("labels"))
     first, last = _job_selector(obj, spec, labels)
-    name = _str(_map(obj.get("metadata")).get("name"))
+    name = as_str(as_map(obj.get("metadata")).get("name"))
     if spec.get("manualSelector") is not True:   # the template is validated with the job-name labels added
         generated = {**labels, **{k: name for k in _JOB_NAME_LABELS if k not in labels}}
-        meta = {**_map(template.get("metadata")), "labels": generated}
+        meta = {**as_map(template.get("metadata")), "labels": generated}
         spec = {**spec, "template": {**template, "metadata": meta}}
     out = first + _job_spec(spec) + last
-    completions = _int(spec.get("completions"))
+    completions = as_int(spec.get("completions"))
     if spec.get("completionMode") == "Indexed" and completions and completions > 0 and name:
         hostname = f"{name}-{completions - 1}"
         if dns1123_label(hostname):
@@ -1433,17 +1403,17 @@ _SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
 def _service(obj: Mapping) -> list[Finding]:
     """ValidateService: ports (required unless headless or ExternalName; names, numbers, protocols, uniqueness),
     the selector, the type and externalName."""
-    spec = _map(obj.get("spec"))
+    spec = as_map(obj.get("spec"))
     at: Path = ("spec",)
     out: list[Finding] = []
     kind = spec.get("type", "ClusterIP")
-    ips = [ip for ip in _list(spec.get("clusterIPs")) if isinstance(ip, str)]
+    ips = [ip for ip in as_list(spec.get("clusterIPs")) if isinstance(ip, str)]
     headless = spec.get("clusterIP") == "None" or (ips[:1] == ["None"])
-    ports = list(_entries(spec.get("ports")))
+    ports = list(entries(spec.get("ports")))
     if not ports and not headless and kind != "ExternalName":
         out.append(_required(at + ("ports",), "list the ports the Service exposes"))
     if kind == "ExternalName":
-        cname = _str(spec.get("externalName")).removesuffix(".")
+        cname = as_str(spec.get("externalName")).removesuffix(".")
         if cname:
             out += _each(at + ("externalName",), cname, dns1123_subdomain(cname), "use a DNS name")
         else:
@@ -1451,7 +1421,7 @@ def _service(obj: Mapping) -> list[Finding]:
     names: set[str] = set()
     for i, port in ports:
         where = at + ("ports", i)
-        name = _str(port.get("name"))
+        name = as_str(port.get("name"))
         if len(ports) > 1 and not name:
             out.append(_required(where + ("name",), "name every port of a multi-port Service"))
         elif name:
@@ -1459,7 +1429,7 @@ def _service(obj: Mapping) -> list[Finding]:
             if name in names:
                 out.append(_duplicate(where + ("name",), name, "give each port its own name"))
             names.add(name)
-        number = _int(port.get("port")) or 0
+        number = as_int(port.get("port")) or 0
         if not 1 <= number <= 65535:
             out.append(_invalid(where + ("port",), number, _PORT_RANGE, "use a port from 1 to 65535"))
         protocol = port.get("protocol", "TCP")
@@ -1469,7 +1439,7 @@ def _service(obj: Mapping) -> list[Finding]:
         if isinstance(target, str):
             out += _each(where + ("targetPort",), target, _port_name(target), "name a container port, or give a "
                                                                               "number")
-        elif _int(target) and not 1 <= target <= 65535:   # 0 is defaulted to the port
+        elif as_int(target) and not 1 <= target <= 65535:   # 0 is defaulted to the port
             out.append(_invalid(where + ("targetPort",), target, _PORT_RANGE, "use a port from 1 to 65535"))
     if isinstance(spec.get("selector"), Mapping):
         out += _labels(spec["selector"], at + ("selector",))
@@ -1477,10 +1447,10 @@ def _service(obj: Mapping) -> list[Finding]:
         out.append(_not_supported(at + ("type",), kind, _SERVICE_TYPES, "use ClusterIP (the default)"))
     if kind == "ClusterIP":
         out += [_forbidden(at + ("ports", i, "nodePort"), "may not be used when `type` is 'ClusterIP'",
-                           "drop nodePort, or use type: NodePort") for i, p in ports if _int(p.get("nodePort"))]
+                           "drop nodePort, or use type: NodePort") for i, p in ports if as_int(p.get("nodePort"))]
     seen: set[tuple[str, int]] = set()
     for i, port in ports:
-        key = (_str(port.get("protocol")) or "TCP", _int(port.get("port")) or 0)
+        key = (as_str(port.get("protocol")) or "TCP", as_int(port.get("port")) or 0)
         if key in seen:
             out.append(_duplicate(at + ("ports", i), _Raw(f"{{{key[1]} {key[0]}}}"), "expose each port once per "
                                                                                      "protocol"))
@@ -1499,7 +1469,7 @@ def _decoded_size(value: Any) -> int:
 
 def _config_map(obj: Mapping) -> list[Finding]:
     """ValidateConfigMap: keys of data and binaryData, no key in both, 1 MiB in all."""
-    data, binary = _map(obj.get("data")), _map(obj.get("binaryData"))
+    data, binary = as_map(obj.get("data")), as_map(obj.get("binaryData"))
     out: list[Finding] = []
     fix = "use letters, digits, '-', '_' and '.' (not '.', '..' or a leading '..'); items[].path names the file"
     for key in data:
@@ -1523,8 +1493,8 @@ _SECRET_KEYS = {   # type -> the keys it requires (ValidateSecret)
 
 def _secret(obj: Mapping) -> list[Finding]:
     """ValidateSecret: keys (stringData is merged into data first), 1 MiB, the keys each type requires."""
-    data = {str(k): _decoded_size(v) for k, v in _map(obj.get("data")).items()}
-    data.update({str(k): _size(v) for k, v in _map(obj.get("stringData")).items() if isinstance(v, str)})
+    data = {str(k): _decoded_size(v) for k, v in as_map(obj.get("data")).items()}
+    data.update({str(k): _size(v) for k, v in as_map(obj.get("stringData")).items() if isinstance(v, str)})
     out: list[Finding] = []
     for key in data:
         out += _each(("data", key), key, config_map_key(key), "use letters, digits, '-', '_' and '.' (not '.', '..' "
@@ -1533,7 +1503,7 @@ def _secret(obj: Mapping) -> list[Finding]:
         out.append(_too_long(("data",), MAX_SECRET_BYTES, "keep a Secret under 1 MiB"))
     kind = obj.get("type")
     if kind == "kubernetes.io/service-account-token":
-        if not _str(_strings(_map(obj.get("metadata")).get("annotations")).get("kubernetes.io/service-account.name")):
+        if not as_str(_strings(as_map(obj.get("metadata")).get("annotations")).get("kubernetes.io/service-account.name")):
             out.append(_required(("metadata", "annotations", "kubernetes.io/service-account.name"),
                                  "name the ServiceAccount in the annotation kubernetes.io/service-account.name"))
     elif kind == "kubernetes.io/basic-auth":
@@ -1549,7 +1519,7 @@ def _secret(obj: Mapping) -> list[Finding]:
 
 def _namespace(obj: Mapping) -> list[Finding]:
     """ValidateNamespace's spec: its finalizers are standard or qualified names."""
-    finalizers = _list(_map(obj.get("spec")).get("finalizers"))
+    finalizers = as_list(as_map(obj.get("spec")).get("finalizers"))
     return [f for i, name in enumerate(finalizers) if isinstance(name, str)
             for f in _kube_finalizer(name, ("spec", "finalizers", i))]
 
@@ -1569,11 +1539,11 @@ def validate(obj: Mapping) -> list[Finding]:
     rules here, a custom one included, has DNS-1123 subdomain names), then the kind's own rules."""
     if not isinstance(obj, Mapping):
         return []
-    api_version, kind = _str(obj.get("apiVersion")), _str(obj.get("kind"))
+    api_version, kind = as_str(obj.get("apiVersion")), as_str(obj.get("kind"))
     rule, rules = _BUILTIN.get((api_version, kind), (SUBDOMAIN, None))
     group = api_version.rpartition("/")[0]
     builtin = "." not in group or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
-    out = object_meta(_map(obj.get("metadata")), rule, namespaced=kind not in CLUSTER_SCOPED, kube=builtin)
+    out = object_meta(as_map(obj.get("metadata")), rule, namespaced=kind not in CLUSTER_SCOPED, kube=builtin)
     return _distinct(out + (rules(obj) if rules else []))
 
 

@@ -53,9 +53,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from .validation import dns1035_label, dns1123_subdomain, label_value
+from .decoded import as_list, as_map, as_str, dig, is_int
+from .goformat import go_repr
 from .store import INSTALLED_RUNTIMES, Finding, Path, Store, meta, namespace_of
-from .structural import go_repr
+from .validation import dns1035_label, dns1123_subdomain, label_value
 
 __all__ = ["mutate", "validate"]
 
@@ -102,18 +103,10 @@ def _group_kind(obj: Mapping) -> tuple[str, str]:
     return api_version.rpartition("/")[0], kind
 
 
-def _map(value: Any) -> Mapping:
-    return value if isinstance(value, Mapping) else {}
 
 
-def _list(value: Any) -> list:
-    return value if isinstance(value, list) else []
 
 
-def _dig(value: Any, *keys: str) -> Mapping:
-    for key in keys:
-        value = _map(value).get(key)
-    return _map(value)
 
 
 def _child(parent: Any, key: str) -> dict | None:
@@ -126,24 +119,20 @@ def _child(parent: Any, key: str) -> dict | None:
     return value if isinstance(value, dict) else None
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _int(value: Any, default: int) -> int:
-    return value if _is_int(value) else default
+    return value if is_int(value) else default
 
 
-def _str(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _labels(obj: Mapping) -> Mapping:
-    return _map(meta(obj).get("labels"))
+    return as_map(meta(obj).get("labels"))
 
 
 def _annotations(obj: Mapping) -> Mapping:
-    return _map(meta(obj).get("annotations"))
+    return as_map(meta(obj).get("annotations"))
 
 
 def _invalid(value: Any, detail: str) -> str:
@@ -178,7 +167,7 @@ def _jobset_default(obj: dict) -> None:
         spec["successPolicy"] = {"operator": "All"}
     if spec.get("startupPolicy") is None:
         spec["startupPolicy"] = {"startupPolicyOrder": "AnyOrder"}
-    for rjob in _list(spec.get("replicatedJobs")):
+    for rjob in as_list(spec.get("replicatedJobs")):
         job_spec = _child(_child(rjob, "template"), "spec")
         if job_spec is None:
             continue
@@ -192,20 +181,20 @@ def _jobset_default(obj: dict) -> None:
         for field in ("enableDNSHostnames", "publishNotReadyAddresses"):
             if network.get(field) is None:
                 network[field] = True
-    for i, rule in enumerate(_list(_map(spec.get("failurePolicy")).get("rules"))):
+    for i, rule in enumerate(as_list(as_map(spec.get("failurePolicy")).get("rules"))):
         if isinstance(rule, dict) and not rule.get("name"):
             rule["name"] = f"failurePolicyRule{i}"
-    for policy in _list(spec.get("volumeClaimPolicies")):
+    for policy in as_list(spec.get("volumeClaimPolicies")):
         if isinstance(policy, dict) and policy.get("retentionPolicy") is None:
             policy["retentionPolicy"] = {"whenDeleted": "Delete"}
 
 
 def _jobset_validate(obj: Mapping, store: Store) -> list[Finding]:
     """JobSet's ValidateCreate(), in its order."""
-    spec = _map(obj.get("spec"))
-    name = _str(meta(obj).get("name"))
-    rjobs = [r if isinstance(r, Mapping) else {} for r in _list(spec.get("replicatedJobs"))]
-    failure_policy = _map(spec.get("failurePolicy"))
+    spec = as_map(obj.get("spec"))
+    name = as_str(meta(obj).get("name"))
+    rjobs = [r if isinstance(r, Mapping) else {} for r in as_list(spec.get("replicatedJobs"))]
+    failure_policy = as_map(spec.get("failurePolicy"))
     out: list[Finding] = []
     if failure_policy.get("restartStrategy") == "InPlaceRestart":
         out.append(Finding(("spec", "failurePolicy", "restartStrategy"), "InPlaceRestart",
@@ -215,7 +204,7 @@ def _jobset_validate(obj: Mapping, store: Store) -> list[Finding]:
         out.append(Finding(("spec", "replicatedJobs", 0, "dependsOn"), rjobs[0]["dependsOn"],
                            "DependsOn can't be set for the first ReplicatedJob",
                            "remove dependsOn from the first replicatedJob; later ones may depend on earlier ones"))
-    subdomain = _str(_map(spec.get("network")).get("subdomain"))
+    subdomain = as_str(as_map(spec.get("network")).get("subdomain"))
     if subdomain:
         at: Path = ("spec", "network", "subdomain")
         for message in dns1123_subdomain(subdomain):
@@ -229,7 +218,7 @@ def _jobset_validate(obj: Mapping, store: Store) -> list[Finding]:
     names: set[str] = set()
     for i, rjob in enumerate(rjobs):
         out += _replicated_job(name, rjob, i, names)
-    for target in _list(_map(spec.get("successPolicy")).get("targetReplicatedJobs")):
+    for target in as_list(as_map(spec.get("successPolicy")).get("targetReplicatedJobs")):
         if target not in names:
             out.append(Finding(("spec", "successPolicy", "targetReplicatedJobs"), target,
                                f"invalid replicatedJob name '{target}' does not appear in .spec.ReplicatedJobs",
@@ -239,7 +228,7 @@ def _jobset_validate(obj: Mapping, store: Store) -> list[Finding]:
     coordinator = spec.get("coordinator")
     if isinstance(coordinator, Mapping):
         out += _coordinator(name, spec, coordinator, rjobs)
-    if _list(spec.get("volumeClaimPolicies")):
+    if as_list(spec.get("volumeClaimPolicies")):
         out += _volume_claim_policies(obj, name, rjobs, store)
     return out
 
@@ -268,15 +257,15 @@ def _managed_by(manager: str) -> list[Finding]:
 def _replicated_job(jobset: str, rjob: Mapping, i: int, names: set[str]) -> list[Finding]:
     """One replicatedJob's rules: replicas x parallelism, its group name, and the Job and Pod names JobSet derives."""
     at: Path = ("spec", "replicatedJobs", i)
-    rname = _str(rjob.get("name"))
+    rname = as_str(rjob.get("name"))
     names.add(rname)
     replicas = _int(rjob.get("replicas"), 1)   # the CRD's default, applied before
-    job_spec = _dig(rjob, "template", "spec")
+    job_spec = dig(rjob, "template", "spec")
     out: list[Finding] = []
     if _int(job_spec.get("parallelism"), 1) * replicas > MAX_INT32:
         out.append(Finding((*at, "replicas"), replicas, f"the product of replicas and parallelism must not exceed "
                            f"{MAX_INT32} for replicatedJob '{rname}'", "lower replicas or parallelism"))
-    group = _str(rjob.get("groupName"))
+    group = as_str(rjob.get("groupName"))
     for message in dns1035_label(group):
         message = ".spec.replicatedJob[].groupName is too long, must be less than 63 characters" \
             if TOO_LONG_63 in message else message
@@ -287,14 +276,14 @@ def _replicated_job(jobset: str, rjob: Mapping, i: int, names: set[str]) -> list
             if TOO_LONG_63 in message else message
         out.append(Finding((*at, "name"), job, _invalid(job, message), _RENAME))
     completions = job_spec.get("completions")
-    if job_spec.get("completionMode") == "Indexed" and _is_int(completions):
+    if job_spec.get("completionMode") == "Indexed" and is_int(completions):
         pod = f"{job}-{completions - 1}-abcde"   # the 5 random characters of the Pod's generateName
         for message in dns1035_label(pod):
             message = "JobSet name is too long, pod names generated for this JobSet will exceed 63 characters" \
                 if TOO_LONG_63 in message else message
             out.append(Finding((*at, "name"), job, _invalid(job, message), _RENAME))
-    for j, dependency in enumerate(_list(rjob.get("dependsOn"))):
-        other = _str(_map(dependency).get("name"))
+    for j, dependency in enumerate(as_list(rjob.get("dependsOn"))):
+        other = as_str(as_map(dependency).get("name"))
         if other not in names:
             out.append(Finding((*at, "dependsOn", j, "name"), other,
                                f"replicatedJob: {rname} cannot depend on replicatedJob: {other}",
@@ -304,7 +293,7 @@ def _replicated_job(jobset: str, rjob: Mapping, i: int, names: set[str]) -> list
 
 def _failure_policy(policy: Mapping, rjobs: list[Mapping], names: set[str]) -> list[Finding]:
     """validateFailurePolicy: RestartJob actions (gate off), then each rule's name, targets and reasons."""
-    rules = [r if isinstance(r, Mapping) else {} for r in _list(policy.get("rules"))]
+    rules = [r if isinstance(r, Mapping) else {} for r in as_list(policy.get("rules"))]
     at: Path = ("spec", "failurePolicy", "rules")
     for i, rule in enumerate(rules):
         if rule.get("action") in ("RestartJob", "RestartJobAndIgnoreMaxRestarts"):
@@ -314,7 +303,7 @@ def _failure_policy(policy: Mapping, rjobs: list[Mapping], names: set[str]) -> l
     out: list[Finding] = []
     by_name: dict[str, list[int]] = {}
     for i, rule in enumerate(rules):
-        name = _str(rule.get("name"))
+        name = as_str(rule.get("name"))
         if not 1 <= len(name) <= 128:
             out.append(Finding((*at, i, "name"), name, f"invalid failure policy rule name of length {len(name)}, the "
                                "rule name must be at least 1 characters long and at most 128 characters long",
@@ -325,12 +314,12 @@ def _failure_policy(policy: Mapping, rjobs: list[Mapping], names: set[str]) -> l
                                "rule name must start with an alphabetic character, optionally followed by a string of "
                                "alphanumeric characters or '_,:', and must end with an alphanumeric character or '_'",
                                "start it with a letter; use letters, digits, '_', ',' or ':'"))
-        for target in _list(rule.get("targetReplicatedJobs")):
+        for target in as_list(rule.get("targetReplicatedJobs")):
             if target not in names:
                 out.append(Finding((*at, i, "targetReplicatedJobs"), target, f"invalid replicatedJob name '{target}' "
                                    "in failure policy does not appear in .spec.ReplicatedJobs",
                                    "name a replicatedJob of this JobSet"))
-        for reason in _list(rule.get("onJobFailureReasons")):
+        for reason in as_list(rule.get("onJobFailureReasons")):
             if reason not in _JOB_FAILURE_REASONS:
                 out.append(Finding((*at, i, "onJobFailureReasons"), reason, f"invalid job failure reason '{reason}' in "
                                    "failure policy is not a recognized job failure reason",
@@ -345,10 +334,10 @@ def _failure_policy(policy: Mapping, rjobs: list[Mapping], names: set[str]) -> l
 def _coordinator(jobset: str, spec: Mapping, coordinator: Mapping, rjobs: list[Mapping]) -> list[Finding]:
     """validateCoordinator (the first problem only, as upstream) and the coordinator label value it derives."""
     at: Path = ("spec", "coordinator")
-    target = _str(coordinator.get("replicatedJob"))
+    target = as_str(coordinator.get("replicatedJob"))
     job_index, pod_index = _int(coordinator.get("jobIndex"), 0), _int(coordinator.get("podIndex"), 0)
     rjob = next((r for r in rjobs if r.get("name") == target), None)
-    job_spec = _dig(rjob, "template", "spec")
+    job_spec = dig(rjob, "template", "spec")
     completions = job_spec.get("completions")
     problem: tuple[Path, Any, str] | None = None
     if rjob is None:
@@ -356,14 +345,14 @@ def _coordinator(jobset: str, spec: Mapping, coordinator: Mapping, rjobs: list[M
     elif not 0 <= job_index < _int(rjob.get("replicas"), 1):
         problem = ((*at, "jobIndex"), job_index,
                    f"coordinator job index {job_index} is invalid for replicatedJob {target}")
-    elif job_spec.get("completionMode") != "Indexed" or not _is_int(completions):
+    elif job_spec.get("completionMode") != "Indexed" or not is_int(completions):
         problem = (*at, "replicatedJob"), target, ("job for coordinator pod must be indexed completion mode, and "
                                                    "completions number must be set")
     elif not 0 <= pod_index < _int(completions, 0):
         problem = (*at, "podIndex"), pod_index, (f"coordinator pod index {pod_index} is invalid for replicatedJob "
                                                  f"{target} job index {job_index}")
     out = [Finding(*problem, "point the coordinator at an existing Job and Pod index")] if problem else []
-    subdomain = _str(_map(spec.get("network")).get("subdomain")) or jobset
+    subdomain = as_str(as_map(spec.get("network")).get("subdomain")) or jobset
     value = f"{jobset}-{target}-{job_index}-{pod_index}.{subdomain}"
     errors = label_value(value)
     if errors:
@@ -378,10 +367,10 @@ def _volume_claim_policies(obj: Mapping, jobset: str, rjobs: list[Mapping], stor
     existing PVC of that name only with retentionPolicy Retain."""
     out: list[Finding] = []
     seen: set[str] = set()
-    for i, policy in enumerate(_list(_map(obj.get("spec")).get("volumeClaimPolicies"))):
+    for i, policy in enumerate(as_list(as_map(obj.get("spec")).get("volumeClaimPolicies"))):
         at: Path = ("spec", "volumeClaimPolicies", i)
-        for j, template in enumerate(_list(_map(policy).get("templates"))):
-            name = _str(_dig(template, "metadata").get("name"))
+        for j, template in enumerate(as_list(as_map(policy).get("templates"))):
+            name = as_str(dig(template, "metadata").get("name"))
             where: Path = (*at, "templates", j, "metadata", "name")
             if name in seen:
                 out.append(Finding(where, name, _invalid(name, "names must be unique for VolumeClaimPolicies template"),
@@ -393,7 +382,7 @@ def _volume_claim_policies(obj: Mapping, jobset: str, rjobs: list[Mapping], stor
                 out.append(Finding(where, name, _invalid(name, "VolumeClaimPolicies template name is too long"),
                                    f"shorten it: the PVC is named {pvc!r}, at most 63 characters"))
             out += _claim_mounts(rjobs, name)
-            when = _dig(policy, "retentionPolicy").get("whenDeleted")
+            when = dig(policy, "retentionPolicy").get("whenDeleted")
             if store.get("PersistentVolumeClaim", namespace_of(obj), pvc) is not None and when != "Retain":
                 out.append(Finding((*at, "retentionPolicy", "whenDeleted"), when,
                                    _invalid(when, "retentionPolicy must be retain when PVC exists"),
@@ -406,16 +395,16 @@ def _claim_mounts(rjobs: list[Mapping], claim: str) -> list[Finding]:
     out: list[Finding] = []
     mounted = False
     for i, rjob in enumerate(rjobs):
-        pod = _dig(rjob, "template", "spec", "template", "spec")
-        for k, volume in enumerate(_list(pod.get("volumes"))):
-            if _map(volume).get("name") == claim:
+        pod = dig(rjob, "template", "spec", "template", "spec")
+        for k, volume in enumerate(as_list(pod.get("volumes"))):
+            if as_map(volume).get("name") == claim:
                 out.append(Finding(("spec", "replicatedJobs", i, "template", "spec", "template", "spec", "volumes", k,
                                     "name"), claim, _invalid(claim, "volume name conflicts with VolumeClaimPolicy "
                                                              f"template name: {claim}"),
                                    "rename the volume or the claim template (JobSet adds the claim's volume itself)"))
-        containers = _list(pod.get("initContainers")) + _list(pod.get("containers"))
-        mounted = mounted or any(_map(m).get("name") == claim
-                                 for c in containers for m in _list(_map(c).get("volumeMounts")))
+        containers = as_list(pod.get("initContainers")) + as_list(pod.get("containers"))
+        mounted = mounted or any(as_map(m).get("name") == claim
+                                 for c in containers for m in as_list(as_map(c).get("volumeMounts")))
     if not mounted:
         out.append(Finding(("spec", "replicatedJobs"), claim, "Invalid value: []v1alpha2.ReplicatedJob{...}: "
                            f"replicatedJob containers don't have a matching volumeMount: {claim} from "
@@ -450,10 +439,10 @@ def _kueue_selects(obj: Mapping) -> bool:
 
 def _owner_managed(obj: Mapping) -> bool:
     """IsOwnerManagedByKueueForObject: the controlling owner is of a kind Kueue integrates."""
-    for ref in _list(meta(obj).get("ownerReferences")):
-        ref = _map(ref)
+    for ref in as_list(meta(obj).get("ownerReferences")):
+        ref = as_map(ref)
         if ref.get("controller") is True:
-            return (_str(ref.get("apiVersion")).rpartition("/")[0], ref.get("kind")) in _KUEUE_KINDS
+            return (as_str(ref.get("apiVersion")).rpartition("/")[0], ref.get("kind")) in _KUEUE_KINDS
     return False
 
 
@@ -462,19 +451,19 @@ def _ancestor_managed(obj: Mapping, store: Store) -> bool:
     seen: set[tuple[str, str]] = set()
     current = obj
     while True:
-        ref = next((_map(r) for r in _list(meta(current).get("ownerReferences")) if _map(r).get("controller") is True),
+        ref = next((as_map(r) for r in as_list(meta(current).get("ownerReferences")) if as_map(r).get("controller") is True),
                    None)
         if ref is None:
             return False
-        group_kind = (_str(ref.get("apiVersion")).rpartition("/")[0], _str(ref.get("kind")))
-        key = (group_kind[1], _str(ref.get("name")))
+        group_kind = (as_str(ref.get("apiVersion")).rpartition("/")[0], as_str(ref.get("kind")))
+        key = (group_kind[1], as_str(ref.get("name")))
         if group_kind not in _KUEUE_KINDS or key in seen:
             return False
         seen.add(key)
         owner = store.get(key[0], namespace_of(obj), key[1])
         if owner is None:
             return False
-        if _str(_labels(owner).get(QUEUE_LABEL)):
+        if as_str(_labels(owner).get(QUEUE_LABEL)):
             return True
         current = owner
 
@@ -490,23 +479,23 @@ def _kueue_default(obj: dict, store: Store, group_kind: tuple[str, str]) -> None
     """Kueue's Default() for Job, JobSet and TrainJob: default LocalQueue and WorkloadPriorityClass labels, then
     suspend (a queued workload starts suspended until admitted), and managedBy for a MultiKueue ClusterQueue."""
     namespace = namespace_of(obj)
-    if (not _str(_labels(obj).get(QUEUE_LABEL)) and store.get("LocalQueue", namespace, "default") is not None
+    if (not as_str(_labels(obj).get(QUEUE_LABEL)) and store.get("LocalQueue", namespace, "default") is not None
             and not _owner_managed(obj)):
         _set_label(obj, QUEUE_LABEL, "default")
-    if (not _str(_labels(obj).get(PRIORITY_LABEL)) and not _owner_managed(obj)
+    if (not as_str(_labels(obj).get(PRIORITY_LABEL)) and not _owner_managed(obj)
             and store.get("WorkloadPriorityClass", "", "default") is not None):
         _set_label(obj, PRIORITY_LABEL, "default")
     spec = _child(obj, "spec")
     if spec is None:
         return
-    suspend = bool(_str(_labels(obj).get(QUEUE_LABEL))) and not _ancestor_managed(obj, store)
+    suspend = bool(as_str(_labels(obj).get(QUEUE_LABEL))) and not _ancestor_managed(obj, store)
     if group_kind != TRAINJOB and suspend and spec.get("suspend") is not True:
         spec["suspend"] = True
     _default_managed_by(obj, spec, store, group_kind)
     if group_kind == JOB and _annotations(obj).get(_ELASTIC) == "true":
         pod_spec = _child(_child(spec, "template"), "spec")
         gates = pod_spec.setdefault("schedulingGates", []) if pod_spec is not None else None
-        if isinstance(gates, list) and not any(_map(g).get("name") == _ELASTIC for g in gates):
+        if isinstance(gates, list) and not any(as_map(g).get("name") == _ELASTIC for g in gates):
             gates.append({"name": _ELASTIC})
     if group_kind == TRAINJOB:
         if suspend and spec.get("suspend") is not True:
@@ -520,14 +509,14 @@ def _default_managed_by(obj: Mapping, spec: dict, store: Store, group_kind: tupl
     """ApplyDefaultForManagedBy: managedBy MultiKueue when the LocalQueue's ClusterQueue has a MultiKueue check."""
     if spec.get("managedBy") not in (None, _KUEUE_KINDS[group_kind][1]):
         return
-    queue = _str(_labels(obj).get(QUEUE_LABEL))
+    queue = as_str(_labels(obj).get(QUEUE_LABEL))
     local_queue = store.get("LocalQueue", namespace_of(obj), queue) if queue else None
-    cluster_queue = _str(_dig(local_queue, "spec").get("clusterQueue"))
-    cq_spec = _dig(store.get("ClusterQueue", "", cluster_queue), "spec") if cluster_queue else {}
-    checks = [_map(rule).get("name") for rule in _list(_dig(cq_spec, "admissionChecksStrategy").get("admissionChecks"))]
-    checks += _list(cq_spec.get("admissionChecks"))                         # v1beta1's plain list of names
+    cluster_queue = as_str(dig(local_queue, "spec").get("clusterQueue"))
+    cq_spec = dig(store.get("ClusterQueue", "", cluster_queue), "spec") if cluster_queue else {}
+    checks = [as_map(rule).get("name") for rule in as_list(dig(cq_spec, "admissionChecksStrategy").get("admissionChecks"))]
+    checks += as_list(cq_spec.get("admissionChecks"))                         # v1beta1's plain list of names
     for check in checks:
-        if isinstance(check, str) and _dig(store.get("AdmissionCheck", "", check), "spec").get(
+        if isinstance(check, str) and dig(store.get("AdmissionCheck", "", check), "spec").get(
                 "controllerName") == MULTIKUEUE:
             spec["managedBy"] = MULTIKUEUE
             return
@@ -551,7 +540,7 @@ def _kueue_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
     labels, annotations = _labels(obj), _annotations(obj)
     out: list[Finding] = []
     names = [(("metadata", "labels", QUEUE_LABEL), labels.get(QUEUE_LABEL), "the name of a LocalQueue")]
-    if _str(annotations.get(_PREBUILT)):
+    if as_str(annotations.get(_PREBUILT)):
         names.append((("metadata", "annotations", _PREBUILT), annotations[_PREBUILT], "a Workload's name"))
     else:
         names.append((("metadata", "labels", _PREBUILT), labels.get(_PREBUILT), "a Workload's name"))
@@ -578,10 +567,10 @@ def _kueue_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
 
 
 def _job_annotations(obj: Mapping, annotations: Mapping, elastic: bool) -> list[Finding]:
-    spec = _map(obj.get("spec"))
+    spec = as_map(obj.get("spec"))
     parallelism = _int(spec.get("parallelism"), 1)
     completions = spec.get("completions")
-    pods = min(parallelism, completions) if _is_int(completions) else parallelism
+    pods = min(parallelism, completions) if is_int(completions) else parallelism
     out: list[Finding] = []
     minimum = annotations.get(_MIN_PARALLELISM)
     if isinstance(minimum, str):
@@ -637,8 +626,8 @@ def _deprecated(runtime: Mapping) -> bool:
 def _trainjob_validate(obj: Mapping, store: Store) -> list[Finding]:
     """Trainer's TrainJob validator: the runtimeRef's kind must be a registered runtime, and that runtime must exist
     (a ClusterTrainingRuntime by name, a TrainingRuntime in the TrainJob's namespace)."""
-    ref = _dig(obj, "spec", "runtimeRef")
-    group, kind, name = _str(ref.get("apiGroup")), _str(ref.get("kind")), _str(ref.get("name"))
+    ref = dig(obj, "spec", "runtimeRef")
+    group, kind, name = as_str(ref.get("apiGroup")), as_str(ref.get("kind")), as_str(ref.get("name"))
     key = f"{kind}.{group}" if group else kind
     if key not in _RUNTIMES:
         return [Finding(("spec", "runtimeRef"), dict(ref), f"unsupported runtime: {key}",
@@ -666,23 +655,23 @@ def _runtime_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding
     dataset-initializer) has 1 replica and the container that step needs (node, or the initializer's name)."""
     out: list[Finding] = []
     if group_kind == CLUSTER_TRAINING_RUNTIME and _deprecated(obj):
-        name = _str(meta(obj).get("name"))
+        name = as_str(meta(obj).get("name"))
         out.append(Finding(("metadata", "labels", _SUPPORT_LABEL), "deprecated", f'ClusterTrainingRuntime "{name}" is '
                            "deprecated and will be removed in a future release of Kubeflow Trainer. See runtime "
                            f"deprecation policy: {_DEPRECATION_POLICY}", "move TrainJobs to a supported runtime",
                            warning=True))
-    for i, rjob in enumerate(_list(_dig(obj, "spec", "template", "spec").get("replicatedJobs"))):
+    for i, rjob in enumerate(as_list(dig(obj, "spec", "template", "spec").get("replicatedJobs"))):
         at: Path = ("spec", "template", "spec", "replicatedJobs", i)
-        ancestor = _map(_dig(rjob, "template", "metadata").get("labels")).get(_ANCESTOR_LABEL)
+        ancestor = as_map(dig(rjob, "template", "metadata").get("labels")).get(_ANCESTOR_LABEL)
         if ancestor not in _ANCESTOR_CONTAINERS:
             continue
-        replicas = _map(rjob).get("replicas", 1)
+        replicas = as_map(rjob).get("replicas", 1)
         if replicas != 1:
             out.append(Finding((*at, "replicas"), replicas, _invalid(replicas, "always must be 1"),
                                "set replicas: 1 (scale with the Job's parallelism instead)"))
-        pod = _dig(rjob, "template", "spec", "template", "spec")
+        pod = dig(rjob, "template", "spec", "template", "spec")
         wanted = _ANCESTOR_CONTAINERS[ancestor]
-        if not any(_map(c).get("name") == wanted for c in _list(pod.get("containers"))):
+        if not any(as_map(c).get("name") == wanted for c in as_list(pod.get("containers"))):
             out.append(Finding((*at, "template", "spec", "template", "spec", "containers"), wanted,
                                f"Invalid value: []v1.Container{{...}}: must contain the required container for the "
                                f"ancestor: {ancestor}", f"name the step's container {wanted!r}"))
