@@ -8,6 +8,7 @@ import copy
 import pytest
 import yaml
 
+from jaxinfra.admission import defaults
 from jaxinfra.admission.plugins import Usage, admit_object, admit_pod
 from jaxinfra.admission.store import Store
 
@@ -49,7 +50,11 @@ def with_resources(pod: dict, requests: dict | None = None, limits: dict | None 
 
 
 def docs(text: str) -> list[dict]:
-    return [d for d in yaml.safe_load_all(text) if d]
+    """The objects as the API server stores them: defaulted (a LimitRange's default from its max, say)."""
+    objs = [d for d in yaml.safe_load_all(text) if d]
+    for obj in objs:
+        defaults.apply(obj)
+    return objs
 
 
 HIGH = docs("""

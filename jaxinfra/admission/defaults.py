@@ -307,8 +307,9 @@ def _volume(volume: dict) -> None:
         _claim_spec(_struct(template, "spec"))
 
 
-def _pod_only(spec: dict) -> None:
-    """SetDefaults_Pod: what a Pod gets and a pod template does not."""
+def requests_from_limits(spec: dict) -> None:
+    """SetDefaults_Pod's resources: a container's limit without a request makes that request (a Pod only, not a
+    template; admission's LimitRanger reads the result)."""
     for key in ("initContainers", "containers"):
         for container in _items(spec, key):
             reqs = _pointer(container, "resources")
@@ -320,6 +321,11 @@ def _pod_only(spec: dict) -> None:
             if isinstance(reqs["requests"], dict):
                 for name, value in limits.items():
                     reqs["requests"].setdefault(name, copy.deepcopy(value))
+
+
+def _pod_only(spec: dict) -> None:
+    """SetDefaults_Pod: what a Pod gets and a pod template does not."""
+    requests_from_limits(spec)
     _fill(spec, _POD_ONLY)
     if spec.get("hostNetwork") is True:
         for key in ("initContainers", "containers"):

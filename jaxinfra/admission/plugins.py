@@ -3,8 +3,9 @@ ResourceQuota, in the order kube-apiserver runs them, so a plan is refused here 
 
 Order (the API server stops at the first plugin that refuses): mutating LimitRanger (container defaults), mutating
 Priority (spec.priority, spec.preemptionPolicy), then validating LimitRanger (min / max / maxLimitRequestRatio) and
-ResourceQuota last. Before them, admit_pod applies the one pod defaulting these plugins depend on: a container limit
-without a request gives the request (SetDefaults_Pod), so a LimitRange's defaultRequest never overrides it.
+ResourceQuota last. Before them, admit_pod applies the one pod default these plugins depend on (`defaults.requests_from_limits`,
+SetDefaults_Pod: a container limit without a request gives the request, so a LimitRange's defaultRequest never
+overrides it). LimitRanges are read as stored: their defaults already filled in from max and min.
 
 Emulated from (facts and message texts, not code):
 - kubernetes/kubernetes plugin/pkg/admission/priority/admission.go (commit acd88a099d30b31d7cfe6a20ce3d07c74830dd65
@@ -22,9 +23,6 @@ Emulated from (facts and message texts, not code):
   in the `kubernetes.io/limit-ranger` annotation; min/max/ratio for type Container per container, for type Pod on
   the pod's summed requests/limits, for type PersistentVolumeClaim on spec.resources.requests; exact comparisons;
   every violation of the first LimitRange that has any is reported.
-- kubernetes/kubernetes pkg/apis/core/v1/defaults.go (commit 023f88a32c95647b94e47df54948a0af9517dd0c):
-  SetDefaults_LimitRangeItem (default limit from max, default request from default, then from min) and
-  SetDefaults_Pod (requests from limits).
 - kubernetes/apiserver pkg/admission/plugin/resourcequota/controller.go (commit
   24a394e516bfda066d7e2221d7d92c052de27c54): CheckRequest -- a quota applies when one of its hard resources is tracked
   for the object and every scope matches; Constraints first (`failed quota: <name>: ...`), negative usage refused,
@@ -58,6 +56,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from jaxinfra.admission import defaults
 from jaxinfra.admission.decoded import as_list, as_map, as_str
 from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
 from jaxinfra.quantity import parse, suffix_of
@@ -183,16 +182,6 @@ def _fill(c: Any, key: str, values: Mapping[str, Any]) -> list[str]:
         res[key] = have
         c["resources"] = res
     return added
-
-
-def _default_requests_from_limits(pod: dict) -> None:
-    """SetDefaults_Pod: a container's limit without a request makes that request (a v1.Pod only, not a template)."""
-    spec = pod.get("spec")
-    for field, _ in _CONTAINER_KINDS:
-        for c in as_list(spec.get(field) if isinstance(spec, dict) else None):
-            limits = as_map(as_map(c).get("resources")).get("limits")
-            if isinstance(limits, Mapping):
-                _fill(c, "requests", limits)
 
 
 _POD_LEVEL = ("cpu", "memory")
@@ -321,19 +310,15 @@ class _LimitItem:
 
 
 def _limit_items(limit_range: Mapping) -> list[_LimitItem]:
+    """A LimitRange's items as stored: their default and defaultRequest already filled from max and min
+    (`defaults`, SetDefaults_LimitRange)."""
     items = []
     for raw in as_list(as_map(limit_range.get("spec")).get("limits")):
         if not isinstance(raw, Mapping):
             continue
-        kind = as_str(raw.get("type"))
         default = {k: v for k, v in as_map(raw.get("default")).items() if _quantity(v) is not None}
         request = {k: v for k, v in as_map(raw.get("defaultRequest")).items() if _quantity(v) is not None}
-        if kind == "Container":
-            for source, target in ((raw.get("max"), default), (default, request), (raw.get("min"), request)):
-                for k, v in as_map(source).items():
-                    if _quantity(v) is not None:
-                        target.setdefault(k, v)
-        items.append(_LimitItem(kind, _resources(raw.get("min")), _resources(raw.get("max")),
+        items.append(_LimitItem(as_str(raw.get("type")), _resources(raw.get("min")), _resources(raw.get("max")),
                                 _resources(raw.get("maxLimitRequestRatio")), default, request))
     return items
 
@@ -357,8 +342,8 @@ def _limit_defaults(pod: dict, ranges: list[tuple[str, list[_LimitItem]]]) -> No
         notes: list[str] = []
         for field, label in _CONTAINER_KINDS:
             for c in as_list(spec.get(field)):
-                for key, defaults, word in (("limits", limits, "limit"), ("requests", requests, "request")):
-                    if added := _fill(c, key, defaults):
+                for key, values, word in (("limits", limits, "limit"), ("requests", requests, "request")):
+                    if added := _fill(c, key, values):
                         notes.append(f"{', '.join(added)} {word} for {label} {as_str(c.get('name'))}")
         metadata = pod.setdefault("metadata", {})
         if notes and isinstance(metadata, dict):
@@ -718,7 +703,8 @@ def admit_pod(pod: dict, store: Store, usage: Usage) -> list[Finding]:
     if not isinstance(pod, dict):
         return []
     namespace = namespace_of(pod)
-    _default_requests_from_limits(pod)
+    if isinstance(pod.get("spec"), dict):
+        defaults.requests_from_limits(pod["spec"])   # SetDefaults_Pod, which runs before admission
     ranges = _limit_ranges(store, namespace)
     _limit_defaults(pod, ranges)
     found = _priority(pod, store) or _limit_validate(pod, ranges)
