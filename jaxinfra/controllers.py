@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from jaxinfra.admission.store import TRAINER_JAX_RUNTIME as TRAINER_JAX_RUNTIME  # one name, read here by the Pulumi adapter
 from jaxinfra.plan import ClusterPlan
 
 
@@ -78,9 +79,9 @@ KUEUE = Controller("kueue", "0.19.2", "kueue-system", "kueue.x-k8s.io",
 #: Every controller, in install order.
 CONTROLLERS = (JOBSET, TRAINING_OPERATOR, TRAINER, KUEUE)
 
-#: Trainer's own ClusterTrainingRuntime for JAX (manifests/base/runtimes/jax_distributed.yaml), installed
-#: when a TrainJob names it; Trainer's chart installs its runtimes only through a Helm hook.
-TRAINER_JAX_RUNTIME = "jax-distributed"
+#: Trainer's own ClusterTrainingRuntime for JAX (manifests/base/runtimes/jax_distributed.yaml; its name is
+#: `jaxinfra.admission.store.TRAINER_JAX_RUNTIME`), installed when a TrainJob names it; Trainer's chart installs
+#: its runtimes only through a Helm hook.
 TRAINER_JAX_RUNTIME_FILE = (f"https://raw.githubusercontent.com/kubeflow/trainer/{TRAINER.tag}"
                             "/manifests/base/runtimes/jax_distributed.yaml")
 

@@ -1,4 +1,6 @@
-"""Strict schema validation of Kubernetes manifests, reporting every problem at once.
+"""The schema step of the API server's front door (`jaxinfra.admission`): which schema serves an apiVersion and
+kind (`resolve`), and every way an object fails it (`schema_findings`). `validate_objects` and `validate_files`
+are the library's entry points to the whole front door, for objects in memory and for files.
 
 Built-in kinds are checked against the strict JSON schemas that `kubernetes-validate` ships for
 `K8S_VERSION`; the custom kinds jaxinfra renders are checked against the `openAPIV3Schema` of

@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import yamlio
-from jaxinfra.admission.store import INSTALLED_RUNTIMES
-from jaxinfra.quantity import parse as quantity
+from jaxinfra.admission.store import TRAINER_JAX_RUNTIME
 from jaxinfra.errors import ManifestError
+from jaxinfra.quantity import parse as quantity
 
 from . import model
 
@@ -30,7 +30,7 @@ JOBSET_API = "jobset.x-k8s.io/v1alpha2"
 JOB_API = "batch/v1"
 JAXJOB_API = "kubeflow.org/v1"
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
-UPSTREAM_RUNTIME = next(iter(INSTALLED_RUNTIMES))
+UPSTREAM_RUNTIME = TRAINER_JAX_RUNTIME
 """The ClusterTrainingRuntime installed with the Kubeflow Trainer, so present without the manifests."""
 
 # Kinds that create no pods; accepted silently (Services, ConfigMaps and Secrets are read).

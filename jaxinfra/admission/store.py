@@ -31,7 +31,8 @@ CLUSTER_SCOPED = frozenset({
 """Kinds whose identity has no namespace (the API server ignores metadata.namespace on them)."""
 
 
-INSTALLED_RUNTIMES = frozenset({"jax-distributed"})
+TRAINER_JAX_RUNTIME = "jax-distributed"
+INSTALLED_RUNTIMES = frozenset({TRAINER_JAX_RUNTIME})
 """ClusterTrainingRuntimes the Kubeflow Trainer installs with itself, so a cluster has them without the inputs
 (kubeflow/trainer@8c0f5059 manifests/base/runtimes/jax_distributed.yaml)."""
 
