@@ -1,17 +1,8 @@
-"""Pod Security admission as the API server's built-in PodSecurity plugin applies it: the namespace's
-`pod-security.kubernetes.io/*` labels pick a level and version per mode; a Pod that violates the `enforce` level is
-refused, and a Pod or a workload with a pod template that violates `warn` gets a warning (a workload is never refused:
-only the pods its controller creates are). Emulated so that `jaxinfra` refuses what a real cluster refuses, in the
-cluster's own words, before anything is applied.
+"""Pod Security's checks (upstream's policy/ package): one function per check revision, the `CHECKS` table, and
+their evaluation at a level and version (`violations`).
 
 Upstream, read at kubernetes/pod-security-admission (the published copy of kubernetes/kubernetes
 staging/src/k8s.io/pod-security-admission) commit 8f84a87c7f617f64a4ddc1aea24aeeb7a2e07cb8:
-- api/constants.go: the levels, "latest", the six label names.
-- api/helpers.go: ParseLevel (an invalid level reads as "restricted"), ParseVersion ("latest" or `v1.N`, N without a
-  leading zero; anything else reads as latest), PolicyToEvaluate (no labels: the defaults, privileged:latest for the
-  API server's default configuration; an invalid `enforce` is restricted, an invalid `warn` or `audit` privileged --
-  fail closed for enforce, open for the others; `warn` unset follows an explicitly more restrictive `enforce`, with
-  its version unless `warn-version` is set), the field errors on metadata.labels[...], LevelVersion's "level:version".
 - policy/registry.go: the checks of a level at a version -- a check's newest revision whose minimum version is at most
   the version asked; "latest" and any version past the newest revision read as that newest version; restricted is
   its own checks plus the baseline checks its revisions at that version do not override; evaluation order is the
@@ -20,131 +11,20 @@ staging/src/k8s.io/pod-security-admission) commit 8f84a87c7f617f64a4ddc1aea24aee
 - policy/helpers.go, policy/visitor.go: joinQuote, pluralize, the hostUsers=false relaxation; containers are visited
   init containers, then containers, then ephemeral containers.
 - policy/check_*.go: every check (ID, level, revisions, messages), one function each below.
-- admission/admission.go: the kinds whose pod template is checked (DefaultPodSpecExtractor), ValidatePod (exempt
-  namespace, exempt runtimeClassName, enforce refused as `violates PodSecurity "level:version": ...`; warnings only
-  when not refused), ValidatePodController (only warn and audit, never refused), ValidateNamespace (invalid labels
-  refuse a Namespace's create).
-- admission/response.go: the refusal is apimachinery's NewForbidden for resource "pods" (kubernetes/apimachinery
-  eed236ceee2c19c2753a3d93ac0631dc20750454 pkg/api/errors/errors.go: `pods "<name>" is forbidden: <text>`; the
-  pipeline adds that prefix); a Namespace with bad labels is NewInvalid.
-- kubernetes/kubernetes 03f370be3e5a65dc09ad49d9fd65a6ba059b46d0 plugin/pkg/admission/security/podsecurity/
-  admission.go: the plugin only looks at pods, namespaces and the extractor's kinds -- custom resources (JobSet,
-  TrainJob, ...) are never checked; their Jobs and Pods are, when their controllers create them.
-
-Not emulated: audit (its verdict only goes to the audit log), usernames in exemptions (no users here), pod updates
-(isSignificantPodUpdate), pod subresources, the warnings a Namespace update gets about pods already in it, the
-warning on creating an exempt Namespace, and an API server older than these checks (its "latest" would be its own
-version).
 """
 
 from __future__ import annotations
 
 import functools
-import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from jaxinfra.admission.decoded import as_map, as_str
 from jaxinfra.admission.goformat import go_quote
-from jaxinfra.admission.store import Finding, Path, meta, namespace_of
-
-__all__ = [
-    "LABEL_PREFIX", "ENFORCE", "ENFORCE_VERSION", "AUDIT", "AUDIT_VERSION", "WARN", "WARN_VERSION", "PRIVILEGED",
-    "BASELINE", "RESTRICTED", "LATEST", "Levels", "Check", "Revision", "CHECKS", "NEWEST", "Exemptions", "levels",
-    "label_errors", "violations", "refusal", "warning", "pod_template", "admit",
-]
-
-LABEL_PREFIX = "pod-security.kubernetes.io/"
-ENFORCE = LABEL_PREFIX + "enforce"
-ENFORCE_VERSION = LABEL_PREFIX + "enforce-version"
-AUDIT = LABEL_PREFIX + "audit"
-AUDIT_VERSION = LABEL_PREFIX + "audit-version"
-WARN = LABEL_PREFIX + "warn"
-WARN_VERSION = LABEL_PREFIX + "warn-version"
-
-PRIVILEGED, BASELINE, RESTRICTED = "privileged", "baseline", "restricted"
-_LEVELS = (PRIVILEGED, BASELINE, RESTRICTED)
-LATEST = "latest"
-
-Version = tuple[int, int]
-"""A policy version (1, minor); None stands for "latest"."""
-
-_VERSION = re.compile(r"v1\.([0-9]|[1-9][0-9]*)")
-_LEVEL_ERROR = "must be one of " + ", ".join(_LEVELS)
-_VERSION_ERROR = 'must be "latest" or "v1.x"'
-
-
-# --- levels -------------------------------------------------------------------------------------------------------
-
-def _parse_level(value: Any) -> tuple[str, bool]:
-    """ParseLevel: the level, and whether it was valid (an invalid one reads as restricted)."""
-    return (value, True) if value in _LEVELS else (RESTRICTED, False)
-
-
-def _parse_version(value: Any) -> tuple[Version | None, bool]:
-    """ParseVersion: (1, minor) or None for latest, and whether it was valid (an invalid one reads as latest)."""
-    if value == LATEST:
-        return None, True
-    m = _VERSION.fullmatch(value) if isinstance(value, str) else None
-    return ((1, int(m.group(1))), True) if m else (None, False)
-
-
-def _version_text(version: Version | None) -> str:
-    return LATEST if version is None else f"v{version[0]}.{version[1]}"
-
-
-@dataclass(frozen=True)
-class Levels:
-    """The level and version each mode evaluates in one namespace (versions as "latest" or "v1.N")."""
-
-    enforce: str = PRIVILEGED
-    enforce_version: str = LATEST
-    warn: str = PRIVILEGED
-    warn_version: str = LATEST
-    audit: str = PRIVILEGED
-    audit_version: str = LATEST
-
-    def fully_privileged(self) -> bool:
-        return self.enforce == self.warn == self.audit == PRIVILEGED
-
-
-def levels(namespace_labels: Mapping[str, str]) -> Levels:
-    """PolicyToEvaluate over the API server's default policy (privileged:latest in every mode)."""
-    labels = namespace_labels if isinstance(namespace_labels, Mapping) else {}
-    mode: dict[str, str] = {}
-    for level_label, version_label, fail_open in ((ENFORCE, ENFORCE_VERSION, False), (AUDIT, AUDIT_VERSION, True),
-                                                  (WARN, WARN_VERSION, True)):
-        level, ok = (_parse_level(labels[level_label]) if level_label in labels else (PRIVILEGED, True))
-        mode[level_label] = PRIVILEGED if fail_open and not ok else level
-        version = _parse_version(labels[version_label])[0] if version_label in labels else None
-        mode[version_label] = _version_text(version)
-    enforce_set = ENFORCE in labels and _parse_level(labels[ENFORCE])[1]
-    if WARN not in labels and enforce_set and _LEVELS.index(mode[ENFORCE]) > _LEVELS.index(mode[WARN]):
-        mode[WARN] = mode[ENFORCE]
-        if WARN_VERSION not in labels:
-            mode[WARN_VERSION] = mode[ENFORCE_VERSION]
-    return Levels(mode[ENFORCE], mode[ENFORCE_VERSION], mode[WARN], mode[WARN_VERSION], mode[AUDIT],
-                  mode[AUDIT_VERSION])
-
-
-def label_errors(namespace_labels: Mapping[str, Any]) -> list[Finding]:
-    """What refuses a Namespace's create: each Pod Security label with a value upstream cannot parse, in upstream's
-    order (enforce, enforce-version, audit, audit-version, warn, warn-version)."""
-    labels = namespace_labels if isinstance(namespace_labels, Mapping) else {}
-    out: list[Finding] = []
-    for label, parse, detail, fix in (
-            (ENFORCE, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
-            (ENFORCE_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
-            (AUDIT, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
-            (AUDIT_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
-            (WARN, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
-            (WARN_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"')):
-        value = labels.get(label)
-        if isinstance(value, str) and not parse(value)[1]:
-            out.append(Finding(("metadata", "labels", label), value,
-                               f"Invalid value: {go_quote(value)}: {detail}", fix))
-    return out
+from jaxinfra.admission.pod_security.levels import (
+    BASELINE, PRIVILEGED, RESTRICTED, Version, _parse_level, _parse_version, _version_text,
+)
 
 
 # --- Go's text helpers ---------------------------------------------------------------------------------------------
@@ -658,86 +538,3 @@ def violations(level: str, version: str, pod_meta: Mapping, pod_spec: Mapping) -
     """The forbidden reasons of a pod (its metadata and spec) at `level`:`version`, in upstream's order, each as
     "reason (detail)". A level upstream cannot parse is evaluated as restricted, a version as latest."""
     return [text for _, text in _failed(level, version, pod_meta, pod_spec)[2]]
-
-
-def _level_version(level: str, version: str) -> str:
-    return go_quote(f"{_parse_level(level)[0]}:{_version_text(_parse_version(version)[0])}")
-
-
-def refusal(level: str, version: str, reasons: list[str]) -> str:
-    """The enforce refusal's text (the API server prefixes it with `pods "<name>" is forbidden: `)."""
-    return f"violates PodSecurity {_level_version(level, version)}: {', '.join(reasons)}"
-
-
-def warning(level: str, version: str, reasons: list[str]) -> str:
-    """The warn mode's warning, for a Pod that is admitted or a workload whose pod template violates the level."""
-    return f"would violate PodSecurity {_level_version(level, version)}: {', '.join(reasons)}"
-
-
-# --- the plugin ------------------------------------------------------------------------------------------------------
-
-_TEMPLATE_PATHS: dict[str, Path] = {
-    "PodTemplate": ("template",),
-    "ReplicationController": ("spec", "template"),
-    "ReplicaSet": ("spec", "template"),
-    "Deployment": ("spec", "template"),
-    "StatefulSet": ("spec", "template"),
-    "DaemonSet": ("spec", "template"),
-    "Job": ("spec", "template"),
-    "CronJob": ("spec", "jobTemplate", "spec", "template"),
-}
-"""DefaultPodSpecExtractor's kinds and where each keeps its pod template (custom resources are not checked)."""
-
-
-def pod_template(obj: Mapping) -> tuple[Path, Mapping, Mapping] | None:
-    """Where the pod spec is, and the pod's metadata and spec, for a Pod or a kind upstream extracts a template from;
-    None for any other kind, or a template that is absent (a nil template is skipped upstream)."""
-    kind = obj.get("kind")
-    if kind == "Pod":
-        return ("spec",), meta(obj), as_map(obj.get("spec"))
-    if not isinstance(kind, str) or kind not in _TEMPLATE_PATHS:
-        return None
-    node: Any = obj
-    for key in _TEMPLATE_PATHS[kind]:
-        node = as_map(node).get(key)
-    if not _set(node):
-        return None
-    return _TEMPLATE_PATHS[kind] + ("spec",), as_map(node.get("metadata")), as_map(node.get("spec"))
-
-
-@dataclass(frozen=True)
-class Exemptions:
-    """The AdmissionConfiguration's exemptions (none by default, as on a cluster without one)."""
-
-    namespaces: frozenset[str] = frozenset()
-    runtime_classes: frozenset[str] = frozenset()
-
-
-def _fix(failed: list[tuple[Check, str]], tail: str) -> str:
-    return "; ".join([c.fix for c, _ in failed] + [tail])
-
-
-def admit(obj: Mapping, namespace_labels: Mapping[str, str], exemptions: Exemptions = Exemptions()) -> list[Finding]:
-    """The plugin's verdict on creating `obj` in a namespace with `namespace_labels`: a Namespace with labels it
-    cannot parse is refused; a Pod violating `enforce` is refused; a Pod (when admitted) or a workload with a pod
-    template violating `warn` gets a warning. Every other kind passes untouched."""
-    if obj.get("kind") == "Namespace":
-        return label_errors(meta(obj).get("labels") or {})
-    found = pod_template(obj)
-    if found is None or namespace_of(obj) in exemptions.namespaces:
-        return []
-    at, pod_meta, pod_spec = found
-    runtime_class = pod_spec.get("runtimeClassName")
-    if isinstance(runtime_class, str) and runtime_class in exemptions.runtime_classes:
-        return []
-    policy = levels(namespace_labels)
-    if obj.get("kind") == "Pod":
-        lvl, ver, failed = _failed(policy.enforce, policy.enforce_version, pod_meta, pod_spec)
-        if failed:
-            return [Finding(at, f"{lvl}:{ver}", refusal(lvl, ver, [t for _, t in failed]), _fix(
-                failed, f"or create the pod in a namespace whose {ENFORCE} label allows it"))]
-    lvl, ver, failed = _failed(policy.warn, policy.warn_version, pod_meta, pod_spec)
-    if not failed:
-        return []
-    return [Finding(at, f"{lvl}:{ver}", warning(lvl, ver, [t for _, t in failed]), _fix(
-        failed, f"admitted: {WARN} only warns, {ENFORCE} at this level refuses the pods themselves"), warning=True)]
