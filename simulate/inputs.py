@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import yamlio
-from jaxinfra.admission.store import TRAINER_JAX_RUNTIME
+from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME
 from jaxinfra.errors import ManifestError
 from jaxinfra.quantity import parse as quantity
 
@@ -46,7 +46,6 @@ PASSIVE_KINDS = frozenset({
 })
 
 TPU, GPU = "google.com/tpu", "nvidia.com/gpu"
-_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 def load_files(paths: Iterable[str | Path]) -> list[dict]:
     """Every manifest of some multi-document YAML files; all unreadable files reported at once."""
     manifests, problems = yamlio.read_manifests(paths)
@@ -123,7 +122,7 @@ class Objects:
     services: dict[tuple[str, str], Service] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
     secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
-    priority_classes: dict[str, int] = field(default_factory=lambda: dict(_PRIORITY_CLASSES))
+    priority_classes: dict[str, int] = field(default_factory=lambda: dict(SYSTEM_PRIORITY_CLASSES))
     namespaces: set[str] = field(default_factory=lambda: {"default"})
     runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)   # (kind, namespace or "", name)
     service_accounts: dict[tuple[str, str], Mapping] = field(default_factory=dict)

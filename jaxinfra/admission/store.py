@@ -31,6 +31,9 @@ CLUSTER_SCOPED = frozenset({
 """Kinds whose identity has no namespace (the API server ignores metadata.namespace on them)."""
 
 
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+"""The PriorityClasses every cluster has (kubernetes pkg/apis/scheduling/types.go: SystemCriticalPriority, and 1000
+more for the node-critical class)."""
 TRAINER_JAX_RUNTIME = "jax-distributed"
 INSTALLED_RUNTIMES = frozenset({TRAINER_JAX_RUNTIME})
 """ClusterTrainingRuntimes the Kubeflow Trainer installs with itself, so a cluster has them without the inputs

@@ -18,11 +18,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jaxinfra.admission.decoded import as_str
-from jaxinfra.admission.store import Finding, Store, meta
+from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, Finding, Store, meta
 
 # --- Priority -----------------------------------------------------------------------------------------------------
 
-_SYSTEM_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
 _PREEMPT_LOWER = "PreemptLowerPriority"
 
 
@@ -55,8 +54,8 @@ def _priority(pod: dict, store: Store) -> list[Finding]:
         value, policy = (_class_value(default), _class_policy(default)) if default else (0, _PREEMPT_LOWER)
         if default is not None and as_str(meta(default).get("name")):
             spec["priorityClassName"] = meta(default)["name"]
-    elif name in _SYSTEM_CLASSES:
-        value, policy = _SYSTEM_CLASSES[name], _PREEMPT_LOWER
+    elif name in SYSTEM_PRIORITY_CLASSES:
+        value, policy = SYSTEM_PRIORITY_CLASSES[name], _PREEMPT_LOWER
     elif (pc := store.get("PriorityClass", "", name)) is not None:
         value, policy = _class_value(pc), _class_policy(pc)
     else:
