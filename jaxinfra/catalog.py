@@ -162,7 +162,7 @@ _GENERATIONS: tuple[_Generation, ...] = (
         pools=(
             _Pool("ct5lp-hightpu-1t", ("1x1",), _SRC_V5E_SINGLE),
             _Pool("ct5lp-hightpu-4t", ("2x2",), _SRC_V5E_SINGLE),
-            # DESIGN.md §4 and xpk: 2x4 is canonically 2 hosts x 4 chips.
+            # docs/design.md, "Accelerators", and xpk: 2x4 is canonically 2 hosts x 4 chips.
             _Pool("ct5lp-hightpu-4t", _2D_MULTI_HOST, _SRC_XPK),
         ),
         single_host_variants=(_Pool("ct5lp-hightpu-8t", ("2x4",), _SRC_V5E_SINGLE),),
@@ -182,7 +182,7 @@ _GENERATIONS: tuple[_Generation, ...] = (
         prefixes=("v6e",),
         pools=(
             _Pool("ct6e-standard-1t", ("1x1",), _SRC_XPK),
-            # DESIGN.md §4 and xpk: 2x4 is canonically 2 hosts x 4 chips.
+            # docs/design.md, "Accelerators", and xpk: 2x4 is canonically 2 hosts x 4 chips.
             _Pool("ct6e-standard-4t", ("2x2", *_2D_MULTI_HOST), _SRC_XPK),
         ),
         single_host_variants=(_Pool("ct6e-standard-8t", ("2x4",), _SRC_V6E_SINGLE),),

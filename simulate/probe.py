@@ -1,6 +1,6 @@
 """The built-in collectives probe: one real JAX process per pod, checked end to end.
 
-Each process joins the group exactly as the pod's env contract says (DESIGN §3), then proves
+Each process joins the group exactly as the pod's env contract says (docs/design.md, "The env contracts"), then proves
 the group works the way training will use it: the rank and device counts the manifests
 promise, a hardware-shaped mesh, the four cross-process collectives, and one data-parallel
 step against a single-process reference. Every check is verified on the process's own

@@ -1,4 +1,4 @@
-"""What the manifests must do on a cluster, asserted per backend (DESIGN §3, §5)."""
+"""What the manifests must do on a cluster, asserted per backend (docs/design.md, "The env contracts" and "What the manifests guarantee")."""
 
 from __future__ import annotations
 

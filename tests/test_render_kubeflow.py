@@ -1,4 +1,4 @@
-"""Kubeflow backends (JAXJob v1, TrainJob v2) and Kueue queues, per upstream conventions (DESIGN §3)."""
+"""Kubeflow backends (JAXJob v1, TrainJob v2) and Kueue queues, per upstream conventions (docs/design.md, "The env contracts")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Kubeflow workloads: JAXJob (Training Operator v1) and TrainJob + TrainingRuntime (Trainer v2).
 
-Both operators inject the coordinator, process count and rank themselves (DESIGN §3;
+Both operators inject the coordinator, process count and rank themselves (docs/design.md, "The env contracts";
 `JobPlan.env_sources` says which variable comes from whom), so jaxinfra writes only what they
 do not: the init timeout, the CPU device count, the user's env, and the pool's placement.
 """
