@@ -8,6 +8,7 @@ the program's warnings. Shared by tests/test_pulumi*.py.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import runpy
@@ -23,23 +24,20 @@ import yaml
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
-from conftest import ROOT
+from conftest import EXAMPLE
+from pulumi_up_mocked import ACCOUNT_T, CA, GKE_T, PROJECT_NUMBER, CloudMocks  # noqa: F401 (the tests' too)
 
-PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
-MAIN = ROOT / PROJECT["main"]
+PROJECT = yaml.safe_load((EXAMPLE / "Pulumi.yaml").read_text())
+MAIN = EXAMPLE / PROJECT["main"]
 GKE = {"jaxinfra:provider": "gke", "gcp:project": "proj", "jaxinfra:location": "us-east5-a"}
 EXISTING = {"jaxinfra:provider": "existing", "jaxinfra:context": "kind-test"}
 PROVIDERS = {"gke": GKE, "existing": EXISTING}
-CA = "Q0EtREFUQQ=="
-PROJECT_NUMBER = "123456789012"  # what getProject answers
 
 STACK_T = "pulumi:pulumi:Stack"
 CLUSTER_T = "jaxinfra:index:Cluster"
 JOB_T = "jaxinfra:index:JaxJob"
 CONTROLLER_T = "jaxinfra:index:Controller"
-GKE_T = "gcp:container/cluster:Cluster"
 POOL_T = "gcp:container/nodePool:NodePool"
-ACCOUNT_T = "gcp:serviceaccount/account:Account"
 IAM_T = "gcp:projects/iAMMember:IAMMember"
 BUCKET_T = "gcp:storage/bucket:Bucket"
 BUCKET_IAM_T = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -127,29 +125,20 @@ class Run:
         return r
 
 
-class Mocks(pulumi.runtime.Mocks):
+class Mocks(CloudMocks):
+    """The cloud's answers (CloudMocks), each call recorded; getCluster answers as `existing` says."""
+
     def __init__(self, run: Run, existing: dict[str, Any] | None = None):
         self.run = run
         self.existing = SECURE_CLUSTER if existing is None else existing
 
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        state = dict(args.inputs)
-        if args.typ == GKE_T:
-            state |= {"endpoint": "203.0.113.1", "masterAuth": {"clusterCaCertificate": CA}}
-        if args.typ == ACCOUNT_T:  # what GCP computes
-            email = f"{args.inputs['accountId']}@{args.inputs['project']}.iam.gserviceaccount.com"
-            state |= {"email": email, "member": f"serviceAccount:{email}"}
-        return f"{args.name}-id", state
-
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         self.run.calls.append((args.token, dict(args.args)))
-        if args.token == "gcp:organizations/getProject:getProject":
-            return {"projectId": args.args["projectId"], "number": PROJECT_NUMBER}
         if args.token == "gcp:container/getCluster:getCluster":
             return {"name": args.args["name"], "endpoint": "203.0.113.2", **self.existing,
                     "masterAuths": [{"clusterCaCertificate": CA, "clientCertificate": "", "clientKey": "",
                                      "clientCertificateConfigs": []}]}
-        return {}
+        return super().call(args)
 
 
 class Monitor(MockMonitor):
@@ -197,7 +186,8 @@ def run_program(config: dict[str, Any], existing: dict[str, Any] | None = None) 
 
     @pulumi.runtime.test
     def program() -> Any:
-        outputs = runpy.run_path(str(MAIN), run_name="__main__")["outputs"]
+        with contextlib.chdir(EXAMPLE):   # where Pulumi runs the program: its project's folder
+            outputs = runpy.run_path(str(MAIN), run_name="__main__")["outputs"]
         keys = list(outputs)
         values = [pulumi.Output.from_input(outputs[k]) for k in keys]
 
@@ -217,16 +207,18 @@ def run_error(config: dict[str, Any]) -> tuple[str, Run]:
     run = Run()
     with pytest.raises(pulumi.RunError) as err:
         _mock(run, config, None)
-        pulumi.runtime.test(lambda: runpy.run_path(str(MAIN), run_name="__main__") and None)()
+        with contextlib.chdir(EXAMPLE):
+            pulumi.runtime.test(lambda: runpy.run_path(str(MAIN), run_name="__main__") and None)()
     return str(err.value), run
 
 
 def config_for(path: Path, provider: str) -> dict[str, Any]:
-    return {"jaxinfra:stack": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path), **PROVIDERS[provider]}
+    return {"jaxinfra:stack": str(path.relative_to(EXAMPLE)) if path.is_relative_to(EXAMPLE) else str(path),
+            **PROVIDERS[provider]}
 
 
 def example_config(name: str) -> dict[str, Any]:
-    return yaml.safe_load((ROOT / f"Pulumi.{name}.yaml").read_text())["config"]
+    return yaml.safe_load((EXAMPLE / f"Pulumi.{name}.yaml").read_text())["config"]
 
 
 def write_stack(tmp_path: Path, body: str, name: str = "custom") -> Path:

@@ -184,11 +184,30 @@ def test_gpu_h100_one_pool_of_two_nodes_by_eight_gpus() -> None:
 
 
 def test_pulumi_yaml_names_the_program() -> None:
-    assert PROJECT["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
+    assert PROJECT["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": "../../.venv"}}
     assert (MAIN / "__main__.py").is_file()
     for name, path in (("tpu-v5p", "stacks/tpu_v5p_2x2x4_x2.py"), ("gpu-h100", "stacks/gpu_h100_2x8.py")):
         cfg = example_config(name)
         assert (cfg["jaxinfra:stack"], cfg["jaxinfra:provider"]) == (path, "gke")
+
+
+@pytest.mark.parametrize("where", [".", "infra"], ids=["project folder", "program folder"])
+def test_relative_stack_paths_start_at_the_pulumi_project(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The folder of Pulumi.yaml, found from where the program runs (the engine's root directory is a placeholder
+    under mocks), never this library's location: a team's repository resolves its own stacks/."""
+    from jaxinfra.pulumi import project_root, read_settings
+
+    (tmp_path / "Pulumi.yaml").write_text("name: team\nruntime: python\nmain: infra/\n")
+    (tmp_path / "infra").mkdir()
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks/training.py").write_text("")
+    monkeypatch.chdir(tmp_path / where)
+    assert project_root() == tmp_path
+    settings = read_settings({"jaxinfra:stack": "stacks/training.py", "jaxinfra:provider": "existing"})
+    assert settings.stack == tmp_path / "stacks/training.py"
+    monkeypatch.chdir(tmp_path.parent)   # outside any project: the working directory, and the message says where
+    with pytest.raises(Exception, match=f"no stack file at {tmp_path.parent}/stacks/training.py"):
+        read_settings({"jaxinfra:stack": "stacks/training.py", "jaxinfra:provider": "existing"})
 
 
 # --- options ------------------------------------------------------------------------------------
@@ -319,8 +338,8 @@ def test_slice_pool_name_over_gke_limit(tmp_path: Path) -> None:
 # --- pulumi stays out of synth and simulate -------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["synth", "stacks/cpu_dev.py", "--stdout"],
-                                  ["simulate", "stacks/cpu_dev.py", "--timeout", "120"]], ids=["synth", "simulate"])
+@pytest.mark.parametrize("argv", [["synth", "examples/training-infra/stacks/cpu_dev.py", "--stdout"],
+                                  ["simulate", "examples/training-infra/stacks/cpu_dev.py", "--timeout", "120"]], ids=["synth", "simulate"])
 def test_synth_and_simulate_never_import_pulumi(argv: list[str]) -> None:
     code = textwrap.dedent(f"""
         import sys, contextlib, io

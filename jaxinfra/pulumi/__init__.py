@@ -1,6 +1,6 @@
 """The Pulumi adapter: `pulumi up` for the cluster (GKE node pools) plus the jobs that run on it.
 
-Thin, like the cdk8s one (DESIGN §2): every name and number comes from `jaxinfra.plan.plan`, every
+Thin, like the cdk8s one (docs/design.md, "Outputs and adapters"): every name and number comes from `jaxinfra.plan.plan`, every
 Kubernetes object from `jaxinfra.render`, every controller version from `jaxinfra.controllers`;
 this package only maps them onto Pulumi resources.
 
@@ -17,7 +17,7 @@ this package only maps them onto Pulumi resources.
 - `JaxJob` (`jaxinfra:index:JaxJob`): every object `render_job` yields, as a typed
   `pulumi_kubernetes` resource (a `CustomResource` for JobSet), with its name verbatim.
 
-The one backend-specific change to the rendered objects (DESIGN §2, §5.7) is the annotation
+The one backend-specific change to the rendered objects (docs/design.md, "Pulumi's awaiters") is the annotation
 `pulumi.com/skipAwait: "true"`, on the workload (Pulumi's Job awaiter would otherwise block until
 training ends), on the headless Service (pulumi-kubernetes' Service awaiter waits for endpoints
 of a Service that has a selector, and those only exist once the workload's pods do: without it
@@ -42,8 +42,8 @@ from __future__ import annotations
 
 from jaxinfra.pulumi.checks import controller_problems, existing_cluster_gaps, gke_problems, prerequisites
 from jaxinfra.pulumi.cluster import Cluster, program
-from jaxinfra.pulumi.config import (DEFAULT_CPU_MACHINE_TYPE, KEYS, NETWORK_POLICIES, PROJECT_ROOT, PROVIDERS, RELEASE_CHANNELS,
-                                    SHADOWS, ConfigError, Settings, is_zone, pulumi_config, read_settings, region_of)
+from jaxinfra.pulumi.config import (DEFAULT_CPU_MACHINE_TYPE, KEYS, NETWORK_POLICIES, PROVIDERS, RELEASE_CHANNELS,
+                                    SHADOWS, ConfigError, Settings, is_zone, project_root, pulumi_config, read_settings, region_of)
 from jaxinfra.pulumi.gke import (BUCKET_ROLE, CLOUD_PLATFORM_SCOPE, NODE_ROLES, RESERVATION_KEY, SPOT_LABEL, base_node_config,
                                  cluster_addons, cluster_security, gke_kubeconfig, node_account_id, node_config,
                                  workload_principal)
@@ -53,10 +53,10 @@ from jaxinfra.pulumi.pools import (MAX_PODS_PER_NODE, MAX_POOL_NAME, SHADOW_DAEM
                                    SYSTEM_POOL_NODES, PoolSlice, node_pools, shadow_nodes, shadow_pods_per_node)
 
 __all__ = ["BUCKET_ROLE", "CLOUD_PLATFORM_SCOPE", "DEFAULT_CPU_MACHINE_TYPE", "KEYS", "MAX_PODS_PER_NODE", "MAX_POOL_NAME",
-           "NETWORK_POLICIES", "NODE_ROLES", "PROJECT_ROOT", "PROVIDERS", "RELEASE_CHANNELS", "RESERVATION_KEY", "SHADOWS",
+           "NETWORK_POLICIES", "NODE_ROLES", "PROVIDERS", "RELEASE_CHANNELS", "RESERVATION_KEY", "SHADOWS",
            "SHADOW_DAEMONS", "SHADOW_MACHINE", "SHADOW_POOL", "SKIP_AWAIT", "SKIP_AWAIT_KINDS", "SPOT_LABEL", "SYSTEM_POOL",
            "SYSTEM_POOL_NODES", "WORKLOAD_KINDS", "Cluster", "ConfigError", "ControllerInstall", "JaxJob", "PoolSlice",
            "Settings", "base_node_config", "cluster_addons", "cluster_security", "controller_problems",
            "existing_cluster_gaps", "gke_kubeconfig", "gke_problems", "is_zone", "k8s_resource", "logical_name",
-           "node_account_id", "node_config", "node_pools", "prerequisites", "program", "pulumi_config", "read_settings",
+           "node_account_id", "node_config", "node_pools", "prerequisites", "program", "project_root", "pulumi_config", "read_settings",
            "region_of", "shadow_nodes", "shadow_pods_per_node", "with_skip_await", "workload_principal"]

@@ -17,7 +17,7 @@ from jaxinfra import controllers
 from jaxinfra.errors import JaxinfraError, Problem
 from jaxinfra.plan import ClusterPlan, plan
 from jaxinfra.pulumi.checks import controller_problems, existing_cluster_gaps, gke_problems, prerequisites
-from jaxinfra.pulumi.config import PROJECT_ROOT, ConfigError, Settings, pulumi_config, read_settings, region_of
+from jaxinfra.pulumi.config import ConfigError, Settings, pulumi_config, project_root, read_settings, region_of
 from jaxinfra.pulumi.gke import (BUCKET_ROLE, CLOUD_PLATFORM_SCOPE, NODE_ROLES, base_node_config, cluster_addons,
                                  cluster_security, gke_kubeconfig, node_account_id, node_config, workload_principal)
 from jaxinfra.pulumi.kubernetes import ControllerInstall, JaxJob, k8s_resource
@@ -209,7 +209,7 @@ def program(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         path = config.get("jaxinfra:stack")
         stack_path = Path(str(path)) if path else None
         if stack_path is not None and not stack_path.is_absolute():
-            stack_path = PROJECT_ROOT / stack_path
+            stack_path = project_root() / stack_path
     else:
         stack_path = settings.stack
     if stack_path is not None and stack_path.suffix == ".py" and stack_path.is_file():

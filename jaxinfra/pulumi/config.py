@@ -20,8 +20,24 @@ PROVIDERS = ("gke", "existing")
 #: Machine type of a CPU pool that names none (`CPU(machine_type=...)`).
 DEFAULT_CPU_MACHINE_TYPE = "e2-standard-4"
 
-#: Where relative `jaxinfra:stack` paths are resolved: the folder of Pulumi.yaml (the repo root).
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
+PROJECT_FILE = "Pulumi.yaml"
+
+
+def project_root() -> Path:
+    """Where relative `jaxinfra:stack` paths start: the Pulumi project's folder, that of Pulumi.yaml, in the user's
+    repository (never this library's). The engine tells the program (`pulumi.get_root_directory`); without it (mocks,
+    an older engine) the nearest folder holding Pulumi.yaml from the working directory, which Pulumi sets to the
+    project's; else the working directory itself."""
+    try:
+        from pulumi import get_root_directory
+
+        told = get_root_directory()
+    except (ImportError, AttributeError):
+        told = None
+    if told and (Path(told) / PROJECT_FILE).is_file():   # under mocks it is a placeholder ("root_directory")
+        return Path(told)
+    here = Path.cwd()
+    return next((folder for folder in (here, *here.parents) if (folder / PROJECT_FILE).is_file()), here)
 
 
 class ConfigError(JaxinfraError):
@@ -165,9 +181,12 @@ _SERVICE_ACCOUNT = r"[^@\s]+@[-a-z0-9.]+\.gserviceaccount\.com"
 _MACHINE_TYPE = r"[a-z][a-z0-9]*-[-a-z0-9]+"
 
 
-def read_settings(config: Mapping[str, Any], root: Path = PROJECT_ROOT) -> Settings:
-    """Check the stack configuration (`namespace:key` -> value); every problem in one `ConfigError`."""
+def read_settings(config: Mapping[str, Any], root: Path | None = None) -> Settings:
+    """Check the stack configuration (`namespace:key` -> value); every problem in one `ConfigError`. `root`: where a
+    relative `jaxinfra:stack` starts (default: `project_root()`)."""
     import difflib
+
+    root = project_root() if root is None else root
 
     problems: list[Problem] = []
     for key in sorted(k for k in config if k.startswith("jaxinfra:") and k not in KEYS):
