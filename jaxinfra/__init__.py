@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = ["CPU", "GPU", "PVC", "TPU", "Cluster", "ConfigMapRef", "GCSBucket", "JaxJob", "NodePool", "Resources", "SecretRef",
-           "Shadow", "SpecError", "manifests"]
+           "Shadow", "Sidecar", "SpecError", "Toleration", "manifests"]
 
 _SPEC = {"CPU", "GPU", "PVC", "TPU", "Cluster", "ConfigMapRef", "GCSBucket", "JaxJob", "NodePool", "Resources", "SecretRef",
-         "Shadow"}
+         "Shadow", "Sidecar", "Toleration"}
 
 
 def manifests(cluster: Any) -> list[dict[str, Any]]:

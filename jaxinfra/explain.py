@@ -177,8 +177,32 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
           if jp.backend == "trainjob" else []),
         *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
         *security(jp),
+        *([("customized", text)] if (text := customizations(jp)) else []),
         *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
     ]
+
+
+def customizations(jp: JobPlan) -> str:
+    """What the job adds to the pods jaxinfra renders (`JaxJob.priority_class` ... `pod_patches`), in words, so a
+    reviewer sees that its pods differ from jaxinfra's own; empty for a job without any."""
+    j = jp.job
+    parts = []
+    if j.priority_class:
+        parts.append(f"priority class {j.priority_class}")
+    if j.tolerations:
+        keys = ", ".join(t.key or "any key" for t in j.tolerations)
+        parts.append(f"{len(j.tolerations)} toleration{'s' if len(j.tolerations) != 1 else ''} ({keys})")
+    if j.node_selector:
+        dropped = " (dropped by the CPU shadow)" if jp.shadow is not None else ""
+        parts.append("node selector " + ", ".join(f"{k}={v}" for k, v in j.node_selector.items()) + dropped)
+    if j.sidecars:
+        parts.append(f"sidecar{'s' if len(j.sidecars) != 1 else ''} " + ", ".join(s.name for s in j.sidecars))
+    if j.pod_patches:
+        at = {"": "(the whole template)"}  # the empty pointer, which would print as nothing
+        ops = ", ".join(f"{op['op']} {op['from']} -> {at.get(op['path'], op['path'])}" if "from" in op
+                        else f"{op['op']} {at.get(op['path'], op['path'])}" for op in j.pod_patches)
+        parts.append(f"{len(j.pod_patches)} pod patch{'es' if len(j.pod_patches) != 1 else ''} ({ops})")
+    return "; ".join(parts)
 
 
 def security(jp: JobPlan) -> list[tuple[str, str]]:
@@ -192,6 +216,8 @@ def security(jp: JobPlan) -> list[tuple[str, str]]:
     else:
         pod_security = (f"restricted: non-root (uid {j.run_as_user}, gid {j.run_as_group}), no privilege escalation, "
                         f"all capabilities dropped, RuntimeDefault seccomp")
+    if jp.renders_pod and j.pod_patches:  # an escape hatch may change any of it; admission checks the patched pods
+        pod_security += " (as jaxinfra renders the pods, before the job's pod patches)"
     if not jp.renders_pod:
         api = "as the ClusterTrainingRuntime's pods have it; no Role"
     elif j.kubernetes_api:

@@ -14,7 +14,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from jaxinfra import catalog
-from jaxinfra.quantity import scale
+from jaxinfra.quantity import scale, total
 from jaxinfra.names import (APP_NAME, BUILTIN_NAMESPACES, CHECKPOINT_DIR, CHECKPOINT_ENV, CONTAINER, COORDINATOR_ADDRESS,
                             INIT_TIMEOUT, JAXJOB_NAME_LABEL, JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX, JOB_NAME_LABEL,
                             JOBSET_NAME_LABEL, MANAGED_BY, MEGASCALE_COORDINATOR, MEGASCALE_NUM_SLICES, MEGASCALE_SLICE_ID,
@@ -297,7 +297,7 @@ class JobPlan:
         """Every env var of the contract that rank `rank` receives: name -> (value, who sets it).
 
         The one place that knows, per backend, which variables jaxinfra writes into the
-        manifest and which the controllers, the operator or the platform inject (DESIGN §3).
+        manifest and which the controllers, the operator or the platform inject (docs/design.md, "Who sets what").
         """
         slice_index, host = divmod(rank, self.hosts_per_slice)
         env: dict[str, tuple[str, str]] = {}
@@ -357,6 +357,17 @@ def pod_requests(jp: JobPlan) -> dict[str, str | int]:
     return requests
 
 
+def pod_total_requests(jp: JobPlan) -> dict[str, str | int]:
+    """What one pod requests in all, for quotas and node sizing: its container's (`pod_requests`) plus its native
+    sidecars', which run beside it for the pod's whole life (restartable init containers add to the containers' sum:
+    kubernetes pkg/api/v1/resource/helpers.go `PodRequests`, KEP-753; Kueue counts pods the same way)."""
+    parts: dict[str, list[str | int]] = {name: [q] for name, q in pod_requests(jp).items()}
+    for sidecar in jp.job.sidecars:
+        for name, q in {**sidecar.resources.limits, **sidecar.resources.requests}.items():
+            parts.setdefault(name, []).append(q)
+    return {name: total(qs) for name, qs in parts.items()}
+
+
 @dataclass(frozen=True)
 class PoolQueue:
     """Kueue for one node pool: a ResourceFlavor, a ClusterQueue and a LocalQueue per namespace.
@@ -399,7 +410,7 @@ class PoolQueue:
         """nominalQuota per covered resource, the pool's own resource first, then by name."""
         best: dict[str, tuple[Decimal, str | int]] = {}
         for jp in self.jobs:
-            for name, q in pod_requests(jp).items():
+            for name, q in pod_total_requests(jp).items():
                 value = scale(q, jp.processes)
                 if name not in best or value[0] > best[name][0]:
                     best[name] = value

@@ -12,6 +12,8 @@ The API server's message for a string outside the grammar is `MESSAGE`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import re
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
@@ -93,3 +95,11 @@ def scale(value: str | int, times: int) -> tuple[Decimal, str | int]:
     else:
         factor = Decimal(1).scaleb(int(suffix[1:]))
     return total * factor, out
+
+
+def total(values: Sequence[str | int]) -> str | int:
+    """The sum of quantities: a lone one as written; several in base units, written plainly (units may differ)."""
+    if len(values) == 1:
+        return values[0]
+    base = sum((scale(v, 1)[0] for v in values), Decimal(0))
+    return format(base.normalize(), "f") if base != base.to_integral_value() else int(base)

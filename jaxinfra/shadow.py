@@ -19,8 +19,8 @@ from decimal import Decimal
 from typing import Any
 
 from jaxinfra.names import PROCESS_ID, SHADOW_OF
-from jaxinfra.plan import ClusterPlan, JobPlan, pod_requests
-from jaxinfra.quantity import scale
+from jaxinfra.plan import ClusterPlan, JobPlan, pod_total_requests
+from jaxinfra.quantity import scale, total
 from jaxinfra.spec import Cluster, raw
 
 #: What a shadow shows on a real cluster that one machine cannot.
@@ -81,10 +81,9 @@ def requests(cp: ClusterPlan) -> dict[str, str]:
     for it must hold, all jobs at once (Kueue, if on, admits them by the same numbers)."""
     totals: dict[str, tuple[Decimal, str | int]] = {}
     for jp in cp.jobs:
-        for name, quantity in pod_requests(jp).items():
+        for name, quantity in pod_total_requests(jp).items():
             value = scale(quantity, jp.processes)
             if name in totals:  # different units: add in base units, written plainly
-                base = totals[name][0] + value[0]
-                value = (base, format(base.normalize(), "f") if base != base.to_integral_value() else str(int(base)))
+                value = (totals[name][0] + value[0], total([totals[name][1], value[1]]))
             totals[name] = value
     return {name: str(quantity) for name, (_, quantity) in totals.items()}

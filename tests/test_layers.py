@@ -1,4 +1,4 @@
-"""The core's dependencies point one way (DESIGN §2): names -> spec -> plan -> render.
+"""The core's dependencies point one way (docs/design.md, "The core layers"): names -> spec -> plan -> render.
 
 Read from the source (every import, also inside functions; `if TYPE_CHECKING:` blocks are for
 readers of types only and are skipped), so a lazy import back up a layer fails here too.
@@ -21,7 +21,7 @@ ALLOWED = {
     "catalog": {"errors"},
     "spec": {"catalog", "errors", "names", "quantity", "spec"},
     "plan": {"catalog", "errors", "names", "quantity"},
-    "render": {"catalog", "names", "plan", "render"},
+    "render": {"catalog", "errors", "names", "plan", "render"},   # errors: a pod patch that does not apply
 }
 
 #: Module of the spec package -> the spec modules it may import at run time: each concern builds on the
@@ -32,7 +32,8 @@ SPEC_ALLOWED = {
     "accelerators": {"base", "problems"},
     "env": {"base", "problems"},
     "checkpoints": {"base", "problems"},
-    "jobs": {"accelerators", "base", "checkpoints", "env", "problems"},
+    "extras": {"base", "problems"},
+    "jobs": {"accelerators", "base", "checkpoints", "env", "extras", "problems"},
     "rules": {"checkpoints", "jobs"},
     "cluster": {"base", "jobs", "problems", "rules"},
 }

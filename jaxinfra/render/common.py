@@ -3,14 +3,16 @@ Service, pod template."""
 
 from __future__ import annotations
 
+import copy
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra import catalog
 from jaxinfra import names as N
+from jaxinfra.errors import Problem, SpecError
 from jaxinfra.plan import BY_JAXINFRA, JobPlan, pod_requests
 
 if TYPE_CHECKING:
-    from jaxinfra.spec import NodePool
+    from jaxinfra.spec import NodePool, Sidecar, Toleration
 
 Manifest = dict[str, Any]
 
@@ -110,7 +112,7 @@ def checkpoint_volume(jp: JobPlan) -> dict[str, Any]:
 
 
 def headless_service(jp: JobPlan) -> Manifest:
-    """Gives every pod `<hostname>.<service>` in DNS, before readiness (DESIGN §5.1)."""
+    """Gives every pod `<hostname>.<service>` in DNS, before readiness (docs/design.md, "DNS before readiness")."""
     return {
         "apiVersion": "v1", "kind": "Service", "metadata": metadata(jp, jp.service),
         "spec": {
@@ -127,7 +129,7 @@ def _field(path: str) -> dict[str, Any]:
 
 
 def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
-    """The env contract of DESIGN §3, in an order where later values may use $(EARLIER).
+    """The env contract (docs/design.md, "jaxinfra's own contract"), in an order where later values may use $(EARLIER).
 
     For jaxjob and trainjob the operator injects the coordinator, count and rank itself
     (`JobPlan.env_sources`); jaxinfra writes only what they do not: the init timeout, the CPU
@@ -284,4 +286,114 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
         annotations[N.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
     if annotations:
         meta["annotations"] = annotations
-    return {"metadata": meta, "spec": spec}
+    return customize(jp, {"metadata": meta, "spec": spec})
+
+
+def toleration(t: Toleration) -> dict[str, Any]:
+    """A toleration as the API writes it: empty key, value and effect left out (they mean 'any')."""
+    out: dict[str, Any] = {"key": t.key, "operator": t.operator, "value": t.value, "effect": t.effect}
+    out = {k: v for k, v in out.items() if v}
+    if t.toleration_seconds is not None:
+        out["tolerationSeconds"] = t.toleration_seconds
+    return out
+
+
+def sidecar(s: Sidecar) -> dict[str, Any]:
+    """A native sidecar: an init container with restartPolicy Always, restricted like the training container (Pod
+    Security `restricted` checks init containers too) and never privileged: the exception is for the accelerator."""
+    c: dict[str, Any] = {"name": s.name, "image": s.image, "restartPolicy": "Always",
+                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+    if s.command is not None:
+        c["command"] = list(s.command)
+    if s.args:
+        c["args"] = list(s.args)
+    if s.env:
+        c["env"] = [{"name": k, "value": v} for k, v in s.env.items()]
+    res = {k: {n: str(q) for n, q in v.items()}
+           for k, v in (("requests", s.resources.requests), ("limits", s.resources.limits)) if v}
+    if res:
+        c["resources"] = res
+    return c
+
+
+def customize(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
+    """The job's own additions to its pod template (`JaxJob.priority_class` ... `pod_patches`), applied last in the one
+    function every backend's pod template comes from, so each backend gets the same pod. Nothing is added for a job
+    without them (its manifests stay byte-identical). A CPU shadow drops the node selector with the pool's (CPU nodes
+    need not carry those labels); tolerations only allow nodes, so they stay."""
+    j, spec = jp.job, template["spec"]
+    if j.priority_class:
+        spec["priorityClassName"] = j.priority_class
+    if j.node_selector and jp.shadow is None:
+        spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **j.node_selector}  # no shared key: `node_selector`
+    if j.tolerations:
+        spec["tolerations"] = [*spec.get("tolerations", []), *map(toleration, j.tolerations)]
+    if j.sidecars:
+        spec["initContainers"] = [sidecar(s) for s in j.sidecars]
+    return patched(jp, template) if j.pod_patches else template
+
+
+def _patch_fix(kind: str, op: dict[str, Any]) -> str:
+    if kind == "test":
+        return ("the pod template holds another value there (see `jaxinfra synth`): update the test's value, or drop "
+                "the test")
+    if kind == "invalid":
+        return "write an RFC 6902 operation that fits the target: a list index is a number or '-' (add only)"
+    where = ("'add' needs the parent to exist: add the whole map or list one level up first; " if op["op"] == "add"
+             else "")
+    return (f"{where}paths start at the pod template (/metadata/..., /spec/...), the same object in every backend; "
+            f"check the path against the pod template `jaxinfra synth` writes")
+
+
+def _missing(doc: Any, pointer: str, whole: bool) -> str | None:
+    """Where `pointer` leaves `doc`, in a few words (jsonpointer's own message prints the whole document); only its
+    parent must exist when not `whole` (add). None: it resolves, so the operation failed for another reason."""
+    tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
+    node, at = doc, ""
+    for t in tokens if whole else tokens[:-1]:
+        where = at or "the pod template"
+        if isinstance(node, dict):
+            if t not in node:
+                return f"{where} has no {t!r} (it has {', '.join(map(repr, node)) or 'nothing'})"
+            node = node[t]
+        elif isinstance(node, list):
+            if not t.isdigit() or int(t) >= len(node):
+                return f"{where} is a list of {len(node)}, with no item {t!r}"
+            node = node[int(t)]
+        else:
+            return f"{where} is {node!r}, neither a map nor a list"
+        at += "/" + t.replace("~", "~0").replace("/", "~1")
+    return None
+
+
+def pod_patch_problems(jp: JobPlan, template: dict[str, Any], at: str) -> tuple[dict[str, Any], list[Problem]]:
+    """`template` with the job's pod patches applied in order, and the problem of the first one that does not apply
+    (the ones after it were written against its result, so they are not tried); `at` names the job in the path."""
+    import jsonpatch
+    import jsonpointer
+
+    doc: Any = template
+    for i, op in enumerate(jp.job.pod_patches):
+        try:  # on copies (of the document: a failed operation leaves it as it was; of the operation: the rendered
+            # manifest never shares a value with the spec)
+            doc = jsonpatch.JsonPatch([copy.deepcopy(op)]).apply(doc, in_place=False)
+        except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, TypeError, KeyError, IndexError) as err:
+            kind = ("test" if isinstance(err, jsonpatch.JsonPatchTestFailed)
+                    else "invalid" if isinstance(err, jsonpatch.InvalidJsonPatch) else "path")
+            name = op["op"]
+            why = (_missing(doc, op["from"], True) if "from" in op else None) or \
+                _missing(doc, op["path"], name in ("remove", "replace", "test")) or str(err)
+            if kind == "test" and why == str(err):
+                why = f"it holds {jsonpointer.resolve_pointer(doc, op['path'])!r}, not {op['value']!r}"
+            what = f"{name} {op['from']!r} to {op['path']!r}" if "from" in op else f"{name} {op['path']!r}"
+            target = f"backend {jp.backend}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")
+            return template, [Problem(f"{at}pod_patches[{i}]", op, f"{what} on {target}: {why}", _patch_fix(kind, op))]
+    return doc, []
+
+
+def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
+    """The pod template after the job's `pod_patches`; one that does not apply is a `SpecError`, never a traceback."""
+    doc, problems = pod_patch_problems(jp, template, f"job {jp.namespace}/{jp.name}: ")
+    if problems:
+        raise SpecError(problems)
+    return doc

@@ -7,7 +7,8 @@ validates the whole tree in one pass, so one `SpecError` lists every problem wit
 
 One module per concern, each importing only those listed before it: `problems` (how a problem is
 raised and reported), `base` (`Spec`, shared validators), `accelerators`, `env`, `checkpoints`,
-`jobs` (node pools, jobs, the CPU shadow), `rules` (across objects) and `cluster` (the root).
+`extras` (what a team adds to the pods: tolerations, node selectors, pod patches),
+`jobs` (node pools, jobs, sidecars, the CPU shadow), `rules` (across objects) and `cluster` (the root).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from jaxinfra.spec.base import Spec, dns_label, raw, tagged
 from jaxinfra.spec.checkpoints import PVC, Checkpoints, GCSBucket
 from jaxinfra.spec.cluster import Cluster
 from jaxinfra.spec.env import ConfigMapRef, EnvValue, SecretRef, credential_literal
-from jaxinfra.spec.jobs import BACKENDS, Backend, JaxJob, NodePool, Resources, Shadow
+from jaxinfra.spec.extras import Toleration
+from jaxinfra.spec.jobs import BACKENDS, Backend, JaxJob, NodePool, Resources, Shadow, Sidecar
 from jaxinfra.spec.problems import UNION_TAGS, path_of, problem
 
 __all__ = ["BACKENDS", "CPU", "GPU", "PVC", "TPU", "UNION_TAGS", "Accelerator", "Backend", "Checkpoints", "Cluster",
-           "ConfigMapRef", "EnvValue", "GCSBucket", "JaxJob", "NodePool", "Resources", "SecretRef", "Shadow", "Spec",
-           "credential_literal", "dns_label", "path_of", "problem", "raw", "tagged"]
+           "ConfigMapRef", "EnvValue", "GCSBucket", "JaxJob", "NodePool", "Resources", "SecretRef", "Shadow", "Sidecar",
+           "Spec", "Toleration", "credential_literal", "dns_label", "path_of", "problem", "raw", "tagged"]

@@ -7,16 +7,17 @@ Each object validates its own fields; rules that relate a job to its pool or to 
 from __future__ import annotations
 
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from jaxinfra.names import CONTRACT_ENV, OWN_LABELS
+from jaxinfra.names import CONTAINER, CONTRACT_ENV, OWN_LABELS, TRAINER_NODE
 from jaxinfra.spec.accelerators import Accelerator
 from jaxinfra.quantity import is_quantity
 from jaxinfra.spec.base import DNS_SUBDOMAIN, Spec, dns_label
 from jaxinfra.spec.checkpoints import Checkpoints
 from jaxinfra.spec.env import EnvValue, credential_literal
+from jaxinfra.spec.extras import Toleration, node_selector_entries, patch_operation, priority_class_name
 from jaxinfra.spec.problems import problem
 
 #: Workload backends that render today; the first is the default.
@@ -51,6 +52,54 @@ class Resources(Spec):
         for name, q in v.items():
             if isinstance(q, bool) or not is_quantity(q):
                 raise problem(f"{name}: {q!r} is not a Kubernetes quantity", "write it like '8', '500m' or '64Gi'", name)
+        return v
+
+
+#: Names of jaxinfra's own training container (`node` for trainjob: Trainer finds it by that name); a sidecar may
+#: take neither, so that switching the backend never makes a valid job invalid.
+MAIN_CONTAINERS = (CONTAINER, TRAINER_NODE)
+#: One RFC 6902 operation, checked for form before it reaches the renderer.
+PatchOperation = Annotated[dict[str, Any], BeforeValidator(patch_operation)]
+
+
+class Sidecar(Spec):
+    """A native sidecar (an init container with restartPolicy Always; Kubernetes 1.29+, stable in 1.33): started
+    before the training container, running beside it, stopped after it, so the Job still completes when it exits."""
+
+    _positional = ("name", "image")
+    name: str = Field(description="Container name (DNS-1123 label); not 'jax' or 'node', jaxinfra's own container.")
+    image: str = Field(min_length=1, description="Container image.")
+    command: tuple[str, ...] | None = Field(None, description="Container command; None keeps the image's entrypoint.")
+    args: tuple[str, ...] = Field((), description="Container args.")
+    env: dict[str, str] = Field(default_factory=dict, description="Env as literal strings only; a value from a Secret "
+                                "goes in with a pod patch (credentials are never inline).")
+    resources: Resources = Field(default_factory=Resources, description="Container requests and limits.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        dns_label(v)
+        if v in MAIN_CONTAINERS:
+            raise problem(f"{v!r} is the name of jaxinfra's training container ('jax', or 'node' for trainjob)",
+                          "give the sidecar another name")
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        for name, value in (v.items() if isinstance(v, dict) else ()):
+            if not isinstance(value, str):
+                raise problem("a sidecar's env takes literal strings only",
+                              "use a string, or add {'name': ..., 'valueFrom': ...} to the sidecar with a pod patch "
+                              "(path '/spec/initContainers/<i>/env/-')", name)
+            if not _ENV_NAME.match(name):
+                raise problem(f"{name!r} is not a valid env var name",
+                              "use letters, digits, '_', '-' or '.', not starting with a digit", name)
+            if why := credential_literal(name, value):
+                raise problem(f"{why}: secrets never go inline into manifests",
+                              "store it in a Secret and add it to the sidecar with a pod patch: {'op': 'add', 'path': "
+                              "'/spec/initContainers/<i>/env/-', 'value': {'name': ..., 'valueFrom': {'secretKeyRef': "
+                              "{'name': ..., 'key': ...}}}}", name)
         return v
 
 
@@ -104,8 +153,32 @@ class JaxJob(Spec):
     checkpoints: Checkpoints = Field(None, description="Where checkpoints live, outliving the pods: GCSBucket(name) "
                                             "or PVC(name) / PVC(size=...), mounted read-write at /checkpoints in every pod "
                                             "and named by JAXINFRA_CHECKPOINT_DIR. None: no storage, no variable.")
+    priority_class: str | None = Field(None, description="PriorityClass of the pods (priorityClassName); it must exist "
+                                       "in the cluster. None: the cluster's default priority.")
+    tolerations: tuple[Toleration, ...] = Field((), description="Tolerations added after the ones jaxinfra renders for "
+                                                "the pool (TPU/GPU taints, Spot).")
+    node_selector: dict[str, str] = Field(default_factory=dict, description="Node labels the pods select, beside the "
+                                          "pool's; the pool's own keys (accelerator, topology, Spot) are not allowed "
+                                          "here. A CPU shadow drops them with the pool's.")
+    sidecars: tuple[Sidecar, ...] = Field((), description="Native sidecars (initContainers with restartPolicy Always, "
+                                          "Kubernetes 1.29+) in every pod, in this order.")
+    pod_patches: tuple[PatchOperation, ...] = Field((), description="RFC 6902 JSON Patch operations applied, in "
+                                                    "order and after everything else, to the pod template (the object "
+                                                    "with metadata and spec that every backend embeds), so one patch "
+                                                    "serves every backend. An operation that does not apply is a spec "
+                                                    "problem.")
 
     _names = field_validator("name", "namespace")(lambda v: dns_label(v))
+    _priority_class = field_validator("priority_class")(priority_class_name)
+    _node_selector = field_validator("node_selector")(node_selector_entries)
+
+    @field_validator("sidecars")
+    @classmethod
+    def _sidecar_names(cls, v: tuple[Sidecar, ...]) -> tuple[Sidecar, ...]:
+        names = [s.name for s in v]
+        if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
+            raise problem(f"two sidecars are named {dup!r}", "give each sidecar its own name")
+        return v
 
     @field_validator("runtime")
     @classmethod
@@ -154,6 +227,22 @@ class JaxJob(Spec):
             derives = {"jobset": "JobSet derives", "jaxjob": "the Training Operator derives Service", "trainjob": "TrainJob and its JobSet derive"}
             raise problem(f"{derives[self.backend]} DNS-1035 names from it, which start with a letter", "start the name with a letter", "name")
         return self
+
+    @model_validator(mode="after")
+    def _customized_upstream(self) -> JaxJob:
+        """A referenced ClusterTrainingRuntime has no pod template of jaxinfra's: its customizations would vanish."""
+        if self.upstream_runtime and (fields := self.customizations):
+            raise problem(f"ClusterTrainingRuntime {self.runtime!r} is not jaxinfra's: jaxinfra renders no pod "
+                          f"template to apply {', '.join(fields)} to",
+                          f"remove runtime (jaxinfra's TrainingRuntime takes them), or remove {', '.join(fields)}",
+                          fields[0])
+        return self
+
+    @property
+    def customizations(self) -> tuple[str, ...]:
+        """The pod customization fields this job sets (priority_class, tolerations, ...), in declaration order."""
+        fields = ("priority_class", "tolerations", "node_selector", "sidecars", "pod_patches")
+        return tuple(f for f in fields if getattr(self, f))
 
     @property
     def upstream_runtime(self) -> bool:
