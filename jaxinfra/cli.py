@@ -8,14 +8,13 @@ as one line, followed by a one-line summary and exit status 2; never a traceback
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from jaxinfra.errors import CommandFailed, JaxinfraError, ManifestError, Problem, SpecError
+from jaxinfra.errors import CommandFailed, JaxinfraError, ManifestError, OutputError, Problem, SpecError
 
 if TYPE_CHECKING:
     from jaxinfra.spec import Cluster
@@ -27,6 +26,22 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    """--version: its line, then exit (`jaxinfra.entry` answers it before typer loads; this lists it in --help)."""
+    if value:
+        from jaxinfra.entry import version
+
+        print(version())
+        raise typer.Exit()
+
+
+@app.callback()
+def _app(version: Annotated[bool, typer.Option("--version", help="Print jaxinfra's version and exit.", is_eager=True,
+                                               callback=_version)] = False) -> None:
+    """Multi-host JAX training on Kubernetes: declare it in Python, synthesize, validate, simulate."""
+
 
 def _load(stacks: list[Path], backend: str | None, shadow: dict[str, str] | None = None) -> list[tuple[Path, Cluster]]:
     """Load every stack (and apply --backend, and --shadow with its requests), collecting the problems of all of them."""
@@ -53,10 +68,20 @@ def _load(stacks: list[Path], backend: str | None, shadow: dict[str, str] | None
     return loaded
 
 
-def _missing_folders(outputs: dict[str, Path | None]) -> list[Problem]:
-    """Output files (by option) whose folder does not exist: reported before any work is done."""
-    return [Problem(flag, str(path), "its folder does not exist", f"create {path.parent} first, or write the file elsewhere")
-            for flag, path in outputs.items() if path is not None and not path.parent.is_dir()]
+def _start(given: list[Path] | None, files: dict[str, Path | None] | None = None,
+           folders: dict[str, tuple[Path | None, list[str]]] | None = None) -> list[Path]:
+    """Before any work: the stacks (those given, else `stack.defaults` from where the user is) and every output path
+    checked (`jaxinfra.outputs`), the problems of both at once."""
+    from jaxinfra import outputs, stack
+
+    problems = outputs.check(files, folders)
+    try:
+        stacks = list(given) if given else stack.defaults()
+    except JaxinfraError as err:
+        raise type(err)([*problems, *err.problems]) from None
+    if problems:
+        raise OutputError(problems)
+    return stacks
 
 
 def _shadow(kind: str | None, cpu: str | None, memory: str | None) -> dict[str, str] | None:
@@ -71,13 +96,17 @@ def _shadow(kind: str | None, cpu: str | None, memory: str | None) -> dict[str, 
     return {key: v for key, v in (("cpu", cpu), ("memory", memory)) if v is not None}
 
 
-StacksArg = Annotated[list[Path], typer.Argument(help="Stack files (Python) or folders of them, e.g. stacks/cpu_dev.py; helpers (_*.py) are skipped.", show_default=False)]
+DEFAULT_STACKS = "default: [tool.jaxinfra] stacks of ./pyproject.toml, else every stack of ./stacks"
+StacksArg = Annotated[Optional[list[Path]], typer.Argument(
+    help=f"Stack files (Python) or folders of them, e.g. stacks/cpu_dev.py; helpers (_*.py) are skipped "
+         f"({DEFAULT_STACKS}).",
+    show_default=False)]
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", "-b", help="Render every job with this backend: jobset, job, jaxjob or trainjob.")]
 
 
 @app.command()
 def synth(
-    stacks: StacksArg,
+    stacks: StacksArg = None,
     out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write <cluster>.yaml into.")] = Path("out"),
     stdout: Annotated[bool, typer.Option("--stdout", help="Print the YAML instead of writing files.")] = False,
     backend: BackendOpt = None,
@@ -86,9 +115,10 @@ def synth(
     shadow_memory: Annotated[Optional[str], typer.Option("--shadow-memory", help="With --shadow cpu: the memory request of each process (default: jaxinfra.spec.Shadow's).")] = None,
 ) -> None:
     """Synthesize every Kubernetes object of the stacks as YAML (one file per cluster)."""
-    from jaxinfra import manifests
+    from jaxinfra import manifests, outputs
     from jaxinfra.yamlio import dump
 
+    stacks = _start(stacks, folders=None if stdout else {"--out": (out, [])})
     loaded = _load(stacks, backend, _shadow(shadow, shadow_cpu, shadow_memory))
     rendered = [(cluster.name, dump(manifests(cluster))) for _, cluster in loaded]
     if stdout:
@@ -97,13 +127,11 @@ def synth(
     names = [name for name, _ in rendered]
     if len(set(names)) != len(names):
         raise SpecError([Problem("stacks", names, "two stacks declare the same cluster name", "rename one cluster")])
-    out.mkdir(parents=True, exist_ok=True)
-    for name, text in rendered:
-        target = out / f"{name}.yaml"
-        tmp = target.with_suffix(".yaml.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, target)  # never a half-written file
-        print(f"wrote {target}", file=sys.stderr)
+    if problems := outputs.check(folders={"--out": (out, [f"{name}.yaml" for name in names])}):
+        raise OutputError(problems)
+    outputs.write([("--out", out / f"{name}.yaml", text) for name, text in rendered])  # never a half-written file
+    for name in names:
+        print(f"wrote {out / f'{name}.yaml'}", file=sys.stderr)
 
 
 @app.command()
@@ -119,21 +147,22 @@ def init(
 
 
 @app.command()
-def explain(stacks: StacksArg, backend: BackendOpt = None,
+def explain(stacks: StacksArg = None, backend: BackendOpt = None,
             rank: Annotated[list[int], typer.Option("--rank", help="Show this rank's env on its own (repeatable).")] = [],
             all_ranks: Annotated[bool, typer.Option("--all-ranks", help="Show every rank's env on its own, not as patterns.")] = False,
             svg: Annotated[Optional[Path], typer.Option("--svg", help="Also draw the jobs' topology (slices, hosts, ranks, devices) as SVG here.")] = None) -> None:
     """Per job: pods, hosts, devices, coordinator, and the env each rank receives (ranks that follow one pattern, once)."""
     from rich.console import Console
 
+    from jaxinfra import outputs
     from jaxinfra.explain import render_explanation
     from jaxinfra.plan import plan
 
-    plans = [(path, plan(cluster)) for path, cluster in _load(stacks, backend)]
+    plans = [(path, plan(cluster)) for path, cluster in _load(_start(stacks, {"--svg": svg}), backend)]
     most = max(jp.processes for _, cp in plans for jp in cp.jobs) if plans else 0
     problems = [Problem("--rank", r, f"no job has this rank (ranks go from 0 to {most - 1})", f"use a rank from 0 to {most - 1}")
                 for r in rank if not 0 <= r < most]
-    if problems := problems + _missing_folders({"--svg": svg}):
+    if problems:
         raise SpecError(problems)
     console = Console()
     for path, cp in plans:
@@ -141,7 +170,7 @@ def explain(stacks: StacksArg, backend: BackendOpt = None,
     if svg is not None:
         from jaxinfra.topology import Layout, svg as draw
 
-        svg.write_text(draw([Layout.of_plan(jp) for _, cp in plans for jp in cp.jobs]), encoding="utf-8")
+        outputs.write([("--svg", svg, draw([Layout.of_plan(jp) for _, cp in plans for jp in cp.jobs]))])
         print(f"wrote {svg}", file=sys.stderr)
 
 
@@ -258,13 +287,10 @@ def _folders(values: list[str], flag: str, name_of: str, example: str, problems:
 def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
     """--image IMAGE=DIR (defaults: [tool.jaxinfra.simulate.images] of ./pyproject.toml, relative to it) and
     --volume NAME=DIR (created where missing: it is meant to outlive the simulation)."""
-    import tomllib
+    from jaxinfra import stack
 
-    images: dict[str, Path] = {}
-    project = Path("pyproject.toml")
-    if project.is_file():
-        table = tomllib.loads(project.read_text(encoding="utf-8")).get("tool", {}).get("jaxinfra", {}).get("simulate", {})
-        images = {str(image): project.parent / str(folder) for image, folder in (table.get("images") or {}).items()}
+    table = stack.settings().get("simulate", {})
+    images = {str(image): Path(str(folder)) for image, folder in (table.get("images") or {}).items()}
     problems: list[Problem] = []
     images |= _folders(values, "--image", "IMAGE", "--image python:3.11=examples/train (IMAGE as written in the manifest)", problems)
     claims = _folders(volumes, "--volume", "NAME", "--volume checkpoints=./ckpt (a PersistentVolumeClaim's or a GCS bucket's name)", problems)
@@ -318,7 +344,7 @@ def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
 @app.command()
 def simulate(
     ctx: typer.Context,
-    inputs: Annotated[Optional[list[Path]], typer.Argument(help="Stack files (.py), YAML or JSON manifest files, and folders (default: stacks/cpu_dev.py). One invocation, one cluster: every manifest file and folder given (folders recursively, their .json, .yaml and .yml files in sorted order, as `kubectl apply -f DIR -R`) is applied to one cluster, a later object updating an earlier one of the same kind, namespace and name (a workload defined twice, differently, is a problem: its pod template is immutable); each stack file (a folder's too) is a cluster of its own.", show_default=False)] = None,
+    inputs: Annotated[Optional[list[Path]], typer.Argument(help=f"Stack files (.py), YAML or JSON manifest files, and folders ({DEFAULT_STACKS}). One invocation, one cluster: every manifest file and folder given (folders recursively, their .json, .yaml and .yml files in sorted order, as `kubectl apply -f DIR -R`) is applied to one cluster, a later object updating an earlier one of the same kind, namespace and name (a workload defined twice, differently, is a problem: its pod template is immutable); each stack file (a folder's too) is a cluster of its own.", show_default=False)] = None,
     json_report: Annotated[Optional[Path], typer.Option("--json", help="Write the report as JSON here.")] = None,
     run_command: Annotated[bool, typer.Option("--run-command", help="Run each container's own command instead of the built-in probe.")] = False,
     kill: Annotated[list[str], typer.Option(help="SIGKILL a pod: POD@SECONDS after it starts (POD: hostname or rank).")] = [],
@@ -343,14 +369,12 @@ def simulate(
     runtime may be in different files); each stack is its own. The report names the file each object came from."""
     from jaxinfra.simulate.options import Options
 
-    inputs = inputs or [Path("stacks/cpu_dev.py")]
+    inputs = _start(inputs, {"--json": json_report, "--trace": trace, "--html": html})
     images, claims = _images(image, volume)
     options = Options(run_command=run_command, timeout=timeout, init_timeout=init_timeout,
                       faults=_faults(kill, fail, hang, delay, preempt), images=images, volumes=claims, grace_cap=grace_cap,
                       k8s_client=k8s_client)
     sources = _sources(inputs, backend)
-    if problems := _missing_folders({"--trace": trace, "--html": html}):
-        raise SpecError(problems)
     notes = _shadow_notes(sources)
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
         raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html, notes))

@@ -66,6 +66,16 @@ def _prefork(args: list[str]) -> Prefork | None:
     return Prefork(_warm_simulator, _simulate)
 
 
+def version() -> str:
+    """`jaxinfra --version`'s line: the installed distribution's version (no typer, no pydantic: it is instant)."""
+    from importlib import metadata
+
+    try:
+        return f"jaxinfra {metadata.version('jaxinfra')}"
+    except metadata.PackageNotFoundError:   # run from a source tree that was never installed
+        return "jaxinfra (version unknown: not installed)"
+
+
 def run(argv: list[str] | None) -> int:
     """Run the app on `argv` (default: this process's arguments); its exit status."""
     # Pydantic plugins observe validation for apps; this short-lived command needs none, and
@@ -73,6 +83,9 @@ def run(argv: list[str] | None) -> int:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
     interrupts.install()
     args = sys.argv[1:] if argv is None else list(argv)
+    if args[:1] == ["--version"]:
+        print(version())
+        return 0
     warm: list[Prefork] = []
 
     def command() -> None:   # all of it inside `status`: a Ctrl-C while typer is imported is exit 130 too

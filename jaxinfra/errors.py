@@ -30,6 +30,8 @@ class Refused(Problem):
 
 INPUT_ERROR = 2
 """The exit status of a command stopped by its input (every problem listed, nothing written)."""
+MACHINE_LIMIT = 3
+"""The exit status of a command stopped by this machine, not its input: a full disk, no way to isolate pods."""
 
 
 class JaxinfraError(Exception):
@@ -69,6 +71,12 @@ class StackError(JaxinfraError):
     """A stack file could not be loaded (missing, syntax error, raised, defines no cluster)."""
 
     kind = "bad stack file"
+
+
+class OutputError(JaxinfraError):
+    """An output path cannot be written (a file where a folder goes, a folder not writable): found before any work."""
+
+    kind = "bad output path"
 
 
 class CommandFailed(Exception):

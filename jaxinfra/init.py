@@ -1,7 +1,9 @@
 """`jaxinfra init`: a ready repository for a team, from the templates in `jaxinfra/templates/`.
 
-One stack (CPU, TPU or GPU), its dependencies, the Pulumi and cdk8s entry points, a .gitignore and
-a CI workflow; the README it writes documents every file. Nothing is overwritten: if any file
+One stack (CPU, TPU or GPU), the training program it runs (train/, with its Dockerfile), its
+dependencies and the images table that lets `jaxinfra simulate --run-command` run that program, the
+Pulumi and cdk8s entry points, a .gitignore and a CI workflow; the README it writes documents every
+file. Nothing is overwritten: if any file
 exists, every one of them is reported and nothing is written.
 """
 
@@ -11,7 +13,7 @@ from importlib import metadata, resources
 from pathlib import Path
 from string import Template
 
-from jaxinfra.errors import JaxinfraError, Problem, SpecError
+from jaxinfra.errors import JaxinfraError, OutputError, Problem, SpecError
 
 #: The stack templates, by the name `--template` takes; the first is the default.
 TEMPLATES = ("cpu", "tpu", "gpu")
@@ -20,6 +22,9 @@ TEMPLATES = ("cpu", "tpu", "gpu")
 FILES: dict[str, str] = {
     "README.md": "README.md",
     "stacks/training.py": "stack_{template}.py",
+    "train/train.py": "train/train.py",
+    "train/Dockerfile": "train/Dockerfile",
+    "train/README.md": "train/README.md",
     "pyproject.toml": "pyproject.toml",
     ".github/workflows/jaxinfra.yml": "workflow.yml",
     "Pulumi.yaml": "Pulumi.yaml",
@@ -67,10 +72,9 @@ def write(directory: Path, template: str = TEMPLATES[0]) -> list[Path]:
         raise ExistingFiles([Problem(str(path), "directory" if path.is_dir() else "file",
                                      "would be overwritten; jaxinfra init never overwrites",
                                      "run it in an empty folder, or move this away first") for path in blocking])
-    written = []
-    for path, text in files.items():
-        target = directory / path
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-        written.append(target)
-    return written
+    from jaxinfra import outputs
+
+    if problems := outputs.check(folders={"DIR": (directory, list(files))}):
+        raise OutputError(problems)
+    outputs.write([("DIR", target, text) for target, text in zip(targets, files.values())])  # all or nothing
+    return targets

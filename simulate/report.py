@@ -14,6 +14,7 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Column, Table
 
+from jaxinfra import outputs
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
 from jaxinfra.simulate.engine import Report, WorkloadResult, simulate
 from jaxinfra.simulate.options import Options
@@ -138,16 +139,18 @@ def run(sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]], options: Opt
     report = simulate(sources, options, reporter)
     report.notes.extend(notes)
     reporter.summary(report)
+    written = []   # all or nothing, once the verdict is in: a bad path was refused before the run
     if json_report is not None:
-        json_report.write_text(json.dumps(report.as_dict(), indent=2) + "\n", encoding="utf-8")
+        written.append(("--json", json_report, json.dumps(report.as_dict(), indent=2) + "\n"))
     if trace is not None:
         from jaxinfra.simulate.trace import trace_json
 
-        trace.write_text(trace_json(report, options.faults), encoding="utf-8")
+        written.append(("--trace", trace, trace_json(report, options.faults)))
     if html is not None:
         from jaxinfra.simulate.html import html_report
 
-        html.write_text(html_report(report, options.faults, reporter.kept), encoding="utf-8")
+        written.append(("--html", html, html_report(report, options.faults, reporter.kept)))
+    outputs.write(written)
     if report.refused:
         n = len(report.refused)
         raise CommandFailed(f"{n} {'problem' if n == 1 else 'problems'} the API server refuses; nothing started", INPUT_ERROR)

@@ -43,7 +43,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxinfra.errors import CommandFailed
+from jaxinfra.errors import MACHINE_LIMIT, CommandFailed
 
 from . import rootfs
 from .security import CAPABILITIES, Security
@@ -68,7 +68,7 @@ FLAGS = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID
 STRATEGIES: tuple[str, ...] = ("privileged", "user")
 """The ways in, tried in this order: both unshare(2) FLAGS; they differ in the ids they map."""
 
-UNAVAILABLE = 3
+UNAVAILABLE = MACHINE_LIMIT
 """Exit status of `jaxinfra simulate` when this machine cannot isolate pods (not a verdict on the job)."""
 
 SYSCTLS = {

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import PAIR_IDS, PAIRS, ROOT
+from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT
 
 GOOD = """
 from jaxinfra import TPU, GPU, CPU, Cluster, JaxJob, NodePool
@@ -74,7 +74,7 @@ def test_bad_input_exits_2_with_one_line_per_problem(case: str, tmp_path: Path) 
 def test_all_problems_at_once_and_nothing_written(tmp_path: Path) -> None:
     bad = stack_file(tmp_path, GOOD.format(pools='NodePool("p", TPU("v5e", "3x3")), NodePool("q", GPU("l4", 3))',
                                           jobs='JaxJob("t", image="i", node_pool="p", coordinator_port=99999, backend="x")'))
-    good = ROOT / "stacks" / "cpu_dev.py"
+    good = EXAMPLE / "stacks" / "cpu_dev.py"
     out = tmp_path / "out"
     r = run("synth", str(good), str(bad), "-o", str(out))
     assert r.returncode == 2 and r.stderr.count("error: ") == 4
@@ -92,14 +92,14 @@ def test_stack_that_raises_and_missing_file(tmp_path: Path) -> None:
 
 
 def test_backend_override_errors(tmp_path: Path) -> None:
-    r = run("synth", "stacks/tpu_v5p_2x2x4_x2.py", "--backend", "job", "--stdout")
+    r = run("synth", "examples/training-infra/stacks/tpu_v5p_2x2x4_x2.py", "--backend", "job", "--stdout")
     assert r.returncode == 2 and "jobs[0].backend = 'job'" in r.stderr and r.stdout == ""
-    r = run("synth", "stacks/cpu_dev.py", "--backend", "slurm", "--stdout")
+    r = run("synth", "examples/training-infra/stacks/cpu_dev.py", "--backend", "slurm", "--stdout")
     assert r.returncode == 2 and "--backend = 'slurm'" in r.stderr
 
 
 def test_stdout_and_folder_arguments_skip_helpers() -> None:
-    r = run("synth", "stacks", "--stdout")
+    r = run("synth", "examples/training-infra/stacks", "--stdout")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("kind: JobSet") == 4
 
@@ -115,7 +115,7 @@ def test_catalog_json_rows() -> None:
 
 
 def test_explain_shows_contract_per_rank() -> None:
-    r = run("explain", "stacks/cpu_dev.py", "--all-ranks", env={"COLUMNS": "200"})
+    r = run("explain", "examples/training-infra/stacks/cpu_dev.py", "--all-ranks", env={"COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     assert "train-node-0-0.train:8482" in r.stdout and "JAX_PROCESS_ID=1" in r.stdout and "train-node-0-1" in r.stdout
 

@@ -18,7 +18,7 @@ from jaxinfra.explain import HOSTNAME, Var, env_ranges
 from jaxinfra.plan import JobPlan, plan
 
 ROOT = Path(__file__).resolve().parents[1]
-V5P = "stacks/tpu_v5p_2x2x4_x2.py"
+V5P = "examples/training-infra/stacks/tpu_v5p_2x2x4_x2.py"
 HUGE = "benchmarks/stacks/v5p_16x16x24_x4.py"
 
 
@@ -99,6 +99,6 @@ def test_an_output_folder_that_does_not_exist_is_an_input_error(tmp_path: Path) 
     missing = tmp_path / "nowhere"
     r = cli("explain", V5P, "--svg", str(missing / "t.svg"))
     assert r.returncode == 2 and f"error: --svg = '{missing}/t.svg': its folder does not exist" in r.stderr
-    r = cli("simulate", "--trace", str(missing / "t.json"), "--html", str(missing / "r.html"))
+    r = cli("simulate", V5P, "--trace", str(missing / "t.json"), "--html", str(missing / "r.html"))
     assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""   # stopped before anything ran
     assert "error: --trace = " in r.stderr and "error: --html = " in r.stderr and "2 problems" in r.stderr
