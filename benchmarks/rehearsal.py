@@ -1,7 +1,7 @@
 """Benchmark: the example training program in the simulator (2 processes x 2 devices), and how long a
 crashed host costs: from `--kill` to the resumed attempt's first training step.
 
-The JobSet is tests/manifests/jobset_checkpoint_rehearsal.yaml (examples/train on a shared
+The JobSet is tests/manifests/jobset_checkpoint_rehearsal.yaml (jaxinfra/templates/train on a shared
 PersistentVolumeClaim); times are read off the CLI's own output as it arrives.
 
     python benchmarks/rehearsal.py [--runs 3]
@@ -68,7 +68,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             gap, resumed = kill_to_first_resumed_step(Path(tmp))
             gaps.append(gap)
-    print(f"examples/train in the simulator, 2 processes x 2 devices, medians of {args.runs}: "
+    print(f"jaxinfra/templates/train in the simulator, 2 processes x 2 devices, medians of {args.runs}: "
           f"{statistics.median(rates):.1f} steps/s (range {min(rates):.1f}-{max(rates):.1f})")
     print(f"--kill to the resumed attempt's first step: {statistics.median(gaps):.2f} s "
           f"(range {min(gaps):.2f}-{max(gaps):.2f}; last run resumed from step {resumed})")

@@ -79,7 +79,7 @@ def report_sizes() -> str:
     home = scratch_home()
     try:
         page, trace = home / "report.html", home / "trace.json"
-        subprocess.run([PY, "-m", "jaxinfra", "simulate", str(HERE.parent / "stacks" / "cpu_dev.py"), "--html", str(page),
+        subprocess.run([PY, "-m", "jaxinfra", "simulate", str(HERE.parent / "examples" / "training-infra" / "stacks" / "cpu_dev.py"), "--html", str(page),
                         "--trace", str(trace)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         size = page.stat().st_size
         return (f"HTML report of the default stack: {size / 1000:.1f} KB (target < 200 KB); "

@@ -1,4 +1,4 @@
-"""Benchmark: the example training program (examples/train) as 2 processes x 2 CPU devices, launched
+"""Benchmark: the example training program (jaxinfra/templates/train) as 2 processes x 2 CPU devices, launched
 as its tests launch it (each process with jaxinfra's env contract of its rank), against 1 process x
 4 devices in the same run; with and without checkpoints.
 
@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from train_group import Group  # noqa: E402  (launches examples/train with a rank's env contract)
+from train_group import Group  # noqa: E402  (launches jaxinfra/templates/train with a rank's env contract)
 
 RATE = re.compile(r"^finished at step \d+: ([\d.]+) steps/s", re.M)
 
@@ -53,7 +53,7 @@ def main() -> None:
             results[name].append(run(processes, devices, args.steps, every))
     medians = {name: (statistics.median(r for r, _ in rs), statistics.median(w for _, w in rs))
                for name, rs in results.items()}
-    print(f"examples/train, {args.steps} steps, median of {args.runs} runs (CPU devices)")
+    print(f"jaxinfra/templates/train, {args.steps} steps, median of {args.runs} runs (CPU devices)")
     for name, (rate, wall) in medians.items():
         print(f"  {name:<30} {rate:8.1f} steps/s   wall {wall:5.2f} s")
     print(f"  2 x 2 / 1 x 4 steps/s: {medians['2 x 2'][0] / medians['1 x 4'][0]:.2f}")

@@ -1,6 +1,6 @@
 """jaxinfra as cdk8s constructs: a Chart per cluster, a construct per job, for GitOps with `cdk8s synth`.
 
-This adapter is thin (DESIGN §2): every object is one `cdk8s.ApiObject` wrapping a manifest
+This adapter is thin (docs/design.md, "Outputs and adapters"): every object is one `cdk8s.ApiObject` wrapping a manifest
 that `jaxinfra.render` produced, never a recomputation. `apiVersion`, `kind` and the
 metadata go through the ApiObject's props; the body (`spec`, `automountServiceAccountToken`,
 any other top-level field) is added with `ApiObject.add_json_patch(JsonPatch.add(...))`,
@@ -48,13 +48,20 @@ use); nothing else in jaxinfra imports it.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-import cdk8s
-from constructs import Construct
+# jsii starts Node when cdk8s is imported and prints a banner on Node versions past their end of life (Node 20 since
+# 2026-10-30) into every synth's output: silenced unless the user set these (the names jsii's runtime reads,
+# aws/jsii packages/@jsii/check-node).
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+import cdk8s  # noqa: E402
+from constructs import Construct  # noqa: E402
 
 from jaxinfra.plan import ClusterPlan, JobPlan, plan
 from jaxinfra.render import render_job

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: The contract's env names (DESIGN §3). User env may reference them but not set them.
+#: The contract's env names (docs/design.md, "The env contracts"). User env may reference them but not set them.
 COORDINATOR_ADDRESS = "JAX_COORDINATOR_ADDRESS"
 NUM_PROCESSES = "JAX_NUM_PROCESSES"
 PROCESS_ID = "JAX_PROCESS_ID"
@@ -28,7 +28,7 @@ CONTRACT_ENV = frozenset({COORDINATOR_ADDRESS, NUM_PROCESSES, PROCESS_ID, INIT_T
 JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
 #: A job's checkpoint storage (`JaxJob.checkpoints`): mounted at one path in the JAX container, which the program
-#: reads from this variable (examples/train SETTINGS); jaxinfra sets it only when the job names its storage.
+#: reads from this variable (the SETTINGS of jaxinfra/templates/train/train.py); jaxinfra sets it only when the job names its storage.
 CHECKPOINT_ENV = "JAXINFRA_CHECKPOINT_DIR"
 CHECKPOINT_DIR = "/checkpoints"
 CHECKPOINT_VOLUME = "checkpoints"
@@ -69,7 +69,7 @@ APP_NAME = "app.kubernetes.io/name"
 PART_OF = "app.kubernetes.io/part-of"
 OWN_LABELS = frozenset({MANAGED_BY, APP_NAME, PART_OF})
 
-#: Upstream label and annotation keys the controllers set (DESIGN §3).
+#: Upstream label and annotation keys the controllers set (docs/design.md, "Indices, labels and names").
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 JAXJOB_NAME_LABEL = "training.kubeflow.org/job-name"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
@@ -84,7 +84,7 @@ SHADOW_OF = "jaxinfra.dev/shadow-of"
 
 #: Pod Security admission (kubernetes.io/docs/concepts/security/pod-security-admission).
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
-#: What JAX's Kubernetes auto-detection reads (DESIGN §5.10): exactly these, no wildcards.
+#: What JAX's Kubernetes auto-detection reads (docs/design.md, "Least-privilege API access"): exactly these, no wildcards.
 API_RULES: tuple[dict[str, list[str]], ...] = (
     {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
@@ -106,7 +106,7 @@ def queue_name(cluster: str, pool: str) -> str:
 
 @dataclass(frozen=True)
 class JobNames:
-    """A job's shape (slices x hosts) and the names its controllers derive from it (DESIGN §3)."""
+    """A job's shape (slices x hosts) and the names its controllers derive from it (docs/design.md, "Indices, labels and names")."""
 
     name: str
     backend: str

@@ -1,4 +1,4 @@
-"""Shared fixtures: the example stacks, their rendered manifests, and YAML snapshots in snapshots/."""
+"""Shared fixtures: the example project's stacks, their rendered manifests, and YAML snapshots in snapshots/."""
 
 from __future__ import annotations
 
@@ -15,7 +15,11 @@ from jaxinfra.errors import SpecError
 from jaxinfra.spec import BACKENDS, Cluster
 
 ROOT = Path(__file__).resolve().parents[1]
-STACKS = stack.discover(ROOT / "stacks")
+#: The example project: the stacks, Pulumi and cdk8s files a team's repository holds (examples/training-infra/README.md).
+EXAMPLE = ROOT / "examples" / "training-infra"
+STACKS = stack.discover(EXAMPLE / "stacks")
+#: The training program `jaxinfra init` writes and the example's stacks run (`python -m train`): package data.
+TRAIN = ROOT / "jaxinfra" / "templates" / "train"
 #: The example stack without its restart: the first failure is the verdict (the fault tests' input).
 NO_RESTART = "benchmarks/stacks/cpu_dev_no_restart.py"
 

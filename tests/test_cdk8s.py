@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-# Node 20 is past jsii's support window: silence its banner here, as cdk8s_app.py does.
+# Node 20 is past jsii's support window: silence its banner here, as `python -m jaxinfra.cdk8s` does.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
 cdk8s = pytest.importorskip("cdk8s")
 
 from constructs import Construct  # noqa: E402
 
-from conftest import PAIR_IDS, PAIRS, ROOT, STACKS, load_stack, rendered  # noqa: E402
+from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT, STACKS, load_stack, rendered  # noqa: E402
 from jaxinfra import manifests, stack  # noqa: E402
 from jaxinfra.cdk8s import JaxinfraChart, JaxJobConstruct, stacks_app  # noqa: E402
 from jaxinfra.plan import plan  # noqa: E402
@@ -32,8 +32,8 @@ from jaxinfra.validate import validate_objects  # noqa: E402
 from jaxinfra.yamlio import dump, load  # noqa: E402
 from test_simulate import verdicts  # noqa: E402
 
-CPU_DEV = ROOT / "stacks" / "cpu_dev.py"
-MULTISLICE = ROOT / "stacks" / "tpu_v5p_2x2x4_x2.py"  # its job is in namespace `ml`
+CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
+MULTISLICE = EXAMPLE / "stacks" / "tpu_v5p_2x2x4_x2.py"  # its job is in namespace `ml`
 
 
 @pytest.fixture(scope="module")
@@ -174,7 +174,7 @@ def test_chart_namespace_conflict_is_a_spec_error(app: Any) -> None:
 
 
 def test_stacks_app_has_one_chart_per_stack(tmp_path: Path) -> None:
-    app = stacks_app([ROOT / "stacks"], outdir=str(tmp_path))
+    app = stacks_app([EXAMPLE / "stacks"], outdir=str(tmp_path))
     assert [c.node.id for c in app.charts] == [stack.load(p).name for p in STACKS]
     for chart, path in zip(app.charts, STACKS):
         assert cdk8s.Testing.synth(chart) == manifests(stack.load(path))
@@ -197,7 +197,7 @@ assert not heavy, heavy
 """
 
 
-@pytest.mark.parametrize("argv", [["synth", "stacks", "--stdout"], ["--help"], ["validate", "--help"]])
+@pytest.mark.parametrize("argv", [["synth", "examples/training-infra/stacks", "--stdout"], ["--help"], ["validate", "--help"]])
 def test_cli_never_imports_cdk8s_nor_starts_node(argv: list[str], tmp_path: Path) -> None:
     # PATH without node: a command that tried to start it would fail
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
@@ -206,24 +206,25 @@ def test_cli_never_imports_cdk8s_nor_starts_node(argv: list[str], tmp_path: Path
     assert "[]" in r.stderr
 
 
-# --- `npx cdk8s synth` (cdk8s.yaml + cdk8s_app.py) ---------------------------------------------
+# --- `npx cdk8s synth` in the example project (its cdk8s.yaml runs `python -m jaxinfra.cdk8s`) ----------------
 
-CLI = ROOT / "node_modules" / ".bin" / "cdk8s"
+CLI = EXAMPLE / "node_modules" / ".bin" / "cdk8s"
 
 
 @pytest.fixture(scope="module")
 def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Fresh output of the pinned `cdk8s synth` when `npm ci` has run, else the repo's dist/."""
+    """Fresh output of the example's pinned `cdk8s synth` when `npm ci` has run there, else its dist/."""
     if CLI.exists() and shutil.which("node"):
         out = tmp_path_factory.mktemp("dist")
         r = subprocess.run([str(CLI), "synth", "--no-check-upgrade", "--output", str(out)], capture_output=True,
-                           text=True, cwd=ROOT, timeout=120)
+                           text=True, cwd=EXAMPLE, timeout=120)
         assert r.returncode == 0, r.stdout + r.stderr
         assert "!!" not in r.stdout + r.stderr  # no jsii banner
         return out
-    if list((ROOT / "dist").glob("*.k8s.yaml")):
-        return ROOT / "dist"
-    pytest.skip("no cdk8s output: run `npm ci && npx cdk8s synth` (node_modules/ and dist/ are missing)")
+    if list((EXAMPLE / "dist").glob("*.k8s.yaml")):
+        return EXAMPLE / "dist"
+    pytest.skip("no cdk8s output: run `npm ci && npx cdk8s synth` in examples/training-infra (its node_modules/ and "
+                "dist/ are missing)")
 
 
 def test_cdk8s_synth_writes_jaxinfra_synth_objects(synthesized: Path) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT
+from conftest import EXAMPLE, TRAIN, ROOT
 from jaxinfra import CPU, PVC, TPU, Cluster, GCSBucket, JaxJob, NodePool, SpecError, manifests
 from jaxinfra.explain import facts
 from jaxinfra.plan import plan
@@ -125,7 +125,7 @@ def test_explain_says_where_the_checkpoints_live() -> None:
     assert lines["rendered claim"] == ("PersistentVolumeClaim ml/train-checkpoints (50Gi ReadWriteMany, class standard-rwx), "
                                        "at /checkpoints")
     assert lines["existing claim"] == "existing PersistentVolumeClaim ml/ckpt (ReadWriteMany), at /checkpoints"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "explain", "stacks/cpu_dev.py"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, "-m", "jaxinfra", "explain", "examples/training-infra/stacks/cpu_dev.py"], capture_output=True, text=True,
                        cwd=ROOT, timeout=120, env={"TERM": "dumb", "COLUMNS": "200", "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0, r.stderr
     assert re.search(r"^checkpoints +PersistentVolumeClaim default/train-checkpoints \(10Gi ReadWriteMany, class default\), "
@@ -207,7 +207,8 @@ cluster = Cluster(name="rehearse", node_pools=[NodePool("cpu", CPU(devices=2))],
 """)
     report = tmp / "report.json"
     r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", str(path), "--run-command", "--json", str(report), *args],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+                       capture_output=True, text=True, cwd=EXAMPLE, timeout=300)   # its images table: python:3.11-slim
+    #                                                                                 holds the example's program
     return r.returncode, json.loads(report.read_text()), r.stdout
 
 
@@ -223,7 +224,7 @@ def test_a_killed_host_resumes_from_the_checkpoint_on_the_rendered_storage(stora
     assert (kept / str(STEPS)).is_dir(), "the last checkpoint is in the storage the manifests name"
     # and it ends where an uninterrupted run ends: one process with the same 4 devices, unpaced
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "TRAIN_", "KUBERNETES_"))}
-    alone = subprocess.run([sys.executable, "-m", "train"], cwd=ROOT / "examples" / "train", capture_output=True, text=True,
+    alone = subprocess.run([sys.executable, "-m", "train"], cwd=TRAIN, capture_output=True, text=True,
                            env={**env, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4", "TRAIN_STEPS": str(STEPS)},
                            timeout=120, check=True)
     last = rf"step {STEPS} loss (\S+)$"

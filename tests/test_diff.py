@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, rendered
+from conftest import EXAMPLE, ROOT, rendered
 from jaxinfra.diff import RECREATE, WORKLOAD_KINDS, Key, diff, read_dir
 from jaxinfra.yamlio import dump
 
-CPU_DEV = ROOT / "stacks" / "cpu_dev.py"
+CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

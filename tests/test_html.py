@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import NO_RESTART
+from conftest import EXAMPLE, NO_RESTART
 from headless import Browser
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The issue's aim for the default stack's report.
 MAX_BYTES = 200_000
+
+CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
 
 
 def simulate(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, Any]]:
@@ -32,7 +34,7 @@ def simulate(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], P
 
 @pytest.fixture(scope="module")
 def default_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    r, html, report = simulate(tmp_path_factory.mktemp("html"))   # the default stack, logs printed as usual
+    r, html, report = simulate(tmp_path_factory.mktemp("html"), str(CPU_DEV))   # the default stack, logs printed as usual
     assert r.returncode == 0, r.stdout + r.stderr
     return html, report
 

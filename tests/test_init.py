@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import EXAMPLE, ROOT
 from jaxinfra import init, manifests, stack
 from jaxinfra.yamlio import load
 
@@ -49,7 +49,9 @@ def test_init_writes_every_file_once_and_documents_each(template: str, tmp_path:
     assert all(f"`{path}`" in readme for path in init.FILES if path != "infra/__main__.py") and "`infra/__main__.py`" in readme
     assert f"--template {template}" in readme and "$" not in readme.replace("${{", "")
     project = tomllib.loads((repo / "pyproject.toml").read_text())
-    assert project["project"]["dependencies"] == [f"jaxinfra[validate,sim]=={init.version()}"]
+    assert project["project"]["dependencies"][0] == f"jaxinfra[validate,sim]=={init.version()}"
+    assert set(project["tool"]["jaxinfra"]["simulate"]["images"].values()) == {"train"}   # the program init wrote
+    assert (repo / "train/train.py").read_bytes() == (ROOT / "jaxinfra/templates/train/train.py").read_bytes()
     cluster = stack.load(repo / "stacks/training.py")  # a valid stack of the chosen kind
     assert cluster.node_pools[0].accelerator.kind == template
 
@@ -101,8 +103,8 @@ def test_workflow_opens_user_namespaces_before_simulating(tmp_path: Path) -> Non
     assert yaml.safe_load((tmp_path / WORKFLOW).read_text())["jobs"]["jaxinfra"]["runs-on"] == "ubuntu-24.04"
 
 
-def test_pinned_cdk8s_cli_is_the_repositorys() -> None:
-    ours = json.loads((ROOT / "package.json").read_text())["devDependencies"]["cdk8s-cli"]
+def test_pinned_cdk8s_cli_is_the_example_projects() -> None:
+    ours = json.loads((EXAMPLE / "package.json").read_text())["devDependencies"]["cdk8s-cli"]
     assert json.loads(init.render("cpu")["package.json"])["devDependencies"] == {"cdk8s-cli": ours}
 
 
@@ -139,8 +141,9 @@ def test_cdk8s_app_of_the_new_repository(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="session")
 def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A new venv with jaxinfra installed from a wheel of this checkout (so package data is what ships), once per
-    test session: about a minute on 2 cores, most of it unpacking jax."""
+    """A new venv with jaxinfra installed from a wheel of this checkout (so package data is what ships), with every
+    extra a scaffold's README installs and what its train/ needs, once per test session: a minute or two on 2 cores,
+    most of it unpacking jax and pulumi-gcp."""
     pytest.importorskip("jax")
     base = tmp_path_factory.mktemp("fresh")
     source = base / "source"  # a clean copy: an in-tree build would reuse a stale build/ folder
@@ -152,8 +155,11 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     [wheel] = (base / "wheel").glob("jaxinfra-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, env=CLEAN_ENV)
+    train = [line.strip().strip('",') for line in init.render("cpu")["pyproject.toml"].splitlines()
+             if line.strip().startswith(('"optax', '"orbax'))]
     r = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        f"{wheel}[sim,validate]"], capture_output=True, text=True, timeout=900, env=CLEAN_ENV)
+                        f"{wheel}[sim,validate,cdk8s,pulumi]", *train], capture_output=True, text=True, timeout=1200,
+                       env=CLEAN_ENV)
     assert r.returncode == 0, r.stderr[-3000:]
     return venv
 
@@ -183,7 +189,7 @@ def test_workflow_diff_step_reports_against_the_base_branch(fresh_venv: Path, tm
     (repo / ".venv").symlink_to(fresh_venv)
     shutil.copytree(repo / "stacks", repo / ".base/stacks")
     training = repo / "stacks/training.py"
-    training.write_text(training.read_text().replace("nodes=2,", "nodes=2, max_restarts=4,"))
+    training.write_text(training.read_text().replace("max_restarts=1,", "max_restarts=4,"))
     (repo / "stacks/extra.py").write_text(training.read_text().replace('name="training"', 'name="extra"'))
     summary = tmp_path / "summary.md"
     done = run_step(steps(repo)["Diff against the base branch"], repo, GITHUB_STEP_SUMMARY=str(summary))
@@ -192,3 +198,56 @@ def test_workflow_diff_step_reports_against_the_base_branch(fresh_venv: Path, tm
     assert summary.read_text() == diff
     assert "#### stacks/extra.py\nA new stack: every object is added." in diff
     assert "failurePolicy.maxRestarts" in diff and "jaxinfra: " in diff
+
+
+# --- the scaffold README's own commands, from the scaffold's folder, with the wheel's jaxinfra -------------------------
+
+PULUMI_UP = Path(__file__).with_name("pulumi_up_mocked.py")
+
+
+def readme_commands(repo: Path) -> list[str]:
+    """The command lines of the README's "From laptop to cluster" block, comments dropped."""
+    text = (repo / "README.md").read_text()
+    block = text.split("## From laptop to cluster", 1)[1].split("```bash\n", 1)[1].split("```", 1)[0]
+    return [line.split("  #", 1)[0].strip() for line in block.splitlines() if line.strip()]
+
+
+@pytest.mark.parametrize("template", init.TEMPLATES)
+def test_readme_commands_pass_in_the_new_repository(template: str, fresh_venv: Path, tmp_path: Path) -> None:
+    """Every command of the scaffold's README, as written, from its folder: the venv (the wheel's jaxinfra), explain,
+    simulate with no argument, the program itself and its kill and preemption rehearsals (the CPU template, whose
+    claim and restart make them resume), synth, validate, the shadow, diff, cdk8s synth (where Node is) and the Pulumi
+    program under mocks. `kubectl apply` needs a cluster: the file it applies is checked to exist."""
+    repo = tmp_path / "repo"
+    init.write(repo, template)
+    (repo / ".venv").symlink_to(fresh_venv)
+    env = {**CLEAN_ENV, "CDK8S_CHECK_UPGRADE": "false"}
+    ran = []
+    for line in readme_commands(repo):
+        if line.startswith("python3 -m venv .venv && "):
+            line = line.removeprefix("python3 -m venv .venv && ")   # the venv: made once for the session
+        if "--run-command" in line and template != "cpu":
+            continue   # the accelerator templates' program runs on the CPU template; 16 CPU devices cost minutes
+        if line.startswith("kubectl apply"):
+            assert (repo / line.split(" -f ", 1)[1].split()[0]).is_file(), line
+            continue
+        if line.startswith("npm install"):
+            if not (shutil.which("node") and shutil.which("npm")):
+                continue
+            line = line.replace("npm install", "npm install --offline --no-audit --no-fund")   # npm's cache: .ci/run's npm ci
+        if line.startswith("pulumi up"):
+            line = f"{fresh_venv}/bin/python {PULUMI_UP} training"
+        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line], capture_output=True,
+                              text=True, cwd=repo, timeout=600, env=env)
+        assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
+        assert "Traceback" not in done.stdout + done.stderr, line
+        ran.append((line, done))
+    synthesized = load((repo / "out/training.yaml").read_text())
+    assert load((repo / "shadow/training.yaml").read_text()) != synthesized
+    if (repo / "dist").exists():
+        assert load((repo / "dist/training.k8s.yaml").read_text()) == synthesized
+    [(_, up)] = [(line, done) for line, done in ran if str(PULUMI_UP) in line]
+    assert json.loads(up.stdout)["jobNames"] == ["train"]
+    rehearsals = [done.stdout + done.stderr for line, done in ran if "--kill" in line or "--preempt" in line]
+    assert len(rehearsals) == (2 if template == "cpu" else 0)
+    assert all("attempt 1: succeeded" in out or "succeeded" in out for out in rehearsals)

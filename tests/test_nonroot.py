@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import unprivileged
-from conftest import ROOT
+from conftest import EXAMPLE, ROOT
 from jaxinfra.simulate import sandbox
 from jaxinfra.simulate.sandbox import Attempt, diagnose
 
@@ -68,7 +68,7 @@ def test_the_harness_drops_root() -> None:
 
 
 def test_default_stack_passes(home: Path) -> None:
-    rc, report, err = simulate(home)
+    rc, report, err = simulate(home, str(EXAMPLE / "stacks" / "cpu_dev.py"))
     assert rc == 0 and report["ok"], err
     [workload] = report["workloads"]
     assert [p["checks_passed"] for p in workload["attempts"][0]["pods"]] == [True, True]
@@ -82,7 +82,7 @@ def test_run_command_pods_see_their_own_hostname_hosts_file_and_ip(home: Path) -
 
 
 def test_a_killed_pod_restarts_the_group(home: Path) -> None:
-    rc, report, err = simulate(home, "stacks/tpu_v5e_2x4.py", "--kill", "1@0.1")   # maxRestarts: 3
+    rc, report, err = simulate(home, "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1")   # maxRestarts: 3
     assert rc == 0, err
     [workload] = report["workloads"]
     assert (workload["verdict"], workload["restarts"]) == ("succeeded", 1)
@@ -102,7 +102,7 @@ def test_a_broken_manifest_gets_its_verdict(home: Path) -> None:
 
 @pytest.mark.parametrize("as_root", [False, True], ids=["unprivileged", "root"])
 def test_no_namespaces_one_line_with_cause_and_fix(home: Path, as_root: bool) -> None:
-    rc, report, err = simulate(home, deny_unshare=True, as_root=as_root)
+    rc, report, err = simulate(home, str(EXAMPLE / "stacks" / "cpu_dev.py"), deny_unshare=True, as_root=as_root)
     assert rc == sandbox.UNAVAILABLE and report == {}
     [line] = err.strip().splitlines()
     assert line.startswith("jaxinfra: cannot simulate here: a seccomp filter forbids new namespaces")

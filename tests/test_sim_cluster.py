@@ -22,7 +22,7 @@ from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.inputs import load_files
 from jaxinfra.simulate.kubelet import expand
 
-from conftest import PAIR_IDS, PAIRS, ROOT, one_problem, problems_of, rendered
+from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT, one_problem, problems_of, rendered
 
 # --------------------------------------------------------------------------------------------
 # Hand-written manifests in the style of upstream examples
@@ -177,7 +177,7 @@ def test_rendered_stacks_emulate_without_problems(path: Path, backend: str) -> N
 
 
 def test_tpu_multislice_stack_pods_and_platform_env() -> None:
-    c = emulate(manifests(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
+    c = emulate(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
     w = only_workload(c)
     assert (w.kind, w.groups, w.hosts_per_group, w.chips_per_host) == ("JobSet", 2, 4, 4)
     assert [p.hostname for p in w.pods] == [f"train-slice-{j}-{i}" for j in (0, 1) for i in range(4)]
@@ -191,7 +191,7 @@ def test_tpu_multislice_stack_pods_and_platform_env() -> None:
 
 
 def test_cpu_job_stack_labels_env_and_restart() -> None:
-    c = emulate(manifests(stack.load(ROOT / "stacks/cpu_dev.py").with_backend("job")))
+    c = emulate(manifests(stack.load(EXAMPLE / "stacks/cpu_dev.py").with_backend("job")))
     w = only_workload(c)
     p = w.pods[1]
     assert (p.hostname, p.subdomain, p.accelerator, p.devices) == ("train-1", "train", "cpu", 2)
@@ -310,7 +310,7 @@ def test_jobset_with_dns_hostnames_disabled_makes_no_service() -> None:
 
 
 def test_jobset_dns_disabled_names_the_root_cause() -> None:
-    ms = [m for m in copy.deepcopy(manifests(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py"))) if m["kind"] != "Service"]
+    ms = [m for m in copy.deepcopy(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"))) if m["kind"] != "Service"]
     next(m for m in ms if m["kind"] == "JobSet")["spec"]["network"]["enableDNSHostnames"] = False
     c = emulate(ms)
     problem = one_problem(c, "env JAX_COORDINATOR_ADDRESS", "does not resolve")

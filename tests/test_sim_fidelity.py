@@ -148,7 +148,7 @@ def test_working_dir_is_resolved_inside_the_image_folder(tmp_path: Path) -> None
 
 
 def test_an_image_flag_without_a_folder_is_an_input_error(tmp_path: Path) -> None:
-    rc, _, out = simulate("stacks/cpu_dev.py", "--image", "python:3.11", "--image", f"x=/{tmp_path}/missing", tmp=tmp_path)
+    rc, _, out = simulate("examples/training-infra/stacks/cpu_dev.py", "--image", "python:3.11", "--image", f"x=/{tmp_path}/missing", tmp=tmp_path)
     assert rc == 2
     assert "--image = 'python:3.11': expected IMAGE=DIR" in out and "no such folder" in out
 

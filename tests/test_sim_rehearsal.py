@@ -1,5 +1,5 @@
 """Will the job survive a preemption and carry on from its last checkpoint? The example training program
-(examples/train) on a hand-written JobSet whose pods share a PersistentVolumeClaim, preempted
+(jaxinfra/templates/train) on a hand-written JobSet whose pods share a PersistentVolumeClaim, preempted
 mid-training, against an uninterrupted run's loss; and a claim kept across simulations. (A killed host,
 on a stack jaxinfra renders: tests/test_checkpoints.py.)"""
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT
+from conftest import EXAMPLE, ROOT, TRAIN
 
 MANIFEST = ROOT / "tests" / "manifests" / "jobset_checkpoint_rehearsal.yaml"
 STEPS = 100
@@ -27,7 +27,7 @@ LINE = re.compile(rf"^\[{RANK0}\] (.*)$", re.M)
 def reference() -> float:
     """The loss at the last step of an uninterrupted run (1 process, the same 2 devices: the same losses)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "TRAIN_", "KUBERNETES_"))}
-    done = subprocess.run([sys.executable, "-m", "train"], cwd=ROOT / "examples" / "train", capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-m", "train"], cwd=TRAIN, capture_output=True, text=True,
                           env={**env, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "2", "TRAIN_STEPS": str(STEPS)},
                           timeout=120, check=True)
     return float(re.search(rf"^step {STEPS} loss (\S+)$", done.stdout, re.M).group(1))
@@ -37,7 +37,7 @@ def rehearse(tmp: Path, *args: str, manifest: Path = MANIFEST) -> tuple[int, dic
     """`jaxinfra simulate --run-command` with faults: status, JSON report, and rank 0's log lines per attempt."""
     report = tmp / f"report-{time.monotonic_ns()}.json"
     r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", str(manifest), "--run-command", "--json", str(report), *args],
-                       capture_output=True, text=True, cwd=ROOT, timeout=240)
+                       capture_output=True, text=True, cwd=EXAMPLE, timeout=240)   # the example's images table
     attempts = re.split(r"^JobSet/default/rehearsal attempt \d+: .*$", r.stdout, flags=re.M)
     return r.returncode, json.loads(report.read_text()), [LINE.findall(chunk) for chunk in attempts[:-1]]
 

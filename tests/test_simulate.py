@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from conftest import NO_RESTART, PAIR_IDS, PAIRS, ROOT
+from conftest import EXAMPLE, NO_RESTART, PAIR_IDS, PAIRS, ROOT
 
 MANIFESTS = ROOT / "tests" / "manifests"
 
 
-def simulate(*args: str, tmp: Path, timeout: float = 180) -> tuple[int, dict[str, Any], str]:
-    """Run the CLI; return its status, its JSON report and its stderr, after checking nothing is left behind."""
+def simulate(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) -> tuple[int, dict[str, Any], str]:
+    """Run the CLI in `cwd`; return its status, its JSON report and its stderr, after checking nothing is left behind."""
     scratch = tmp / f"tmp-{time.monotonic_ns()}"  # the run's own TMPDIR: what it leaves there is its own
     scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
     r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
+                       capture_output=True, text=True, cwd=cwd, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
     assert "Traceback" not in r.stderr + r.stdout, r.stderr + r.stdout
     data = json.loads(report.read_text()) if report.exists() else {}
     pids = [p["pid"] for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"] if p["pid"]]
@@ -46,7 +46,7 @@ def only(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_default_stack_passes_every_check(tmp_path: Path) -> None:
-    rc, report, _ = simulate(tmp=tmp_path)
+    rc, report, _ = simulate("stacks/cpu_dev.py", tmp=tmp_path, cwd=EXAMPLE)   # the example project's default stack, from there
     assert rc == 0 and report["ok"]
     w = only(report)
     assert (w["verdict"], w["restarts"], w["pods"]) == ("succeeded", 0, 2)
@@ -86,8 +86,8 @@ def _with_env(node: Any, name: str, value: str) -> None:
 
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
 def test_every_stack_and_backend_runs_the_example_training_program(path: Path, backend: str, tmp_path: Path) -> None:
-    """The stacks' own command, `python -m train` (examples/train, which pyproject's [tool.jaxinfra.simulate.images]
-    puts in the stacks' images), on every backend; TPU and GPU stacks on the simulator's CPU stand-in. Five steps."""
+    """The stacks' own command, `python -m train` (jaxinfra/templates/train, which the example project's
+    [tool.jaxinfra.simulate.images] puts in the stacks' images: run from there, as its user would), on every backend; TPU and GPU stacks on the simulator's CPU stand-in. Five steps."""
     from conftest import rendered
     from jaxinfra.yamlio import dump
 
@@ -95,7 +95,7 @@ def test_every_stack_and_backend_runs_the_example_training_program(path: Path, b
     _with_env(objs, "TRAIN_STEPS", "5")
     manifest = tmp_path / f"{path.stem}.{backend}.yaml"
     manifest.write_text(dump(objs))
-    rc, report, err = simulate(str(manifest), "--run-command", tmp=tmp_path, timeout=300)
+    rc, report, err = simulate(str(manifest), "--run-command", tmp=tmp_path, timeout=300, cwd=EXAMPLE)
     assert rc == 0, err
     assert only(report)["verdict"] == "succeeded"
 
@@ -116,7 +116,7 @@ def test_handwritten_indexed_job_with_its_own_service(tmp_path: Path) -> None:
 def _synthesized(backend: str) -> list[dict[str, Any]]:
     from conftest import rendered
 
-    return rendered(ROOT / "stacks" / "cpu_dev.py", backend)
+    return rendered(EXAMPLE / "stacks" / "cpu_dev.py", backend)
 
 
 def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -200,7 +200,7 @@ def test_faults_give_the_expected_verdict_fast(fault: str, tmp_path: Path) -> No
 
 
 def test_jobset_restarts_the_whole_group_and_recovers(tmp_path: Path) -> None:
-    rc, report, _ = simulate("stacks/tpu_v5e_2x4.py", "--kill", "1@0.1", tmp=tmp_path)  # maxRestarts: 3
+    rc, report, _ = simulate("examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1", tmp=tmp_path)  # maxRestarts: 3
     w = only(report)
     assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1)
     assert [a["ok"] for a in w["attempts"]] == [False, True]
@@ -261,7 +261,7 @@ def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: boo
     """`timeout`, a CI cancel or Ctrl-C mid-run: the pods die with the command and its temp dir goes."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "jaxinfra", "simulate", "stacks/cpu_dev.py", "--hang", "1",
+    proc = subprocess.Popen([sys.executable, "-m", "jaxinfra", "simulate", "examples/training-infra/stacks/cpu_dev.py", "--hang", "1",
                              "--init-timeout", "60", "--no-logs"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(scratch)})
     try:
@@ -280,7 +280,7 @@ def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: boo
 
 
 def test_bad_fault_syntax_is_an_input_error(tmp_path: Path) -> None:
-    rc, _, err = simulate("--kill", "train-0", "--delay", "x=y", tmp=tmp_path)
+    rc, _, err = simulate(NO_RESTART, "--kill", "train-0", "--delay", "x=y", tmp=tmp_path)
     assert rc == 2 and err.count("error: ") == 2
 
 
@@ -308,7 +308,7 @@ def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backen
     from jaxinfra.yamlio import dump
 
     command = _script(*OPERATOR_SCRIPTS[backend])
-    objs = rendered(ROOT / "stacks" / f"{stack}.py", backend)
+    objs = rendered(EXAMPLE / "stacks" / f"{stack}.py", backend)
     workload = objs[-1]
     if backend == "trainjob":
         workload["spec"]["trainer"].update(command=command[:2], args=command[2:])

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from headless import Browser
 
+from conftest import EXAMPLE
 from jaxinfra import CPU, TPU, Cluster, JaxJob, NodePool, stack
 from jaxinfra.plan import plan
 from jaxinfra.topology import HOST_COLLAPSE, SLICE_COLLAPSE, Layout, svg
@@ -20,7 +21,7 @@ from jaxinfra.topology import HOST_COLLAPSE, SLICE_COLLAPSE, Layout, svg
 ROOT = Path(__file__).resolve().parents[1]
 NS = {"svg": "http://www.w3.org/2000/svg"}
 HUGE = ROOT / "benchmarks" / "stacks" / "v5p_16x16x24_x4.py"
-V5P = ROOT / "stacks" / "tpu_v5p_2x2x4_x2.py"
+V5P = EXAMPLE / "stacks" / "tpu_v5p_2x2x4_x2.py"
 
 
 def cpu_job(nodes: int) -> Cluster:

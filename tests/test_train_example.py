@@ -1,4 +1,4 @@
-"""examples/train, the program every example stack runs: env contracts, determinism across process
+"""jaxinfra/templates/train, the program every example stack runs: env contracts, determinism across process
 counts, resume after a crash, checkpoint on SIGTERM. Real processes on the CPU, as pods would run it."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from train_group import TRAIN_DIR, Group, committed_steps
 from jaxinfra import JaxJob, stack
 
 sys.path.insert(0, str(TRAIN_DIR))
-import train  # noqa: E402  (examples/train/train.py: the program under test)
+import train  # noqa: E402  (jaxinfra/templates/train/train.py: the program under test)
 
 STEPS = 20
 EVERY = 5

@@ -1,4 +1,4 @@
-"""Run examples/train as a group of local processes, each with the env contract of its rank, as the
+"""Run jaxinfra/templates/train as a group of local processes, each with the env contract of its rank, as the
 pods of a job would get it. Shared by tests/test_train_example.py and benchmarks/train.py."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-TRAIN_DIR = Path(__file__).resolve().parents[1] / "examples" / "train"
+TRAIN_DIR = Path(__file__).resolve().parents[1] / "jaxinfra" / "templates" / "train"
 STEP = re.compile(r"^step (\d+) loss (\S+)$", re.M)
 #: Variables a parent shell may carry that would change what the program sees.
 _SCRUB = re.compile(r"^(JAX_|TRAIN_|JAXINFRA_|MEGASCALE_|TPU_|XLA_|COORDINATOR_|NUM_PROCESSES$|PROCESS_ID$)")
@@ -40,7 +40,7 @@ def contract(variant: str, processes: int, rank: int, port: int) -> dict[str, st
 
 
 class Group:
-    """`processes` x `devices` CPU devices running `python -m train` in examples/train, logs in `logs`."""
+    """`processes` x `devices` CPU devices running `python -m train` in jaxinfra/templates/train, logs in `logs`."""
 
     def __init__(self, logs: Path, processes: int, devices: int, env: dict[str, str] | None = None,
                  variant: str | None = None, python: str = sys.executable):

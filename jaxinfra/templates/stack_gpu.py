@@ -1,7 +1,7 @@
 """The team's job on 2 nodes with 8 x H100 80 GB each: one JAX process per node (`jaxinfra init --template gpu`).
 
-The image must hold JAX for CUDA and the training program that `python -m train` runs; jaxinfra's
-README, "The env contract", shows how the program initializes. Every field and its default:
+It runs train/ (`python -m train`): build the image with `docker build --build-arg JAX_EXTRA='[cuda12]' train`
+(train/README.md); jaxinfra's README, "The env contract", shows how the program initializes. Every field and its default:
 `jaxinfra.spec`.
 """
 
@@ -13,7 +13,7 @@ cluster = Cluster(
     jobs=[
         JaxJob(
             "train",
-            image="nvcr.io/nvidia/jax:25.10-py3",  # your image, built on this one
+            image="nvcr.io/nvidia/jax:25.10-py3",  # your image, train/Dockerfile's (the images table maps it to train/)
             command=["python", "-m", "train"],
             node_pool="h100",
             nodes=2,

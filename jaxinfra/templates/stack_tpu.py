@@ -1,7 +1,7 @@
 """The team's job on one TPU v5e 2x4 slice: 2 hosts x 4 chips (written by `jaxinfra init --template tpu`).
 
-The image must hold JAX for TPU and the training program that `python -m train` runs; jaxinfra's
-README, "The env contract", shows how the program initializes. More slices: `slices=2` on a
+It runs train/ (`python -m train`): build the image with `docker build --build-arg JAX_EXTRA='[tpu]' train`
+(train/README.md); jaxinfra's README, "The env contract", shows how the program initializes. More slices: `slices=2` on a
 multi-host topology. Every field and its default: `jaxinfra.spec`.
 """
 
@@ -13,7 +13,7 @@ cluster = Cluster(
     jobs=[
         JaxJob(
             "train",
-            image="us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:latest",  # your image, built on this one
+            image="us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu:latest",  # your image, train/Dockerfile's (the images table maps it to train/)
             command=["python", "-m", "train"],
             node_pool="v5e-2x4",
             max_restarts=3,

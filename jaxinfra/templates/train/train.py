@@ -1,4 +1,4 @@
-"""The example stacks' training program: `python -m train`, run from this folder (the image's WORKDIR).
+"""The stacks' training program: `python -m train`, run from this folder (the image's WORKDIR).
 
 A small but complete multi-host JAX training job: it initializes from whichever env contract the
 pod got (jaxinfra's, Kubeflow's, GKE's TPU platform's, or none), builds a `data` x `model` mesh from
