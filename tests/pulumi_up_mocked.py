@@ -11,6 +11,7 @@ Pulumi.<stack>.yaml. Prints the program's outputs as JSON; a program error ends 
 from __future__ import annotations
 
 import json
+import os
 import runpy
 import sys
 from pathlib import Path
@@ -65,6 +66,9 @@ def up(stack: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     try:
-        print(json.dumps(up(sys.argv[1]), sort_keys=True))
+        print(json.dumps(up(sys.argv[1]), sort_keys=True), flush=True)
     except pulumi.RunError as err:
         sys.exit(f"pulumi up: {err}")
+    # The mocks' event loop, collected at interpreter exit after its selector has closed, sometimes prints an ignored
+    # "Invalid file descriptor: -1" traceback (asyncio BaseEventLoop.__del__): the run is over, leave without it.
+    os._exit(0)
