@@ -23,6 +23,8 @@ GPU_RESOURCE = "nvidia.com/gpu"
 TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+#: The label (and taint) GKE puts on Spot VMs' nodes; a pool with `spot=True` selects and tolerates it.
+SPOT_LABEL = "cloud.google.com/gke-spot"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,11 +13,11 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
+from jaxinfra.catalog import SPOT_LABEL
 from jaxinfra.pulumi.config import DEFAULT_CPU_MACHINE_TYPE, Settings
 from jaxinfra.pulumi.pools import PoolSlice
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
-SPOT_LABEL = "cloud.google.com/gke-spot"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 #: Project roles of the dedicated node service account (`Cluster._node_account`).
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")

@@ -224,8 +224,8 @@ def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]
     if a.resource:
         tolerations.append({"key": a.resource, "operator": "Exists", "effect": "NoSchedule"})
     if pool.spot:
-        selector["cloud.google.com/gke-spot"] = "true"
-        tolerations.append({"key": "cloud.google.com/gke-spot", "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+        selector[catalog.SPOT_LABEL] = "true"
+        tolerations.append({"key": catalog.SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
     return selector, tolerations
 
 

@@ -15,6 +15,23 @@ from jaxinfra.spec.problems import problem
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+LABEL_KEY_FIX = "use [prefix/]name with a DNS prefix and a name of at most 63 alphanumerics, '-', '_', '.'"
+LABEL_VALUE_FIX = "use at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric"
+
+
+def label_key_problem(key: str) -> str | None:
+    """Why `key` is not a Kubernetes label (or annotation) key, [prefix/]name, or None."""
+    prefix, _, name = key.rpartition("/")
+    bad_prefix = bool(prefix) and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix))
+    if len(name) > 63 or not _LABEL_NAME.match(name) or bad_prefix:
+        return f"{key!r} is not a valid key"
+    return None
+
+
+def label_value_ok(value: str) -> bool:
+    """A label value: at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric, or empty."""
+    return len(value) <= 63 and (not value or bool(_LABEL_NAME.match(value)))
 
 
 def dns_label(value: str, max_len: int = 63) -> str:

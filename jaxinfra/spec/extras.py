@@ -15,20 +15,17 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from jaxinfra import catalog
-from jaxinfra.spec.base import DNS_SUBDOMAIN, Spec
+from jaxinfra.spec.base import LABEL_KEY_FIX, LABEL_VALUE_FIX, Spec, label_key_problem, label_value_ok, subdomain
 from jaxinfra.spec.problems import problem
 
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _POINTER = re.compile(r"^(/([^~]|~[01])*)*$")
 
-#: The label GKE puts on Spot nodes; jaxinfra selects it for `NodePool(spot=True)`.
-SPOT_LABEL = "cloud.google.com/gke-spot"
 #: Node selector keys jaxinfra sets from the node pool, each with the way to change it.
 POOL_SELECTORS: dict[str, str] = {
     catalog.TPU_ACCELERATOR_LABEL: "the pool's accelerator",
     catalog.TPU_TOPOLOGY_LABEL: "the pool's TPU topology",
     catalog.GPU_ACCELERATOR_LABEL: "the pool's accelerator",
-    SPOT_LABEL: "NodePool(spot=True)",
+    catalog.SPOT_LABEL: "NodePool(spot=True)",
 }
 
 #: RFC 6902 operations and the members each one needs (beside `op`).
@@ -39,24 +36,6 @@ PATCH_OPS: dict[str, tuple[str, ...]] = {
 _PATCH_EXAMPLE = "e.g. {'op': 'add', 'path': '/spec/terminationGracePeriodSeconds', 'value': 120}"
 _POINTER_FIX = ("write a JSON Pointer into the pod template, starting with '/' (e.g. '/spec/containers/0/image'; "
                 "'~1' stands for '/' in a key, '~0' for '~')")
-
-
-def label_key_problem(key: str) -> str | None:
-    """Why `key` is not a Kubernetes label key ([prefix/]name), or None; shared by node selectors and tolerations."""
-    prefix, _, name = key.rpartition("/")
-    bad_prefix = bool(prefix) and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix))
-    if len(name) > 63 or not _LABEL_NAME.match(name) or bad_prefix:
-        return f"{key!r} is not a valid key"
-    return None
-
-
-def label_value_ok(value: str) -> bool:
-    """A label value: at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric, or empty."""
-    return len(value) <= 63 and (not value or bool(_LABEL_NAME.match(value)))
-
-
-_KEY_FIX = "use [prefix/]name with a DNS prefix and a name of at most 63 alphanumerics, '-', '_', '.'"
-_VALUE_FIX = "use at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric"
 
 
 class Toleration(Spec):
@@ -76,7 +55,7 @@ class Toleration(Spec):
     @classmethod
     def _key(cls, v: str) -> str:
         if v and (why := label_key_problem(v)):
-            raise problem(why, _KEY_FIX)
+            raise problem(why, LABEL_KEY_FIX)
         return v
 
     @model_validator(mode="after")
@@ -89,7 +68,7 @@ class Toleration(Spec):
             raise problem("operator Exists tolerates any value, so value must be empty",
                           "remove value, or use operator='Equal'", "value")
         if self.operator == "Equal" and not label_value_ok(self.value):
-            raise problem(f"toleration value {self.value!r} is not valid", _VALUE_FIX, "value")
+            raise problem(f"toleration value {self.value!r} is not valid", LABEL_VALUE_FIX, "value")
         if self.toleration_seconds is not None and self.effect != "NoExecute":
             raise problem("toleration_seconds applies to effect NoExecute only", "set effect='NoExecute', or remove it",
                           "toleration_seconds")
@@ -98,10 +77,7 @@ class Toleration(Spec):
 
 def priority_class_name(v: str | None) -> str | None:
     """A PriorityClass name is a DNS-1123 subdomain (the API server refuses the pod otherwise)."""
-    if v is not None and (len(v) > 253 or not DNS_SUBDOMAIN.match(v)):
-        raise problem("not a valid PriorityClass name",
-                      "use a DNS-1123 subdomain: lower-case letters, digits, '-' and '.'")
-    return v
+    return v if v is None else subdomain(v, "PriorityClass")
 
 
 def node_selector_entries(v: dict[str, str]) -> dict[str, str]:
@@ -111,9 +87,9 @@ def node_selector_entries(v: dict[str, str]) -> dict[str, str]:
             raise problem(f"{key} is jaxinfra's to set: the value comes from the node pool",
                           f"remove it; change {POOL_SELECTORS[key]} instead", key)
         if why := label_key_problem(key):
-            raise problem(why, _KEY_FIX, key)
+            raise problem(why, LABEL_KEY_FIX, key)
         if not label_value_ok(value):
-            raise problem(f"node selector value {value!r} is not valid", _VALUE_FIX, key)
+            raise problem(f"node selector value {value!r} is not valid", LABEL_VALUE_FIX, key)
     return v
 
 

@@ -14,7 +14,8 @@ from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, mo
 from jaxinfra.names import CONTAINER, CONTRACT_ENV, OWN_LABELS, TRAINER_NODE
 from jaxinfra.spec.accelerators import Accelerator
 from jaxinfra.quantity import is_quantity
-from jaxinfra.spec.base import DNS_SUBDOMAIN, Spec, dns_label
+from jaxinfra.spec.base import (DNS_SUBDOMAIN, LABEL_KEY_FIX, LABEL_VALUE_FIX, Spec, dns_label, label_key_problem,
+                                label_value_ok)
 from jaxinfra.spec.checkpoints import Checkpoints
 from jaxinfra.spec.env import EnvValue, credential_literal
 from jaxinfra.spec.extras import Toleration, node_selector_entries, patch_operation, priority_class_name
@@ -24,7 +25,6 @@ from jaxinfra.spec.problems import problem
 BACKENDS: tuple[str, ...] = ("jobset", "job", "jaxjob", "trainjob")
 Backend = Literal["jobset", "job", "jaxjob", "trainjob"]
 
-_LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
@@ -205,13 +205,12 @@ class JaxJob(Spec):
     @classmethod
     def _metadata(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
         for key, value in v.items():
-            prefix, _, name = key.rpartition("/")
-            if len(name) > 63 or not _LABEL_NAME.match(name) or (prefix and (len(prefix) > 253 or not DNS_SUBDOMAIN.match(prefix))):
-                raise problem(f"{key!r} is not a valid key", "use [prefix/]name with a DNS prefix and a name of at most 63 alphanumerics, '-', '_', '.'", key)
+            if why := label_key_problem(key):
+                raise problem(why, LABEL_KEY_FIX, key)
             if info.field_name == "labels" and key in OWN_LABELS:
                 raise problem(f"{key} is set by jaxinfra", "remove it", key)
-            if info.field_name == "labels" and (len(value) > 63 or (value and not _LABEL_NAME.match(value))):
-                raise problem(f"label value {value!r} is not valid", "use at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric", key)
+            if info.field_name == "labels" and not label_value_ok(value):
+                raise problem(f"label value {value!r} is not valid", LABEL_VALUE_FIX, key)
         return v
 
     @field_validator("shm_size")
