@@ -70,8 +70,10 @@ def version() -> str:
     """`jaxinfra --version`'s line: the installed distribution's version (no typer, no pydantic: it is instant)."""
     from importlib import metadata
 
+    from jaxinfra.init import version
+
     try:
-        return f"jaxinfra {metadata.version('jaxinfra')}"
+        return f"jaxinfra {version()}"
     except metadata.PackageNotFoundError:   # run from a source tree that was never installed
         return "jaxinfra (version unknown: not installed)"
 

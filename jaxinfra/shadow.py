@@ -15,7 +15,6 @@ changes in the manifests is decided in the plan (`JobPlan.runs_on`, `shadow`, `s
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from typing import Any
 
 from jaxinfra.names import PROCESS_ID, SHADOW_OF
@@ -79,11 +78,8 @@ def notes(manifests: Iterable[Mapping[str, Any]]) -> list[str]:
 def requests(cp: ClusterPlan) -> dict[str, str]:
     """What all of a shadow's pods request together, per resource (cpu, memory): the least a CPU node pool
     for it must hold, all jobs at once (Kueue, if on, admits them by the same numbers)."""
-    totals: dict[str, tuple[Decimal, str | int]] = {}
+    parts: dict[str, list[str | int]] = {}
     for jp in cp.jobs:
         for name, quantity in pod_total_requests(jp).items():
-            value = scale(quantity, jp.processes)
-            if name in totals:  # different units: add in base units, written plainly
-                value = (totals[name][0] + value[0], total([totals[name][1], value[1]]))
-            totals[name] = value
-    return {name: str(quantity) for name, (_, quantity) in totals.items()}
+            parts.setdefault(name, []).append(scale(quantity, jp.processes)[1])
+    return {name: str(total(quantities)) for name, quantities in parts.items()}   # units may differ: base units

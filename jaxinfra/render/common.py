@@ -193,12 +193,15 @@ def pod_security_context(jp: JobPlan) -> dict[str, Any]:
             "seccompProfile": {"type": "RuntimeDefault"}}
 
 
-def container_security_context(jp: JobPlan) -> dict[str, Any]:
-    """Container part: no privilege escalation, every capability dropped; or the `privileged` exception
-    (the API rejects allowPrivilegeEscalation: false together with privileged: true)."""
-    if jp.privileged:
-        return {"privileged": True}
+def restricted_container() -> dict[str, Any]:
+    """A container's part of Pod Security `restricted`: no privilege escalation, every capability dropped."""
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def container_security_context(jp: JobPlan) -> dict[str, Any]:
+    """Container part: `restricted_container`; or the `privileged` exception (the API rejects
+    allowPrivilegeEscalation: false together with privileged: true)."""
+    return {"privileged": True} if jp.privileged else restricted_container()
 
 
 def resources(jp: JobPlan) -> dict[str, Any]:
@@ -302,7 +305,7 @@ def sidecar(s: Sidecar) -> dict[str, Any]:
     """A native sidecar: an init container with restartPolicy Always, restricted like the training container (Pod
     Security `restricted` checks init containers too) and never privileged: the exception is for the accelerator."""
     c: dict[str, Any] = {"name": s.name, "image": s.image, "restartPolicy": "Always",
-                         "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}}
+                         "securityContext": restricted_container()}
     if s.command is not None:
         c["command"] = list(s.command)
     if s.args:
@@ -366,9 +369,9 @@ def _missing(doc: Any, pointer: str, whole: bool) -> str | None:
     return None
 
 
-def pod_patch_problems(jp: JobPlan, template: dict[str, Any], at: str) -> tuple[dict[str, Any], list[Problem]]:
-    """`template` with the job's pod patches applied in order, and the problem of the first one that does not apply
-    (the ones after it were written against its result, so they are not tried); `at` names the job in the path."""
+def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
+    """`template` with the job's pod patches applied in order. The first one that does not apply is a `SpecError`
+    (the ones after it were written against its result, so they are not tried), never a traceback."""
     import jsonpatch
     import jsonpointer
 
@@ -387,13 +390,6 @@ def pod_patch_problems(jp: JobPlan, template: dict[str, Any], at: str) -> tuple[
                 why = f"it holds {jsonpointer.resolve_pointer(doc, op['path'])!r}, not {op['value']!r}"
             what = f"{name} {op['from']!r} to {op['path']!r}" if "from" in op else f"{name} {op['path']!r}"
             target = f"backend {jp.backend}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")
-            return template, [Problem(f"{at}pod_patches[{i}]", op, f"{what} on {target}: {why}", _patch_fix(kind, op))]
-    return doc, []
-
-
-def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
-    """The pod template after the job's `pod_patches`; one that does not apply is a `SpecError`, never a traceback."""
-    doc, problems = pod_patch_problems(jp, template, f"job {jp.namespace}/{jp.name}: ")
-    if problems:
-        raise SpecError(problems)
+            raise SpecError([Problem(f"job {jp.namespace}/{jp.name}: pod_patches[{i}]", op, f"{what} on {target}: {why}",
+                                     _patch_fix(kind, op))])
     return doc
