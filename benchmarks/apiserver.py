@@ -36,7 +36,8 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp())
 
     began = time.perf_counter()
-    from jaxinfra.simulate.apiserver import ApiServer   # cold: the module and, in start(), trustme
+    from jaxinfra.simulate.apiserver import ApiServer  # cold: the module and, in start(), trustme
+
     first = ApiServer("127.0.0.1", TOKENS, folder / "log")
     first.start(objects)
     cold = time.perf_counter() - began
@@ -53,6 +54,7 @@ def main() -> None:
         api.publish(objects)
         publishes.append(time.perf_counter() - t)
         from kubernetes import client
+
         core = client.CoreV1Api(kube(api))
         core.list_namespaced_pod(NS, field_selector="status.podIP=127.0.0.11")
         for _ in range(args.runs):

@@ -41,7 +41,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         commands = {
             "npx cdk8s synth (all stacks)": [npx, "cdk8s", "synth", "--output", f"{tmp}/cdk8s"],
-            "jaxinfra synth stacks -o DIR": [sys.executable, "-m", "jaxinfra", "synth", "stacks", "-o", f"{tmp}/jaxinfra"],
+            "jaxinfra synth stacks -o DIR": [
+                sys.executable,
+                "-m",
+                "jaxinfra",
+                "synth",
+                "stacks",
+                "-o",
+                f"{tmp}/jaxinfra",
+            ],
         }
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for cmd in commands.values():  # warm the file cache and bytecode once

@@ -28,16 +28,27 @@ def manifest(folder: Path, steps: int, pace: float) -> Path:
     text = re.sub(r'TRAIN_STEPS, value: "\d+"', f'TRAIN_STEPS, value: "{steps}"', MANIFEST.read_text())
     text = re.sub(r'TRAIN_MIN_STEP_SECONDS, value: "[\d.]+"', f'TRAIN_MIN_STEP_SECONDS, value: "{pace}"', text)
     path = folder / "rehearsal.yaml"
-    path.write_text(text.replace("- {name: JAX_NUM_PROCESSES", "- {name: JAX_NUM_CPU_DEVICES, value: \"2\"}\n              - {name: JAX_NUM_PROCESSES"))
+    path.write_text(
+        text.replace(
+            "- {name: JAX_NUM_PROCESSES",
+            '- {name: JAX_NUM_CPU_DEVICES, value: "2"}\n              - {name: JAX_NUM_PROCESSES',
+        )
+    )
     return path
 
 
 def timed_lines(*args: str) -> list[tuple[float, str]]:
     """Run `jaxinfra simulate ARGS` and stamp each output line with when it arrived."""
     start = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "jaxinfra", "simulate", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1)
-    lines = [(time.monotonic() - start, line.rstrip("\n")) for line in proc.stdout]   # type: ignore[union-attr]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxinfra", "simulate", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        bufsize=1,
+    )
+    lines = [(time.monotonic() - start, line.rstrip("\n")) for line in proc.stdout]  # type: ignore[union-attr]
     if proc.wait() != 0:
         raise SystemExit("\n".join(line for _, line in lines[-20:]))
     return lines
@@ -68,10 +79,14 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             gap, resumed = kill_to_first_resumed_step(Path(tmp))
             gaps.append(gap)
-    print(f"jaxinfra/templates/train in the simulator, 2 processes x 2 devices, medians of {args.runs}: "
-          f"{statistics.median(rates):.1f} steps/s (range {min(rates):.1f}-{max(rates):.1f})")
-    print(f"--kill to the resumed attempt's first step: {statistics.median(gaps):.2f} s "
-          f"(range {min(gaps):.2f}-{max(gaps):.2f}; last run resumed from step {resumed})")
+    print(
+        f"jaxinfra/templates/train in the simulator, 2 processes x 2 devices, medians of {args.runs}: "
+        f"{statistics.median(rates):.1f} steps/s (range {min(rates):.1f}-{max(rates):.1f})"
+    )
+    print(
+        f"--kill to the resumed attempt's first step: {statistics.median(gaps):.2f} s "
+        f"(range {min(gaps):.2f}-{max(gaps):.2f}; last run resumed from step {resumed})"
+    )
 
 
 if __name__ == "__main__":

@@ -53,11 +53,33 @@ def naive(n: int, devices: int) -> float:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     start = time.perf_counter()
-    procs = [subprocess.Popen([PY, "-m", "jaxinfra.simulate.probe", "--expected-rank", str(i), "--num-processes", str(n),
-                               "--devices", str(devices), "--hosts", str(n)],
-                              env={**os.environ, "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": str(n),
-                                   "JAX_PROCESS_ID": str(i), "JAX_PLATFORMS": "cpu"},
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(n)]
+    procs = [
+        subprocess.Popen(
+            [
+                PY,
+                "-m",
+                "jaxinfra.simulate.probe",
+                "--expected-rank",
+                str(i),
+                "--num-processes",
+                str(n),
+                "--devices",
+                str(devices),
+                "--hosts",
+                str(n),
+            ],
+            env={
+                **os.environ,
+                "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+                "JAX_NUM_PROCESSES": str(n),
+                "JAX_PROCESS_ID": str(i),
+                "JAX_PLATFORMS": "cpu",
+            },
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(n)
+    ]
     codes = [p.wait(timeout=300) for p in procs]
     wall = time.perf_counter() - start
     if any(codes):
@@ -79,11 +101,27 @@ def report_sizes() -> str:
     home = scratch_home()
     try:
         page, trace = home / "report.html", home / "trace.json"
-        subprocess.run([PY, "-m", "jaxinfra", "simulate", str(HERE.parent / "examples" / "training-infra" / "stacks" / "cpu_dev.py"), "--html", str(page),
-                        "--trace", str(trace)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                PY,
+                "-m",
+                "jaxinfra",
+                "simulate",
+                str(HERE.parent / "examples" / "training-infra" / "stacks" / "cpu_dev.py"),
+                "--html",
+                str(page),
+                "--trace",
+                str(trace),
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         size = page.stat().st_size
-        return (f"HTML report of the default stack: {size / 1000:.1f} KB (target < 200 KB); "
-                f"its trace {trace.stat().st_size / 1000:.1f} KB")
+        return (
+            f"HTML report of the default stack: {size / 1000:.1f} KB (target < 200 KB); "
+            f"its trace {trace.stat().st_size / 1000:.1f} KB"
+        )
     finally:
         shutil.rmtree(home, ignore_errors=True)
 
@@ -103,7 +141,7 @@ def main() -> None:
         sim.append(wall)
         sim_inner.append(report["workloads"][0]["attempts"][-1]["seconds"])
         base.append(naive(8, 2))
-        wall, report = cli(str(HERE / "stacks" / "cpu_8x2_api.py"))   # the same job, its pods mounting a token
+        wall, report = cli(str(HERE / "stacks" / "cpu_8x2_api.py"))  # the same job, its pods mounting a token
         assert report["ok"] and report["api_server"], report
         api.append(wall)
         if root:  # the same, as most users run it: not root (pods isolate through user namespaces)
@@ -112,23 +150,31 @@ def main() -> None:
             user.append(wall)
     s, b, inner = statistics.median(sim), statistics.median(base), statistics.median(sim_inner)
     who = "as root" if root else f"as uid {os.geteuid()}"
-    print(f"8 x 2 probe, medians of {args.runs}: jaxinfra simulate {who} {s:.2f} s (range {min(sim):.2f}-{max(sim):.2f}; "
-          f"processes alone {inner:.2f} s), naive launch {b:.2f} s (range {min(base):.2f}-{max(base):.2f})")
+    print(
+        f"8 x 2 probe, medians of {args.runs}: jaxinfra simulate {who} {s:.2f} s (range {min(sim):.2f}-{max(sim):.2f}; "
+        f"processes alone {inner:.2f} s), naive launch {b:.2f} s (range {min(base):.2f}-{max(base):.2f})"
+    )
     print(f"  ratio simulate / naive: {s / b:.2f}x (target <= 0.3x); wall {s:.2f} s (target <= 1.5 s)")
     print(f"  at the issue's reference speed (naive launch 4.8 s on 2 cores) that wall is {s / b * 4.8:.2f} s")
     a = statistics.median(api)
-    print(f"  with the API server (tokens mounted, kubernetes_api=True): {a:.2f} s (range {min(api):.2f}-{max(api):.2f}), "
-          f"{a - s:+.2f} s: what starting and serving it costs")
+    print(
+        f"  with the API server (tokens mounted, kubernetes_api=True): {a:.2f} s (range {min(api):.2f}-{max(api):.2f}), "
+        f"{a - s:+.2f} s: what starting and serving it costs"
+    )
     if user:
         u = statistics.median(user)
-        print(f"  as uid 65534 (user namespaces): {u:.2f} s (range {min(user):.2f}-{max(user):.2f}), ratio {u / b:.2f}x; "
-              f"{(u - s) / s:+.1%} vs root (target: within 10 %)")
+        print(
+            f"  as uid 65534 (user namespaces): {u:.2f} s (range {min(user):.2f}-{max(user):.2f}), ratio {u / b:.2f}x; "
+            f"{(u - s) / s:+.1%} vs root (target: within 10 %)"
+        )
 
     _, report = cli(stack, "--kill", "3@0.2")
     attempt = report["workloads"][0]["attempts"][0]
     crashed = next(p for p in attempt["pods"] if p["signal"] == "SIGKILL" and p["reason"].startswith("killed"))
-    print(f"crash to verdict: {attempt['seconds'] - crashed['timings']['failed']:.3f} s after the pod died "
-          f"({attempt['seconds'] - crashed['timings']['started'] - 0.2:.3f} s after the kill; target <= 2 s)")
+    print(
+        f"crash to verdict: {attempt['seconds'] - crashed['timings']['failed']:.3f} s after the pod died "
+        f"({attempt['seconds'] - crashed['timings']['started'] - 0.2:.3f} s after the kill; target <= 2 s)"
+    )
 
     print(report_sizes())
 
@@ -136,8 +182,10 @@ def main() -> None:
         wall, report = cli(str(HERE / "stacks" / "v5p_4x4x8.py"))
         w = report["workloads"][0]
         checks = all(p["checks_passed"] for p in w["attempts"][-1]["pods"])
-        print(f"scale v5p 4x4x8 (32 x 4 = 128 devices): {w['verdict']}, all checks {checks}, {wall:.2f} s (target <= 15 s), "
-              f"{wall / b:.1f}x the 8 x 2 naive launch")
+        print(
+            f"scale v5p 4x4x8 (32 x 4 = 128 devices): {w['verdict']}, all checks {checks}, {wall:.2f} s (target <= 15 s), "
+            f"{wall / b:.1f}x the 8 x 2 naive launch"
+        )
 
 
 if __name__ == "__main__":

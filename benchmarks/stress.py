@@ -47,15 +47,15 @@ class Target:
     stack: str
     backend: str
     pods: int
-    restarts: int   # whole-group restarts the manifests allow (JobSet maxRestarts; Job backoffLimit = restarts x pods)
+    restarts: int  # whole-group restarts the manifests allow (JobSet maxRestarts; Job backoffLimit = restarts x pods)
 
 
 TARGETS = (
-    Target("benchmarks/stacks/cpu_dev_no_restart.py", "jobset", 2, 0),   # stacks/cpu_dev.py, restarting never
+    Target("benchmarks/stacks/cpu_dev_no_restart.py", "jobset", 2, 0),  # stacks/cpu_dev.py, restarting never
     Target("benchmarks/stacks/cpu_dev_no_restart.py", "job", 2, 0),
     Target("benchmarks/stacks/cpu_4x1.py", "jobset", 4, 1),
     Target("benchmarks/stacks/cpu_4x1.py", "job", 4, 1),
-    Target("benchmarks/stacks/cpu_2x1_api.py", "jobset", 2, 1),   # a token mounted: the simulation's API server runs
+    Target("benchmarks/stacks/cpu_2x1_api.py", "jobset", 2, 1),  # a token mounted: the simulation's API server runs
 )
 KINDS = ("none", "fail", "kill", "hang", "delay-within", "delay-past", *STOPS)
 
@@ -76,7 +76,7 @@ def draw(rng: random.Random) -> tuple[Target, str, list[str], float]:
         return target, kind, ["--delay", f"{pod}={round(rng.uniform(0.2, 1.0), 2)}"], 0.0
     if kind == "delay-past":
         return target, kind, ["--delay", f"{pod}={round(INIT_TIMEOUT + rng.uniform(1.0, 2.0), 2)}"], 0.0
-    if kind in STOPS:   # warming JAX, forking pods, running: seconds after the command starts (in its first ~0.05 s,
+    if kind in STOPS:  # warming JAX, forking pods, running: seconds after the command starts (in its first ~0.05 s,
         # 0.1 s on a loaded machine, the interpreter itself is starting: Python's own KeyboardInterrupt traceback)
         return target, kind, [], round(rng.uniform(0.2, 1.2), 2)
     return target, kind, [], 0.0
@@ -84,12 +84,13 @@ def draw(rng: random.Random) -> tuple[Target, str, list[str], float]:
 
 def expected(target: Target, kind: str) -> tuple[str, int]:
     """(verdict, restarts): a fault that breaks the first attempt costs one restart, or fails the workload."""
-    if kind in ("none", "delay-within", *STOPS):   # a stop that comes after the end changes nothing
+    if kind in ("none", "delay-within", *STOPS):  # a stop that comes after the end changes nothing
         return "succeeded", 0
     return ("succeeded", 1) if target.restarts >= 1 else ("failed", 0)
 
 
 # --- leak checks -----------------------------------------------------------------------------
+
 
 def _proc_text(pid: str, name: str) -> bytes:
     try:
@@ -144,15 +145,38 @@ def leftover_listeners(ips: set[str]) -> list[str]:
 
 # --- one run -------------------------------------------------------------------------------
 
+
 def run_one(i: int, rng: random.Random, work: Path) -> dict:
     target, kind, fault, offset = draw(rng)
     scratch, report = work / f"tmp-{i}", work / f"report-{i}.json"
     scratch.mkdir()
-    args = [PY, "-m", "jaxinfra", "simulate", target.stack, "--backend", target.backend, *fault,
-            "--init-timeout", str(INIT_TIMEOUT), "--timeout", str(RUN_TIMEOUT), "--no-logs", "--json", str(report)]
+    args = [
+        PY,
+        "-m",
+        "jaxinfra",
+        "simulate",
+        target.stack,
+        "--backend",
+        target.backend,
+        *fault,
+        "--init-timeout",
+        str(INIT_TIMEOUT),
+        "--timeout",
+        str(RUN_TIMEOUT),
+        "--no-logs",
+        "--json",
+        str(report),
+    ]
     start = time.perf_counter()
-    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "TMPDIR": str(scratch)}, start_new_session=True)
+    proc = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+        start_new_session=True,
+    )
     if kind in STOPS:
         signum, group, _ = STOPS[kind]
         time.sleep(offset)
@@ -173,26 +197,51 @@ def run_one(i: int, rng: random.Random, work: Path) -> dict:
     to_verdict = max(first - offset, 0.0) if want != ("succeeded", 0) else None
     bound = CRASH_BOUND if kind in ("fail", "kill") else HANG_BOUND
     status = 0 if want[0] == "succeeded" else 1
-    if kind in STOPS and not (proc.returncode == 0 and (w["verdict"], w["restarts"]) == want):   # else it ended first
+    if kind in STOPS and not (proc.returncode == 0 and (w["verdict"], w["restarts"]) == want):  # else it ended first
         # whatever the simulation had reached: the command ends at once, saying nothing it should not
         want, status, bound = (w["verdict"], w["restarts"]), STOPS[kind][2], STOP_BOUND
         to_verdict = start + wall - stopped
     problems = []
     if (w["verdict"], w["restarts"]) != want:
-        why = [f"attempt {a['index']}: {a['reason']}; " + ", ".join(f"rank {p['rank']} {p['phase']} {p['reason'] or ''}".strip()
-                                                             for p in a["pods"] if p["phase"] != "succeeded") for a in w["attempts"]]
-        problems.append(f"verdict {w['verdict']}/{w['restarts']} restarts, expected {want[0]}/{want[1]} ({' | '.join(why)})")
+        why = [
+            f"attempt {a['index']}: {a['reason']}; "
+            + ", ".join(
+                f"rank {p['rank']} {p['phase']} {p['reason'] or ''}".strip()
+                for p in a["pods"]
+                if p["phase"] != "succeeded"
+            )
+            for a in w["attempts"]
+        ]
+        problems.append(
+            f"verdict {w['verdict']}/{w['restarts']} restarts, expected {want[0]}/{want[1]} ({' | '.join(why)})"
+        )
     if proc.returncode != status or "Traceback" in stderr:
         problems.append(f"exit status {proc.returncode}: {stderr.strip().splitlines()[-1:]}")
     if to_verdict is not None and to_verdict > bound:
         problems.append(f"time to verdict {to_verdict:.2f} s > {bound} s")
-    leaks = {"processes": leftover_processes(pids, markers), "ports": leftover_listeners(ips),
-             "dirs": [str(p) for p in scratch.iterdir()]}
+    leaks = {
+        "processes": leftover_processes(pids, markers),
+        "ports": leftover_listeners(ips),
+        "dirs": [str(p) for p in scratch.iterdir()],
+    }
     problems += [f"leaked {k}: {v}" for k, v in leaks.items() if v]
-    return {"i": i, "target": f"{Path(target.stack).stem}.{target.backend}", "kind": kind, "fault": " ".join(fault),
-            "verdict": w["verdict"], "restarts": w["restarts"], "ok": not problems, "problems": problems,
-            "to_verdict": to_verdict, "wall": wall, "leaks": {k: len(v) for k, v in leaks.items()},
-            "pids": sorted(pids), "ips": sorted(ips), "scratch": str(scratch), "markers": markers}
+    return {
+        "i": i,
+        "target": f"{Path(target.stack).stem}.{target.backend}",
+        "kind": kind,
+        "fault": " ".join(fault),
+        "verdict": w["verdict"],
+        "restarts": w["restarts"],
+        "ok": not problems,
+        "problems": problems,
+        "to_verdict": to_verdict,
+        "wall": wall,
+        "leaks": {k: len(v) for k, v in leaks.items()},
+        "pids": sorted(pids),
+        "ips": sorted(ips),
+        "scratch": str(scratch),
+        "markers": markers,
+    }
 
 
 def main() -> None:
@@ -209,12 +258,19 @@ def main() -> None:
             results.append(res)
             status = "ok" if res["ok"] else "FAIL: " + "; ".join(res["problems"])
             tv = f"{res['to_verdict']:.2f} s" if res["to_verdict"] is not None else "-"
-            print(f"{i:3d} {res['target']:<14} {res['kind']:<13} {res['fault']:<22} -> {res['verdict']:<9} "
-                  f"restarts {res['restarts']}  to verdict {tv:<7} wall {res['wall']:.2f} s  {status}", flush=True)
+            print(
+                f"{i:3d} {res['target']:<14} {res['kind']:<13} {res['fault']:<22} -> {res['verdict']:<9} "
+                f"restarts {res['restarts']}  to verdict {tv:<7} wall {res['wall']:.2f} s  {status}",
+                flush=True,
+            )
         # the end: nothing from any run, anywhere
-        final = {"processes": leftover_processes({p for r in results for p in r["pids"]}, [m for r in results for m in r["markers"]]),
-                 "ports": leftover_listeners({ip for r in results for ip in r["ips"]}),
-                 "dirs": [str(p) for r in results for p in Path(r["scratch"]).iterdir()]}
+        final = {
+            "processes": leftover_processes(
+                {p for r in results for p in r["pids"]}, [m for r in results for m in r["markers"]]
+            ),
+            "ports": leftover_listeners({ip for r in results for ip in r["ips"]}),
+            "dirs": [str(p) for r in results for p in Path(r["scratch"]).iterdir()],
+        }
     total = time.perf_counter() - start
     by_kind = Counter(r["kind"] for r in results)
     worst: dict[str, float] = defaultdict(float)
@@ -226,10 +282,15 @@ def main() -> None:
     print(f"\nseed {args.seed}: {args.runs} simulations in {total:.1f} s")
     print("faults injected: " + ", ".join(f"{k} {by_kind[k]}" for k in KINDS))
     print(f"verdicts correct (verdict, restarts, exit status, time bound): {correct} / {len(results)}")
-    print(f"leaks: processes {leaks['processes']}, ports {leaks['ports']}, temp dirs {leaks['dirs']}"
-          + (f"  (at the end: {final})" if any(final.values()) else ""))
-    print("worst time to verdict: " + ", ".join(f"{k} {worst[k]:.2f} s" for k in KINDS if k in worst)
-          + f"  (bounds: crash {CRASH_BOUND} s, hang / late start {HANG_BOUND} s, stop to exit {STOP_BOUND} s)")
+    print(
+        f"leaks: processes {leaks['processes']}, ports {leaks['ports']}, temp dirs {leaks['dirs']}"
+        + (f"  (at the end: {final})" if any(final.values()) else "")
+    )
+    print(
+        "worst time to verdict: "
+        + ", ".join(f"{k} {worst[k]:.2f} s" for k in KINDS if k in worst)
+        + f"  (bounds: crash {CRASH_BOUND} s, hang / late start {HANG_BOUND} s, stop to exit {STOP_BOUND} s)"
+    )
     if correct != len(results) or any(leaks.values()):
         raise SystemExit(1)
 

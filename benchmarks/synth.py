@@ -58,7 +58,9 @@ def main() -> None:
     print(f"ratio floor (typer + pydantic CLI) / import:       {floor / base:.2f}x")
     print(f"ratio synth(6,144 hosts) / floor:                 {huge / floor:.2f}x")
     print(f"ratio synth(6,144 hosts) / synth(2 hosts):        {huge / small:.2f}x")
-    print(f"YAML bytes: 6,144 hosts {huge_bytes}, 2 hosts {small_bytes}, ratio {huge_bytes / small_bytes:.3f}x (target <= 1.5x)")
+    print(
+        f"YAML bytes: 6,144 hosts {huge_bytes}, 2 hosts {small_bytes}, ratio {huge_bytes / small_bytes:.3f}x (target <= 1.5x)"
+    )
 
 
 if __name__ == "__main__":

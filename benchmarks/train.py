@@ -45,14 +45,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--steps", type=int, default=300)
     args = parser.parse_args()
-    cases = [("2 x 2", 2, 2, None), ("1 x 4", 1, 4, None), ("2 x 2, checkpoint every 10", 2, 2, 10),
-             ("2 x 2, checkpoint every 100", 2, 2, 100)]
+    cases = [
+        ("2 x 2", 2, 2, None),
+        ("1 x 4", 1, 4, None),
+        ("2 x 2, checkpoint every 10", 2, 2, 10),
+        ("2 x 2, checkpoint every 100", 2, 2, 100),
+    ]
     results: dict[str, list[tuple[float, float]]] = {name: [] for name, *_ in cases}
-    for _ in range(args.runs):   # interleaved, so a busy moment of the machine hits every case alike
+    for _ in range(args.runs):  # interleaved, so a busy moment of the machine hits every case alike
         for name, processes, devices, every in cases:
             results[name].append(run(processes, devices, args.steps, every))
-    medians = {name: (statistics.median(r for r, _ in rs), statistics.median(w for _, w in rs))
-               for name, rs in results.items()}
+    medians = {
+        name: (statistics.median(r for r, _ in rs), statistics.median(w for _, w in rs)) for name, rs in results.items()
+    }
     print(f"jaxinfra/templates/train, {args.steps} steps, median of {args.runs} runs (CPU devices)")
     for name, (rate, wall) in medians.items():
         print(f"  {name:<30} {rate:8.1f} steps/s   wall {wall:5.2f} s")

@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "training-infra"
 STACKS = stack.discover(EXAMPLE / "stacks")
 #: The training program `jaxinfra init` writes and the example's stacks run (`python -m train`): package data.
-TRAIN = ROOT / "jaxinfra" / "templates" / "train"
+TRAIN = ROOT / "src" / "jaxinfra" / "templates" / "train"
 #: The example stack without its restart: the first failure is the verdict (the fault tests' input).
 NO_RESTART = "benchmarks/stacks/cpu_dev_no_restart.py"
 
@@ -115,8 +115,14 @@ def simulate_cli(*args: str, tmp: Path, timeout: float = 150) -> tuple[int, dict
     scratch = tmp / f"tmp-{time.monotonic_ns()}"
     scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     assert list(scratch.iterdir()) == [], "the API server's log or the pods' files were left behind"
     return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stdout + r.stderr

@@ -22,9 +22,18 @@ from collections.abc import Callable
 from typing import Any
 
 CHROMIUM = "chromium"
-FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync",
-         "--hide-scrollbars", "--remote-debugging-pipe")
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
 
 
 class BrowserError(RuntimeError):
@@ -53,9 +62,19 @@ class Browser:
             os.dup2(b, 4)
 
         self.proc = subprocess.Popen(
-            [executable(), *FLAGS, f"--user-data-dir={self.profile.name}", f"--window-size={width},{height}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            close_fds=False, preexec_fn=wire)
+            [
+                executable(),
+                *FLAGS,
+                f"--user-data-dir={self.profile.name}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            close_fds=False,
+            preexec_fn=wire,
+        )
         os.close(to_browser_r)
         os.close(from_browser_w)
         self._buffer = b""
@@ -140,25 +159,41 @@ class Page:
         self.session = session
         for domain in ("Page", "Runtime", "Log"):
             self.call(f"{domain}.enable")
-        self.call("Emulation.setDeviceMetricsOverride", width=browser.width, height=browser.height,
-                  deviceScaleFactor=1, mobile=False)
+        self.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=browser.width,
+            height=browser.height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
 
     def call(self, method: str, **params: Any) -> dict[str, Any]:
         return self.browser.call(method, self.session, **params)
 
     def goto(self, url: str, timeout: float = 30.0) -> None:
         """Navigate and wait for the load event."""
-        self.browser.events = [e for e in self.browser.events
-                               if not (e.get("sessionId") == self.session and e.get("method") == "Page.loadEventFired")]
+        self.browser.events = [
+            e
+            for e in self.browser.events
+            if not (e.get("sessionId") == self.session and e.get("method") == "Page.loadEventFired")
+        ]
         reply = self.call("Page.navigate", url=url)
         if reply.get("errorText"):
             raise BrowserError(f"{url}: {reply['errorText']}")
-        self.browser.wait_event(lambda e: e.get("sessionId") == self.session and e.get("method") == "Page.loadEventFired", timeout)
+        self.browser.wait_event(
+            lambda e: e.get("sessionId") == self.session and e.get("method") == "Page.loadEventFired", timeout
+        )
 
     def evaluate(self, expression: str, timeout: float = 30.0) -> Any:
         """The JSON value of a JavaScript expression (promises are awaited)."""
-        reply = self.browser.call("Runtime.evaluate", self.session, timeout=timeout, expression=expression,
-                                  returnByValue=True, awaitPromise=True)
+        reply = self.browser.call(
+            "Runtime.evaluate",
+            self.session,
+            timeout=timeout,
+            expression=expression,
+            returnByValue=True,
+            awaitPromise=True,
+        )
         if "exceptionDetails" in reply:
             raise BrowserError(f"{expression[:80]}: {reply['exceptionDetails']}")
         return reply["result"].get("value")
@@ -193,13 +228,18 @@ class Page:
     def screenshot(self, full_page: bool = True) -> bytes:
         """A PNG of the page (the whole document with `full_page`), once its fonts are loaded and two frames
         have been painted since (the load event does not wait for paint)."""
-        self.call("Page.bringToFront")   # a background tab may not paint at all
-        self.evaluate("(async () => { if (document.fonts) await document.fonts.ready; for (let i = 0; i < 2; i++) "
-                      "await new Promise(r => { requestAnimationFrame(r); setTimeout(r, 500); }); return true; })()")
+        self.call("Page.bringToFront")  # a background tab may not paint at all
+        self.evaluate(
+            "(async () => { if (document.fonts) await document.fonts.ready; for (let i = 0; i < 2; i++) "
+            "await new Promise(r => { requestAnimationFrame(r); setTimeout(r, 500); }); return true; })()"
+        )
         params: dict[str, Any] = {"format": "png"}
         if full_page:
             size = self.evaluate("[document.documentElement.scrollWidth, document.documentElement.scrollHeight]")
-            params |= {"captureBeyondViewport": True, "clip": {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1}}
+            params |= {
+                "captureBeyondViewport": True,
+                "clip": {"x": 0, "y": 0, "width": size[0], "height": size[1], "scale": 1},
+            }
         return base64.b64decode(self.call("Page.captureScreenshot", **params)["data"])
 
     def ink(self, png: bytes) -> dict[str, int]:

@@ -51,8 +51,13 @@ WORKLOADS = {"Job", "JobSet", "JAXJob", "TrainJob"}
 #: What `getCluster` answers of a cluster whose Cloud Storage FUSE CSI driver add-on is on.
 FUSE_ON = {"addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": True}]}]}
 #: What `getCluster` answers for an existing GKE cluster with every security setting (and the FUSE driver) on.
-SECURE_CLUSTER = {"datapathProvider": "ADVANCED_DATAPATH", "networkPolicies": [], "enableShieldedNodes": True,
-                  "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}], **FUSE_ON}
+SECURE_CLUSTER = {
+    "datapathProvider": "ADVANCED_DATAPATH",
+    "networkPolicies": [],
+    "enableShieldedNodes": True,
+    "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}],
+    **FUSE_ON,
+}
 
 
 def k8s_type(m: dict[str, Any]) -> str:
@@ -104,7 +109,9 @@ class Run:
     @property
     def k8s(self) -> list[Registered]:
         """The Kubernetes objects of the stack (not those of the controllers jaxinfra installs)."""
-        return [r for r in self.resources if r.type.startswith("kubernetes:") and (r.parent or ("",))[0] != CONTROLLER_T]
+        return [
+            r for r in self.resources if r.type.startswith("kubernetes:") and (r.parent or ("",))[0] != CONTROLLER_T
+        ]
 
     @property
     def pools(self) -> dict[str, Registered]:
@@ -135,9 +142,19 @@ class Mocks(CloudMocks):
     def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
         self.run.calls.append((args.token, dict(args.args)))
         if args.token == "gcp:container/getCluster:getCluster":
-            return {"name": args.args["name"], "endpoint": "203.0.113.2", **self.existing,
-                    "masterAuths": [{"clusterCaCertificate": CA, "clientCertificate": "", "clientKey": "",
-                                     "clientCertificateConfigs": []}]}
+            return {
+                "name": args.args["name"],
+                "endpoint": "203.0.113.2",
+                **self.existing,
+                "masterAuths": [
+                    {
+                        "clusterCaCertificate": CA,
+                        "clientCertificate": "",
+                        "clientKey": "",
+                        "clientCertificateConfigs": [],
+                    }
+                ],
+            }
         return super().call(args)
 
 
@@ -151,11 +168,19 @@ class Monitor(MockMonitor):
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)  # deserializes the inputs on this thread's loop first
         if request.type != STACK_T:
-            self.run.resources.append(Registered(
-                request.type, request.name, rpc.deserialize_properties(request.object), ref(request.parent),
-                {ref(d) for d in request.dependencies},
-                ref(request.provider.rpartition("::")[0]) if request.provider else None,
-                list(request.replaceOnChanges), request.deleteBeforeReplace, request.retainOnDelete))
+            self.run.resources.append(
+                Registered(
+                    request.type,
+                    request.name,
+                    rpc.deserialize_properties(request.object),
+                    ref(request.parent),
+                    {ref(d) for d in request.dependencies},
+                    ref(request.provider.rpartition("::")[0]) if request.provider else None,
+                    list(request.replaceOnChanges),
+                    request.deleteBeforeReplace,
+                    request.retainOnDelete,
+                )
+            )
         return response
 
 
@@ -173,8 +198,9 @@ def _mock(run: Run, config: dict[str, Any], existing: dict[str, Any] | None) -> 
     logger = logging.Logger("pulumi-mocks")  # this run's own, outside logging's registry
     logger.addHandler(Warnings(run))
     pulumi.runtime.settings.ROOT.set(None)  # a fresh root Stack per run
-    pulumi.runtime.set_mocks(mocks, project=PROJECT["name"], stack="test", preview=False, logger=logger,
-                             monitor=Monitor(run, mocks))
+    pulumi.runtime.set_mocks(
+        mocks, project=PROJECT["name"], stack="test", preview=False, logger=logger, monitor=Monitor(run, mocks)
+    )
     pulumi.runtime.set_all_config({k: v if isinstance(v, str) else json.dumps(v) for k, v in config.items()})
 
 
@@ -186,7 +212,7 @@ def run_program(config: dict[str, Any], existing: dict[str, Any] | None = None) 
 
     @pulumi.runtime.test
     def program() -> Any:
-        with contextlib.chdir(EXAMPLE):   # where Pulumi runs the program: its project's folder
+        with contextlib.chdir(EXAMPLE):  # where Pulumi runs the program: its project's folder
             outputs = runpy.run_path(str(MAIN), run_name="__main__")["outputs"]
         keys = list(outputs)
         values = [pulumi.Output.from_input(outputs[k]) for k in keys]
@@ -196,7 +222,8 @@ def run_program(config: dict[str, Any], existing: dict[str, Any] | None = None) 
                 run.secret[k] = await v.is_secret()
 
         return pulumi.Output.all(*values, pulumi.Output.from_input(secrets())).apply(
-            lambda vs: run.outputs.update(zip(keys, vs)))
+            lambda vs: run.outputs.update(zip(keys, vs))
+        )
 
     program()
     return run
@@ -213,8 +240,10 @@ def run_error(config: dict[str, Any]) -> tuple[str, Run]:
 
 
 def config_for(path: Path, provider: str) -> dict[str, Any]:
-    return {"jaxinfra:stack": str(path.relative_to(EXAMPLE)) if path.is_relative_to(EXAMPLE) else str(path),
-            **PROVIDERS[provider]}
+    return {
+        "jaxinfra:stack": str(path.relative_to(EXAMPLE)) if path.is_relative_to(EXAMPLE) else str(path),
+        **PROVIDERS[provider],
+    }
 
 
 def example_config(name: str) -> dict[str, Any]:

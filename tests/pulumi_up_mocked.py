@@ -58,7 +58,8 @@ def up(stack: str) -> dict[str, Any]:
         outputs = runpy.run_path(project.get("main", "."), run_name="__main__")["outputs"]
         keys = list(outputs)
         return pulumi.Output.all(*(pulumi.Output.from_input(outputs[k]) for k in keys)).apply(
-            lambda values: found.update(zip(keys, values)))
+            lambda values: found.update(zip(keys, values))
+        )
 
     program()
     return found

@@ -52,6 +52,7 @@ def job(template_spec: str = "restartPolicy: Never", spec: str = "", labels: str
 
 # --- Job ---------------------------------------------------------------------------------------------------------
 
+
 def test_docs_style_job_gets_the_job_defaults_and_keeps_its_restart_policy() -> None:
     obj = job()
     spec = obj["spec"]
@@ -68,14 +69,16 @@ def test_job_template_without_restart_policy_gets_always() -> None:
 
 
 def test_job_values_that_are_set_are_kept() -> None:
-    spec = job(spec="""
+    spec = job(
+        spec="""
         completions: 8
         parallelism: 4
         backoffLimit: 4
         completionMode: Indexed
         suspend: true
         podReplacementPolicy: Failed
-        """)["spec"]
+        """
+    )["spec"]
     assert (spec["completions"], spec["parallelism"], spec["backoffLimit"]) == (8, 4, 4)
     assert (spec["completionMode"], spec["suspend"], spec["podReplacementPolicy"]) == ("Indexed", True, "Failed")
 
@@ -90,24 +93,29 @@ def test_work_queue_job_keeps_completions_unset_and_completions_only_gets_parall
 
 
 def test_backoff_limit_per_index_makes_backoff_limit_max_int32() -> None:
-    per_index = job(spec="""
+    per_index = job(
+        spec="""
         completions: 4
         parallelism: 4
         completionMode: Indexed
         backoffLimitPerIndex: 1
-        """)["spec"]
+        """
+    )["spec"]
     assert per_index["backoffLimit"] == 2147483647
-    both = job(spec="""
+    both = job(
+        spec="""
         completionMode: Indexed
         completions: 4
         backoffLimitPerIndex: 1
         backoffLimit: 10
-        """)["spec"]
+        """
+    )["spec"]
     assert both["backoffLimit"] == 10
 
 
 def test_pod_failure_policy_makes_replacement_failed_and_condition_status_true() -> None:
-    spec = job(spec="""
+    spec = job(
+        spec="""
         podFailurePolicy:
           rules:
           - action: Ignore
@@ -119,7 +127,8 @@ def test_pod_failure_policy_makes_replacement_failed_and_condition_status_true()
               status: "False"
           - action: FailJob
             onExitCodes: {operator: In, values: [42]}
-        """)["spec"]
+        """
+    )["spec"]
     assert spec["podReplacementPolicy"] == "Failed"
     rules = spec["podFailurePolicy"]["rules"]
     assert rules[0]["onPodConditions"][0]["status"] == "True"
@@ -146,10 +155,12 @@ def test_job_labels_come_from_the_template_only_when_the_job_has_none() -> None:
 
 
 def test_job_template_gets_pod_spec_defaults_but_not_the_pod_only_ones() -> None:
-    obj = job(template_spec="""
+    obj = job(
+        template_spec="""
           restartPolicy: OnFailure
           dnsPolicy: Default
-        """)
+        """
+    )
     spec = obj["spec"]["template"]["spec"]
     assert spec["dnsPolicy"] == "Default"
     assert spec["schedulerName"] == "default-scheduler" and spec["terminationGracePeriodSeconds"] == 30
@@ -158,7 +169,9 @@ def test_job_template_gets_pod_spec_defaults_but_not_the_pod_only_ones() -> None
     container = spec["containers"][0]
     assert container["imagePullPolicy"] == "IfNotPresent"
     assert (container["terminationMessagePath"], container["terminationMessagePolicy"]) == (
-        "/dev/termination-log", "File")
+        "/dev/termination-log",
+        "File",
+    )
 
 
 def test_job_without_a_template_gets_one_with_the_pod_spec_defaults() -> None:
@@ -196,20 +209,24 @@ def test_cron_job_defaults_and_its_job_template() -> None:
 
 # --- image pull policy -------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("image", "policy"), [
-    ("python:latest", "Always"),
-    ("python", "Always"),                                   # untagged reads as :latest
-    ("us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu", "Always"),
-    ("localhost:5000/trainer", "Always"),
-    ("python:3.12-slim", "IfNotPresent"),
-    ("us-docker.pkg.dev/project/repo/jax:0.4.35", "IfNotPresent"),
-    (f"ghcr.io/example/trainer@{DIGEST}", "IfNotPresent"),  # a digest counts as a tag
-    (f"ghcr.io/example/trainer:latest@{DIGEST}", "Always"),  # ... unless the tag beside it is latest
-    ("ghcr.io/example/trainer@sha256:abc", "IfNotPresent"),  # a digest too short: the reference does not parse
-    ("Python", "IfNotPresent"),                             # uppercase repository: does not parse, so no tag
-    ("", "IfNotPresent"),
-    ("4b" * 32, "IfNotPresent"),                            # a bare image ID
-])
+
+@pytest.mark.parametrize(
+    ("image", "policy"),
+    [
+        ("python:latest", "Always"),
+        ("python", "Always"),  # untagged reads as :latest
+        ("us-docker.pkg.dev/cloud-tpu-images/jax-ai-image/tpu", "Always"),
+        ("localhost:5000/trainer", "Always"),
+        ("python:3.12-slim", "IfNotPresent"),
+        ("us-docker.pkg.dev/project/repo/jax:0.4.35", "IfNotPresent"),
+        (f"ghcr.io/example/trainer@{DIGEST}", "IfNotPresent"),  # a digest counts as a tag
+        (f"ghcr.io/example/trainer:latest@{DIGEST}", "Always"),  # ... unless the tag beside it is latest
+        ("ghcr.io/example/trainer@sha256:abc", "IfNotPresent"),  # a digest too short: the reference does not parse
+        ("Python", "IfNotPresent"),  # uppercase repository: does not parse, so no tag
+        ("", "IfNotPresent"),
+        ("4b" * 32, "IfNotPresent"),  # a bare image ID
+    ],
+)
 def test_image_pull_policy_by_tag(image: str, policy: str) -> None:
     spec = {"containers": [{"name": "c", "image": image}]}
     defaults.pod_spec(spec)
@@ -218,23 +235,32 @@ def test_image_pull_policy_by_tag(image: str, policy: str) -> None:
 
 @pytest.mark.parametrize("given", ["Never", "Always", "IfNotPresent"])
 def test_image_pull_policy_that_is_set_is_kept(given: str) -> None:
-    spec = {"containers": [{"name": "c", "image": "python:latest", "imagePullPolicy": given},
-                           {"name": "d", "image": "python:3.12", "imagePullPolicy": given}]}
+    spec = {
+        "containers": [
+            {"name": "c", "image": "python:latest", "imagePullPolicy": given},
+            {"name": "d", "image": "python:3.12", "imagePullPolicy": given},
+        ]
+    }
     defaults.pod_spec(spec)
     assert [c["imagePullPolicy"] for c in spec["containers"]] == [given, given]
 
 
 def test_init_and_image_volume_pull_policies() -> None:
-    spec = {"initContainers": [{"name": "fetch", "image": "busybox"}],
-            "containers": [{"name": "c", "image": "busybox:1.36"}],
-            "volumes": [{"name": "weights", "image": {"reference": "registry.example/weights:v3"}},
-                        {"name": "tools", "image": {"reference": "registry.example/tools"}}]}
+    spec = {
+        "initContainers": [{"name": "fetch", "image": "busybox"}],
+        "containers": [{"name": "c", "image": "busybox:1.36"}],
+        "volumes": [
+            {"name": "weights", "image": {"reference": "registry.example/weights:v3"}},
+            {"name": "tools", "image": {"reference": "registry.example/tools"}},
+        ],
+    }
     defaults.pod_spec(spec)
     assert spec["initContainers"][0]["imagePullPolicy"] == "Always"
     assert [v["image"]["pullPolicy"] for v in spec["volumes"]] == ["IfNotPresent", "Always"]
 
 
 # --- Pod and PodSpec ---------------------------------------------------------------------------------------------
+
 
 def test_pod_gets_pod_only_defaults() -> None:
     pod = defaulted("""
@@ -261,17 +287,24 @@ def test_pod_gets_pod_only_defaults() -> None:
 
 
 def test_pod_without_host_network_gets_no_host_ports_and_keeps_enable_service_links() -> None:
-    spec = {"enableServiceLinks": False,
-            "containers": [{"name": "c", "image": "x:1", "ports": [{"containerPort": 80}]}]}
+    spec = {
+        "enableServiceLinks": False,
+        "containers": [{"name": "c", "image": "x:1", "ports": [{"containerPort": 80}]}],
+    }
     defaults.pod_spec(spec, pod=True)
     assert spec["enableServiceLinks"] is False
     assert "hostPort" not in spec["containers"][0]["ports"][0]
 
 
 def test_pod_spec_defaults_keep_values_that_are_set() -> None:
-    spec = {"restartPolicy": "Never", "dnsPolicy": "None", "schedulerName": "kueue-scheduler",
-            "terminationGracePeriodSeconds": 0, "securityContext": {"runAsUser": 1000},
-            "containers": [{"name": "c", "image": "x:1", "terminationMessagePolicy": "FallbackToLogsOnError"}]}
+    spec = {
+        "restartPolicy": "Never",
+        "dnsPolicy": "None",
+        "schedulerName": "kueue-scheduler",
+        "terminationGracePeriodSeconds": 0,
+        "securityContext": {"runAsUser": 1000},
+        "containers": [{"name": "c", "image": "x:1", "terminationMessagePolicy": "FallbackToLogsOnError"}],
+    }
     defaults.pod_spec(spec)
     assert (spec["restartPolicy"], spec["dnsPolicy"], spec["schedulerName"]) == ("Never", "None", "kueue-scheduler")
     assert spec["terminationGracePeriodSeconds"] == 0  # a pointer in Go: 0 is a value
@@ -280,18 +313,27 @@ def test_pod_spec_defaults_keep_values_that_are_set() -> None:
 
 
 def test_probe_defaults_and_zero_counts_as_unset() -> None:
-    spec = {"containers": [{
-        "name": "server", "image": "x:1",
-        "livenessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 0},
-        "readinessProbe": {"grpc": {"port": 9000}, "timeoutSeconds": 5, "failureThreshold": 10},
-        "startupProbe": {"tcpSocket": {"port": 8080}},
-        "lifecycle": {"preStop": {"httpGet": {"port": 8080, "path": "/drain"}}},
-    }]}
+    spec = {
+        "containers": [
+            {
+                "name": "server",
+                "image": "x:1",
+                "livenessProbe": {"httpGet": {"port": 8080}, "periodSeconds": 0},
+                "readinessProbe": {"grpc": {"port": 9000}, "timeoutSeconds": 5, "failureThreshold": 10},
+                "startupProbe": {"tcpSocket": {"port": 8080}},
+                "lifecycle": {"preStop": {"httpGet": {"port": 8080, "path": "/drain"}}},
+            }
+        ]
+    }
     defaults.pod_spec(spec)
     container = spec["containers"][0]
     live, ready, start = container["livenessProbe"], container["readinessProbe"], container["startupProbe"]
     assert (live["timeoutSeconds"], live["periodSeconds"], live["successThreshold"], live["failureThreshold"]) == (
-        1, 10, 1, 3)
+        1,
+        10,
+        1,
+        3,
+    )
     assert live["httpGet"] == {"port": 8080, "path": "/", "scheme": "HTTP"}
     assert (ready["timeoutSeconds"], ready["failureThreshold"], ready["grpc"]["service"]) == (5, 10, "")
     assert start["periodSeconds"] == 10
@@ -299,13 +341,20 @@ def test_probe_defaults_and_zero_counts_as_unset() -> None:
 
 
 def test_env_field_ref_api_version_and_container_port_protocol() -> None:
-    spec = {"containers": [{
-        "name": "c", "image": "x:1",
-        "env": [{"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                {"name": "IDX", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
-                {"name": "PLAIN", "value": "1"}],
-        "ports": [{"containerPort": 8476, "protocol": "UDP"}, {"containerPort": 8471}],
-    }]}
+    spec = {
+        "containers": [
+            {
+                "name": "c",
+                "image": "x:1",
+                "env": [
+                    {"name": "NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                    {"name": "IDX", "valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}},
+                    {"name": "PLAIN", "value": "1"},
+                ],
+                "ports": [{"containerPort": 8476, "protocol": "UDP"}, {"containerPort": 8471}],
+            }
+        ]
+    }
     defaults.pod_spec(spec)
     env = spec["containers"][0]["env"]
     assert [e.get("valueFrom", {}).get("fieldRef", {}).get("apiVersion") for e in env] == ["v1", "v1", None]
@@ -313,19 +362,37 @@ def test_env_field_ref_api_version_and_container_port_protocol() -> None:
 
 
 def test_volume_defaults() -> None:
-    spec = {"containers": [], "volumes": [
-        {"name": "scratch"},
-        {"name": "creds", "secret": {"secretName": "gcs-key"}},
-        {"name": "cfg", "configMap": {"name": "train-config", "defaultMode": 0o755}},
-        {"name": "info", "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]}},
-        {"name": "token", "projected": {"sources": [
-            {"serviceAccountToken": {"audience": "storage", "path": "token"}},
-            {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}}]}},
-        {"name": "host", "hostPath": {"path": "/dev/vfio"}},
-        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
-        {"name": "ckpt", "ephemeral": {"volumeClaimTemplate": {"spec": {
-            "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}}}},
-    ]}
+    spec = {
+        "containers": [],
+        "volumes": [
+            {"name": "scratch"},
+            {"name": "creds", "secret": {"secretName": "gcs-key"}},
+            {"name": "cfg", "configMap": {"name": "train-config", "defaultMode": 0o755}},
+            {
+                "name": "info",
+                "downwardAPI": {"items": [{"path": "labels", "fieldRef": {"fieldPath": "metadata.labels"}}]},
+            },
+            {
+                "name": "token",
+                "projected": {
+                    "sources": [
+                        {"serviceAccountToken": {"audience": "storage", "path": "token"}},
+                        {"downwardAPI": {"items": [{"path": "ns", "fieldRef": {"fieldPath": "metadata.namespace"}}]}},
+                    ]
+                },
+            },
+            {"name": "host", "hostPath": {"path": "/dev/vfio"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+            {
+                "name": "ckpt",
+                "ephemeral": {
+                    "volumeClaimTemplate": {
+                        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "100Gi"}}}
+                    }
+                },
+            },
+        ],
+    }
     defaults.pod_spec(spec)
     scratch, creds, cfg, info, token, host, dshm, ckpt = spec["volumes"]
     assert scratch == {"name": "scratch", "emptyDir": {}}
@@ -341,10 +408,19 @@ def test_volume_defaults() -> None:
 
 
 def test_resource_quantities_round_up_to_milli_units() -> None:
-    spec = {"containers": [{"name": "c", "image": "x:1", "resources": {
-        "requests": {"cpu": "100u", "memory": "1.5Gi", "example.com/dev": "0.0005"},
-        "limits": {"cpu": "0.9999", "memory": "2Gi"}}}],
-        "overhead": {"cpu": "250m"}}
+    spec = {
+        "containers": [
+            {
+                "name": "c",
+                "image": "x:1",
+                "resources": {
+                    "requests": {"cpu": "100u", "memory": "1.5Gi", "example.com/dev": "0.0005"},
+                    "limits": {"cpu": "0.9999", "memory": "2Gi"},
+                },
+            }
+        ],
+        "overhead": {"cpu": "250m"},
+    }
     defaults.pod_spec(spec)
     resources = spec["containers"][0]["resources"]
     assert resources["requests"] == {"cpu": "1m", "memory": "1.5Gi", "example.com/dev": "1m"}
@@ -353,6 +429,7 @@ def test_resource_quantities_round_up_to_milli_units() -> None:
 
 
 # --- Service and the other kinds ---------------------------------------------------------------------------------
+
 
 def test_headless_service_in_the_jobset_style() -> None:
     svc = defaulted("""
@@ -370,8 +447,7 @@ def test_headless_service_in_the_jobset_style() -> None:
     spec = svc["spec"]
     assert (spec["type"], spec["sessionAffinity"], spec["internalTrafficPolicy"]) == ("ClusterIP", "None", "Cluster")
     assert "externalTrafficPolicy" not in spec and "allocateLoadBalancerNodePorts" not in spec
-    assert [(p["protocol"], p["targetPort"]) for p in spec["ports"]] == [
-        ("TCP", 8476), ("TCP", "http"), ("UDP", 9999)]
+    assert [(p["protocol"], p["targetPort"]) for p in spec["ports"]] == [("TCP", 8476), ("TCP", "http"), ("UDP", 9999)]
 
 
 def test_exposed_services_get_external_traffic_policy() -> None:
@@ -379,6 +455,7 @@ def test_exposed_services_get_external_traffic_policy() -> None:
         obj = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": spec}
         defaults.apply(obj)
         return obj["spec"]
+
     node_port = service({"type": "NodePort", "ports": [{"port": 80}]})
     assert node_port["externalTrafficPolicy"] == "Cluster" and "allocateLoadBalancerNodePorts" not in node_port
     lb = service({"type": "LoadBalancer", "externalTrafficPolicy": "Local", "ports": [{"port": 443}]})
@@ -394,6 +471,7 @@ def test_session_affinity_config() -> None:
         obj = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}, "spec": spec}
         defaults.apply(obj)
         return obj["spec"]
+
     client_ip = spec_of({"sessionAffinity": "ClientIP", "ports": [{"port": 80}]})
     assert client_ip["sessionAffinityConfig"] == {"clientIP": {"timeoutSeconds": 10800}}
     kept = spec_of({"sessionAffinity": "ClientIP", "sessionAffinityConfig": {"clientIP": {"timeoutSeconds": 60}}})
@@ -487,6 +565,7 @@ def test_limit_range_fills_default_and_default_request() -> None:
 
 # --- bare specs, idempotence, other kinds, odd input --------------------------------------------------------------
 
+
 def test_job_spec_for_a_controller_created_job() -> None:
     """A JobSet replicatedJob's template as the JobSet controller sends it: only then does the API server default
     it."""
@@ -550,8 +629,10 @@ def test_applying_twice_changes_nothing(text: str) -> None:
     assert twice == once and once != load(text)
 
 
-@pytest.mark.parametrize("text", [
-    """
+@pytest.mark.parametrize(
+    "text",
+    [
+        """
     apiVersion: jobset.x-k8s.io/v1alpha2
     kind: JobSet
     metadata: {name: trainer}
@@ -560,29 +641,44 @@ def test_applying_twice_changes_nothing(text: str) -> None:
       - name: workers
         template: {spec: {template: {spec: {containers: [{name: c, image: python}]}}}}
     """,
-    "{apiVersion: batch/v1beta1, kind: Job, metadata: {name: old}, spec: {template: {spec: {}}}}",
-    "{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}",
-    "{apiVersion: v1, kind: ServiceAccount, metadata: {name: trainer}}",
-    "{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r}, rules: []}",
-    "{apiVersion: [v1], kind: Pod, metadata: {name: p}}",
-    "{kind: Pod, metadata: {name: p}}",
-])
+        "{apiVersion: batch/v1beta1, kind: Job, metadata: {name: old}, spec: {template: {spec: {}}}}",
+        "{apiVersion: v1, kind: ConfigMap, metadata: {name: c}}",
+        "{apiVersion: v1, kind: ServiceAccount, metadata: {name: trainer}}",
+        "{apiVersion: rbac.authorization.k8s.io/v1, kind: Role, metadata: {name: r}, rules: []}",
+        "{apiVersion: [v1], kind: Pod, metadata: {name: p}}",
+        "{kind: Pod, metadata: {name: p}}",
+    ],
+)
 def test_objects_of_other_kinds_are_unchanged(text: str) -> None:
     assert defaulted(text) == load(text)
 
 
-@pytest.mark.parametrize("obj", [
-    {"apiVersion": "batch/v1", "kind": "Job", "spec": ["not", "a", "map"]},
-    {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {"containers": "c", "volumes": [1]}}}},
-    {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"image": 7, "ports": "80",
-                                                                  "resources": {"limits": [1]}}]}},
-    {"apiVersion": "v1", "kind": "Service", "spec": {"ports": [{"port": "http", "targetPort": None}], "type": []}},
-    {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": 3, "labels": "x"}},
-    {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "roleRef": "x", "subjects": [{"kind": []}]},
-    {"apiVersion": "v1", "kind": "LimitRange", "spec": {"limits": [{"type": "Container", "max": {"cpu": "x"},
-                                                                    "default": "y"}]}},
-    "not an object",
-])
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"apiVersion": "batch/v1", "kind": "Job", "spec": ["not", "a", "map"]},
+        {"apiVersion": "batch/v1", "kind": "Job", "spec": {"template": {"spec": {"containers": "c", "volumes": [1]}}}},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "spec": {"containers": [{"image": 7, "ports": "80", "resources": {"limits": [1]}}]},
+        },
+        {"apiVersion": "v1", "kind": "Service", "spec": {"ports": [{"port": "http", "targetPort": None}], "type": []}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": 3, "labels": "x"}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "roleRef": "x",
+            "subjects": [{"kind": []}],
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "LimitRange",
+            "spec": {"limits": [{"type": "Container", "max": {"cpu": "x"}, "default": "y"}]},
+        },
+        "not an object",
+    ],
+)
 def test_odd_values_are_skipped_without_raising(obj: Any) -> None:
     before = copy.deepcopy(obj)
     defaults.apply(obj)
@@ -591,8 +687,11 @@ def test_odd_values_are_skipped_without_raising(obj: Any) -> None:
 
 
 def test_odd_values_are_left_as_they_are() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [{"name": "c", "image": 7}],
-                                                        "restartPolicy": 5, "securityContext": "x"}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "spec": {"containers": [{"name": "c", "image": 7}], "restartPolicy": 5, "securityContext": "x"},
+    }
     defaults.apply(pod)
     spec = pod["spec"]
     assert (spec["restartPolicy"], spec["securityContext"]) == (5, "x")

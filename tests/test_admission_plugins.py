@@ -33,9 +33,12 @@ spec:
 def pod_of(job: dict, index: int = 0, **spec: object) -> dict:
     """The pod the Job controller creates from the template (with extra spec fields for the case at hand)."""
     template = copy.deepcopy(job["spec"]["template"])
-    pod = {"apiVersion": "v1", "kind": "Pod",
-           "metadata": {"name": f"{job['metadata']['name']}-{index}", "namespace": job["metadata"]["namespace"]},
-           "spec": template["spec"]}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{job['metadata']['name']}-{index}", "namespace": job["metadata"]["namespace"]},
+        "spec": template["spec"],
+    }
     pod["spec"].update(copy.deepcopy(spec))
     return pod
 
@@ -70,6 +73,7 @@ description: "Training runs that may preempt batch work."
 
 # --- Priority -----------------------------------------------------------------------------------------------------
 
+
 def test_unknown_priority_class_is_refused_and_charges_nothing() -> None:
     usage = Usage()
     quota = docs("""
@@ -81,7 +85,8 @@ spec: {hard: {pods: "10"}}
     store = Store(quota)
     found = admit_pod(pod_of(JOB, priorityClassName="high"), store, usage)
     assert [(f.at, f.value, f.message) for f in found] == [
-        (("spec", "priorityClassName"), "high", "no PriorityClass with name high was found")]
+        (("spec", "priorityClassName"), "high", "no PriorityClass with name high was found")
+    ]
     assert usage.used(quota[0]) == {"pods": "0"}
 
 
@@ -101,8 +106,9 @@ preemptionPolicy: Never
     assert pod["spec"]["preemptionPolicy"] == "Never"
 
 
-@pytest.mark.parametrize(("name", "value"), [("system-cluster-critical", 2000000000),
-                                             ("system-node-critical", 2000001000)])
+@pytest.mark.parametrize(
+    ("name", "value"), [("system-cluster-critical", 2000000000), ("system-node-critical", 2000001000)]
+)
 def test_system_classes_need_no_object(name: str, value: int) -> None:
     pod = pod_of(JOB, priorityClassName=name)
     assert admit_pod(pod, Store(), Usage()) == []
@@ -134,9 +140,15 @@ globalDefault: true
 def test_spec_priority_must_match_the_class() -> None:
     assert admit_pod(pod_of(JOB, priorityClassName="high", priority=1000000), Store(HIGH), Usage()) == []
     found = admit_pod(pod_of(JOB, priorityClassName="high", priority=7), Store(HIGH), Usage())
-    assert [(f.at, f.message) for f in found] == [(("spec", "priority"), (
-        "the integer value of priority (7) must not be provided in pod spec; priority admission controller "
-        "computed 1000000 from the given PriorityClass name"))]
+    assert [(f.at, f.message) for f in found] == [
+        (
+            ("spec", "priority"),
+            (
+                "the integer value of priority (7) must not be provided in pod spec; priority admission controller "
+                "computed 1000000 from the given PriorityClass name"
+            ),
+        )
+    ]
 
 
 def test_spec_preemption_policy_must_match_the_class() -> None:
@@ -145,17 +157,24 @@ def test_spec_preemption_policy_must_match_the_class() -> None:
     found = admit_pod(pod_of(JOB, priorityClassName="high", preemptionPolicy="Never"), Store(HIGH), Usage())
     assert [f.message for f in found] == [
         "the string value of PreemptionPolicy (Never) must not be provided in pod spec; priority admission "
-        "controller computed PreemptLowerPriority from the given PriorityClass name"]
+        "controller computed PreemptLowerPriority from the given PriorityClass name"
+    ]
 
 
 def test_only_one_global_default_priority_class() -> None:
-    first = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "standard"},
-             "value": 100, "globalDefault": True}
+    first = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "standard"},
+        "value": 100,
+        "globalDefault": True,
+    }
     second = {**first, "metadata": {"name": "also-default"}}
     assert admit_object(first, Store(HIGH), Usage()) == []
     found = admit_object(second, Store([*HIGH, first]), Usage())
     assert [(f.at, f.message) for f in found] == [
-        (("globalDefault",), "PriorityClass standard is already marked as default. Only one default can exist")]
+        (("globalDefault",), "PriorityClass standard is already marked as default. Only one default can exist")
+    ]
     assert admit_object({**second, "globalDefault": False}, Store([first]), Usage()) == []
 
 
@@ -163,7 +182,7 @@ def test_without_plugin_objects_a_pod_passes_untouched_but_for_priority() -> Non
     pod = with_resources(pod_of(JOB), requests={"cpu": "500m"}, limits={"memory": "1Gi"})
     before = copy.deepcopy(pod)
     assert admit_pod(pod, Store([JOB]), Usage()) == []
-    before["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1Gi"   # SetDefaults_Pod
+    before["spec"]["containers"][0]["resources"]["requests"]["memory"] = "1Gi"  # SetDefaults_Pod
     before["spec"].update(priority=0, preemptionPolicy="PreemptLowerPriority")
     assert pod == before
     bare = pod_of(JOB)
@@ -200,7 +219,8 @@ def test_limit_range_default_fills_a_container_without_resources() -> None:
     assert pod["spec"]["initContainers"][0]["resources"] == {"limits": {"cpu": "500m"}, "requests": {"cpu": "250m"}}
     assert pod["metadata"]["annotations"]["kubernetes.io/limit-ranger"] == (
         "LimitRanger plugin set: cpu limit for container trainer; cpu request for container trainer; "
-        "cpu limit for init container fetch; cpu request for init container fetch")
+        "cpu limit for init container fetch; cpu request for init container fetch"
+    )
 
 
 def test_a_limit_without_request_gives_the_request_not_the_limit_range_default() -> None:
@@ -213,11 +233,15 @@ def test_limit_range_max_refuses_a_bigger_limit() -> None:
     assert admit_pod(with_resources(pod_of(JOB), limits={"cpu": "2"}), Store(CPU_LIMITS), Usage()) == []
     found = admit_pod(with_resources(pod_of(JOB), limits={"cpu": "4"}), Store(CPU_LIMITS), Usage())
     assert [(f.at, f.message) for f in found] == [
-        (("spec", "containers", 0, "resources", "limits", "cpu"),
-         "maximum cpu usage per Container is 2, but limit is 4")]
+        (
+            ("spec", "containers", 0, "resources", "limits", "cpu"),
+            "maximum cpu usage per Container is 2, but limit is 4",
+        )
+    ]
     over_request = with_resources(pod_of(JOB), requests={"cpu": "3"}, limits={"cpu": "2"})
     assert [f.message for f in admit_pod(over_request, Store(CPU_LIMITS), Usage())] == [
-        "maximum cpu usage per Container is 2, but request is 3"]
+        "maximum cpu usage per Container is 2, but request is 3"
+    ]
 
 
 def test_limit_range_min_and_ratio() -> None:
@@ -236,7 +260,8 @@ spec:
     low = with_resources(pod_of(JOB), requests={"memory": "128Mi"}, limits={"memory": "1Gi"})
     assert [f.message for f in admit_pod(low, Store(ranges), Usage())] == [
         "minimum memory usage per Container is 256Mi, but request is 128Mi",
-        "memory max limit to request ratio per Container is 2, but provided ratio is 8.000000"]
+        "memory max limit to request ratio per Container is 2, but provided ratio is 8.000000",
+    ]
 
 
 def test_limit_range_of_type_pod_sums_the_containers() -> None:
@@ -250,13 +275,18 @@ spec:
     max: {nvidia.com/gpu: "8"}
 """)
     sidecar = {"name": "logger", "image": "fluent-bit", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
-    fits = with_resources(pod_of(JOB, containers=[*JOB["spec"]["template"]["spec"]["containers"], sidecar]),
-                          limits={"nvidia.com/gpu": "7"})
+    fits = with_resources(
+        pod_of(JOB, containers=[*JOB["spec"]["template"]["spec"]["containers"], sidecar]),
+        limits={"nvidia.com/gpu": "7"},
+    )
     assert admit_pod(fits, Store(ranges), Usage()) == []
-    over = with_resources(pod_of(JOB, containers=[*JOB["spec"]["template"]["spec"]["containers"], sidecar]),
-                          limits={"nvidia.com/gpu": "8"})
+    over = with_resources(
+        pod_of(JOB, containers=[*JOB["spec"]["template"]["spec"]["containers"], sidecar]),
+        limits={"nvidia.com/gpu": "8"},
+    )
     assert [f.message for f in admit_pod(over, Store(ranges), Usage())] == [
-        "maximum nvidia.com/gpu usage per Pod is 8, but limit is 9"]
+        "maximum nvidia.com/gpu usage per Pod is 8, but limit is 9"
+    ]
 
 
 def test_limit_range_in_another_namespace_does_not_apply() -> None:
@@ -278,12 +308,17 @@ spec:
     max: {storage: 2Gi}
     min: {storage: 1Gi}
 """)
-    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "ckpt", "namespace": "team-a"},
-             "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}}
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "ckpt", "namespace": "team-a"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}},
+    }
     assert admit_object(claim, Store(ranges), Usage()) == []
     claim["spec"]["resources"]["requests"]["storage"] = "5Gi"
     assert [f.message for f in admit_object(claim, Store(ranges), Usage())] == [
-        "maximum storage usage per PersistentVolumeClaim is 2Gi, but request is 5Gi"]
+        "maximum storage usage per PersistentVolumeClaim is 2Gi, but request is 5Gi"
+    ]
 
 
 # --- ResourceQuota ------------------------------------------------------------------------------------------------
@@ -310,7 +345,8 @@ def test_gpu_quota_admits_eight_pods_and_refuses_the_ninth() -> None:
     found = admit_pod(gpu_pod(8), store, usage)
     assert [f.message for f in found] == [
         "exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=1, used: requests.nvidia.com/gpu=8, "
-        "limited: requests.nvidia.com/gpu=8"]
+        "limited: requests.nvidia.com/gpu=8"
+    ]
     assert usage.used(GPU_QUOTA[0]) == {"requests.nvidia.com/gpu": "8"}
     usage.release(gpu_pod(3))
     assert admit_pod(gpu_pod(8), store, usage) == []
@@ -327,7 +363,8 @@ spec: {hard: {pods: "1", count/pods: "2", requests.nvidia.com/gpu: "1"}}
     assert admit_pod(gpu_pod(0), store, usage) == []
     assert [f.message for f in admit_pod(gpu_pod(1), store, usage)] == [
         "exceeded quota: pods-and-gpus, requested: pods=1,requests.nvidia.com/gpu=1, used: "
-        "pods=1,requests.nvidia.com/gpu=1, limited: pods=1,requests.nvidia.com/gpu=1"]
+        "pods=1,requests.nvidia.com/gpu=1, limited: pods=1,requests.nvidia.com/gpu=1"
+    ]
     usage.finish(gpu_pod(0))
     assert usage.used(quota[0]) == {"count/pods": "1", "pods": "0", "requests.nvidia.com/gpu": "0"}
     assert admit_pod(gpu_pod(1), store, usage) == []
@@ -344,8 +381,12 @@ spec:
     limits.memory: 8Gi
 """)
     found = admit_pod(pod_of(JOB), Store(quota), Usage())
-    assert [(f.at, f.message) for f in found] == [(("spec", "containers", 0, "resources", "limits"), (
-        "failed quota: compute-resources: must specify limits.memory for: trainer; requests.cpu for: trainer"))]
+    assert [(f.at, f.message) for f in found] == [
+        (
+            ("spec", "containers", 0, "resources", "limits"),
+            ("failed quota: compute-resources: must specify limits.memory for: trainer; requests.cpu for: trainer"),
+        )
+    ]
     stated = with_resources(pod_of(JOB), requests={"cpu": "1"}, limits={"memory": "2Gi"})
     assert admit_pod(stated, Store(quota), Usage()) == []
     memory_default = docs("""
@@ -377,7 +418,8 @@ spec: {hard: {requests.cpu: "2", requests.memory: 2Gi}}
     assert usage.used(quota[0]) == {"requests.cpu": "1", "requests.memory": "1536Mi"}
     found = admit_pod(with_resources(pod_of(JOB, 2), requests={"cpu": "1500m", "memory": "1Mi"}), store, usage)
     assert [f.message for f in found] == [
-        "exceeded quota: compute, requested: requests.cpu=1500m, used: requests.cpu=1, limited: requests.cpu=2"]
+        "exceeded quota: compute, requested: requests.cpu=1500m, used: requests.cpu=1, limited: requests.cpu=2"
+    ]
 
 
 def test_quota_admitted_after_the_pods_still_counts_them() -> None:
@@ -398,7 +440,7 @@ spec: {hard: {requests.nvidia.com/gpu: "1024", count/pods: "2000"}}
     store, usage = Store(quota), Usage()
     assert all(admit_pod(gpu_pod(i), store, usage) == [] for i in range(1024))
     assert admit_pod(gpu_pod(1024), store, usage) != []
-    for i in range(0, 1024, 2):   # a gang restart deletes half the pods and creates them again
+    for i in range(0, 1024, 2):  # a gang restart deletes half the pods and creates them again
         usage.release(gpu_pod(i))
     assert usage.used(quota[0]) == {"count/pods": "512", "requests.nvidia.com/gpu": "512"}
     assert all(admit_pod(gpu_pod(i), store, usage) == [] for i in range(0, 1024, 2))
@@ -431,7 +473,8 @@ spec:
     assert admit_pod(pod_of(JOB, 1), store, usage) == []
     assert admit_pod(pod_of(JOB, 2, priorityClassName="high"), store, usage) == []
     assert [f.message for f in admit_pod(pod_of(JOB, 3, priorityClassName="high"), store, usage)] == [
-        "exceeded quota: pods-high, requested: pods=1, used: pods=1, limited: pods=1"]
+        "exceeded quota: pods-high, requested: pods=1, used: pods=1, limited: pods=1"
+    ]
 
 
 def test_best_effort_and_terminating_scopes() -> None:
@@ -464,7 +507,8 @@ spec:
     second = {**JOB, "metadata": {"name": "llama-eval", "namespace": "team-a"}}
     assert [f.message for f in admit_object(second, store, usage)] == [
         "exceeded quota: object-counts, requested: count/jobs.batch=1, used: count/jobs.batch=1, "
-        "limited: count/jobs.batch=1"]
+        "limited: count/jobs.batch=1"
+    ]
     assert admit_pod(pod_of(JOB), store, usage) == []
 
 
@@ -482,23 +526,38 @@ spec:
     store, usage = Store(inputs), Usage()
     config = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "hosts", "namespace": "team-a"}}
     assert admit_object(config, store, usage) == []
-    assert [f.message for f in admit_object({**config, "metadata": {"name": "b", "namespace": "team-a"}},
-                                            store, usage)] == [
-        "exceeded quota: object-counts, requested: configmaps=1, used: configmaps=1, limited: configmaps=1"]
-    headless = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "workers", "namespace": "team-a"},
-                "spec": {"clusterIP": "None", "ports": [{"port": 8471}]}}
+    assert [
+        f.message for f in admit_object({**config, "metadata": {"name": "b", "namespace": "team-a"}}, store, usage)
+    ] == ["exceeded quota: object-counts, requested: configmaps=1, used: configmaps=1, limited: configmaps=1"]
+    headless = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "workers", "namespace": "team-a"},
+        "spec": {"clusterIP": "None", "ports": [{"port": 8471}]},
+    }
     assert admit_object(headless, store, usage) == []
-    public = {**headless, "metadata": {"name": "tensorboard", "namespace": "team-a"},
-              "spec": {"type": "LoadBalancer", "ports": [{"port": 6006}]}}
+    public = {
+        **headless,
+        "metadata": {"name": "tensorboard", "namespace": "team-a"},
+        "spec": {"type": "LoadBalancer", "ports": [{"port": 6006}]},
+    }
     assert [f.message for f in admit_object(public, store, usage)] == [
         "exceeded quota: object-counts, requested: services.loadbalancers=1, used: services.loadbalancers=0, "
-        "limited: services.loadbalancers=0"]
-    jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-              "metadata": {"name": "multislice", "namespace": "team-a"}, "spec": {}}
+        "limited: services.loadbalancers=0"
+    ]
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "multislice", "namespace": "team-a"},
+        "spec": {},
+    }
     assert admit_object(jobset, store, usage) == []
     assert admit_object({**jobset, "metadata": {"name": "second", "namespace": "team-a"}}, store, usage) != []
-    assert usage.used(inputs[0]) == {"configmaps": "1", "count/jobsets.jobset.x-k8s.io": "1",
-                                     "services.loadbalancers": "0"}
+    assert usage.used(inputs[0]) == {
+        "configmaps": "1",
+        "count/jobsets.jobset.x-k8s.io": "1",
+        "services.loadbalancers": "0",
+    }
 
 
 def test_claims_are_charged_to_their_storage_class() -> None:
@@ -510,18 +569,26 @@ spec:
   hard:
     premium-rwo.storageclass.storage.k8s.io/requests.storage: 100Gi
 """)
-    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "ckpt", "namespace": "team-a"},
-             "spec": {"storageClassName": "premium-rwo", "resources": {"requests": {"storage": "80Gi"}}}}
+    claim = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "ckpt", "namespace": "team-a"},
+        "spec": {"storageClassName": "premium-rwo", "resources": {"requests": {"storage": "80Gi"}}},
+    }
     store, usage = Store(quota), Usage()
     assert admit_object(claim, store, usage) == []
-    other_class = {**claim, "metadata": {"name": "scratch", "namespace": "team-a"},
-                   "spec": {"storageClassName": "standard", "resources": {"requests": {"storage": "80Gi"}}}}
+    other_class = {
+        **claim,
+        "metadata": {"name": "scratch", "namespace": "team-a"},
+        "spec": {"storageClassName": "standard", "resources": {"requests": {"storage": "80Gi"}}},
+    }
     assert admit_object(other_class, store, usage) == []
     found = admit_object({**claim, "metadata": {"name": "ckpt-2", "namespace": "team-a"}}, store, usage)
     assert [f.message for f in found] == [
         "exceeded quota: storage, requested: premium-rwo.storageclass.storage.k8s.io/requests.storage=80Gi, "
         "used: premium-rwo.storageclass.storage.k8s.io/requests.storage=80Gi, "
-        "limited: premium-rwo.storageclass.storage.k8s.io/requests.storage=100Gi"]
+        "limited: premium-rwo.storageclass.storage.k8s.io/requests.storage=100Gi"
+    ]
 
 
 def test_a_refusing_limit_range_stops_before_the_quota_charges() -> None:
@@ -544,20 +611,31 @@ kind: ResourceQuota
 metadata: {name: odd, namespace: team-a}
 spec: {hard: {requests.cpu: "lots", pods: "2"}, scopes: "BestEffort"}
 """)
-    pod = pod_of(JOB, containers=["not-a-container", {"name": "x", "resources": {"limits": {"cpu": True}}}],
-                 priorityClassName=3, priority="high")
+    pod = pod_of(
+        JOB,
+        containers=["not-a-container", {"name": "x", "resources": {"limits": {"cpu": True}}}],
+        priorityClassName=3,
+        priority="high",
+    )
     assert [f.message for f in admit_pod(pod, Store(quota + CPU_LIMITS), Usage())] == [
         "minimum cpu usage per Container is 100m.  No request is specified",
-        "maximum cpu usage per Container is 2.  No limit is specified"]
+        "maximum cpu usage per Container is 2.  No limit is specified",
+    ]
     assert pod["spec"]["priority"] == 0
     assert admit_object({"kind": "ConfigMap", "metadata": "odd"}, Store(quota), Usage()) == []
     huge = with_resources(pod_of(JOB), requests={"cpu": "1e5000"})
-    found = admit_pod(huge, Store(docs("""
+    found = admit_pod(
+        huge,
+        Store(
+            docs("""
 apiVersion: v1
 kind: ResourceQuota
 metadata: {name: cpu, namespace: team-a}
 spec: {hard: {cpu: "4"}}
-""")), Usage())
+""")
+        ),
+        Usage(),
+    )
     assert len(found) == 1 and found[0].message.startswith("exceeded quota: cpu, requested: cpu=1000")
     assert found[0].message.endswith("e4952e18, used: cpu=0, limited: cpu=4")
 
@@ -570,7 +648,11 @@ metadata: {name: cpu-quota, namespace: team-a}
 spec: {hard: {cpu: "4"}}
 """)
     sidecar = {"name": "proxy", "image": "envoy", "resources": {"requests": {"cpu": "100m"}}}
-    pod = pod_of(JOB, containers=[*JOB["spec"]["template"]["spec"]["containers"], sidecar],
-                 initContainers=[{"name": "fetch", "image": "busybox"}])
+    pod = pod_of(
+        JOB,
+        containers=[*JOB["spec"]["template"]["spec"]["containers"], sidecar],
+        initContainers=[{"name": "fetch", "image": "busybox"}],
+    )
     assert [f.message for f in admit_pod(pod, Store(quota), Usage())] == [
-        "failed quota: cpu-quota: must specify cpu for: fetch,trainer"]
+        "failed quota: cpu-quota: must specify cpu for: fetch,trainer"
+    ]

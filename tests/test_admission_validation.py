@@ -122,7 +122,7 @@ def test_valid_jobs_pass(text: str) -> None:
 def test_restart_policy_always_is_refused_for_a_job() -> None:
     expected = 'Required value: valid values: "OnFailure", "Never"'
     assert only(load(PI, **{"spec.template.spec.restartPolicy": "Always"})).message == expected
-    dropped = only(load(PI, **{"spec.template.spec.restartPolicy": DROP}))   # the PodSpec default is Always
+    dropped = only(load(PI, **{"spec.template.spec.restartPolicy": DROP}))  # the PodSpec default is Always
     assert (dropped.at, dropped.message) == (POD + ("restartPolicy",), expected)
     assert refusals(load(PI, **{"spec.template.spec.restartPolicy": "OnFailure"})) == []
 
@@ -143,7 +143,8 @@ def test_the_upstream_message_for_an_uppercase_name() -> None:
     assert found.message == (
         'Invalid value: "Train": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '
         "'-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for "
-        r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+        r"validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+    )
 
 
 @pytest.mark.parametrize("name", ["Train", "tráin", "a" * 300, "team/train", "train-", ""])
@@ -163,8 +164,12 @@ def test_a_generate_name_may_end_in_a_dash() -> None:
 
 
 def test_names_by_kind() -> None:
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "1train"},
-               "spec": {"selector": {"app": "train"}, "ports": [{"port": 80, "targetPort": 8080}]}}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "1train"},
+        "spec": {"selector": {"app": "train"}, "ports": [{"port": 80, "targetPort": 8080}]},
+    }
     found = only(service)
     assert found.message.startswith('Invalid value: "1train": a DNS-1035 label must consist of lower case')
     assert refusals({**service, "metadata": {"name": "train"}}) == []
@@ -179,17 +184,19 @@ def test_names_by_kind() -> None:
 def test_a_namespaced_object_s_namespace_is_a_dns_label() -> None:
     assert ("metadata", "namespace") in messages(load(PI, **{"metadata.namespace": "ML"}))
     cluster_scoped = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "namespace": "IGNORED"}}
-    assert refusals(cluster_scoped) == []   # the API server clears it
+    assert refusals(cluster_scoped) == []  # the API server clears it
 
 
 def test_label_values_and_keys() -> None:
     assert refusals(load(PI, **{"metadata.labels": {"app.kubernetes.io/name": "x" * 63}})) == []
     found = only(load(PI, **{"metadata.labels": {"team": "x" * 64}}))
-    assert (found.at, found.message) == (("metadata", "labels"), f'Invalid value: "{"x" * 64}": must be no more than '
-                                                                 "63 characters")
+    assert (found.at, found.message) == (
+        ("metadata", "labels"),
+        f'Invalid value: "{"x" * 64}": must be no more than 63 characters',
+    )
     found = only(load(PI, **{"metadata.labels": {"example.com/a/b": "x"}}))
     assert found.message.startswith('Invalid value: "example.com/a/b": a valid label key must consist of alphanumeric')
-    assert "(e.g. 'MyName',  or 'my.name',  or '123-abc'" in found.message   # upstream's spacing
+    assert "(e.g. 'MyName',  or 'my.name',  or '123-abc'" in found.message  # upstream's spacing
     assert "prefix part" in only(load(PI, **{"metadata.labels": {"Example.com/a": "x"}})).message
 
 
@@ -227,23 +234,34 @@ def test_container_names_are_unique_across_init_and_regular_containers() -> None
 
 
 def test_ports() -> None:
-    found = messages(load(PI, **{"spec.template.spec.containers.0.ports": [
-        {"containerPort": 0}, {"containerPort": 70000, "name": "metrics"}, {"containerPort": 80, "name": "metrics"},
-        {"containerPort": 81, "protocol": "HTTP"}]}))
+    found = messages(
+        load(
+            PI,
+            **{
+                "spec.template.spec.containers.0.ports": [
+                    {"containerPort": 0},
+                    {"containerPort": 70000, "name": "metrics"},
+                    {"containerPort": 80, "name": "metrics"},
+                    {"containerPort": 81, "protocol": "HTTP"},
+                ]
+            },
+        )
+    )
     assert found == {
         C0 + ("ports", 0, "containerPort"): "Required value",
         C0 + ("ports", 1, "containerPort"): "Invalid value: 70000: must be between 1 and 65535, inclusive",
         C0 + ("ports", 2, "name"): 'Duplicate value: "metrics"',
-        C0 + ("ports", 3, "protocol"): 'Unsupported value: "HTTP": supported values: "SCTP", "TCP", "UDP"'}
+        C0 + ("ports", 3, "protocol"): 'Unsupported value: "HTTP": supported values: "SCTP", "TCP", "UDP"',
+    }
 
 
 def test_environment_variable_names_follow_the_relaxed_rule() -> None:
-    assert v.RELAXED_ENV_VAR_NAMES   # the gate is GA and locked on
+    assert v.RELAXED_ENV_VAR_NAMES  # the gate is GA and locked on
     fine = [{"name": n, "value": "1"} for n in ("JAX_PLATFORMS", "1st.var-x", "with space")]
     assert refusals(load(PI, **{"spec.template.spec.containers.0.env": fine})) == []
     found = only(load(PI, **{"spec.template.spec.containers.0.env": [{"name": "A=B", "value": "1"}]}))
     assert found.message.endswith("must consist only of printable ASCII characters other than '='")
-    assert v.env_var_name("1st", relaxed=False)   # the strict rule, without the gate
+    assert v.env_var_name("1st", relaxed=False)  # the strict rule, without the gate
 
 
 def test_env_value_from_takes_exactly_one_source() -> None:
@@ -265,10 +283,13 @@ def test_a_quantity_that_does_not_parse() -> None:
 def test_requests_may_not_exceed_limits() -> None:
     fits = {"requests": {"cpu": "500m", "memory": "1Gi"}, "limits": {"cpu": "1", "memory": "1024Mi"}}
     assert refusals(load(PI, **{"spec.template.spec.containers.0.resources": fits})) == []
-    found = only(load(PI, **{"spec.template.spec.containers.0.resources": {"requests": {"cpu": "2"},
-                                                                           "limits": {"cpu": "1"}}}))
-    assert (found.at, found.message) == (C0 + ("resources", "requests"),
-                                         'Invalid value: "2": must be less than or equal to cpu limit of 1')
+    found = only(
+        load(PI, **{"spec.template.spec.containers.0.resources": {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}})
+    )
+    assert (found.at, found.message) == (
+        C0 + ("resources", "requests"),
+        'Invalid value: "2": must be less than or equal to cpu limit of 1',
+    )
 
 
 @pytest.mark.parametrize("gpu", ["nvidia.com/gpu", "google.com/tpu"])
@@ -279,18 +300,24 @@ def test_extended_resources_are_whole_and_not_overcommitted(gpu: str) -> None:
     assert refusals(res({"requests": {gpu: 4}, "limits": {gpu: 4}})) == []
     assert refusals(res({"limits": {gpu: "4"}})) == []
     found = only(res({"requests": {gpu: 1}}))
-    assert (found.at, found.message) == (C0 + ("resources", "limits"),
-                                         "Required value: Limit must be set for non overcommitable resources")
-    assert only(res({"requests": {gpu: 1}, "limits": {gpu: 2}})).message == \
-        f'Invalid value: "1": must be equal to {gpu} limit of 2'
+    assert (found.at, found.message) == (
+        C0 + ("resources", "limits"),
+        "Required value: Limit must be set for non overcommitable resources",
+    )
+    assert (
+        only(res({"requests": {gpu: 1}, "limits": {gpu: 2}})).message
+        == f'Invalid value: "1": must be equal to {gpu} limit of 2'
+    )
     assert only(res({"limits": {gpu: "1500m"}})).message == "Invalid value: 1500m: must be an integer"
 
 
 def test_resource_names() -> None:
     found = refusals(load(PI, **{"spec.template.spec.containers.0.resources": {"limits": {"gpu": 1}}}))
     assert {f.at for f in found} == {C0 + ("resources", "limits", "gpu")}
-    assert {f.message for f in found} == {'Invalid value: "gpu": must be a standard resource type or fully qualified',
-                                   'Invalid value: "gpu": must be a standard resource for containers'}
+    assert {f.message for f in found} == {
+        'Invalid value: "gpu": must be a standard resource type or fully qualified',
+        'Invalid value: "gpu": must be a standard resource for containers',
+    }
     negative = only(load(PI, **{"spec.template.spec.containers.0.resources": {"limits": {"memory": "-1Gi"}}}))
     assert negative.message == 'Invalid value: "-1Gi": must be greater than or equal to 0'
 
@@ -304,10 +331,20 @@ def test_a_volume_mount_must_name_a_volume() -> None:
 
 
 def test_volumes_have_unique_label_names_and_exactly_one_source() -> None:
-    found = messages(load(PI, **{"spec.template.spec.volumes": [
-        {"name": "data", "emptyDir": {}}, {"name": "data", "emptyDir": {}},
-        {"name": "both", "emptyDir": {}, "persistentVolumeClaim": {"claimName": "ckpt"}}, {"name": "none"},
-        {"name": "Scratch", "emptyDir": {}}]}))
+    found = messages(
+        load(
+            PI,
+            **{
+                "spec.template.spec.volumes": [
+                    {"name": "data", "emptyDir": {}},
+                    {"name": "data", "emptyDir": {}},
+                    {"name": "both", "emptyDir": {}, "persistentVolumeClaim": {"claimName": "ckpt"}},
+                    {"name": "none"},
+                    {"name": "Scratch", "emptyDir": {}},
+                ]
+            },
+        )
+    )
     volumes = POD + ("volumes",)
     assert found[volumes + (1, "name")] == 'Duplicate value: "data"'
     assert found[volumes + (2, "persistentVolumeClaim")] == "Forbidden: may not specify more than 1 volume type"
@@ -316,9 +353,18 @@ def test_volumes_have_unique_label_names_and_exactly_one_source() -> None:
 
 
 def test_item_paths_keys_and_sub_paths() -> None:
-    found = messages(load(WORKERS, **{
-        "spec.template.spec.volumes.1.configMap.items": [{"key": "a", "path": "/etc/a"}, {"key": "", "path": "..b"}],
-        "spec.template.spec.containers.0.volumeMounts.0.subPath": "../up"}))
+    found = messages(
+        load(
+            WORKERS,
+            **{
+                "spec.template.spec.volumes.1.configMap.items": [
+                    {"key": "a", "path": "/etc/a"},
+                    {"key": "", "path": "..b"},
+                ],
+                "spec.template.spec.containers.0.volumeMounts.0.subPath": "../up",
+            },
+        )
+    )
     items = POD + ("volumes", 1, "configMap", "items")
     assert found[items + (0, "path")] == 'Invalid value: "/etc/a": must be a relative path'
     assert found[items + (1, "key")] == "Required value"
@@ -327,8 +373,15 @@ def test_item_paths_keys_and_sub_paths() -> None:
 
 
 def test_mount_paths_are_required_and_unique() -> None:
-    found = messages(load(WORKERS, **{"spec.template.spec.containers.0.volumeMounts.1.mountPath": "/scratch",
-                                      "spec.template.spec.containers.0.volumeMounts.0.mountPath": DROP}))
+    found = messages(
+        load(
+            WORKERS,
+            **{
+                "spec.template.spec.containers.0.volumeMounts.1.mountPath": "/scratch",
+                "spec.template.spec.containers.0.volumeMounts.0.mountPath": DROP,
+            },
+        )
+    )
     assert found[C0 + ("volumeMounts", 0, "mountPath")] == "Required value"
     assert set(found) == {C0 + ("volumeMounts", 0, "mountPath")}
     found = only(load(WORKERS, **{"spec.template.spec.containers.0.volumeMounts.1.mountPath": "/scratch"}))
@@ -347,10 +400,14 @@ def test_shared_rules_are_the_api_server_s() -> None:
 
 
 def test_pod_level_policies_and_deadlines() -> None:
-    assert "supported values: \"ClusterFirstWithHostNet\", \"ClusterFirst\"" in \
-        only(load(PI, **{"spec.template.spec.dnsPolicy": "Cluster"})).message
-    assert only(load(PI, **{"spec.template.spec.activeDeadlineSeconds": 0})).message == \
-        "Invalid value: 0: must be between 1 and 2147483647, inclusive"
+    assert (
+        'supported values: "ClusterFirstWithHostNet", "ClusterFirst"'
+        in only(load(PI, **{"spec.template.spec.dnsPolicy": "Cluster"})).message
+    )
+    assert (
+        only(load(PI, **{"spec.template.spec.activeDeadlineSeconds": 0})).message
+        == "Invalid value: 0: must be between 1 and 2147483647, inclusive"
+    )
     assert "dnsConfig" in only(load(PI, **{"spec.template.spec.dnsPolicy": "None"})).message
     bad = [{"operator": "Equal", "value": "x"}]
     assert "operator must be Exists" in only(load(PI, **{"spec.template.spec.tolerations": bad})).message
@@ -363,8 +420,12 @@ def test_a_negative_grace_period_is_a_warning() -> None:
 
 
 def test_a_pod() -> None:
-    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "debug"},
-           "spec": {"containers": [{"name": "shell", "image": " busybox"}]}}
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "debug"},
+        "spec": {"containers": [{"name": "shell", "image": " busybox"}]},
+    }
     assert only(pod).message == 'Invalid value: " busybox": must not have leading or trailing whitespace'
     pod["spec"]["containers"][0]["image"] = "busybox"
     assert v.validate(pod) == []
@@ -389,18 +450,33 @@ def test_indexed_jobs_run_at_most_100000_pods_at_a_time() -> None:
 
     assert refusals(indexed(100_000, 100_000)) == []
     found = only(indexed(1_000_000, 1_000_000))
-    assert (found.at, found.message) == (("spec", "parallelism"), "Invalid value: 1000000: must be less than or equal "
-                                                                  "to 100000 when completion mode is Indexed")
-    assert refusals(indexed(1_000_000, 1000)) == []   # completions alone are not capped upstream
+    assert (found.at, found.message) == (
+        ("spec", "parallelism"),
+        "Invalid value: 1000000: must be less than or equal to 100000 when completion mode is Indexed",
+    )
+    assert refusals(indexed(1_000_000, 1000)) == []  # completions alone are not capped upstream
 
 
 def test_a_job_name_must_fit_the_job_name_label_of_its_pods() -> None:
     found = only(load(PI, **{"metadata.name": "p" * 64}))
-    assert (found.at, found.message) == (("spec", "template", "labels"), f'Invalid value: "{"p" * 64}": must be no '
-                                                                         "more than 63 characters")
-    assert refusals(load(PI, **{"metadata.name": "p" * 64, "spec.manualSelector": True,
-                                "spec.selector": {"matchLabels": {"app": "pi"}},
-                                "spec.template.metadata": {"labels": {"app": "pi"}}})) == []
+    assert (found.at, found.message) == (
+        ("spec", "template", "labels"),
+        f'Invalid value: "{"p" * 64}": must be no more than 63 characters',
+    )
+    assert (
+        refusals(
+            load(
+                PI,
+                **{
+                    "metadata.name": "p" * 64,
+                    "spec.manualSelector": True,
+                    "spec.selector": {"matchLabels": {"app": "pi"}},
+                    "spec.template.metadata": {"labels": {"app": "pi"}},
+                },
+            )
+        )
+        == []
+    )
 
 
 def test_indexed_jobs_need_completions_and_a_hostname_per_index() -> None:
@@ -413,28 +489,39 @@ def test_indexed_jobs_need_completions_and_a_hostname_per_index() -> None:
 def test_backoff_limit_per_index() -> None:
     per_index = {"spec.backoffLimitPerIndex": 1, "spec.completions": 200_000, "spec.parallelism": 20_000}
     found = messages(load(WORKERS, **per_index))
-    assert found == {("spec", "maxFailedIndexes"): "Required value: must be specified when completions is above 100000",
-                     ("spec", "parallelism"): "Invalid value: 20000: must be less than or equal to 10000 when "
-                     "completions are above 100000 and used with backoff limit per index"}
+    assert found == {
+        ("spec", "maxFailedIndexes"): "Required value: must be specified when completions is above 100000",
+        ("spec", "parallelism"): "Invalid value: 20000: must be less than or equal to 10000 when "
+        "completions are above 100000 and used with backoff limit per index",
+    }
     assert refusals(load(WORKERS, **{**per_index, "spec.maxFailedIndexes": 10, "spec.parallelism": 100})) == []
-    assert only(load(PI, **{"spec.backoffLimitPerIndex": 1})).message == \
-        "Invalid value: 1: requires indexed completion mode"
+    assert (
+        only(load(PI, **{"spec.backoffLimitPerIndex": 1})).message
+        == "Invalid value: 1: requires indexed completion mode"
+    )
     assert ("spec", "backoffLimitPerIndex") in messages(load(WORKERS, **{"spec.maxFailedIndexes": 1}))
 
 
 def test_pod_failure_policy_rules() -> None:
-    rules = [{"action": "FailIndex", "onExitCodes": {"containerName": "jax", "operator": "In", "values": [0, 3, 2]}},
-             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]
+    rules = [
+        {"action": "FailIndex", "onExitCodes": {"containerName": "jax", "operator": "In", "values": [0, 3, 2]}},
+        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]},
+    ]
     found = messages(load(WORKERS, **{"spec.podFailurePolicy": {"rules": rules}}))
     rule = ("spec", "podFailurePolicy", "rules")
     assert found == {
         rule + (0, "action"): 'Invalid value: "FailIndex": requires the backoffLimitPerIndex to be set',
         rule + (0, "onExitCodes", "values", 0): "Invalid value: 0: must not be 0 for the In operator",
         rule + (0, "onExitCodes", "values"): "Invalid value: [0, 3, 2]: must be ordered",
-        rule + (1, "onPodConditions", 0, "status"): 'Required value: valid values: ["False" "True" "Unknown"]'}
+        rule + (1, "onPodConditions", 0, "status"): 'Required value: valid values: ["False" "True" "Unknown"]',
+    }
     rules[0]["onExitCodes"] = {"containerName": "trainer", "operator": "In", "values": [42]}
-    assert "must be one of the container" in only(load(WORKERS, **{"spec.podFailurePolicy": {"rules": rules[:1]},
-                                                                   "spec.backoffLimitPerIndex": 1})).message
+    assert (
+        "must be one of the container"
+        in only(
+            load(WORKERS, **{"spec.podFailurePolicy": {"rules": rules[:1]}, "spec.backoffLimitPerIndex": 1})
+        ).message
+    )
 
 
 def test_selectors_are_generated_unless_manual() -> None:
@@ -449,16 +536,21 @@ def test_selectors_are_generated_unless_manual() -> None:
     assert refusals(manual) == []
     assert only(load(PI, **{"spec.manualSelector": True})).at == ("spec", "selector")
     assert only(load(PI, **{"spec.template.metadata": {"labels": {"job-name": "tau"}}})).message.endswith(
-        "must be 'pi'")
+        "must be 'pi'"
+    )
 
 
 # --- Service, ConfigMap, Secret -----------------------------------------------------------------------------
 
 
 def test_service_ports() -> None:
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "coordinator"},
-               "spec": {"clusterIP": "None", "selector": {"job-name": "train"}, "ports": []}}
-    assert refusals(service) == []   # headless: no ports needed
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "coordinator"},
+        "spec": {"clusterIP": "None", "selector": {"job-name": "train"}, "ports": []},
+    }
+    assert refusals(service) == []  # headless: no ports needed
     service["spec"] = {"ports": [{"port": 8471}, {"port": 8471, "name": "grpc"}]}
     found = messages(service)
     assert found[("spec", "ports", 0, "name")] == "Required value"
@@ -467,12 +559,19 @@ def test_service_ports() -> None:
 
 
 def test_config_map_and_secret_keys() -> None:
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "train-config"},
-          "data": {"train.yaml": "steps: 10", "../escape": "x"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "train-config"},
+        "data": {"train.yaml": "steps: 10", "../escape": "x"},
+    }
     assert [(f.at, f.message.split(": ")[-1][:30]) for f in refusals(cm)] == [
-        (("data", "../escape"), "a valid config key must consis"), (("data", "../escape"), "must not start with '..'")]
+        (("data", "../escape"), "a valid config key must consis"),
+        (("data", "../escape"), "must not start with '..'"),
+    ]
     assert refusals({**cm, "data": {"train.yaml": "x"}, "binaryData": {"train.yaml": "eA=="}})[0].message.endswith(
-        "duplicate of key present in binaryData")
+        "duplicate of key present in binaryData"
+    )
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "hf-token"}, "stringData": {"token": "x"}}
     assert refusals(secret) == []
     assert only({**secret, "stringData": {"hf token": "x"}}).at == ("data", "hf token")
@@ -498,9 +597,11 @@ def test_values_print_as_go_prints_them() -> None:
     assert found[("metadata", "name")].startswith(r'Invalid value: "a\"\nb": ')
 
 
-odd = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
-                   lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-                   max_leaves=12)
+odd = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=12,
+)
 
 
 @given(odd, odd)
@@ -512,10 +613,15 @@ def test_never_raises_on_odd_input(spec: Any, meta: Any) -> None:
 
 
 def test_every_rule_of_the_worker_job_gives_a_message_and_a_fix() -> None:
-    broken = load(WORKERS, **{"spec.template.spec.containers.0.volumeMounts.0.name": "nope",
-                              "spec.template.spec.containers.0.resources.limits": {"google.com/tpu": 2},
-                              "spec.template.spec.containers.0.ports.0.containerPort": 0,
-                              "spec.template.spec.volumes.1.configMap.items.0.path": "../x"})
-    found = refusals(broken)   # config's item path; the port; the mount (and the volume it lost); the TPU request
+    broken = load(
+        WORKERS,
+        **{
+            "spec.template.spec.containers.0.volumeMounts.0.name": "nope",
+            "spec.template.spec.containers.0.resources.limits": {"google.com/tpu": 2},
+            "spec.template.spec.containers.0.ports.0.containerPort": 0,
+            "spec.template.spec.volumes.1.configMap.items.0.path": "../x",
+        },
+    )
+    found = refusals(broken)  # config's item path; the port; the mount (and the volume it lost); the TPU request
     assert [f.at[-1] for f in found] == ["path", "containerPort", "name", "name", "requests"]
     assert all(f.fix and f.message for f in found)

@@ -111,13 +111,16 @@ def test_schema_defaults_are_applied_where_missing() -> None:
 
 
 def test_a_null_with_a_default_is_defaulted_a_nullable_null_is_kept() -> None:
-    node = {"type": "object", "properties": {
-        "kept": {"type": "string", "nullable": True},
-        "defaulted": {"type": "string", "default": "x"},
-        "dropped": {"type": "string"},
-        "items": {"type": "array", "items": {"type": "string"}},
-        "extra": {"type": "object", "additionalProperties": {"type": "integer", "default": 7}},
-    }}
+    node = {
+        "type": "object",
+        "properties": {
+            "kept": {"type": "string", "nullable": True},
+            "defaulted": {"type": "string", "default": "x"},
+            "dropped": {"type": "string"},
+            "items": {"type": "array", "items": {"type": "string"}},
+            "extra": {"type": "object", "additionalProperties": {"type": "integer", "default": 7}},
+        },
+    }
     obj = {"kept": None, "defaulted": None, "dropped": None, "items": ["a", None], "extra": {"k": None}, "other": None}
     structural.prune_and_default(obj, node)
     # `other` is unknown to the schema: left for strict validation to report, not pruned
@@ -150,7 +153,7 @@ def test_cluster_queue_defaults_include_defaults_inside_defaults() -> None:
     assert spec["preemption"]["borrowWithinCohort"] == {"policy": "Never"}
     other = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "b"}, "spec": {}}
     structural.prune_and_default(other, schema(other))
-    spec["flavorFungibility"]["whenCanBorrow"] = "TryNextFlavor"   # a deep copy: the next object's default holds
+    spec["flavorFungibility"]["whenCanBorrow"] = "TryNextFlavor"  # a deep copy: the next object's default holds
     again = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "c"}, "spec": {}}
     structural.prune_and_default(again, schema(again))
     assert again["spec"]["flavorFungibility"]["whenCanBorrow"] == "MayStopSearch"
@@ -170,8 +173,11 @@ def test_trainjob_without_runtime_ref_kind_and_api_group_gets_them() -> None:
         name: torch-distributed
     """)
     structural.prune_and_default(train, schema(train))
-    assert train["spec"]["runtimeRef"] == {"name": "torch-distributed", "apiGroup": "trainer.kubeflow.org",
-                                           "kind": "ClusterTrainingRuntime"}
+    assert train["spec"]["runtimeRef"] == {
+        "name": "torch-distributed",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
     assert train["spec"]["suspend"] is False
     namespaced = copy.deepcopy(train)
     namespaced["spec"]["runtimeRef"] = {"name": "torch", "kind": "TrainingRuntime"}
@@ -193,7 +199,7 @@ def test_duplicate_replicated_job_names_are_refused_by_the_list_map() -> None:
 def test_list_map_keys_are_compared_after_defaulting() -> None:
     obj = jobset()
     pod_spec(obj)["containers"][0]["ports"] = [{"containerPort": 8476}, {"containerPort": 8476, "protocol": "TCP"}]
-    structural.prune_and_default(obj, schema(obj))   # the first gets protocol: TCP, so the two collide
+    structural.prune_and_default(obj, schema(obj))  # the first gets protocol: TCP, so the two collide
     [finding] = structural.list_findings(obj, schema(obj))
     assert finding.at[-2:] == ("ports", 1)
     assert finding.message == 'Duplicate value: map[string]interface {}{"containerPort":8476, "protocol":"TCP"}'
@@ -232,22 +238,26 @@ def test_jobset_webhook_keeps_what_is_set() -> None:
 
 
 def test_jobset_named_with_capitals_is_refused() -> None:
-    findings = admit(jobset("Train"))   # the Job name, then the Pod name (reported with the Job's, as upstream)
+    findings = admit(jobset("Train"))  # the Job name, then the Pod name (reported with the Job's, as upstream)
     assert [f.at for f in findings] == [("spec", "replicatedJobs", 0, "name")] * 2
     for finding in findings:
-        assert finding.message.startswith('Invalid value: "Train-workers-0": a DNS-1035 label must consist of lower '
-                                          "case alphanumeric characters or '-', start with an alphabetic character")
+        assert finding.message.startswith(
+            'Invalid value: "Train-workers-0": a DNS-1035 label must consist of lower '
+            "case alphanumeric characters or '-', start with an alphabetic character"
+        )
     assert admit(jobset("train")) == []
 
 
 def test_child_job_and_pod_names_must_fit_in_63_characters() -> None:
     assert admit(jobset("a" * 40)) == []
-    job, pod = admit(jobset("a" * 55))             # a valid name, but `<name>-workers-0` is 65 characters
+    job, pod = admit(jobset("a" * 55))  # a valid name, but `<name>-workers-0` is 65 characters
     assert job.at == pod.at == ("spec", "replicatedJobs", 0, "name")
-    assert job.message == (f'Invalid value: "{"a" * 55}-workers-0": JobSet name is too long, job names generated '
-                           "for this JobSet will exceed 63 characters")
+    assert job.message == (
+        f'Invalid value: "{"a" * 55}-workers-0": JobSet name is too long, job names generated '
+        "for this JobSet will exceed 63 characters"
+    )
     assert pod.message.endswith("pod names generated for this JobSet will exceed 63 characters")
-    [finding] = admit(jobset("a" * 48))             # the Job fits; `<job>-3-abcde` does not
+    [finding] = admit(jobset("a" * 48))  # the Job fits; `<job>-3-abcde` does not
     assert "pod names generated for this JobSet will exceed 63 characters" in finding.message
     long_rjob = jobset()
     long_rjob["spec"]["replicatedJobs"][0]["name"] = "w" * 50
@@ -259,30 +269,35 @@ def test_failure_policy_rule_targets_must_exist() -> None:
     obj["spec"]["failurePolicy"]["rules"][1]["targetReplicatedJobs"] = ["leader"]
     [finding] = admit(obj)
     assert finding.at == ("spec", "failurePolicy", "rules", 1, "targetReplicatedJobs")
-    assert finding.message == "invalid replicatedJob name 'leader' in failure policy does not appear in " \
-                              ".spec.ReplicatedJobs"
+    assert (
+        finding.message == "invalid replicatedJob name 'leader' in failure policy does not appear in "
+        ".spec.ReplicatedJobs"
+    )
 
 
 def test_failure_policy_rule_names_unique_and_well_formed() -> None:
     obj = jobset()
     for rule in obj["spec"]["failurePolicy"]["rules"]:
         rule["name"] = "retry"
-    assert messages(admit(obj)) == ["rule names are not unique, rules with indices [0 1] all have the same name "
-                                    "'retry'"]
+    assert messages(admit(obj)) == [
+        "rule names are not unique, rules with indices [0 1] all have the same name 'retry'"
+    ]
     obj = jobset()
     obj["spec"]["failurePolicy"]["rules"][0]["name"] = "1-retry"
     [finding] = admit(obj)
-    assert finding.message.startswith("invalid failure policy rule name '1-retry', a failure policy rule name must "
-                                      "start with an alphabetic character")
+    assert finding.message.startswith(
+        "invalid failure policy rule name '1-retry', a failure policy rule name must start with an alphabetic character"
+    )
 
 
 def test_failure_policy_reasons_and_gated_actions() -> None:
     obj = jobset()
     obj["spec"]["failurePolicy"]["rules"][0]["onJobFailureReasons"] = ["OOMKilled"]
-    assert messages(admit(obj)) == ["invalid job failure reason 'OOMKilled' in failure policy is not a recognized "
-                                    "job failure reason"]
+    assert messages(admit(obj)) == [
+        "invalid job failure reason 'OOMKilled' in failure policy is not a recognized job failure reason"
+    ]
     obj = jobset()
-    obj["spec"]["failurePolicy"]["rules"][1]["action"] = "RestartJob"   # the RestartJob gate is off by default
+    obj["spec"]["failurePolicy"]["rules"][1]["action"] = "RestartJob"  # the RestartJob gate is off by default
     [finding] = admit(obj)
     assert "RestartJob feature gate is disabled" in finding.message
 
@@ -300,8 +315,10 @@ def test_depends_on_only_earlier_replicated_jobs() -> None:
     obj["spec"]["replicatedJobs"][1]["dependsOn"] = [{"name": "driver", "status": "Ready"}]
     assert admit(copy.deepcopy(obj)) == []
     obj["spec"]["replicatedJobs"][0]["dependsOn"] = [{"name": "workers", "status": "Complete"}]
-    assert messages(admit(obj)) == ["DependsOn can't be set for the first ReplicatedJob",
-                                    "replicatedJob: driver cannot depend on replicatedJob: workers"]
+    assert messages(admit(obj)) == [
+        "DependsOn can't be set for the first ReplicatedJob",
+        "replicatedJob: driver cannot depend on replicatedJob: workers",
+    ]
 
 
 def test_coordinator_must_name_an_existing_pod() -> None:
@@ -322,16 +339,23 @@ def test_subdomain_and_managed_by() -> None:
 
 
 def test_volume_claim_policy_needs_a_mount_and_a_short_name() -> None:
-    claim = {"templates": [{"metadata": {"name": "ckpt"}, "spec": {"accessModes": ["ReadWriteOnce"],
-                                                                     "resources": {"requests": {"storage": "1Gi"}}}}]}
+    claim = {
+        "templates": [
+            {
+                "metadata": {"name": "ckpt"},
+                "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+            }
+        ]
+    }
     obj = jobset(volumeClaimPolicies=[claim])
     pod_spec(obj)["containers"][0]["volumeMounts"] = [{"name": "ckpt", "mountPath": "/checkpoints"}]
     assert admit(obj) == []
     assert obj["spec"]["volumeClaimPolicies"][0]["retentionPolicy"] == {"whenDeleted": "Delete"}
     unmounted = jobset(volumeClaimPolicies=[copy.deepcopy(claim)])
     [finding] = admit(unmounted)
-    assert "replicatedJob containers don't have a matching volumeMount: ckpt from VolumeClaimPolicies" in \
-        finding.message
+    assert (
+        "replicatedJob containers don't have a matching volumeMount: ckpt from VolumeClaimPolicies" in finding.message
+    )
 
 
 # --- Kueue ---------------------------------------------------------------------------------------------------------
@@ -370,7 +394,7 @@ def test_job_with_a_queue_name_is_suspended() -> None:
     assert obj["spec"]["suspend"] is True
     unqueued = job(app="x")
     admit(unqueued)
-    assert unqueued["spec"]["suspend"] is False      # manageJobsWithoutQueueName is false by default
+    assert unqueued["spec"]["suspend"] is False  # manageJobsWithoutQueueName is false by default
 
 
 def test_kueue_webhooks_skip_its_own_and_the_system_namespace() -> None:
@@ -381,8 +405,16 @@ def test_kueue_webhooks_skip_its_own_and_the_system_namespace() -> None:
 
 
 def test_default_local_queue_is_applied() -> None:
-    store = Store([{"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-                    "metadata": {"name": "default", "namespace": "team-a"}, "spec": {"clusterQueue": "cq"}}])
+    store = Store(
+        [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "default", "namespace": "team-a"},
+                "spec": {"clusterQueue": "cq"},
+            }
+        ]
+    )
     obj = job(app="x")
     admit(obj, store)
     assert obj["metadata"]["labels"] == {"app": "x", "kueue.x-k8s.io/queue-name": "default"}
@@ -434,21 +466,42 @@ def test_child_job_of_a_queued_jobset_is_not_suspended_again() -> None:
     store = Store([parent])
     child = job(**{"kueue.x-k8s.io/queue-name": "user-queue"})
     child["metadata"]["namespace"] = "default"
-    child["metadata"]["ownerReferences"] = [{"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-                                             "name": "failurepolicy", "uid": "1", "controller": True}]
+    child["metadata"]["ownerReferences"] = [
+        {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2",
+            "kind": "JobSet",
+            "name": "failurepolicy",
+            "uid": "1",
+            "controller": True,
+        }
+    ]
     admit(child, store)
     assert child["spec"]["suspend"] is False
 
 
 def test_multikueue_cluster_queue_sets_managed_by() -> None:
-    store = Store([
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "LocalQueue",
-         "metadata": {"name": "user-queue", "namespace": "default"}, "spec": {"clusterQueue": "cluster-queue"}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ClusterQueue", "metadata": {"name": "cluster-queue"},
-         "spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "sample-multikueue"}]}}},
-        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "sample-multikueue"},
-         "spec": {"controllerName": "kueue.x-k8s.io/multikueue"}},
-    ])
+    store = Store(
+        [
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "LocalQueue",
+                "metadata": {"name": "user-queue", "namespace": "default"},
+                "spec": {"clusterQueue": "cluster-queue"},
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "ClusterQueue",
+                "metadata": {"name": "cluster-queue"},
+                "spec": {"admissionChecksStrategy": {"admissionChecks": [{"name": "sample-multikueue"}]}},
+            },
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "AdmissionCheck",
+                "metadata": {"name": "sample-multikueue"},
+                "spec": {"controllerName": "kueue.x-k8s.io/multikueue"},
+            },
+        ]
+    )
     obj = jobset()
     obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
     assert admit(obj, store) == []
@@ -462,8 +515,9 @@ def test_multikueue_cluster_queue_sets_managed_by() -> None:
 def test_elastic_annotation_only_on_batch_jobs() -> None:
     obj = jobset()
     obj["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
-    assert messages(admit(obj)) == ['Forbidden: elastic job is not supported for '
-                                    '"jobset.x-k8s.io/v1alpha2, Kind=JobSet"']
+    assert messages(admit(obj)) == [
+        'Forbidden: elastic job is not supported for "jobset.x-k8s.io/v1alpha2, Kind=JobSet"'
+    ]
     queued = job()
     queued["metadata"]["annotations"] = {"kueue.x-k8s.io/elastic-job": "true"}
     assert admit(queued) == []
@@ -471,9 +525,12 @@ def test_elastic_annotation_only_on_batch_jobs() -> None:
 
 
 def test_jaxjob_meets_no_kueue_webhook() -> None:
-    jaxjob = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob",
-              "metadata": {"name": "jax-simple", "labels": {"kueue.x-k8s.io/queue-name": "Bad_Queue"}},
-              "spec": {"jaxReplicaSpecs": {}}}
+    jaxjob = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "JAXJob",
+        "metadata": {"name": "jax-simple", "labels": {"kueue.x-k8s.io/queue-name": "Bad_Queue"}},
+        "spec": {"jaxReplicaSpecs": {}},
+    }
     before = copy.deepcopy(jaxjob)
     webhooks.mutate(jaxjob, Store())
     assert jaxjob == before and webhooks.validate(jaxjob, Store()) == []
@@ -510,9 +567,12 @@ spec:
 
 
 def trainjob(**ref: str) -> dict[str, Any]:
-    return {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-            "metadata": {"name": "jax-mnist", "namespace": "default"},
-            "spec": {"runtimeRef": {"name": "jax-distributed", **ref}, "trainer": {"numNodes": 2}}}
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "jax-mnist", "namespace": "default"},
+        "spec": {"runtimeRef": {"name": "jax-distributed", **ref}, "trainer": {"numNodes": 2}},
+    }
 
 
 def runtime() -> dict[str, Any]:
@@ -523,12 +583,14 @@ def runtime() -> dict[str, Any]:
 
 def test_trainjob_runtime_must_exist_first() -> None:
     assert admit(trainjob(), Store([runtime()])) == []
-    assert admit(trainjob()) == []        # jax-distributed is installed with the Trainer: a cluster has it
+    assert admit(trainjob()) == []  # jax-distributed is installed with the Trainer: a cluster has it
     [finding] = admit(trainjob(name="jax-custom"))
     assert finding.at == ("spec", "RuntimeRef")
-    assert 'clustertrainingruntimes.trainer.kubeflow.org "jax-custom" not found: specified ' \
-           "clusterTrainingRuntime must be created before the TrainJob is created" in finding.message
-    [finding] = admit(trainjob(kind="TrainingRuntime"), Store([runtime()]))   # a namespaced one: not the cluster's
+    assert (
+        'clustertrainingruntimes.trainer.kubeflow.org "jax-custom" not found: specified '
+        "clusterTrainingRuntime must be created before the TrainJob is created" in finding.message
+    )
+    [finding] = admit(trainjob(kind="TrainingRuntime"), Store([runtime()]))  # a namespaced one: not the cluster's
     assert finding.at == ("spec", "runtimeRef")
     assert "specified trainingRuntime must be created before the TrainJob is created" in finding.message
     [finding] = admit(trainjob(kind="JAXJob"))
@@ -547,8 +609,9 @@ def test_queued_trainjob_is_suspended_and_gets_kueues_runtime_patch() -> None:
     obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
     assert admit(obj, Store([runtime()])) == []
     assert obj["spec"]["suspend"] is True
-    assert obj["spec"]["runtimePatches"] == [{"manager": "kueue.x-k8s.io/manager",
-                                              "trainingRuntimeSpec": {"template": {"spec": {}}}}]
+    assert obj["spec"]["runtimePatches"] == [
+        {"manager": "kueue.x-k8s.io/manager", "trainingRuntimeSpec": {"template": {"spec": {}}}}
+    ]
     plain = trainjob()
     admit(plain, Store([runtime()]))
     assert plain["spec"]["suspend"] is False
@@ -562,7 +625,8 @@ def test_runtime_trainer_step_needs_one_replica_and_a_node_container() -> None:
     rjob["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "trainer"
     assert messages(webhooks.validate(bad, Store())) == [
         "Invalid value: 2: always must be 1",
-        "Invalid value: []v1.Container{...}: must contain the required container for the ancestor: trainer"]
+        "Invalid value: []v1.Container{...}: must contain the required container for the ancestor: trainer",
+    ]
     bad["metadata"]["labels"]["trainer.kubeflow.org/webhook-validation"] = "disabled"
     assert webhooks.validate(bad, Store()) == []
 
@@ -570,8 +634,11 @@ def test_runtime_trainer_step_needs_one_replica_and_a_node_container() -> None:
 @pytest.mark.parametrize("odd", [None, [], "x", {"spec": None}, {"spec": {"replicatedJobs": [None, 3, {"name": 5}]}}])
 def test_odd_shapes_never_raise(odd: Any) -> None:
     for kind in ("JobSet", "TrainJob", "ClusterTrainingRuntime"):
-        obj: Any = {"apiVersion": "jobset.x-k8s.io/v1alpha2" if kind == "JobSet" else "trainer.kubeflow.org/v1alpha1",
-                    "kind": kind, "metadata": {"name": "x"}}
+        obj: Any = {
+            "apiVersion": "jobset.x-k8s.io/v1alpha2" if kind == "JobSet" else "trainer.kubeflow.org/v1alpha1",
+            "kind": kind,
+            "metadata": {"name": "x"},
+        }
         if isinstance(odd, dict):
             obj.update(copy.deepcopy(odd))
         else:

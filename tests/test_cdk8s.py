@@ -62,6 +62,7 @@ def contract(objects: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 # --- the chart is the rendered manifests ------------------------------------------------------
 
+
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
 def test_chart_equals_jaxinfra_synth_object_for_object(path: Path, backend: str, app: Any) -> None:
     chart = JaxinfraChart(app, f"{path.stem}-{backend}".replace("_", "-"), load_stack(path, backend))
@@ -72,9 +73,23 @@ def test_chart_equals_jaxinfra_synth_object_for_object(path: Path, backend: str,
 
 def test_chart_with_kueue_equals_synth(app: Any) -> None:
     """Kueue's cluster-scoped objects and LocalQueues are in the chart too, in apply order."""
-    cluster = Cluster(name="q", kueue=True, node_pools=[NodePool("cpu", CPU(devices=2))],
-                      jobs=[JaxJob(f"t-{b}", namespace="ml", image="i", node_pool="cpu", nodes=2, backend=b,
-                                   resources={"requests": {"cpu": "1"}}) for b in ("jobset", "jaxjob", "trainjob")])
+    cluster = Cluster(
+        name="q",
+        kueue=True,
+        node_pools=[NodePool("cpu", CPU(devices=2))],
+        jobs=[
+            JaxJob(
+                f"t-{b}",
+                namespace="ml",
+                image="i",
+                node_pool="cpu",
+                nodes=2,
+                backend=b,
+                resources={"requests": {"cpu": "1"}},
+            )
+            for b in ("jobset", "jaxjob", "trainjob")
+        ],
+    )
     objects = cdk8s.Testing.synth(JaxinfraChart(app, "kueue", cluster))
     assert objects == manifests(cluster)
     assert [o["kind"] for o in objects[:4]] == ["Namespace", "ResourceFlavor", "ClusterQueue", "LocalQueue"]
@@ -90,18 +105,26 @@ def test_names_are_explicit_whatever_the_construct_path(app: Any) -> None:
     scope = cdk8s.Chart(app, "deeply", disable_resource_name_hashes=False)
     job = JaxJobConstruct(Construct(Construct(scope, "nested"), "Some_Path"), "x", plan(stack.load(CPU_DEV)).jobs[0])
     # SA, NetworkPolicy, the checkpoints' claim, Service, JobSet
-    assert [o["metadata"]["name"] for o in cdk8s.Testing.synth(scope)] == ["train", "train", "train-checkpoints", "train", "train"]
+    assert [o["metadata"]["name"] for o in cdk8s.Testing.synth(scope)] == [
+        "train",
+        "train",
+        "train-checkpoints",
+        "train",
+        "train",
+    ]
     assert job.workload is job.objects["JobSet"]
 
 
 # --- a user's own app -------------------------------------------------------------------------
+
 
 def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
     app = cdk8s.App(outdir=str(tmp_path))
     labels = {"team": "research", "app.kubernetes.io/name": "theirs"}  # the second key must not win
     platform = cdk8s.Chart(app, "platform", namespace="ml-platform", labels=labels)
     cdk8s.ApiObject(platform, "settings", api_version="v1", kind="ConfigMap").add_json_patch(
-        cdk8s.JsonPatch.add("/data", {"LOG_LEVEL": "info"}))
+        cdk8s.JsonPatch.add("/data", {"LOG_LEVEL": "info"})
+    )
     cpu = stack.load(CPU_DEV)
     training = JaxinfraChart(app, "training", cpu, namespace="ml-platform", labels=labels)
     JaxinfraChart(app, "multislice", stack.load(MULTISLICE), namespace="ml-platform", labels=labels)
@@ -128,23 +151,29 @@ def test_users_app_composes_jaxinfra_with_its_own_chart(tmp_path: Path) -> None:
     assert env["JAX_COORDINATOR_ADDRESS"] == "train-node-0-0.train:8482"  # namespace-relative DNS
     for o in every:
         if o["metadata"]["labels"].get("app.kubernetes.io/managed-by") == "jaxinfra" and o["kind"] != "Namespace":
-            assert o["metadata"]["labels"]["app.kubernetes.io/name"] == "train"  # the job's (every job here), not theirs
+            assert (
+                o["metadata"]["labels"]["app.kubernetes.io/name"] == "train"
+            )  # the job's (every job here), not theirs
 
     # an explicit namespace wins over the chart's, as in cdk8s; the objects are jaxinfra's, plus the labels
     multislice = files["multislice.k8s.yaml"]
     assert [o["metadata"].get("namespace") for o in multislice] == [None] + ["ml"] * 4
     assert contract(multislice) == contract(manifests(stack.load(MULTISLICE)))
     assert [{**o, "metadata": {**o["metadata"], "labels": {}}} for o in multislice] == [
-        {**o, "metadata": {**o["metadata"], "labels": {}}} for o in manifests(stack.load(MULTISLICE))]
+        {**o, "metadata": {**o["metadata"], "labels": {}}} for o in manifests(stack.load(MULTISLICE))
+    ]
 
     # the user's chart: their ConfigMap keeps cdk8s's own naming; the job construct its explicit names
     settings, *job = files["platform.k8s.yaml"]
     assert settings["kind"] == "ConfigMap" and settings["metadata"]["name"].startswith("platform-settings-")
     assert settings["metadata"]["namespace"] == "ml-platform"
     assert [(o["kind"], o["metadata"]["name"], o["metadata"]["namespace"]) for o in job] == [
-        ("ServiceAccount", "train", "ml-platform"), ("NetworkPolicy", "train", "ml-platform"),
-        ("PersistentVolumeClaim", "train-checkpoints", "ml-platform"), ("Service", "train", "ml-platform"),
-        ("Job", "train", "ml-platform")]
+        ("ServiceAccount", "train", "ml-platform"),
+        ("NetworkPolicy", "train", "ml-platform"),
+        ("PersistentVolumeClaim", "train-checkpoints", "ml-platform"),
+        ("Service", "train", "ml-platform"),
+        ("Job", "train", "ml-platform"),
+    ]
     assert contract(job) == contract(manifests(cpu.with_backend("job"))[-5:])
 
 
@@ -155,7 +184,9 @@ def test_escape_hatch_patches_reach_the_output(app: Any) -> None:
     objects = cdk8s.Testing.synth(chart)
     expected = manifests(stack.load(CPU_DEV))
     expected[-1]["spec"]["suspend"] = True
-    expected[3]["metadata"]["annotations"] = {"example.com/owner": "ml"}  # after the ServiceAccount, NetworkPolicy, claim
+    expected[3]["metadata"]["annotations"] = {
+        "example.com/owner": "ml"
+    }  # after the ServiceAccount, NetworkPolicy, claim
     assert objects == expected
     assert validate_objects(objects) == []
 
@@ -164,9 +195,14 @@ def test_chart_namespace_conflict_is_a_spec_error(app: Any) -> None:
     from jaxinfra.errors import SpecError
     from jaxinfra.spec import CPU, Cluster, JaxJob, NodePool
 
-    cluster = Cluster(name="two", node_pools=[NodePool("cpu", CPU())],
-                      jobs=[JaxJob("train", image="i", command=["x"], node_pool="cpu"),
-                            JaxJob("train", namespace="ml", image="i", command=["x"], node_pool="cpu")])
+    cluster = Cluster(
+        name="two",
+        node_pools=[NodePool("cpu", CPU())],
+        jobs=[
+            JaxJob("train", image="i", command=["x"], node_pool="cpu"),
+            JaxJob("train", namespace="ml", image="i", command=["x"], node_pool="cpu"),
+        ],
+    )
     assert [jp.namespace for jp in plan(cluster).jobs] == ["default", "ml"]
     assert set(JaxinfraChart(app, "two", cluster).jobs) == {"default/train", "ml/train"}
     with pytest.raises(SpecError, match="duplicate job name in namespace ml"):
@@ -197,11 +233,15 @@ assert not heavy, heavy
 """
 
 
-@pytest.mark.parametrize("argv", [["synth", "examples/training-infra/stacks", "--stdout"], ["--help"], ["validate", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["synth", "examples/training-infra/stacks", "--stdout"], ["--help"], ["validate", "--help"]]
+)
 def test_cli_never_imports_cdk8s_nor_starts_node(argv: list[str], tmp_path: Path) -> None:
     # PATH without node: a command that tried to start it would fail
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
-    r = subprocess.run([sys.executable, "-c", NO_CDK8S, *argv], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    r = subprocess.run(
+        [sys.executable, "-c", NO_CDK8S, *argv], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60
+    )
     assert r.returncode == 0, r.stderr
     assert "[]" in r.stderr
 
@@ -216,15 +256,22 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Fresh output of the example's pinned `cdk8s synth` when `npm ci` has run there, else its dist/."""
     if CLI.exists() and shutil.which("node"):
         out = tmp_path_factory.mktemp("dist")
-        r = subprocess.run([str(CLI), "synth", "--no-check-upgrade", "--output", str(out)], capture_output=True,
-                           text=True, cwd=EXAMPLE, timeout=120)
+        r = subprocess.run(
+            [str(CLI), "synth", "--no-check-upgrade", "--output", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=EXAMPLE,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert "!!" not in r.stdout + r.stderr  # no jsii banner
         return out
     if list((EXAMPLE / "dist").glob("*.k8s.yaml")):
         return EXAMPLE / "dist"
-    pytest.skip("no cdk8s output: run `npm ci && npx cdk8s synth` in examples/training-infra (its node_modules/ and "
-                "dist/ are missing)")
+    pytest.skip(
+        "no cdk8s output: run `npm ci && npx cdk8s synth` in examples/training-infra (its node_modules/ and "
+        "dist/ are missing)"
+    )
 
 
 def test_cdk8s_synth_writes_jaxinfra_synth_objects(synthesized: Path) -> None:
@@ -238,8 +285,13 @@ def test_cdk8s_synth_writes_jaxinfra_synth_objects(synthesized: Path) -> None:
 
 
 def _simulate(inputs: list[str], report: Path) -> dict[str, Any]:
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *inputs, "--no-logs", "--json", str(report)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", *inputs, "--no-logs", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(report.read_text())
 

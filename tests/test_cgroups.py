@@ -28,6 +28,7 @@ MiB = 2**20
 
 # --- for real ------------------------------------------------------------------------------------
 
+
 @pytest.fixture
 def real() -> Controllers:
     if os.geteuid() != 0:
@@ -46,7 +47,7 @@ def run_in(group: cgroups.PodGroup | None, allocate: int) -> int:
         try:
             if group is not None:
                 group.enter()
-            data = bytearray(b"\x01") * allocate   # written, so charged (a calloc'd bytearray would not be)
+            data = bytearray(b"\x01") * allocate  # written, so charged (a calloc'd bytearray would not be)
             code = 0 if data[-1] == 1 else 1
         except BaseException:
             code = 2
@@ -81,7 +82,7 @@ def test_a_pod_over_its_memory_limit_is_oom_killed_and_one_under_it_is_not(real:
                 assert (cpu_group / "cpu.max").read_text().split() == ["50000", "100000"]
 
     assert not any(p.exists() for p in made)
-    session.close()   # idempotent
+    session.close()  # idempotent
 
 
 def test_close_kills_what_is_left_in_the_groups(real: Controllers) -> None:
@@ -130,11 +131,12 @@ def test_an_unprivileged_user_is_told_why_limits_are_not_enforced() -> None:
     assert not out["pod"] and out["groups"] == []
     [memory, *_] = out["lines"]
     assert memory.startswith("memory limits not enforced: cgroup v"), memory
-    if os.geteuid() == 0 and Path("/sys/fs/cgroup/memory").is_dir():   # this machine: v1, nothing delegated
+    if os.geteuid() == 0 and Path("/sys/fs/cgroup/memory").is_dir():  # this machine: v1, nothing delegated
         assert memory.endswith(f": not writable by uid {unprivileged.NOBODY} (no delegation)"), memory
 
 
 # --- a fake tree: the kernel's side, as files ----------------------------------------------------
+
 
 class FakeKernel:
     """What the kernel does on mkdir, rmdir and writes to cgroup.subtree_control, for a cgroup tree of plain files."""
@@ -147,18 +149,32 @@ class FakeKernel:
         hierarchy = path.relative_to(self.root).parts[0]
         files = {"cgroup.procs": "", "tasks": ""}
         if "memory" in hierarchy.split(","):
-            files |= {"memory.limit_in_bytes": "9223372036854771712\n", "memory.memsw.limit_in_bytes": "9223372036854771712\n",
-                      "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n", "memory.max_usage_in_bytes": "0\n"}
+            files |= {
+                "memory.limit_in_bytes": "9223372036854771712\n",
+                "memory.memsw.limit_in_bytes": "9223372036854771712\n",
+                "memory.oom_control": "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n",
+                "memory.max_usage_in_bytes": "0\n",
+            }
         if "cpu" in hierarchy.split(","):
             files |= {"cpu.cfs_period_us": "100000\n", "cpu.cfs_quota_us": "-1\n"}
         return files
 
     def v2_files(self, path: Path) -> dict[str, str]:
         enabled = (path.parent / "cgroup.subtree_control").read_text().split()
-        files = {"cgroup.procs": "", "cgroup.controllers": " ".join(enabled), "cgroup.subtree_control": "", "cgroup.kill": ""}
+        files = {
+            "cgroup.procs": "",
+            "cgroup.controllers": " ".join(enabled),
+            "cgroup.subtree_control": "",
+            "cgroup.kill": "",
+        }
         if "memory" in enabled:
-            files |= {"memory.max": "max\n", "memory.swap.max": "max\n", "memory.oom.group": "0\n", "memory.peak": "0\n",
-                      "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n"}
+            files |= {
+                "memory.max": "max\n",
+                "memory.swap.max": "max\n",
+                "memory.oom.group": "0\n",
+                "memory.peak": "0\n",
+                "memory.events": "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\noom_group_kill 0\n",
+            }
         if "cpu" in enabled:
             files["cpu.max"] = "max 100000\n"
         return files
@@ -213,12 +229,14 @@ def v2_group(root: Path, path: str, controllers: str, enabled: str = "", procs: 
 
 def test_v2_in_the_root_of_a_cgroup_namespace_enforces_both(kernel: FakeKernel) -> None:
     root = kernel.root
-    v2_group(root, "/", "cpuset cpu io memory pids", "", "1\n7\n")   # a container's own namespace: the root may have processes
+    v2_group(
+        root, "/", "cpuset cpu io memory pids", "", "1\n7\n"
+    )  # a container's own namespace: the root may have processes
     found = cgroups.probe(root, "0::/\n")
     assert found == Controllers(Controller("memory", 2, root), Controller("cpu", 2, root))
     assert found.unenforced() == []
     assert (root / "cgroup.subtree_control").read_text().split() == ["cpu", "memory"]
-    assert [p.name for p in root.iterdir() if p.is_dir()] == []   # the trial groups are gone
+    assert [p.name for p in root.iterdir() if p.is_dir()] == []  # the trial groups are gone
 
     with Session.create("sim/1", found) as session:
         [group] = session.groups.values()
@@ -231,12 +249,12 @@ def test_v2_in_the_root_of_a_cgroup_namespace_enforces_both(kernel: FakeKernel) 
         assert (p / "memory.swap.max").read_text() == "0"
         assert (p / "memory.oom.group").read_text() == "1"
         assert (p / "cpu.max").read_text() == "150000 100000"
-        again = session.pod("default/trainer-0", None, 5)   # a restart: a fresh group; 5m is raised to the 1 ms minimum
+        again = session.pod("default/trainer-0", None, 5)  # a restart: a fresh group; 5m is raised to the 1 ms minimum
         assert again is not None and again.paths == (group / (safe_name("default/trainer-0") + "-2"),)
         assert again.memory_bytes is None and (again.paths[0] / "cpu.max").read_text() == "1000 100000"
         assert session.pod("default/free-0", None, None) is None
 
-        pid = os.fork()   # enter() as the pod would: the fake cgroup.procs gets the "0" that means "the writer"
+        pid = os.fork()  # enter() as the pod would: the fake cgroup.procs gets the "0" that means "the writer"
         if pid == 0:
             try:
                 pod.enter()
@@ -261,8 +279,10 @@ def test_v2_group_with_processes_of_its_own_cannot_limit_its_children(kernel: Fa
     group = v2_group(root, scope, "cpu memory pids", "", f"{os.getpid()}\n")
     found = cgroups.probe(root, f"0::{scope}\n")
     assert found.memory is None and found.cpu is None
-    assert found.memory_reason == (f"cgroup v2 group {group} has processes of its own, so it cannot pass the memory controller "
-                                   "to groups under it (cgroup v2's no-internal-processes rule); run the simulator from a group that does")
+    assert found.memory_reason == (
+        f"cgroup v2 group {group} has processes of its own, so it cannot pass the memory controller "
+        "to groups under it (cgroup v2's no-internal-processes rule); run the simulator from a group that does"
+    )
     assert found.unenforced()[0].startswith("memory limits not enforced: cgroup v2 group ")
     with Session.create("x", found) as session:
         assert session.groups == {} and session.pod("default/p-0", MiB, 100) is None
@@ -274,16 +294,24 @@ def test_v2_controller_not_delegated_or_not_writable(kernel: FakeKernel, monkeyp
     v2_group(root, "/", "cpu memory pids", "pids")
     group = v2_group(root, "/user.slice", "pids", "")
     found = cgroups.probe(root, "0::/user.slice\n")
-    assert found.memory_reason == f"cgroup v2 group {group}: the memory controller is not delegated to it (cgroup.controllers: pids)"
-    assert found.cpu_reason == f"cgroup v2 group {group}: the cpu controller is not delegated to it (cgroup.controllers: pids)"
+    assert (
+        found.memory_reason
+        == f"cgroup v2 group {group}: the memory controller is not delegated to it (cgroup.controllers: pids)"
+    )
+    assert (
+        found.cpu_reason
+        == f"cgroup v2 group {group}: the cpu controller is not delegated to it (cgroup.controllers: pids)"
+    )
 
     def refuse(path: Path) -> None:
         raise PermissionError(errno.EACCES, "permission denied", str(path))
 
-    v2_group(root, "/empty", "cpu memory", "cpu memory")   # delegated, no processes, but mkdir refused
+    v2_group(root, "/empty", "cpu memory", "cpu memory")  # delegated, no processes, but mkdir refused
     monkeypatch.setattr(cgroups, "_mkdir", refuse)
     found = cgroups.probe(root, "0::/empty\n")
-    assert found.memory_reason == f"cgroup v2 group {root / 'empty'}: not writable by uid {os.geteuid()} (no delegation)"
+    assert (
+        found.memory_reason == f"cgroup v2 group {root / 'empty'}: not writable by uid {os.geteuid()} (no delegation)"
+    )
 
 
 def test_v1_memory_and_comounted_cpu(kernel: FakeKernel) -> None:
@@ -305,7 +333,10 @@ def test_v1_memory_and_comounted_cpu(kernel: FakeKernel) -> None:
         assert (mem / "memory.memsw.limit_in_bytes").read_text() == str(64 * MiB)
         assert (cpu_group / "cpu.cfs_period_us").read_text() == "100000"
         assert (cpu_group / "cpu.cfs_quota_us").read_text() == "25000"
-        assert [w for w, _ in kernel.writes if w.parent == mem] == [mem / "memory.limit_in_bytes", mem / "memory.memsw.limit_in_bytes"]
+        assert [w for w, _ in kernel.writes if w.parent == mem] == [
+            mem / "memory.limit_in_bytes",
+            mem / "memory.memsw.limit_in_bytes",
+        ]
         assert not pod.oom_killed()
         (mem / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
         (mem / "memory.max_usage_in_bytes").write_text(f"{64 * MiB}\n")
@@ -332,12 +363,14 @@ def test_stale_groups_of_a_dead_simulator_are_swept(kernel: FakeKernel) -> None:
         kernel.mkdir(stale)
         (stale / "cgroup.subtree_control").write_text("memory")
         kernel.mkdir(stale / "pod-0")
-        (stale / "pod-0" / "cgroup.procs").write_text(f"{sleeper.pid}\n")   # a pod the dead simulator left running
-        (stale / "pod-0" / "cgroup.kill").unlink()   # an older kernel: killed one by one
+        (stale / "pod-0" / "cgroup.procs").write_text(f"{sleeper.pid}\n")  # a pod the dead simulator left running
+        (stale / "pod-0" / "cgroup.kill").unlink()  # an older kernel: killed one by one
         live = root / f"jaxinfra-{os.getppid()}-other"
         kernel.mkdir(live)
         found = Controllers(Controller("memory", 2, root), Controller("cpu", 2, root))
-        threading.Timer(0.2, lambda: (stale / "pod-0" / "cgroup.procs").write_text("")).start()   # the kernel, once it died
+        threading.Timer(
+            0.2, lambda: (stale / "pod-0" / "cgroup.procs").write_text("")
+        ).start()  # the kernel, once it died
         with Session.create("new", found):
             assert not stale.exists() and live.exists()
         assert sleeper.wait(timeout=10) == -signal.SIGKILL
@@ -353,7 +386,7 @@ def test_close_only_in_the_creating_process(kernel: FakeKernel) -> None:
     assert session.controllers.unenforced() == ["cpu limits not enforced: off"]
     pid = os.fork()
     if pid == 0:
-        session.close()   # a forked pod inherits the session: it must not tear the groups down
+        session.close()  # a forked pod inherits the session: it must not tear the groups down
         os._exit(0)
     os.waitpid(pid, 0)
     assert all(g.exists() for g in session.groups.values())
@@ -380,13 +413,17 @@ def test_a_refused_limit_raises_and_leaves_nothing(kernel: FakeKernel, monkeypat
 
 # --- Kubernetes quantities -----------------------------------------------------------------------
 
-@pytest.mark.parametrize(("resources", "expected"), [
-    ({"limits": {"memory": "64Mi", "cpu": "500m"}}, (64 * MiB, 500)),
-    ({"limits": {"memory": "1.5Gi", "cpu": 2}}, (3 * 2**29, 2000)),
-    ({"limits": {"memory": "1e3", "cpu": "0.0001"}}, (1000, 1)),   # rounded up, as Quantity.Value()/MilliValue()
-    ({"requests": {"memory": "1Gi", "cpu": "1"}}, (None, None)),   # a request is not a limit
-    ({"limits": {"memory": "lots", "cpu": "0"}}, (None, None)),
-    ({}, (None, None)),
-])
+
+@pytest.mark.parametrize(
+    ("resources", "expected"),
+    [
+        ({"limits": {"memory": "64Mi", "cpu": "500m"}}, (64 * MiB, 500)),
+        ({"limits": {"memory": "1.5Gi", "cpu": 2}}, (3 * 2**29, 2000)),
+        ({"limits": {"memory": "1e3", "cpu": "0.0001"}}, (1000, 1)),  # rounded up, as Quantity.Value()/MilliValue()
+        ({"requests": {"memory": "1Gi", "cpu": "1"}}, (None, None)),  # a request is not a limit
+        ({"limits": {"memory": "lots", "cpu": "0"}}, (None, None)),
+        ({}, (None, None)),
+    ],
+)
 def test_container_limits(resources: dict, expected: tuple[int | None, int | None]) -> None:
     assert cgroups.container_limits({"name": "c", "resources": resources}) == expected

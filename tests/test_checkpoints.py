@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from conftest import EXAMPLE, TRAIN, ROOT
+from conftest import EXAMPLE, ROOT, TRAIN
 from jaxinfra import CPU, PVC, TPU, Cluster, GCSBucket, JaxJob, NodePool, SpecError, manifests
 from jaxinfra.explain import facts
 from jaxinfra.plan import plan
@@ -32,9 +32,23 @@ STORAGE = {
 
 
 def cluster_of(backend: str, storage: Any, **job: Any) -> Cluster:
-    return Cluster(name="c", node_pools=[NodePool("cpu", CPU(devices=2))],
-                   jobs=[JaxJob("train", namespace="ml", image="img", command=["python", "-m", "train"], node_pool="cpu",
-                                nodes=2, backend=backend, checkpoints=storage, **job)])
+    return Cluster(
+        name="c",
+        node_pools=[NodePool("cpu", CPU(devices=2))],
+        jobs=[
+            JaxJob(
+                "train",
+                namespace="ml",
+                image="img",
+                command=["python", "-m", "train"],
+                node_pool="cpu",
+                nodes=2,
+                backend=backend,
+                checkpoints=storage,
+                **job,
+            )
+        ],
+    )
 
 
 def pod_templates(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,8 +89,16 @@ def test_every_backend_mounts_the_storage_and_names_it(backend: str, storage: st
     annotations = template["metadata"].get("annotations", {})
     claims = [o for o in objects if o["kind"] == "PersistentVolumeClaim"]
     if isinstance(spec, GCSBucket):
-        assert volume == {"name": "checkpoints", "csi": {"driver": "gcsfuse.csi.storage.gke.io", "volumeAttributes": {
-            "bucketName": "team-ckpt", "mountOptions": "uid=1000,gid=1000,rename-dir-limit=200000"}}}
+        assert volume == {
+            "name": "checkpoints",
+            "csi": {
+                "driver": "gcsfuse.csi.storage.gke.io",
+                "volumeAttributes": {
+                    "bucketName": "team-ckpt",
+                    "mountOptions": "uid=1000,gid=1000,rename-dir-limit=200000",
+                },
+            },
+        }
         assert annotations == {"gke-gcsfuse/volumes": "true"}, "GKE injects the driver's sidecar only into such pods"
         assert not claims
     else:
@@ -98,9 +120,15 @@ def test_every_backend_mounts_the_storage_and_names_it(backend: str, storage: st
 
 
 def test_the_mount_follows_the_pods_user_and_a_host_network_pod_opts_in() -> None:
-    cluster = Cluster(name="c", pod_security="privileged", node_pools=[NodePool("v5e", TPU("v5e", "2x4"))], jobs=[
-        JaxJob("a", image="img", node_pool="v5e", checkpoints=GCSBucket("b-ckpt"), run_as_user=1234, fs_group=5678),
-        JaxJob("b", image="img", node_pool="v5e", checkpoints=GCSBucket("b-ckpt"), host_network=True)])
+    cluster = Cluster(
+        name="c",
+        pod_security="privileged",
+        node_pools=[NodePool("v5e", TPU("v5e", "2x4"))],
+        jobs=[
+            JaxJob("a", image="img", node_pool="v5e", checkpoints=GCSBucket("b-ckpt"), run_as_user=1234, fs_group=5678),
+            JaxJob("b", image="img", node_pool="v5e", checkpoints=GCSBucket("b-ckpt"), host_network=True),
+        ],
+    )
     by_job = {o["metadata"]["name"]: pod_templates([o])[0] for o in manifests(cluster) if o["kind"] == "JobSet"}
     attributes = {name: t["spec"]["volumes"][0]["csi"]["volumeAttributes"] for name, t in by_job.items()}
     assert attributes["a"]["mountOptions"] == "uid=1234,gid=5678,rename-dir-limit=200000"
@@ -109,8 +137,11 @@ def test_the_mount_follows_the_pods_user_and_a_host_network_pod_opts_in() -> Non
 
 
 def test_without_storage_nothing_is_mounted_and_the_variable_is_the_users() -> None:
-    cluster = Cluster(name="c", node_pools=[NodePool("cpu", CPU(devices=2))], jobs=[
-        JaxJob("t", image="img", node_pool="cpu", env={"JAXINFRA_CHECKPOINT_DIR": "gs://b/run-1"})])
+    cluster = Cluster(
+        name="c",
+        node_pools=[NodePool("cpu", CPU(devices=2))],
+        jobs=[JaxJob("t", image="img", node_pool="cpu", env={"JAXINFRA_CHECKPOINT_DIR": "gs://b/run-1"})],
+    )
     objects = manifests(cluster)
     [template] = pod_templates(objects)
     assert "volumes" not in template["spec"] and "annotations" not in template["metadata"]
@@ -119,17 +150,32 @@ def test_without_storage_nothing_is_mounted_and_the_variable_is_the_users() -> N
 
 
 def test_explain_says_where_the_checkpoints_live() -> None:
-    lines = {name: dict(facts(plan(cluster_of("jobset", spec)).jobs[0]))["checkpoints"] for name, spec in STORAGE.items()}
-    assert lines["bucket"] == ("bucket gs://team-ckpt through GKE's Cloud Storage FUSE CSI driver, as ServiceAccount "
-                               "ml/train (Workload Identity), at /checkpoints")
-    assert lines["rendered claim"] == ("PersistentVolumeClaim ml/train-checkpoints (50Gi ReadWriteMany, class standard-rwx), "
-                                       "at /checkpoints")
+    lines = {
+        name: dict(facts(plan(cluster_of("jobset", spec)).jobs[0]))["checkpoints"] for name, spec in STORAGE.items()
+    }
+    assert lines["bucket"] == (
+        "bucket gs://team-ckpt through GKE's Cloud Storage FUSE CSI driver, as ServiceAccount "
+        "ml/train (Workload Identity), at /checkpoints"
+    )
+    assert lines["rendered claim"] == (
+        "PersistentVolumeClaim ml/train-checkpoints (50Gi ReadWriteMany, class standard-rwx), at /checkpoints"
+    )
     assert lines["existing claim"] == "existing PersistentVolumeClaim ml/ckpt (ReadWriteMany), at /checkpoints"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "explain", "examples/training-infra/stacks/cpu_dev.py"], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120, env={"TERM": "dumb", "COLUMNS": "200", "PATH": "/usr/bin:/bin"})
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "explain", "examples/training-infra/stacks/cpu_dev.py"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env={"TERM": "dumb", "COLUMNS": "200", "PATH": "/usr/bin:/bin"},
+    )
     assert r.returncode == 0, r.stderr
-    assert re.search(r"^checkpoints +PersistentVolumeClaim default/train-checkpoints \(10Gi ReadWriteMany, class default\), "
-                     r"at /checkpoints", r.stdout, re.M), r.stdout
+    assert re.search(
+        r"^checkpoints +PersistentVolumeClaim default/train-checkpoints \(10Gi ReadWriteMany, class default\), "
+        r"at /checkpoints",
+        r.stdout,
+        re.M,
+    ), r.stdout
     assert "    JAXINFRA_CHECKPOINT_DIR=/checkpoints" in r.stdout
 
 
@@ -137,27 +183,26 @@ FIELD_PROBLEMS = {  # each value checked on its own
     'GCSBucket("My_Bucket")': "jobs[0].checkpoints.bucket = 'My_Bucket': not a Cloud Storage bucket name; fix: use 3-63 lower-case",
     "PVC()": "jobs[1].checkpoints = {'kind': 'pvc'}: names no claim and renders none; fix: give the name of an existing claim",
     'PVC("old", storage_class="fast")': "jobs[2].checkpoints.storage_class = 'fast': a storage class is for a claim jaxinfra "
-                                        "renders; fix: add size=...",
+    "renders; fix: add size=...",
     'PVC(size="lots")': "jobs[3].checkpoints.size = 'lots': not a Kubernetes quantity; fix: write it like '100Gi'",
     '"gs://x"': "jobs[4].checkpoints = 'gs://x': not checkpoint storage; fix: use GCSBucket(name) or PVC(name) / PVC(size=...)",
     'GCSBucket("google-ckpt")': "jobs[5].checkpoints.bucket = 'google-ckpt': not a Cloud Storage bucket name",
 }
 CROSS_PROBLEMS = {  # rules between fields and objects, checked once every value is
-    'PVC("one", size="1Gi"), env={"JAXINFRA_CHECKPOINT_DIR": "/elsewhere"}':
-        "jobs[0].env.JAXINFRA_CHECKPOINT_DIR = '/elsewhere': set by jaxinfra to the mount path of the job's checkpoints; "
-        "fix: remove it",
-    'PVC("two", size="1Gi"), backend="trainjob", runtime="jax-distributed"':
-        "jobs[1].checkpoints = 'pvc': ClusterTrainingRuntime 'jax-distributed' is not jaxinfra's: it writes no pod template",
-    'PVC("one", size="2Gi")':
-        "jobs[2].checkpoints.name = 'one': job j0 already renders PersistentVolumeClaim default/one; fix: share it as an "
-        "existing claim, PVC('one')",
+    'PVC("one", size="1Gi"), env={"JAXINFRA_CHECKPOINT_DIR": "/elsewhere"}': "jobs[0].env.JAXINFRA_CHECKPOINT_DIR = '/elsewhere': set by jaxinfra to the mount path of the job's checkpoints; "
+    "fix: remove it",
+    'PVC("two", size="1Gi"), backend="trainjob", runtime="jax-distributed"': "jobs[1].checkpoints = 'pvc': ClusterTrainingRuntime 'jax-distributed' is not jaxinfra's: it writes no pod template",
+    'PVC("one", size="2Gi")': "jobs[2].checkpoints.name = 'one': job j0 already renders PersistentVolumeClaim default/one; fix: share it as an "
+    "existing claim, PVC('one')",
 }
 
 
 @pytest.mark.parametrize("problems", [FIELD_PROBLEMS, CROSS_PROBLEMS], ids=["values", "rules"])
 def test_bad_storage_is_one_error_listing_every_problem(problems: dict[str, str], tmp_path: Path) -> None:
     stack = tmp_path / "bad.py"
-    jobs = "\n".join(f'    JaxJob("j{i}", image="i", node_pool="cpu", checkpoints={given}),' for i, given in enumerate(problems))
+    jobs = "\n".join(
+        f'    JaxJob("j{i}", image="i", node_pool="cpu", checkpoints={given}),' for i, given in enumerate(problems)
+    )
     stack.write_text(f"""
 from jaxinfra import CPU, PVC, Cluster, GCSBucket, JaxJob, NodePool
 
@@ -165,8 +210,13 @@ cluster = Cluster(name="bad", node_pools=[NodePool("cpu", CPU())], jobs=[
 {jobs}
 ])
 """)
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "synth", str(stack), "-o", str(tmp_path / "out")],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "synth", str(stack), "-o", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert r.returncode == 2 and not (tmp_path / "out").exists() and "Traceback" not in r.stderr
     lines = [line.removeprefix(f"error: {stack}: ") for line in r.stderr.splitlines() if line.startswith("error: ")]
     assert len(lines) == len(problems), lines
@@ -180,8 +230,9 @@ def test_bucket_names_gcs_accepts(name: str) -> None:
     assert cluster_of("jobset", GCSBucket(name)).jobs[0].checkpoints.bucket == name
 
 
-@pytest.mark.parametrize("name", ["ab", "x" * 64, "-abc", "abc-", "ABC", "goog-ckpt", "my-google-ckpt", "a..b",
-                                  ".".join(["a" * 64, "b"])])
+@pytest.mark.parametrize(
+    "name", ["ab", "x" * 64, "-abc", "abc-", "ABC", "goog-ckpt", "my-google-ckpt", "a..b", ".".join(["a" * 64, "b"])]
+)
 def test_bucket_names_gcs_refuses(name: str) -> None:
     with pytest.raises(SpecError, match=r"checkpoints\.bucket = .*not a Cloud Storage bucket name"):
         cluster_of("jobset", GCSBucket(name))
@@ -206,13 +257,20 @@ cluster = Cluster(name="rehearse", node_pools=[NodePool("cpu", CPU(devices=2))],
          "TRAIN_HEARTBEAT_TIMEOUT": "10", "TRAIN_SHUTDOWN_TIMEOUT": "10"}})])
 """)
     report = tmp / "report.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", str(path), "--run-command", "--json", str(report), *args],
-                       capture_output=True, text=True, cwd=EXAMPLE, timeout=300)   # its images table: python:3.11-slim
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", str(path), "--run-command", "--json", str(report), *args],
+        capture_output=True,
+        text=True,
+        cwd=EXAMPLE,
+        timeout=300,
+    )  # its images table: python:3.11-slim
     #                                                                                 holds the example's program
     return r.returncode, json.loads(report.read_text()), r.stdout
 
 
-@pytest.mark.parametrize("storage", ['GCSBucket("rehearse-ckpt")'], ids=["bucket"])   # a claim: tests/test_sim_rehearsal.py
+@pytest.mark.parametrize(
+    "storage", ['GCSBucket("rehearse-ckpt")'], ids=["bucket"]
+)  # a claim: tests/test_sim_rehearsal.py
 def test_a_killed_host_resumes_from_the_checkpoint_on_the_rendered_storage(storage: str, tmp_path: Path) -> None:
     kept = tmp_path / "kept"
     volume = "train-checkpoints" if storage.startswith("PVC") else "rehearse-ckpt"
@@ -224,9 +282,16 @@ def test_a_killed_host_resumes_from_the_checkpoint_on_the_rendered_storage(stora
     assert (kept / str(STEPS)).is_dir(), "the last checkpoint is in the storage the manifests name"
     # and it ends where an uninterrupted run ends: one process with the same 4 devices, unpaced
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JAX_", "TRAIN_", "KUBERNETES_"))}
-    alone = subprocess.run([sys.executable, "-m", "train"], cwd=TRAIN, capture_output=True, text=True,
-                           env={**env, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4", "TRAIN_STEPS": str(STEPS)},
-                           timeout=120, check=True)
+    alone = subprocess.run(
+        [sys.executable, "-m", "train"],
+        cwd=TRAIN,
+        capture_output=True,
+        text=True,
+        env={**env, "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": "4", "TRAIN_STEPS": str(STEPS)},
+        timeout=120,
+        check=True,
+    )
     last = rf"step {STEPS} loss (\S+)$"
     assert float(re.search(rf"^\[train-node-0-0\] {last}", out, re.M).group(1)) == pytest.approx(
-        float(re.search(rf"^{last}", alone.stdout, re.M).group(1)), rel=1e-5)
+        float(re.search(rf"^{last}", alone.stdout, re.M).group(1)), rel=1e-5
+    )

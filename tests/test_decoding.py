@@ -22,7 +22,15 @@ from hypothesis import strategies as st
 
 from conftest import ROOT
 from jaxinfra.errors import Problem
-from jaxinfra.yamlio import MAX_OBJECT_BYTES, MAX_REQUEST_BYTES, DecodeError, decode, load, read_documents, read_manifests
+from jaxinfra.yamlio import (
+    MAX_OBJECT_BYTES,
+    MAX_REQUEST_BYTES,
+    DecodeError,
+    decode,
+    load,
+    read_documents,
+    read_manifests,
+)
 from jaxinfra.yamlsurvey import allowed_alias_ratio, excessive_aliasing
 
 JAXINFRA = Path(sys.executable).parent / "jaxinfra"
@@ -66,8 +74,14 @@ data:
 
 def bomb(levels: int = 9, width: int = 9) -> str:
     """The billion laughs: each list holds `width` aliases of the one before (width**levels "lol"s)."""
-    lines = ["apiVersion: v1", "kind: ConfigMap", "metadata:", "  name: lol", "data:",
-             "  l0: &l0 [" + ", ".join(['"lol"'] * width) + "]"]
+    lines = [
+        "apiVersion: v1",
+        "kind: ConfigMap",
+        "metadata:",
+        "  name: lol",
+        "data:",
+        "  l0: &l0 [" + ", ".join(['"lol"'] * width) + "]",
+    ]
     lines += [f"  l{i}: &l{i} [" + ", ".join([f"*l{i - 1}"] * width) + "]" for i in range(1, levels)]
     return "\n".join(lines) + "\n"
 
@@ -101,7 +115,7 @@ def test_a_json_file_decodes_as_json(tmp_path: Path) -> None:
     manifests, problems = read_manifests([write(tmp_path, "cm.json", text + json.dumps(yaml.safe_load(JOB)))])
     assert problems == []
     assert [m["kind"] for m in manifests] == ["ConfigMap", "Job"]
-    assert manifests[0]["data"]["player_initial_lives"] == "\U0001F600" and manifests[0]["n"] == 1000.0
+    assert manifests[0]["data"]["player_initial_lives"] == "\U0001f600" and manifests[0]["n"] == 1000.0
 
 
 def test_a_yaml_flow_mapping_is_not_mistaken_for_json() -> None:
@@ -150,13 +164,17 @@ def test_allowed_alias_ratio_is_goyamls() -> None:
 def test_the_billion_laughs_is_refused_in_a_moment_with_little_memory(tmp_path: Path) -> None:
     path = write(tmp_path, "bomb.yaml", bomb())
     # VmHWM, not getrusage's ru_maxrss: Linux carries the latter over from the parent (a large pytest) through exec
-    code = ("import re, sys, time\n"
-            "from jaxinfra.yamlio import read_manifests\n"
-            "t = time.perf_counter(); manifests, problems = read_manifests([sys.argv[1]]); t = time.perf_counter() - t\n"
-            "hwm = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
-            "print(t, hwm, len(manifests), len(problems))\n"
-            "print(problems[0])\n")
-    run = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True)
+    code = (
+        "import re, sys, time\n"
+        "from jaxinfra.yamlio import read_manifests\n"
+        "t = time.perf_counter(); manifests, problems = read_manifests([sys.argv[1]]); t = time.perf_counter() - t\n"
+        "hwm = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
+        "print(t, hwm, len(manifests), len(problems))\n"
+        "print(problems[0])\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code, str(path)], capture_output=True, text=True, timeout=60, cwd=ROOT, check=True
+    )
     seconds, max_rss_kib, n_manifests, n_problems = run.stdout.splitlines()[0].split()
     assert float(seconds) < 1.0 and int(max_rss_kib) < 100 * 1024
     assert (n_manifests, n_problems) == ("0", "1")
@@ -170,9 +188,15 @@ def test_load_refuses_the_bomb_with_a_yaml_error() -> None:
 
 
 def test_an_alias_inside_its_own_anchor_is_refused() -> None:
-    docs, problems = decode("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: &loop {self: *loop}\n", "f.yaml")
+    docs, problems = decode(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: &loop {self: *loop}\n", "f.yaml"
+    )
     problem = only(problems)
-    assert docs == [] and problem.path == "f.yaml#0 ConfigMap/x" and "&loop (line 4) contains an alias to itself" in problem.message
+    assert (
+        docs == []
+        and problem.path == "f.yaml#0 ConfigMap/x"
+        and "&loop (line 4) contains an alias to itself" in problem.message
+    )
 
 
 def alias_text(anchor_size: int, aliases: int) -> str:
@@ -243,7 +267,11 @@ def goyaml_verdict(text: str) -> bool:
         if isinstance(event, yaml.AliasEvent):
             stack[-1][1].append(["alias", anchors[event.anchor]])
         elif isinstance(event, (yaml.ScalarEvent, yaml.SequenceStartEvent, yaml.MappingStartEvent)):
-            node = ["scalar", event.value] if isinstance(event, yaml.ScalarEvent) else ["seq" if isinstance(event, yaml.SequenceStartEvent) else "map", []]
+            node = (
+                ["scalar", event.value]
+                if isinstance(event, yaml.ScalarEvent)
+                else ["seq" if isinstance(event, yaml.SequenceStartEvent) else "map", []]
+            )
             if event.anchor:
                 anchors[event.anchor] = node
             stack[-1][1].append(node)
@@ -278,7 +306,9 @@ def goyaml_verdict(text: str) -> bool:
 
 def test_a_file_over_the_request_limit_is_one_problem(tmp_path: Path) -> None:
     line = "  k: " + "x" * 1000 + "\n"
-    path = write(tmp_path, "big.yaml", CONFIG_MAP + "".join(line.replace("k", f"k{i}") for i in range(MAX_REQUEST_BYTES // 1000)))
+    path = write(
+        tmp_path, "big.yaml", CONFIG_MAP + "".join(line.replace("k", f"k{i}") for i in range(MAX_REQUEST_BYTES // 1000))
+    )
     manifests, problems = read_manifests([path])
     problem = only(problems)
     assert manifests == [] and problem.path == str(path) and "3 MiB" in problem.message
@@ -291,7 +321,11 @@ def test_an_object_over_etcds_limit_is_one_problem_naming_it(tmp_path: Path) -> 
     manifests, problems = read_manifests([write(tmp_path, "blob.yaml", text)])
     problem = only(problems)
     assert [m["kind"] for m in manifests] == ["Job"]
-    assert problem.path.endswith("blob.yaml#1 ConfigMap/blob") and "1.5 MiB" in problem.message and "line 15" in problem.message
+    assert (
+        problem.path.endswith("blob.yaml#1 ConfigMap/blob")
+        and "1.5 MiB" in problem.message
+        and "line 15" in problem.message
+    )
 
 
 def test_the_object_limit_counts_expanded_aliases() -> None:
@@ -302,7 +336,11 @@ def test_the_object_limit_counts_expanded_aliases() -> None:
 
 
 def test_each_item_of_a_list_is_an_object_of_its_own() -> None:
-    item = "- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}, data: {{a: " + "z" * (MAX_OBJECT_BYTES // 2) + "}}}}\n"
+    item = (
+        "- {{apiVersion: v1, kind: ConfigMap, metadata: {{name: c{i}}}, data: {{a: "
+        + "z" * (MAX_OBJECT_BYTES // 2)
+        + "}}}}\n"
+    )
     text = "apiVersion: v1\nkind: List\nitems:\n" + item.format(i=0) + item.format(i=1)
     docs, problems = decode(text)
     assert problems == [] and len(docs[0].value["items"]) == 2
@@ -337,7 +375,10 @@ def test_duplicates_are_found_at_every_depth_and_only_there() -> None:
                 - {name: A, value: x, value: y}
         """)
     problems = decode(text, "d.yaml")[1]
-    assert [p.path for p in problems] == ['d.yaml#0 Job/d metadata.labels["0x1"]', "d.yaml#0 Job/d spec.template.spec.containers[0].env[0].value"]
+    assert [p.path for p in problems] == [
+        'd.yaml#0 Job/d metadata.labels["0x1"]',
+        "d.yaml#0 Job/d spec.template.spec.containers[0].env[0].value",
+    ]
     assert "line 3 (first at line 3)" in problems[0].message and "line 12" in problems[1].message
 
 
@@ -380,7 +421,9 @@ def test_python_tags_are_refused_not_run(tmp_path: Path) -> None:
     assert len(problems) == 2 and all("could not determine a constructor" in p.message for p in problems)
 
 
-@pytest.mark.parametrize("text", ["when: 2024-13-45\n", "n: " + "9" * 5000 + "\n", "a: \x01\n", "[" * 1200 + "]" * 1200])
+@pytest.mark.parametrize(
+    "text", ["when: 2024-13-45\n", "n: " + "9" * 5000 + "\n", "a: \x01\n", "[" * 1200 + "]" * 1200]
+)
 def test_values_that_cannot_be_built_are_problems(text: str) -> None:
     assert len(decode(text)[1]) == 1
 
@@ -389,15 +432,25 @@ def test_values_that_cannot_be_built_are_problems(text: str) -> None:
 
 
 @pytest.mark.parametrize("command", ["validate", "simulate"])
-@pytest.mark.parametrize(("name", "text", "says"), [
-    ("bomb.yaml", bomb(), ["excessive aliasing"]),
-    ("dup.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, name: b}\ndata: {x: '1', x: '2'}\n",
-     ["duplicate key 'name' at line 3", "duplicate key 'x' at line 4"]),
-])
-def test_the_cli_exits_2_with_one_line_per_problem(tmp_path: Path, command: str, name: str, text: str, says: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("name", "text", "says"),
+    [
+        ("bomb.yaml", bomb(), ["excessive aliasing"]),
+        (
+            "dup.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, name: b}\ndata: {x: '1', x: '2'}\n",
+            ["duplicate key 'name' at line 3", "duplicate key 'x' at line 4"],
+        ),
+    ],
+)
+def test_the_cli_exits_2_with_one_line_per_problem(
+    tmp_path: Path, command: str, name: str, text: str, says: list[str]
+) -> None:
     path = write(tmp_path, name, text)
     start = time.perf_counter()
-    run = subprocess.run([str(JAXINFRA), command, str(path)], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False)
+    run = subprocess.run(
+        [str(JAXINFRA), command, str(path)], capture_output=True, text=True, timeout=120, cwd=tmp_path, check=False
+    )
     assert time.perf_counter() - start < 30
     errors = [line for line in run.stderr.splitlines() if line.startswith("error: ")]
     assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
@@ -442,14 +495,30 @@ def mutated(draw: st.DrawFn) -> bytes:
             body = bomb(draw(st.integers(2, 12)), draw(st.integers(2, 12))).split("data:\n", 1)[1]
             lines.append(textwrap.dedent(body).replace("&l", f"&b{n}l").replace("*l", f"*b{n}l"))
         else:
-            tag = draw(st.sampled_from(["!!python/object:os.system", "!!python/object/apply:os.system", "!!binary", "!!set",
-                                        "!!omap", "!!timestamp", "!!int", "!custom", "!!str", "!!map"]))
+            tag = draw(
+                st.sampled_from(
+                    [
+                        "!!python/object:os.system",
+                        "!!python/object/apply:os.system",
+                        "!!binary",
+                        "!!set",
+                        "!!omap",
+                        "!!timestamp",
+                        "!!int",
+                        "!custom",
+                        "!!str",
+                        "!!map",
+                    ]
+                )
+            )
             lines[at] = f"{head} {tag}{value or ''}\n"
         text = "".join(lines)
     return text.encode("utf-8", "surrogateescape")
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(data=mutated())
 def test_any_mutation_decodes_to_problems_in_bounded_time(tmp_path: Path, data: bytes) -> None:
     path = tmp_path / "m.yaml"

@@ -17,7 +17,9 @@ CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+    )
 
 
 def synthesized(tmp_path: Path, backend: str = "jobset") -> Path:
@@ -61,20 +63,27 @@ def test_label_change_is_mutable() -> None:
 
 def test_added_and_removed_objects_in_apply_order() -> None:
     now = rendered(CPU_DEV, "jobset")
-    before = [o for o in now if o["kind"] != "Service"] + [{"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "old", "namespace": "default"}}]
+    before = [o for o in now if o["kind"] != "Service"] + [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "old", "namespace": "default"}}
+    ]
     d = diff(now, before)
     assert [(o.status, o.key) for o in d.objects] == [
-        ("added", Key("", "Service", "default", "train")), ("removed", Key("", "ConfigMap", "default", "old"))]
+        ("added", Key("", "Service", "default", "train")),
+        ("removed", Key("", "ConfigMap", "default", "old")),
+    ]
     assert d.summary() == "1 added, 1 removed, 0 changed (0 to delete and recreate)"
 
 
-@pytest.mark.parametrize(("kind", "path", "value", "expected"), [
-    ("Job", ("spec", "completions"), 3, "replaced"),           # Indexed, new completions == parallelism: elastic
-    ("Job", ("spec", "selector"), {"matchLabels": {"a": "b"}}, "immutable"),
-    ("Job", ("spec", "backoffLimit"), 7, "replaced"),          # mutable upstream, replaced by Pulumi
-    ("Job", ("metadata", "annotations"), {"a": "b"}, "mutable"),
-    ("Service", ("spec", "clusterIP"), "10.0.0.1", "immutable"),
-])
+@pytest.mark.parametrize(
+    ("kind", "path", "value", "expected"),
+    [
+        ("Job", ("spec", "completions"), 3, "replaced"),  # Indexed, new completions == parallelism: elastic
+        ("Job", ("spec", "selector"), {"matchLabels": {"a": "b"}}, "immutable"),
+        ("Job", ("spec", "backoffLimit"), 7, "replaced"),  # mutable upstream, replaced by Pulumi
+        ("Job", ("metadata", "annotations"), {"a": "b"}, "mutable"),
+        ("Service", ("spec", "clusterIP"), "10.0.0.1", "immutable"),
+    ],
+)
 def test_job_and_service_fields(kind: str, path: tuple[str, str], value: object, expected: str) -> None:
     now = rendered(CPU_DEV, "job")
     before = copy.deepcopy(now)
@@ -102,7 +111,10 @@ def test_elastic_indexed_job_completions_with_parallelism_is_not_immutable() -> 
 def test_backend_change_is_a_removed_and_an_added_workload(tmp_path: Path) -> None:
     r = cli("diff", str(CPU_DEV), str(synthesized(tmp_path, "jobset")), "--backend", "job")
     assert r.returncode == 1
-    assert "+ Job default/train (batch): added" in r.stdout and "- JobSet default/train (jobset.x-k8s.io): removed" in r.stdout
+    assert (
+        "+ Job default/train (batch): added" in r.stdout
+        and "- JobSet default/train (jobset.x-k8s.io): removed" in r.stdout
+    )
 
 
 def test_input_problems_exit_2(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import NO_RESTART, load_stack, stack_backends
 
+from conftest import NO_RESTART, load_stack, stack_backends
 from jaxinfra import stack
 from jaxinfra.explain import HOSTNAME, Var, env_ranges
 from jaxinfra.plan import JobPlan, plan
@@ -24,7 +24,9 @@ HUGE = "benchmarks/stacks/v5p_16x16x24_x4.py"
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "dumb"}
-    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=180)
+    return subprocess.run(
+        [sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=ROOT, env=env, timeout=180
+    )
 
 
 def fill(template: tuple[str | Var, ...], rank: int, jp: JobPlan) -> str:
@@ -33,16 +35,20 @@ def fill(template: tuple[str | Var, ...], rank: int, jp: JobPlan) -> str:
     return "".join(str(at[p.name]) if isinstance(p, Var) else p for p in template)
 
 
-@pytest.mark.parametrize(("path", "backend"), [*stack_backends(), (ROOT / HUGE, "jobset")], ids=lambda v: Path(str(v)).stem)
+@pytest.mark.parametrize(
+    ("path", "backend"), [*stack_backends(), (ROOT / HUGE, "jobset")], ids=lambda v: Path(str(v)).stem
+)
 def test_patterns_stand_for_every_rank_exactly(path: Path, backend: str) -> None:
     for jp in plan(load_stack(path, backend)).jobs:
         ranges = list(env_ranges(jp))
-        assert [r.first for r in ranges] == [0, *(r.last + 1 for r in ranges[:-1])] and ranges[-1].last == jp.processes - 1
+        assert [r.first for r in ranges] == [0, *(r.last + 1 for r in ranges[:-1])] and ranges[
+            -1
+        ].last == jp.processes - 1
         for r in ranges:
             for rank in range(r.first, r.last + 1):
                 expected = {HOSTNAME: (jp.hostname(rank), ""), **jp.env_sources(rank)}
                 assert {n: (fill(t, rank, jp), by) for n, (t, by) in r.env.items()} == expected
-        assert len(ranges) == 1   # every backend's env follows one pattern over all ranks
+        assert len(ranges) == 1  # every backend's env follows one pattern over all ranks
 
 
 @pytest.mark.parametrize("path", [V5P, HUGE])
@@ -64,7 +70,9 @@ def test_all_ranks_prints_every_rank() -> None:
     ranks = [int(b) for b in blocks[::2]]
     assert ranks == list(range(6144))
     last = blocks[-1]
-    assert "pod hostname: train-slice-3-1535" in last and "MEGASCALE_SLICE_ID=3" in last and "TPU_WORKER_ID=1535" in last
+    assert (
+        "pod hostname: train-slice-3-1535" in last and "MEGASCALE_SLICE_ID=3" in last and "TPU_WORKER_ID=1535" in last
+    )
 
 
 def test_single_ranks_and_a_rank_no_job_has() -> None:
@@ -81,7 +89,9 @@ def test_single_ranks_and_a_rank_no_job_has() -> None:
 # The kill hits the pod that starts last: the runner holds the other pods while the coordinator (rank 0) warms up,
 # so on a loaded machine a kill of rank 0 at 0.02 s came before rank 1 had started (it stayed pending, and the test
 # failed on the machine's speed, not on the table).
-@pytest.mark.parametrize("fault", [["--fail", "train-node-0-1"], ["--kill", "train-node-0-1@0.02"]], ids=["fail", "kill"])
+@pytest.mark.parametrize(
+    "fault", [["--fail", "train-node-0-1"], ["--kill", "train-node-0-1@0.02"]], ids=["fail", "kill"]
+)
 def test_simulate_final_table_is_never_cut_short_in_a_ci_log(fault: list[str]) -> None:
     r = cli("simulate", NO_RESTART, "--no-logs", *fault)
     assert r.returncode == 1
@@ -100,5 +110,5 @@ def test_an_output_folder_that_does_not_exist_is_an_input_error(tmp_path: Path) 
     r = cli("explain", V5P, "--svg", str(missing / "t.svg"))
     assert r.returncode == 2 and f"error: --svg = '{missing}/t.svg': its folder does not exist" in r.stderr
     r = cli("simulate", V5P, "--trace", str(missing / "t.json"), "--html", str(missing / "r.html"))
-    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""   # stopped before anything ran
+    assert r.returncode == 2 and "Traceback" not in r.stderr and r.stdout == ""  # stopped before anything ran
     assert "error: --trace = " in r.stderr and "error: --html = " in r.stderr and "2 problems" in r.stderr

@@ -42,8 +42,13 @@ def plan(*paths: Path) -> engine.Report:
 
 
 def validate_cli(*paths: Path) -> tuple[int, str]:
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "validate", *map(str, paths)], capture_output=True, text=True,
-                       cwd=ROOT, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "validate", *map(str, paths)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert "Traceback" not in r.stdout + r.stderr, r.stderr
     return r.returncode, r.stderr
 
@@ -51,28 +56,77 @@ def validate_cli(*paths: Path) -> tuple[int, str]:
 def xpk_jobset(name: str = "xpk-train") -> dict[str, Any]:
     """A JobSet as xpk renders one for a CPU workload: unnamed failure-policy rules, the templated nulls."""
     return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
         "metadata": {"name": name, "annotations": None, "labels": {"xpk.google.com/workload": name}},
         "spec": {
             "ttlSecondsAfterFinished": 43200,
-            "failurePolicy": {"maxRestarts": 0, "rules": [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}]},
-            "replicatedJobs": [{
-                "name": "slice-job", "replicas": 1,
-                "template": {"spec": {
-                    "parallelism": 2, "completions": 2, "backoffLimit": 0,
-                    "podFailurePolicy": {"rules": [{"action": "FailJob", "onExitCodes": {"containerName": "jax-cpu",
-                                                                                         "operator": "NotIn", "values": [42]}}]},
-                    "template": {"metadata": {"annotations": None}, "spec": {
-                        "nodeSelector": None, "restartPolicy": "Never", "terminationGracePeriodSeconds": 30,
-                        "containers": [{"name": "jax-cpu", "image": "python:3.11", "env": None, "command": PROBE,
-                                        "resources": {"limits": {"cpu": "500m"}}}]}}}}}]}}
+            "failurePolicy": {
+                "maxRestarts": 0,
+                "rules": [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
+            },
+            "replicatedJobs": [
+                {
+                    "name": "slice-job",
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "parallelism": 2,
+                            "completions": 2,
+                            "backoffLimit": 0,
+                            "podFailurePolicy": {
+                                "rules": [
+                                    {
+                                        "action": "FailJob",
+                                        "onExitCodes": {
+                                            "containerName": "jax-cpu",
+                                            "operator": "NotIn",
+                                            "values": [42],
+                                        },
+                                    }
+                                ]
+                            },
+                            "template": {
+                                "metadata": {"annotations": None},
+                                "spec": {
+                                    "nodeSelector": None,
+                                    "restartPolicy": "Never",
+                                    "terminationGracePeriodSeconds": 30,
+                                    "containers": [
+                                        {
+                                            "name": "jax-cpu",
+                                            "image": "python:3.11",
+                                            "env": None,
+                                            "command": PROBE,
+                                            "resources": {"limits": {"cpu": "500m"}},
+                                        }
+                                    ],
+                                },
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
 
 
 def docs_job(name: str = "pi", **spec: Any) -> dict[str, Any]:
     """A Job as the Kubernetes docs write one: no completions, no parallelism, restartPolicy Never."""
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {**spec, "template": {"spec": {"restartPolicy": "Never",
-                                                   "containers": [{"name": "pi", "image": "python:3.11", "command": PROBE}]}}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            **spec,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "pi", "image": "python:3.11", "command": PROBE}],
+                }
+            },
+        },
+    }
 
 
 # --- a cluster accepts these ----------------------------------------------------------------------------------------
@@ -91,11 +145,11 @@ def test_what_is_stored_is_defaulted_and_mutated_as_the_api_server_does() -> Non
     result = admit([Request("xpk.yaml", 0, xpk_jobset()), Request("pi.yaml", 0, docs_job())])
     assert result.problems == []
     (_, jobset), (_, job) = result.stored
-    assert "annotations" not in jobset["metadata"]                                     # a non-nullable null, pruned
+    assert "annotations" not in jobset["metadata"]  # a non-nullable null, pruned
     assert jobset["spec"]["failurePolicy"]["rules"][0]["name"] == "failurePolicyRule0"  # JobSet's webhook names rules
-    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 1                 # SetDefaults_Job
+    assert job["spec"]["completions"] == job["spec"]["parallelism"] == 1  # SetDefaults_Job
     assert job["spec"]["backoffLimit"] == 6 and job["spec"]["completionMode"] == "NonIndexed"
-    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30        # SetDefaults_PodSpec
+    assert job["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 30  # SetDefaults_PodSpec
 
 
 def test_generate_name_gets_a_name_of_the_api_servers_alphabet() -> None:
@@ -108,8 +162,12 @@ def test_generate_name_gets_a_name_of_the_api_servers_alphabet() -> None:
 
 
 def test_an_unknown_kind_is_stored_with_a_note_and_the_workload_still_runs(tmp_path: Path) -> None:
-    provisioning = {"apiVersion": "autoscaling.x-k8s.io/v1beta1", "kind": "ProvisioningRequestConfig",
-                    "metadata": {"name": "xpk-flex"}, "spec": {"provisioningClassName": "queued-provisioning.gke.io"}}
+    provisioning = {
+        "apiVersion": "autoscaling.x-k8s.io/v1beta1",
+        "kind": "ProvisioningRequestConfig",
+        "metadata": {"name": "xpk-flex"},
+        "spec": {"provisioningClassName": "queued-provisioning.gke.io"},
+    }
     path = write(tmp_path / "xpk.yaml", [provisioning, xpk_jobset()])
     assert validate_files([path]) == []
     report = plan(path)
@@ -119,17 +177,35 @@ def test_an_unknown_kind_is_stored_with_a_note_and_the_workload_still_runs(tmp_p
 
 
 def test_a_crd_among_the_inputs_validates_its_objects(tmp_path: Path) -> None:
-    crd = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-           "metadata": {"name": "widgets.example.com"},
-           "spec": {"group": "example.com", "scope": "Namespaced",
-                    "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
-                    "versions": [{"name": "v1", "served": True, "storage": True, "schema": {"openAPIV3Schema": {
-                        "type": "object", "properties": {"spec": {"type": "object", "properties": {
-                            "size": {"type": "integer", "default": 3}}}}}}}]}}
+    crd = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "properties": {
+                                "spec": {"type": "object", "properties": {"size": {"type": "integer", "default": 3}}}
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
     good = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {}}
     bad = {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "v"}, "spec": {"size": "big"}}
     result = admit([Request("w.yaml", i, o) for i, o in enumerate([crd, good, bad])])
-    assert [obj["spec"] for _, obj in result.stored[1:]] == [{"size": 3}]      # the CRD's default, applied
+    assert [obj["spec"] for _, obj in result.stored[1:]] == [{"size": 3}]  # the CRD's default, applied
     [problem] = result.problems
     assert "w.yaml#2 Widget/v spec.size" in problem.path and "'big' is not of type 'integer'" in problem.message
 
@@ -138,8 +214,13 @@ def test_a_crd_among_the_inputs_validates_its_objects(tmp_path: Path) -> None:
 
 WRONG_TYPES = {
     "containers-string": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": "oops"}}}},
-    "env-strings": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-        {"name": "c", "image": "i", "env": ["A=1"]}]}}}},
+    "env-strings": {
+        "spec": {
+            "template": {
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i", "env": ["A=1"]}]}
+            }
+        }
+    },
     "backoff-word": {"spec": {"backoffLimit": "six"}},
     "metadata-string": {"metadata": "x"},
     "spec-list": {"spec": [1, 2]},
@@ -153,11 +234,20 @@ WRONG_TYPES = {
     "name-uppercase": {"metadata": {"name": "Train"}},
     "name-long": {"metadata": {"name": "a" * 300}},
     "name-slash": {"metadata": {"name": "a/b"}},
-    "restart-always": {"spec": {"template": {"spec": {"restartPolicy": "Always", "containers": [
-        {"name": "c", "image": "i"}]}}}},
+    "restart-always": {
+        "spec": {"template": {"spec": {"restartPolicy": "Always", "containers": [{"name": "c", "image": "i"}]}}}
+    },
     "indexed-huge": {"spec": {"completionMode": "Indexed", "completions": 1000000, "parallelism": 1000000}},
-    "cpu-1K": {"spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [
-        {"name": "c", "image": "i", "resources": {"requests": {"cpu": "1K"}}}]}}}},
+    "cpu-1K": {
+        "spec": {
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "i", "resources": {"requests": {"cpu": "1K"}}}],
+                }
+            }
+        }
+    },
 }
 
 
@@ -172,13 +262,15 @@ def test_what_the_api_server_refuses_is_refused_before_anything_starts(case: str
     path = write(tmp_path / f"{case}.yaml", [_merge(docs_job(), WRONG_TYPES[case])])
     problems = validate_files([path])
     assert problems and all(isinstance(p, Refused) and "\n" not in str(p) for p in problems), problems
-    assert [str(p) for p in plan(path).refused] == [str(p) for p in problems]   # one admission path: the same lines
+    assert [str(p) for p in plan(path).refused] == [str(p) for p in problems]  # one admission path: the same lines
 
 
 def test_every_problem_at_once_and_exit_2_from_both_commands(tmp_path: Path) -> None:
     cases = ["containers-string", "backoff-word", "name-uppercase", "cpu-1K"]
-    paths = [write(tmp_path / "in" / f"{c}.yaml", [_merge(docs_job(c.replace("-", "").lower()), WRONG_TYPES[c])])
-             for c in cases]
+    paths = [
+        write(tmp_path / "in" / f"{c}.yaml", [_merge(docs_job(c.replace("-", "").lower()), WRONG_TYPES[c])])
+        for c in cases
+    ]
     status, err = validate_cli(tmp_path / "in")
     assert status == 2
     errors = [line for line in err.splitlines() if line.startswith("error: ")]
@@ -195,10 +287,16 @@ def test_a_kind_a_known_group_does_not_serve_is_refused() -> None:
 
 
 def test_a_job_whose_pods_violate_the_namespaces_pod_security_is_stored_with_a_warning_and_its_pods_refused(
-        tmp_path: Path) -> None:
-    namespace = {"apiVersion": "v1", "kind": "Namespace",
-                 "metadata": {"name": "secure", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
-    job = _merge(docs_job(completionMode="Indexed", completions=2, parallelism=2), {"metadata": {"namespace": "secure"}})
+    tmp_path: Path,
+) -> None:
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "secure", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}},
+    }
+    job = _merge(
+        docs_job(completionMode="Indexed", completions=2, parallelism=2), {"metadata": {"namespace": "secure"}}
+    )
     setup, workload = write(tmp_path / "ns.yaml", [namespace]), write(tmp_path / "job.yaml", [job])
     status, err = validate_cli(setup, workload)
     assert status == 0 and 'would violate PodSecurity "restricted:latest"' in err
@@ -208,8 +306,10 @@ def test_a_job_whose_pods_violate_the_namespaces_pod_security_is_stored_with_a_w
 
 
 def test_a_priority_class_no_cluster_has_refuses_the_pods_and_one_among_the_inputs_admits_them(tmp_path: Path) -> None:
-    job = _merge(docs_job(completionMode="Indexed", completions=1),
-                 {"spec": {"template": {"spec": {"priorityClassName": "high"}}}})
+    job = _merge(
+        docs_job(completionMode="Indexed", completions=1),
+        {"spec": {"template": {"spec": {"priorityClassName": "high"}}}},
+    )
     workload = write(tmp_path / "job.yaml", [job])
     [result] = plan(workload).results
     assert any("no PriorityClass with name high was found" in p.message for p in result.workload.problems)
@@ -221,8 +321,17 @@ def test_a_priority_class_no_cluster_has_refuses_the_pods_and_one_among_the_inpu
 # --- hostile input: never a traceback, bounded memory ---------------------------------------------------------------
 
 MUTATIONS = st.sampled_from(["null", "delete", "string", "list", "huge", "negative", "path", "bool", "float", "object"])
-VALUES = {"null": None, "string": "x/../../etc", "list": [1, "a"], "huge": 10**30, "negative": -(2**63),
-          "path": "/etc/passwd", "bool": True, "float": 1e308, "object": {"a": {"b": None}}}
+VALUES = {
+    "null": None,
+    "string": "x/../../etc",
+    "list": [1, "a"],
+    "huge": 10**30,
+    "negative": -(2**63),
+    "path": "/etc/passwd",
+    "bool": True,
+    "float": 1e308,
+    "object": {"a": {"b": None}},
+}
 
 
 def _paths(node: Any, at: tuple = ()) -> list[tuple]:
@@ -252,7 +361,9 @@ BASES = [xpk_jobset(), docs_job(completionMode="Indexed", completions=2, paralle
 
 
 @settings(suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(st.sampled_from(range(len(BASES))), st.lists(st.tuples(st.integers(0, 10**6), MUTATIONS), min_size=1, max_size=4))
+@given(
+    st.sampled_from(range(len(BASES))), st.lists(st.tuples(st.integers(0, 10**6), MUTATIONS), min_size=1, max_size=4)
+)
 def test_mutated_manifests_give_a_verdict_one_line_per_problem_never_a_traceback(base: int, changes: list) -> None:
     obj: Any = BASES[base]
     for pick, how in changes:

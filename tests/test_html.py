@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from conftest import EXAMPLE, NO_RESTART
 from headless import Browser
 
@@ -27,14 +28,21 @@ CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
 
 def simulate(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, Any]]:
     html, report = tmp / "report.html", tmp / "report.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--html", str(html), "--json", str(report)],
-                       capture_output=True, text=True, cwd=ROOT, timeout=180)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", *args, "--html", str(html), "--json", str(report)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=180,
+    )
     return r, html, json.loads(report.read_text())
 
 
 @pytest.fixture(scope="module")
 def default_report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    r, html, report = simulate(tmp_path_factory.mktemp("html"), str(CPU_DEV))   # the default stack, logs printed as usual
+    r, html, report = simulate(
+        tmp_path_factory.mktemp("html"), str(CPU_DEV)
+    )  # the default stack, logs printed as usual
     assert r.returncode == 0, r.stdout + r.stderr
     return html, report
 
@@ -69,7 +77,7 @@ def test_default_report_renders_in_chromium(default_report: tuple[Path, dict[str
     assert seen["title"] == "jaxinfra simulation passed: 1 workload"
     assert seen["final_rows"] == len(pods) == 2
     assert seen["phases"] == ["succeeded", "succeeded"]
-    assert seen["hosts"] == 2 and seen["tracks"] == 2 and seen["logs"] == 2   # topology, timeline, folded logs
+    assert seen["hosts"] == 2 and seen["tracks"] == 2 and seen["logs"] == 2  # topology, timeline, folded logs
     assert all(p["hostname"] in seen["text"] for p in pods)
     ink = seen["ink"]
     assert ink["width"] >= 1000 and ink["inked"] > 0.05 * ink["width"] * ink["height"] and ink["colours"] > 20

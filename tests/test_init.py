@@ -24,7 +24,9 @@ CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYT
 
 
 def jaxinfra(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def steps(repo: Path) -> dict[str, dict[str, Any]]:
@@ -34,8 +36,14 @@ def steps(repo: Path) -> dict[str, dict[str, Any]]:
 
 def run_step(step: dict[str, Any], repo: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """A workflow step's `run`, as a GitHub runner runs it (bash -eo pipefail), in the repository."""
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], capture_output=True,
-                          text=True, cwd=repo, timeout=600, env={**CLEAN_ENV, **step.get("env", {}), **env})
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+        capture_output=True,
+        text=True,
+        cwd=repo,
+        timeout=600,
+        env={**CLEAN_ENV, **step.get("env", {}), **env},
+    )
 
 
 @pytest.mark.parametrize("template", init.TEMPLATES)
@@ -46,12 +54,15 @@ def test_init_writes_every_file_once_and_documents_each(template: str, tmp_path:
     written = sorted(str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file())
     assert written == sorted(init.FILES)
     readme = (repo / "README.md").read_text()
-    assert all(f"`{path}`" in readme for path in init.FILES if path != "infra/__main__.py") and "`infra/__main__.py`" in readme
+    assert (
+        all(f"`{path}`" in readme for path in init.FILES if path != "infra/__main__.py")
+        and "`infra/__main__.py`" in readme
+    )
     assert f"--template {template}" in readme and "$" not in readme.replace("${{", "")
     project = tomllib.loads((repo / "pyproject.toml").read_text())
     assert project["project"]["dependencies"][0] == f"jaxinfra[validate,sim]=={init.version()}"
-    assert set(project["tool"]["jaxinfra"]["simulate"]["images"].values()) == {"train"}   # the program init wrote
-    assert (repo / "train/train.py").read_bytes() == (ROOT / "jaxinfra/templates/train/train.py").read_bytes()
+    assert set(project["tool"]["jaxinfra"]["simulate"]["images"].values()) == {"train"}  # the program init wrote
+    assert (repo / "train/train.py").read_bytes() == (ROOT / "src/jaxinfra/templates/train/train.py").read_bytes()
     cluster = stack.load(repo / "stacks/training.py")  # a valid stack of the chosen kind
     assert cluster.node_pools[0].accelerator.kind == template
 
@@ -80,16 +91,28 @@ def test_workflow_passes_offline_linters(tmp_path: Path) -> None:
     init.write(tmp_path)
     workflow = tmp_path / WORKFLOW
     bin_dir = Path(sys.executable).parent
-    r = subprocess.run([str(bin_dir / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(workflow)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(bin_dir / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(workflow)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run([str(bin_dir / "zizmor"), "--offline", "--persona", "pedantic", "--no-progress", str(workflow)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(bin_dir / "zizmor"), "--offline", "--persona", "pedantic", "--no-progress", str(workflow)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0 and "No findings" in r.stdout, r.stdout + r.stderr
     broken = tmp_path / "broken.yml"
     broken.write_text(workflow.read_text().replace("runs-on:", "runs_on:"))
-    r = subprocess.run([str(bin_dir / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(broken)],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [str(bin_dir / "check-jsonschema"), "--builtin-schema", "vendor.github-workflows", str(broken)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 1  # the linter does reject a broken workflow
 
 
@@ -130,8 +153,9 @@ def test_cdk8s_app_of_the_new_repository(tmp_path: Path) -> None:
     assert app == ".venv/bin/python -m jaxinfra.cdk8s"
     out = tmp_path / "dist"
     env = {**os.environ, "CDK8S_OUTDIR": str(out), "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    r = subprocess.run([sys.executable, "-m", "jaxinfra.cdk8s"], capture_output=True, text=True, cwd=tmp_path, env=env,
-                       timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra.cdk8s"], capture_output=True, text=True, cwd=tmp_path, env=env, timeout=120
+    )
     assert r.returncode == 0, r.stderr
     assert load((out / "training.k8s.yaml").read_text()) == manifests(stack.load(tmp_path / "stacks/training.py"))
 
@@ -147,19 +171,54 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     pytest.importorskip("jax")
     base = tmp_path_factory.mktemp("fresh")
     source = base / "source"  # a clean copy: an in-tree build would reuse a stale build/ folder
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns(".git", ".venv", "node_modules", "build", "dist", "*.egg-info",
-                                                               "__pycache__", ".pytest_cache", ".hypothesis", "out"))
+    shutil.copytree(
+        ROOT,
+        source,
+        ignore=shutil.ignore_patterns(
+            ".git",
+            ".venv",
+            "node_modules",
+            "build",
+            "dist",
+            "*.egg-info",
+            "__pycache__",
+            ".pytest_cache",
+            ".hypothesis",
+            "out",
+        ),
+    )
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run([*pip, "wheel", "--quiet", "--no-deps", str(source), "-w", str(base / "wheel")], check=True,
-                   capture_output=True, timeout=300, env=CLEAN_ENV)
+    subprocess.run(
+        [*pip, "wheel", "--quiet", "--no-deps", str(source), "-w", str(base / "wheel")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env=CLEAN_ENV,
+    )
     [wheel] = (base / "wheel").glob("jaxinfra-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, env=CLEAN_ENV)
-    train = [line.strip().strip('",') for line in init.render("cpu")["pyproject.toml"].splitlines()
-             if line.strip().startswith(('"optax', '"orbax'))]
-    r = subprocess.run([str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-                        f"{wheel}[sim,validate,cdk8s,pulumi]", *train], capture_output=True, text=True, timeout=1200,
-                       env=CLEAN_ENV)
+    train = [
+        line.strip().strip('",')
+        for line in init.render("cpu")["pyproject.toml"].splitlines()
+        if line.strip().startswith(('"optax', '"orbax'))
+    ]
+    r = subprocess.run(
+        [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            f"{wheel}[sim,validate,cdk8s,pulumi]",
+            *train,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        env=CLEAN_ENV,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     return venv
 
@@ -167,8 +226,13 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("template", init.TEMPLATES)
 def test_workflow_commands_pass_in_the_new_repository(template: str, fresh_venv: Path, tmp_path: Path) -> None:
     repo = tmp_path / "repo"
-    r = subprocess.run([str(fresh_venv / "bin/jaxinfra"), "init", str(repo), "--template", template], capture_output=True,
-                       text=True, timeout=120, env=CLEAN_ENV)
+    r = subprocess.run(
+        [str(fresh_venv / "bin/jaxinfra"), "init", str(repo), "--template", template],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=CLEAN_ENV,
+    )
     assert r.returncode == 0, r.stderr
     (repo / ".venv").symlink_to(fresh_venv)  # the workflow's Install step, done once for the session
     ran = steps(repo)
@@ -225,20 +289,28 @@ def test_readme_commands_pass_in_the_new_repository(template: str, fresh_venv: P
     ran = []
     for line in readme_commands(repo):
         if line.startswith("python3 -m venv .venv && "):
-            line = line.removeprefix("python3 -m venv .venv && ")   # the venv: made once for the session
+            line = line.removeprefix("python3 -m venv .venv && ")  # the venv: made once for the session
         if "--run-command" in line and template != "cpu":
-            continue   # the accelerator templates' program runs on the CPU template; 16 CPU devices cost minutes
+            continue  # the accelerator templates' program runs on the CPU template; 16 CPU devices cost minutes
         if line.startswith("kubectl apply"):
             assert (repo / line.split(" -f ", 1)[1].split()[0]).is_file(), line
             continue
         if line.startswith("npm install"):
             if not (shutil.which("node") and shutil.which("npm")):
                 continue
-            line = line.replace("npm install", "npm install --offline --no-audit --no-fund")   # npm's cache: .ci/run's npm ci
+            line = line.replace(
+                "npm install", "npm install --offline --no-audit --no-fund"
+            )  # npm's cache: .ci/run's npm ci
         if line.startswith("pulumi up"):
             line = f"{fresh_venv}/bin/python {PULUMI_UP} training"
-        done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line], capture_output=True,
-                              text=True, cwd=repo, timeout=600, env=env)
+        done = subprocess.run(
+            ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", line],
+            capture_output=True,
+            text=True,
+            cwd=repo,
+            timeout=600,
+            env=env,
+        )
         assert done.returncode == 0, f"{line}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
         assert "Traceback" not in done.stdout + done.stderr, line
         ran.append((line, done))

@@ -12,7 +12,10 @@ from conftest import ROOT
 
 
 def run(body: str) -> subprocess.CompletedProcess[str]:
-    script = "import gc, os, signal, sys, time\nfrom jaxinfra import interrupts\ninterrupts.install()\n" + textwrap.dedent(body)
+    script = (
+        "import gc, os, signal, sys, time\nfrom jaxinfra import interrupts\ninterrupts.install()\n"
+        + textwrap.dedent(body)
+    )
     return subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=60)
 
 
@@ -76,4 +79,8 @@ def test_a_ctrl_c_during_a_held_fork_comes_after_it_in_the_parent_and_when_relea
         print(os.read(read, 100).decode(), os.WIFSIGNALED(status) and signal.Signals(os.WTERMSIG(status)).name)
     """)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.splitlines() == ["parent recorded the child", "parent interrupted after the block", "child set up; SIGINT"]
+    assert r.stdout.splitlines() == [
+        "parent recorded the child",
+        "parent interrupted after the block",
+        "child set up; SIGINT",
+    ]

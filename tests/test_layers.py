@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parent.parent / "jaxinfra"
+PACKAGE = Path(__file__).resolve().parent.parent / "src" / "jaxinfra"
 
 #: Module -> the jaxinfra modules it may import at run time.
 ALLOWED = {
@@ -21,7 +21,7 @@ ALLOWED = {
     "catalog": {"errors"},
     "spec": {"catalog", "errors", "names", "quantity", "spec"},
     "plan": {"catalog", "errors", "names", "quantity"},
-    "render": {"catalog", "errors", "names", "plan", "render"},   # errors: a pod patch that does not apply
+    "render": {"catalog", "errors", "names", "plan", "render"},  # errors: a pod patch that does not apply
 }
 
 #: Module of the spec package -> the spec modules it may import at run time: each concern builds on the
@@ -103,7 +103,10 @@ def test_the_check_reads_function_level_imports() -> None:
     try:
         path.write_text(code, encoding="utf-8")
         assert runtime_imports(path) == {"plan"}
-        path.write_text("from jaxinfra.spec.jobs import JaxJob\nimport jaxinfra.spec.base\nfrom jaxinfra.plan import plan\n", encoding="utf-8")
+        path.write_text(
+            "from jaxinfra.spec.jobs import JaxJob\nimport jaxinfra.spec.base\nfrom jaxinfra.plan import plan\n",
+            encoding="utf-8",
+        )
         assert runtime_imports(path, "jaxinfra.spec") == {"jobs", "base"}
     finally:
         path.unlink()
@@ -113,5 +116,6 @@ def test_the_check_reads_function_level_imports() -> None:
 def test_spec_uses_no_private_pydantic_module(path: Path) -> None:
     tree = ast.parse(path.read_text(encoding="utf-8"))
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
-        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     assert not [m for m in modules if m and "._" in m]

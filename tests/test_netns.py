@@ -43,6 +43,7 @@ def network(request: pytest.FixtureRequest) -> Iterator[Network]:
 
 # --- helpers: forked children that join ----------------------------------------------------------
 
+
 def _read_all(fd: int, timeout: float) -> bytes:
     deadline, data = time.monotonic() + timeout, b""
     while (left := deadline - time.monotonic()) > 0 and select.select([fd], [], [], left)[0]:
@@ -57,13 +58,13 @@ def in_joined_child(net: Network, body: Callable[[], Any], timeout: float = 10.0
     """body()'s (JSON) result, run in a forked child that joined the pods' network; its error re-raised here."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:   # pragma: no cover - the child
+    if pid == 0:  # pragma: no cover - the child
         out: dict[str, Any]
         try:
             os.close(r)
             net.join()
             out = {"ok": body()}
-        except BaseException as e:   # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001
             out = {"error": f"{type(e).__name__}: {e}"}
         os.write(w, json.dumps(out).encode())
         os._exit(0)
@@ -86,7 +87,7 @@ def pod_listener(net: Network, port: int, host: str = "0.0.0.0") -> Iterator[int
     ready_r, ready_w = os.pipe()
     stop_r, stop_w = os.pipe()
     pid = os.fork()
-    if pid == 0:   # pragma: no cover - the child
+    if pid == 0:  # pragma: no cover - the child
         try:
             os.close(ready_r)
             os.close(stop_w)
@@ -102,7 +103,7 @@ def pod_listener(net: Network, port: int, host: str = "0.0.0.0") -> Iterator[int
                     conn, _ = listener.accept()
                     with conn:
                         conn.sendall(b"pod")
-        except BaseException as e:   # noqa: BLE001
+        except BaseException as e:  # noqa: BLE001
             os.write(ready_w, f"{type(e).__name__}: {e}".encode())
         os._exit(0)
     os.close(ready_w)
@@ -163,24 +164,26 @@ def greeting(s: socket.socket) -> bytes:
 
 # --- (1) a pod's listener is the pods' only --------------------------------------------------------
 
+
 def test_a_pods_listener_is_reachable_in_the_pods_network_only(network: Network) -> None:
     with held_port() as held:
         port = held.getsockname()[1]
         with pod_listener(network, port):
-            with socket.socket() as probe:   # the machine's namespace: nobody listens on that port
+            with socket.socket() as probe:  # the machine's namespace: nobody listens on that port
                 assert probe.connect_ex(("127.0.0.1", port)) != 0
             assert not machine_listens(port)
             if shutil.which("ss"):
                 shown = subprocess.run(["ss", "-Hltn", f"sport = :{port}"], capture_output=True, text=True, timeout=10)
                 assert shown.stdout.strip() == "", shown.stdout
             assert network.connect_check("127.0.0.1", port)
-            assert network.connect_check("127.44.0.3", port)            # every 127/8 address is lo's, as a pod's is
+            assert network.connect_check("127.44.0.3", port)  # every 127/8 address is lo's, as a pod's is
             assert greeting(network.connect(("127.0.0.1", port))) == b"pod"
             assert not network.connect_check("127.0.0.1", port + 1 if port < 65535 else port - 1)
 
             def other_pod() -> str:
                 with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
                     return s.recv(16).decode()
+
             assert in_joined_child(network, other_pod) == "pod"
 
 
@@ -195,6 +198,7 @@ def test_a_pod_reaches_a_server_listening_before_the_fork(network: Network) -> N
         def client() -> str:
             with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
                 return s.recv(16).decode()
+
         result: list[Any] = []
         t = threading.Thread(target=lambda: result.append(in_joined_child(network, client)))
         t.start()
@@ -208,21 +212,24 @@ def test_a_pod_reaches_a_server_listening_before_the_fork(network: Network) -> N
 
 # --- (2) the machine's ports do not take the pods' -----------------------------------------------
 
+
 def test_a_machine_process_on_a_port_does_not_stop_a_pod_binding_it(network: Network) -> None:
     with socket.create_server(("0.0.0.0", 0)) as machine:
         port = machine.getsockname()[1]
         with pod_listener(network, port):
-            assert greeting(network.connect(("127.0.0.1", port))) == b"pod"   # the pod's, not the machine's
+            assert greeting(network.connect(("127.0.0.1", port))) == b"pod"  # the pod's, not the machine's
             with socket.create_connection(("127.0.0.1", port), timeout=5):
                 machine.settimeout(5)
-                machine.accept()[0].close()                                   # the machine's still its own
+                machine.accept()[0].close()  # the machine's still its own
 
 
 # --- (3) a container's root binds low ports ----------------------------------------------------
 
+
 def _container(uid_inside: int) -> Callable[[], dict[str, Any]]:
     """In a joined child: a nested user namespace (with mount, UTS and PID namespaces, as a pod's sandbox
     makes them) mapping `uid_inside` to this process's uid, then bind port 80 and start PID 1."""
+
     def body() -> dict[str, Any]:
         libc = ctypes.CDLL(None, use_errno=True)
         uid, gid = os.getuid(), os.getgid()
@@ -235,10 +242,11 @@ def _container(uid_inside: int) -> Callable[[], dict[str, Any]]:
             s.bind(("0.0.0.0", 80))
             s.listen()
         pid = os.fork()
-        if pid == 0:   # pragma: no cover - the container's PID 1
+        if pid == 0:  # pragma: no cover - the container's PID 1
             os._exit(0 if os.getpid() == 1 else 1)
         _, status = os.waitpid(pid, 0)
         return {"uid": os.getuid(), "pid1": status == 0, "low_ports": Path(netns.LOW_PORTS).read_text().strip()}
+
     return body
 
 
@@ -248,14 +256,16 @@ def test_a_container_user_binds_port_80(network: Network, uid_inside: int) -> No
     assert in_joined_child(network, _container(uid_inside)) == {"uid": uid_inside, "pid1": True, "low_ports": "0"}
 
 
-@pytest.mark.skipif(not ROOT_USER or Path(netns.LOW_PORTS).read_text().strip() == "0",
-                    reason="needs root, and a machine whose low ports are closed")
+@pytest.mark.skipif(
+    not ROOT_USER or Path(netns.LOW_PORTS).read_text().strip() == "0",
+    reason="needs root, and a machine whose low ports are closed",
+)
 def test_without_the_network_a_container_root_cannot_bind_port_80() -> None:
     """The control for the test above: in the machine's namespace a user namespace's root holds no
     CAP_NET_BIND_SERVICE there, so it is the pods' network's setting that lets it."""
     r, w = os.pipe()
     pid = os.fork()
-    if pid == 0:   # pragma: no cover - the child
+    if pid == 0:  # pragma: no cover - the child
         code = 2
         try:
             body = _container(0)
@@ -274,13 +284,14 @@ def test_without_the_network_a_container_root_cannot_bind_port_80() -> None:
 
 # --- (4) nothing left behind -------------------------------------------------------------------
 
+
 def test_close_ends_the_holder_and_is_idempotent() -> None:
     net = Network.create()
     holder = net.holder
     assert net.alive() and not gone(holder)
     with net:
         pass
-    assert gone(holder) and not Path(f"/proc/{holder}").exists()   # reaped, not a zombie
+    assert gone(holder) and not Path(f"/proc/{holder}").exists()  # reaped, not a zombie
     net.close()
     assert not net.alive()
     with pytest.raises(NetworkError):
@@ -310,8 +321,9 @@ time.sleep(60)
 @pytest.mark.parametrize("made_by", ["main", "thread"])
 def test_the_holder_dies_with_a_killed_simulator(made_by: str, egress: bool, tmp_path: Path) -> None:
     tool = [str(stand_in(tmp_path / "bin", "pasta", "configure"))] if egress else []
-    parent = subprocess.Popen([sys.executable, "-c", HOLDER_OF_A_KILLED_PARENT, made_by, *tool], stdout=subprocess.PIPE,
-                              cwd=ROOT, text=True)
+    parent = subprocess.Popen(
+        [sys.executable, "-c", HOLDER_OF_A_KILLED_PARENT, made_by, *tool], stdout=subprocess.PIPE, cwd=ROOT, text=True
+    )
     try:
         assert parent.stdout is not None
         assert select.select([parent.stdout], [], [], 30)[0], "the simulator stand-in did not start"
@@ -347,9 +359,10 @@ def test_a_killed_holder_fails_requests_fast_and_joined_pods_keep_the_namespace(
         assert time.monotonic() - t < 1.0
         assert not net.alive()
 
-        def bind() -> str:   # the descriptors still hold the namespace: a pod may still join it
+        def bind() -> str:  # the descriptors still hold the namespace: a pod may still join it
             with socket.create_server(("0.0.0.0", 80)):
                 return os.readlink("/proc/self/ns/net")
+
         assert in_joined_child(net, bind) != os.readlink("/proc/self/ns/net")
     finally:
         net.close()
@@ -357,13 +370,16 @@ def test_a_killed_holder_fails_requests_fast_and_joined_pods_keep_the_namespace(
 
 # --- the simulator's side: fast, thread-safe, bounded ----------------------------------------------
 
+
 def test_connect_check_is_fast_and_thread_safe(network: Network) -> None:
     with held_port() as held:
         port = held.getsockname()[1]
         with pod_listener(network, port):
             closed = port + 1 if port < 65535 else port - 1
             times, baseline = [], []
-            for _ in range(200):   # interleaved with the same check on the machine's own loopback: a ratio, not a wall bound
+            for _ in range(
+                200
+            ):  # interleaved with the same check on the machine's own loopback: a ratio, not a wall bound
                 t = time.perf_counter()
                 assert not network.connect_check("127.0.0.1", closed)
                 times.append(time.perf_counter() - t)
@@ -382,6 +398,7 @@ def test_connect_check_is_fast_and_thread_safe(network: Network) -> None:
                     with network.socket() as s:
                         results.append(s.family == socket.AF_INET and s.type == socket.SOCK_STREAM)
                     results.append(network.connect_check("127.0.0.1", port))
+
             threads = [threading.Thread(target=many) for _ in range(8)]
             for t in threads:
                 t.start()
@@ -398,7 +415,7 @@ def test_sockets_of_other_kinds(network: Network) -> None:
         port = u.getsockname()[1]
     assert not machine_listens(port)
     with pytest.raises(OSError):
-        network.socket(12345)   # no such family: the holder's errno, and the next request still works
+        network.socket(12345)  # no such family: the holder's errno, and the next request still works
     assert network.socket().family == socket.AF_INET
 
 
@@ -424,8 +441,16 @@ else:
 def test_no_namespaces_is_unavailable_with_cause_and_fix(as_root: bool) -> None:
     home = unprivileged.scratch_home()
     try:
-        r = unprivileged.run([sys.executable, "-c", REFUSED], home, as_root=as_root, deny_unshare=True, cwd=ROOT,
-                             capture_output=True, text=True, timeout=60)
+        r = unprivileged.run(
+            [sys.executable, "-c", REFUSED],
+            home,
+            as_root=as_root,
+            deny_unshare=True,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     finally:
         shutil.rmtree(home, ignore_errors=True)
     assert r.stdout.startswith("UNAVAILABLE"), r.stdout + r.stderr
@@ -440,28 +465,63 @@ def test_unavailable_is_the_sandboxs() -> None:
 
 # --- egress -----------------------------------------------------------------------------------
 
+
 def test_egress_command_lines() -> None:
     assert netns.egress_command("pasta", "/usr/bin/pasta", 42, True) == [
-        "/usr/bin/pasta", "--foreground", "--quiet", "--config-net", "--no-map-gw", "-t", "none", "-u", "none",
-        "-T", "none", "-U", "none", "--netns", "/proc/42/ns/net", "--userns", "/proc/42/ns/user"]
+        "/usr/bin/pasta",
+        "--foreground",
+        "--quiet",
+        "--config-net",
+        "--no-map-gw",
+        "-t",
+        "none",
+        "-u",
+        "none",
+        "-T",
+        "none",
+        "-U",
+        "none",
+        "--netns",
+        "/proc/42/ns/net",
+        "--userns",
+        "/proc/42/ns/user",
+    ]
     assert netns.egress_command("pasta", "pasta", 7, False)[-2:] == ["--netns", "/proc/7/ns/net"]
     assert netns.egress_command("slirp4netns", "/usr/bin/slirp4netns", 42, True) == [
-        "/usr/bin/slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback", "--netns-type=path",
-        "--userns-path=/proc/42/ns/user", "/proc/42/ns/net", "tap0"]
+        "/usr/bin/slirp4netns",
+        "--configure",
+        "--mtu=65520",
+        "--disable-host-loopback",
+        "--netns-type=path",
+        "--userns-path=/proc/42/ns/user",
+        "/proc/42/ns/net",
+        "tap0",
+    ]
     assert netns.egress_command("slirp4netns", "s", 7, False) == [
-        "s", "--configure", "--mtu=65520", "--disable-host-loopback", "--netns-type=path", "/proc/7/ns/net", "tap0"]
+        "s",
+        "--configure",
+        "--mtu=65520",
+        "--disable-host-loopback",
+        "--netns-type=path",
+        "/proc/7/ns/net",
+        "tap0",
+    ]
     with pytest.raises(ValueError):
         netns.egress_command("vpnkit", "vpnkit", 1, False)
 
 
 def test_find_egress() -> None:
     assert netns.find_egress(lambda name: None) == (None, None, netns.NO_EGRESS)
-    assert netns.NO_EGRESS == ("egress off: neither pasta nor slirp4netns is installed "
-                               "(Debian packages passt, slirp4netns)")
+    assert netns.NO_EGRESS == (
+        "egress off: neither pasta nor slirp4netns is installed (Debian packages passt, slirp4netns)"
+    )
     both = {"pasta": "/bin/pasta", "slirp4netns": "/bin/slirp4netns"}
     assert netns.find_egress(both.get)[:2] == ("pasta", "/bin/pasta")
     assert netns.find_egress({"slirp4netns": "/x/slirp4netns"}.get) == (
-        "slirp4netns", "/x/slirp4netns", "egress on: slirp4netns (/x/slirp4netns)")
+        "slirp4netns",
+        "/x/slirp4netns",
+        "egress on: slirp4netns (/x/slirp4netns)",
+    )
 
 
 def test_no_egress_tool_here_means_egress_off() -> None:
@@ -477,16 +537,19 @@ def test_no_egress_tool_here_means_egress_off() -> None:
 def test_has_default_route(tmp_path: Path) -> None:
     header = "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
     route, route6 = tmp_path / "route", tmp_path / "ipv6_route"
-    unreachable = ("00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
-                   "00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n")
+    unreachable = (
+        "00000000000000000000000000000000 00 00000000000000000000000000000000 00 "
+        "00000000000000000000000000000000 ffffffff 00000001 00000000 00200200       lo\n"
+    )
     route.write_text(header)
-    route6.write_text(unreachable)   # every namespace's own IPv6 'unreachable' default: not a route out
+    route6.write_text(unreachable)  # every namespace's own IPv6 'unreachable' default: not a route out
     assert not netns.has_default_route(str(route), str(route6))
     route.write_text(header + "tap0\t00000000\t0202000A\t0003\t0\t0\t0\t00000000\t0\t0\t0\n")
     assert netns.has_default_route(str(route), str(route6))
     route.write_text(header)
-    route6.write_text(unreachable + unreachable.replace("ffffffff", "00000400").replace("00200200       lo",
-                                                                                        "00000003     tap0"))
+    route6.write_text(
+        unreachable + unreachable.replace("ffffffff", "00000400").replace("00200200       lo", "00000003     tap0")
+    )
     assert netns.has_default_route(str(route), str(route6))
     assert not netns.has_default_route(str(tmp_path / "none"), str(tmp_path / "none6"))
 
@@ -550,7 +613,7 @@ def test_an_egress_tool_is_attached_and_ends_with_the_network(strategy: str, too
         started = record(fake.parent)
         assert started["argv"] == netns.egress_command(tool, str(fake), net.holder, strategy == "user")
         assert started["ppid"] == net.holder
-        assert in_joined_child(net, default_routes) == ["lo"]   # the stand-in's, in the pods' network
+        assert in_joined_child(net, default_routes) == ["lo"]  # the stand-in's, in the pods' network
         assert not gone(started["pid"])
     assert wait_gone(started["pid"], 2.0), "the egress tool outlived the network"
 
@@ -575,14 +638,22 @@ def test_an_egress_tool_that_fails_or_hangs_leaves_the_network_without(tmp_path:
 
 # --- the same, as an unprivileged user ---------------------------------------------------------------
 
+
 @pytest.mark.skipif(not ROOT_USER or bool(os.environ.get(RERUN)), reason="runs as root, once")
 def test_the_same_as_an_unprivileged_user() -> None:
     """Every test above again as uid 65534, where the network is made the `user` way (tests that need root
     skip themselves there)."""
     home = unprivileged.scratch_home()
     try:
-        r = unprivileged.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", str(Path(__file__))],
-                             home, cwd=ROOT, capture_output=True, text=True, timeout=240, env={RERUN: "1"})
+        r = unprivileged.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-x", str(Path(__file__))],
+            home,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env={RERUN: "1"},
+        )
     finally:
         shutil.rmtree(home, ignore_errors=True)
     tail = (r.stdout + r.stderr)[-6000:]

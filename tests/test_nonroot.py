@@ -48,16 +48,28 @@ def write_input(home: Path, name: str, text: str) -> str:
     return str(home / name)
 
 
-def simulate(home: Path, *args: str, deny_unshare: bool = False, as_root: bool = False) -> tuple[int, dict[str, Any], str]:
+def simulate(
+    home: Path, *args: str, deny_unshare: bool = False, as_root: bool = False
+) -> tuple[int, dict[str, Any], str]:
     """`jaxinfra simulate ARGS` as the unprivileged user: status, JSON report, stderr; nothing may be left behind
     in its HOME and TMPDIR (`home`) but the report and the inputs put there."""
     report = home / "report.json"
-    r = unprivileged.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--no-logs", "--json", str(report)], home,
-                         as_root=as_root, deny_unshare=deny_unshare, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    r = unprivileged.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", *args, "--no-logs", "--json", str(report)],
+        home,
+        as_root=as_root,
+        deny_unshare=deny_unshare,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     data = json.loads(report.read_text()) if report.exists() else {}
     inputs = {Path(a).name for a in args if Path(a).parent == home}
-    assert sorted(p.name for p in home.iterdir() if p.name not in inputs) == (["report.json"] if data else []), "left in TMPDIR"
+    assert sorted(p.name for p in home.iterdir() if p.name not in inputs) == (["report.json"] if data else []), (
+        "left in TMPDIR"
+    )
     assert leftover_processes(str(home)) == []
     return r.returncode, data, r.stderr
 
@@ -82,7 +94,9 @@ def test_run_command_pods_see_their_own_hostname_hosts_file_and_ip(home: Path) -
 
 
 def test_a_killed_pod_restarts_the_group(home: Path) -> None:
-    rc, report, err = simulate(home, "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1")   # maxRestarts: 3
+    rc, report, err = simulate(
+        home, "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1"
+    )  # maxRestarts: 3
     assert rc == 0, err
     [workload] = report["workloads"]
     assert (workload["verdict"], workload["restarts"]) == ("succeeded", 1)
@@ -92,7 +106,11 @@ def test_a_killed_pod_restarts_the_group(home: Path) -> None:
 
 def test_a_broken_manifest_gets_its_verdict(home: Path) -> None:
     """The Service selects no pod, so no pod's name resolves: the script finds out at run time, as on a cluster."""
-    text = (MANIFESTS / "indexed_job_pod_identity.yaml").read_text().replace("job-name: identity", "job-name: someone-else")
+    text = (
+        (MANIFESTS / "indexed_job_pod_identity.yaml")
+        .read_text()
+        .replace("job-name: identity", "job-name: someone-else")
+    )
     rc, report, err = simulate(home, write_input(home, "broken.yaml", text), "--run-command")
     assert rc == 1, err
     [workload] = report["workloads"]
@@ -112,7 +130,10 @@ def test_no_namespaces_one_line_with_cause_and_fix(home: Path, as_root: bool) ->
 def test_static_problems_are_reported_without_namespaces(home: Path) -> None:
     """A job that would not start anyway is judged where namespaces are missing too: nothing needs to run."""
     text = (MANIFESTS / "indexed_job_pod_identity.yaml").read_text().replace("subdomain: workers", "subdomain: nobody")
-    text = text.replace("        env:\n", "        env:\n        - name: JAX_COORDINATOR_ADDRESS\n          value: identity-0.workers:4321\n")
+    text = text.replace(
+        "        env:\n",
+        "        env:\n        - name: JAX_COORDINATOR_ADDRESS\n          value: identity-0.workers:4321\n",
+    )
     rc, report, err = simulate(home, write_input(home, "nosub.yaml", text), "--run-command", deny_unshare=True)
     assert rc == 1 and "cannot simulate here" not in err
     [workload] = report["workloads"]
@@ -126,22 +147,72 @@ EPERM, ENOSPC = errno.EPERM, errno.ENOSPC
 DENIED_UNSHARE = [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "unshare(user)", EPERM)]
 
 
-@pytest.mark.parametrize(("platform", "uid", "attempts", "sysctls", "seccomp", "cause", "fix"), [
-    ("darwin", 501, [], {}, 0, "this is darwin, not Linux", "run jaxinfra simulate in a Linux VM"),
-    ("linux", 1000, [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "unshare(user)", ENOSPC)],
-     {"user.max_user_namespaces": "0"}, 0, "user.max_user_namespaces = 0", "sudo sysctl -w user.max_user_namespaces=15000, or run it as root"),
-    ("linux", 1000, DENIED_UNSHARE, {"kernel.unprivileged_userns_clone": "0"}, 0,
-     "kernel.unprivileged_userns_clone = 0", "sudo sysctl -w kernel.unprivileged_userns_clone=1"),
-    ("linux", 1000, [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "make / private", EPERM)],
-     {"kernel.apparmor_restrict_unprivileged_userns": "1", "user.max_user_namespaces": "63000"}, 0,
-     "AppArmor restricts unprivileged user namespaces", "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"),
-    ("linux", 0, DENIED_UNSHARE, {}, 2, "a seccomp filter forbids new namespaces", "--cap-add SYS_ADMIN --security-opt apparmor=unconfined"),
-    ("linux", 0, [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "bind /etc/hosts at /tmp/x/root/etc/hosts", EPERM)], {}, 0,
-     "a security module", "--security-opt apparmor=unconfined"),
-    ("linux", 1000, [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "sethostname", errno.EINVAL)], {}, 0,
-     "sethostname: Invalid argument", "`unshare -U -m --map-root-user true` must succeed), or run it as root (sudo)"),
-])
-def test_diagnose(platform: str, uid: int, attempts: list[Attempt], sysctls: dict[str, str], seccomp: int, cause: str, fix: str) -> None:
+@pytest.mark.parametrize(
+    ("platform", "uid", "attempts", "sysctls", "seccomp", "cause", "fix"),
+    [
+        ("darwin", 501, [], {}, 0, "this is darwin, not Linux", "run jaxinfra simulate in a Linux VM"),
+        (
+            "linux",
+            1000,
+            [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "unshare(user)", ENOSPC)],
+            {"user.max_user_namespaces": "0"},
+            0,
+            "user.max_user_namespaces = 0",
+            "sudo sysctl -w user.max_user_namespaces=15000, or run it as root",
+        ),
+        (
+            "linux",
+            1000,
+            DENIED_UNSHARE,
+            {"kernel.unprivileged_userns_clone": "0"},
+            0,
+            "kernel.unprivileged_userns_clone = 0",
+            "sudo sysctl -w kernel.unprivileged_userns_clone=1",
+        ),
+        (
+            "linux",
+            1000,
+            [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "make / private", EPERM)],
+            {"kernel.apparmor_restrict_unprivileged_userns": "1", "user.max_user_namespaces": "63000"},
+            0,
+            "AppArmor restricts unprivileged user namespaces",
+            "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0",
+        ),
+        (
+            "linux",
+            0,
+            DENIED_UNSHARE,
+            {},
+            2,
+            "a seccomp filter forbids new namespaces",
+            "--cap-add SYS_ADMIN --security-opt apparmor=unconfined",
+        ),
+        (
+            "linux",
+            0,
+            [
+                Attempt("privileged", "unshare(privileged)", EPERM),
+                Attempt("user", "bind /etc/hosts at /tmp/x/root/etc/hosts", EPERM),
+            ],
+            {},
+            0,
+            "a security module",
+            "--security-opt apparmor=unconfined",
+        ),
+        (
+            "linux",
+            1000,
+            [Attempt("privileged", "unshare(privileged)", EPERM), Attempt("user", "sethostname", errno.EINVAL)],
+            {},
+            0,
+            "sethostname: Invalid argument",
+            "`unshare -U -m --map-root-user true` must succeed), or run it as root (sudo)",
+        ),
+    ],
+)
+def test_diagnose(
+    platform: str, uid: int, attempts: list[Attempt], sysctls: dict[str, str], seccomp: int, cause: str, fix: str
+) -> None:
     got_cause, got_fix = diagnose(platform, uid, attempts, sysctls, seccomp)
     assert cause in got_cause and fix in got_fix
 
@@ -154,6 +225,10 @@ def test_root_needs_no_sudo_in_the_fix() -> None:
 def test_preflight_finds_a_way_in_here() -> None:
     """This machine (CI's too) isolates pods: as root the privileged way, else the user-namespace way."""
     assert sandbox.preflight() == ("privileged" if os.geteuid() == 0 else "user")
-    check = subprocess.run([sys.executable, "-c", "from jaxinfra.simulate import sandbox; print(sandbox.preflight())"],
-                           capture_output=True, text=True, check=True)
+    check = subprocess.run(
+        [sys.executable, "-c", "from jaxinfra.simulate import sandbox; print(sandbox.preflight())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert check.stdout.strip() in sandbox.STRATEGIES

@@ -23,14 +23,17 @@ cluster = Cluster(name="{name}", node_pools=[NodePool("cpu", CPU(devices=2))],
                   jobs=[JaxJob("train", image="python:3.11-slim", command=["python", "-m", "train"], node_pool="cpu",
                                nodes=2)])
 """
-NO_STACK = ("error: stacks = './stacks': no stack here (no [tool.jaxinfra] stacks in ./pyproject.toml, no .py in "
-            "./stacks); fix: pass a stack file, or run from your repository's root (jaxinfra init writes one)")
+NO_STACK = (
+    "error: stacks = './stacks': no stack here (no [tool.jaxinfra] stacks in ./pyproject.toml, no .py in "
+    "./stacks); fix: pass a stack file, or run from your repository's root (jaxinfra init writes one)"
+)
 KEY = "error: pyproject.toml [tool.jaxinfra] stacks = "
 
 
 def cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def stack(folder: Path, name: str, file: str | None = None) -> Path:
@@ -43,8 +46,9 @@ def stack(folder: Path, name: str, file: str | None = None) -> Path:
 
 def tree(root: Path) -> list[str]:
     """Every file and folder under `root`: what a command that writes nothing must leave as it was."""
-    return sorted(str(p.relative_to(root)) + ("/" if p.is_dir() and not p.is_symlink() else "")
-                  for p in root.rglob("*"))
+    return sorted(
+        str(p.relative_to(root)) + ("/" if p.is_dir() and not p.is_symlink() else "") for p in root.rglob("*")
+    )
 
 
 def errors(r: subprocess.CompletedProcess[str]) -> list[str]:
@@ -60,11 +64,14 @@ def errors(r: subprocess.CompletedProcess[str]) -> list[str]:
 
 # --- --version ----------------------------------------------------------------------------------------------------
 
+
 def test_version_is_printed_without_loading_the_app(tmp_path: Path) -> None:
     r = cli(tmp_path, "--version")
     assert r.returncode == 0 and r.stdout == f"jaxinfra {metadata.version('jaxinfra')}\n" and r.stderr == ""
-    code = ("import sys; from jaxinfra.entry import run; code = run(['--version'])\n"
-            "print(code, sorted(m for m in sys.modules if m.split('.')[0] in {'typer', 'click', 'pydantic', 'rich'}))")
+    code = (
+        "import sys; from jaxinfra.entry import run; code = run(['--version'])\n"
+        "print(code, sorted(m for m in sys.modules if m.split('.')[0] in {'typer', 'click', 'pydantic', 'rich'}))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.stdout.splitlines()[-1] == "0 []", r.stdout + r.stderr
 
@@ -76,10 +83,11 @@ def test_version_is_listed_in_help(tmp_path: Path) -> None:
 
 # --- the default stacks ---------------------------------------------------------------------------------------------
 
+
 def test_synth_without_stacks_writes_every_stack_of_the_stacks_folder(tmp_path: Path) -> None:
     stack(tmp_path / "stacks", "one")
     stack(tmp_path / "stacks", "two")
-    (tmp_path / "stacks" / "_helpers.py").write_text("X = 1\n")   # a helper, not a stack
+    (tmp_path / "stacks" / "_helpers.py").write_text("X = 1\n")  # a helper, not a stack
     r = cli(tmp_path, "synth")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["one.yaml", "two.yaml"]
@@ -94,8 +102,9 @@ def test_the_pyproject_list_wins_over_the_stacks_folder(tmp_path: Path) -> None:
     stack(tmp_path / "infra", "first")
     stack(tmp_path / "more", "second")
     stack(tmp_path / "more", "third")
-    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n\n'
-                                             '[tool.jaxinfra]\nstacks = ["infra/first.py", "more"]\n')
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.jaxinfra]\nstacks = ["infra/first.py", "more"]\n'
+    )
     r = cli(tmp_path, "synth", "-o", "yaml")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in (tmp_path / "yaml").iterdir()) == ["first.yaml", "second.yaml", "third.yaml"]
@@ -111,14 +120,20 @@ def test_no_stack_anywhere_is_one_error_naming_what_was_looked_for(tmp_path: Pat
         assert r.stdout == "" and tree(tmp_path) == before
 
 
-@pytest.mark.parametrize(("value", "line"), [
-    ('"stacks"', "'stacks': expected a non-empty list of paths (strings)"),
-    ("[]", "[]: expected a non-empty list of paths (strings)"),
-    ('["stacks", 3]', "['stacks', 3]: expected a non-empty list of paths (strings)"),
-    ('["stacks/one.py", "missing.py", "notes.txt", "empty"]',
-     "'missing.py': no such file or folder|'notes.txt': not a Python stack file"
-     "|'empty': no stack (.py) in this folder"),
-], ids=["string", "empty", "not-strings", "paths"])
+@pytest.mark.parametrize(
+    ("value", "line"),
+    [
+        ('"stacks"', "'stacks': expected a non-empty list of paths (strings)"),
+        ("[]", "[]: expected a non-empty list of paths (strings)"),
+        ('["stacks", 3]', "['stacks', 3]: expected a non-empty list of paths (strings)"),
+        (
+            '["stacks/one.py", "missing.py", "notes.txt", "empty"]',
+            "'missing.py': no such file or folder|'notes.txt': not a Python stack file"
+            "|'empty': no stack (.py) in this folder",
+        ),
+    ],
+    ids=["string", "empty", "not-strings", "paths"],
+)
 def test_a_malformed_pyproject_list_is_an_error_naming_it(tmp_path: Path, value: str, line: str) -> None:
     stack(tmp_path / "stacks", "one")
     (tmp_path / "notes.txt").write_text("not a stack\n")
@@ -140,11 +155,15 @@ def test_a_pyproject_that_is_not_toml_is_an_error(tmp_path: Path) -> None:
 
 def test_output_and_stack_problems_come_together(tmp_path: Path) -> None:
     lines = errors(cli(tmp_path, "simulate", "--json", "nowhere/report.json"))
-    assert lines == ["error: --json = 'nowhere/report.json': its folder does not exist; fix: create nowhere first, or "
-                     "write the file elsewhere", NO_STACK]
+    assert lines == [
+        "error: --json = 'nowhere/report.json': its folder does not exist; fix: create nowhere first, or "
+        "write the file elsewhere",
+        NO_STACK,
+    ]
 
 
 # --- output paths: synth -o ------------------------------------------------------------------------------------------
+
 
 @pytest.fixture
 def two(tmp_path: Path) -> Path:
@@ -158,7 +177,8 @@ def test_synth_out_that_is_a_file(two: Path) -> None:
     (two / "taken").write_text("mine\n")
     before = tree(two)
     assert errors(cli(two, "synth", "-o", "taken")) == [
-        "error: --out = 'taken': is a file, not a folder; fix: name a folder (it is created if missing)"]
+        "error: --out = 'taken': is a file, not a folder; fix: name a folder (it is created if missing)"
+    ]
     assert tree(two) == before and (two / "taken").read_text() == "mine\n"
 
 
@@ -166,7 +186,8 @@ def test_synth_out_below_a_file(two: Path) -> None:
     (two / "taken").write_text("mine\n")
     before = tree(two)
     assert errors(cli(two, "synth", "-o", "taken/yaml")) == [
-        "error: --out = 'taken/yaml': cannot be created: taken is a file; fix: write elsewhere, or move the file away"]
+        "error: --out = 'taken/yaml': cannot be created: taken is a file; fix: write elsewhere, or move the file away"
+    ]
     assert tree(two) == before
 
 
@@ -175,8 +196,9 @@ def test_synth_out_where_a_cluster_file_is_a_folder(two: Path) -> None:
     before = tree(two)
     assert errors(cli(two, "synth")) == [
         "error: --out = 'out/two.yaml': is a folder, where a file is to be written; fix: move the folder away, "
-        "or write elsewhere"]
-    assert tree(two) == before   # one.yaml is not written either
+        "or write elsewhere"
+    ]
+    assert tree(two) == before  # one.yaml is not written either
 
 
 def test_synth_out_with_a_link_that_leads_nowhere(two: Path) -> None:
@@ -185,7 +207,8 @@ def test_synth_out_with_a_link_that_leads_nowhere(two: Path) -> None:
     before = tree(two)
     assert errors(cli(two, "synth")) == [
         f"error: --out = 'out/two.yaml': a link to {two.resolve()}/gone/two.yaml, whose folder does not exist; "
-        "fix: remove the link, or create its target's folder"]
+        "fix: remove the link, or create its target's folder"
+    ]
     assert tree(two) == before
 
 
@@ -215,14 +238,17 @@ def test_synth_writes_into_a_new_nested_folder_and_replaces_old_files(two: Path)
 
 # --- output paths: explain --svg, simulate --json/--trace/--html ---------------------------------------------------
 
+
 def test_explain_svg_paths(two: Path) -> None:
     (two / "folder").mkdir()
     before = tree(two)
     assert errors(cli(two, "explain", "--svg", "nowhere/t.svg")) == [
         "error: --svg = 'nowhere/t.svg': its folder does not exist; fix: create nowhere first, or write the file "
-        "elsewhere"]
+        "elsewhere"
+    ]
     assert errors(cli(two, "explain", "--svg", "folder")) == [
-        "error: --svg = 'folder': is a folder, not a file; fix: name a file (in it, or elsewhere)"]
+        "error: --svg = 'folder': is a folder, not a file; fix: name a file (in it, or elsewhere)"
+    ]
     assert tree(two) == before
     r = cli(two, "explain", "--svg", "folder/t.svg")
     assert r.returncode == 0 and (two / "folder" / "t.svg").read_text().startswith("<svg")
@@ -235,35 +261,54 @@ def test_a_full_disk_is_the_machines_limit_exit_3(two: Path) -> None:
     assert r.returncode == MACHINE_LIMIT == 3 and "Traceback" not in r.stderr
     assert r.stderr.strip().splitlines()[-2:] == [
         "error: --svg = '/dev/full': cannot be written: No space left on device; fix: free space (or quota) on its "
-        "disk, or write elsewhere", "jaxinfra: 1 problem (the machine's limit); nothing written"]
-
+        "disk, or write elsewhere",
+        "jaxinfra: 1 problem (the machine's limit); nothing written",
+    ]
 
 
 def test_simulate_checks_every_output_before_running(two: Path) -> None:
     (two / "folder").mkdir()
     before = tree(two)
-    r = cli(two, "simulate", "stacks/one.py", "--no-logs", "--json", "folder", "--trace", "nowhere/t.json",
-            "--html", "folder")
+    r = cli(
+        two,
+        "simulate",
+        "stacks/one.py",
+        "--no-logs",
+        "--json",
+        "folder",
+        "--trace",
+        "nowhere/t.json",
+        "--html",
+        "folder",
+    )
     assert errors(r) == [
         "error: --json = 'folder': is a folder, not a file; fix: name a file (in it, or elsewhere)",
         "error: --trace = 'nowhere/t.json': its folder does not exist; fix: create nowhere first, or write the file "
         "elsewhere",
-        "error: --html = 'folder': is a folder, not a file; fix: name a file (in it, or elsewhere)"]
-    assert r.stdout == "" and tree(two) == before   # stopped before anything ran
+        "error: --html = 'folder': is a folder, not a file; fix: name a file (in it, or elsewhere)",
+    ]
+    assert r.stdout == "" and tree(two) == before  # stopped before anything ran
     (two / "r.json").symlink_to(two / "gone" / "r.json")
     assert errors(cli(two, "simulate", "stacks/one.py", "--no-logs", "--json", "r.json")) == [
         f"error: --json = 'r.json': a link to {two.resolve()}/gone/r.json, whose folder does not exist; "
-        "fix: remove the link, or create its target's folder"]
+        "fix: remove the link, or create its target's folder"
+    ]
 
 
 # --- not root: folders that cannot be written ----------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def can_drop() -> None:
     home = unprivileged.scratch_home()
     try:
-        r = unprivileged.run([sys.executable, "-c", "import os, jaxinfra; print(os.getuid())"], home,
-                             capture_output=True, text=True, timeout=60)
+        r = unprivileged.run(
+            [sys.executable, "-c", "import os, jaxinfra; print(os.getuid())"],
+            home,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except OSError as err:
         pytest.skip(f"cannot run a command unprivileged here: {err}")
     finally:
@@ -280,7 +325,7 @@ def home(can_drop: None) -> Iterator[Path]:
     stack(folder / "stacks", "two")
     locked = folder / "locked"
     locked.mkdir()
-    locked.chmod(0o555)   # root's when the suite runs as root (the user is then nobody), read-only otherwise
+    locked.chmod(0o555)  # root's when the suite runs as root (the user is then nobody), read-only otherwise
     for path in (folder / "stacks", *(folder / "stacks").iterdir()):
         path.chmod(0o755 if path.is_dir() else 0o644)
     yield folder
@@ -289,24 +334,39 @@ def home(can_drop: None) -> Iterator[Path]:
 
 
 def unprivileged_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return unprivileged.run([sys.executable, "-m", "jaxinfra", *args], home, cwd=home, capture_output=True, text=True,
-                            timeout=120)
+    return unprivileged.run(
+        [sys.executable, "-m", "jaxinfra", *args], home, cwd=home, capture_output=True, text=True, timeout=120
+    )
 
 
-@pytest.mark.parametrize(("args", "line"), [
-    (["synth", "-o", "locked"], "--out = 'locked': not writable; fix: write elsewhere, or make it writable"),
-    (["synth", "-o", "locked/yaml"],
-     "--out = 'locked/yaml': cannot be created: locked is not writable; fix: write elsewhere, or make it writable"),
-    (["explain", "--svg", "locked/t.svg"], "--svg = 'locked/t.svg': its folder locked is not writable; fix: write the "
-                                           "file elsewhere"),
-    (["simulate", "--no-logs", "--json", "locked/r.json", "stacks/one.py"],
-     "--json = 'locked/r.json': its folder locked is not writable; fix: write the file elsewhere"),
-    (["simulate", "--no-logs", "--html", "locked/r.html", "stacks/one.py"],
-     "--html = 'locked/r.html': its folder locked is not writable; fix: write the file elsewhere"),
-    (["init", "locked/repo"],
-     "DIR = 'locked/repo': cannot be created: locked is not writable; fix: write elsewhere, or make it writable"),
-    (["init", "locked"], "DIR = 'locked': not writable; fix: write elsewhere, or make it writable"),
-], ids=["synth", "synth-new", "explain", "simulate-json", "simulate-html", "init-new", "init"])
+@pytest.mark.parametrize(
+    ("args", "line"),
+    [
+        (["synth", "-o", "locked"], "--out = 'locked': not writable; fix: write elsewhere, or make it writable"),
+        (
+            ["synth", "-o", "locked/yaml"],
+            "--out = 'locked/yaml': cannot be created: locked is not writable; fix: write elsewhere, or make it writable",
+        ),
+        (
+            ["explain", "--svg", "locked/t.svg"],
+            "--svg = 'locked/t.svg': its folder locked is not writable; fix: write the file elsewhere",
+        ),
+        (
+            ["simulate", "--no-logs", "--json", "locked/r.json", "stacks/one.py"],
+            "--json = 'locked/r.json': its folder locked is not writable; fix: write the file elsewhere",
+        ),
+        (
+            ["simulate", "--no-logs", "--html", "locked/r.html", "stacks/one.py"],
+            "--html = 'locked/r.html': its folder locked is not writable; fix: write the file elsewhere",
+        ),
+        (
+            ["init", "locked/repo"],
+            "DIR = 'locked/repo': cannot be created: locked is not writable; fix: write elsewhere, or make it writable",
+        ),
+        (["init", "locked"], "DIR = 'locked': not writable; fix: write elsewhere, or make it writable"),
+    ],
+    ids=["synth", "synth-new", "explain", "simulate-json", "simulate-html", "init-new", "init"],
+)
 def test_a_folder_the_user_cannot_write(home: Path, args: list[str], line: str) -> None:
     before = tree(home)
     r = unprivileged_cli(home, *args)
@@ -315,6 +375,7 @@ def test_a_folder_the_user_cannot_write(home: Path, args: list[str], line: str) 
 
 
 # --- init: failures at write time leave nothing -------------------------------------------------------------------
+
 
 def test_init_that_fails_while_writing_leaves_nothing(tmp_path: Path) -> None:
     """A link in the way that the existence check cannot see (it leads nowhere): the write fails midway, and

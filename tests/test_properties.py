@@ -15,18 +15,23 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, SpecError, catalog, manifests
-from jaxinfra.spec import credential_literal
 from jaxinfra.names import CONTRACT_ENV, MAX_NAME, OPERATOR_ENV
 from jaxinfra.plan import BY_JAXINFRA, plan
 from jaxinfra.simulate.cluster import emulate
+from jaxinfra.spec import credential_literal
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump
 
 ROWS = [r for r in catalog.rows() if not r.name.endswith("-1host")]
 LABEL = st.from_regex(r"\A[a-z]([-a-z0-9]{0,48}[a-z0-9])?\Z", fullmatch=True)
 ENV_NAME = st.from_regex(r"\A[A-Z][A-Z0-9_]{0,12}\Z", fullmatch=True).filter(
-    lambda n: n not in CONTRACT_ENV and n not in OPERATOR_ENV and not n.startswith(("JAX_", "MEGASCALE_", "TPU_", "JOB_COMPLETION"))
-    and credential_literal(n, "x") is None)  # credential-looking names are refused (tests/test_security.py)
+    lambda n: (
+        n not in CONTRACT_ENV
+        and n not in OPERATOR_ENV
+        and not n.startswith(("JAX_", "MEGASCALE_", "TPU_", "JOB_COMPLETION"))
+        and credential_literal(n, "x") is None
+    )
+)  # credential-looking names are refused (tests/test_security.py)
 #: Emulating the pods of the largest slices costs seconds each; the env check covers jobs up to this many pods.
 EMULATE_MAX_PODS = 256
 
@@ -48,7 +53,10 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
     multi_slice = counts.get("slices", 1) > 1
     backends = backends_for(accelerator, multi_slice)
     job = {
-        "name": draw(LABEL), "image": "img", "node_pool": "pool", **counts,
+        "name": draw(LABEL),
+        "image": "img",
+        "node_pool": "pool",
+        **counts,
         "namespace": draw(st.one_of(st.just("default"), LABEL)),
         "backend": draw(st.sampled_from(backends)),
         "coordinator_port": draw(st.integers(1, 65535)),
@@ -58,9 +66,9 @@ def specs(draw: st.DrawFn) -> dict[str, Any]:
         "labels": draw(st.dictionaries(st.sampled_from(["team", "example.com/owner"]), LABEL, max_size=2)),
     }
     if job["backend"] == "trainjob":
-        del job["coordinator_port"]                  # Trainer's JAX plugin fixes it at 29500
+        del job["coordinator_port"]  # Trainer's JAX plugin fixes it at 29500
         if isinstance(accelerator, CPU) and draw(st.booleans()):
-            job["runtime"] = "jax-distributed"       # the upstream ClusterTrainingRuntime (CPU pools only)
+            job["runtime"] = "jax-distributed"  # the upstream ClusterTrainingRuntime (CPU pools only)
     return {"name": draw(LABEL.filter(lambda n: len(n) <= 40)), "accelerator": accelerator, "job": job}
 
 
@@ -137,20 +145,29 @@ def check_env_contract(jp: Any, objs: list[dict[str, Any]]) -> None:
 
 
 MUTATIONS = {
-    "jobs[0].coordinator_port": st.one_of(st.integers(max_value=0), st.integers(min_value=65536)).map(lambda v: {"coordinator_port": v}),
+    "jobs[0].coordinator_port": st.one_of(st.integers(max_value=0), st.integers(min_value=65536)).map(
+        lambda v: {"coordinator_port": v}
+    ),
     "jobs[0].nodes": st.integers(max_value=0).map(lambda v: {"nodes": v}),
     "jobs[0].slices": st.integers(max_value=0).map(lambda v: {"slices": v}),
-    "jobs[0].backend": st.text(min_size=1, max_size=8).filter(lambda b: b not in ("jobset", "job", "jaxjob", "trainjob")).map(lambda v: {"backend": v}),
+    "jobs[0].backend": st.text(min_size=1, max_size=8)
+    .filter(lambda b: b not in ("jobset", "job", "jaxjob", "trainjob"))
+    .map(lambda v: {"backend": v}),
     "jobs[0].name": st.text(string.ascii_uppercase + "_!", min_size=1, max_size=8).map(lambda v: {"name": v}),
     "jobs[0].init_timeout_seconds": st.integers(max_value=0).map(lambda v: {"init_timeout_seconds": v}),
     "jobs[0].max_restarts": st.integers(max_value=-1).map(lambda v: {"max_restarts": v}),
 }
 
 
-@given(specs(), st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=4, unique=True),
-       st.one_of(st.none(), st.text(string.ascii_lowercase + "0123456789-", min_size=1, max_size=8)), st.data())
+@given(
+    specs(),
+    st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=4, unique=True),
+    st.one_of(st.none(), st.text(string.ascii_lowercase + "0123456789-", min_size=1, max_size=8)),
+    st.data(),
+)
 def test_invalid_specs_raise_one_error_naming_every_broken_field(
-        spec: dict[str, Any], broken: list[str], generation: str | None, data: st.DataObject) -> None:
+    spec: dict[str, Any], broken: list[str], generation: str | None, data: st.DataObject
+) -> None:
     for path in broken:
         spec["job"].update(data.draw(MUTATIONS[path]))
     expected = set(broken)
@@ -174,7 +191,9 @@ def test_invalid_specs_raise_one_error_naming_every_broken_field(
 
 def test_single_host_tpu_worker_id_agrees_with_the_platform() -> None:
     """GKE injects TPU_WORKER_ID only into multi-host slices; explain must not promise it elsewhere."""
-    cluster = Cluster(name="c", node_pools=[NodePool("pool", TPU("v4", "2x2x1"))], jobs=[JaxJob("a", image="img", node_pool="pool")])
+    cluster = Cluster(
+        name="c", node_pools=[NodePool("pool", TPU("v4", "2x2x1"))], jobs=[JaxJob("a", image="img", node_pool="pool")]
+    )
     jp = plan(cluster).jobs[0]
     [pod] = emulate(manifests(cluster)).workloads[0].pods
     assert pod.env.get("TPU_WORKER_ID") == jp.rank_env(0).get("TPU_WORKER_ID")

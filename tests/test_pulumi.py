@@ -21,9 +21,30 @@ from conftest import ROOT, STACKS
 from jaxinfra import controllers, manifests, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import SKIP_AWAIT, node_pools
-from pulumi_harness import (CA, CLUSTER_T, EXISTING, GKE, GKE_T, IAM_T, JOB_T, K8S_PROVIDER_T, MAIN, POOL_T, PROJECT,
-                            PROVIDERS, STACK_T, WORKLOADS, Run, config_for, example_config, k8s_type, run_error, run_program,
-                            secret, write_stack)
+from pulumi_harness import (
+    CA,
+    CLUSTER_T,
+    EXISTING,
+    GKE,
+    GKE_T,
+    IAM_T,
+    JOB_T,
+    K8S_PROVIDER_T,
+    MAIN,
+    POOL_T,
+    PROJECT,
+    PROVIDERS,
+    STACK_T,
+    WORKLOADS,
+    Run,
+    config_for,
+    example_config,
+    k8s_type,
+    run_error,
+    run_program,
+    secret,
+    write_stack,
+)
 
 
 @pytest.fixture(scope="module")
@@ -51,8 +72,15 @@ def test_kubernetes_objects_are_the_rendered_manifests(runs: dict, path: Path, p
     run, cluster = runs[path.stem, provider], stack.load(path)
     rendered = manifests(cluster)
     got = {(r.type, r.name): r for r in run.k8s}
-    want = {(k8s_type(m), f"{m['metadata']['namespace']}/{m['metadata']['name']}" if m["metadata"].get("namespace")
-             else m["metadata"]["name"]): m for m in rendered}
+    want = {
+        (
+            k8s_type(m),
+            f"{m['metadata']['namespace']}/{m['metadata']['name']}"
+            if m["metadata"].get("namespace")
+            else m["metadata"]["name"],
+        ): m
+        for m in rendered
+    }
     assert sorted(got) == sorted(want), "one Pulumi resource per rendered object, nothing else"
     for key, m in want.items():
         assert got[key].inputs == expected_inputs(m), key  # names verbatim: metadata.name is set, no suffix
@@ -84,19 +112,23 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
         if ns in cp.namespaces:
             assert ("kubernetes:core/v1:Namespace", ns) in r.deps
         kind = r.type.rpartition(":")[2]
-        for c in (controllers.needed(cp) if provider == "gke" else ()):  # installed by default with gke only
+        for c in controllers.needed(cp) if provider == "gke" else ():  # installed by default with gke only
             assert (kind in c.kinds) == bool({res.key for res in run.of_parent(c.name)} & r.deps), (r.name, c.name)
         if kind in WORKLOADS:
             assert {("kubernetes:core/v1:ServiceAccount", r.name), ("kubernetes:core/v1:Service", r.name)} <= r.deps
             if jp.renders_claim:
                 assert ("kubernetes:core/v1:PersistentVolumeClaim", f"{ns}/{jp.checkpoint_claim}") in r.deps
             assert r.inputs["metadata"]["annotations"][SKIP_AWAIT] == "true"
-            assert (r.replace_on_changes, r.delete_before_replace) == (["spec"], True), "immutable spec: replace, not patch"
+            assert (r.replace_on_changes, r.delete_before_replace) == (["spec"], True), (
+                "immutable spec: replace, not patch"
+            )
         else:
             assert (r.replace_on_changes, r.delete_before_replace) == ([], False)
     assert run.outputs["jobNames"] == [jp.name for jp in cp.jobs]
     assert run.outputs["controllers"] == ({c.name: c.tag for c in controllers.needed(cp)} if provider == "gke" else {})
-    assert run.outputs["coordinatorAddresses"] == {f"{jp.namespace}/{jp.name}": jp.coordinator_address for jp in cp.jobs}
+    assert run.outputs["coordinatorAddresses"] == {
+        f"{jp.namespace}/{jp.name}": jp.coordinator_address for jp in cp.jobs
+    }
 
 
 @pytest.mark.parametrize("path", STACKS, ids=[p.stem for p in STACKS])
@@ -116,8 +148,16 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
     run, cluster = runs[path.stem, "gke"], stack.load(path)
     [gke] = run.of(GKE_T)
     assert gke.parent == (CLUSTER_T, cluster.name)
-    assert gke.inputs.items() >= {"name": cluster.name, "project": "proj", "location": "us-east5-a",
-                               "removeDefaultNodePool": True, "deletionProtection": False}.items()
+    assert (
+        gke.inputs.items()
+        >= {
+            "name": cluster.name,
+            "project": "proj",
+            "location": "us-east5-a",
+            "removeDefaultNodePool": True,
+            "deletionProtection": False,
+        }.items()
+    )
     got = run.pools
     want = node_pools(cluster)
     assert sorted(got) == sorted(ps.name for slices in want.values() for ps in slices)
@@ -129,20 +169,37 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
             assert {g.key for g in run.of(IAM_T)} <= r.deps, "the node account has its roles before nodes boot"
             assert r.delete_before_replace
             i = r.inputs
-            assert (i["name"], i["cluster"], i["nodeCount"], i["location"]) == (ps.name, cluster.name, ps.node_count, "us-east5-a")
-            assert i.get("nodeLocations") == (None if row.kind == "cpu" else ["us-east5-a"]), "accelerators: one zone, named"
+            assert (i["name"], i["cluster"], i["nodeCount"], i["location"]) == (
+                ps.name,
+                cluster.name,
+                ps.node_count,
+                "us-east5-a",
+            )
+            assert i.get("nodeLocations") == (None if row.kind == "cpu" else ["us-east5-a"]), (
+                "accelerators: one zone, named"
+            )
             cfg = i["nodeConfig"]
             assert cfg["machineType"] == (row.machine_type or "e2-standard-4")
             assert cfg["serviceAccount"] == f"{cluster.name}-nodes@proj.iam.gserviceaccount.com"
             assert cfg["workloadMetadataConfig"] == {"mode": "GKE_METADATA"}
-            assert cfg["shieldedInstanceConfig"] == {"enableIntegrityMonitoring": True, "enableSecureBoot": row.kind == "cpu"}
+            assert cfg["shieldedInstanceConfig"] == {
+                "enableIntegrityMonitoring": True,
+                "enableSecureBoot": row.kind == "cpu",
+            }
             assert "spot" not in cfg and "reservationAffinity" not in cfg
             if row.kind == "tpu":
                 assert ps.node_count == row.hosts
-                assert i.get("placementPolicy") == ({"type": "COMPACT", "tpuTopology": row.topology} if row.multi_host else None)
+                assert i.get("placementPolicy") == (
+                    {"type": "COMPACT", "tpuTopology": row.topology} if row.multi_host else None
+                )
             if row.kind == "gpu":
-                assert cfg["guestAccelerators"] == [{"type": row.gke_accelerator, "count": row.chips_per_host,
-                                                     "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
+                assert cfg["guestAccelerators"] == [
+                    {
+                        "type": row.gke_accelerator,
+                        "count": row.chips_per_host,
+                        "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"},
+                    }
+                ]
             else:
                 assert "guestAccelerators" not in cfg
     assert run.secret["kubeconfig"], "the kubeconfig output is a secret"
@@ -178,7 +235,8 @@ def test_gpu_h100_one_pool_of_two_nodes_by_eight_gpus() -> None:
     assert (pool.name, pool.inputs["nodeCount"]) == ("h100", 2)
     assert pool.inputs["nodeConfig"]["machineType"] == "a3-highgpu-8g"
     assert pool.inputs["nodeConfig"]["guestAccelerators"] == [
-        {"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}]
+        {"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}
+    ]
     assert pool.inputs["nodeLocations"] == ["us-central1-a"] and "placementPolicy" not in pool.inputs
     assert all((POOL_T, "h100") in r.deps for r in run.k8s if r.type != "kubernetes:core/v1:Namespace")
 
@@ -192,7 +250,9 @@ def test_pulumi_yaml_names_the_program() -> None:
 
 
 @pytest.mark.parametrize("where", [".", "infra"], ids=["project folder", "program folder"])
-def test_relative_stack_paths_start_at_the_pulumi_project(where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_relative_stack_paths_start_at_the_pulumi_project(
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The folder of Pulumi.yaml, found from where the program runs (the engine's root directory is a placeholder
     under mocks), never this library's location: a team's repository resolves its own stacks/."""
     from jaxinfra.pulumi import project_root, read_settings
@@ -205,7 +265,7 @@ def test_relative_stack_paths_start_at_the_pulumi_project(where: str, tmp_path: 
     assert project_root() == tmp_path
     settings = read_settings({"jaxinfra:stack": "stacks/training.py", "jaxinfra:provider": "existing"})
     assert settings.stack == tmp_path / "stacks/training.py"
-    monkeypatch.chdir(tmp_path.parent)   # outside any project: the working directory, and the message says where
+    monkeypatch.chdir(tmp_path.parent)  # outside any project: the working directory, and the message says where
     with pytest.raises(Exception, match=f"no stack file at {tmp_path.parent}/stacks/training.py"):
         read_settings({"jaxinfra:stack": "stacks/training.py", "jaxinfra:provider": "existing"})
 
@@ -214,7 +274,9 @@ def test_relative_stack_paths_start_at_the_pulumi_project(where: str, tmp_path: 
 
 
 def test_spot_reservation_cpu_machine_type_and_indexed_job(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="opts", node_pools=[
             NodePool("l4", GPU("l4", 1), spot=True),
             NodePool("v5e", TPU("v5e", "2x4"), reservation="my-res"),
@@ -225,7 +287,8 @@ def test_spot_reservation_cpu_machine_type_and_indexed_job(tmp_path: Path) -> No
             JaxJob("b", image="i", node_pool="v5e"),
             JaxJob("c", image="i", node_pool="cpu", nodes=2, namespace="team"),
         ])
-    """)
+    """,
+    )
     run = run_program({"jaxinfra:stack": str(path), **GKE})
     pools = {name: r.inputs for name, r in run.pools.items()}
     assert sorted(pools) == ["cpu", "idle", "l4", "v5e"]
@@ -233,14 +296,22 @@ def test_spot_reservation_cpu_machine_type_and_indexed_job(tmp_path: Path) -> No
     assert (pools["l4"]["nodeCount"], l4["spot"]) == (3, True)
     assert l4["taints"] == [{"key": "cloud.google.com/gke-spot", "value": "true", "effect": "NO_SCHEDULE"}]
     assert pools["v5e"]["nodeConfig"]["reservationAffinity"] == {
-        "consumeReservationType": "SPECIFIC_RESERVATION", "key": "compute.googleapis.com/reservation-name", "values": ["my-res"]}
-    assert (pools["v5e"]["nodeCount"], pools["v5e"]["placementPolicy"]) == (2, {"type": "COMPACT", "tpuTopology": "2x4"})
+        "consumeReservationType": "SPECIFIC_RESERVATION",
+        "key": "compute.googleapis.com/reservation-name",
+        "values": ["my-res"],
+    }
+    assert (pools["v5e"]["nodeCount"], pools["v5e"]["placementPolicy"]) == (
+        2,
+        {"type": "COMPACT", "tpuTopology": "2x4"},
+    )
     assert (pools["cpu"]["nodeCount"], pools["cpu"]["nodeConfig"]["machineType"]) == (2, "n2-standard-16")
     assert pools["idle"]["nodeCount"] == 4, "a pool no job uses still gets one slice"
     [job] = run.of("kubernetes:batch/v1:Job")
     assert job.name == "default/a" and job.inputs["spec"]["completionMode"] == "Indexed"
     assert (job.replace_on_changes, job.delete_before_replace) == (["spec"], True)
-    rendered = {(k8s_type(m), m["metadata"]["name"], m["metadata"].get("namespace")): m for m in manifests(stack.load(path))}
+    rendered = {
+        (k8s_type(m), m["metadata"]["name"], m["metadata"].get("namespace")): m for m in manifests(stack.load(path))
+    }
     assert len(run.k8s) == len(rendered)
     for r in run.k8s:
         key = (r.type, r.inputs["metadata"]["name"], r.inputs["metadata"].get("namespace"))
@@ -248,20 +319,28 @@ def test_spot_reservation_cpu_machine_type_and_indexed_job(tmp_path: Path) -> No
 
 
 def test_kueue_queues_are_created_before_the_jobs_that_name_them(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="q", kueue=True, node_pools=[NodePool("v5e", TPU("v5e", "2x4")), NodePool("cpu", CPU(devices=2))],
                           jobs=[JaxJob("a", image="i", node_pool="v5e"), JaxJob("b", image="i", node_pool="cpu", namespace="team",
                                                                           resources={"requests": {"cpu": "2"}})])
-    """)
+    """,
+    )
     run = run_program({"jaxinfra:stack": str(path), **EXISTING})
-    rendered = {(k8s_type(m), m["metadata"]["name"], m["metadata"].get("namespace")): m for m in manifests(stack.load(path))}
+    rendered = {
+        (k8s_type(m), m["metadata"]["name"], m["metadata"].get("namespace")): m for m in manifests(stack.load(path))
+    }
     got = {(r.type, r.inputs["metadata"]["name"], r.inputs["metadata"].get("namespace")): r for r in run.k8s}
     assert sorted(got) == sorted(rendered), "one Pulumi resource per rendered object, the queues included"
     queues = {key: r for key, r in got.items() if r.type.startswith("kubernetes:kueue.x-k8s.io/")}
-    assert sorted(k[0].rpartition(":")[2] for k in queues) == ["ClusterQueue"] * 2 + ["LocalQueue"] * 2 + ["ResourceFlavor"] * 2
+    assert (
+        sorted(k[0].rpartition(":")[2] for k in queues)
+        == ["ClusterQueue"] * 2 + ["LocalQueue"] * 2 + ["ResourceFlavor"] * 2
+    )
     for key, r in queues.items():
         assert r.inputs == expected_inputs(rendered[key]) and r.parent == (CLUSTER_T, "q")
-        if key[0].endswith(":LocalQueue"):   # after its ClusterQueue (and its Namespace, where jaxinfra makes one)
+        if key[0].endswith(":LocalQueue"):  # after its ClusterQueue (and its Namespace, where jaxinfra makes one)
             assert ("kubernetes:kueue.x-k8s.io/v1beta2:ClusterQueue", r.inputs["spec"]["clusterQueue"]) in r.deps
     for workload in (r for r in run.k8s if r.type.rpartition(":")[2] in WORKLOADS):
         queue = workload.inputs["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
@@ -273,7 +352,9 @@ def test_kueue_queues_are_created_before_the_jobs_that_name_them(tmp_path: Path)
 def test_existing_gke_cluster_is_looked_up_not_created() -> None:
     run = run_program({**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"})
     assert not run.of(GKE_T)
-    [(token, args)] = [call for call in run.calls if call[0] != "gcp:organizations/getProject:getProject"]  # the bucket's
+    [(token, args)] = [
+        call for call in run.calls if call[0] != "gcp:organizations/getProject:getProject"
+    ]  # the bucket's
     assert token == "gcp:container/getCluster:getCluster"
     assert args.items() >= {"name": "shared", "location": "us-east5-a", "project": "my-project"}.items()
     assert {r.inputs["cluster"] for r in run.of(POOL_T)} == {"shared"}
@@ -281,7 +362,9 @@ def test_existing_gke_cluster_is_looked_up_not_created() -> None:
 
 
 def test_existing_provider_with_kubeconfig() -> None:
-    run = run_program({"jaxinfra:stack": "stacks/cpu_dev.py", "jaxinfra:provider": "existing", "jaxinfra:kubeconfig": "/tmp/kc"})
+    run = run_program(
+        {"jaxinfra:stack": "stacks/cpu_dev.py", "jaxinfra:provider": "existing", "jaxinfra:kubeconfig": "/tmp/kc"}
+    )
     [prov] = run.of(K8S_PROVIDER_T)
     assert prov.inputs["kubeconfig"] == secret("/tmp/kc"), "passed to the provider as a secret"
     assert run.secret["kubeconfig"] and run.outputs["kubeconfig"] == "/tmp/kc"
@@ -298,21 +381,33 @@ def test_missing_config_is_one_error() -> None:
 
 
 def test_bad_config_lists_every_problem(tmp_path: Path) -> None:
-    bad_stack = write_stack(tmp_path, """
+    bad_stack = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="bad", node_pools=[NodePool("p", TPU("v5e", "2x3"))],
                           jobs=[JaxJob("t", image="i", node_pool="p", coordinator_port=70000)])
-    """)
-    text, run = run_error({"jaxinfra:stack": str(bad_stack), "jaxinfra:provider": "gke", "jaxinfra:context": "x",
-                           "jaxinfra:locaton": "us-east5-a", "jaxinfra:existingCluster": "maybe"})
+    """,
+    )
+    text, run = run_error(
+        {
+            "jaxinfra:stack": str(bad_stack),
+            "jaxinfra:provider": "gke",
+            "jaxinfra:context": "x",
+            "jaxinfra:locaton": "us-east5-a",
+            "jaxinfra:existingCluster": "maybe",
+        }
+    )
     lines = text.splitlines()
     assert lines[0] == "7 problems (invalid Pulumi config)"
-    for needle in ("jaxinfra:locaton = 'us-east5-a': unknown config key; fix: did you mean jaxinfra:location?",
-                   "jaxinfra:context = 'x': not used with provider gke",
-                   "gcp:project = None: missing (provider gke)",
-                   "jaxinfra:location = None: missing",
-                   "jaxinfra:existingCluster = 'maybe': not a boolean",
-                   "node_pools[0].accelerator.topology = '2x3'",
-                   "jobs[0].coordinator_port = 70000"):
+    for needle in (
+        "jaxinfra:locaton = 'us-east5-a': unknown config key; fix: did you mean jaxinfra:location?",
+        "jaxinfra:context = 'x': not used with provider gke",
+        "gcp:project = None: missing (provider gke)",
+        "jaxinfra:location = None: missing",
+        "jaxinfra:existingCluster = 'maybe': not a boolean",
+        "node_pools[0].accelerator.topology = '2x3'",
+        "jobs[0].coordinator_port = 70000",
+    ):
         assert any(needle in line for line in lines), needle
     assert not run.resources and not run.calls
 
@@ -326,10 +421,13 @@ def test_unknown_provider_and_missing_stack_file() -> None:
 
 
 def test_slice_pool_name_over_gke_limit(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, f"""
-        cluster = Cluster(name="long", node_pools=[NodePool("{'p' * 40}", TPU("v5p", "2x2x4"))],
-                          jobs=[JaxJob("t", image="i", node_pool="{'p' * 40}", slices=2)])
-    """)
+    path = write_stack(
+        tmp_path,
+        f"""
+        cluster = Cluster(name="long", node_pools=[NodePool("{"p" * 40}", TPU("v5p", "2x2x4"))],
+                          jobs=[JaxJob("t", image="i", node_pool="{"p" * 40}", slices=2)])
+    """,
+    )
     text, run = run_error({"jaxinfra:stack": str(path), **GKE})
     assert "over 40" in text and "shorten the name by at least 2 characters" in text
     assert not run.resources
@@ -338,8 +436,14 @@ def test_slice_pool_name_over_gke_limit(tmp_path: Path) -> None:
 # --- pulumi stays out of synth and simulate -------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["synth", "examples/training-infra/stacks/cpu_dev.py", "--stdout"],
-                                  ["simulate", "examples/training-infra/stacks/cpu_dev.py", "--timeout", "120"]], ids=["synth", "simulate"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["synth", "examples/training-infra/stacks/cpu_dev.py", "--stdout"],
+        ["simulate", "examples/training-infra/stacks/cpu_dev.py", "--timeout", "120"],
+    ],
+    ids=["synth", "simulate"],
+)
 def test_synth_and_simulate_never_import_pulumi(argv: list[str]) -> None:
     code = textwrap.dedent(f"""
         import sys, contextlib, io
@@ -353,6 +457,12 @@ def test_synth_and_simulate_never_import_pulumi(argv: list[str]) -> None:
         print(bad)
         sys.exit(1 if bad else 0)
     """)
-    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert done.returncode == 0, done.stdout + done.stderr

@@ -19,8 +19,21 @@ from jaxinfra import manifests, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import BUCKET_ROLE, SHADOW_POOL, shadow_pods_per_node
 from jaxinfra.shadow import shadow
-from pulumi_harness import (BUCKET_IAM_T, BUCKET_T, CLUSTER_T, EXISTING, GKE, GKE_T, PROJECT_NUMBER, WORKLOADS,
-                            example_config, k8s_type, run_error, run_program, write_stack)
+from pulumi_harness import (
+    BUCKET_IAM_T,
+    BUCKET_T,
+    CLUSTER_T,
+    EXISTING,
+    GKE,
+    GKE_T,
+    PROJECT_NUMBER,
+    WORKLOADS,
+    example_config,
+    k8s_type,
+    run_error,
+    run_program,
+    write_stack,
+)
 
 V5P = "stacks/tpu_v5p_2x2x4_x2.py"
 CPU_DEV = "stacks/cpu_dev.py"
@@ -31,8 +44,10 @@ def kind(r: Any) -> str:
 
 
 def principal(namespace: str, ksa: str, project: str = "my-project") -> str:
-    return (f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
-            f"{project}.svc.id.goog/subject/ns/{namespace}/sa/{ksa}")
+    return (
+        f"principal://iam.googleapis.com/projects/{PROJECT_NUMBER}/locations/global/workloadIdentityPools/"
+        f"{project}.svc.id.goog/subject/ns/{namespace}/sa/{ksa}"
+    )
 
 
 # --- a bucket ---------------------------------------------------------------------------------------------
@@ -42,11 +57,20 @@ def test_the_bucket_its_grant_and_the_fuse_add_on_come_before_the_job() -> None:
     run = run_program(example_config("tpu-v5p"))  # us-east5-a, project my-project; the stack checkpoints to a bucket
     [bucket] = run.of(BUCKET_T)
     assert bucket.name == "my-project-tpu-v5p-checkpoints" and bucket.parent == (CLUSTER_T, "tpu-v5p")
-    assert bucket.inputs == {"name": "my-project-tpu-v5p-checkpoints", "project": "my-project", "location": "US-EAST5",
-                             "uniformBucketLevelAccess": True, "hierarchicalNamespace": {"enabled": True}}
+    assert bucket.inputs == {
+        "name": "my-project-tpu-v5p-checkpoints",
+        "project": "my-project",
+        "location": "US-EAST5",
+        "uniformBucketLevelAccess": True,
+        "hierarchicalNamespace": {"enabled": True},
+    }
     assert bucket.retain_on_delete, "pulumi destroy keeps the checkpoints"
     [grant] = run.of(BUCKET_IAM_T)
-    assert grant.inputs == {"bucket": "my-project-tpu-v5p-checkpoints", "role": BUCKET_ROLE, "member": principal("ml", "train")}
+    assert grant.inputs == {
+        "bucket": "my-project-tpu-v5p-checkpoints",
+        "role": BUCKET_ROLE,
+        "member": principal("ml", "train"),
+    }
     assert BUCKET_ROLE == "roles/storage.objectUser"
     assert {bucket.key, (GKE_T, "tpu-v5p")} <= grant.deps, "after its bucket and the cluster (the identity pool)"
     [gke] = run.of(GKE_T)
@@ -63,19 +87,32 @@ def test_the_bucket_its_grant_and_the_fuse_add_on_come_before_the_job() -> None:
 
 
 def test_one_bucket_many_jobs_and_existing_buckets(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         from jaxinfra import GCSBucket
         cluster = Cluster(name="c", node_pools=[NodePool("cpu", CPU(devices=2))], jobs=[
             JaxJob("a", image="i", node_pool="cpu", checkpoints=GCSBucket("shared-ckpt")),
             JaxJob("b", image="i", node_pool="cpu", namespace="team", checkpoints=GCSBucket("shared-ckpt")),
             JaxJob("c", image="i", node_pool="cpu", checkpoints=GCSBucket("other-ckpt"))])
-    """)
+    """,
+    )
     run = run_program({"jaxinfra:stack": str(path), **GKE})
     assert sorted(b.name for b in run.of(BUCKET_T)) == ["other-ckpt", "shared-ckpt"], "one bucket per name"
     grants = {g.name: g.inputs for g in run.of(BUCKET_IAM_T)}
-    assert grants == {"shared-ckpt/default/a": {"bucket": "shared-ckpt", "role": BUCKET_ROLE, "member": principal("default", "a", "proj")},
-                      "shared-ckpt/team/b": {"bucket": "shared-ckpt", "role": BUCKET_ROLE, "member": principal("team", "b", "proj")},
-                      "other-ckpt/default/c": {"bucket": "other-ckpt", "role": BUCKET_ROLE, "member": principal("default", "c", "proj")}}
+    assert grants == {
+        "shared-ckpt/default/a": {
+            "bucket": "shared-ckpt",
+            "role": BUCKET_ROLE,
+            "member": principal("default", "a", "proj"),
+        },
+        "shared-ckpt/team/b": {"bucket": "shared-ckpt", "role": BUCKET_ROLE, "member": principal("team", "b", "proj")},
+        "other-ckpt/default/c": {
+            "bucket": "other-ckpt",
+            "role": BUCKET_ROLE,
+            "member": principal("default", "c", "proj"),
+        },
+    }
     for r in run.of(BUCKET_IAM_T):
         assert (BUCKET_T, r.inputs["bucket"]) in r.deps
     assert run.outputs["checkpointBuckets"] == ["other-ckpt", "shared-ckpt"]
@@ -95,8 +132,10 @@ def test_without_buckets_nothing_of_storage_is_declared() -> None:
 def test_a_bucket_without_workload_identity_is_one_config_error() -> None:
     text, run = run_error({**example_config("tpu-v5p"), "jaxinfra:workloadIdentity": False})
     assert text.splitlines()[0] == "1 problem (invalid Pulumi config)"
-    assert ("jaxinfra:workloadIdentity = False: jobs ml/train checkpoint to Cloud Storage through GKE's Cloud Storage FUSE "
-            "CSI driver, which authenticates their ServiceAccounts with Workload Identity") in text
+    assert (
+        "jaxinfra:workloadIdentity = False: jobs ml/train checkpoint to Cloud Storage through GKE's Cloud Storage FUSE "
+        "CSI driver, which authenticates their ServiceAccounts with Workload Identity"
+    ) in text
     assert not run.resources and not run.calls
 
 
@@ -104,19 +143,29 @@ def test_existing_provider_says_what_the_bucket_needs() -> None:
     run = run_program({"jaxinfra:stack": V5P, **EXISTING})
     assert not [r for r in run.resources if r.type.startswith("gcp:")] and not run.calls
     [warning] = [w for w in run.warnings if "checkpoints to gs://" in w]
-    assert warning.endswith(f"`gcloud storage buckets add-iam-policy-binding gs://my-project-tpu-v5p-checkpoints "
-                            f"--role={BUCKET_ROLE} --member=principal://iam.googleapis.com/projects/PROJECT_NUMBER/locations/"
-                            "global/workloadIdentityPools/PROJECT_ID.svc.id.goog/subject/ns/ml/sa/train`")
+    assert warning.endswith(
+        f"`gcloud storage buckets add-iam-policy-binding gs://my-project-tpu-v5p-checkpoints "
+        f"--role={BUCKET_ROLE} --member=principal://iam.googleapis.com/projects/PROJECT_NUMBER/locations/"
+        "global/workloadIdentityPools/PROJECT_ID.svc.id.goog/subject/ns/ml/sa/train`"
+    )
 
 
 def test_an_existing_cluster_without_the_fuse_driver_is_told_how() -> None:
     config = {**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"}
-    run = run_program(config, existing={"datapathProvider": "ADVANCED_DATAPATH", "enableShieldedNodes": True,
-                                        "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}],
-                                        "addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": False}]}]})
-    assert run.warnings == ["GKE cluster shared has no Cloud Storage FUSE CSI driver, which the jobs' checkpoint buckets "
-                            "need: `gcloud container clusters update shared --location us-east5-a --project my-project "
-                            "--update-addons GcsFuseCsiDriver=ENABLED`"]
+    run = run_program(
+        config,
+        existing={
+            "datapathProvider": "ADVANCED_DATAPATH",
+            "enableShieldedNodes": True,
+            "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}],
+            "addonsConfigs": [{"gcsFuseCsiDriverConfigs": [{"enabled": False}]}],
+        },
+    )
+    assert run.warnings == [
+        "GKE cluster shared has no Cloud Storage FUSE CSI driver, which the jobs' checkpoint buckets "
+        "need: `gcloud container clusters update shared --location us-east5-a --project my-project "
+        "--update-addons GcsFuseCsiDriver=ENABLED`"
+    ]
     [grant] = run.of(BUCKET_IAM_T)
     assert not any(d[0] == GKE_T for d in grant.deps), "no cluster created to wait for"
 
@@ -148,8 +197,14 @@ def test_the_shadow_of_a_tpu_stack_on_one_cpu_pool_sized_for_it() -> None:
     assert sorted(got) == sorted(rendered), "exactly the objects of `jaxinfra synth --shadow cpu`"
     for key, r in got.items():
         m = rendered[key]
-        meta = {**m["metadata"], **({"annotations": {**m["metadata"].get("annotations", {}), "pulumi.com/skipAwait": "true"}}
-                                    if key[0].rpartition(":")[2] in WORKLOADS | {"Service"} else {})}
+        meta = {
+            **m["metadata"],
+            **(
+                {"annotations": {**m["metadata"].get("annotations", {}), "pulumi.com/skipAwait": "true"}}
+                if key[0].rpartition(":")[2] in WORKLOADS | {"Service"}
+                else {}
+            ),
+        }
         assert r.inputs == {**m, "metadata": meta}
     assert "google.com/tpu" not in str([r.inputs for r in run.k8s]), "no TPU resource, selector or toleration left"
     assert sorted(run.pools) == [SHADOW_POOL], "no accelerator pool"
@@ -177,12 +232,15 @@ def test_shadow_pods_per_node_follow_gkes_allocatable() -> None:
 
 
 def test_a_large_shadow_gets_the_nodes_all_its_pods_need(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         from jaxinfra import Shadow
         cluster = Cluster(name="big", shadow=Shadow(memory="1Gi"), node_pools=[NodePool("v5p", TPU("v5p", "4x4x8"))],
                           jobs=[JaxJob("a", image="i", command=["python", "-m", "train"], node_pool="v5p", slices=2),
                                 JaxJob("b", image="i", node_pool="v5p", namespace="team")])
-    """)
+    """,
+    )
     run = run_program({"jaxinfra:stack": str(path), **GKE, "jaxinfra:shadow": "cpu"})
     cp = plan(shadow(stack.load(path)))
     pods = sum(jp.processes for jp in cp.jobs)
@@ -195,14 +253,19 @@ def test_a_large_shadow_gets_the_nodes_all_its_pods_need(tmp_path: Path) -> None
 def test_bad_shadow_config_is_one_error(tmp_path: Path) -> None:
     text, run = run_error({**example_config("tpu-v5p"), "jaxinfra:shadow": "gpu"})
     assert "jaxinfra:shadow = 'gpu': not one of the choices; fix: use one of cpu" in text and not run.resources
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         from jaxinfra import Shadow
         cluster = Cluster(name="fat", shadow=Shadow(cpu="8"), node_pools=[NodePool("cpu", CPU())],
                           jobs=[JaxJob("a", image="i", node_pool="cpu")])
-    """)
+    """,
+    )
     text, run = run_error({"jaxinfra:stack": str(path), **GKE, "jaxinfra:shadow": "cpu"})
-    assert ("jaxinfra:shadow = 'cpu': a shadow pod requests 8 CPU and 256Mi, more than one e2-standard-4 node of the "
-            "shadow pool can give it") in text and not run.resources
+    assert (
+        "jaxinfra:shadow = 'cpu': a shadow pod requests 8 CPU and 256Mi, more than one e2-standard-4 node of the "
+        "shadow pool can give it"
+    ) in text and not run.resources
 
 
 def test_the_shadow_on_an_existing_cluster_is_its_objects_alone() -> None:

@@ -18,9 +18,30 @@ import yaml
 from conftest import ROOT
 from jaxinfra import controllers
 from jaxinfra.pulumi import KEYS, NODE_ROLES, SYSTEM_POOL
-from pulumi_harness import (ACCOUNT_T, BUCKET_IAM_T, BUCKET_T, CHART_T, CLUSTER_T, CONFIG_FILE_T, CONTROLLER_T, EXISTING,
-                            FUSE_ON, GKE, GKE_T, IAM_T, K8S_PROVIDER_T, KUSTOMIZE_T, NAMESPACE_T, POOL_T, SECURE_CLUSTER, Run,
-                            example_config, run_error, run_program, write_stack)
+from pulumi_harness import (
+    ACCOUNT_T,
+    BUCKET_IAM_T,
+    BUCKET_T,
+    CHART_T,
+    CLUSTER_T,
+    CONFIG_FILE_T,
+    CONTROLLER_T,
+    EXISTING,
+    FUSE_ON,
+    GKE,
+    GKE_T,
+    IAM_T,
+    K8S_PROVIDER_T,
+    KUSTOMIZE_T,
+    NAMESPACE_T,
+    POOL_T,
+    SECURE_CLUSTER,
+    Run,
+    example_config,
+    run_error,
+    run_program,
+    write_stack,
+)
 
 H100 = "stacks/gpu_h100_2x8.py"
 V5P = "stacks/tpu_v5p_2x2x4_x2.py"
@@ -39,23 +60,37 @@ def test_regional_location_without_a_zone_is_one_error_naming_node_locations(pat
     text, run = run_error({"jaxinfra:stack": path, **REGIONAL})
     lines = text.splitlines()
     assert lines[0] == "1 problem (invalid Pulumi config)", text
-    assert lines[1].startswith(f"  jaxinfra:nodeLocations = None: accelerator node pools ({pools}) need one zone, and "
-                               "us-central1 is a region (node_count is per zone"), text
+    assert lines[1].startswith(
+        f"  jaxinfra:nodeLocations = None: accelerator node pools ({pools}) need one zone, and "
+        "us-central1 is a region (node_count is per zone"
+    ), text
     assert "fix: `pulumi config set --path 'jaxinfra:nodeLocations[0]' us-central1-<zone>`" in lines[1]
     assert not run.resources and not run.calls, "nothing declared"
 
 
-@pytest.mark.parametrize("where", [
-    {"jaxinfra:location": "us-central1-b"},                                            # a zonal cluster
-    {"jaxinfra:location": "us-central1", "gcp:zone": "us-central1-b"},                 # regional, gcp:zone
-    {"jaxinfra:location": "us-central1", "jaxinfra:nodeLocations": ["us-central1-b"]},  # regional, one node location
-], ids=["zonal", "gcp-zone", "node-locations"])
-@pytest.mark.parametrize(("path", "hosts"), [(V5P, {"v5p-2x2x4-0": 4, "v5p-2x2x4-1": 4}), (H100, {"h100": 2})],
-                         ids=["v5p-2x2x4-x2", "h100-x2"])
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"jaxinfra:location": "us-central1-b"},  # a zonal cluster
+        {"jaxinfra:location": "us-central1", "gcp:zone": "us-central1-b"},  # regional, gcp:zone
+        {
+            "jaxinfra:location": "us-central1",
+            "jaxinfra:nodeLocations": ["us-central1-b"],
+        },  # regional, one node location
+    ],
+    ids=["zonal", "gcp-zone", "node-locations"],
+)
+@pytest.mark.parametrize(
+    ("path", "hosts"),
+    [(V5P, {"v5p-2x2x4-0": 4, "v5p-2x2x4-1": 4}), (H100, {"h100": 2})],
+    ids=["v5p-2x2x4-x2", "h100-x2"],
+)
 def test_every_accelerator_pool_in_the_zone_with_its_hosts(where: dict, path: str, hosts: dict) -> None:
     run = run_program({"jaxinfra:stack": path, **GKE, **where})
     pools = run.pools
-    assert {name: p.inputs["nodeCount"] for name, p in pools.items()} == hosts, "v5p: 2 pools x 4 hosts; H100: 1 pool x 2"
+    assert {name: p.inputs["nodeCount"] for name, p in pools.items()} == hosts, (
+        "v5p: 2 pools x 4 hosts; H100: 1 pool x 2"
+    )
     for p in pools.values():
         assert (p.inputs["location"], p.inputs["nodeLocations"]) == (where["jaxinfra:location"], ["us-central1-b"])
     system = run.one(POOL_T, SYSTEM_POOL)
@@ -88,15 +123,26 @@ def test_created_cluster_enforces_network_policy_with_workload_identity_and_a_de
     assert "networkPolicy" not in gke.inputs
     assert gke.inputs["addonsConfig"] == {"gcsFuseCsiDriverConfig": {"enabled": True}}, "only for the checkpoint bucket"
     assert gke.inputs["workloadIdentityConfig"] == {"workloadPool": "my-project.svc.id.goog"}
-    assert gke.inputs["nodeConfig"] == {"serviceAccount": account,
-                                        "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"]}
+    assert gke.inputs["nodeConfig"] == {
+        "serviceAccount": account,
+        "oauthScopes": ["https://www.googleapis.com/auth/cloud-platform"],
+    }
     assert (gke.inputs["enableShieldedNodes"], gke.inputs["releaseChannel"]) == (True, {"channel": "REGULAR"})
     [sa] = run.of(ACCOUNT_T)
-    assert (sa.inputs["accountId"], sa.inputs["project"], sa.parent) == ("tpu-v5p-nodes", "my-project", (CLUSTER_T, "tpu-v5p"))
+    assert (sa.inputs["accountId"], sa.inputs["project"], sa.parent) == (
+        "tpu-v5p-nodes",
+        "my-project",
+        (CLUSTER_T, "tpu-v5p"),
+    )
     grants = run.of(IAM_T)
-    assert sorted(g.inputs["role"] for g in grants) == sorted(NODE_ROLES) == [
-        "roles/artifactregistry.reader", "roles/container.defaultNodeServiceAccount"]
-    assert all(g.inputs["member"] == f"serviceAccount:{account}" and g.inputs["project"] == "my-project" for g in grants)
+    assert (
+        sorted(g.inputs["role"] for g in grants)
+        == sorted(NODE_ROLES)
+        == ["roles/artifactregistry.reader", "roles/container.defaultNodeServiceAccount"]
+    )
+    assert all(
+        g.inputs["member"] == f"serviceAccount:{account}" and g.inputs["project"] == "my-project" for g in grants
+    )
     assert {g.key for g in grants} <= gke.deps
     for pool in run.of(POOL_T):  # the system pool too
         cfg = pool.inputs["nodeConfig"]
@@ -107,9 +153,16 @@ def test_created_cluster_enforces_network_policy_with_workload_identity_and_a_de
 
 
 def test_every_security_default_has_a_config_key_to_opt_out() -> None:
-    run = run_program({**example_config("gpu-h100"), "jaxinfra:networkPolicy": "calico", "jaxinfra:workloadIdentity": False,
-                       "jaxinfra:nodeServiceAccount": "nodes@other.iam.gserviceaccount.com",
-                       "jaxinfra:shieldedNodes": False, "jaxinfra:releaseChannel": "STABLE"})
+    run = run_program(
+        {
+            **example_config("gpu-h100"),
+            "jaxinfra:networkPolicy": "calico",
+            "jaxinfra:workloadIdentity": False,
+            "jaxinfra:nodeServiceAccount": "nodes@other.iam.gserviceaccount.com",
+            "jaxinfra:shieldedNodes": False,
+            "jaxinfra:releaseChannel": "STABLE",
+        }
+    )
     [gke] = run.of(GKE_T)
     assert "datapathProvider" not in gke.inputs and "workloadIdentityConfig" not in gke.inputs
     assert gke.inputs["networkPolicy"] == {"enabled": True, "provider": "CALICO"}
@@ -122,30 +175,55 @@ def test_every_security_default_has_a_config_key_to_opt_out() -> None:
         assert cfg["serviceAccount"] == "nodes@other.iam.gserviceaccount.com"
         assert "workloadMetadataConfig" not in cfg and "shieldedInstanceConfig" not in cfg
 
-    run = run_program({**example_config("gpu-h100"), "jaxinfra:networkPolicy": "none", "jaxinfra:nodeServiceAccount": "default"})
+    run = run_program(
+        {**example_config("gpu-h100"), "jaxinfra:networkPolicy": "none", "jaxinfra:nodeServiceAccount": "default"}
+    )
     [gke] = run.of(GKE_T)
     assert not {"datapathProvider", "networkPolicy", "addonsConfig", "nodeConfig"} & set(gke.inputs)
-    assert all("serviceAccount" not in p.inputs["nodeConfig"] for p in run.of(POOL_T)), "Compute Engine's default account"
-    assert run.warnings == ["jaxinfra:networkPolicy is none: the cluster enforces no NetworkPolicy, and the jobs' are ignored"]
+    assert all("serviceAccount" not in p.inputs["nodeConfig"] for p in run.of(POOL_T)), (
+        "Compute Engine's default account"
+    )
+    assert run.warnings == [
+        "jaxinfra:networkPolicy is none: the cluster enforces no NetworkPolicy, and the jobs' are ignored"
+    ]
 
 
 def test_existing_gke_cluster_is_checked_for_what_it_must_have() -> None:
     config = {**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"}
     assert not run_program(config, existing=SECURE_CLUSTER).warnings
-    run = run_program(config, existing={"datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [{"enabled": False}],
-                                        "enableShieldedNodes": False, "workloadIdentityConfigs": []})
+    run = run_program(
+        config,
+        existing={
+            "datapathProvider": "LEGACY_DATAPATH",
+            "networkPolicies": [{"enabled": False}],
+            "enableShieldedNodes": False,
+            "workloadIdentityConfigs": [],
+        },
+    )
     assert not run.of(GKE_T) and not run.one(POOL_T, "v5p-2x2x4-0").deps & {(GKE_T, "shared")}
     [policy, identity, shielded, fuse] = run.warnings
-    assert policy.startswith("GKE cluster shared enforces no NetworkPolicy") and "--update-addons=NetworkPolicy=ENABLED" in policy
+    assert (
+        policy.startswith("GKE cluster shared enforces no NetworkPolicy")
+        and "--update-addons=NetworkPolicy=ENABLED" in policy
+    )
     assert "--workload-pool=my-project.svc.id.goog" in identity and "jaxinfra:workloadIdentity false" in identity
     assert "--enable-shielded-nodes" in shielded
     assert "has no Cloud Storage FUSE CSI driver" in fuse and "--update-addons GcsFuseCsiDriver=ENABLED" in fuse
-    assert not [p for p in run.of(POOL_T) if p.name == SYSTEM_POOL], "no system pool in a cluster jaxinfra did not create"
-    calico = {"datapathProvider": "LEGACY_DATAPATH", "networkPolicies": [{"enabled": True}], "enableShieldedNodes": True,
-              "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}], **FUSE_ON}
+    assert not [p for p in run.of(POOL_T) if p.name == SYSTEM_POOL], (
+        "no system pool in a cluster jaxinfra did not create"
+    )
+    calico = {
+        "datapathProvider": "LEGACY_DATAPATH",
+        "networkPolicies": [{"enabled": True}],
+        "enableShieldedNodes": True,
+        "workloadIdentityConfigs": [{"workloadPool": "my-project.svc.id.goog"}],
+        **FUSE_ON,
+    }
     assert not run_program(config, existing=calico).warnings, "the network policy add-on enforces them too"
     quiet = {**config, "jaxinfra:networkPolicy": "none", "jaxinfra:shieldedNodes": False}
-    assert not run_program(quiet, existing={"workloadIdentityConfigs": [{"workloadPool": "x.svc.id.goog"}], **FUSE_ON}).warnings
+    assert not run_program(
+        quiet, existing={"workloadIdentityConfigs": [{"workloadPool": "x.svc.id.goog"}], **FUSE_ON}
+    ).warnings
 
 
 # --- controllers ---------------------------------------------------------------------------------
@@ -160,8 +238,12 @@ def test_jobset_controller_after_the_node_pools_and_before_the_jobset() -> None:
     [js] = installed(run).values()
     assert (js.type, js.parent) == (CHART_T, (CONTROLLER_T, "jobset")), "no Kueue without kueue=True"
     c = controllers.JOBSET
-    assert js.inputs == {"chart": "oci://registry.k8s.io/jobset/charts/jobset", "version": c.version,
-                         "namespace": "jobset-system", "values": {}}
+    assert js.inputs == {
+        "chart": "oci://registry.k8s.io/jobset/charts/jobset",
+        "version": c.version,
+        "namespace": "jobset-system",
+        "values": {},
+    }
     assert js.provider == (K8S_PROVIDER_T, "tpu-v5p-k8s")
     assert {p.key for p in run.of(POOL_T)} | {(GKE_T, "tpu-v5p"), (NAMESPACE_T, "jobset-system")} <= js.deps
     [jobset] = [r for r in run.k8s if kind(r) == "JobSet"]
@@ -171,20 +253,29 @@ def test_jobset_controller_after_the_node_pools_and_before_the_jobset() -> None:
 
 
 def test_kueue_only_with_kueue_after_the_controllers_it_integrates(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="q", kueue=True, node_pools=[NodePool("v5e", TPU("v5e", "2x4")), NodePool("cpu", CPU(devices=2))],
                           jobs=[JaxJob("a", image="i", node_pool="v5e"),
                                 JaxJob("b", image="i", node_pool="cpu", backend="jaxjob", resources={"requests": {"cpu": "2"}})])
-    """)
+    """,
+    )
     run = run_program({"jaxinfra:stack": str(path), **GKE})
     got = installed(run)
     assert sorted(got) == ["jobset", "kueue", "training-operator"]
     kueue = got["kueue"]
     assert (kueue.inputs["chart"], kueue.inputs["version"], kueue.inputs["namespace"]) == (
-        "oci://registry.k8s.io/kueue/charts/kueue", controllers.KUEUE.version, "kueue-system")
+        "oci://registry.k8s.io/kueue/charts/kueue",
+        controllers.KUEUE.version,
+        "kueue-system",
+    )
     config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
-    assert config == {"apiVersion": "config.kueue.x-k8s.io/v1beta2", "kind": "Configuration",
-                      "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "kubeflow.org/jaxjob"]}}
+    assert config == {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "integrations": {"frameworks": ["jobset.x-k8s.io/jobset", "kubeflow.org/jaxjob"]},
+    }
     assert {got["jobset"].key, got["training-operator"].key} <= kueue.deps
     queues = [r for r in run.k8s if r.type.startswith("kubernetes:kueue.x-k8s.io/")]
     assert len(queues) == 6 and all(kueue.key in q.deps for q in queues)
@@ -193,24 +284,36 @@ def test_kueue_only_with_kueue_after_the_controllers_it_integrates(tmp_path: Pat
 
 
 def test_kubeflow_operators_for_jaxjob_and_trainjob(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="kf", node_pools=[NodePool("cpu", CPU(devices=2))], jobs=[
             JaxJob("op", image="i", node_pool="cpu", nodes=2, backend="jaxjob"),
             JaxJob("own", image="i", node_pool="cpu", nodes=2, backend="trainjob"),
             JaxJob("ref", image="i", node_pool="cpu", nodes=2, backend="trainjob", runtime="jax-distributed"),
         ])
-    """)
+    """,
+    )
     run = run_program({"jaxinfra:stack": str(path), **GKE})
     got = installed(run)
     assert sorted(got) == ["jobset", "trainer", "training-operator"]
     operator, trainer = got["training-operator"], got["trainer"]
     assert operator.type == KUSTOMIZE_T
-    assert operator.inputs == {"directory": "https://github.com/kubeflow/trainer/tree/v1.9.4/manifests/overlays/standalone"}
-    assert trainer.inputs == {"chart": "oci://ghcr.io/kubeflow/charts/kubeflow-trainer", "version": controllers.TRAINER.version,
-                              "namespace": "kubeflow-system", "values": {"jobset": {"install": False}}}
+    assert operator.inputs == {
+        "directory": "https://github.com/kubeflow/trainer/tree/v1.9.4/manifests/overlays/standalone"
+    }
+    assert trainer.inputs == {
+        "chart": "oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
+        "version": controllers.TRAINER.version,
+        "namespace": "kubeflow-system",
+        "values": {"jobset": {"install": False}},
+    }
     assert got["jobset"].key in trainer.deps, "Trainer runs TrainJobs as JobSets: jaxinfra's JobSet first"
     [runtime] = run.of(CONFIG_FILE_T)
-    assert (runtime.name, runtime.parent) == ("jax-distributed", (CONTROLLER_T, "trainer")) and trainer.key in runtime.deps
+    assert (runtime.name, runtime.parent) == (
+        "jax-distributed",
+        (CONTROLLER_T, "trainer"),
+    ) and trainer.key in runtime.deps
     assert runtime.inputs["file"].endswith("/kubeflow/trainer/v2.3.0/manifests/base/runtimes/jax_distributed.yaml")
     objects = {(kind(r), r.name): r for r in run.k8s}
     assert {trainer.key, runtime.key} <= objects["TrainJob", "default/ref"].deps
@@ -224,21 +327,30 @@ def test_existing_provider_installs_controllers_when_asked_and_says_what_it_reli
     js = run.controller("jobset")
     assert not [d for d in js.deps if d[0].startswith("gcp:")], "no node pools to wait for"
     [bucket, policies] = run.warnings
-    assert bucket.startswith("job ml/train checkpoints to gs://my-project-tpu-v5p-checkpoints: the cluster needs GKE's "
-                             "Cloud Storage FUSE CSI driver and Workload Identity")
-    assert policies == ("the jobs' NetworkPolicies take effect only where the cluster enforces NetworkPolicy "
-                        "(on GKE: Dataplane V2 or the network policy add-on)")
+    assert bucket.startswith(
+        "job ml/train checkpoints to gs://my-project-tpu-v5p-checkpoints: the cluster needs GKE's "
+        "Cloud Storage FUSE CSI driver and Workload Identity"
+    )
+    assert policies == (
+        "the jobs' NetworkPolicies take effect only where the cluster enforces NetworkPolicy "
+        "(on GKE: Dataplane V2 or the network policy add-on)"
+    )
     run = run_program({"jaxinfra:stack": V5P, **GKE, "jaxinfra:installControllers": False})
     assert not run.controllers
-    assert run.warnings == ["jaxinfra:installControllers is false: the cluster must already run jobset v0.12.0 (the versions "
-                            "jaxinfra validates against), or the jobs' objects are refused or never run"]
+    assert run.warnings == [
+        "jaxinfra:installControllers is false: the cluster must already run jobset v0.12.0 (the versions "
+        "jaxinfra validates against), or the jobs' objects are refused or never run"
+    ]
 
 
 def test_trainjob_naming_another_runtime_is_said(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="kf", node_pools=[NodePool("cpu", CPU(devices=2))],
                           jobs=[JaxJob("ref", image="i", node_pool="cpu", backend="trainjob", runtime="my-runtime")])
-    """)
+    """,
+    )
     run = run_program({"jaxinfra:stack": str(path), **GKE})
     assert not run.of(CONFIG_FILE_T)
     assert "the TrainJobs name ClusterTrainingRuntime my-runtime: it must exist in the cluster" in run.warnings
@@ -246,13 +358,16 @@ def test_trainjob_naming_another_runtime_is_said(tmp_path: Path) -> None:
 
 def test_versions_come_from_one_place() -> None:
     """jaxinfra.controllers names each version; the schemas README says the same; no other module names one."""
-    rows = [line.split("|")[1:-1] for line in (ROOT / "jaxinfra/schemas/README.md").read_text().splitlines()
-            if line.startswith("| ") and ".yaml" in line]
+    rows = [
+        line.split("|")[1:-1]
+        for line in (ROOT / "src/jaxinfra/schemas/README.md").read_text().splitlines()
+        if line.startswith("| ") and ".yaml" in line
+    ]
     assert rows
     for file, *_, installs in rows:
         [c] = [c for c in controllers.CONTROLLERS if file.strip().startswith(c.group + "_")]
         assert installs.strip() == f"`{c.name}` {c.tag}", file
-    sources = {p: p.read_text() for p in (ROOT / "jaxinfra").rglob("*.py") if p.name != "controllers.py"}
+    sources = {p: p.read_text() for p in (ROOT / "src" / "jaxinfra").rglob("*.py") if p.name != "controllers.py"}
     for c in controllers.CONTROLLERS:
         assert not [p for p, text in sources.items() if re.search(rf"\b{re.escape(c.version)}\b", text)], c.name
 
@@ -261,38 +376,56 @@ def test_versions_come_from_one_place() -> None:
 
 
 def test_bad_platform_config_is_one_error_with_every_problem() -> None:
-    text, run = run_error({"jaxinfra:stack": V5P, **GKE, "jaxinfra:networkPolicy": "cilium", "jaxinfra:releaseChannel": "fast",
-                           "jaxinfra:nodeServiceAccount": "me", "jaxinfra:systemPool": "big box",
-                           "jaxinfra:installControllers": "maybe", "jaxinfra:workloadIdentity": "yes",
-                           "jaxinfra:shieldedNodes": 3})
+    text, run = run_error(
+        {
+            "jaxinfra:stack": V5P,
+            **GKE,
+            "jaxinfra:networkPolicy": "cilium",
+            "jaxinfra:releaseChannel": "fast",
+            "jaxinfra:nodeServiceAccount": "me",
+            "jaxinfra:systemPool": "big box",
+            "jaxinfra:installControllers": "maybe",
+            "jaxinfra:workloadIdentity": "yes",
+            "jaxinfra:shieldedNodes": 3,
+        }
+    )
     lines = text.splitlines()
     assert lines[0] == "7 problems (invalid Pulumi config)", text
-    for needle in ("jaxinfra:networkPolicy = 'cilium': not one of the choices; fix: use one of dataplaneV2, calico, none",
-                   "jaxinfra:releaseChannel = 'fast': not one of the choices; fix: use one of RAPID, REGULAR, STABLE",
-                   "jaxinfra:nodeServiceAccount = 'me': not a service account email",
-                   "jaxinfra:systemPool = 'big box': not a machine type",
-                   "jaxinfra:installControllers = 'maybe': not a boolean",
-                   "jaxinfra:workloadIdentity = 'yes': not a boolean",
-                   "jaxinfra:shieldedNodes = '3': not a boolean"):
+    for needle in (
+        "jaxinfra:networkPolicy = 'cilium': not one of the choices; fix: use one of dataplaneV2, calico, none",
+        "jaxinfra:releaseChannel = 'fast': not one of the choices; fix: use one of RAPID, REGULAR, STABLE",
+        "jaxinfra:nodeServiceAccount = 'me': not a service account email",
+        "jaxinfra:systemPool = 'big box': not a machine type",
+        "jaxinfra:installControllers = 'maybe': not a boolean",
+        "jaxinfra:workloadIdentity = 'yes': not a boolean",
+        "jaxinfra:shieldedNodes = '3': not a boolean",
+    ):
         assert any(needle in line for line in lines), needle
     assert not run.resources
 
 
 def test_gke_keys_are_refused_with_the_existing_provider() -> None:
-    text, _ = run_error({"jaxinfra:stack": V5P, **EXISTING, "jaxinfra:networkPolicy": "none", "jaxinfra:systemPool": "none"})
+    text, _ = run_error(
+        {"jaxinfra:stack": V5P, **EXISTING, "jaxinfra:networkPolicy": "none", "jaxinfra:systemPool": "none"}
+    )
     assert text.startswith("2 problems") and "jaxinfra:networkPolicy = 'none': not used with provider existing" in text
 
 
 def test_system_pool_name_and_controller_namespaces_are_checked(tmp_path: Path) -> None:
-    path = write_stack(tmp_path, """
+    path = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="c", node_pools=[NodePool("system", CPU(devices=2))],
                           jobs=[JaxJob("t", image="i", node_pool="system", namespace="jobset-system")])
-    """)
+    """,
+    )
     text, run = run_error({"jaxinfra:stack": str(path), **GKE})
     assert text.startswith("2 problems") and not run.resources
     assert "node_pools[0].name = 'system': 'system' is the name of jaxinfra's system pool" in text
     assert "jobs[0].namespace = 'jobset-system': the namespace of the jobset controller jaxinfra installs" in text
-    run = run_program({"jaxinfra:stack": str(path), **GKE, "jaxinfra:systemPool": "none", "jaxinfra:installControllers": False})
+    run = run_program(
+        {"jaxinfra:stack": str(path), **GKE, "jaxinfra:systemPool": "none", "jaxinfra:installControllers": False}
+    )
     assert [p.name for p in run.of(POOL_T)] == ["system"], "the stack's own pool named system"
 
 
@@ -300,9 +433,15 @@ def test_system_pool_runs_the_controllers() -> None:
     run = run_program({**example_config("tpu-v5p"), "jaxinfra:systemPool": "n2-standard-8"})
     system = run.one(POOL_T, SYSTEM_POOL)
     assert system.inputs["nodeConfig"]["machineType"] == "n2-standard-8"
-    assert (system.inputs["initialNodeCount"], system.inputs["autoscaling"]) == (1, {"minNodeCount": 1, "maxNodeCount": 3})
+    assert (system.inputs["initialNodeCount"], system.inputs["autoscaling"]) == (
+        1,
+        {"minNodeCount": 1, "maxNodeCount": 3},
+    )
     assert "nodeCount" not in system.inputs and "taints" not in system.inputs["nodeConfig"]
-    assert system.inputs["nodeConfig"]["shieldedInstanceConfig"] == {"enableIntegrityMonitoring": True, "enableSecureBoot": True}
+    assert system.inputs["nodeConfig"]["shieldedInstanceConfig"] == {
+        "enableIntegrityMonitoring": True,
+        "enableSecureBoot": True,
+    }
     assert system.key in run.controller("jobset").deps
 
 
@@ -311,7 +450,7 @@ def test_system_pool_runs_the_controllers() -> None:
 
 def pulumi_section() -> str:
     text = (ROOT / "README.md").read_text()
-    return text[text.index("## Cluster plus job with Pulumi"):][3:].split("\n## ")[0]
+    return text[text.index("## Cluster plus job with Pulumi") :][3:].split("\n## ")[0]
 
 
 def test_readme_config_table_is_complete() -> None:
@@ -320,23 +459,41 @@ def test_readme_config_table_is_complete() -> None:
 
 
 #: How README.md names each resource type the program registers.
-README_NAMES = {CLUSTER_T: "jaxinfra:index:Cluster", "jaxinfra:index:JaxJob": "jaxinfra:index:JaxJob",
-                CONTROLLER_T: "jaxinfra:index:Controller", GKE_T: "gcp.container.Cluster", POOL_T: "gcp.container.NodePool",
-                ACCOUNT_T: "gcp.serviceaccount.Account", IAM_T: "gcp.projects.IAMMember", K8S_PROVIDER_T: "Kubernetes provider",
-                CHART_T: "helm.v4.Chart", KUSTOMIZE_T: "kustomize.v2.Directory", CONFIG_FILE_T: "yaml.v2.ConfigFile",
-                NAMESPACE_T: "Namespace", BUCKET_T: "gcp.storage.Bucket", BUCKET_IAM_T: "gcp.storage.BucketIAMMember"}
+README_NAMES = {
+    CLUSTER_T: "jaxinfra:index:Cluster",
+    "jaxinfra:index:JaxJob": "jaxinfra:index:JaxJob",
+    CONTROLLER_T: "jaxinfra:index:Controller",
+    GKE_T: "gcp.container.Cluster",
+    POOL_T: "gcp.container.NodePool",
+    ACCOUNT_T: "gcp.serviceaccount.Account",
+    IAM_T: "gcp.projects.IAMMember",
+    K8S_PROVIDER_T: "Kubernetes provider",
+    CHART_T: "helm.v4.Chart",
+    KUSTOMIZE_T: "kustomize.v2.Directory",
+    CONFIG_FILE_T: "yaml.v2.ConfigFile",
+    NAMESPACE_T: "Namespace",
+    BUCKET_T: "gcp.storage.Bucket",
+    BUCKET_IAM_T: "gcp.storage.BucketIAMMember",
+}
 
 
 def test_readme_says_what_pulumi_up_creates(tmp_path: Path) -> None:
     section = pulumi_section()
-    kubeflow = write_stack(tmp_path, """
+    kubeflow = write_stack(
+        tmp_path,
+        """
         cluster = Cluster(name="kf", kueue=True, node_pools=[NodePool("cpu", CPU(devices=2))], jobs=[
             JaxJob("op", image="i", node_pool="cpu", backend="jaxjob", resources={"requests": {"cpu": "2"}}),
             JaxJob("ref", image="i", node_pool="cpu", backend="trainjob", runtime="jax-distributed",
                    resources={"requests": {"cpu": "2"}})])
-    """)
-    types = {r.type for config in (example_config("tpu-v5p"), example_config("gpu-h100"), {"jaxinfra:stack": str(kubeflow), **GKE})
-             for r in run_program(config).resources if not r.type.startswith("kubernetes:") or r.type in README_NAMES}
+    """,
+    )
+    types = {
+        r.type
+        for config in (example_config("tpu-v5p"), example_config("gpu-h100"), {"jaxinfra:stack": str(kubeflow), **GKE})
+        for r in run_program(config).resources
+        if not r.type.startswith("kubernetes:") or r.type in README_NAMES
+    }
     assert set(README_NAMES) <= types, "every named type is registered somewhere"
     for t in types:
         assert README_NAMES[t] in section, t

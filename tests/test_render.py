@@ -15,8 +15,11 @@ def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:
 
 
 def cluster_of(accelerator: Any, backend: str = "jobset", **job: Any) -> Cluster:
-    return Cluster(name="c", node_pools=[NodePool("pool", accelerator)],
-                   jobs=[JaxJob("train", image="img", node_pool="pool", backend=backend, **job)])
+    return Cluster(
+        name="c",
+        node_pools=[NodePool("pool", accelerator)],
+        jobs=[JaxJob("train", image="img", node_pool="pool", backend=backend, **job)],
+    )
 
 
 def pod_spec(objs: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -38,13 +41,19 @@ def test_jobset_contract_single_slice() -> None:
     assert (rj["replicas"], rj["template"]["spec"]["parallelism"], rj["template"]["spec"]["completions"]) == (1, 2, 2)
     assert rj["template"]["spec"]["backoffLimit"] == 0
     # DNS: pod `<js>-<rjob>-0-0` under subdomain == headless Service selecting the JobSet's pods
-    assert js["spec"]["network"] == {"enableDNSHostnames": True, "publishNotReadyAddresses": True, "subdomain": svc["metadata"]["name"]}
+    assert js["spec"]["network"] == {
+        "enableDNSHostnames": True,
+        "publishNotReadyAddresses": True,
+        "subdomain": svc["metadata"]["name"],
+    }
     assert svc["spec"]["clusterIP"] == "None" and svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["selector"] == {"jobset.sigs.k8s.io/jobset-name": js["metadata"]["name"]}
     env = env_of(objs)
     assert env["JAX_COORDINATOR_ADDRESS"] == f"train-{rj['name']}-0-0.{svc['metadata']['name']}:1234"
     assert env["JAX_NUM_PROCESSES"] == "2"
-    assert env["JAX_PROCESS_ID"] == {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}
+    assert env["JAX_PROCESS_ID"] == {
+        "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+    }
     assert "MEGASCALE_SLICE_ID" not in env
     assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in js["metadata"].get("annotations", {})
 
@@ -54,18 +63,26 @@ def test_jobset_multi_slice_megascale_and_exclusive_placement() -> None:
     js = objs["JobSet"]
     assert js["spec"]["replicatedJobs"][0]["replicas"] == 3
     assert js["spec"]["failurePolicy"] == {"maxRestarts": 5}
-    assert js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
+    assert (
+        js["metadata"]["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
+    )
     env = env_of(objs)
     assert env["JAX_NUM_PROCESSES"] == "12"
     assert env["MEGASCALE_COORDINATOR_ADDRESS"] == "train-slice-0-0.train"
     assert env["MEGASCALE_SLICE_ID"]["fieldRef"]["fieldPath"] == "metadata.labels['jobset.sigs.k8s.io/job-index']"
-    assert env["MEGASCALE_NUM_SLICES"]["fieldRef"]["fieldPath"] == "metadata.labels['jobset.sigs.k8s.io/replicatedjob-replicas']"
+    assert (
+        env["MEGASCALE_NUM_SLICES"]["fieldRef"]["fieldPath"]
+        == "metadata.labels['jobset.sigs.k8s.io/replicatedjob-replicas']"
+    )
     assert "JAX_PROCESS_ID" not in env  # JAX derives it from TPU_WORKER_ID and the slice id
 
 
 def test_tpu_placement_and_resources_from_catalog() -> None:
     spec = pod_spec(objects(cluster_of(TPU("v5p-32"))))
-    assert spec["nodeSelector"] == {"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x4"}
+    assert spec["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
+        "cloud.google.com/gke-tpu-topology": "2x2x4",
+    }
     res = spec["containers"][0]["resources"]
     assert res["requests"]["google.com/tpu"] == res["limits"]["google.com/tpu"] == "4"
     assert {"key": "google.com/tpu", "operator": "Exists", "effect": "NoSchedule"} in spec["tolerations"]

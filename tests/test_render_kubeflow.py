@@ -15,8 +15,12 @@ TRAINER_ENV = {"JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"}
 
 
 def cluster_of(accelerator: Any, backend: str, *, kueue: bool = False, spot: bool = False, **job: Any) -> Cluster:
-    return Cluster(name="c", node_pools=[NodePool("pool", accelerator, spot=spot)], kueue=kueue,
-                   jobs=[JaxJob("train", image="img", node_pool="pool", backend=backend, **job)])
+    return Cluster(
+        name="c",
+        node_pools=[NodePool("pool", accelerator, spot=spot)],
+        kueue=kueue,
+        jobs=[JaxJob("train", image="img", node_pool="pool", backend=backend, **job)],
+    )
 
 
 def by_kind(objs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -37,9 +41,21 @@ def problems(**kw: Any) -> list[tuple[str, str]]:
 
 
 def test_jaxjob_follows_the_training_operator() -> None:
-    objs = manifests(cluster_of(CPU(devices=2), "jaxjob", nodes=3, coordinator_port=1234,
-                                resources={"requests": {"cpu": "1"}}, env={"RANK": "$(PROCESS_ID)"}))
-    assert [m["kind"] for m in objs] == ["ServiceAccount", "NetworkPolicy", "JAXJob"]  # the operator makes a Service per replica
+    objs = manifests(
+        cluster_of(
+            CPU(devices=2),
+            "jaxjob",
+            nodes=3,
+            coordinator_port=1234,
+            resources={"requests": {"cpu": "1"}},
+            env={"RANK": "$(PROCESS_ID)"},
+        )
+    )
+    assert [m["kind"] for m in objs] == [
+        "ServiceAccount",
+        "NetworkPolicy",
+        "JAXJob",
+    ]  # the operator makes a Service per replica
     job = objs[-1]
     assert job["apiVersion"] == "kubeflow.org/v1" and job["metadata"]["name"] == "train"
     worker = job["spec"]["jaxReplicaSpecs"]["Worker"]
@@ -74,8 +90,11 @@ def test_jaxjob_explain_names_the_operator() -> None:
 
 
 def test_trainjob_with_rendered_runtime_carries_tpu_placement() -> None:
-    objs = manifests(cluster_of(TPU("v5e", "4x4"), "trainjob", command=["python", "t.py"], max_restarts=3,
-                                env={"RANK": "$(JAX_PROCESS_ID)"}))
+    objs = manifests(
+        cluster_of(
+            TPU("v5e", "4x4"), "trainjob", command=["python", "t.py"], max_restarts=3, env={"RANK": "$(JAX_PROCESS_ID)"}
+        )
+    )
     assert [m["kind"] for m in objs] == ["ServiceAccount", "NetworkPolicy", "TrainingRuntime", "TrainJob"]
     o = by_kind(objs)
     rt, tj = o["TrainingRuntime"], o["TrainJob"]
@@ -102,8 +121,11 @@ def test_trainjob_on_upstream_runtime_renders_none() -> None:
     objs = manifests(cluster_of(CPU(devices=4), "trainjob", runtime="jax-distributed", nodes=2))
     assert [m["kind"] for m in objs] == ["ServiceAccount", "NetworkPolicy", "TrainJob"]
     tj = objs[-1]
-    assert tj["spec"]["runtimeRef"] == {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
-                                        "name": "jax-distributed"}
+    assert tj["spec"]["runtimeRef"] == {
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+        "name": "jax-distributed",
+    }
     assert {"name": "JAX_NUM_CPU_DEVICES", "value": "4"} in tj["spec"]["trainer"]["env"]
 
 
@@ -112,23 +134,45 @@ def test_trainjob_explain_and_port_follow_the_plugin() -> None:
     assert jp.coordinator_address == "train-node-0-0.train:29500"
     env = jp.env_sources(1)
     assert env["JAX_COORDINATOR_ADDRESS"] == ("train-node-0-0.train:29500", "Trainer JAX plugin")
-    assert env["JAX_PROCESS_ID"] == ("1", "Trainer JAX plugin") and env["JOB_COMPLETION_INDEX"] == ("1", "Job controller")
+    assert env["JAX_PROCESS_ID"] == ("1", "Trainer JAX plugin") and env["JOB_COMPLETION_INDEX"] == (
+        "1",
+        "Job controller",
+    )
 
 
 # --- incompatible combinations ------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("kw", "path", "words"), [
-    (dict(accelerator=TPU("v5p", "2x2x4"), backend="jaxjob", slices=2), "jobs[0].backend", "MEGASCALE_SLICE_ID"),
-    (dict(accelerator=TPU("v5p", "2x2x4"), backend="jaxjob"), "jobs[0].backend", "TPU_WORKER_ID"),
-    (dict(accelerator=TPU("v5p", "2x2x4"), backend="trainjob", slices=2), "jobs[0].backend", "MEGASCALE_SLICE_ID"),
-    (dict(accelerator=TPU("v5e", "2x4"), backend="trainjob", runtime="jax-distributed"), "jobs[0].runtime", "lacks"),
-    (dict(accelerator=GPU("h100-80gb", 8), backend="trainjob", runtime="jax-distributed"), "jobs[0].runtime", "/dev/shm"),
-    (dict(accelerator=CPU(), backend="trainjob", runtime="jax-distributed", spot=True), "jobs[0].runtime", "Spot"),
-    (dict(accelerator=CPU(), backend="jobset", runtime="jax-distributed"), "jobs[0].runtime", "for backend='trainjob' only"),
-    (dict(accelerator=CPU(), backend="trainjob", coordinator_port=1234), "jobs[0].coordinator_port", "29500"),
-    (dict(accelerator=CPU(), backend="jaxjob", env={"PROCESS_ID": "0"}), "jobs[0].env.PROCESS_ID", "Training Operator"),
-])
+@pytest.mark.parametrize(
+    ("kw", "path", "words"),
+    [
+        (dict(accelerator=TPU("v5p", "2x2x4"), backend="jaxjob", slices=2), "jobs[0].backend", "MEGASCALE_SLICE_ID"),
+        (dict(accelerator=TPU("v5p", "2x2x4"), backend="jaxjob"), "jobs[0].backend", "TPU_WORKER_ID"),
+        (dict(accelerator=TPU("v5p", "2x2x4"), backend="trainjob", slices=2), "jobs[0].backend", "MEGASCALE_SLICE_ID"),
+        (
+            dict(accelerator=TPU("v5e", "2x4"), backend="trainjob", runtime="jax-distributed"),
+            "jobs[0].runtime",
+            "lacks",
+        ),
+        (
+            dict(accelerator=GPU("h100-80gb", 8), backend="trainjob", runtime="jax-distributed"),
+            "jobs[0].runtime",
+            "/dev/shm",
+        ),
+        (dict(accelerator=CPU(), backend="trainjob", runtime="jax-distributed", spot=True), "jobs[0].runtime", "Spot"),
+        (
+            dict(accelerator=CPU(), backend="jobset", runtime="jax-distributed"),
+            "jobs[0].runtime",
+            "for backend='trainjob' only",
+        ),
+        (dict(accelerator=CPU(), backend="trainjob", coordinator_port=1234), "jobs[0].coordinator_port", "29500"),
+        (
+            dict(accelerator=CPU(), backend="jaxjob", env={"PROCESS_ID": "0"}),
+            "jobs[0].env.PROCESS_ID",
+            "Training Operator",
+        ),
+    ],
+)
 def test_incompatible_combinations_are_rejected(kw: dict[str, Any], path: str, words: str) -> None:
     [(where, message)] = problems(**kw)
     assert where == path and words in message
@@ -142,7 +186,11 @@ def test_single_host_tpu_on_jaxjob_is_fine() -> None:
 def test_kubeflow_names_start_with_a_letter() -> None:
     for backend in ("jaxjob", "trainjob"):
         with pytest.raises(SpecError) as err:
-            Cluster(name="c", node_pools=[NodePool("p", CPU())], jobs=[JaxJob("1x", image="i", node_pool="p", backend=backend)])
+            Cluster(
+                name="c",
+                node_pools=[NodePool("p", CPU())],
+                jobs=[JaxJob("1x", image="i", node_pool="p", backend=backend)],
+            )
         assert [p.path for p in err.value.problems] == ["jobs[0].name"]
 
 
@@ -150,24 +198,51 @@ def test_kubeflow_names_start_with_a_letter() -> None:
 
 
 def two_pools_with_kueue() -> Cluster:
-    return Cluster(name="c", kueue=True, node_pools=[NodePool("v5p", TPU("v5p", "2x2x4")), NodePool("h100", GPU("h100-80gb", 8), spot=True)],
-                   jobs=[JaxJob("big", namespace="ml", image="i", node_pool="v5p", slices=2),
-                         JaxJob("small", namespace="ml", image="i", node_pool="v5p"),
-                         JaxJob("other", namespace="team", image="i", node_pool="v5p", backend="trainjob"),
-                         JaxJob("gpu", namespace="ml", image="i", node_pool="h100", nodes=3, backend="jaxjob",
-                                resources={"requests": {"memory": "64Gi"}})])
+    return Cluster(
+        name="c",
+        kueue=True,
+        node_pools=[NodePool("v5p", TPU("v5p", "2x2x4")), NodePool("h100", GPU("h100-80gb", 8), spot=True)],
+        jobs=[
+            JaxJob("big", namespace="ml", image="i", node_pool="v5p", slices=2),
+            JaxJob("small", namespace="ml", image="i", node_pool="v5p"),
+            JaxJob("other", namespace="team", image="i", node_pool="v5p", backend="trainjob"),
+            JaxJob(
+                "gpu",
+                namespace="ml",
+                image="i",
+                node_pool="h100",
+                nodes=3,
+                backend="jaxjob",
+                resources={"requests": {"memory": "64Gi"}},
+            ),
+        ],
+    )
 
 
 def test_kueue_objects_flavors_quota_and_local_queues() -> None:
     objs = manifests(two_pools_with_kueue())
     kinds = [m["kind"] for m in objs]
-    assert kinds[:7] == ["Namespace", "Namespace", "ResourceFlavor", "ResourceFlavor", "ClusterQueue", "ClusterQueue", "LocalQueue"]
+    assert kinds[:7] == [
+        "Namespace",
+        "Namespace",
+        "ResourceFlavor",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "ClusterQueue",
+        "LocalQueue",
+    ]
     flavors = {m["metadata"]["name"]: m for m in objs if m["kind"] == "ResourceFlavor"}
     assert flavors["c-v5p"]["spec"] == {
-        "nodeLabels": {"cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice", "cloud.google.com/gke-tpu-topology": "2x2x4"},
-        "nodeTaints": [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]}
+        "nodeLabels": {
+            "cloud.google.com/gke-tpu-accelerator": "tpu-v5p-slice",
+            "cloud.google.com/gke-tpu-topology": "2x2x4",
+        },
+        "nodeTaints": [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}],
+    }
     assert flavors["c-h100"]["spec"]["nodeLabels"]["cloud.google.com/gke-spot"] == "true"
-    assert {"key": "cloud.google.com/gke-spot", "value": "true", "effect": "NoSchedule"} in flavors["c-h100"]["spec"]["nodeTaints"]
+    assert {"key": "cloud.google.com/gke-spot", "value": "true", "effect": "NoSchedule"} in flavors["c-h100"]["spec"][
+        "nodeTaints"
+    ]
     cqs = {m["metadata"]["name"]: m["spec"] for m in objs if m["kind"] == "ClusterQueue"}
     tpu = cqs["c-v5p"]["resourceGroups"][0]
     assert tpu["coveredResources"] == ["google.com/tpu"]
@@ -176,11 +251,19 @@ def test_kueue_objects_flavors_quota_and_local_queues() -> None:
     gpu = cqs["c-h100"]["resourceGroups"][0]
     assert gpu["coveredResources"] == ["nvidia.com/gpu", "memory"]  # every requested resource is covered
     assert [r["nominalQuota"] for r in gpu["flavors"][0]["resources"]] == [3 * 8, "192Gi"]
-    lqs = sorted((m["metadata"]["namespace"], m["metadata"]["name"], m["spec"]["clusterQueue"]) for m in objs if m["kind"] == "LocalQueue")
+    lqs = sorted(
+        (m["metadata"]["namespace"], m["metadata"]["name"], m["spec"]["clusterQueue"])
+        for m in objs
+        if m["kind"] == "LocalQueue"
+    )
     assert lqs == [("ml", "h100", "c-h100"), ("ml", "v5p", "c-v5p"), ("team", "v5p", "c-v5p")]
     workloads = {m["metadata"]["name"]: m for m in objs if m["kind"] in ("JobSet", "JAXJob", "TrainJob")}
     assert {n: w["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] for n, w in workloads.items()} == {
-        "big": "v5p", "small": "v5p", "other": "v5p", "gpu": "h100"}
+        "big": "v5p",
+        "small": "v5p",
+        "other": "v5p",
+        "gpu": "h100",
+    }
     for m in objs:  # only the workloads carry it
         if m["kind"] not in ("JobSet", "JAXJob", "TrainJob"):
             assert "kueue.x-k8s.io/queue-name" not in m["metadata"].get("labels", {})
@@ -198,20 +281,35 @@ def test_kueue_is_opt_in_and_label_on_every_backend() -> None:
 
 def test_kueue_rules() -> None:
     assert problems(accelerator=CPU(), backend="jobset", kueue=True) == [
-        ("jobs[0].resources", "Kueue counts a CPU pool's quota in requested CPU, and this job requests none")]
-    [(path, _)] = problems(accelerator=TPU("v5e-8"), backend="jobset", kueue=True, labels={"kueue.x-k8s.io/queue-name": "q"})
+        ("jobs[0].resources", "Kueue counts a CPU pool's quota in requested CPU, and this job requests none")
+    ]
+    [(path, _)] = problems(
+        accelerator=TPU("v5e-8"), backend="jobset", kueue=True, labels={"kueue.x-k8s.io/queue-name": "q"}
+    )
     assert path == "jobs[0].labels.kueue.x-k8s.io/queue-name"
 
 
 # --- strict validation ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cluster", [
-    pytest.param(two_pools_with_kueue, id="kueue-two-pools"),
-    pytest.param(lambda: cluster_of(CPU(), "trainjob", runtime="jax-distributed"), id="trainjob-upstream-runtime"),
-    pytest.param(lambda: cluster_of(GPU("h100-80gb", 8), "trainjob", nodes=2, max_restarts=1, kueue=True), id="trainjob-gpu-kueue"),
-    pytest.param(lambda: cluster_of(GPU("a100-40gb", 2), "jaxjob", nodes=2, max_restarts=1, kueue=True, spot=True), id="jaxjob-gpu-kueue"),
-    pytest.param(lambda: cluster_of(CPU(), "job", kueue=True, resources={"limits": {"cpu": "500m"}}, nodes=3), id="job-cpu-kueue"),
-])
+@pytest.mark.parametrize(
+    "cluster",
+    [
+        pytest.param(two_pools_with_kueue, id="kueue-two-pools"),
+        pytest.param(lambda: cluster_of(CPU(), "trainjob", runtime="jax-distributed"), id="trainjob-upstream-runtime"),
+        pytest.param(
+            lambda: cluster_of(GPU("h100-80gb", 8), "trainjob", nodes=2, max_restarts=1, kueue=True),
+            id="trainjob-gpu-kueue",
+        ),
+        pytest.param(
+            lambda: cluster_of(GPU("a100-40gb", 2), "jaxjob", nodes=2, max_restarts=1, kueue=True, spot=True),
+            id="jaxjob-gpu-kueue",
+        ),
+        pytest.param(
+            lambda: cluster_of(CPU(), "job", kueue=True, resources={"limits": {"cpu": "500m"}}, nodes=3),
+            id="job-cpu-kueue",
+        ),
+    ],
+)
 def test_strictly_schema_valid(cluster: Any) -> None:
     assert validate_objects(manifests(cluster()), source="kubeflow") == []

@@ -9,8 +9,9 @@ exceptions (host_network, privileged), which `jaxinfra explain` must name and ex
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -24,12 +25,29 @@ from jaxinfra.validate import validate_objects
 # --- the restricted profile, from the Kubernetes docs ---------------------------------------------
 
 #: Restricted "Volume Types": only these (besides persistentVolumeClaim) may be used.
-ALLOWED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+ALLOWED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 #: Baseline "Sysctls": the safe set.
-SAFE_SYSCTLS = {"kernel.shm_rmid_forced", "net.ipv4.ip_local_port_range", "net.ipv4.ip_unprivileged_port_start",
-                "net.ipv4.tcp_syncookies", "net.ipv4.ping_group_range", "net.ipv4.ip_local_reserved_ports",
-                "net.ipv4.tcp_keepalive_time", "net.ipv4.tcp_fin_timeout", "net.ipv4.tcp_keepalive_intvl",
-                "net.ipv4.tcp_keepalive_probes"}
+SAFE_SYSCTLS = {
+    "kernel.shm_rmid_forced",
+    "net.ipv4.ip_local_port_range",
+    "net.ipv4.ip_unprivileged_port_start",
+    "net.ipv4.tcp_syncookies",
+    "net.ipv4.ping_group_range",
+    "net.ipv4.ip_local_reserved_ports",
+    "net.ipv4.tcp_keepalive_time",
+    "net.ipv4.tcp_fin_timeout",
+    "net.ipv4.tcp_keepalive_intvl",
+    "net.ipv4.tcp_keepalive_probes",
+}
 #: Baseline "SELinux": the allowed types.
 SELINUX_TYPES = {"", "container_t", "container_init_t", "container_kvm_t", "container_engine_t"}
 
@@ -57,6 +75,7 @@ def restricted_violations(spec: dict[str, Any]) -> list[str]:
     for s in pod_sc.get("sysctls", []):
         if s.get("name") not in SAFE_SYSCTLS:
             out.append(f"sysctl {s.get('name')}")
+
     # baseline: AppArmor, SELinux, seccomp (pod level); restricted: seccomp must be set, runAsNonRoot, runAsUser
     def level_checks(sc: dict[str, Any], where: str) -> None:
         if (sc.get("appArmorProfile") or {}).get("type") not in (None, "RuntimeDefault", "Localhost"):
@@ -117,10 +136,15 @@ def pod_specs(objects: list[dict[str, Any]]) -> Iterator[tuple[str, dict[str, An
                 yield f"TrainingRuntime/{rj['name']}", rj["template"]["spec"]["template"]["spec"]
 
 
-def cluster_of(accelerator: Any, backend: str = "jobset", namespace: str = "default", pod_security: Any = "restricted",
-               **job: Any) -> Cluster:
-    return Cluster(name="c", node_pools=[NodePool("pool", accelerator)], pod_security=pod_security,
-                   jobs=[JaxJob("train", namespace=namespace, image="img", node_pool="pool", backend=backend, **job)])
+def cluster_of(
+    accelerator: Any, backend: str = "jobset", namespace: str = "default", pod_security: Any = "restricted", **job: Any
+) -> Cluster:
+    return Cluster(
+        name="c",
+        node_pools=[NodePool("pool", accelerator)],
+        pod_security=pod_security,
+        jobs=[JaxJob("train", namespace=namespace, image="img", node_pool="pool", backend=backend, **job)],
+    )
 
 
 def by_kind(objects: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -151,22 +175,49 @@ def test_every_stack_meets_restricted(path: Path, backend: str) -> None:
 def test_the_checker_catches_what_restricted_forbids() -> None:
     ok = next(spec for _, spec in pod_specs(manifests(cluster_of(GPU("h100-80gb", 8)))))
     assert restricted_violations(ok) == []  # the GPU /dev/shm emptyDir is an allowed volume type
-    bad = {**ok, "hostPID": True, "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
-           "securityContext": {**ok["securityContext"], "runAsUser": 0, "seccompProfile": {"type": "Unconfined"}},
-           "containers": [{**ok["containers"][0], "ports": [{"containerPort": 1, "hostPort": 1}],
-                           "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}, "procMount": "Unmasked"}}]}
+    bad = {
+        **ok,
+        "hostPID": True,
+        "volumes": [{"name": "h", "hostPath": {"path": "/"}}],
+        "securityContext": {**ok["securityContext"], "runAsUser": 0, "seccompProfile": {"type": "Unconfined"}},
+        "containers": [
+            {
+                **ok["containers"][0],
+                "ports": [{"containerPort": 1, "hostPort": 1}],
+                "securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}, "procMount": "Unmasked"},
+            }
+        ],
+    }
     found = " | ".join(restricted_violations(bad))
-    for what in ("hostPID", "hostPath", "volume type", "runAsUser 0", "seccomp Unconfined", "hostPort", "SYS_ADMIN",
-                 "drop ALL", "procMount", "allowPrivilegeEscalation"):
+    for what in (
+        "hostPID",
+        "hostPath",
+        "volume type",
+        "runAsUser 0",
+        "seccomp Unconfined",
+        "hostPort",
+        "SYS_ADMIN",
+        "drop ALL",
+        "procMount",
+        "allowPrivilegeEscalation",
+    ):
         assert what in found
 
 
 def test_restricted_by_default_with_the_users_ids() -> None:
     objs = manifests(cluster_of(CPU(), run_as_user=2000, run_as_group=3000, fs_group=4000))
     [(_, spec)] = pod_specs(objs)
-    assert spec["securityContext"] == {"runAsNonRoot": True, "runAsUser": 2000, "runAsGroup": 3000, "fsGroup": 4000,
-                                       "seccompProfile": {"type": "RuntimeDefault"}}
-    assert spec["containers"][0]["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 2000,
+        "runAsGroup": 3000,
+        "fsGroup": 4000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert spec["containers"][0]["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
     assert "hostNetwork" not in spec and "dnsPolicy" not in spec
     with pytest.raises(SpecError) as err:
         cluster_of(CPU(), run_as_user=0)
@@ -179,11 +230,22 @@ def test_tpu_exceptions_are_opt_in_rendered_and_explained(backend: str) -> None:
     [(_, spec)] = pod_specs(manifests(cluster))
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     assert spec["containers"][0]["securityContext"] == {"privileged": True}
-    assert sorted(restricted_violations(spec)) == sorted([
-        "host namespaces: hostNetwork", "container node: privileged" if backend == "trainjob" else "container jax: privileged",
-        *[f"container {spec['containers'][0]['name']}: {w}" for w in ("capabilities do not drop ALL", "allowPrivilegeEscalation not false")]])
+    assert sorted(restricted_violations(spec)) == sorted(
+        [
+            "host namespaces: hostNetwork",
+            "container node: privileged" if backend == "trainjob" else "container jax: privileged",
+            *[
+                f"container {spec['containers'][0]['name']}: {w}"
+                for w in ("capabilities do not drop ALL", "allowPrivilegeEscalation not false")
+            ],
+        ]
+    )
     line = explained(cluster)["pod security"]
-    assert line.startswith("exceptions to restricted") and "hostNetwork (host_network=True" in line and "privileged (privileged=True" in line
+    assert (
+        line.startswith("exceptions to restricted")
+        and "hostNetwork (host_network=True" in line
+        and "privileged (privileged=True" in line
+    )
     assert "not enforced on host-network pods" in explained(cluster)["network policy"]
 
 
@@ -202,8 +264,9 @@ def test_an_exception_in_an_enforced_namespace_is_a_spec_problem_with_the_fix() 
     # the fix works; and a namespace jaxinfra does not create (default) carries no label to conflict with
     objs = manifests(cluster_of(TPU("v5p", "2x2x4"), namespace="ml", pod_security="privileged", host_network=True))
     assert by_kind(objs, "Namespace")[0]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
-    assert by_kind(manifests(cluster_of(CPU(), namespace="ml", pod_security=None)), "Namespace")[0]["metadata"]["labels"] == {
-        "app.kubernetes.io/managed-by": "jaxinfra"}
+    assert by_kind(manifests(cluster_of(CPU(), namespace="ml", pod_security=None)), "Namespace")[0]["metadata"][
+        "labels"
+    ] == {"app.kubernetes.io/managed-by": "jaxinfra"}
     cluster_of(TPU("v5p", "2x2x4"), host_network=True)  # namespace default: no problem
 
 
@@ -226,8 +289,10 @@ def test_kubernetes_api_gets_exactly_get_list_watch_and_a_token(backend: str) ->
     assert not [o for o in objs if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     [role], [binding] = by_kind(objs, "Role"), by_kind(objs, "RoleBinding")
     assert role["metadata"]["namespace"] == binding["metadata"]["namespace"] == "ml"
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "watch"]},
-                             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]}]
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "watch"]},
+        {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+    ]
     flat = [x for rule in role["rules"] for k in ("apiGroups", "resources", "verbs") for x in rule[k]]
     assert "*" not in flat and not any("/" in r for rule in role["rules"] for r in rule["resources"])  # no subresources
     assert binding["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "train"}
@@ -264,7 +329,10 @@ def pod_labels(o: dict[str, Any]) -> Iterator[dict[str, str]]:
     elif kind == "JAXJob":
         yield from (r["template"]["metadata"]["labels"] for r in spec["jaxReplicaSpecs"].values())
     elif kind == "TrainingRuntime":
-        yield from (rj["template"]["spec"]["template"]["metadata"]["labels"] for rj in spec["template"]["spec"]["replicatedJobs"])
+        yield from (
+            rj["template"]["spec"]["template"]["metadata"]["labels"]
+            for rj in spec["template"]["spec"]["replicatedJobs"]
+        )
 
 
 def selects(selector: dict[str, str], labels: dict[str, str]) -> bool:
@@ -281,24 +349,42 @@ def test_network_policy_admits_only_the_jobs_own_pods(path: Path, backend: str) 
         assert spec["policyTypes"] == ["Ingress"] and "egress" not in spec  # egress left to the user
         selector = spec["podSelector"]["matchLabels"]
         [rule] = spec["ingress"]
-        assert rule == {"from": [{"podSelector": {"matchLabels": selector}}]}  # no namespaceSelector, no ipBlock; any port
-        owned = [labels for o in objs if o["metadata"]["name"] == policy["metadata"]["name"]
-                 and o["metadata"].get("namespace") == policy["metadata"]["namespace"] for labels in pod_labels(o)]
+        assert rule == {
+            "from": [{"podSelector": {"matchLabels": selector}}]
+        }  # no namespaceSelector, no ipBlock; any port
+        owned = [
+            labels
+            for o in objs
+            if o["metadata"]["name"] == policy["metadata"]["name"]
+            and o["metadata"].get("namespace") == policy["metadata"]["namespace"]
+            for labels in pod_labels(o)
+        ]
         assert owned and all(selects(selector, labels) for labels in owned)
         kinds = [o["kind"] for o in objs]
         assert objs.index(policy) < max(i for i, k in enumerate(kinds) if k in ("JobSet", "Job", "JAXJob", "TrainJob"))
 
 
 def test_network_policy_separates_jobs_and_can_be_turned_off() -> None:
-    cluster = Cluster(name="c", node_pools=[NodePool("pool", CPU())], jobs=[
-        JaxJob("a", image="img", node_pool="pool"), JaxJob("b", image="img", node_pool="pool", network_policy=False)])
+    cluster = Cluster(
+        name="c",
+        node_pools=[NodePool("pool", CPU())],
+        jobs=[
+            JaxJob("a", image="img", node_pool="pool"),
+            JaxJob("b", image="img", node_pool="pool", network_policy=False),
+        ],
+    )
     objs = manifests(cluster)
     [policy] = by_kind(objs, "NetworkPolicy")
     selector = policy["spec"]["podSelector"]["matchLabels"]
     [b] = [o for o in objs if o["kind"] == "JobSet" and o["metadata"]["name"] == "b"]
     assert not any(selects(selector, labels) for labels in pod_labels(b))
-    assert explained(Cluster(name="c", node_pools=[NodePool("pool", CPU())], jobs=[
-        JaxJob("b", image="img", node_pool="pool", network_policy=False)]))["network policy"].startswith("none")
+    assert explained(
+        Cluster(
+            name="c",
+            node_pools=[NodePool("pool", CPU())],
+            jobs=[JaxJob("b", image="img", node_pool="pool", network_policy=False)],
+        )
+    )["network policy"].startswith("none")
 
 
 def test_a_foreign_runtime_is_selected_by_the_jobset_label() -> None:
@@ -312,13 +398,25 @@ def test_a_foreign_runtime_is_selected_by_the_jobset_label() -> None:
 
 @pytest.mark.parametrize("backend", ["jobset", "job", "jaxjob", "trainjob"])
 def test_secret_and_configmap_references_render_as_value_from(backend: str) -> None:
-    cluster = cluster_of(CPU(), backend, env={"WANDB_API_KEY": SecretRef("wandb", "api-key"),
-                                              "MODE": ConfigMapRef("settings", "mode", optional=True),
-                                              "RANK": "$(JAX_PROCESS_ID)", "HF_TOKEN": "$(OTHER)"})
+    cluster = cluster_of(
+        CPU(),
+        backend,
+        env={
+            "WANDB_API_KEY": SecretRef("wandb", "api-key"),
+            "MODE": ConfigMapRef("settings", "mode", optional=True),
+            "RANK": "$(JAX_PROCESS_ID)",
+            "HF_TOKEN": "$(OTHER)",
+        },
+    )
     objs = manifests(cluster)
     text = repr(objs)
-    assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}} in env_entries(objs)
-    assert {"name": "MODE", "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode", "optional": True}}} in env_entries(objs)
+    assert {"name": "WANDB_API_KEY", "valueFrom": {"secretKeyRef": {"name": "wandb", "key": "api-key"}}} in env_entries(
+        objs
+    )
+    assert {
+        "name": "MODE",
+        "valueFrom": {"configMapKeyRef": {"name": "settings", "key": "mode", "optional": True}},
+    } in env_entries(objs)
     assert "api-key" in text and validate_objects(objs) == []
     refs = explained(cluster)["env references"]
     assert "WANDB_API_KEY from Secret wandb/api-key" in refs and "MODE from ConfigMap settings/mode (optional)" in refs
@@ -334,19 +432,22 @@ def env_entries(objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("DB_PASSWORD", "hunter2"),
-    ("HF_TOKEN", "abc"),
-    ("WANDB_API_KEY", "0123456789abcdef"),
-    ("GOOGLE_APPLICATION_CREDENTIALS_JSON", "{}"),
-    ("AWS_ID", "AKIAIOSFODNN7EXAMPLE"),
-    ("KEY", "-----BEGIN RSA PRIVATE KEY-----\nMIIE..."),
-    ("GH", "ghp_" + "a1B2c3D4e5" * 4),
-    ("SLACK", "xoxb-123456789012-abcdefghij"),
-    ("MAPS", "AIza" + "Sy" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
-    ("HF", "hf_" + "AbCdEfGhIj" * 4),
-    ("BLOB", "q8Zr2Lw9Xv4Tn7Ym1Kp6Hs3Jd5Fg0Bc8Nt"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("DB_PASSWORD", "hunter2"),
+        ("HF_TOKEN", "abc"),
+        ("WANDB_API_KEY", "0123456789abcdef"),
+        ("GOOGLE_APPLICATION_CREDENTIALS_JSON", "{}"),
+        ("AWS_ID", "AKIAIOSFODNN7EXAMPLE"),
+        ("KEY", "-----BEGIN RSA PRIVATE KEY-----\nMIIE..."),
+        ("GH", "ghp_" + "a1B2c3D4e5" * 4),
+        ("SLACK", "xoxb-123456789012-abcdefghij"),
+        ("MAPS", "AIza" + "Sy" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"),
+        ("HF", "hf_" + "AbCdEfGhIj" * 4),
+        ("BLOB", "q8Zr2Lw9Xv4Tn7Ym1Kp6Hs3Jd5Fg0Bc8Nt"),
+    ],
+)
 def test_credential_looking_literals_are_refused_with_the_fix(name: str, value: str) -> None:
     with pytest.raises(SpecError) as err:
         cluster_of(CPU(), env={name: value})
@@ -355,20 +456,37 @@ def test_credential_looking_literals_are_refused_with_the_fix(name: str, value: 
     assert "secrets never go inline" in p.message and "SecretRef('NAME', 'KEY')" in p.fix and name in p.fix
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("TOKENIZERS_PARALLELISM", "false"), ("MAX_TOKENS", "2048"), ("XLA_FLAGS", "--xla_tpu_enable_async_collective_fusion=true"),
-    ("GIT_SHA", "3f786850e387550fdab836ed7e6dc881de23001b3f786850"), ("DATA", "gs://bucket/some/long/path/to/data-00001"),
-    ("API_TOKEN", ""), ("HF_TOKEN", "$(HF_TOKEN_FROM_SECRET)"), ("RANK", "$(JAX_PROCESS_ID)"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("TOKENIZERS_PARALLELISM", "false"),
+        ("MAX_TOKENS", "2048"),
+        ("XLA_FLAGS", "--xla_tpu_enable_async_collective_fusion=true"),
+        ("GIT_SHA", "3f786850e387550fdab836ed7e6dc881de23001b3f786850"),
+        ("DATA", "gs://bucket/some/long/path/to/data-00001"),
+        ("API_TOKEN", ""),
+        ("HF_TOKEN", "$(HF_TOKEN_FROM_SECRET)"),
+        ("RANK", "$(JAX_PROCESS_ID)"),
+    ],
+)
 def test_ordinary_literals_and_references_are_allowed(name: str, value: str) -> None:
     cluster_of(CPU(), env={name: value})
 
 
 def test_every_new_object_is_strictly_schema_valid() -> None:
     for backend in ("jobset", "job", "jaxjob", "trainjob"):
-        objs = manifests(cluster_of(TPU("v5e", "2x2") if backend != "trainjob" else CPU(), backend, namespace="ml",
-                                    pod_security="privileged", kubernetes_api=True, host_network=True, privileged=True,
-                                    env={"S": SecretRef("s", "k"), "C": ConfigMapRef("c", "k")}))
+        objs = manifests(
+            cluster_of(
+                TPU("v5e", "2x2") if backend != "trainjob" else CPU(),
+                backend,
+                namespace="ml",
+                pod_security="privileged",
+                kubernetes_api=True,
+                host_network=True,
+                privileged=True,
+                env={"S": SecretRef("s", "k"), "C": ConfigMapRef("c", "k")},
+            )
+        )
         assert {"Namespace", "Role", "RoleBinding", "NetworkPolicy"} <= {o["kind"] for o in objs}
         assert validate_objects(objs, source=backend) == []
 
@@ -379,4 +497,9 @@ def test_explain_shows_security_in_the_cli_output(tmp_path: Path) -> None:
     console = Console(record=True, width=200)
     render_explanation(console, tmp_path / "s.py", plan(cluster_of(CPU(), kubernetes_api=True)))
     text = console.export_text()
-    assert "pod security" in text and "restricted: non-root" in text and "Kubernetes API" in text and "network policy" in text
+    assert (
+        "pod security" in text
+        and "restricted: non-root" in text
+        and "Kubernetes API" in text
+        and "network policy" in text
+    )

@@ -23,8 +23,15 @@ from jaxinfra.yamlio import dump, load
 
 V5P_4X4X8 = ROOT / "benchmarks" / "stacks" / "v5p_4x4x8.py"
 WORKLOADS = {"JobSet", "Job", "JAXJob", "TrainJob"}
-ACCELERATOR_KEYS = {"google.com/tpu", "nvidia.com/gpu", "nodeSelector", "tolerations", "hostNetwork", "privileged",
-                    N.EXCLUSIVE_TOPOLOGY}
+ACCELERATOR_KEYS = {
+    "google.com/tpu",
+    "nvidia.com/gpu",
+    "nodeSelector",
+    "tolerations",
+    "hostNetwork",
+    "privileged",
+    N.EXCLUSIVE_TOPOLOGY,
+}
 
 
 def keys(node: Any) -> set[str]:
@@ -63,12 +70,14 @@ def test_shadow_keeps_the_job_and_drops_the_accelerator(path: Path, backend: str
     before, after = manifests(original), manifests(shadow(original))
     assert validate_objects(after, source=f"shadow of {path.stem}.{backend}") == []
     # the same objects (kinds, names, namespaces), Services, restart rules and Kueue queues
-    assert [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in after] == \
-           [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in before]
+    assert [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in after] == [
+        (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in before
+    ]
     assert [o for o in after if o["kind"] == "Service"] == [o for o in before if o["kind"] == "Service"]
     assert restart_rules(after) == restart_rules(before)
-    assert [o["metadata"]["labels"].get(N.QUEUE_LABEL) for o in after if o["kind"] in WORKLOADS] == \
-           [o["metadata"]["labels"].get(N.QUEUE_LABEL) for o in before if o["kind"] in WORKLOADS]
+    assert [o["metadata"]["labels"].get(N.QUEUE_LABEL) for o in after if o["kind"] in WORKLOADS] == [
+        o["metadata"]["labels"].get(N.QUEUE_LABEL) for o in before if o["kind"] in WORKLOADS
+    ]
     # no accelerator resource, selector, toleration or placement left; the workload says what it shadows
     assert not keys(after) & ACCELERATOR_KEYS
     [workload] = [o for o in after if o["kind"] in WORKLOADS]
@@ -94,8 +103,9 @@ def test_shadow_pods_get_the_tpu_platform_env_and_the_contract_as_explained() ->
             slice_index, host = divmod(pod.global_index, jp.hosts_per_slice)
             hostnames = pod.env[N.TPU_WORKER_HOSTNAMES].split(",")
             assert pod.env[N.TPU_WORKER_ID] == str(host)
-            assert hostnames == [f"{jp.hostname(slice_index * jp.hosts_per_slice + h)}.{jp.service}"
-                                 for h in range(jp.hosts_per_slice)]
+            assert hostnames == [
+                f"{jp.hostname(slice_index * jp.hosts_per_slice + h)}.{jp.service}" for h in range(jp.hosts_per_slice)
+            ]
             assert all(any(fqdn.startswith(f"{name}.{pod.namespace}.svc.") for fqdn in c.hosts) for name in hostnames)
             expected = {k: v for k, (v, by) in jp.env_sources(pod.global_index).items() if by != BY_SHADOW_SHELL}
             assert {k: pod.env.get(k) for k in expected} == expected, pod.hostname
@@ -120,9 +130,12 @@ def test_shadow_is_deterministic_and_leaves_the_original_alone() -> None:
 
 
 def test_shadow_requests_are_configurable_and_validated() -> None:
-    cluster = Cluster(name="c", node_pools=[NodePool("p", TPU("v5e", "2x4"))],
-                      jobs=[JaxJob("j", image="i", node_pool="p", resources={"requests": {"cpu": "100", "memory": "400Gi"}})],
-                      shadow=Shadow(cpu="1"))
+    cluster = Cluster(
+        name="c",
+        node_pools=[NodePool("p", TPU("v5e", "2x4"))],
+        jobs=[JaxJob("j", image="i", node_pool="p", resources={"requests": {"cpu": "100", "memory": "400Gi"}})],
+        shadow=Shadow(cpu="1"),
+    )
     [pod_spec] = [o for o in manifests(cluster) if o["kind"] == "JobSet"]
     container = pod_spec["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
     assert container["resources"] == {"requests": {"cpu": "1", "memory": Shadow().memory}}  # the job's own are gone
@@ -135,28 +148,46 @@ def test_shadow_requests_are_configurable_and_validated() -> None:
 
 
 def test_shadow_requests_add_up_across_jobs_in_base_units() -> None:
-    cluster = shadow(Cluster(name="c", node_pools=[NodePool("p", CPU())], jobs=[
-        JaxJob("a", image="i", node_pool="p", nodes=3), JaxJob("b", image="i", node_pool="p", nodes=7)]), cpu="150m")
+    cluster = shadow(
+        Cluster(
+            name="c",
+            node_pools=[NodePool("p", CPU())],
+            jobs=[JaxJob("a", image="i", node_pool="p", nodes=3), JaxJob("b", image="i", node_pool="p", nodes=7)],
+        ),
+        cpu="150m",
+    )
     assert requests(plan(cluster)) == {"cpu": "1.5", "memory": str(10 * 256 * 2**20)}
 
 
 def test_multi_slice_shadow_needs_the_command() -> None:
     with pytest.raises(SpecError) as err:
-        Cluster(name="c", node_pools=[NodePool("p", TPU("v5p", "2x2x2"))], shadow=Shadow(),
-                jobs=[JaxJob("j", image="i", node_pool="p", slices=2)])
+        Cluster(
+            name="c",
+            node_pools=[NodePool("p", TPU("v5p", "2x2x2"))],
+            shadow=Shadow(),
+            jobs=[JaxJob("j", image="i", node_pool="p", slices=2)],
+        )
     [problem] = err.value.problems
     assert problem.path == "jobs[0].command" and "MEGASCALE_SLICE_ID" in problem.message and "command=" in problem.fix
 
 
 def test_kueue_queues_of_a_shadow_count_cpu_and_memory_on_any_node() -> None:
-    cluster = shadow(Cluster(name="c", kueue=True, node_pools=[NodePool("p", TPU("v5p", "2x2x4"), spot=True)],
-                             jobs=[JaxJob("j", image="i", command=["python"], node_pool="p", slices=2)]))
+    cluster = shadow(
+        Cluster(
+            name="c",
+            kueue=True,
+            node_pools=[NodePool("p", TPU("v5p", "2x2x4"), spot=True)],
+            jobs=[JaxJob("j", image="i", command=["python"], node_pool="p", slices=2)],
+        )
+    )
     objects = {o["kind"]: o for o in manifests(cluster)}
     assert objects["ResourceFlavor"]["spec"] == {}
     [group] = objects["ClusterQueue"]["spec"]["resourceGroups"]
     assert group["coveredResources"] == ["cpu", "memory"]
-    assert group["flavors"][0]["resources"] == [{"name": "cpu", "nominalQuota": "800m"},
-                                                {"name": "memory", "nominalQuota": "2048Mi"}]
+    assert group["flavors"][0]["resources"] == [
+        {"name": "cpu", "nominalQuota": "800m"},
+        {"name": "memory", "nominalQuota": "2048Mi"},
+    ]
     assert objects["JobSet"]["metadata"]["labels"][N.QUEUE_LABEL] == "p"
     assert validate_objects(list(objects.values()), source="kueue shadow") == []
 
@@ -176,16 +207,19 @@ def test_what_the_shadow_proves_is_said_in_explain_and_for_reports() -> None:
 
 def test_synth_shadow_cli(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jaxinfra", "synth", *args], capture_output=True, text=True, cwd=ROOT,
-                              timeout=60)
+        return subprocess.run(
+            [sys.executable, "-m", "jaxinfra", "synth", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
+        )
 
     r = run("examples/training-infra/stacks", "--shadow", "cpu", "--shadow-memory", "1Gi", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr
     written = load((tmp_path / "tpu-v5e.yaml").read_text())
     assert written == manifests(shadow(stack.load(EXAMPLE / "stacks/tpu_v5e_2x4.py"), memory="1Gi"))
-    for args, needle in ((("--shadow", "gpu"), "--shadow = 'gpu': unknown shadow"),
-                         (("--shadow-cpu", "1"), "--shadow-cpu = '1': only applies to a shadow"),
-                         (("--shadow", "cpu", "--shadow-cpu", "x"), "shadow.cpu = 'x': not a Kubernetes quantity")):
+    for args, needle in (
+        (("--shadow", "gpu"), "--shadow = 'gpu': unknown shadow"),
+        (("--shadow-cpu", "1"), "--shadow-cpu = '1': only applies to a shadow"),
+        (("--shadow", "cpu", "--shadow-cpu", "x"), "shadow.cpu = 'x': not a Kubernetes quantity"),
+    ):
         r = run("examples/training-infra/stacks/cpu_dev.py", "--stdout", *args)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
@@ -193,7 +227,6 @@ def test_synth_shadow_cli(tmp_path: Path) -> None:
 def test_cdk8s_chart_of_a_shadow_equals_its_manifests() -> None:
     pytest.importorskip("cdk8s")
     from cdk8s import App, Testing
-
     from jaxinfra.cdk8s import JaxinfraChart
 
     cluster = shadow(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"))
@@ -209,8 +242,13 @@ def test_cdk8s_chart_of_a_shadow_equals_its_manifests() -> None:
 
 def simulate(files: list[Path], tmp: Path, *extra: str) -> tuple[int, dict[str, Any], str]:
     report = tmp / "report.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *map(str, files), *extra, "--no-logs", "--json",
-                        str(report)], capture_output=True, text=True, cwd=ROOT, timeout=400)
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", *map(str, files), *extra, "--no-logs", "--json", str(report)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=400,
+    )
     return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stderr
 
 
@@ -227,14 +265,18 @@ def test_shadows_pass_the_simulator(tmp_path: Path) -> None:
         rc, report, err = simulate([file], tmp_path / path.stem)
         assert rc == 0, err[-3000:]
         workloads += report["workloads"]
-    assert [(w["verdict"], w["pods"]) for w in workloads] == [("succeeded", plan(stack.load(p)).jobs[0].processes) for p in paths]
+    assert [(w["verdict"], w["pods"]) for w in workloads] == [
+        ("succeeded", plan(stack.load(p)).jobs[0].processes) for p in paths
+    ]
     [big] = [w for w in workloads if w["pods"] == 32]
     assert all(p["checks_passed"] for p in big["attempts"][0]["pods"])
 
 
 #: The README's initialization ("The env contract"), verbatim, then what the shadow must give it.
 README_INIT = re.search(r"initializes with:\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
-SCRIPT = README_INIT + """
+SCRIPT = (
+    README_INIT
+    + """
 import socket
 from jax.experimental import multihost_utils
 import numpy as np
@@ -245,15 +287,29 @@ assert jax.process_index() == int(os.environ["TPU_WORKER_ID"]) + 2 * int(os.envi
 assert hosts[int(os.environ["TPU_WORKER_ID"])].split(".")[0] == socket.gethostname(), (hosts, socket.gethostname())
 jax.distributed.shutdown()
 """
+)
 
 
 def test_multi_slice_shadow_runs_the_readme_script_unchanged(tmp_path: Path) -> None:
     """Two v5p 2x2x2 slices: the shell gives each pod its global rank, and the contract's script initializes
     4 processes x 4 CPU devices from the env alone."""
     pytest.importorskip("jax")
-    cluster = shadow(Cluster(name="ms", node_pools=[NodePool("v5p", TPU("v5p", "2x2x2"))], jobs=[
-        JaxJob("train", image="python:3.11", command=["python", "-c", SCRIPT], node_pool="v5p", slices=2,
-               init_timeout_seconds=60)]))
+    cluster = shadow(
+        Cluster(
+            name="ms",
+            node_pools=[NodePool("v5p", TPU("v5p", "2x2x2"))],
+            jobs=[
+                JaxJob(
+                    "train",
+                    image="python:3.11",
+                    command=["python", "-c", SCRIPT],
+                    node_pool="v5p",
+                    slices=2,
+                    init_timeout_seconds=60,
+                )
+            ],
+        )
+    )
     yaml = tmp_path / "ms.yaml"
     yaml.write_text(dump(manifests(cluster)))
     rc, report, err = simulate([yaml], tmp_path, "--run-command")
@@ -278,6 +334,8 @@ def test_multi_slice_shadow_passes_the_built_in_probe(tmp_path: Path) -> None:
 def test_a_wrapper_that_computes_a_wrong_rank_fails_the_probe(tmp_path: Path) -> None:
     docs = manifests(shadow(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
     yaml = tmp_path / "wrong.yaml"
-    yaml.write_text(dump(docs).replace("MEGASCALE_SLICE_ID * 4 + TPU_WORKER_ID", "TPU_WORKER_ID * 2 + MEGASCALE_SLICE_ID"))
+    yaml.write_text(
+        dump(docs).replace("MEGASCALE_SLICE_ID * 4 + TPU_WORKER_ID", "TPU_WORKER_ID * 2 + MEGASCALE_SLICE_ID")
+    )
     rc, report, _ = simulate([yaml], tmp_path, "--init-timeout", "10")
     assert rc == 1 and report["workloads"][0]["verdict"] == "failed"

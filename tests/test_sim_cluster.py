@@ -8,21 +8,20 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import re
 import ipaddress
+import re
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT, one_problem, problems_of, rendered
 from jaxinfra import manifests, stack, yamlio
 from jaxinfra.errors import ManifestError
 from jaxinfra.simulate import cluster, controllers, model
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.inputs import load_files
 from jaxinfra.simulate.kubelet import expand
-
-from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT, one_problem, problems_of, rendered
 
 # --------------------------------------------------------------------------------------------
 # Hand-written manifests in the style of upstream examples
@@ -160,6 +159,7 @@ def only_workload(c: model.Cluster) -> model.Workload:
 # Real stacks: every rendered backend emulates cleanly, and the contract holds
 # --------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
 def test_rendered_stacks_emulate_without_problems(path: Path, backend: str) -> None:
     c = emulate(rendered(path, backend))
@@ -168,7 +168,7 @@ def test_rendered_stacks_emulate_without_problems(path: Path, backend: str) -> N
     for w in c.workloads:
         rank0 = w.pods[0]
         host = rank0.env["COORDINATOR_ADDRESS"] if v1 else rank0.env["JAX_COORDINATOR_ADDRESS"].rsplit(":", 1)[0]
-        assert c.hosts[f"{host}.{w.namespace}"] == rank0.ip       # resolves to rank 0
+        assert c.hosts[f"{host}.{w.namespace}"] == rank0.ip  # resolves to rank 0
         assert int(rank0.env["NUM_PROCESSES" if v1 else "JAX_NUM_PROCESSES"]) == len(w.pods)
         assert [p.global_index for p in w.pods] == list(range(len(w.pods)))
         assert len({p.ip for p in w.pods}) == len(w.pods)
@@ -181,7 +181,7 @@ def test_tpu_multislice_stack_pods_and_platform_env() -> None:
     w = only_workload(c)
     assert (w.kind, w.groups, w.hosts_per_group, w.chips_per_host) == ("JobSet", 2, 4, 4)
     assert [p.hostname for p in w.pods] == [f"train-slice-{j}-{i}" for j in (0, 1) for i in range(4)]
-    p = w.pods[5]                                       # slice 1, worker 1
+    p = w.pods[5]  # slice 1, worker 1
     assert (p.job_index, p.completion_index, p.global_index, p.subdomain) == (1, 1, 5, "train")
     assert p.env["TPU_WORKER_ID"] == "1"
     assert p.env["TPU_WORKER_HOSTNAMES"] == ",".join(f"train-slice-1-{i}.train" for i in range(4))
@@ -197,7 +197,11 @@ def test_cpu_job_stack_labels_env_and_restart() -> None:
     assert (p.hostname, p.subdomain, p.accelerator, p.devices) == ("train-1", "train", "cpu", 2)
     assert p.labels["batch.kubernetes.io/job-name"] == p.labels["job-name"] == "train"
     assert p.labels["batch.kubernetes.io/controller-uid"] == p.labels["controller-uid"]
-    assert p.labels["batch.kubernetes.io/job-completion-index"] == p.annotations["batch.kubernetes.io/job-completion-index"] == "1"
+    assert (
+        p.labels["batch.kubernetes.io/job-completion-index"]
+        == p.annotations["batch.kubernetes.io/job-completion-index"]
+        == "1"
+    )
     assert p.env["JAX_PROCESS_ID"] == "1" and p.env["JOB_COMPLETION_INDEX"] == "1"
     assert "TPU_WORKER_ID" not in p.env
     assert not any(k.startswith("jobset.sigs.k8s.io/") for k in p.labels)
@@ -223,15 +227,23 @@ def test_huge_stack_is_fast() -> None:
 # (a) multi-slice TPU JobSet: JobSet controller + GKE platform env + derived ranks
 # --------------------------------------------------------------------------------------------
 
+
 def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     c = emulate(load(MULTISLICE))
     w = only_workload(c)
     assert problems_of(c) == []
-    assert [p.hostname for p in w.pods] == ["multislice-slice-0-0", "multislice-slice-0-1", "multislice-slice-1-0", "multislice-slice-1-1"]
+    assert [p.hostname for p in w.pods] == [
+        "multislice-slice-0-0",
+        "multislice-slice-0-1",
+        "multislice-slice-1-0",
+        "multislice-slice-1-1",
+    ]
     # Pod names are generateName `<job>-<index>-` plus 5 random characters; hostnames have no suffix.
-    assert all(re.fullmatch(f"{p.hostname}-[bcdfghjklmnpqrstvwxz2456789]{{5}}", p.name) for p in w.pods), [p.name for p in w.pods]
+    assert all(re.fullmatch(f"{p.hostname}-[bcdfghjklmnpqrstvwxz2456789]{{5}}", p.name) for p in w.pods), [
+        p.name for p in w.pods
+    ]
     assert len({p.name for p in w.pods}) == 4
-    assert [p.name for p in w.pods] == [p.name for p in only_workload(emulate(load(MULTISLICE))).pods]   # reproducible
+    assert [p.name for p in w.pods] == [p.name for p in only_workload(emulate(load(MULTISLICE))).pods]  # reproducible
     assert not {p.name for p in w.pods} & {p.name for p in only_workload(emulate(load(MULTISLICE), restarts=1)).pods}
     assert {p.subdomain for p in w.pods} == {"multislice"}
     p = w.pods[3]
@@ -251,12 +263,20 @@ def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     for key, value in jobset_keys.items():
         assert p.labels[key] == value and p.annotations[key] == value, key
     restarted = only_workload(emulate(load(MULTISLICE), restarts=2)).pods[3]
-    assert restarted.labels["jobset.sigs.k8s.io/restart-attempt"] == restarted.annotations["jobset.sigs.k8s.io/restart-attempt"] == "2"
+    assert (
+        restarted.labels["jobset.sigs.k8s.io/restart-attempt"]
+        == restarted.annotations["jobset.sigs.k8s.io/restart-attempt"]
+        == "2"
+    )
     assert p.labels["jobset.sigs.k8s.io/jobset-uid"] == p.annotations["jobset.sigs.k8s.io/jobset-uid"]
     assert p.labels["app"] == "llm"
     assert p.labels["batch.kubernetes.io/job-name"] == p.labels["job-name"] == "multislice-slice-1"
-    assert p.labels["batch.kubernetes.io/job-completion-index"] == p.annotations["batch.kubernetes.io/job-completion-index"] == "1"
-    assert p.labels["jobset.sigs.k8s.io/priority"] == "0"            # JobSet pod webhook, priority admission default
+    assert (
+        p.labels["batch.kubernetes.io/job-completion-index"]
+        == p.annotations["batch.kubernetes.io/job-completion-index"]
+        == "1"
+    )
+    assert p.labels["jobset.sigs.k8s.io/priority"] == "0"  # JobSet pod webhook, priority admission default
     assert "jobset.sigs.k8s.io/priority" not in p.annotations
     assert p.annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
     assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in p.labels
@@ -272,10 +292,19 @@ def test_multislice_tpu_platform_env_and_derived_ranks() -> None:
     assert [p.env["MEGASCALE_SLICE_ID"] for p in w.pods] == ["0", "0", "1", "1"]
     assert {p.env["MEGASCALE_COORDINATOR_ADDRESS"] for p in w.pods} == {"multislice-slice-0-0.multislice"}
     # Platform env is visible to $(VAR) expansion, like controller env.
-    assert [p.env["WORKER_TAG"] for p in w.pods] == ["slice0-worker0", "slice0-worker1", "slice1-worker0", "slice1-worker1"]
+    assert [p.env["WORKER_TAG"] for p in w.pods] == [
+        "slice0-worker0",
+        "slice0-worker1",
+        "slice1-worker0",
+        "slice1-worker1",
+    ]
     ranks = [int(p.env["TPU_WORKER_ID"]) + int(p.env["MEGASCALE_SLICE_ID"]) * 2 for p in w.pods]
     assert ranks == [0, 1, 2, 3]
-    assert w.pods[0].command == ("bash", "-c", "python -c 'import jax; jax.distributed.initialize(); print(jax.device_count())'")
+    assert w.pods[0].command == (
+        "bash",
+        "-c",
+        "python -c 'import jax; jax.distributed.initialize(); print(jax.device_count())'",
+    )
     assert (w.chips_per_host, w.groups, w.hosts_per_group) == (4, 2, 2)
 
 
@@ -284,8 +313,12 @@ def test_multislice_dns_from_the_jobset_controllers_own_service() -> None:
     w = only_workload(c)
     ip = {p.hostname: p.ip for p in w.pods}
     for host, addr in ip.items():
-        for name in (f"{host}.multislice.default.svc.cluster.local", f"{host}.multislice.default.svc",
-                     f"{host}.multislice.default", f"{host}.multislice"):
+        for name in (
+            f"{host}.multislice.default.svc.cluster.local",
+            f"{host}.multislice.default.svc",
+            f"{host}.multislice.default",
+            f"{host}.multislice",
+        ):
             assert c.hosts[name] == addr
     assert c.hosts["multislice.default.svc.cluster.local"] == ip["multislice-slice-0-0"]
     assert list(c.hosts) == sorted(c.hosts)
@@ -302,15 +335,19 @@ def test_jobset_with_dns_hostnames_disabled_makes_no_service() -> None:
     c = emulate(load(text))
     w = only_workload(c)
     assert {p.subdomain for p in w.pods} == {None}
-    assert [p.hostname for p in w.pods][0] == "multislice-slice-0-0"   # the Job controller still sets it
-    assert all("TPU_WORKER_ID" not in p.env for p in w.pods)          # GKE injects only with a subdomain
+    assert [p.hostname for p in w.pods][0] == "multislice-slice-0-0"  # the Job controller still sets it
+    assert all("TPU_WORKER_ID" not in p.env for p in w.pods)  # GKE injects only with a subdomain
     assert c.hosts == {}
     problem = one_problem(c, "no coordinator address")
     assert problem.path.startswith("JobSet/default/multislice pod multislice-slice-0-0 env JAX_COORDINATOR_ADDRESS")
 
 
 def test_jobset_dns_disabled_names_the_root_cause() -> None:
-    ms = [m for m in copy.deepcopy(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"))) if m["kind"] != "Service"]
+    ms = [
+        m
+        for m in copy.deepcopy(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
+        if m["kind"] != "Service"
+    ]
     next(m for m in ms if m["kind"] == "JobSet")["spec"]["network"]["enableDNSHostnames"] = False
     c = emulate(ms)
     problem = one_problem(c, "env JAX_COORDINATOR_ADDRESS", "does not resolve")
@@ -320,19 +357,27 @@ def test_jobset_dns_disabled_names_the_root_cause() -> None:
 
 
 def test_jobset_custom_subdomain_and_existing_service_wins() -> None:
-    text = edit(MULTISLICE, "  failurePolicy:", "  network:\n    subdomain: mesh\n    publishNotReadyAddresses: false\n  failurePolicy:")
+    text = edit(
+        MULTISLICE,
+        "  failurePolicy:",
+        "  network:\n    subdomain: mesh\n    publishNotReadyAddresses: false\n  failurePolicy:",
+    )
     text = edit(text, "0-0.$(JOBSET_NAME)", "0-0.mesh")
     c = emulate(load(text))
     w = only_workload(c)
     assert {p.subdomain for p in w.pods} == {"mesh"}
     assert c.hosts["multislice-slice-0-0.mesh.default.svc.cluster.local"] == w.pods[0].ip
     problem = one_problem(c, "publishNotReadyAddresses")
-    assert "JobSet/default/multislice" in problem.path and problem.fix == "set publishNotReadyAddresses: true on the Service"
+    assert (
+        "JobSet/default/multislice" in problem.path
+        and problem.fix == "set publishNotReadyAddresses: true on the Service"
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # (b) Indexed Job with its own Service
 # --------------------------------------------------------------------------------------------
+
 
 def test_indexed_job_pods_env_and_dns() -> None:
     c = emulate(load(INDEXED))
@@ -340,7 +385,9 @@ def test_indexed_job_pods_env_and_dns() -> None:
     assert problems_of(c) == []
     assert [p.hostname for p in w.pods] == ["train-0", "train-1", "train-2"]
     assert [p.env["JAX_PROCESS_ID"] for p in w.pods] == ["0", "1", "2"]
-    assert all(p.annotations["batch.kubernetes.io/job-index-failure-count"] == "0" for p in w.pods)   # backoffLimitPerIndex
+    assert all(
+        p.annotations["batch.kubernetes.io/job-index-failure-count"] == "0" for p in w.pods
+    )  # backoffLimitPerIndex
     assert c.hosts["train-0.workers.research.svc.cluster.local"] == w.pods[0].ip
     assert c.hosts["train-0.workers"] == w.pods[0].ip
     assert c.hosts["workers.research.svc.cluster.local"] == w.pods[0].ip
@@ -349,8 +396,15 @@ def test_indexed_job_pods_env_and_dns() -> None:
     assert w.restart.pod_failure_rules == ({"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}},)
 
 
-@pytest.mark.parametrize("address", ["workers:1234", "workers.research:1234", "train-0.workers.research.svc.cluster.local:1234",
-                                     "train-0.workers.research.svc.cluster.local.:1234"])
+@pytest.mark.parametrize(
+    "address",
+    [
+        "workers:1234",
+        "workers.research:1234",
+        "train-0.workers.research.svc.cluster.local:1234",
+        "train-0.workers.research.svc.cluster.local.:1234",
+    ],
+)
 def test_other_name_forms_resolve_to_rank_zero(address: str) -> None:
     assert problems_of(emulate(load(edit(INDEXED, "value: train-0.workers:1234", f"value: {address}")))) == []
 
@@ -358,9 +412,12 @@ def test_other_name_forms_resolve_to_rank_zero(address: str) -> None:
 def test_pod_name_is_not_an_address() -> None:
     """metadata.name carries the API server's random suffix: `<name>.<subdomain>` resolves on no
     cluster, so a coordinator address built from it is caught here too."""
-    text = edit(INDEXED, "        - name: JAX_COORDINATOR_ADDRESS\n          value: train-0.workers:1234",
-                "        - name: POD_NAME\n          valueFrom: {fieldRef: {fieldPath: metadata.name}}\n"
-                "        - name: JAX_COORDINATOR_ADDRESS\n          value: $(POD_NAME).workers:1234")
+    text = edit(
+        INDEXED,
+        "        - name: JAX_COORDINATOR_ADDRESS\n          value: train-0.workers:1234",
+        "        - name: POD_NAME\n          valueFrom: {fieldRef: {fieldPath: metadata.name}}\n"
+        "        - name: JAX_COORDINATOR_ADDRESS\n          value: $(POD_NAME).workers:1234",
+    )
     c = emulate(load(text))
     assert any("does not resolve" in p.message for p in problems_of(c)), problems_of(c)
 
@@ -374,11 +431,15 @@ def test_command_and_args_expand_with_the_full_env() -> None:
 def test_controller_appended_index_is_not_visible_to_earlier_env() -> None:
     # Without the explicit declaration, the Job controller appends JOB_COMPLETION_INDEX after the user's env,
     # so the kubelet leaves $(JOB_COMPLETION_INDEX) verbatim in JAX_PROCESS_ID; args still expand.
-    text = edit(INDEXED, """        - name: JOB_COMPLETION_INDEX
+    text = edit(
+        INDEXED,
+        """        - name: JOB_COMPLETION_INDEX
           valueFrom:
             fieldRef:
               fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
-""", "")
+""",
+        "",
+    )
     c = emulate(load(text))
     w = only_workload(c)
     assert [p.env["JAX_PROCESS_ID"] for p in w.pods] == ["$(JOB_COMPLETION_INDEX)"] * 3
@@ -404,20 +465,24 @@ def test_hostname_is_set_even_without_subdomain() -> None:
 # $(VAR) expansion rules (kubelet, third_party/forked/golang/expansion)
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("$(A)", "a"),
-    ("x$(A)y$(B)z", "xaybz"),
-    ("$$(A)", "$(A)"),            # escaped reference
-    ("$$$(A)", "$a"),             # an escaped $ then a reference
-    ("$$", "$"),
-    ("$(UNDEFINED)", "$(UNDEFINED)"),
-    ("$()", "$()"),
-    ("$(A", "$(A"),               # unterminated
-    ("a$b", "a$b"),               # $ not followed by ( or $
-    ("end$", "end$"),
-    ("$(A)$(A)", "aa"),
-    ("no refs", "no refs"),
-])
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("$(A)", "a"),
+        ("x$(A)y$(B)z", "xaybz"),
+        ("$$(A)", "$(A)"),  # escaped reference
+        ("$$$(A)", "$a"),  # an escaped $ then a reference
+        ("$$", "$"),
+        ("$(UNDEFINED)", "$(UNDEFINED)"),
+        ("$()", "$()"),
+        ("$(A", "$(A"),  # unterminated
+        ("a$b", "a$b"),  # $ not followed by ( or $
+        ("end$", "end$"),
+        ("$(A)$(A)", "aa"),
+        ("no refs", "no refs"),
+    ],
+)
 def test_expand(text: str, expected: str) -> None:
     assert expand(text, {"A": "a", "B": "b"}.get) == expected
 
@@ -455,7 +520,10 @@ spec:
 
 
 def test_env_expansion_is_order_dependent() -> None:
-    w = only_workload(emulate(load(env_job("""\
+    w = only_workload(
+        emulate(
+            load(
+                env_job("""\
         - {name: EARLY, value: "x$(LATER)"}
         - {name: LATER, value: "y"}
         - {name: AFTER, value: "$(LATER)$(EARLY)"}
@@ -463,7 +531,10 @@ def test_env_expansion_is_order_dependent() -> None:
         - {name: UNKNOWN, value: "$(NOPE)"}
         - {name: LATER, value: "z"}
         - {name: SEES_REDEFINED, value: "$(LATER)"}
-"""))))
+""")
+            )
+        )
+    )
     env = w.pods[0].env
     assert env["EARLY"] == "x$(LATER)"
     assert env["AFTER"] == "yx$(LATER)"
@@ -473,7 +544,8 @@ def test_env_expansion_is_order_dependent() -> None:
 
 
 def test_field_refs_resolve_per_pod() -> None:
-    manifests_ = load(env_job("""\
+    manifests_ = load(
+        env_job("""\
         - {name: POD, valueFrom: {fieldRef: {fieldPath: metadata.name}}}
         - {name: NS, valueFrom: {fieldRef: {fieldPath: metadata.namespace}}}
         - {name: UID, valueFrom: {fieldRef: {fieldPath: metadata.uid}}}
@@ -483,17 +555,18 @@ def test_field_refs_resolve_per_pod() -> None:
         - {name: SA, valueFrom: {fieldRef: {fieldPath: spec.serviceAccountName}}}
         - {name: NO_LABEL, valueFrom: {fieldRef: {fieldPath: "metadata.labels['absent']"}}}
         - {name: ADDR, value: "$(IP):$(JAX_PROCESS_ID)"}
-"""))
+""")
+    )
     c = emulate(manifests_, ip_base=(20, 5))
     w = only_workload(c)
     a, b = w.pods
     assert (a.ip, b.ip) == ("127.20.5.2", "127.20.5.3")
     assert (a.env["POD"], a.env["NS"], a.env["IP"], a.env["HOST_IP"]) == (a.name, "default", a.ip, a.ip)
-    assert a.env["POD"].startswith("j-0-") and a.env["POD"] != a.hostname == "j-0"     # the name, not the hostname
+    assert a.env["POD"].startswith("j-0-") and a.env["POD"] != a.hostname == "j-0"  # the name, not the hostname
     assert a.env["NODE"].startswith("sim-node-") and a.env["NODE"] != b.env["NODE"]
     assert a.env["SA"] == "runner" and a.env["NO_LABEL"] == ""
     assert a.env["UID"] != b.env["UID"]
-    assert a.env["UID"] == emulate(manifests_).workloads[0].pods[0].env["UID"]     # deterministic
+    assert a.env["UID"] == emulate(manifests_).workloads[0].pods[0].env["UID"]  # deterministic
     assert b.env["ADDR"] == f"{b.ip}:1"
 
 
@@ -528,7 +601,7 @@ stringData: {OVERRIDDEN: from-secret}
     env = only_workload(c).pods[0].env
     assert problems_of(c) == []
     assert (env["FROM_CM"], env["FROM_SECRET"]) == ("fast", "secret")
-    assert "OPTIONAL_GONE" not in env                      # kubelet skips an optional, absent reference
+    assert "OPTIONAL_GONE" not in env  # kubelet skips an optional, absent reference
     assert (env["CPU_MILLIS"], env["MEM_MI"]) == ("1500", "2048")
     assert env["CFG_mode"] == "fast" and "CFG_bad key" not in env
     assert env["token"] == "secret"
@@ -552,6 +625,7 @@ def test_non_string_env_value_is_a_problem() -> None:
 # Broken contracts: each yields one precise problem
 # --------------------------------------------------------------------------------------------
 
+
 def test_service_missing() -> None:
     text = INDEXED.split("---", 1)[1]
     problem = one_problem(emulate(load(text)), "does not resolve")
@@ -563,7 +637,9 @@ def test_service_missing() -> None:
 
 
 def test_service_selector_not_matching() -> None:
-    problem = one_problem(emulate(load(edit(INDEXED, "selector: {job-name: train}", "selector: {job-name: trainer}"))), "does not resolve")
+    problem = one_problem(
+        emulate(load(edit(INDEXED, "selector: {job-name: train}", "selector: {job-name: trainer}"))), "does not resolve"
+    )
     assert "selector {'job-name': 'trainer'} does not select pod 'train-0'" in problem.message
     assert "job-name: 'trainer' vs pod's 'train'" in problem.message
     assert "batch.kubernetes.io/job-name: train" in problem.fix
@@ -586,13 +662,17 @@ def test_subdomain_different_from_service() -> None:
 
 
 def test_wrong_hostname() -> None:
-    problem = one_problem(emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-7.workers:1234"))), "does not resolve")
+    problem = one_problem(
+        emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-7.workers:1234"))), "does not resolve"
+    )
     assert "no pod in namespace 'research' has hostname 'train-7'" in problem.message
     assert "train-0.workers" in problem.fix
 
 
 def test_coordinator_not_rank_zero() -> None:
-    problem = one_problem(emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-1.workers:1234"))), "not to rank 0")
+    problem = one_problem(
+        emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-1.workers:1234"))), "not to rank 0"
+    )
     assert "resolves to pod train-1" in problem.message and problem.fix == "point it at rank 0: train-0.workers:1234"
 
 
@@ -602,7 +682,9 @@ def test_not_headless_service() -> None:
 
 
 def test_publish_not_ready_addresses_false() -> None:
-    problem = one_problem(emulate(load(edit(INDEXED, "publishNotReadyAddresses: true", "publishNotReadyAddresses: false"))), "Ready")
+    problem = one_problem(
+        emulate(load(edit(INDEXED, "publishNotReadyAddresses: true", "publishNotReadyAddresses: false"))), "Ready"
+    )
     assert problem.path == "Service/research/workers publishNotReadyAddresses"
     assert problem.fix == "set publishNotReadyAddresses: true on the Service"
 
@@ -625,7 +707,9 @@ def test_bind_address_port_mismatch() -> None:
 
 
 def test_coordinator_address_without_port() -> None:
-    problem = one_problem(emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-0.workers"))), "must be host:port")
+    problem = one_problem(
+        emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-0.workers"))), "must be host:port"
+    )
     assert problem.fix == "append the coordinator port, e.g. train-0.workers:8482"
 
 
@@ -636,9 +720,13 @@ def test_num_processes_differs_from_pods() -> None:
 
 
 def test_rank_env_missing() -> None:
-    text = edit(INDEXED, """        - name: JAX_PROCESS_ID
+    text = edit(
+        INDEXED,
+        """        - name: JAX_PROCESS_ID
           value: $(JOB_COMPLETION_INDEX)
-""", "")
+""",
+        "",
+    )
     problem = one_problem(emulate(load(text)), "rank env missing")
     assert problem.path == "Job/research/train pod train-0 env JAX_PROCESS_ID"
     assert "metadata.annotations['batch.kubernetes.io/job-completion-index']" in problem.fix
@@ -646,12 +734,16 @@ def test_rank_env_missing() -> None:
 
 def test_duplicate_ranks_across_jobset_jobs() -> None:
     # JAX_PROCESS_ID = completion index repeats across the two child Jobs of a JobSet.
-    text = edit(MULTISLICE, "              - name: WORKER_TAG", """\
+    text = edit(
+        MULTISLICE,
+        "              - name: WORKER_TAG",
+        """\
               - name: JAX_PROCESS_ID
                 valueFrom:
                   fieldRef:
                     fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
-              - name: WORKER_TAG""")
+              - name: WORKER_TAG""",
+    )
     c = emulate(load(text))
     dup = one_problem(c, "rank 0 is used by 2 pods")
     assert dup.path == "JobSet/default/multislice env JAX_PROCESS_ID"
@@ -683,6 +775,7 @@ def test_kinds_no_emulated_controller_runs_are_stored_not_simulated() -> None:
 # --------------------------------------------------------------------------------------------
 # Determinism, addresses, files
 # --------------------------------------------------------------------------------------------
+
 
 def test_emulation_is_deterministic() -> None:
     assert emulate(load(MULTISLICE)) == emulate(load(MULTISLICE))

@@ -24,8 +24,14 @@ MULTISLICE = MANIFESTS / "jobset_tpu_multislice_platform_env.yaml"
 
 def simulate(*args: str, tmp: Path, timeout: float = 120) -> tuple[int, dict[str, Any], str]:
     report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-                       capture_output=True, text=True, cwd=ROOT, timeout=timeout, env={**os.environ, "TMPDIR": str(tmp)})
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+        env={**os.environ, "TMPDIR": str(tmp)},
+    )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stdout + r.stderr
 
@@ -37,13 +43,14 @@ def only(cluster: model.Cluster) -> model.Workload:
 
 # --- GKE's TPU platform: multi-slice JobSets -----------------------------------------------------
 
+
 def test_gke_supplies_the_multislice_env_per_slice() -> None:
     w = only(emulate(load_files([MULTISLICE])))
     assert problems_of(emulate(load_files([MULTISLICE]))) == []
     assert (len(w.pods), w.groups, w.hosts_per_group, w.chips_per_host) == (8, 2, 4, 4)
     for pod in w.pods:
         slice_id, worker = divmod(pod.global_index, 4)
-        assert pod.env["TPU_WORKER_ID"] == str(worker)                        # per slice, as GKE gives it
+        assert pod.env["TPU_WORKER_ID"] == str(worker)  # per slice, as GKE gives it
         assert pod.env["TPU_WORKER_HOSTNAMES"].split(",") == [f"v6e-2x-slice-{slice_id}-{i}.v6e-2x" for i in range(4)]
         assert pod.env["MEGASCALE_SLICE_ID"] == str(slice_id)
         assert pod.env["MEGASCALE_NUM_SLICES"] == "2"
@@ -57,7 +64,7 @@ def test_the_manifests_own_multislice_env_wins() -> None:
     container["env"] = [{"name": "MEGASCALE_NUM_SLICES", "value": "3"}]
     cluster = emulate(docs)
     assert only(cluster).pods[0].env["MEGASCALE_NUM_SLICES"] == "3"
-    [problem] = problems_of(cluster)                                        # and the count no longer adds up
+    [problem] = problems_of(cluster)  # and the count no longer adds up
     assert "the process count is 4 hosts x 3 slices but the workload has 8 pods" in str(problem)
 
 
@@ -105,7 +112,9 @@ def test_a_crash_loop_ends_with_its_verdict(tmp_path: Path) -> None:
     assert rc == 1 and time.monotonic() - started < 10
     [w] = report["workloads"]
     assert w["restarts"] == 2
-    assert "crash loop: container jax of pod crashy-worker-" in w["reason"] and "exits 2 3 times in a row" in w["reason"]
+    assert (
+        "crash loop: container jax of pod crashy-worker-" in w["reason"] and "exits 2 3 times in a row" in w["reason"]
+    )
     assert "can't open file" in w["reason"] and "restart forever under CrashLoopBackOff" in w["reason"]
     # in place: the same pods (names and IPs), after the kubelet's back-off (recorded, not waited)
     assert [a["backoff_s"] for a in w["attempts"]] == [0.0, 10.0, 20.0]
@@ -124,13 +133,18 @@ def test_a_backoff_limit_still_ends_the_loop_first(tmp_path: Path) -> None:
 
 # --- the image's code ----------------------------------------------------------------------------
 
+
 def test_the_image_folder_holds_the_script(tmp_path: Path) -> None:
     code = tmp_path / "image"
     code.mkdir()
-    (code / "train.py").write_text("import os\nprint('rank', os.environ['PROCESS_ID'], 'of', os.environ['NUM_PROCESSES'])\n")
+    (code / "train.py").write_text(
+        "import os\nprint('rank', os.environ['PROCESS_ID'], 'of', os.environ['NUM_PROCESSES'])\n"
+    )
     path = tmp_path / "crashy.yaml"
     path.write_text(CRASHING)
-    rc, report, out = simulate(str(path), "--run-command", "--image", f"registry.example/jax-mnist:1.0={code}", tmp=tmp_path)
+    rc, report, out = simulate(
+        str(path), "--run-command", "--image", f"registry.example/jax-mnist:1.0={code}", tmp=tmp_path
+    )
     assert rc == 0, out
     assert [p["exit_code"] for p in report["workloads"][0]["attempts"][0]["pods"]] == [0, 0]
 
@@ -148,7 +162,14 @@ def test_working_dir_is_resolved_inside_the_image_folder(tmp_path: Path) -> None
 
 
 def test_an_image_flag_without_a_folder_is_an_input_error(tmp_path: Path) -> None:
-    rc, _, out = simulate("examples/training-infra/stacks/cpu_dev.py", "--image", "python:3.11", "--image", f"x=/{tmp_path}/missing", tmp=tmp_path)
+    rc, _, out = simulate(
+        "examples/training-infra/stacks/cpu_dev.py",
+        "--image",
+        "python:3.11",
+        "--image",
+        f"x=/{tmp_path}/missing",
+        tmp=tmp_path,
+    )
     assert rc == 2
     assert "--image = 'python:3.11': expected IMAGE=DIR" in out and "no such folder" in out
 
@@ -207,10 +228,14 @@ def queued(edit: str = "") -> list[dict]:
     docs = list(yaml.safe_load_all(QUEUED))
     if edit == "no-local-queue":
         docs = [d for d in docs if d["kind"] != "LocalQueue"]
-    elif edit == "short":   # 2 pods x 1.5 CPUs = 3 > 2
-        docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1500m"
+    elif edit == "short":  # 2 pods x 1.5 CPUs = 3 > 2
+        docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"][
+            "requests"
+        ]["cpu"] = "1500m"
     elif edit == "gpu":
-        docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"] = {"nvidia.com/gpu": 1}
+        docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["resources"][
+            "limits"
+        ] = {"nvidia.com/gpu": 1}
     elif edit == "no-namespace":
         docs[1]["spec"].pop("namespaceSelector")
     return docs
@@ -218,7 +243,10 @@ def queued(edit: str = "") -> list[dict]:
 
 def suspended(docs: list[dict]) -> str:
     [problem] = problems_of(emulate(docs, check_all=False))
-    assert problem.path == "JobSet/default/queued metadata.labels[kueue.x-k8s.io/queue-name]" and problem.value == "user-queue"
+    assert (
+        problem.path == "JobSet/default/queued metadata.labels[kueue.x-k8s.io/queue-name]"
+        and problem.value == "user-queue"
+    )
     assert problem.message.startswith("would stay suspended: ")
     return f"{problem.message}; fix: {problem.fix}"
 
@@ -227,7 +255,8 @@ def test_kueue_admits_a_workload_that_fits_and_it_runs(tmp_path: Path) -> None:
     w = only(emulate(queued(), check_all=False))
     assert w.problems == () and w.notes == (
         "admitted by Kueue to ClusterQueue cluster-queue via LocalQueue default/user-queue "
-        "(default-flavor: cpu 1 of 2, memory 1Gi of 2Gi)",)
+        "(default-flavor: cpu 1 of 2, memory 1Gi of 2Gi)",
+    )
     path = tmp_path / "queued.yaml"
     path.write_text(QUEUED)
     rc, report, out = simulate(str(path), "--run-command", tmp=tmp_path)
@@ -236,17 +265,22 @@ def test_kueue_admits_a_workload_that_fits_and_it_runs(tmp_path: Path) -> None:
 
 
 def test_kueue_keeps_it_suspended_without_its_local_queue() -> None:
-    assert "LocalQueue default/user-queue does not exist; fix: add the LocalQueue default/user-queue" in suspended(queued("no-local-queue"))
+    assert "LocalQueue default/user-queue does not exist; fix: add the LocalQueue default/user-queue" in suspended(
+        queued("no-local-queue")
+    )
 
 
 def test_kueue_keeps_it_suspended_when_the_quota_is_short_for_all_pods_at_once() -> None:
     said = suspended(queued("short"))
-    assert "insufficient quota for cpu 3 > 2 (nominal quota, all 2 pods at once)" in said and "raise the nominalQuota" in said
+    assert (
+        "insufficient quota for cpu 3 > 2 (nominal quota, all 2 pods at once)" in said
+        and "raise the nominalQuota" in said
+    )
 
 
 def test_kueue_refuses_a_resource_no_group_covers_and_a_namespace_the_queue_does_not_admit() -> None:
     assert "resource nvidia.com/gpu unavailable in ClusterQueue cluster-queue" in suspended(queued("gpu"))
-    assert "namespaceSelector does not admit namespace default" in suspended(queued("no-namespace"))   # nil selects none
+    assert "namespaceSelector does not admit namespace default" in suspended(queued("no-namespace"))  # nil selects none
 
 
 def test_without_kueue_objects_it_runs_and_says_admission_was_not_checked() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import EXAMPLE, ROOT, simulate_cli, problems_of, rendered
+from conftest import EXAMPLE, ROOT, problems_of, rendered, simulate_cli
 from jaxinfra import CPU, Cluster, JaxJob, NodePool, manifests
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.inputs import load_files
@@ -36,6 +36,7 @@ def without(path: Path, kind: str) -> list[dict]:
 
 # --- JAX's own Kubernetes detection, end to end ---------------------------------------------------
 
+
 @pytest.mark.parametrize("path", [INDEXED, JOBSET], ids=["indexed-job", "jobset"])
 def test_a_bare_initialize_finds_its_group_through_the_api_server(path: Path, tmp_path: Path) -> None:
     rc, report, out = simulate(str(path), "--run-command", tmp=tmp_path)
@@ -49,27 +50,37 @@ def test_a_bare_initialize_finds_its_group_through_the_api_server(path: Path, tm
 
 
 def test_without_the_role_binding_jax_reports_the_403(tmp_path: Path) -> None:
-    rc, report, _ = simulate(write(tmp_path, "nobinding.yaml", without(INDEXED, "RoleBinding")), "--run-command", tmp=tmp_path)
+    rc, report, _ = simulate(
+        write(tmp_path, "nobinding.yaml", without(INDEXED, "RoleBinding")), "--run-command", tmp=tmp_path
+    )
     assert rc == 1
     [w] = report["workloads"]
     said = [line for p in w["attempts"][0]["pods"] for line in p["stderr_tail"]]
-    assert any("Kubernetes API Error: 403 - Forbidden" in line for line in said), said      # JAX's own message
-    assert any(line.startswith("403 GET /api/v1/namespaces/default/pods") and
-               'pods is forbidden: User "system:serviceaccount:default:jax-reader" cannot list resource "pods"' in line
-               for line in report["api_server"])
+    assert any("Kubernetes API Error: 403 - Forbidden" in line for line in said), said  # JAX's own message
+    assert any(
+        line.startswith("403 GET /api/v1/namespaces/default/pods")
+        and 'pods is forbidden: User "system:serviceaccount:default:jax-reader" cannot list resource "pods"' in line
+        for line in report["api_server"]
+    )
 
 
 def test_a_service_account_no_input_defines_is_refused_at_admission(tmp_path: Path) -> None:
-    rc, report, out = simulate(write(tmp_path, "nosa.yaml", without(INDEXED, "ServiceAccount")), "--run-command", tmp=tmp_path)
+    rc, report, out = simulate(
+        write(tmp_path, "nosa.yaml", without(INDEXED, "ServiceAccount")), "--run-command", tmp=tmp_path
+    )
     assert rc == 1
     [w] = report["workloads"]
     assert w["attempts"] == [] and w["reason"] == "1 problems; not started"
     [problem] = w["problems"]
-    assert 'serviceaccount "jax-reader" not found' in problem["message"] and "add a ServiceAccount 'jax-reader'" in problem["fix"]
-    assert report["api_server"] == []                                           # nothing ran, no server was started
+    assert (
+        'serviceaccount "jax-reader" not found' in problem["message"]
+        and "add a ServiceAccount 'jax-reader'" in problem["fix"]
+    )
+    assert report["api_server"] == []  # nothing ran, no server was started
 
 
 # --- what the kubelet gives every container -------------------------------------------------------
+
 
 def sandbox_check(automount: bool | None) -> list[dict]:
     docs = load_files([INDEXED])
@@ -78,11 +89,18 @@ def sandbox_check(automount: bool | None) -> list[dict]:
     if automount is not None:
         spec["automountServiceAccountToken"] = automount
     sa_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
-    expect = "test -s $D/token && test -s $D/ca.crt && test \"$(cat $D/namespace)\" = default && ! touch $D/x 2>/dev/null" \
-        if automount is not False else "test ! -e $D"
-    spec["containers"][0].update(command=["sh", "-c"], args=[
-        f"D={sa_dir}; {expect} && test \"$HOSTNAME\" = \"$(hostname)\" && test \"$HOSTNAME\" = autodetect-$JOB_COMPLETION_INDEX "
-        "&& test -n \"$KUBERNETES_SERVICE_HOST\" && test \"$KUBERNETES_SERVICE_PORT\" = \"$KUBERNETES_SERVICE_PORT_HTTPS\""])
+    expect = (
+        'test -s $D/token && test -s $D/ca.crt && test "$(cat $D/namespace)" = default && ! touch $D/x 2>/dev/null'
+        if automount is not False
+        else "test ! -e $D"
+    )
+    spec["containers"][0].update(
+        command=["sh", "-c"],
+        args=[
+            f'D={sa_dir}; {expect} && test "$HOSTNAME" = "$(hostname)" && test "$HOSTNAME" = autodetect-$JOB_COMPLETION_INDEX '
+            '&& test -n "$KUBERNETES_SERVICE_HOST" && test "$KUBERNETES_SERVICE_PORT" = "$KUBERNETES_SERVICE_PORT_HTTPS"'
+        ],
+    )
     return docs
 
 
@@ -94,9 +112,9 @@ def test_token_volume_hostname_and_service_env(automount: bool | None, tmp_path:
 
 def test_the_service_account_decides_when_the_pod_does_not() -> None:
     docs = load_files([INDEXED])
-    docs[0]["automountServiceAccountToken"] = False                          # on the ServiceAccount
+    docs[0]["automountServiceAccountToken"] = False  # on the ServiceAccount
     assert not any(p.token for p in emulate(docs).workloads[0].pods)
-    docs[-1]["spec"]["template"]["spec"]["automountServiceAccountToken"] = True   # the pod's setting wins
+    docs[-1]["spec"]["template"]["spec"]["automountServiceAccountToken"] = True  # the pod's setting wins
     assert all(p.token for p in emulate(docs).workloads[0].pods)
 
 
@@ -111,12 +129,31 @@ jax.distributed.shutdown()
 
 
 def explicit_job() -> list[dict]:
-    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "w"},
-               "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"job-name": "explicit"}}}
-    job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "explicit"},
-           "spec": {"completionMode": "Indexed", "completions": 2, "parallelism": 2, "backoffLimit": 0,
-                    "template": {"spec": {"subdomain": "w", "automountServiceAccountToken": False, "restartPolicy": "Never",
-                                          "containers": [{"name": "main", "image": "i", "command": ["python", "-c", EXPLICIT]}]}}}}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "w"},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"job-name": "explicit"}},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "explicit"},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 2,
+            "parallelism": 2,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "subdomain": "w",
+                    "automountServiceAccountToken": False,
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "i", "command": ["python", "-c", EXPLICIT]}],
+                }
+            },
+        },
+    }
     return [service, job]
 
 
@@ -127,18 +164,33 @@ def test_explicit_arguments_without_a_token_crash_where_the_client_is_installed(
     assert rc == 1
     said = [p["stderr_tail"][-1] for p in report["workloads"][0]["attempts"][0]["pods"] if p["stderr_tail"]]
     assert said and all(line.endswith("ConfigException: Service token file does not exist.") for line in said)
-    rc, _, out = simulate(path, "--run-command", "--no-k8s-client", tmp=tmp_path)   # an image with plain jax
+    rc, _, out = simulate(path, "--run-command", "--no-k8s-client", tmp=tmp_path)  # an image with plain jax
     assert rc == 0, out
 
 
 @pytest.mark.parametrize("backend", ["jobset", "job"])
 def test_kubernetes_api_jobs_initialize_through_jax_detection(backend: str, tmp_path: Path) -> None:
     """jaxinfra's kubernetes_api=True: its Role and token let a bare initialize() read the API."""
-    script = ("import jax; jax.distributed.initialize(initialization_timeout=60); "
-              "assert jax.process_count() == 2; jax.distributed.shutdown()")
-    cluster = Cluster(name="k", node_pools=[NodePool("cpu", CPU())],
-                      jobs=[JaxJob("train", image="local/jax-k8s:latest", command=["python", "-c", script], node_pool="cpu",
-                                   nodes=2, backend=backend, kubernetes_api=True, init_timeout_seconds=60)])
+    script = (
+        "import jax; jax.distributed.initialize(initialization_timeout=60); "
+        "assert jax.process_count() == 2; jax.distributed.shutdown()"
+    )
+    cluster = Cluster(
+        name="k",
+        node_pools=[NodePool("cpu", CPU())],
+        jobs=[
+            JaxJob(
+                "train",
+                image="local/jax-k8s:latest",
+                command=["python", "-c", script],
+                node_pool="cpu",
+                nodes=2,
+                backend=backend,
+                kubernetes_api=True,
+                init_timeout_seconds=60,
+            )
+        ],
+    )
     docs = manifests(cluster)
     assert problems_of(emulate(docs, check_all=False)) == []
     rc, report, out = simulate(write(tmp_path, "k.yaml", docs), "--run-command", tmp=tmp_path)
@@ -148,7 +200,9 @@ def test_kubernetes_api_jobs_initialize_through_jax_detection(backend: str, tmp_
 
 @pytest.mark.parametrize("client", ["--k8s-client", "--no-k8s-client"])
 def test_jaxinfras_own_stack_passes_with_or_without_the_client(client: str, tmp_path: Path) -> None:
-    assert not any(p.token for w in emulate(rendered(EXAMPLE / "stacks" / "cpu_dev.py", "jobset")).workloads for p in w.pods)
+    assert not any(
+        p.token for w in emulate(rendered(EXAMPLE / "stacks" / "cpu_dev.py", "jobset")).workloads for p in w.pods
+    )
     rc, report, out = simulate("examples/training-infra/stacks/cpu_dev.py", client, tmp=tmp_path)
     assert rc == 0, out
-    assert report["api_server"] == []          # no pod mounts a token: no API server was started
+    assert report["api_server"] == []  # no pod mounts a token: no API server was started

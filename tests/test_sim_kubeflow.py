@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 
+from conftest import ROOT, one_problem, problems_of
 from jaxinfra import yamlio
 from jaxinfra.simulate import inputs, kubelet, model
 from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.controllers.jaxjob import jaxjob
 from jaxinfra.simulate.inputs import load_files
-
-from conftest import ROOT, one_problem, problems_of
 from test_simulate import only, simulate
 
 MANIFESTS = ROOT / "tests" / "manifests"
@@ -60,24 +59,36 @@ def trainjob(objs: list[dict[str, Any]]) -> dict[str, Any]:
 # (a) Training Operator v1 JAXJob: pods, Services, env, DNS, restart policy
 # --------------------------------------------------------------------------------------------
 
+
 def test_v1_pods_are_named_and_labelled_as_the_operator_creates_them() -> None:
     c = emulate(load(JAXJOB_CPU))
     w = only_workload(c)
     assert problems_of(c) == []
     assert (w.id, w.groups, w.hosts_per_group, w.chips_per_host) == ("JAXJob/kubeflow/jaxjob-simple", 1, 2, 2)
     assert [p.name for p in w.pods] == ["jaxjob-simple-worker-0", "jaxjob-simple-worker-1"]
-    assert [p.hostname for p in w.pods] == [p.name for p in w.pods]        # no spec.hostname: the kubelet uses the pod name
+    assert [p.hostname for p in w.pods] == [p.name for p in w.pods]  # no spec.hostname: the kubelet uses the pod name
     assert {p.subdomain for p in w.pods} == {None}
     assert [p.global_index for p in w.pods] == [0, 1]
-    common = {"app": "jax-demo", "training.kubeflow.org/operator-name": "jaxjob-controller",
-              "training.kubeflow.org/job-name": "jaxjob-simple", "training.kubeflow.org/replica-type": "worker"}
-    assert w.pods[0].labels == {**common, "training.kubeflow.org/replica-index": "0", "training.kubeflow.org/job-role": "master"}
+    common = {
+        "app": "jax-demo",
+        "training.kubeflow.org/operator-name": "jaxjob-controller",
+        "training.kubeflow.org/job-name": "jaxjob-simple",
+        "training.kubeflow.org/replica-type": "worker",
+    }
+    assert w.pods[0].labels == {
+        **common,
+        "training.kubeflow.org/replica-index": "0",
+        "training.kubeflow.org/job-role": "master",
+    }
     assert w.pods[1].labels == {**common, "training.kubeflow.org/replica-index": "1"}
-    for p in w.pods:   # created directly by the operator: no Job, no JobSet
-        assert not any(k.startswith(("batch.kubernetes.io/", "jobset.sigs.k8s.io/")) or k in ("job-name", "controller-uid") for k in p.labels)
+    for p in w.pods:  # created directly by the operator: no Job, no JobSet
+        assert not any(
+            k.startswith(("batch.kubernetes.io/", "jobset.sigs.k8s.io/")) or k in ("job-name", "controller-uid")
+            for k in p.labels
+        )
         assert p.annotations == {}
         assert (p.container, p.accelerator, p.devices) == ("jax", "cpu", 2)
-        assert p.container_ports == (6666,)                                 # webhook default: jaxjob-port 6666
+        assert p.container_ports == (6666,)  # webhook default: jaxjob-port 6666
 
 
 BENEATH = ["HOSTNAME", *kubelet.service_env("127.0.255.1", 443)]
@@ -92,7 +103,7 @@ def own_env(pod: model.Pod) -> list[str]:
 def test_v1_env_is_appended_by_the_operator_in_upstream_order() -> None:
     w = only_workload(emulate(load(JAXJOB_CPU)))
     for i, p in enumerate(w.pods):
-        assert list(p.env) == [*BENEATH, "JAX_NUM_CPU_DEVICES", *V1_ENV]   # the user's env first, then the operator's
+        assert list(p.env) == [*BENEATH, "JAX_NUM_CPU_DEVICES", *V1_ENV]  # the user's env first, then the operator's
         assert [p.env[k] for k in V1_ENV] == ["1", "6666", "jaxjob-simple-worker-0", "2", str(i)]
         assert "JAX_COORDINATOR_ADDRESS" not in p.env and "JAX_PROCESS_ID" not in p.env
 
@@ -103,13 +114,20 @@ def test_v1_one_headless_service_per_replica_resolves_the_coordinator_to_rank_ze
     assert [s.name for s in draft.services] == ["jaxjob-simple-worker-0", "jaxjob-simple-worker-1"]
     svc = draft.services[1]
     assert (svc.namespace, svc.headless, svc.publish_not_ready, svc.ports) == ("kubeflow", True, False, ((6666, 6666),))
-    assert svc.selector == {"training.kubeflow.org/operator-name": "jaxjob-controller", "training.kubeflow.org/job-name": "jaxjob-simple",
-                            "training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "1"}
+    assert svc.selector == {
+        "training.kubeflow.org/operator-name": "jaxjob-controller",
+        "training.kubeflow.org/job-name": "jaxjob-simple",
+        "training.kubeflow.org/replica-type": "worker",
+        "training.kubeflow.org/replica-index": "1",
+    }
     c = emulate(objs)
     w = only_workload(c)
     for i, p in enumerate(w.pods):
-        for name in (f"jaxjob-simple-worker-{i}.kubeflow.svc.cluster.local", f"jaxjob-simple-worker-{i}.kubeflow",
-                     f"jaxjob-simple-worker-{i}"):
+        for name in (
+            f"jaxjob-simple-worker-{i}.kubeflow.svc.cluster.local",
+            f"jaxjob-simple-worker-{i}.kubeflow",
+            f"jaxjob-simple-worker-{i}",
+        ):
             assert c.hosts[name] == p.ip
     assert c.hosts[w.pods[1].env["COORDINATOR_ADDRESS"]] == w.pods[0].ip
 
@@ -120,17 +138,22 @@ def test_v1_gpu_port_from_the_named_port_and_devices_from_the_gpu_limit() -> Non
     assert problems_of(c) == []
     assert [p.name for p in w.pods] == [f"llm-gpu-worker-{i}" for i in range(3)]
     assert {(p.accelerator, p.devices, p.container_ports) for p in w.pods} == {("gpu", 2, (1234,))}
-    assert [(p.env["COORDINATOR_PORT"], p.env["NUM_PROCESSES"], p.env["PROCESS_ID"]) for p in w.pods] == \
-        [("1234", "3", "0"), ("1234", "3", "1"), ("1234", "3", "2")]
+    assert [(p.env["COORDINATOR_PORT"], p.env["NUM_PROCESSES"], p.env["PROCESS_ID"]) for p in w.pods] == [
+        ("1234", "3", "0"),
+        ("1234", "3", "1"),
+        ("1234", "3", "2"),
+    ]
     assert c.hosts["llm-gpu-worker-0.default.svc.cluster.local"] == w.pods[0].ip
-    assert w.restart == model.RestartPolicy(kind="job", backoff_limit=0)     # restartPolicy defaults to Never
+    assert w.restart == model.RestartPolicy(kind="job", backoff_limit=0)  # restartPolicy defaults to Never
 
 
 def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
     objs = load(JAXJOB_CPU)
     container = jax_container(objs)
-    container["env"] += [{"name": "ADDR", "value": "$(COORDINATOR_ADDRESS):$(COORDINATOR_PORT)"},
-                         {"name": "PROCESS_ID", "value": "7"}]                # the operator's own entry comes later and wins
+    container["env"] += [
+        {"name": "ADDR", "value": "$(COORDINATOR_ADDRESS):$(COORDINATOR_PORT)"},
+        {"name": "PROCESS_ID", "value": "7"},
+    ]  # the operator's own entry comes later and wins
     container["args"] = ["--coordinator=$(COORDINATOR_ADDRESS):$(COORDINATOR_PORT)", "--rank=$(PROCESS_ID)"]
     w = only_workload(emulate(objs))
     p = w.pods[1]
@@ -139,16 +162,42 @@ def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
     assert p.args == ("--coordinator=jaxjob-simple-worker-0:6666", "--rank=1")
 
 
-@pytest.mark.parametrize(("restart_policy", "backoff_limit", "expected"), [
-    (None, None, model.RestartPolicy(kind="job", backoff_limit=0)),                      # default Never: first failure fails
-    ("Never", 5, model.RestartPolicy(kind="job", backoff_limit=0)),                       # Never is not counted against backoffLimit
-    ("OnFailure", 3, model.RestartPolicy(kind="job", backoff_limit=2, in_place=True)),    # fails when restarts sum to 3 (>= limit)
-    ("OnFailure", 0, model.RestartPolicy(kind="job", backoff_limit=0, in_place=True)),    # 0: the first restart fails it
-    ("Always", None, model.RestartPolicy(kind="job", backoff_limit=None, in_place=True)),  # no backoffLimit: unlimited, in place
-    ("ExitCode", 2, model.RestartPolicy(kind="job", backoff_limit=1, pod_failure_rules=(
-        {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},))),
-])
-def test_v1_restart_policy(restart_policy: str | None, backoff_limit: int | None, expected: model.RestartPolicy) -> None:
+@pytest.mark.parametrize(
+    ("restart_policy", "backoff_limit", "expected"),
+    [
+        (None, None, model.RestartPolicy(kind="job", backoff_limit=0)),  # default Never: first failure fails
+        ("Never", 5, model.RestartPolicy(kind="job", backoff_limit=0)),  # Never is not counted against backoffLimit
+        (
+            "OnFailure",
+            3,
+            model.RestartPolicy(kind="job", backoff_limit=2, in_place=True),
+        ),  # fails when restarts sum to 3 (>= limit)
+        (
+            "OnFailure",
+            0,
+            model.RestartPolicy(kind="job", backoff_limit=0, in_place=True),
+        ),  # 0: the first restart fails it
+        (
+            "Always",
+            None,
+            model.RestartPolicy(kind="job", backoff_limit=None, in_place=True),
+        ),  # no backoffLimit: unlimited, in place
+        (
+            "ExitCode",
+            2,
+            model.RestartPolicy(
+                kind="job",
+                backoff_limit=1,
+                pod_failure_rules=(
+                    {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},
+                ),
+            ),
+        ),
+    ],
+)
+def test_v1_restart_policy(
+    restart_policy: str | None, backoff_limit: int | None, expected: model.RestartPolicy
+) -> None:
     objs = load(JAXJOB_CPU)
     worker(objs).pop("restartPolicy")
     objs[0]["spec"].pop("runPolicy")
@@ -172,25 +221,35 @@ def test_v1_replica_type_keys_are_case_insensitive_and_replicas_default_to_one()
 # (a) Trainer v2 TrainJob: the JobSet the Trainer builds, the JAX plugin's env
 # --------------------------------------------------------------------------------------------
 
+
 def test_v2_on_the_upstream_runtime_becomes_its_jobset() -> None:
-    c = emulate(load(TRAINJOB_UPSTREAM))                     # the runtime is not in the file: the packaged upstream one
+    c = emulate(load(TRAINJOB_UPSTREAM))  # the runtime is not in the file: the packaged upstream one
     w = only_workload(c)
     assert problems_of(c) == []
     assert (w.id, w.groups, w.hosts_per_group, w.chips_per_host) == ("TrainJob/default/jax-mnist", 1, 2, 2)
     assert [p.hostname for p in w.pods] == ["jax-mnist-node-0-0", "jax-mnist-node-0-1"]
     assert {p.subdomain for p in w.pods} == {"jax-mnist"}
     p = w.pods[1]
-    assert p.labels["jobset.sigs.k8s.io/jobset-name"] == "jax-mnist" and p.labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
+    assert (
+        p.labels["jobset.sigs.k8s.io/jobset-name"] == "jax-mnist"
+        and p.labels["jobset.sigs.k8s.io/replicatedjob-name"] == "node"
+    )
     assert p.labels["batch.kubernetes.io/job-name"] == "jax-mnist-node-0"
     assert (p.container, p.image, p.command[0]) == ("node", "nvcr.io/nvidia/jax:25.10-py3", "python3")
     # The JAX plugin upserts its env into the runtime's container; the TrainJob's env comes after; then the Job controller's.
-    assert own_env(p) == ["JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS", "JAX_NUM_CPU_DEVICES", "JOB_COMPLETION_INDEX"]
+    assert own_env(p) == [
+        "JAX_NUM_PROCESSES",
+        "JAX_PROCESS_ID",
+        "JAX_COORDINATOR_ADDRESS",
+        "JAX_NUM_CPU_DEVICES",
+        "JOB_COMPLETION_INDEX",
+    ]
     assert [w.pods[i].env["JAX_PROCESS_ID"] for i in (0, 1)] == ["0", "1"]
     assert (p.env["JAX_NUM_PROCESSES"], p.env["JAX_COORDINATOR_ADDRESS"]) == ("2", "jax-mnist-node-0-0.jax-mnist:29500")
     assert p.container_ports == (29500,)
     assert c.hosts["jax-mnist-node-0-0.jax-mnist.default.svc.cluster.local"] == w.pods[0].ip
     assert c.hosts["jax-mnist-node-0-0.jax-mnist"] == w.pods[0].ip
-    assert w.restart == model.RestartPolicy(kind="jobset", max_restarts=0, backoff_limit=6)   # no failurePolicy upstream
+    assert w.restart == model.RestartPolicy(kind="jobset", max_restarts=0, backoff_limit=6)  # no failurePolicy upstream
 
 
 def test_v2_on_a_training_runtime_in_the_manifests() -> None:
@@ -199,20 +258,31 @@ def test_v2_on_a_training_runtime_in_the_manifests() -> None:
     assert problems_of(c) == []
     assert w.id == "TrainJob/research/llm" and [p.hostname for p in w.pods] == [f"llm-node-0-{i}" for i in range(3)]
     p = w.pods[2]
-    assert (p.accelerator, p.devices) == ("gpu", 2)                           # resourcesPerNode merged into the `node` container
-    assert own_env(p)[:4] == ["XLA_PYTHON_CLIENT_MEM_FRACTION", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"]
-    assert (p.env["JAX_NUM_PROCESSES"], p.env["JAX_PROCESS_ID"], p.env["JAX_COORDINATOR_ADDRESS"]) == ("3", "2", "llm-node-0-0.llm:29500")
+    assert (p.accelerator, p.devices) == ("gpu", 2)  # resourcesPerNode merged into the `node` container
+    assert own_env(p)[:4] == [
+        "XLA_PYTHON_CLIENT_MEM_FRACTION",
+        "JAX_NUM_PROCESSES",
+        "JAX_PROCESS_ID",
+        "JAX_COORDINATOR_ADDRESS",
+    ]
+    assert (p.env["JAX_NUM_PROCESSES"], p.env["JAX_PROCESS_ID"], p.env["JAX_COORDINATOR_ADDRESS"]) == (
+        "3",
+        "2",
+        "llm-node-0-0.llm:29500",
+    )
     assert c.hosts["llm-node-0-0.llm.research.svc.cluster.local"] == w.pods[0].ip
-    assert w.restart.kind == "jobset" and w.restart.max_restarts == 1      # the runtime's JobSet failurePolicy
+    assert w.restart.kind == "jobset" and w.restart.max_restarts == 1  # the runtime's JobSet failurePolicy
 
 
 def test_v2_env_is_upserted_after_the_plugin_env() -> None:
     objs = load(TRAINJOB_UPSTREAM)
-    trainjob(objs)["spec"]["trainer"]["env"] += [{"name": "TAG", "value": "rank-$(JAX_PROCESS_ID)"},
-                                                 {"name": "JAX_NUM_PROCESSES", "value": "2"}]
+    trainjob(objs)["spec"]["trainer"]["env"] += [
+        {"name": "TAG", "value": "rank-$(JAX_PROCESS_ID)"},
+        {"name": "JAX_NUM_PROCESSES", "value": "2"},
+    ]
     p = only_workload(emulate(objs)).pods[1]
-    assert p.env["TAG"] == "rank-1"                           # unlike v1, the plugin's env is defined before the user's
-    assert own_env(p).index("JAX_NUM_PROCESSES") == 0        # replaced in place, not appended
+    assert p.env["TAG"] == "rank-1"  # unlike v1, the plugin's env is defined before the user's
+    assert own_env(p).index("JAX_NUM_PROCESSES") == 0  # replaced in place, not appended
 
 
 def test_v2_num_nodes_defaults_to_the_runtime_and_manifest_runtime_wins() -> None:
@@ -222,30 +292,58 @@ def test_v2_num_nodes_defaults_to_the_runtime_and_manifest_runtime_wins() -> Non
     runtime["spec"]["mlPolicy"]["numNodes"] = 3
     w = only_workload(emulate([runtime, *objs]))
     assert len(w.pods) == 3 and w.pods[0].env["JAX_NUM_PROCESSES"] == "3"
-    assert only_workload(emulate(objs)).pods[0].env["JAX_NUM_PROCESSES"] == "1"   # upstream numNodes: 1
+    assert only_workload(emulate(objs)).pods[0].env["JAX_NUM_PROCESSES"] == "1"  # upstream numNodes: 1
 
 
 def test_v2_runtime_patches_merge_by_name() -> None:
     objs = load(TRAINJOB_UPSTREAM)
-    trainjob(objs)["spec"]["runtimePatches"] = [{"manager": "test", "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
-        {"name": "node", "template": {"spec": {"template": {"spec": {"containers": [
-            {"name": "node", "env": [{"name": "FROM_PATCH", "value": "yes"}]}]}}}}}]}}}}]
+    trainjob(objs)["spec"]["runtimePatches"] = [
+        {
+            "manager": "test",
+            "trainingRuntimeSpec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {
+                                "name": "node",
+                                "template": {
+                                    "spec": {
+                                        "template": {
+                                            "spec": {
+                                                "containers": [
+                                                    {"name": "node", "env": [{"name": "FROM_PATCH", "value": "yes"}]}
+                                                ]
+                                            }
+                                        }
+                                    }
+                                },
+                            }
+                        ]
+                    }
+                }
+            },
+        }
+    ]
     p = only_workload(emulate(objs)).pods[0]
     assert p.env["FROM_PATCH"] == "yes" and p.image == "nvcr.io/nvidia/jax:25.10-py3"
 
 
 def test_upstream_runtime_is_package_data_with_its_provenance() -> None:
-    text = (ROOT / "simulate" / "jax_distributed_runtime.yaml").read_text()
+    text = (ROOT / "src" / "jaxinfra" / "simulate" / "jax_distributed_runtime.yaml").read_text()
     assert text.startswith("# Copyright The Kubeflow Authors.") and "8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3" in text
     [runtime] = yamlio.load(text)
     assert runtime == inputs.upstream_runtime()
-    assert (runtime["kind"], runtime["metadata"]["name"], runtime["spec"]["mlPolicy"]) == \
-        ("ClusterTrainingRuntime", "jax-distributed", {"numNodes": 1, "jax": {}})
+    assert (runtime["kind"], runtime["metadata"]["name"], runtime["spec"]["mlPolicy"]) == (
+        "ClusterTrainingRuntime",
+        "jax-distributed",
+        {"numNodes": 1, "jax": {}},
+    )
 
 
 # --------------------------------------------------------------------------------------------
 # (d) Broken manifests: one precise problem each
 # --------------------------------------------------------------------------------------------
+
 
 def test_v1_without_a_jax_container_is_rejected() -> None:
     objs = load(JAXJOB_CPU)
@@ -265,7 +363,9 @@ def test_v1_with_another_replica_type_is_rejected() -> None:
 
 def test_v1_operator_env_referenced_from_env_stays_verbatim() -> None:
     objs = load(JAXJOB_CPU)
-    jax_container(objs)["env"].append({"name": "JAX_COORDINATOR_ADDRESS", "value": "$(COORDINATOR_ADDRESS):$(COORDINATOR_PORT)"})
+    jax_container(objs)["env"].append(
+        {"name": "JAX_COORDINATOR_ADDRESS", "value": "$(COORDINATOR_ADDRESS):$(COORDINATOR_PORT)"}
+    )
     problem = one_problem(emulate(objs), "must be host:port")
     assert problem.path == "JAXJob/kubeflow/jaxjob-simple pod jaxjob-simple-worker-0 env JAX_COORDINATOR_ADDRESS"
     assert "COORDINATOR_ADDRESS, COORDINATOR_PORT are appended by the Training Operator after yours" in problem.message
@@ -283,7 +383,10 @@ def test_v1_readiness_probe_delays_the_operators_service() -> None:
     objs = load(JAXJOB_CPU)
     jax_container(objs)["readinessProbe"] = {"tcpSocket": {"port": 6666}}
     problem = one_problem(emulate(objs), "readinessProbe")
-    assert "does not publish not-ready addresses" in problem.message and problem.fix == "remove the readinessProbe from container 'jax'"
+    assert (
+        "does not publish not-ready addresses" in problem.message
+        and problem.fix == "remove the readinessProbe from container 'jax'"
+    )
 
 
 def test_v2_with_an_unknown_runtime() -> None:
@@ -293,7 +396,10 @@ def test_v2_with_an_unknown_runtime() -> None:
     assert c.workloads == ()
     problem = one_problem(c, "jax-distributd")
     assert problem.path == "TrainJob/default/jax-mnist spec.runtimeRef"
-    assert "ClusterTrainingRuntime 'jax-distributd' is neither in the manifests nor the upstream 'jax-distributed'" in problem.message
+    assert (
+        "ClusterTrainingRuntime 'jax-distributd' is neither in the manifests nor the upstream 'jax-distributed'"
+        in problem.message
+    )
     assert problem.fix == "reference one of ['jax-distributed'], or add the ClusterTrainingRuntime to the manifests"
 
 
@@ -312,10 +418,12 @@ def test_v2_on_a_torch_runtime_is_not_a_jax_runtime() -> None:
 
 def test_v2_runtime_without_node_container() -> None:
     objs = load(TRAINJOB_OWN)
-    objs[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]["name"] = "main"
+    objs[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0][
+        "name"
+    ] = "main"
     c = emulate(objs)
     assert "no container named 'node'" in one_problem(c, "no container named").message
-    assert one_problem(c, "no coordinator address")           # and so no JAX env reaches the pods
+    assert one_problem(c, "no coordinator address")  # and so no JAX env reaches the pods
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,7 +450,9 @@ def test_operator_style_scripts_run_unchanged(name: str, tmp_path: Path) -> None
     assert rc == 0 and report["ok"], err
     w = only(report)
     assert (w["verdict"], w["restarts"]) == ("succeeded", 0)
-    assert [(p["hostname"], p["rank"], p["exit_code"]) for p in w["attempts"][0]["pods"]] == [(h, i, 0) for i, h in enumerate(RUNS[name])]
+    assert [(p["hostname"], p["rank"], p["exit_code"]) for p in w["attempts"][0]["pods"]] == [
+        (h, i, 0) for i, h in enumerate(RUNS[name])
+    ]
 
 
 @pytest.mark.parametrize("name", ["jaxjob_gpu_v1_script", "trainjob_upstream_runtime"], ids=_id)
@@ -359,7 +469,9 @@ def test_v1_on_failure_restarts_within_its_backoff_limit(tmp_path: Path) -> None
     objs[0]["spec"]["runPolicy"]["backoffLimit"] = 3
     path = tmp_path / "jaxjob.yaml"
     path.write_text(yamlio.dump(objs))
-    rc, report, err = simulate(str(path), "--run-command", "--kill", "jaxjob-simple-worker-1@0.1", tmp=tmp_path, timeout=120)
+    rc, report, err = simulate(
+        str(path), "--run-command", "--kill", "jaxjob-simple-worker-1@0.1", tmp=tmp_path, timeout=120
+    )
     w = only(report)
     assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1), err
     assert "SIGKILL" in w["attempts"][0]["reason"]
@@ -371,14 +483,16 @@ def test_broken_v2_fails_before_anything_runs(tmp_path: Path) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(yamlio.dump(objs))
     rc, report, _ = simulate(str(path), "--run-command", tmp=tmp_path)
-    assert rc == 2 and report["workloads"] == []      # Trainer's webhook refuses the TrainJob when it is applied
+    assert rc == 2 and report["workloads"] == []  # Trainer's webhook refuses the TrainJob when it is applied
     [problem] = report["problems"]
     assert 'clustertrainingruntimes.trainer.kubeflow.org "jax-distributd" not found' in problem["message"]
 
 
 def test_broken_v1_fails_before_anything_runs(tmp_path: Path) -> None:
     objs = load(JAXJOB_CPU)
-    jax_container(objs)["env"].append({"name": "JAX_COORDINATOR_ADDRESS", "value": "$(COORDINATOR_ADDRESS):$(COORDINATOR_PORT)"})
+    jax_container(objs)["env"].append(
+        {"name": "JAX_COORDINATOR_ADDRESS", "value": "$(COORDINATOR_ADDRESS):$(COORDINATOR_PORT)"}
+    )
     path = tmp_path / "broken.yaml"
     path.write_text(yamlio.dump(objs))
     rc, report, _ = simulate(str(path), "--run-command", tmp=tmp_path)

@@ -123,11 +123,16 @@ def test_the_job_and_its_service_account_from_two_files_are_one_cluster(tmp_path
     [w] = report["workloads"]
     assert (w["id"], w["source"], w["verdict"]) == ("Job/default/jax-ci-smoke", str(job), "succeeded")
     assert report["inputs"] == {
-        str(rbac): ["ServiceAccount/default/jax-ci-runner", "Role/default/jax-ci-discovery", "RoleBinding/default/jax-ci-discovery"],
-        str(job): ["Service/default/jax-ci-hosts", "Job/default/jax-ci-smoke"]}
+        str(rbac): [
+            "ServiceAccount/default/jax-ci-runner",
+            "Role/default/jax-ci-discovery",
+            "RoleBinding/default/jax-ci-discovery",
+        ],
+        str(job): ["Service/default/jax-ci-hosts", "Job/default/jax-ci-smoke"],
+    }
     # the pods read the API as jax-ci-runner, allowed by the RoleBinding of the other file
     assert any(line.startswith("200 GET /api/v1/namespaces/default/pods") for line in report["api_server"])
-    assert f"from {rbac}: ServiceAccount/default/jax-ci-runner" in out          # the summary says which file held what
+    assert f"from {rbac}: ServiceAccount/default/jax-ci-runner" in out  # the summary says which file held what
     assert f"{job}: Job/default/jax-ci-smoke: succeeded" in out
 
 
@@ -296,22 +301,37 @@ def test_a_trainjob_uses_the_runtime_of_the_other_file(tmp_path: Path) -> None:
 
 # --- folders: walked as kubectl walks them -----------------------------------------------------------
 
+
 def test_a_folder_is_its_manifest_files_in_walk_order(tmp_path: Path) -> None:
     root = tmp_path / "d"
     for name in ["b.yaml", "a/z.json", "a/y.YAML", "a-b.yml", "a/.hidden.yaml", "notes.txt", "c.py"]:
         write(root / name, "")
-    (root / "link").symlink_to(root / "a")                    # a symlink to a folder is not followed
+    (root / "link").symlink_to(root / "a")  # a symlink to a folder is not followed
     problems: list = []
     # filepath.Walk: each folder's entries sorted by name, depth first ("a" before "a-b.yml"); extensions case-sensitive
-    assert [p.relative_to(root).as_posix() for p in expand([root], problems)] == ["a/.hidden.yaml", "a/z.json", "a-b.yml", "b.yaml"]
-    assert expand([root / "b.yaml", root, root / "notes.txt"], problems)[:2] == [root / "b.yaml", root / "a" / ".hidden.yaml"]
-    assert root / "notes.txt" in expand([root / "notes.txt"], problems) and problems == []   # a file given is read, whatever its name
+    assert [p.relative_to(root).as_posix() for p in expand([root], problems)] == [
+        "a/.hidden.yaml",
+        "a/z.json",
+        "a-b.yml",
+        "b.yaml",
+    ]
+    assert expand([root / "b.yaml", root, root / "notes.txt"], problems)[:2] == [
+        root / "b.yaml",
+        root / "a" / ".hidden.yaml",
+    ]
+    assert (
+        root / "notes.txt" in expand([root / "notes.txt"], problems) and problems == []
+    )  # a file given is read, whatever its name
 
 
 def test_a_folder_is_the_same_cluster_as_its_files_given_one_by_one(tmp_path: Path) -> None:
     folder = tmp_path / "ci"
-    files = [write(folder / "01-rbac" / "svc-acct.yaml", CI_RBAC), write(folder / "02-job.yaml", CI_JOB),
-             write(folder / "kueue" / "queues.yaml", QUEUES), write(folder / "kueue" / "workload.yaml", QUEUED_JOB)]
+    files = [
+        write(folder / "01-rbac" / "svc-acct.yaml", CI_RBAC),
+        write(folder / "02-job.yaml", CI_JOB),
+        write(folder / "kueue" / "queues.yaml", QUEUES),
+        write(folder / "kueue" / "workload.yaml", QUEUED_JOB),
+    ]
     [by_folder], [by_files] = _sources([folder], None), _sources(files, None)
     assert (by_folder.manifests, by_folder.files) == (by_files.manifests, by_files.files)
     a, b = plan(folder), plan(*files)
@@ -328,13 +348,19 @@ def test_an_empty_folder_and_an_unreadable_file_are_input_problems(tmp_path: Pat
 
 # --- objects applied twice: the later apply wins, except for a workload -------------------------------
 
+
 def test_a_later_definition_of_an_object_wins_with_a_note(tmp_path: Path) -> None:
     job = write(tmp_path / "job.yaml", CI_JOB)
-    tighter = QUEUES.replace("nominalQuota: 4", 'nominalQuota: "0.25"')   # int-or-string: a bare 0.25 is refused
+    tighter = QUEUES.replace("nominalQuota: 4", 'nominalQuota: "0.25"')  # int-or-string: a bare 0.25 is refused
     first, second = write(tmp_path / "a" / "queues.yaml", QUEUES), write(tmp_path / "b" / "queues.yaml", tighter)
-    report = plan(write(tmp_path / "svc-acct.yaml", CI_RBAC), first, second, job, write(tmp_path / "w.yaml", QUEUED_JOB))
+    report = plan(
+        write(tmp_path / "svc-acct.yaml", CI_RBAC), first, second, job, write(tmp_path / "w.yaml", QUEUED_JOB)
+    )
     assert f"ClusterQueue/team-cq defined in {first} and {second}: the later apply wins" in report.notes
-    assert f"ResourceFlavor/ci-flavor defined in {first} and {second}, identically: the second apply changes nothing" in report.notes
+    assert (
+        f"ResourceFlavor/ci-flavor defined in {first} and {second}, identically: the second apply changes nothing"
+        in report.notes
+    )
     # the later ClusterQueue decides: its quota is short, and the problem names its file
     assert report.inputs[str(second)] == ["ClusterQueue/team-cq"]
     [queued] = [r for r in report.results if r.workload.name == "queued-smoke"]
@@ -345,7 +371,10 @@ def test_a_later_definition_of_an_object_wins_with_a_note(tmp_path: Path) -> Non
 def test_a_workload_defined_twice_differently_is_a_problem_in_one_file_or_two(tmp_path: Path) -> None:
     one = write(tmp_path / "one.yaml", CI_JOB + "---\n" + CI_JOB.replace("backoffLimit: 0", "backoffLimit: 2"))
     [problem] = plan(write(tmp_path / "svc-acct.yaml", CI_RBAC), one).problems
-    assert problem.path == f"{one}: Job/default/jax-ci-smoke" and f"defined more than once, differently (twice in {one})" in problem.message
+    assert (
+        problem.path == f"{one}: Job/default/jax-ci-smoke"
+        and f"defined more than once, differently (twice in {one})" in problem.message
+    )
     again = write(tmp_path / "again.yaml", CI_JOB.replace("completions: 2", "completions: 1"))
     job = write(tmp_path / "job.yaml", CI_JOB)
     [problem] = plan(job, again).problems
@@ -354,17 +383,28 @@ def test_a_workload_defined_twice_differently_is_a_problem_in_one_file_or_two(tm
     copy = write(tmp_path / "copy.yaml", CI_JOB)
     report = plan(write(tmp_path / "svc-acct.yaml", CI_RBAC), job, job, copy)
     assert report.problems == () and len(report.results) == 1
-    assert f"Job/default/jax-ci-smoke defined in {job} and {copy}, identically: the second apply changes nothing" in report.notes
+    assert (
+        f"Job/default/jax-ci-smoke defined in {job} and {copy}, identically: the second apply changes nothing"
+        in report.notes
+    )
 
 
 def test_problems_name_the_file_of_their_object(tmp_path: Path) -> None:
-    odd = write(tmp_path / "extra.yaml", "apiVersion: batch/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nmetadata: {name: kindless}\n")
+    odd = write(
+        tmp_path / "extra.yaml",
+        "apiVersion: batch/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nmetadata: {name: kindless}\n",
+    )
     broken = write(tmp_path / "trainjob.yaml", TRAINJOB.replace("name: jax-distributed", "name: jax-distributd"))
     paths = [p.path for p in plan(write(tmp_path / "job.yaml", CI_JOB), odd, broken).problems]
-    assert paths == [f"{odd}#0 Widget/w kind", f"{odd}#1 ?/kindless kind", f"{broken}#0 TrainJob/mnist-smoke spec.RuntimeRef"]
+    assert paths == [
+        f"{odd}#0 Widget/w kind",
+        f"{odd}#1 ?/kindless kind",
+        f"{broken}#0 TrainJob/mnist-smoke spec.RuntimeRef",
+    ]
 
 
 # --- stacks stay clusters of their own ----------------------------------------------------------------
+
 
 def test_a_stack_is_a_cluster_of_its_own_beside_the_yaml(tmp_path: Path) -> None:
     rbac = write(tmp_path / "svc-acct.yaml", CI_RBAC)
@@ -385,8 +425,11 @@ def test_emulating_the_applied_cluster_equals_emulating_its_objects(tmp_path: Pa
 
 # --- validate takes the same inputs -------------------------------------------------------------------
 
+
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "jaxinfra", *args], capture_output=True, text=True, cwd=ROOT, timeout=120
+    )
 
 
 def test_validate_takes_folders_recursively(tmp_path: Path) -> None:
@@ -396,10 +439,14 @@ def test_validate_takes_folders_recursively(tmp_path: Path) -> None:
     write(folder / "README.md", "not a manifest")
     r = run("validate", str(folder))
     assert r.returncode == 0 and "2 files valid" in r.stderr, r.stderr
-    write(folder / "rbac" / "deep" / "bad.json", json.dumps({"apiVersion": "v1", "kind": "ServiceAccount",
-                                                               "metadata": {"name": "x"}, "typo": 1}))
+    write(
+        folder / "rbac" / "deep" / "bad.json",
+        json.dumps({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "x"}, "typo": 1}),
+    )
     r = run("validate", str(folder))
-    assert r.returncode == 2 and f"error: {folder / 'rbac' / 'deep' / 'bad.json'}#0 ServiceAccount/x" in r.stderr, r.stderr
+    assert r.returncode == 2 and f"error: {folder / 'rbac' / 'deep' / 'bad.json'}#0 ServiceAccount/x" in r.stderr, (
+        r.stderr
+    )
     (tmp_path / "empty").mkdir()
     r = run("validate", str(tmp_path / "empty"))
     assert r.returncode == 2 and "no .json, .yaml or .yml file in this folder" in r.stderr

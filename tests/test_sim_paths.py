@@ -21,25 +21,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import unprivileged
-from conftest import ROOT, problems_of, tree_snapshot
 from hypothesis import given
 from hypothesis import strategies as st
 
+import unprivileged
+from conftest import ROOT, problems_of, tree_snapshot
 from jaxinfra import yamlio
 from jaxinfra.errors import JaxinfraError
 from jaxinfra.simulate import container, model, paths
 from jaxinfra.simulate.cluster import emulate
 
 CANARIES = {"file": "canary\n", "labels": "canary labels\n", ".bashrc": "# the user's own\n"}
-CLIMB = "../" * 40   # more '..' than any folder of the run is deep: from anywhere, the machine's root
+CLIMB = "../" * 40  # more '..' than any folder of the run is deep: from anywhere, the machine's root
 #: Where a hostile name points, outside the test's folder: short, so that names made of it are not cut (the Job controller
 #: cuts pod names to 63 characters) and pod hostnames fit in 64.
 ELSEWHERE = Path(f"/tmp/jaxinfra-paths-{secrets.token_hex(4)}")
 
 
-def job(name: str = "paths", namespace: str = "default", *, volumes: str = "[]", mounts: str = "[]",
-        command: str = "true", extra: str = "") -> str:
+def job(
+    name: str = "paths",
+    namespace: str = "default",
+    *,
+    volumes: str = "[]",
+    mounts: str = "[]",
+    command: str = "true",
+    extra: str = "",
+) -> str:
     """A one-pod Indexed Job whose container runs `command` (with --run-command), with these volumes and mounts."""
     return extra + textwrap.dedent(f"""\
         apiVersion: batch/v1
@@ -84,8 +91,15 @@ def simulate(home: Path, text: str, *args: str, as_root: bool = True) -> tuple[i
     status, output, JSON report. Nothing may be left in `home` but the manifest and the report."""
     manifest, report = home / "hostile.yaml", home / "report.json"
     manifest.write_text(text, encoding="utf-8")
-    r = unprivileged.run([sys.executable, "-m", "jaxinfra", "simulate", str(manifest), *args, "--no-logs", "--json", str(report)],
-                         home, as_root=as_root, cwd=ROOT, capture_output=True, text=True, timeout=180)
+    r = unprivileged.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), *args, "--no-logs", "--json", str(report)],
+        home,
+        as_root=as_root,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     out = r.stdout + r.stderr
     assert "Traceback" not in out, out
     assert r.returncode in (0, 1, 2), out
@@ -109,76 +123,172 @@ def front_door(field: str, why: str) -> dict[str, str]:
 # absolute paths the manifest names that must not appear).
 CASES: dict[str, Any] = {
     "configMap-item-absolute": lambda c, t: (
-        config_map({"settings": "pwned"}) + job(volumes=f'[{{name: cfg, configMap: {{name: cfg, items: [{{key: settings, path: "{c}/file"}}]}}}}]',
-                                                mounts="[{name: cfg, mountPath: /etc/app}]"),
-        (), front_door("spec.template.spec.volumes[0].configMap.items[0].path", "must be a relative path"), []),
+        config_map({"settings": "pwned"})
+        + job(
+            volumes=f'[{{name: cfg, configMap: {{name: cfg, items: [{{key: settings, path: "{c}/file"}}]}}}}]',
+            mounts="[{name: cfg, mountPath: /etc/app}]",
+        ),
+        (),
+        front_door("spec.template.spec.volumes[0].configMap.items[0].path", "must be a relative path"),
+        [],
+    ),
     "configMap-item-dotdot": lambda c, t: (
-        config_map({"settings": "pwned"}) + job(volumes=f'[{{name: cfg, configMap: {{name: cfg, items: [{{key: settings, path: "{CLIMB}{str(c)[1:]}/file"}}]}}}}]',
-                                                mounts="[{name: cfg, mountPath: /etc/app}]"),
-        ("--run-command",), front_door("spec.template.spec.volumes[0].configMap.items[0].path", "must not contain '..'"), []),
+        config_map({"settings": "pwned"})
+        + job(
+            volumes=f'[{{name: cfg, configMap: {{name: cfg, items: [{{key: settings, path: "{CLIMB}{str(c)[1:]}/file"}}]}}}}]',
+            mounts="[{name: cfg, mountPath: /etc/app}]",
+        ),
+        ("--run-command",),
+        front_door("spec.template.spec.volumes[0].configMap.items[0].path", "must not contain '..'"),
+        [],
+    ),
     "configMap-item-dotdot-prefix": lambda c, t: (
-        config_map({"settings": "pwned"}) + job(volumes='[{name: cfg, configMap: {name: cfg, items: [{key: settings, path: "..data"}]}}]',
-                                                mounts="[{name: cfg, mountPath: /etc/app}]"),
-        ("--run-command",), front_door("spec.template.spec.volumes[0].configMap.items[0].path", "must not start with '..'"), []),
+        config_map({"settings": "pwned"})
+        + job(
+            volumes='[{name: cfg, configMap: {name: cfg, items: [{key: settings, path: "..data"}]}}]',
+            mounts="[{name: cfg, mountPath: /etc/app}]",
+        ),
+        ("--run-command",),
+        front_door("spec.template.spec.volumes[0].configMap.items[0].path", "must not start with '..'"),
+        [],
+    ),
     "configMap-key-dotdot": lambda c, t: (
-        config_map({"../x": "pwned", f"{CLIMB}{str(c)[1:]}/.bashrc": "pwned"}) + job(
-            volumes="[{name: cfg, configMap: {name: cfg}}]", mounts="[{name: cfg, mountPath: /etc/app}]"),
-        ("--run-command",), front_door('ConfigMap/cfg data["../x"]', "must not start with '..'"), []),
+        config_map({"../x": "pwned", f"{CLIMB}{str(c)[1:]}/.bashrc": "pwned"})
+        + job(volumes="[{name: cfg, configMap: {name: cfg}}]", mounts="[{name: cfg, mountPath: /etc/app}]"),
+        ("--run-command",),
+        front_door('ConfigMap/cfg data["../x"]', "must not start with '..'"),
+        [],
+    ),
     "secret-item-absolute": lambda c, t: (
-        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {token: pwned}\n---\n" + job(
+        "apiVersion: v1\nkind: Secret\nmetadata: {name: s}\nstringData: {token: pwned}\n---\n"
+        + job(
             volumes=f'[{{name: s, secret: {{secretName: s, items: [{{key: token, path: "{c}/file"}}]}}}}]',
-            mounts="[{name: s, mountPath: /etc/s}]"),
-        ("--run-command",), front_door("spec.template.spec.volumes[0].secret.items[0].path", "must be a relative path"), []),
+            mounts="[{name: s, mountPath: /etc/s}]",
+        ),
+        ("--run-command",),
+        front_door("spec.template.spec.volumes[0].secret.items[0].path", "must be a relative path"),
+        [],
+    ),
     "downwardAPI-item-absolute": lambda c, t: (
-        job(volumes=f'[{{name: info, downwardAPI: {{items: [{{path: "{c}/labels", fieldRef: {{fieldPath: metadata.labels}}}}]}}}}]',
-            mounts="[{name: info, mountPath: /etc/podinfo}]"),
-        ("--run-command",), front_door("spec.template.spec.volumes[0].downwardAPI.path", "must be a relative path"), []),
+        job(
+            volumes=f'[{{name: info, downwardAPI: {{items: [{{path: "{c}/labels", fieldRef: {{fieldPath: metadata.labels}}}}]}}}}]',
+            mounts="[{name: info, mountPath: /etc/podinfo}]",
+        ),
+        ("--run-command",),
+        front_door("spec.template.spec.volumes[0].downwardAPI.path", "must be a relative path"),
+        [],
+    ),
     "projected-item-dotdot": lambda c, t: (
-        config_map({"settings": "pwned"}) + job(
+        config_map({"settings": "pwned"})
+        + job(
             volumes=f'[{{name: all, projected: {{sources: [{{configMap: {{name: cfg, items: [{{key: settings, path: "a/{CLIMB}{str(c)[1:]}/file"}}]}}}}]}}}}]',
-            mounts="[{name: all, mountPath: /etc/all}]"),
-        ("--run-command",), front_door("spec.template.spec.volumes[0].projected.sources[0].configMap.items[0].path", "must not contain '..'"), []),
+            mounts="[{name: all, mountPath: /etc/all}]",
+        ),
+        ("--run-command",),
+        front_door(
+            "spec.template.spec.volumes[0].projected.sources[0].configMap.items[0].path", "must not contain '..'"
+        ),
+        [],
+    ),
     "job-name-absolute": lambda c, t: (
-        job(name=f"{ELSEWHERE}/x"), ("--run-command",), front_door("metadata.name", "a lowercase RFC 1123 subdomain"), [ELSEWHERE]),
+        job(name=f"{ELSEWHERE}/x"),
+        ("--run-command",),
+        front_door("metadata.name", "a lowercase RFC 1123 subdomain"),
+        [ELSEWHERE],
+    ),
     "job-name-climbing": lambda c, t: (
-        job(name=f"{'../' * 10}{str(ELSEWHERE)[1:]}/x"), ("--run-command",), front_door("metadata.name", "a lowercase RFC 1123 subdomain"),
-        [ELSEWHERE]),
+        job(name=f"{'../' * 10}{str(ELSEWHERE)[1:]}/x"),
+        ("--run-command",),
+        front_door("metadata.name", "a lowercase RFC 1123 subdomain"),
+        [ELSEWHERE],
+    ),
     "namespace-slash": lambda c, t: (
-        job(namespace=f"{t}/nsdir"), ("--run-command",), front_door("metadata.namespace", "a lowercase RFC 1123 label"), [t / "nsdir"]),
+        job(namespace=f"{t}/nsdir"),
+        ("--run-command",),
+        front_door("metadata.namespace", "a lowercase RFC 1123 label"),
+        [t / "nsdir"],
+    ),
     "namespace-tmp": lambda c, t: (
-        job(namespace=str(ELSEWHERE)), ("--run-command",), front_door("metadata.namespace", "a lowercase RFC 1123 label"), [ELSEWHERE]),
+        job(namespace=str(ELSEWHERE)),
+        ("--run-command",),
+        front_door("metadata.namespace", "a lowercase RFC 1123 label"),
+        [ELSEWHERE],
+    ),
     "name-300-chars": lambda c, t: (
-        job(name="a" * 300), ("--run-command",), front_door("metadata.name", "must be no more than 253"), []),
+        job(name="a" * 300),
+        ("--run-command",),
+        front_door("metadata.name", "must be no more than 253"),
+        [],
+    ),
     "name-unicode": lambda c, t: (
-        job(name="jöb-ü/../../é"), ("--run-command",), front_door("metadata.name", "a lowercase RFC 1123 subdomain"), []),
+        job(name="jöb-ü/../../é"),
+        ("--run-command",),
+        front_door("metadata.name", "a lowercase RFC 1123 subdomain"),
+        [],
+    ),
     "emptyDir-named-slash": lambda c, t: (
         job(volumes='[{name: "/", emptyDir: {}}]', mounts='[{name: "/", mountPath: /scratch}]'),
-        ("--run-command",), front_door("spec.template.spec.volumes[0].name", "a lowercase RFC 1123 label"), []),
+        ("--run-command",),
+        front_door("spec.template.spec.volumes[0].name", "a lowercase RFC 1123 label"),
+        [],
+    ),
     "emptyDir-named-path": lambda c, t: (
         job(volumes=f'[{{name: "{c}", emptyDir: {{}}}}]', mounts=f'[{{name: "{c}", mountPath: /scratch}}]'),
-        ("--run-command",), front_door("spec.template.spec.volumes[0].name", "a lowercase RFC 1123 label"), []),
+        ("--run-command",),
+        front_door("spec.template.spec.volumes[0].name", "a lowercase RFC 1123 label"),
+        [],
+    ),
     "claimName-dotdot": lambda c, t: (
         "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: ../../x}\n"
         "spec: {accessModes: [ReadWriteMany], resources: {requests: {storage: 1Gi}}}\n---\n"
-        + job(volumes="[{name: ckpt, persistentVolumeClaim: {claimName: ../../x}}]", mounts="[{name: ckpt, mountPath: /ckpt}]",
-              command="echo ok > /ckpt/written"),
-        ("--run-command",), front_door("PersistentVolumeClaim/../../x metadata.name", "a lowercase RFC 1123 subdomain"), []),
+        + job(
+            volumes="[{name: ckpt, persistentVolumeClaim: {claimName: ../../x}}]",
+            mounts="[{name: ckpt, mountPath: /ckpt}]",
+            command="echo ok > /ckpt/written",
+        ),
+        ("--run-command",),
+        front_door("PersistentVolumeClaim/../../x metadata.name", "a lowercase RFC 1123 subdomain"),
+        [],
+    ),
     "bucketName-dotdot": lambda c, t: (
-        job(volumes=f'[{{name: gcs, csi: {{driver: gcsfuse.csi.storage.gke.io, volumeAttributes: {{bucketName: "{CLIMB}{str(c)[1:]}"}}}}}}]',
-            mounts="[{name: gcs, mountPath: /gcs}]", command="echo pwned > /gcs/file"),
-        ("--run-command",), None, []),
+        job(
+            volumes=f'[{{name: gcs, csi: {{driver: gcsfuse.csi.storage.gke.io, volumeAttributes: {{bucketName: "{CLIMB}{str(c)[1:]}"}}}}}}]',
+            mounts="[{name: gcs, mountPath: /gcs}]",
+            command="echo pwned > /gcs/file",
+        ),
+        ("--run-command",),
+        None,
+        [],
+    ),
     "subPath-slash": lambda c, t: (
         job(volumes="[{name: scratch, emptyDir: {}}]", mounts='[{name: scratch, mountPath: /scratch, subPath: "/"}]'),
-        ("--run-command",), front_door("spec.template.spec.containers[0].volumeMounts.subPath", "must be a relative path"), []),
+        ("--run-command",),
+        front_door("spec.template.spec.containers[0].volumeMounts.subPath", "must be a relative path"),
+        [],
+    ),
     "subPath-dotdot": lambda c, t: (
-        job(volumes="[{name: scratch, emptyDir: {}}]", mounts='[{name: scratch, mountPath: /scratch, subPath: "../.."}]'),
-        ("--run-command",), front_door("spec.template.spec.containers[0].volumeMounts.subPath", "must not contain '..'"), []),
+        job(
+            volumes="[{name: scratch, emptyDir: {}}]", mounts='[{name: scratch, mountPath: /scratch, subPath: "../.."}]'
+        ),
+        ("--run-command",),
+        front_door("spec.template.spec.containers[0].volumeMounts.subPath", "must not contain '..'"),
+        [],
+    ),
     "subPath-name-too-long": lambda c, t: (
-        job(volumes="[{name: scratch, emptyDir: {}}]", mounts=f'[{{name: scratch, mountPath: /scratch, subPath: "a/{"x" * 300}"}}]'),
-        ("--run-command",), refused("spec.containers[0].volumeMounts[0].subPath", "longer than 255 bytes", "the kubelet cannot"), []),
+        job(
+            volumes="[{name: scratch, emptyDir: {}}]",
+            mounts=f'[{{name: scratch, mountPath: /scratch, subPath: "a/{"x" * 300}"}}]',
+        ),
+        ("--run-command",),
+        refused("spec.containers[0].volumeMounts[0].subPath", "longer than 255 bytes", "the kubelet cannot"),
+        [],
+    ),
     "mountPath-empty": lambda c, t: (
         job(volumes="[{name: scratch, emptyDir: {}}]", mounts='[{name: scratch, mountPath: ""}]'),
-        ("--run-command",), front_door("spec.template.spec.containers[0].volumeMounts[0].mountPath", "Required value"), []),
+        ("--run-command",),
+        front_door("spec.template.spec.containers[0].volumeMounts[0].mountPath", "Required value"),
+        [],
+    ),
 }
 
 
@@ -194,10 +304,10 @@ def check(case: str, home: Path, canary: Path, as_root: bool = True) -> None:
     assert {p.read_text() for p in canary.iterdir()} == set(CANARIES.values())
     for path in absent:
         assert not path.exists(), path
-    if refusal is None:   # it runs, in the simulator's folders
+    if refusal is None:  # it runs, in the simulator's folders
         assert rc == 0 or (case in MAY_FAIL and rc == 1), out
         return
-    if refusal["who"] == "front door":   # refused when applied: nothing stored, nothing started
+    if refusal["who"] == "front door":  # refused when applied: nothing stored, nothing started
         assert rc == 2 and all(w["attempts"] == [] for w in report["workloads"]), out
         assert any(refusal["field"] in p["path"] and refusal["why"] in p["message"] for p in report["problems"]), out
         return
@@ -216,7 +326,9 @@ def test_a_hostile_manifest_touches_nothing_outside_the_run(case: str, tmp_path:
     check(case, tmp_path, canaries(tmp_path))
 
 
-@pytest.mark.parametrize("case", ["configMap-item-absolute", "configMap-item-dotdot", "job-name-absolute", "subPath-dotdot"])
+@pytest.mark.parametrize(
+    "case", ["configMap-item-absolute", "configMap-item-dotdot", "job-name-absolute", "subPath-dotdot"]
+)
 def test_as_an_unprivileged_user_too(case: str) -> None:
     home = unprivileged.scratch_home()
     try:
@@ -229,11 +341,17 @@ def test_the_runs_that_run_succeed(tmp_path: Path) -> None:
     """What the front door admits runs in the simulator's own folders: a Job, and a claim with a dotted name, in a
     namespace, writing to the claim through a two-level subPath. (Names like paths never get this far: the API
     server's name rules refuse them; `paths.safe_name` still names every folder, tested below.)"""
-    text = job(name="paths-v1", namespace="ml", command="echo ok > /ckpt/written && cat /ckpt/written",
-               volumes="[{name: ckpt, persistentVolumeClaim: {claimName: ckpt.v1}}]",
-               mounts="[{name: ckpt, mountPath: /ckpt, subPath: run/1}]",
-               extra=("apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: ckpt.v1, namespace: ml}\n"
-                      "spec: {accessModes: [ReadWriteMany], resources: {requests: {storage: 1Gi}}}\n---\n"))
+    text = job(
+        name="paths-v1",
+        namespace="ml",
+        command="echo ok > /ckpt/written && cat /ckpt/written",
+        volumes="[{name: ckpt, persistentVolumeClaim: {claimName: ckpt.v1}}]",
+        mounts="[{name: ckpt, mountPath: /ckpt, subPath: run/1}]",
+        extra=(
+            "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: ckpt.v1, namespace: ml}\n"
+            "spec: {accessModes: [ReadWriteMany], resources: {requests: {storage: 1Gi}}}\n---\n"
+        ),
+    )
     before = tree_snapshot(tmp_path)
     rc, out, report = simulate(tmp_path, text, "--run-command")
     assert rc == 0 and report["ok"], out
@@ -244,15 +362,25 @@ def test_a_symlink_a_container_planted_for_its_restart_is_refused(tmp_path: Path
     """The container turns its subPath into a symlink to / and fails; restarted in place, its subPath would be the
     machine's root, read-write. The simulator stops there (exit 2, one line), the container never restarts."""
     canary = canaries(tmp_path)
-    script = (f"if [ -L /scratch/link ]; then echo pwned > /sub{canary}/file; exit 0; fi; "
-              "rm -rf /scratch/link && ln -s / /scratch/link && exit 1")
-    text = job(command=script, volumes="[{name: scratch, emptyDir: {}}]",
-               mounts="[{name: scratch, mountPath: /scratch}, {name: scratch, mountPath: /sub, subPath: link}]")
-    text = text.replace("backoffLimit: 0", "backoffLimit: 2").replace("restartPolicy: Never", "restartPolicy: OnFailure")
+    script = (
+        f"if [ -L /scratch/link ]; then echo pwned > /sub{canary}/file; exit 0; fi; "
+        "rm -rf /scratch/link && ln -s / /scratch/link && exit 1"
+    )
+    text = job(
+        command=script,
+        volumes="[{name: scratch, emptyDir: {}}]",
+        mounts="[{name: scratch, mountPath: /scratch}, {name: scratch, mountPath: /sub, subPath: link}]",
+    )
+    text = text.replace("backoffLimit: 0", "backoffLimit: 2").replace(
+        "restartPolicy: Never", "restartPolicy: OnFailure"
+    )
     before = tree_snapshot(tmp_path)
     rc, out, _ = simulate(tmp_path, text, "--run-command")
     assert rc == 2, out
-    assert "error: Job/default/paths pod paths-0 volume scratch subPath = 'link': leads out of its volume through a symlink" in out
+    assert (
+        "error: Job/default/paths pod paths-0 volume scratch subPath = 'link': leads out of its volume through a symlink"
+        in out
+    )
     assert tree_snapshot(tmp_path) == before
 
 
@@ -270,8 +398,12 @@ def test_a_file_volume_never_writes_outside_its_folder(tmp_path: Path, relative:
     pod = _pod((model.Mount("cfg", "/etc/app", kind="files", read_only=True, files=((relative, "pwned"),)),))
     with pytest.raises(paths.UnsafePath) as err:
         container._volumes(pod, tmp_path / "pod", lambda m: tmp_path / "storage")
-    assert "volume cfg file" in str(err.value) and isinstance(err.value, ValueError) and isinstance(err.value, JaxinfraError)
-    after = tree_snapshot(tmp_path)   # the volume's own (empty) folder, nothing else
+    assert (
+        "volume cfg file" in str(err.value)
+        and isinstance(err.value, ValueError)
+        and isinstance(err.value, JaxinfraError)
+    )
+    after = tree_snapshot(tmp_path)  # the volume's own (empty) folder, nothing else
     assert after and all(k.startswith(str(tmp_path / "pod")) and v == ("dir",) for k, v in after.items()), after
 
 
@@ -289,8 +421,13 @@ def test_a_symlink_a_container_left_in_its_volume_does_not_lead_out(tmp_path: Pa
 
 
 def test_folders_are_named_by_the_simulator(tmp_path: Path) -> None:
-    pod = _pod((model.Mount("/", "/a", kind="emptyDir"), model.Mount("c", "/b", kind="files", files=(("x/y", "1"),)),
-                model.Mount("d", "/c", sub_path="s/t", kind="claim", key="../../k")))
+    pod = _pod(
+        (
+            model.Mount("/", "/a", kind="emptyDir"),
+            model.Mount("c", "/b", kind="files", files=(("x/y", "1"),)),
+            model.Mount("d", "/c", sub_path="s/t", kind="claim", key="../../k"),
+        )
+    )
     got = container._volumes(pod, tmp_path / "pod", lambda m: tmp_path / "claims" / paths.safe_name(m.key))
     for source, _, _ in got:
         assert source.resolve().is_relative_to(tmp_path.resolve())
@@ -302,25 +439,43 @@ def test_folders_are_named_by_the_simulator(tmp_path: Path) -> None:
 
 
 def test_each_rejection_names_the_field_the_value_and_the_fix() -> None:
-    objs = yamlio.load((config_map({"settings": "x"}) + job(
-        volumes='[{name: cfg, configMap: {name: cfg, items: [{key: settings, path: ok}, {key: settings, path: /abs}]}}, '
+    objs = yamlio.load(
+
+            config_map({"settings": "x"})
+            + job(
+                volumes="[{name: cfg, configMap: {name: cfg, items: [{key: settings, path: ok}, {key: settings, path: /abs}]}}, "
                 '{name: info, downwardAPI: {items: [{path: "../up", fieldRef: {fieldPath: metadata.name}}]}}, {name: e, emptyDir: {}}]',
-        mounts='[{name: cfg, mountPath: /etc/app}, {name: e, mountPath: /e, subPath: "a/../b"}]')))
+                mounts='[{name: cfg, mountPath: /etc/app}, {name: e, mountPath: /e, subPath: "a/../b"}]',
+            )
+
+    )
     found = {p.path.split(" ", 3)[-1]: p for p in problems_of(emulate(objs))}
-    assert set(found) == {"spec.volumes[0].configMap.items[1].path", "spec.volumes[1].downwardAPI.items[0].path",
-                          "spec.containers[0].volumeMounts[1].subPath"}, found
+    assert set(found) == {
+        "spec.volumes[0].configMap.items[1].path",
+        "spec.volumes[1].downwardAPI.items[0].path",
+        "spec.containers[0].volumeMounts[1].subPath",
+    }, found
     p = found["spec.volumes[0].configMap.items[1].path"]
-    assert (p.value, p.message) == ("/abs", "must be a relative path: the API server rejects the pod") and "relative" in p.fix
+    assert (p.value, p.message) == (
+        "/abs",
+        "must be a relative path: the API server rejects the pod",
+    ) and "relative" in p.fix
     assert found["spec.volumes[1].downwardAPI.items[0].path"].value == "../up"
     assert found["spec.containers[0].volumeMounts[1].subPath"].message.startswith("must not contain '..'")
 
 
 def test_valid_volumes_are_untouched() -> None:
     """What the docs' examples do (nested item paths, a dotted key, a subPath folder) stays valid."""
-    objs = yamlio.load((config_map({"game.properties": "a=1", "ui_key-1": "b"}) + job(
-        volumes='[{name: cfg, configMap: {name: cfg, items: [{key: game.properties, path: conf/game.properties}]}}, '
-                '{name: all, configMap: {name: cfg}}, {name: e, emptyDir: {}}]',
-        mounts='[{name: cfg, mountPath: /etc/app}, {name: all, mountPath: /etc/all}, {name: e, mountPath: /e, subPath: data/x}]')))
+    objs = yamlio.load(
+
+            config_map({"game.properties": "a=1", "ui_key-1": "b"})
+            + job(
+                volumes="[{name: cfg, configMap: {name: cfg, items: [{key: game.properties, path: conf/game.properties}]}}, "
+                "{name: all, configMap: {name: cfg}}, {name: e, emptyDir: {}}]",
+                mounts="[{name: cfg, mountPath: /etc/app}, {name: all, mountPath: /etc/all}, {name: e, mountPath: /e, subPath: data/x}]",
+            )
+
+    )
     cluster = emulate(objs)
     assert problems_of(cluster) == []
     mounts = {m.volume: m for m in cluster.workloads[0].pods[0].mounts}
@@ -328,11 +483,20 @@ def test_valid_volumes_are_untouched() -> None:
 
 
 def test_files_the_kubelet_cannot_write_leave_the_pod_pending() -> None:
-    objs = yamlio.load((config_map({"a": "1", "b": "2", "c": "3"}) + job(
-        volumes='[{name: cfg, configMap: {name: cfg, items: [{key: a, path: x}, {key: b, path: x-y}, {key: c, path: ./x/y}]}}]',
-        mounts="[{name: cfg, mountPath: /etc/app}]")))
+    objs = yamlio.load(
+
+            config_map({"a": "1", "b": "2", "c": "3"})
+            + job(
+                volumes="[{name: cfg, configMap: {name: cfg, items: [{key: a, path: x}, {key: b, path: x-y}, {key: c, path: ./x/y}]}}]",
+                mounts="[{name: cfg, mountPath: /etc/app}]",
+            )
+
+    )
     [problem] = problems_of(emulate(objs))
-    assert "the kubelet cannot set it up" in problem.message and "the file 'x' is also a folder of 'x/y'" in problem.message
+    assert (
+        "the kubelet cannot set it up" in problem.message
+        and "the file 'x' is also a folder of 'x/y'" in problem.message
+    )
     assert "its own file path" in problem.fix
 
 
@@ -352,7 +516,10 @@ def test_safe_names_of_different_strings_differ(a: str, b: str) -> None:
     assert (paths.safe_name(a) == paths.safe_name(b)) == (a == b)
 
 
-PATHISH = st.lists(st.sampled_from(["..", ".", "", "a", "b", "/", "\0", "é", "x" * 256, "link"]), max_size=6).map("/".join) | st.text()
+PATHISH = (
+    st.lists(st.sampled_from(["..", ".", "", "a", "b", "/", "\0", "é", "x" * 256, "link"]), max_size=6).map("/".join)
+    | st.text()
+)
 
 
 @given(PATHISH)
@@ -362,7 +529,7 @@ def test_inside_returns_a_path_within_root_or_refuses(relative: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "root"
         (root / "a").mkdir(parents=True)
-        (root / "link").symlink_to(tmp)   # a way out, planted
+        (root / "link").symlink_to(tmp)  # a way out, planted
         try:
             got = paths.inside(root, relative)
         except paths.UnsafePath as err:

@@ -13,9 +13,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping
 
 import pytest
 
@@ -71,15 +71,21 @@ def clean_env() -> dict[str, str]:
 
 def jax_contract(port: int, n: int) -> Callable[[int], dict[str, str]]:
     """Trainer v2 style: JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES, JAX_PROCESS_ID."""
-    return lambda rank: {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
-                         "JAX_NUM_PROCESSES": str(n), "JAX_PROCESS_ID": str(rank)}
+    return lambda rank: {
+        "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+        "JAX_NUM_PROCESSES": str(n),
+        "JAX_PROCESS_ID": str(rank),
+    }
 
 
 def run_group(commands: list[list[str]], envs: list[Mapping[str, str]]) -> list[Worker]:
     """Start every process at once and wait for all; a group past the deadline is killed and fails."""
-    procs = [subprocess.Popen(cmd, cwd=ROOT, env={**clean_env(), **env}, text=True,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for cmd, env in zip(commands, envs)]
+    procs = [
+        subprocess.Popen(
+            cmd, cwd=ROOT, env={**clean_env(), **env}, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for cmd, env in zip(commands, envs)
+    ]
     deadline = time.monotonic() + GROUP_TIMEOUT_S
     workers = []
     try:
@@ -96,13 +102,30 @@ def run_group(commands: list[list[str]], envs: list[Mapping[str, str]]) -> list[
     return workers
 
 
-def probe_group(n: int, devices: int, groups: int, hosts: int,
-                expected: Callable[[int], int] = lambda rank: rank) -> list[Worker]:
+def probe_group(
+    n: int, devices: int, groups: int, hosts: int, expected: Callable[[int], int] = lambda rank: rank
+) -> list[Worker]:
     """n fresh `python -m jaxinfra.simulate.probe` interpreters joined by the JAX_* contract."""
     env = jax_contract(free_port(), n)
-    commands = [[sys.executable, "-m", "jaxinfra.simulate.probe", "--expected-rank", str(expected(rank)),
-                 "--num-processes", str(n), "--devices", str(devices), "--groups", str(groups),
-                 "--hosts", str(hosts), *JAX_TIMEOUTS] for rank in range(n)]
+    commands = [
+        [
+            sys.executable,
+            "-m",
+            "jaxinfra.simulate.probe",
+            "--expected-rank",
+            str(expected(rank)),
+            "--num-processes",
+            str(n),
+            "--devices",
+            str(devices),
+            "--groups",
+            str(groups),
+            "--hosts",
+            str(hosts),
+            *JAX_TIMEOUTS,
+        ]
+        for rank in range(n)
+    ]
     return run_group(commands, [env(rank) for rank in range(n)])
 
 
@@ -132,12 +155,19 @@ def test_a_process_whose_program_differs_compiles_its_own() -> None:
     """Process 1 disagrees on the fingerprint (as a pod with another mesh or JAX would): it must
     not run process 0's executable, yet the group still passes when the programs agree."""
     port = free_port()
-    script = RUN_PROBE.replace("configure(1)", "configure(1)\nimport jaxinfra.simulate.probe as p\n"
-                               "if sys.argv[1] == '1': p._fingerprint = lambda mesh, args: b'other'")
-    workers = run_group([[sys.executable, "-c", script, str(rank)] for rank in range(2)],
-                        [jax_contract(port, 2)(rank) for rank in range(2)])
-    assert [w.result["result"]["program"] for w in workers] == ["compiled, shared with the group",
-                                                                "compiled (differs from process 0's)"]
+    script = RUN_PROBE.replace(
+        "configure(1)",
+        "configure(1)\nimport jaxinfra.simulate.probe as p\n"
+        "if sys.argv[1] == '1': p._fingerprint = lambda mesh, args: b'other'",
+    )
+    workers = run_group(
+        [[sys.executable, "-c", script, str(rank)] for rank in range(2)],
+        [jax_contract(port, 2)(rank) for rank in range(2)],
+    )
+    assert [w.result["result"]["program"] for w in workers] == [
+        "compiled, shared with the group",
+        "compiled (differs from process 0's)",
+    ]
     assert all(w.returncode == 0 and w.result["result"]["ok"] for w in workers), [w.stderr[-2000:] for w in workers]
 
 
@@ -170,8 +200,15 @@ def test_mesh_that_does_not_fit_the_group_fails_every_process_cleanly() -> None:
 
 def test_run_probe_with_kubeflow_v1_env_reports_its_phases() -> None:
     port = free_port()
-    envs = [{"COORDINATOR_ADDRESS": "127.0.0.1", "COORDINATOR_PORT": str(port),
-             "NUM_PROCESSES": "2", "PROCESS_ID": str(rank)} for rank in range(2)]
+    envs = [
+        {
+            "COORDINATOR_ADDRESS": "127.0.0.1",
+            "COORDINATOR_PORT": str(port),
+            "NUM_PROCESSES": "2",
+            "PROCESS_ID": str(rank),
+        }
+        for rank in range(2)
+    ]
     commands = [[sys.executable, "-c", RUN_PROBE, str(rank)] for rank in range(2)]
     for w in run_group(commands, envs):
         assert w.returncode == 0, w.stderr[-2000:]
@@ -183,8 +220,16 @@ def test_run_probe_with_kubeflow_v1_env_reports_its_phases() -> None:
 
 # --- init arguments from the env contract (no processes) ---------------------------------
 
-SPEC = ProbeSpec(expected_rank=None, num_processes=4, devices_per_process=1, groups=1,
-                 hosts_per_group=4, init_timeout=30, heartbeat_timeout=7, shutdown_timeout=9)
+SPEC = ProbeSpec(
+    expected_rank=None,
+    num_processes=4,
+    devices_per_process=1,
+    groups=1,
+    hosts_per_group=4,
+    init_timeout=30,
+    heartbeat_timeout=7,
+    shutdown_timeout=9,
+)
 TIMEOUTS = {"heartbeat_timeout_seconds": 7, "shutdown_timeout_seconds": 9}
 
 
@@ -193,17 +238,26 @@ def test_trainer_v2_contract_with_capped_init_timeout(env_timeout: str | None, u
     env = {"JAX_COORDINATOR_ADDRESS": "a-node-0-0.a:29500", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3"}
     if env_timeout is not None:
         env["JAX_INITIALIZATION_TIMEOUT"] = env_timeout
-    assert init_kwargs(SPEC, env) == {"coordinator_address": "a-node-0-0.a:29500", "num_processes": 4,
-                                      "process_id": 3, "initialization_timeout": used, **TIMEOUTS,
-                                      "cluster_detection_method": "deactivate"}   # everything is given: no detector runs
+    assert init_kwargs(SPEC, env) == {
+        "coordinator_address": "a-node-0-0.a:29500",
+        "num_processes": 4,
+        "process_id": 3,
+        "initialization_timeout": used,
+        **TIMEOUTS,
+        "cluster_detection_method": "deactivate",
+    }  # everything is given: no detector runs
 
 
 def test_training_operator_v1_contract_joins_address_and_port() -> None:
-    env = {"COORDINATOR_ADDRESS": "j-worker-0", "COORDINATOR_PORT": "6666",
-           "NUM_PROCESSES": "4", "PROCESS_ID": "2"}
-    assert init_kwargs(SPEC, env) == {"coordinator_address": "j-worker-0:6666", "num_processes": 4,
-                                      "process_id": 2, "initialization_timeout": 30, **TIMEOUTS,
-                                      "cluster_detection_method": "deactivate"}
+    env = {"COORDINATOR_ADDRESS": "j-worker-0", "COORDINATOR_PORT": "6666", "NUM_PROCESSES": "4", "PROCESS_ID": "2"}
+    assert init_kwargs(SPEC, env) == {
+        "coordinator_address": "j-worker-0:6666",
+        "num_processes": 4,
+        "process_id": 2,
+        "initialization_timeout": 30,
+        **TIMEOUTS,
+        "cluster_detection_method": "deactivate",
+    }
 
 
 def test_tpu_pods_leave_everything_but_timeouts_to_cluster_detection() -> None:
@@ -211,11 +265,14 @@ def test_tpu_pods_leave_everything_but_timeouts_to_cluster_detection() -> None:
     assert init_kwargs(SPEC, env) == {"initialization_timeout": 30, **TIMEOUTS}
 
 
-@pytest.mark.parametrize("env", [
-    {"JAX_COORDINATOR_ADDRESS": "c:1", "JAX_PROCESS_ID": "0"},
-    {"JAX_COORDINATOR_ADDRESS": "c:1", "JAX_NUM_PROCESSES": "two", "JAX_PROCESS_ID": "0"},
-    {"COORDINATOR_ADDRESS": "c", "NUM_PROCESSES": "2", "PROCESS_ID": "0"},
-])
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"JAX_COORDINATOR_ADDRESS": "c:1", "JAX_PROCESS_ID": "0"},
+        {"JAX_COORDINATOR_ADDRESS": "c:1", "JAX_NUM_PROCESSES": "two", "JAX_PROCESS_ID": "0"},
+        {"COORDINATOR_ADDRESS": "c", "NUM_PROCESSES": "2", "PROCESS_ID": "0"},
+    ],
+)
 def test_a_broken_contract_is_an_error_not_a_guess(env: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         init_kwargs(SPEC, env)

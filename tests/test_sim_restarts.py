@@ -10,9 +10,27 @@ from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, PodRun
 
 
 def pod(index: int) -> model.Pod:
-    return model.Pod(workload="Job/default/j", namespace="default", name=f"j-{index}", hostname=f"j-{index}", subdomain="j",
-                     ip=f"127.9.0.{index + 2}", job_index=0, completion_index=index, global_index=index, labels={}, annotations={},
-                     container="c", image="i", command=("python",), args=(), env={}, working_dir=None, devices=1, accelerator="cpu")
+    return model.Pod(
+        workload="Job/default/j",
+        namespace="default",
+        name=f"j-{index}",
+        hostname=f"j-{index}",
+        subdomain="j",
+        ip=f"127.9.0.{index + 2}",
+        job_index=0,
+        completion_index=index,
+        global_index=index,
+        labels={},
+        annotations={},
+        container="c",
+        image="i",
+        command=("python",),
+        args=(),
+        env={},
+        working_dir=None,
+        devices=1,
+        accelerator="cpu",
+    )
 
 
 def failed_attempt(n: int, first: int = 0, exit_code: int | None = 1, signal: str | None = None) -> Attempt:
@@ -39,7 +57,7 @@ def test_jobset_restarts_the_group_until_max_restarts() -> None:
 
 
 def test_job_counts_a_failure_per_pod_of_the_group() -> None:
-    policy = model.RestartPolicy("job", backoff_limit=4)   # max_restarts 2 x 2 pods, as jaxinfra renders it
+    policy = model.RestartPolicy("job", backoff_limit=4)  # max_restarts 2 x 2 pods, as jaxinfra renders it
     failures: dict[int, int] = {}
     assert decide(policy, [failed_attempt(2)], failures) is None and failures == {0: 1, 1: 1}
     assert decide(policy, [failed_attempt(2)] * 2, failures) is None
@@ -47,12 +65,18 @@ def test_job_counts_a_failure_per_pod_of_the_group() -> None:
 
 
 def test_pod_failure_policy_fail_job_and_ignore() -> None:
-    fail_on_42 = model.RestartPolicy("job", backoff_limit=10, pod_failure_rules=(
-        {"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},))
+    fail_on_42 = model.RestartPolicy(
+        "job",
+        backoff_limit=10,
+        pod_failure_rules=({"action": "FailJob", "onExitCodes": {"operator": "In", "values": [42]}},),
+    )
     assert "FailJob" in decide(fail_on_42, [failed_attempt(2, exit_code=42)])
     assert decide(fail_on_42, [failed_attempt(2, exit_code=1)]) is None
-    ignore_not_zero = model.RestartPolicy("job", backoff_limit=0, pod_failure_rules=(
-        {"action": "Ignore", "onExitCodes": {"operator": "NotIn", "values": [0]}},))
+    ignore_not_zero = model.RestartPolicy(
+        "job",
+        backoff_limit=0,
+        pod_failure_rules=({"action": "Ignore", "onExitCodes": {"operator": "NotIn", "values": [0]}},),
+    )
     failures: dict[int, int] = {}
     # the first pod's failure is ignored, the others' (which crash once the coordinator notices) count
     assert "backoffLimit (0) exceeded" in decide(ignore_not_zero, [failed_attempt(2, first=1)], failures)

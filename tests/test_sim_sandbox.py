@@ -26,29 +26,41 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import unprivileged
 from conftest import ROOT, tree_snapshot
-
 from jaxinfra.yamlio import dump
 
 IMAGE = "busybox:1.28"
 APP_IMAGE = "registry.example/app:1"
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
-DEFAULT_CAPS = 0x00000000A80425FB   # containerd's 14 default capabilities
+DEFAULT_CAPS = 0x00000000A80425FB  # containerd's 14 default capabilities
 NET_ADMIN = 12
 ROOT_ONLY = pytest.mark.skipif(os.getuid() != 0, reason="needs root (the suite runs as root in CI)")
 MODES = pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
 #: Prints the container process's own (the shell's, PID 1's) capability sets and no_new_privs, KEY=value. (In a
 #: container's command Kubernetes reads `$$` as an escaped `$`, so the shell's `$$` is written `$$$$`.)
-CAPS = ('while read k v; do case "$k" in CapEff:|CapBnd:|NoNewPrivs:) echo "${k%:}=$v" >&2;; esac; done < /proc/$$$$/status')
+CAPS = (
+    'while read k v; do case "$k" in CapEff:|CapBnd:|NoNewPrivs:) echo "${k%:}=$v" >&2;; esac; done < /proc/$$$$/status'
+)
 
 
 # --- manifests and runs -----------------------------------------------------------------------------------------
 
 
-def job(name: str, script: str, *, pod_sc: dict[str, Any] | None = None, sc: dict[str, Any] | None = None,
-        image: str = IMAGE, pods: int = 1, volumes: list[dict[str, Any]] | None = None,
-        mounts: list[dict[str, Any]] | None = None, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+def job(
+    name: str,
+    script: str,
+    *,
+    pod_sc: dict[str, Any] | None = None,
+    sc: dict[str, Any] | None = None,
+    image: str = IMAGE,
+    pods: int = 1,
+    volumes: list[dict[str, Any]] | None = None,
+    mounts: list[dict[str, Any]] | None = None,
+    env: dict[str, str] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     """An Indexed Job whose container runs `sh -c script`; `extra` goes into the container (workingDir, resources)
     except `automountServiceAccountToken`, which is the pod's."""
     container: dict[str, Any] = {"name": "main", "image": image, "command": ["sh", "-c", script]}
@@ -66,24 +78,54 @@ def job(name: str, script: str, *, pod_sc: dict[str, Any] | None = None, sc: dic
         pod["securityContext"] = pod_sc
     if volumes:
         pod["volumes"] = volumes
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name},
-            "spec": {"completionMode": "Indexed", "completions": pods, "parallelism": pods, "backoffLimit": 0,
-                     "template": {"spec": pod}}}
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": pods,
+            "parallelism": pods,
+            "backoffLimit": 0,
+            "template": {"spec": pod},
+        },
+    }
 
 
 def sim_argv(manifest: Path, report: Path, *args: str, logs: bool = False) -> list[str]:
-    return [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), "--run-command", "--json", str(report),
-            "--timeout", "60", *([] if logs else ["--no-logs"]), *args]
+    return [
+        sys.executable,
+        "-m",
+        "jaxinfra",
+        "simulate",
+        str(manifest),
+        "--run-command",
+        "--json",
+        str(report),
+        "--timeout",
+        "60",
+        *([] if logs else ["--no-logs"]),
+        *args,
+    ]
 
 
-def simulate(home: Path, jobs: list[dict[str, Any]], *args: str, as_root: bool = True,
-             env: dict[str, str] | None = None) -> tuple[int, dict[str, Any], str]:
+def simulate(
+    home: Path, jobs: list[dict[str, Any]], *args: str, as_root: bool = True, env: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any], str]:
     """`jaxinfra simulate --run-command` of `jobs`, with HOME and TMPDIR `home` (as uid 65534 unless `as_root`):
     status, JSON report, output. Never a traceback."""
     manifest, report = home / "job.yaml", home / "report.json"
     manifest.write_text(dump(jobs), encoding="utf-8")
-    r = unprivileged.run(sim_argv(manifest, report, *args), home, as_root=as_root, env=env or {}, cwd=ROOT,
-                         capture_output=True, text=True, timeout=90)
+    r = unprivileged.run(
+        sim_argv(manifest, report, *args),
+        home,
+        as_root=as_root,
+        env=env or {},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     out = r.stdout + r.stderr
     assert "Traceback" not in out, out
     assert report.exists(), out
@@ -152,11 +194,14 @@ def root_canary() -> Iterator[Path]:
 # --- 1. identity ------------------------------------------------------------------------------------------------
 
 #: The docs' security-context-demo (tasks/configure-pod-container/security-context), its sleep replaced by the checks.
-DEMO = job("security-context-demo",
-           "echo UID=$(id -u) >&2; echo GID=$(id -g) >&2; echo GROUPS=$(id -G) >&2; "
-           "echo hello > /data/demo/testfile && echo FILE_GROUP=$(stat -c %g /data/demo/testfile) >&2",
-           pod_sc={"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000},
-           volumes=[{"name": "sec-ctx-vol", "emptyDir": {}}], mounts=[{"name": "sec-ctx-vol", "mountPath": "/data/demo"}])
+DEMO = job(
+    "security-context-demo",
+    "echo UID=$(id -u) >&2; echo GID=$(id -g) >&2; echo GROUPS=$(id -G) >&2; "
+    "echo hello > /data/demo/testfile && echo FILE_GROUP=$(stat -c %g /data/demo/testfile) >&2",
+    pod_sc={"runAsUser": 1000, "runAsGroup": 3000, "fsGroup": 2000},
+    volumes=[{"name": "sec-ctx-vol", "emptyDir": {}}],
+    mounts=[{"name": "sec-ctx-vol", "mountPath": "/data/demo"}],
+)
 
 
 @MODES
@@ -167,9 +212,9 @@ def test_run_as_user_group_and_fs_group(home: Path, as_root: bool) -> None:
     assert rc == 0 and pod["exit_code"] == 0, out
     assert (got["UID"], got["GID"]) == ("1000", "3000"), got
     assert (pod["security"]["uid"], pod["security"]["gid"], pod["security"]["groups"]) == (1000, 3000, [2000])
-    if as_root:   # unprivileged, setgroups(2) is denied in the user namespace: the groups cannot be set
+    if as_root:  # unprivileged, setgroups(2) is denied in the user namespace: the groups cannot be set
         assert "2000" in got["GROUPS"].split() and pod["security"]["not_applied"] == [], got
-    else:         # ... and the report says so
+    else:  # ... and the report says so
         assert any("supplementary groups [2000]" in n for n in pod["security"]["not_applied"]), pod["security"]
 
 
@@ -179,7 +224,9 @@ def test_fs_group_owns_what_the_pod_writes_to_its_volume(home: Path) -> None:
     (the kubelet gives the volume to fsGroup, setgid)."""
     rc, report, out = simulate(home, [DEMO])
     assert rc == 0, out
-    assert seen(pods(report)["security-context-demo-0"]).get("FILE_GROUP") == "2000", pods(report)["security-context-demo-0"]
+    assert seen(pods(report)["security-context-demo-0"]).get("FILE_GROUP") == "2000", pods(report)[
+        "security-context-demo-0"
+    ]
 
 
 # --- 2. capabilities --------------------------------------------------------------------------------------------
@@ -199,8 +246,11 @@ def caps_report(request: pytest.FixtureRequest) -> Iterator[dict[str, dict[str, 
     pod's user namespace either way)."""
     folder = unprivileged.scratch_home()
     try:
-        rc, report, out = simulate(folder, [job(name, CAPS, sc=sc or None, pod_sc=pod_sc)
-                                            for name, (sc, pod_sc) in CAP_JOBS.items()], as_root=request.param)
+        rc, report, out = simulate(
+            folder,
+            [job(name, CAPS, sc=sc or None, pod_sc=pod_sc) for name, (sc, pod_sc) in CAP_JOBS.items()],
+            as_root=request.param,
+        )
         assert rc == 0, out
         yield {name: pods(report)[f"{name}-0"] for name in CAP_JOBS}
     finally:
@@ -209,7 +259,9 @@ def caps_report(request: pytest.FixtureRequest) -> Iterator[dict[str, dict[str, 
 
 def caps_of(pod: dict[str, Any]) -> tuple[int, int, str]:
     """(CapEff, CapBnd, NoNewPrivs) from /proc/$$/status, as the pod printed it."""
-    lines = dict(line.split("=", 1) for line in pod["stderr_tail"] if line.startswith(("CapEff=", "CapBnd=", "NoNewPrivs=")))
+    lines = dict(
+        line.split("=", 1) for line in pod["stderr_tail"] if line.startswith(("CapEff=", "CapBnd=", "NoNewPrivs="))
+    )
     return int(lines["CapEff"], 16), int(lines["CapBnd"], 16), lines["NoNewPrivs"]
 
 
@@ -245,23 +297,36 @@ def test_a_non_root_user_holds_no_capability_but_keeps_the_bounding_set(caps_rep
 
 # --- 3. the filesystem ------------------------------------------------------------------------------------------
 
-WRITES = ('w() { if ( : > "$2" ) 2>/dev/null; then echo "$1=yes" >&2; else echo "$1=no" >&2; fi; }; '
-          'w ROOT_W /x; w TMP_W /tmp/x; w USR_W /usr/jaxinfra-canary-$(hostname)')
+WRITES = (
+    'w() { if ( : > "$2" ) 2>/dev/null; then echo "$1=yes" >&2; else echo "$1=no" >&2; fi; }; '
+    "w ROOT_W /x; w TMP_W /tmp/x; w USR_W /usr/jaxinfra-canary-$(hostname)"
+)
 
 
 @MODES
 def test_read_only_root_filesystem(home: Path, as_root: bool) -> None:
     """readOnlyRootFilesystem: nothing is writable, /tmp neither (as on a cluster), but an emptyDir mounted there is."""
     ro = {"readOnlyRootFilesystem": True}
-    rc, report, out = simulate(home, [
-        job("ro", WRITES, sc=ro),
-        job("ro-tmp", WRITES, sc=ro, volumes=[{"name": "tmp", "emptyDir": {}}], mounts=[{"name": "tmp", "mountPath": "/tmp"}]),
-        job("rw", WRITES)], as_root=as_root)
+    rc, report, out = simulate(
+        home,
+        [
+            job("ro", WRITES, sc=ro),
+            job(
+                "ro-tmp",
+                WRITES,
+                sc=ro,
+                volumes=[{"name": "tmp", "emptyDir": {}}],
+                mounts=[{"name": "tmp", "mountPath": "/tmp"}],
+            ),
+            job("rw", WRITES),
+        ],
+        as_root=as_root,
+    )
     assert rc == 0, out
     got = {name: seen(pod) for name, pod in pods(report).items()}
     assert (got["ro-0"]["ROOT_W"], got["ro-0"]["TMP_W"], got["ro-0"]["USR_W"]) == ("no", "no", "no"), got
     assert (got["ro-tmp-0"]["ROOT_W"], got["ro-tmp-0"]["TMP_W"], got["ro-tmp-0"]["USR_W"]) == ("no", "yes", "no"), got
-    assert (got["rw-0"]["ROOT_W"], got["rw-0"]["TMP_W"]) == ("yes", "yes"), got   # the control: the same writes do work
+    assert (got["rw-0"]["ROOT_W"], got["rw-0"]["TMP_W"]) == ("yes", "yes"), got  # the control: the same writes do work
     if as_root:
         assert got["rw-0"]["USR_W"] == "yes", got
     assert pods(report)["ro-0"]["security"]["read_only_root_filesystem"] is True
@@ -272,16 +337,18 @@ def test_read_only_root_filesystem(home: Path, as_root: bool) -> None:
 def test_writes_land_in_the_pods_own_layer_never_on_the_machine(home: Path, canary: Path, as_root: bool) -> None:
     """A root container may rewrite and delete the machine's files it sees (copy-on-write): the machine's stay as they were."""
     usr = f"/usr/jaxinfra-canary-{secrets.token_hex(4)}"
-    script = (f'C={canary}; rm -f $C/a && echo RM=done >&2; [ -e $C/a ] && echo A=present >&2 || echo A=gone >&2; '
-              f'echo pod > $C/b && echo B="$(cat $C/b)" >&2; echo new > $C/c && echo C=written >&2; '
-              f'touch {usr} && echo USR=written >&2; ls $C | tr "\\n" " " | sed "s/^/LS=/" >&2')
+    script = (
+        f"C={canary}; rm -f $C/a && echo RM=done >&2; [ -e $C/a ] && echo A=present >&2 || echo A=gone >&2; "
+        f'echo pod > $C/b && echo B="$(cat $C/b)" >&2; echo new > $C/c && echo C=written >&2; '
+        f'touch {usr} && echo USR=written >&2; ls $C | tr "\\n" " " | sed "s/^/LS=/" >&2'
+    )
     before = tree_snapshot(canary, folders=True)
     rc, report, out = simulate(home, [job("cow", script)], as_root=as_root)
     got = seen(pods(report)["cow-0"])
     assert rc == 0, out
     assert (got.get("RM"), got.get("A"), got.get("B"), got.get("C")) == ("done", "gone", "pod", "written"), got
-    assert got["LS"].split() == ["b", "c"], got   # the pod saw its own changes ...
-    assert tree_snapshot(canary, folders=True) == before             # ... the machine none of them
+    assert got["LS"].split() == ["b", "c"], got  # the pod saw its own changes ...
+    assert tree_snapshot(canary, folders=True) == before  # ... the machine none of them
     assert not Path(usr).exists()
     if as_root:
         assert got.get("USR") == "written", got
@@ -290,22 +357,26 @@ def test_writes_land_in_the_pods_own_layer_never_on_the_machine(home: Path, cana
 @ROOT_ONLY
 def test_a_pip_install_lands_in_the_pod_not_in_site_packages(home: Path) -> None:
     name = f"jaxinfra_canary_{secrets.token_hex(4)}"
-    code = (f"import site, os; p = os.path.join(site.getsitepackages()[0], '{name}.py'); open(p, 'w').write('x = 1'); "
-            f"import {name}; print('SITE=' + p + ' ' + str({name}.x), file=__import__('sys').stderr)")
+    code = (
+        f"import site, os; p = os.path.join(site.getsitepackages()[0], '{name}.py'); open(p, 'w').write('x = 1'); "
+        f"import {name}; print('SITE=' + p + ' ' + str({name}.x), file=__import__('sys').stderr)"
+    )
     rc, report, out = simulate(home, [job("pip", f'python3 -c "{code}"')])
     real = Path(site.getsitepackages()[0]) / f"{name}.py"
     assert seen(pods(report)["pip-0"]).get("SITE") == f"{real} 1", (out, pods(report)["pip-0"])
     assert rc == 0 and not real.exists()
 
 
-SECRETS_SCRIPT = ('echo SHADOW_BYTES=$(cat /etc/shadow 2>/dev/null | wc -c) >&2; '
-                  'echo SHADOW_HEAD="$(head -n1 /etc/shadow 2>/dev/null)" >&2; '
-                  'echo GSHADOW_BYTES=$(cat /etc/gshadow 2>/dev/null | wc -c) >&2; '
-                  'echo ROOT_LS="$(ls -A /root | tr "\\n" " ")" >&2; '
-                  'echo HOME_LS="$(ls -A "$CALLER_HOME" 2>/dev/null | tr "\\n" " ")" >&2; '
-                  'echo SCRATCH_LS="$(ls -A "$SCRATCH" 2>/dev/null | tr "\\n" " ")" >&2; '
-                  'echo OTHER_LS="$(ls -A "$OTHER" 2>/dev/null | tr "\\n" " ")" >&2; '
-                  'echo TMP_LS="$(ls -A /tmp | tr "\\n" " ")" >&2')
+SECRETS_SCRIPT = (
+    "echo SHADOW_BYTES=$(cat /etc/shadow 2>/dev/null | wc -c) >&2; "
+    'echo SHADOW_HEAD="$(head -n1 /etc/shadow 2>/dev/null)" >&2; '
+    "echo GSHADOW_BYTES=$(cat /etc/gshadow 2>/dev/null | wc -c) >&2; "
+    'echo ROOT_LS="$(ls -A /root | tr "\\n" " ")" >&2; '
+    'echo HOME_LS="$(ls -A "$CALLER_HOME" 2>/dev/null | tr "\\n" " ")" >&2; '
+    'echo SCRATCH_LS="$(ls -A "$SCRATCH" 2>/dev/null | tr "\\n" " ")" >&2; '
+    'echo OTHER_LS="$(ls -A "$OTHER" 2>/dev/null | tr "\\n" " ")" >&2; '
+    'echo TMP_LS="$(ls -A /tmp | tr "\\n" " ")" >&2'
+)
 
 
 def python_entries(folder: str) -> set[str]:
@@ -328,7 +399,7 @@ def test_secrets_homes_and_the_simulators_scratch_are_not_seen(as_root: bool, ro
         (base / "home").mkdir(parents=True)
         (base / "home" / ".bashrc").write_text("# the caller's own\n")
         (base / "scratch").mkdir()
-        (base / "other").mkdir()   # the control: a folder beside them, which the pod sees
+        (base / "other").mkdir()  # the control: a folder beside them, which the pod sees
         (base / "other" / "file").write_text("anyone's\n")
         owned(base)
         env = {"HOME": str(base / "home"), "TMPDIR": str(base / "scratch")}
@@ -344,11 +415,15 @@ def test_secrets_homes_and_the_simulators_scratch_are_not_seen(as_root: bool, ro
         real = Path("/etc/shadow").read_text().splitlines()[:1]
         assert not real or real[0] not in "\n".join(pod["stderr_tail"])
     assert root_canary.name not in got["ROOT_LS"] and set(got["ROOT_LS"].split()) <= python_entries("/root"), got
-    assert got["HOME_LS"] == "" and got["SCRATCH_LS"] == "" and set(got["TMP_LS"].split()) <= python_entries("/tmp"), got
+    assert got["HOME_LS"] == "" and got["SCRATCH_LS"] == "" and set(got["TMP_LS"].split()) <= python_entries("/tmp"), (
+        got
+    )
 
 
-PROC_SCRIPT = ('echo PIDS="$(ls /proc | grep "^[0-9]" | tr "\\n" " ")" >&2; '
-               'echo CMDLINE="$(tr "\\0" " " < /proc/1/cmdline)" >&2; echo PPID=$PPID >&2; echo ME=$$$$ >&2')
+PROC_SCRIPT = (
+    'echo PIDS="$(ls /proc | grep "^[0-9]" | tr "\\n" " ")" >&2; '
+    'echo CMDLINE="$(tr "\\0" " " < /proc/1/cmdline)" >&2; echo PPID=$PPID >&2; echo ME=$$$$ >&2'
+)
 
 
 def test_proc_shows_only_the_pods_own_processes(home: Path) -> None:
@@ -357,8 +432,8 @@ def test_proc_shows_only_the_pods_own_processes(home: Path) -> None:
     got = seen(pod)
     assert rc == 0, out
     pids = [int(p) for p in got["PIDS"].split()]
-    assert 1 in pids and len(pids) < 10 and max(pids) < 100, got   # the shell (PID 1) and its children; no machine pid
-    assert (got["ME"], got["PPID"]) == ("1", "0"), got   # PID 1, its parent outside its PID namespace
+    assert 1 in pids and len(pids) < 10 and max(pids) < 100, got  # the shell (PID 1) and its children; no machine pid
+    assert (got["ME"], got["PPID"]) == ("1", "0"), got  # PID 1, its parent outside its PID namespace
     assert got["CMDLINE"].startswith("sh -c echo PIDS="), got
 
 
@@ -372,7 +447,9 @@ def image_folder(home: Path, canary: Path | None = None) -> Path:
     (image / "app").mkdir(parents=True)
     (image / "train.py").write_text("print('train')\n")
     (image / "README").write_text("the image's readme\n")
-    (image / "app" / "run.sh").write_text('echo RUN=ok >&2; echo PWD=$(pwd) >&2; echo changed > /app/run.sh && echo APP_W=yes >&2\n')
+    (image / "app" / "run.sh").write_text(
+        "echo RUN=ok >&2; echo PWD=$(pwd) >&2; echo changed > /app/run.sh && echo APP_W=yes >&2\n"
+    )
     (image / "escape").symlink_to("/etc/hostname")
     (image / "up").symlink_to("../../../../etc")
     (image / "rootlink").symlink_to("../../../../../../../../root")
@@ -381,10 +458,12 @@ def image_folder(home: Path, canary: Path | None = None) -> Path:
     return owned(image)
 
 
-IMAGE_SCRIPT = ('echo changed > /train.py; rm -f /README; echo pod > /through; '
-                'echo ESCAPE="$(cat /escape)" >&2; echo UP="$(ls /up | grep -c .)" >&2; '
-                'echo PASSWD="$(ls /up/passwd)" >&2; echo ROOTLINK="$(ls -A /rootlink | tr "\\n" " ")" >&2; '
-                'echo THROUGH="$(cat /through)" >&2; echo TRAIN="$(cat /train.py)" >&2')
+IMAGE_SCRIPT = (
+    "echo changed > /train.py; rm -f /README; echo pod > /through; "
+    'echo ESCAPE="$(cat /escape)" >&2; echo UP="$(ls /up | grep -c .)" >&2; '
+    'echo PASSWD="$(ls /up/passwd)" >&2; echo ROOTLINK="$(ls -A /rootlink | tr "\\n" " ")" >&2; '
+    'echo THROUGH="$(cat /through)" >&2; echo TRAIN="$(cat /train.py)" >&2'
+)
 
 
 @MODES
@@ -392,15 +471,24 @@ def test_the_image_folder_is_never_written(home: Path, canary: Path, root_canary
     """The pod rewrites and deletes its image's files and writes through its symlinks: DIR and what its links point
     to on the machine stay as they were; a link resolves inside the container (/root there is empty)."""
     image = image_folder(home, canary)
-    before, hostname, canary_before = tree_snapshot(image, folders=True), Path("/etc/hostname").read_bytes(), tree_snapshot(canary, folders=True)
-    rc, report, out = simulate(home, [job("img", IMAGE_SCRIPT, image=APP_IMAGE)], "--image", f"{APP_IMAGE}={image}",
-                               as_root=as_root)
+    before, hostname, canary_before = (
+        tree_snapshot(image, folders=True),
+        Path("/etc/hostname").read_bytes(),
+        tree_snapshot(canary, folders=True),
+    )
+    rc, report, out = simulate(
+        home, [job("img", IMAGE_SCRIPT, image=APP_IMAGE)], "--image", f"{APP_IMAGE}={image}", as_root=as_root
+    )
     got = seen(pods(report)["img-0"])
     assert rc == 0, out
-    assert tree_snapshot(image, folders=True) == before and tree_snapshot(canary, folders=True) == canary_before and Path("/etc/hostname").read_bytes() == hostname
+    assert (
+        tree_snapshot(image, folders=True) == before
+        and tree_snapshot(canary, folders=True) == canary_before
+        and Path("/etc/hostname").read_bytes() == hostname
+    )
     assert got["ESCAPE"] == hostname.decode().strip() and got["PASSWD"] == "/up/passwd" and int(got["UP"]) > 5, got
     assert root_canary.name not in got["ROOTLINK"] and set(got["ROOTLINK"].split()) <= python_entries("/root"), got
-    assert got["THROUGH"] == "pod", got   # written in the pod's layer, through the image's link
+    assert got["THROUGH"] == "pod", got  # written in the pod's layer, through the image's link
 
 
 @ROOT_ONLY
@@ -408,8 +496,18 @@ def test_a_root_container_may_rewrite_its_images_files(home: Path) -> None:
     """On a cluster the image's layers are under an overlay: a root container can change /train.py and delete
     /README (the change is its own). Same here: DIR is the image's top layer, copy-on-write."""
     image = image_folder(home)
-    rc, report, out = simulate(home, [job("img", IMAGE_SCRIPT + '; [ -e /README ] && echo README=kept >&2 || echo README=gone >&2',
-                                          image=APP_IMAGE)], "--image", f"{APP_IMAGE}={image}")
+    rc, report, out = simulate(
+        home,
+        [
+            job(
+                "img",
+                IMAGE_SCRIPT + "; [ -e /README ] && echo README=kept >&2 || echo README=gone >&2",
+                image=APP_IMAGE,
+            )
+        ],
+        "--image",
+        f"{APP_IMAGE}={image}",
+    )
     pod = pods(report)["img-0"]
     got = seen(pod)
     assert rc == 0, out
@@ -420,8 +518,13 @@ def test_a_root_container_may_rewrite_its_images_files(home: Path) -> None:
 def test_working_dir_in_the_image(home: Path, as_root: bool) -> None:
     image = image_folder(home)
     before = tree_snapshot(image, folders=True)
-    rc, report, out = simulate(home, [job("app", "sh run.sh", image=APP_IMAGE, workingDir="/app")],
-                               "--image", f"{APP_IMAGE}={image}", as_root=as_root)
+    rc, report, out = simulate(
+        home,
+        [job("app", "sh run.sh", image=APP_IMAGE, workingDir="/app")],
+        "--image",
+        f"{APP_IMAGE}={image}",
+        as_root=as_root,
+    )
     got = seen(pods(report)["app-0"])
     assert rc == 0 and (got["RUN"], got["PWD"]) == ("ok", "/app"), (out, got)
     if as_root:
@@ -432,8 +535,12 @@ def test_working_dir_in_the_image(home: Path, as_root: bool) -> None:
 def test_a_relative_working_dir_is_refused_as_runc_does(home: Path) -> None:
     image = image_folder(home)
     before = tree_snapshot(image, folders=True)
-    rc, report, out = simulate(home, [job("rel", "echo RAN=yes >&2", image=APP_IMAGE, workingDir="../../../../etc")],
-                               "--image", f"{APP_IMAGE}={image}")
+    rc, report, out = simulate(
+        home,
+        [job("rel", "echo RAN=yes >&2", image=APP_IMAGE, workingDir="../../../../etc")],
+        "--image",
+        f"{APP_IMAGE}={image}",
+    )
     assert rc == 1, out
     [w] = report["workloads"]
     assert w["verdict"] == "failed" and w["attempts"] == [], w
@@ -444,21 +551,24 @@ def test_a_relative_working_dir_is_refused_as_runc_does(home: Path) -> None:
 
 # --- 5. ServiceAccount tokens -----------------------------------------------------------------------------------
 
-SA_SCRIPT = (f'echo SA_LS="$(ls -A {SA_DIR} 2>/dev/null | tr "\\n" " ")" >&2; '
-             'echo FOUND="$(find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -name token -path "*serviceaccount*" '
-             '-print 2>/dev/null | tr "\\n" " ")" >&2; echo TMP_LS="$(ls -A /tmp | tr "\\n" " ")" >&2')
+SA_SCRIPT = (
+    f'echo SA_LS="$(ls -A {SA_DIR} 2>/dev/null | tr "\\n" " ")" >&2; '
+    'echo FOUND="$(find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -name token -path "*serviceaccount*" '
+    '-print 2>/dev/null | tr "\\n" " ")" >&2; echo TMP_LS="$(ls -A /tmp | tr "\\n" " ")" >&2'
+)
 
 
 def test_no_token_without_automount_and_no_other_pods_token(home: Path) -> None:
     """automountServiceAccountToken: false: no token anywhere in the pod's filesystem (not its own, not the one the
     pod beside it got, which lies in the simulator's scratch folder); with it, the token is where the docs say."""
-    rc, report, out = simulate(home, [job("sa-off", SA_SCRIPT, automountServiceAccountToken=False),
-                                      job("sa-on", SA_SCRIPT)])
+    rc, report, out = simulate(
+        home, [job("sa-off", SA_SCRIPT, automountServiceAccountToken=False), job("sa-on", SA_SCRIPT)]
+    )
     assert rc == 0, out
     off, on = seen(pods(report)["sa-off-0"]), seen(pods(report)["sa-on-0"])
     assert (off["SA_LS"], off["FOUND"]) == ("", "") and set(off["TMP_LS"].split()) <= python_entries("/tmp"), off
     assert sorted(on["SA_LS"].split()) == ["ca.crt", "namespace", "token"], on
-    [found] = on["FOUND"].split()   # find does not follow /var/run, a link to /run
+    [found] = on["FOUND"].split()  # find does not follow /var/run, a link to /run
     assert found in (f"{SA_DIR}/token", f"{SA_DIR.removeprefix('/var')}/token"), on
     assert set(on["TMP_LS"].split()) <= python_entries("/tmp"), on
 
@@ -478,7 +588,7 @@ def test_a_memory_limit_is_a_limit(home: Path, as_root: bool) -> None:
     assert got["fits-0"]["exit_code"] == 0, got["fits-0"]
     if not as_root:
         assert unenforced, report["notes"]
-        assert rc == 0 and got["oom-0"]["exit_code"] == 0, out   # not enforced: the program runs as it would unlimited
+        assert rc == 0 and got["oom-0"]["exit_code"] == 0, out  # not enforced: the program runs as it would unlimited
         return
     if unenforced:
         pytest.skip(f"this machine does not let root enforce memory limits: {unenforced}")
@@ -507,12 +617,17 @@ def host_listeners(port: int) -> list[str]:
 
 
 def listener(port: int, seconds: float) -> dict[str, Any]:
-    return job("net", f'python3 -c "import socket, sys, time; s = socket.socket(); '
-                      f"s.bind(('0.0.0.0', {port})); s.listen(); "
-                      f"print('LISTENING', flush=True); print('BOUND={port}', file=sys.stderr); time.sleep({seconds})\"")
+    return job(
+        "net",
+        f'python3 -c "import socket, sys, time; s = socket.socket(); '
+        f"s.bind(('0.0.0.0', {port})); s.listen(); "
+        f"print('LISTENING', flush=True); print('BOUND={port}', file=sys.stderr); time.sleep({seconds})\"",
+    )
 
 
-def run_until(home: Path, jobs: list[dict[str, Any]], line: str, as_root: bool, check: Any) -> tuple[int, dict[str, Any], str]:
+def run_until(
+    home: Path, jobs: list[dict[str, Any]], line: str, as_root: bool, check: Any
+) -> tuple[int, dict[str, Any], str]:
     """Run the simulation with its logs; once a pod prints `line` (polled up to 10 s), call `check()`; then let it end."""
     manifest, report = home / "job.yaml", home / "report.json"
     manifest.write_text(dump(jobs), encoding="utf-8")
@@ -547,7 +662,7 @@ def run_until(home: Path, jobs: list[dict[str, Any]], line: str, as_root: bool, 
 def test_a_pods_listener_is_not_on_the_machine(home: Path, as_root: bool) -> None:
     port = free_port()
 
-    def check() -> None:   # while the pod listens on 0.0.0.0:port in the pod network
+    def check() -> None:  # while the pod listens on 0.0.0.0:port in the pod network
         with socket.socket() as probe:
             probe.settimeout(1)
             assert probe.connect_ex(("127.0.0.1", port)) != 0, "the pod's port is open on the machine"

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 import unprivileged
 from conftest import ROOT
 from jaxinfra.yamlio import dump
@@ -21,9 +22,18 @@ GRACE = "2"
 
 
 def job(command: list[str], *, pods: int = 1, backoff_limit: int = 0, rules: list[dict[str, Any]] | None = None) -> str:
-    spec: dict[str, Any] = {"completionMode": "Indexed", "completions": pods, "parallelism": pods, "backoffLimit": backoff_limit,
-                            "template": {"spec": {"restartPolicy": "Never", "containers": [
-                                {"name": "main", "image": "python:3.11-slim", "command": command}]}}}
+    spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": pods,
+        "parallelism": pods,
+        "backoffLimit": backoff_limit,
+        "template": {
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "main", "image": "python:3.11-slim", "command": command}],
+            }
+        },
+    }
     if rules is not None:
         spec["podFailurePolicy"] = {"rules": rules}
     return dump([{"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "stop"}, "spec": spec}])
@@ -33,9 +43,27 @@ def simulate(folder: Path, manifest: str, *args: str, as_root: bool = True) -> t
     """`jaxinfra simulate --run-command` on `manifest` in `folder` (one the user can read): status, report, output."""
     (folder / "job.yaml").write_text(manifest)
     report = folder / "report.json"
-    r = unprivileged.run([sys.executable, "-m", "jaxinfra", "simulate", str(folder / "job.yaml"), "--run-command",
-                          "--json", str(report), "--grace-cap", GRACE, *args],
-                         folder, as_root=as_root, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    r = unprivileged.run(
+        [
+            sys.executable,
+            "-m",
+            "jaxinfra",
+            "simulate",
+            str(folder / "job.yaml"),
+            "--run-command",
+            "--json",
+            str(report),
+            "--grace-cap",
+            GRACE,
+            *args,
+        ],
+        folder,
+        as_root=as_root,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     return r.returncode, json.loads(report.read_text()), r.stdout + r.stderr
 
@@ -76,16 +104,21 @@ def test_a_program_that_handles_sigterm_ends_in_its_grace_period_with_its_own_co
 def test_only_pid_1_gets_the_stop_signal_not_a_wrapper_shells_child(home: Path) -> None:
     """`sh -c "python train.py; ..."`: the shell is PID 1 without a handler, so the trainer never hears the SIGTERM."""
     child = "import signal, time; signal.signal(signal.SIGTERM, lambda *_: print('child: SIGTERM', flush=True)); time.sleep(30)"
-    rc, report, out = simulate(home, job(["sh", "-c", f'python -c "{child}"; echo shell done']), "--preempt", "stop-0@1")
+    rc, report, out = simulate(
+        home, job(["sh", "-c", f'python -c "{child}"; echo shell done']), "--preempt", "stop-0@1"
+    )
     assert rc == 1
     assert (first_pod(report)["signal"], first_pod(report)["exit_code"]) == ("SIGKILL", 137)
     assert "child: SIGTERM" not in out and "shell done" not in out, out
-    assert "its PID 1 (sh) had no SIGTERM handler" in first_pod(report)["reason"] and "`exec`" in first_pod(report)["reason"]
+    assert (
+        "its PID 1 (sh) had no SIGTERM handler" in first_pod(report)["reason"]
+        and "`exec`" in first_pod(report)["reason"]
+    )
 
 
 def test_nothing_a_container_started_outlives_its_pid_1(home: Path) -> None:
     """A daemon in its own session escapes any process group, never its PID namespace."""
-    marker = f"{os.getpid()}.{len(str(home))}1"   # a sleep no other process on this machine runs
+    marker = f"{os.getpid()}.{len(str(home))}1"  # a sleep no other process on this machine runs
     rc, report, out = simulate(home, job(["sh", "-c", f"setsid sleep {marker} & sleep 0.5; echo started"]))
     assert rc == 0 and "started" in out, out
     survivors = [p for p in Path("/proc").glob("[0-9]*/cmdline") if _has(p, f"sleep\0{marker}")]
@@ -99,10 +132,14 @@ def _has(cmdline: Path, needle: str) -> bool:
         return False
 
 
-@pytest.mark.parametrize(("values", "verdict", "restarts"), [([137], "failed", 0), ([42], "succeeded", 1)],
-                         ids=["FailJob on 137", "other codes count"])
-def test_pod_failure_policy_matches_a_sigkill_as_exit_code_137(home: Path, values: list[int], verdict: str,
-                                                               restarts: int) -> None:
+@pytest.mark.parametrize(
+    ("values", "verdict", "restarts"),
+    [([137], "failed", 0), ([42], "succeeded", 1)],
+    ids=["FailJob on 137", "other codes count"],
+)
+def test_pod_failure_policy_matches_a_sigkill_as_exit_code_137(
+    home: Path, values: list[int], verdict: str, restarts: int
+) -> None:
     """--kill is a SIGKILL (an OOM kill, a crashed node's container): the Job controller sees exit code 137."""
     rules = [{"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": values}}]
     rc, report, out = simulate(home, job(["sh", "-c", "sleep 2"], backoff_limit=1, rules=rules), "--kill", "stop-0@0.5")

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 import unprivileged
 from conftest import ROOT, problems_of
 from jaxinfra.simulate.cluster import emulate
@@ -31,8 +32,15 @@ def test_every_volume_is_where_the_pod_looks(as_root: bool) -> None:
     home = unprivileged.scratch_home()
     try:
         report = home / "report.json"
-        r = unprivileged.run([sys.executable, "-m", "jaxinfra", "simulate", str(MANIFEST), "--run-command", "--json", str(report)],
-                             home, as_root=as_root, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        r = unprivileged.run(
+            [sys.executable, "-m", "jaxinfra", "simulate", str(MANIFEST), "--run-command", "--json", str(report)],
+            home,
+            as_root=as_root,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         [w] = json.loads(report.read_text())["workloads"]
         assert [p["exit_code"] for p in w["attempts"][0]["pods"]] == [0, 0]
@@ -46,7 +54,10 @@ def test_every_volume_is_where_the_pod_looks(as_root: bool) -> None:
 def test_a_claim_no_input_defines_leaves_the_pod_pending() -> None:
     objs = [o for o in docs() if o["kind"] != "PersistentVolumeClaim"]
     [problem] = problems_of(emulate(objs))
-    assert problem.path == "Job/default/vol pod vol-0 volume ckpt" and 'persistentvolumeclaim "ckpt" not found' in problem.message
+    assert (
+        problem.path == "Job/default/vol pod vol-0 volume ckpt"
+        and 'persistentvolumeclaim "ckpt" not found' in problem.message
+    )
     assert "stays Pending" in problem.message and "--volume ckpt=DIR" in problem.fix
 
 

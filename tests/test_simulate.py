@@ -23,8 +23,14 @@ def simulate(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) -> t
     scratch = tmp / f"tmp-{time.monotonic_ns()}"  # the run's own TMPDIR: what it leaves there is its own
     scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run([sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-                       capture_output=True, text=True, cwd=cwd, timeout=timeout, env={**os.environ, "TMPDIR": str(scratch)})
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=timeout,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     assert "Traceback" not in r.stderr + r.stdout, r.stderr + r.stdout
     data = json.loads(report.read_text()) if report.exists() else {}
     pids = [p["pid"] for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"] if p["pid"]]
@@ -36,8 +42,10 @@ def simulate(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) -> t
 
 
 def verdicts(report: dict[str, Any]) -> list[tuple[str, str, list[tuple[str, int, str]]]]:
-    return [(w["id"], w["verdict"], [(p["hostname"], p["rank"], p["phase"]) for p in w["attempts"][-1]["pods"]])
-            for w in report["workloads"]]
+    return [
+        (w["id"], w["verdict"], [(p["hostname"], p["rank"], p["phase"]) for p in w["attempts"][-1]["pods"]])
+        for w in report["workloads"]
+    ]
 
 
 def only(report: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +54,9 @@ def only(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_default_stack_passes_every_check(tmp_path: Path) -> None:
-    rc, report, _ = simulate("stacks/cpu_dev.py", tmp=tmp_path, cwd=EXAMPLE)   # the example project's default stack, from there
+    rc, report, _ = simulate(
+        "stacks/cpu_dev.py", tmp=tmp_path, cwd=EXAMPLE
+    )  # the example project's default stack, from there
     assert rc == 0 and report["ok"]
     w = only(report)
     assert (w["verdict"], w["restarts"], w["pods"]) == ("succeeded", 0, 2)
@@ -55,14 +65,22 @@ def test_default_stack_passes_every_check(tmp_path: Path) -> None:
         assert set(pod["checks"]) == {"rank", "mesh", "psum", "all_gather", "ppermute", "all_to_all", "train_step"}
         assert {"started", "initializing", "running", "succeeded"} <= set(pod["timings"])
     # one compile for the group: rank 0 compiled the program, the other pod ran that executable
-    assert [p["program"] for p in w["attempts"][0]["pods"]] == ["compiled, shared with the group", "loaded from process 0"]
+    assert [p["program"] for p in w["attempts"][0]["pods"]] == [
+        "compiled, shared with the group",
+        "loaded from process 0",
+    ]
 
 
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
 def test_every_stack_and_backend_from_memory_and_from_yaml(path: Path, backend: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    synth = subprocess.run([sys.executable, "-m", "jaxinfra", "synth", str(path), "--backend", backend, "-o", str(out)],
-                           capture_output=True, text=True, cwd=ROOT, timeout=60)
+    synth = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "synth", str(path), "--backend", backend, "-o", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert synth.returncode == 0, synth.stderr
     rc_mem, mem, err = simulate(str(path), "--backend", backend, tmp=tmp_path)
     assert rc_mem == 0, err
@@ -104,13 +122,19 @@ def test_handwritten_multislice_jobset_with_bare_initialize(tmp_path: Path) -> N
     rc, report, err = simulate(str(MANIFESTS / "jobset_multislice_bare_init.yaml"), "--run-command", tmp=tmp_path)
     assert rc == 0, err
     w = only(report)
-    assert [p["hostname"] for p in w["attempts"][0]["pods"]] == [f"multislice-slice-{j}-{p}" for j in range(2) for p in range(2)]
+    assert [p["hostname"] for p in w["attempts"][0]["pods"]] == [
+        f"multislice-slice-{j}-{p}" for j in range(2) for p in range(2)
+    ]
 
 
 def test_handwritten_indexed_job_with_its_own_service(tmp_path: Path) -> None:
     rc, report, err = simulate(str(MANIFESTS / "indexed_job_own_service.yaml"), "--run-command", tmp=tmp_path)
     assert rc == 0, err
-    assert [p["hostname"] for p in only(report)["attempts"][0]["pods"]] == ["jax-indexed-0", "jax-indexed-1", "jax-indexed-2"]
+    assert [p["hostname"] for p in only(report)["attempts"][0]["pods"]] == [
+        "jax-indexed-0",
+        "jax-indexed-1",
+        "jax-indexed-2",
+    ]
 
 
 def _synthesized(backend: str) -> list[dict[str, Any]]:
@@ -141,10 +165,18 @@ def _set_env(objs: list[dict[str, Any]], name: str, value: str | None) -> None:
 BROKEN = {
     # name: (backend, how to break it, phrase the reason must contain)
     "Service missing": ("job", lambda o: o.pop(_index(o, "Service")), "no Service named 'train'"),
-    "Service not selecting the pods": ("job", lambda o: o[_index(o, "Service")]["spec"]["selector"].update({"batch.kubernetes.io/job-name": "x"}), "does not select"),
+    "Service not selecting the pods": (
+        "job",
+        lambda o: o[_index(o, "Service")]["spec"]["selector"].update({"batch.kubernetes.io/job-name": "x"}),
+        "does not select",
+    ),
     "subdomain unset": ("job", lambda o: _pod_spec(o).pop("subdomain"), "subdomain"),
     "wrong coordinator port": ("jobset", lambda o: _container(o)["ports"][0].update(containerPort=9999), "port"),
-    "process count is not the pod count": ("jobset", lambda o: _set_env(o, "JAX_NUM_PROCESSES", "3"), "the workload has 2 pods"),
+    "process count is not the pod count": (
+        "jobset",
+        lambda o: _set_env(o, "JAX_NUM_PROCESSES", "3"),
+        "the workload has 2 pods",
+    ),
     "rank env missing": ("jobset", lambda o: _set_env(o, "JAX_PROCESS_ID", None), "rank env missing"),
 }
 
@@ -180,7 +212,11 @@ FAULTS = {
     "crash": (["--fail", "1"], "failed", "exit code 1"),
     "sigkill": (["--kill", "train-node-0-1@0.1"], "failed", "SIGKILL"),
     "hang": (["--hang", "1", "--init-timeout", "2"], "failed", "no progress"),
-    "late start past the init timeout": (["--delay", "1=4", "--init-timeout", "2"], "failed", "not started yet: train-node-0-1"),
+    "late start past the init timeout": (
+        ["--delay", "1=4", "--init-timeout", "2"],
+        "failed",
+        "not started yet: train-node-0-1",
+    ),
     "late start within the init timeout": (["--delay", "1=1", "--init-timeout", "6"], "succeeded", ""),
     "missing coordinator": (["--delay", "0=4", "--init-timeout", "2"], "failed", "not started yet: train-node-0-0"),
 }
@@ -200,7 +236,9 @@ def test_faults_give_the_expected_verdict_fast(fault: str, tmp_path: Path) -> No
 
 
 def test_jobset_restarts_the_whole_group_and_recovers(tmp_path: Path) -> None:
-    rc, report, _ = simulate("examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1", tmp=tmp_path)  # maxRestarts: 3
+    rc, report, _ = simulate(
+        "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1", tmp=tmp_path
+    )  # maxRestarts: 3
     w = only(report)
     assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1)
     assert [a["ok"] for a in w["attempts"]] == [False, True]
@@ -216,15 +254,21 @@ def test_restarted_pods_see_the_jobset_restart_attempt(tmp_path: Path) -> None:
     objs = _synthesized("jobset")
     objs[-1]["spec"]["failurePolicy"]["maxRestarts"] = 1
     container = _container(objs)
-    container["env"].append({"name": "ATTEMPT", "valueFrom": {"fieldRef": {
-        "fieldPath": "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"}}})
+    container["env"].append(
+        {
+            "name": "ATTEMPT",
+            "valueFrom": {"fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"}},
+        }
+    )
     container["command"], container["args"] = ["sh", "-c", 'echo "attempt $ATTEMPT"; test "$ATTEMPT" = 1'], []
     manifest = tmp_path / "resume.yaml"
     manifest.write_text(dump(objs))
     rc, report, err = simulate(str(manifest), "--run-command", tmp=tmp_path)
     w = only(report)
     assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1), err
-    first, second = ([p["exit_code"] for p in a["pods"] if p["reason"] != "ended with its group"] for a in w["attempts"])
+    first, second = (
+        [p["exit_code"] for p in a["pods"] if p["reason"] != "ended with its group"] for a in w["attempts"]
+    )
     assert first and set(first) == {1} and second == [0, 0]
 
 
@@ -255,15 +299,34 @@ def _pod_processes(sid: int) -> int:
     return sum(group != sid for group in _session(sid).values())
 
 
-@pytest.mark.parametrize(("signum", "whole_group", "status"), [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130)],
-                         ids=["SIGTERM to the command", "Ctrl-C"])
+@pytest.mark.parametrize(
+    ("signum", "whole_group", "status"),
+    [(signal.SIGTERM, False, 143), (signal.SIGINT, True, 130)],
+    ids=["SIGTERM to the command", "Ctrl-C"],
+)
 def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: bool, status: int, tmp_path: Path) -> None:
     """`timeout`, a CI cancel or Ctrl-C mid-run: the pods die with the command and its temp dir goes."""
     scratch = tmp_path / "tmp"
     scratch.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "jaxinfra", "simulate", "examples/training-infra/stacks/cpu_dev.py", "--hang", "1",
-                             "--init-timeout", "60", "--no-logs"], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "TMPDIR": str(scratch)})
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jaxinfra",
+            "simulate",
+            "examples/training-infra/stacks/cpu_dev.py",
+            "--hang",
+            "1",
+            "--init-timeout",
+            "60",
+            "--no-logs",
+        ],
+        cwd=ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
     try:
         deadline = time.monotonic() + 60
         while _pod_processes(proc.pid) < 4 and time.monotonic() < deadline:  # two pods: shim and container each
@@ -289,11 +352,18 @@ def _script(manifest: str, kind: str) -> list[str]:
     from jaxinfra.yamlio import load
 
     obj = next(o for o in load((MANIFESTS / manifest).read_text()) if o["kind"] == kind)
-    body = obj["spec"]["trainer"] if kind == "TrainJob" else obj["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    body = (
+        obj["spec"]["trainer"]
+        if kind == "TrainJob"
+        else obj["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    )
     return [*body["command"], *body.get("args", [])]
 
 
-OPERATOR_SCRIPTS = {"jaxjob": ("jaxjob_cpu_v1_script.yaml", "JAXJob"), "trainjob": ("trainjob_upstream_runtime.yaml", "TrainJob")}
+OPERATOR_SCRIPTS = {
+    "jaxjob": ("jaxjob_cpu_v1_script.yaml", "JAXJob"),
+    "trainjob": ("trainjob_upstream_runtime.yaml", "TrainJob"),
+}
 
 
 @pytest.mark.parametrize("backend", list(OPERATOR_SCRIPTS))
@@ -313,7 +383,9 @@ def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backen
     if backend == "trainjob":
         workload["spec"]["trainer"].update(command=command[:2], args=command[2:])
     else:
-        workload["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(command=command[:2], args=command[2:])
+        workload["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0].update(
+            command=command[:2], args=command[2:]
+        )
     path = tmp_path / f"{stack}.{backend}.yaml"
     path.write_text(dump(objs))
     rc, report, err = simulate(str(path), "--run-command", "--no-k8s-client", tmp=tmp_path)

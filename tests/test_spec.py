@@ -22,12 +22,23 @@ def job(**kw: Any) -> Any:
 
 def test_local_problems_across_objects_are_reported_together() -> None:
     found = problems(
-        node_pools=[NodePool("pool", TPU("v9", "2x2")), NodePool("b", TPU("v5e", "2x3")), NodePool("g", GPU("h100-80gb", 16))],
+        node_pools=[
+            NodePool("pool", TPU("v9", "2x2")),
+            NodePool("b", TPU("v5e", "2x3")),
+            NodePool("g", GPU("h100-80gb", 16)),
+        ],
         jobs=[job(coordinator_port=70000, backend="slurm", nodes=0), job(name="Bad_Name", slices=-1, typo=1)],
     )
     assert set(found) == {
-        "node_pools[0].accelerator.generation", "node_pools[1].accelerator.topology", "node_pools[2].accelerator.count",
-        "jobs[0].coordinator_port", "jobs[0].backend", "jobs[0].nodes", "jobs[1].name", "jobs[1].slices", "jobs[1].typo",
+        "node_pools[0].accelerator.generation",
+        "node_pools[1].accelerator.topology",
+        "node_pools[2].accelerator.count",
+        "jobs[0].coordinator_port",
+        "jobs[0].backend",
+        "jobs[0].nodes",
+        "jobs[1].name",
+        "jobs[1].slices",
+        "jobs[1].typo",
     }
     assert found["node_pools[0].accelerator.generation"].value == "v9"
     assert "v5e" in found["node_pools[0].accelerator.generation"].fix
@@ -40,16 +51,31 @@ def test_local_problems_across_objects_are_reported_together() -> None:
 def test_env_reference_problems_point_at_the_reference_field() -> None:
     """Paths name the user's own keys and fields, never a tagged union's tag (env keys that look
     like tags stay)."""
-    found = problems(node_pools=[NodePool("pool", CPU(devices=2))],
-                     jobs=[job(env={"A": SecretRef("Bad_Name", "k"), "B": ConfigMapRef("ok", ""), "secret": SecretRef("s", ""), "cpu": 3})])
+    found = problems(
+        node_pools=[NodePool("pool", CPU(devices=2))],
+        jobs=[
+            job(
+                env={
+                    "A": SecretRef("Bad_Name", "k"),
+                    "B": ConfigMapRef("ok", ""),
+                    "secret": SecretRef("s", ""),
+                    "cpu": 3,
+                }
+            )
+        ],
+    )
     assert set(found) == {"jobs[0].env.A.name", "jobs[0].env.B.key", "jobs[0].env.secret.key", "jobs[0].env.cpu"}
 
 
 def test_cross_object_problems_are_reported_together() -> None:
     found = problems(
         node_pools=[NodePool("pool", TPU("v5e", "2x2")), NodePool("gpu", GPU("l4", 1))],
-        jobs=[job(slices=2), job(name="a", node_pool="pol"), job(name="b", node_pool="gpu", slices=2),
-              job(name="x" * 60)],
+        jobs=[
+            job(slices=2),
+            job(name="a", node_pool="pol"),
+            job(name="b", node_pool="gpu", slices=2),
+            job(name="x" * 60),
+        ],
     )
     assert "single-host" in found["jobs[0].slices"].message
     assert found["jobs[1].node_pool"].fix.startswith("use one of pool")
@@ -85,13 +111,27 @@ def test_gpu_tpu_mixups_are_explained() -> None:
 
 
 def test_resource_conflicts_with_the_accelerator() -> None:
-    found = problems(node_pools=[NodePool("pool", GPU("l4", 2))], jobs=[job(resources={"limits": {"nvidia.com/gpu": 4}})])
+    found = problems(
+        node_pools=[NodePool("pool", GPU("l4", 2))], jobs=[job(resources={"limits": {"nvidia.com/gpu": 4}})]
+    )
     assert "jobs[0].resources.limits.nvidia.com/gpu" in found
 
 
 def test_bad_quantity_label_and_env() -> None:
-    found = problems(node_pools=[NodePool("pool", CPU())],
-                     jobs=[job(resources={"requests": {"memory": "lots"}}, labels={"app.kubernetes.io/name": "x"},
-                               env={"JAX_PROCESS_ID": "3"}, annotations={"bad key!": "v"})])
-    assert set(found) == {"jobs[0].resources.requests.memory", "jobs[0].labels.app.kubernetes.io/name",
-                          "jobs[0].env.JAX_PROCESS_ID", "jobs[0].annotations.bad key!"}
+    found = problems(
+        node_pools=[NodePool("pool", CPU())],
+        jobs=[
+            job(
+                resources={"requests": {"memory": "lots"}},
+                labels={"app.kubernetes.io/name": "x"},
+                env={"JAX_PROCESS_ID": "3"},
+                annotations={"bad key!": "v"},
+            )
+        ],
+    )
+    assert set(found) == {
+        "jobs[0].resources.requests.memory",
+        "jobs[0].labels.app.kubernetes.io/name",
+        "jobs[0].env.JAX_PROCESS_ID",
+        "jobs[0].annotations.bad key!",
+    }

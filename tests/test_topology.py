@@ -11,9 +11,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
-from headless import Browser
 
 from conftest import EXAMPLE
+from headless import Browser
 from jaxinfra import CPU, TPU, Cluster, JaxJob, NodePool, stack
 from jaxinfra.plan import plan
 from jaxinfra.topology import HOST_COLLAPSE, SLICE_COLLAPSE, Layout, svg
@@ -25,13 +25,19 @@ V5P = EXAMPLE / "stacks" / "tpu_v5p_2x2x4_x2.py"
 
 
 def cpu_job(nodes: int) -> Cluster:
-    return Cluster(name="c", node_pools=[NodePool("cpu", CPU(devices=2))],
-                   jobs=[JaxJob("train", image="img", node_pool="cpu", nodes=nodes)])
+    return Cluster(
+        name="c",
+        node_pools=[NodePool("cpu", CPU(devices=2))],
+        jobs=[JaxJob("train", image="img", node_pool="cpu", nodes=nodes)],
+    )
 
 
 def tpu_job(topology: str, slices: int) -> Cluster:
-    return Cluster(name="t", node_pools=[NodePool("tpu", TPU("v5p", topology))],
-                   jobs=[JaxJob("train", image="img", node_pool="tpu", slices=slices)])
+    return Cluster(
+        name="t",
+        node_pools=[NodePool("tpu", TPU("v5p", topology))],
+        jobs=[JaxJob("train", image="img", node_pool="tpu", slices=slices)],
+    )
 
 
 def drawn(cluster: Cluster) -> tuple[ET.Element, str]:
@@ -50,8 +56,11 @@ def accounted(root: ET.Element) -> tuple[list[int], int]:
     return ranks, in_ranges
 
 
-@pytest.mark.parametrize("cluster", [cpu_job(1), cpu_job(8), cpu_job(HOST_COLLAPSE), tpu_job("2x2x4", 2),
-                                     tpu_job("2x2x4", SLICE_COLLAPSE)], ids=lambda c: str(c.jobs[0].nodes or c.jobs[0].slices))
+@pytest.mark.parametrize(
+    "cluster",
+    [cpu_job(1), cpu_job(8), cpu_job(HOST_COLLAPSE), tpu_job("2x2x4", 2), tpu_job("2x2x4", SLICE_COLLAPSE)],
+    ids=lambda c: str(c.jobs[0].nodes or c.jobs[0].slices),
+)
 def test_one_element_per_host_up_to_the_collapse_size(cluster: Cluster) -> None:
     root, _ = drawn(cluster)
     jp = plan(cluster).jobs[0]
@@ -65,13 +74,16 @@ def test_one_element_per_host_up_to_the_collapse_size(cluster: Cluster) -> None:
     assert coordinator == f"{jp.hostname(0)}: rank 0, coordinator"
 
 
-@pytest.mark.parametrize("cluster", [cpu_job(HOST_COLLAPSE + 1), cpu_job(1000), tpu_job("4x4x8", SLICE_COLLAPSE + 1),
-                                     stack.load(HUGE)], ids=["33", "1000", "5x32", "6144"])
+@pytest.mark.parametrize(
+    "cluster",
+    [cpu_job(HOST_COLLAPSE + 1), cpu_job(1000), tpu_job("4x4x8", SLICE_COLLAPSE + 1), stack.load(HUGE)],
+    ids=["33", "1000", "5x32", "6144"],
+)
 def test_past_the_collapse_size_ranges_count_every_host(cluster: Cluster) -> None:
     root, text = drawn(cluster)
     jp = plan(cluster).jobs[0]
     ranks, in_ranges = accounted(root)
-    assert len(ranks) + in_ranges == jp.processes           # every host once: drawn, or counted in a range
+    assert len(ranks) + in_ranges == jp.processes  # every host once: drawn, or counted in a range
     assert len(set(ranks)) == len(ranks) and {0, jp.processes - 1} <= set(ranks)
     assert len(ranks) <= SLICE_COLLAPSE * HOST_COLLAPSE and len(text) < 100_000
 
@@ -80,8 +92,14 @@ def test_bytes_are_the_same_across_runs_and_hash_seeds(tmp_path: Path) -> None:
     outputs = []
     for seed in ("0", "1", "4242"):
         out = tmp_path / f"{seed}.svg"
-        r = subprocess.run([sys.executable, "-m", "jaxinfra", "explain", str(V5P), str(HUGE), "--svg", str(out)],
-                           capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONHASHSEED": seed}, timeout=60)
+        r = subprocess.run(
+            [sys.executable, "-m", "jaxinfra", "explain", str(V5P), str(HUGE), "--svg", str(out)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]

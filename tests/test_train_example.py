@@ -11,17 +11,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import STACKS
-from train_group import TRAIN_DIR, Group, committed_steps
 
+from conftest import STACKS
 from jaxinfra import JaxJob, stack
+from train_group import TRAIN_DIR, Group, committed_steps
 
 sys.path.insert(0, str(TRAIN_DIR))
 import train  # noqa: E402  (jaxinfra/templates/train/train.py: the program under test)
 
 STEPS = 20
 EVERY = 5
-RTOL = 1e-5   # 2 x 2 vs 1 x 4: the same sums, reduced in another order across processes
+RTOL = 1e-5  # 2 x 2 vs 1 x 4: the same sums, reduced in another order across processes
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,12 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict[int, float]:
 
 def checkpointed(directory: Path, **extra: str) -> dict[str, str]:
     """Settings of a run that checkpoints into `directory` every EVERY steps."""
-    return {"TRAIN_STEPS": str(STEPS), "TRAIN_CHECKPOINT_EVERY": str(EVERY), "JAXINFRA_CHECKPOINT_DIR": str(directory),
-            **extra}
+    return {
+        "TRAIN_STEPS": str(STEPS),
+        "TRAIN_CHECKPOINT_EVERY": str(EVERY),
+        "JAXINFRA_CHECKPOINT_DIR": str(directory),
+        **extra,
+    }
 
 
 def test_two_processes_reach_the_same_losses_as_one(tmp_path: Path, reference: dict[int, float]) -> None:
@@ -61,7 +65,7 @@ def test_crash_then_preemption_then_completion(tmp_path: Path, reference: dict[i
 
     with Group(tmp_path / "crashed", processes=2, devices=2, env=paced) as g:
         g.wait_for(lambda: 2 * EVERY in committed_steps(ckpt) and max(g.losses(), default=0) > 2 * EVERY)
-        g.signal(signal.SIGKILL)   # a crashed host: JobSet restarts the whole group, nothing is saved on the way out
+        g.signal(signal.SIGKILL)  # a crashed host: JobSet restarts the whole group, nothing is saved on the way out
         assert g.wait() == [-9, -9]
         crashed_at = max(g.losses())
     resumable = max(committed_steps(ckpt))
@@ -69,8 +73,8 @@ def test_crash_then_preemption_then_completion(tmp_path: Path, reference: dict[i
 
     with Group(tmp_path / "preempted", processes=2, devices=2, env=paced) as g:
         g.wait_for(lambda: max(g.losses(), default=0) >= resumable + 2)
-        g.signal(signal.SIGTERM, ranks=[1])   # rank 1 only: rank 0 learns it in the step's all-reduce
-        assert g.wait(timeout=15) == [143, 143], g.output()   # saved, but not done: the controllers restart it
+        g.signal(signal.SIGTERM, ranks=[1])  # rank 1 only: rank 0 learns it in the step's all-reduce
+        assert g.wait(timeout=15) == [143, 143], g.output()  # saved, but not done: the controllers restart it
         out, losses = g.output(), g.losses()
     assert f"resumed from step {resumable}\n" in out
     assert min(losses) == resumable + 1
@@ -112,46 +116,92 @@ def test_kubeflow_v1_env_initializes(tmp_path: Path, reference: dict[int, float]
 CFG = train.load_config({})
 
 
-@pytest.mark.parametrize(("env", "expected"), [
-    ({}, None),
-    # jaxinfra's jobset / job backends, and Kubeflow Trainer v2's JAX plugin: the same names
-    ({"JAX_COORDINATOR_ADDRESS": "train-slice-0-0.train:8482", "JAX_NUM_PROCESSES": "4", "JAX_PROCESS_ID": "3",
-      "JAX_INITIALIZATION_TIMEOUT": "60"},
-     {"coordinator_address": "train-slice-0-0.train:8482", "num_processes": 4, "process_id": 3,
-      "cluster_detection_method": "deactivate", "initialization_timeout": 60}),
-    # Kubeflow Training Operator v1: address without the port
-    ({"COORDINATOR_ADDRESS": "train-worker-0", "COORDINATOR_PORT": "6666", "NUM_PROCESSES": "2", "PROCESS_ID": "1"},
-     {"coordinator_address": "train-worker-0:6666", "num_processes": 2, "process_id": 1,
-      "cluster_detection_method": "deactivate", "initialization_timeout": 300}),
-    # GKE TPU multi-slice: no rank in the env, JAX's TPU detection derives it
-    ({"JAX_COORDINATOR_ADDRESS": "train-slice-0-0.train:8482", "JAX_NUM_PROCESSES": "8",
-      "MEGASCALE_COORDINATOR_ADDRESS": "train-slice-0-0.train", "MEGASCALE_NUM_SLICES": "2", "MEGASCALE_SLICE_ID": "1",
-      "JAX_INITIALIZATION_TIMEOUT": "300"},
-     {"initialization_timeout": 300}),
-])
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({}, None),
+        # jaxinfra's jobset / job backends, and Kubeflow Trainer v2's JAX plugin: the same names
+        (
+            {
+                "JAX_COORDINATOR_ADDRESS": "train-slice-0-0.train:8482",
+                "JAX_NUM_PROCESSES": "4",
+                "JAX_PROCESS_ID": "3",
+                "JAX_INITIALIZATION_TIMEOUT": "60",
+            },
+            {
+                "coordinator_address": "train-slice-0-0.train:8482",
+                "num_processes": 4,
+                "process_id": 3,
+                "cluster_detection_method": "deactivate",
+                "initialization_timeout": 60,
+            },
+        ),
+        # Kubeflow Training Operator v1: address without the port
+        (
+            {
+                "COORDINATOR_ADDRESS": "train-worker-0",
+                "COORDINATOR_PORT": "6666",
+                "NUM_PROCESSES": "2",
+                "PROCESS_ID": "1",
+            },
+            {
+                "coordinator_address": "train-worker-0:6666",
+                "num_processes": 2,
+                "process_id": 1,
+                "cluster_detection_method": "deactivate",
+                "initialization_timeout": 300,
+            },
+        ),
+        # GKE TPU multi-slice: no rank in the env, JAX's TPU detection derives it
+        (
+            {
+                "JAX_COORDINATOR_ADDRESS": "train-slice-0-0.train:8482",
+                "JAX_NUM_PROCESSES": "8",
+                "MEGASCALE_COORDINATOR_ADDRESS": "train-slice-0-0.train",
+                "MEGASCALE_NUM_SLICES": "2",
+                "MEGASCALE_SLICE_ID": "1",
+                "JAX_INITIALIZATION_TIMEOUT": "300",
+            },
+            {"initialization_timeout": 300},
+        ),
+    ],
+)
 def test_distributed_args_follow_the_env_contract(env: dict[str, str], expected: dict | None) -> None:
     args = train.distributed_args(env, CFG)
     if expected is None:
         assert args is None
     else:
-        assert args == {**expected, "heartbeat_timeout_seconds": CFG.heartbeat_timeout,
-                        "shutdown_timeout_seconds": CFG.shutdown_timeout}
+        assert args == {
+            **expected,
+            "heartbeat_timeout_seconds": CFG.heartbeat_timeout,
+            "shutdown_timeout_seconds": CFG.shutdown_timeout,
+        }
 
 
 def test_a_broken_contract_names_every_variable() -> None:
     with pytest.raises(train.InputError) as err:
         train.distributed_args({"JAX_PROCESS_ID": "one", "JAX_INITIALIZATION_TIMEOUT": "soon"}, CFG)
     problems = err.value.args[0]
-    assert [p.split(" ")[0] for p in problems] == ["JAX_INITIALIZATION_TIMEOUT", "JAX_NUM_PROCESSES",
-                                                   "JAX_PROCESS_ID", "JAX_COORDINATOR_ADDRESS"]
+    assert [p.split(" ")[0] for p in problems] == [
+        "JAX_INITIALIZATION_TIMEOUT",
+        "JAX_NUM_PROCESSES",
+        "JAX_PROCESS_ID",
+        "JAX_COORDINATOR_ADDRESS",
+    ]
     assert all("fix:" in p for p in problems)
 
 
 def test_bad_settings_exit_2_with_every_problem_and_no_traceback() -> None:
-    env = {"PATH": "/usr/bin:/bin", "TRAIN_STEPS": "-1", "TRAIN_BATCH": "many", "TRAIN_HIDDEN": "9",
-           "TRAIN_MODEL_PARALLEL": "2"}
-    done = subprocess.run([sys.executable, "-m", "train"], cwd=TRAIN_DIR, env=env, capture_output=True, text=True,
-                          timeout=60)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "TRAIN_STEPS": "-1",
+        "TRAIN_BATCH": "many",
+        "TRAIN_HIDDEN": "9",
+        "TRAIN_MODEL_PARALLEL": "2",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "train"], cwd=TRAIN_DIR, env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
@@ -184,7 +234,9 @@ def test_image_runs_the_stacks_command_as_the_pods_user() -> None:
     dockerfile = (TRAIN_DIR / "Dockerfile").read_text()
     user = JaxJob.model_fields
     assert re.search(r"^USER (\d+):(\d+)$", dockerfile, re.M).groups() == (
-        str(user["run_as_user"].default), str(user["run_as_group"].default))
+        str(user["run_as_user"].default),
+        str(user["run_as_group"].default),
+    )
     assert re.search(r"^WORKDIR /\S+\nCOPY train\.py \.$", dockerfile, re.M), "train.py in the working directory"
     commands = {tuple(job.command) for path in STACKS for job in stack.load(path).jobs}
     assert commands == {("python", "-m", "train")}

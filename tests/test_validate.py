@@ -181,9 +181,7 @@ def test_unknown_field_deep_in_a_jobset_is_located() -> None:
     obj = jobset()
     obj["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelizm"] = 4
     [problem] = validate_objects([obj], source="out/dev.yaml")
-    assert problem.path == (
-        "out/dev.yaml#0 JobSet/train spec.replicatedJobs[0].template.spec.parallelizm"
-    )
+    assert problem.path == ("out/dev.yaml#0 JobSet/train spec.replicatedJobs[0].template.spec.parallelizm")
     assert problem.value == 4
     assert "unknown field" in problem.message
     assert problem.fix.startswith("remove it or check its spelling")
@@ -222,7 +220,8 @@ def test_missing_required_field_names_the_field() -> None:
     del obj["spec"]["template"]["spec"]["containers"][0]["name"]
     problems = validate_objects([obj])
     assert [(p.path, p.message) for p in problems if p.path.endswith("containers[0].name")] == [
-        ("<memory>#0 Job/train-workers spec.template.spec.containers[0].name", "Required value")]
+        ("<memory>#0 Job/train-workers spec.template.spec.containers[0].name", "Required value")
+    ]
 
 
 def test_every_problem_in_every_document_is_reported_in_a_stable_order() -> None:
@@ -303,7 +302,9 @@ def test_jobset_children_names_must_fit_in_63_characters() -> None:
     [problem] = validate_objects([jobset("a" * 48)])  # Job names fit; Pod names (+"-3-abcde") don't
     assert "pod names generated" in problem.message
     problems = validate_objects([jobset("0train")])  # DNS-1035: children must start with a letter
-    assert problems and all(p.path.endswith("spec.replicatedJobs[0].name") and "DNS-1035" in p.message for p in problems)
+    assert problems and all(
+        p.path.endswith("spec.replicatedJobs[0].name") and "DNS-1035" in p.message for p in problems
+    )
 
 
 def test_custom_object_name_is_required_and_a_subdomain() -> None:

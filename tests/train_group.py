@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-TRAIN_DIR = Path(__file__).resolve().parents[1] / "jaxinfra" / "templates" / "train"
+TRAIN_DIR = Path(__file__).resolve().parents[1] / "src" / "jaxinfra" / "templates" / "train"
 STEP = re.compile(r"^step (\d+) loss (\S+)$", re.M)
 #: Variables a parent shell may carry that would change what the program sees.
 _SCRUB = re.compile(r"^(JAX_|TRAIN_|JAXINFRA_|MEGASCALE_|TPU_|XLA_|COORDINATOR_|NUM_PROCESSES$|PROCESS_ID$)")
@@ -28,11 +28,18 @@ def contract(variant: str, processes: int, rank: int, port: int) -> dict[str, st
     """The distributed env of one rank: `jaxinfra` (also Kubeflow Trainer v2's), `kubeflow-v1`
     (Training Operator v1), or `none` (a lone process: no distributed runtime)."""
     if variant == "jaxinfra":
-        return {"JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}", "JAX_NUM_PROCESSES": str(processes),
-                "JAX_PROCESS_ID": str(rank)}
+        return {
+            "JAX_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+            "JAX_NUM_PROCESSES": str(processes),
+            "JAX_PROCESS_ID": str(rank),
+        }
     if variant == "kubeflow-v1":
-        return {"COORDINATOR_ADDRESS": "127.0.0.1", "COORDINATOR_PORT": str(port),
-                "NUM_PROCESSES": str(processes), "PROCESS_ID": str(rank)}
+        return {
+            "COORDINATOR_ADDRESS": "127.0.0.1",
+            "COORDINATOR_PORT": str(port),
+            "NUM_PROCESSES": str(processes),
+            "PROCESS_ID": str(rank),
+        }
     if variant == "none":
         assert processes == 1, "without a contract there is one process"
         return {}
@@ -42,28 +49,47 @@ def contract(variant: str, processes: int, rank: int, port: int) -> dict[str, st
 class Group:
     """`processes` x `devices` CPU devices running `python -m train` in jaxinfra/templates/train, logs in `logs`."""
 
-    def __init__(self, logs: Path, processes: int, devices: int, env: dict[str, str] | None = None,
-                 variant: str | None = None, python: str = sys.executable):
+    def __init__(
+        self,
+        logs: Path,
+        processes: int,
+        devices: int,
+        env: dict[str, str] | None = None,
+        variant: str | None = None,
+        python: str = sys.executable,
+    ):
         variant = variant or ("jaxinfra" if processes > 1 else "none")
         logs.mkdir(parents=True, exist_ok=True)
         port = free_port()
         base = {k: v for k, v in os.environ.items() if not _SCRUB.match(k)}
-        base.update({
-            "JAX_PLATFORMS": "cpu", "JAX_NUM_CPU_DEVICES": str(devices), "JAX_INITIALIZATION_TIMEOUT": "30",
-            "TRAIN_HEARTBEAT_TIMEOUT": "10", "TRAIN_SHUTDOWN_TIMEOUT": "10",
-            "HOME": str(logs / "no-such-home"),   # pods run as uid 1000, whose HOME may not exist
-            # The kubelet sets these in every container; with the `kubernetes` package importable and no
-            # token mounted, JAX's K8s detection would crash initialize (issue 12) unless switched off.
-            "KUBERNETES_SERVICE_HOST": "10.0.0.1", "KUBERNETES_SERVICE_PORT": "443",
-            **(env or {}),
-        })
+        base.update(
+            {
+                "JAX_PLATFORMS": "cpu",
+                "JAX_NUM_CPU_DEVICES": str(devices),
+                "JAX_INITIALIZATION_TIMEOUT": "30",
+                "TRAIN_HEARTBEAT_TIMEOUT": "10",
+                "TRAIN_SHUTDOWN_TIMEOUT": "10",
+                "HOME": str(logs / "no-such-home"),  # pods run as uid 1000, whose HOME may not exist
+                # The kubelet sets these in every container; with the `kubernetes` package importable and no
+                # token mounted, JAX's K8s detection would crash initialize (issue 12) unless switched off.
+                "KUBERNETES_SERVICE_HOST": "10.0.0.1",
+                "KUBERNETES_SERVICE_PORT": "443",
+                **(env or {}),
+            }
+        )
         self.logs = [logs / f"rank{r}.log" for r in range(processes)]
         self.procs = []
         for rank in range(processes):
             with open(self.logs[rank], "w") as out:
-                self.procs.append(subprocess.Popen(
-                    [python, "-m", "train"], cwd=TRAIN_DIR, stdout=out, stderr=subprocess.STDOUT,
-                    env={**base, **contract(variant, processes, rank, port)}))
+                self.procs.append(
+                    subprocess.Popen(
+                        [python, "-m", "train"],
+                        cwd=TRAIN_DIR,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                        env={**base, **contract(variant, processes, rank, port)},
+                    )
+                )
 
     def output(self, rank: int = 0) -> str:
         return self.logs[rank].read_text()
@@ -71,7 +97,7 @@ class Group:
     def losses(self, rank: int = 0) -> dict[int, float]:
         return {int(s): float(v) for s, v in STEP.findall(self.output(rank))}
 
-    def wait_for(self, predicate, timeout: float = 60) -> None:   # noqa: ANN001  (a () -> bool)
+    def wait_for(self, predicate, timeout: float = 60) -> None:  # noqa: ANN001  (a () -> bool)
         deadline = time.monotonic() + timeout
         while not predicate():
             if time.monotonic() > deadline or any(p.poll() is not None for p in self.procs):

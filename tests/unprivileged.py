@@ -49,8 +49,11 @@ def _open_script(closed: Mapping[Path, set[str]], save: Path) -> str:
     steps = []
     for i, (folder, entries) in enumerate(sorted(closed.items(), key=lambda item: len(item[0].parts))):
         keep = save / str(i)
-        steps += [f"mkdir -p {shlex.quote(str(keep))}", f"mount --bind {shlex.quote(str(folder))} {shlex.quote(str(keep))}",
-                  f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(folder))}"]
+        steps += [
+            f"mkdir -p {shlex.quote(str(keep))}",
+            f"mount --bind {shlex.quote(str(folder))} {shlex.quote(str(keep))}",
+            f"mount -t tmpfs -o mode=0755 tmpfs {shlex.quote(str(folder))}",
+        ]
         for entry in sorted(entries):
             source, target = keep / entry, folder / entry
             steps.append(("mkdir" if target.is_dir() else "touch") + f" {shlex.quote(str(target))}")
@@ -66,7 +69,9 @@ def scratch_home() -> Path:
     return home
 
 
-def command(argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False) -> tuple[list[str], dict[str, str], Path | None]:
+def command(
+    argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False
+) -> tuple[list[str], dict[str, str], Path | None]:
     """(argv, env, folder to remove afterwards) that run `argv` unprivileged (unless `as_root`), HOME and TMPDIR in `home`."""
     argv = list(argv)
     if deny_unshare:
@@ -77,25 +82,34 @@ def command(argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unsh
     env.update(USER="nobody", LOGNAME="nobody")
     save = Path(tempfile.mkdtemp(prefix="jaxinfra-open-"))
     needed = [Path(sys.executable), Path(sys.prefix), Path(sys.base_prefix), ROOT, home]
-    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    drop = [
+        "setpriv",
+        f"--reuid={NOBODY}",
+        f"--regid={NOBODY}",
+        "--clear-groups",
+        "--inh-caps=-all",
+        "--bounding-set=-all",
+        "--",
+    ]
     script = _open_script(_closed_dirs(needed), save) + '\nexec "$@"'
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script, "sh", *drop, *argv], env, save
 
 
-def run(argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False,
-        **kwargs: object) -> subprocess.CompletedProcess:
+def run(
+    argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False, **kwargs: object
+) -> subprocess.CompletedProcess:
     """`subprocess.run` of `argv` as the unprivileged user (see `command`)."""
     full, env, save = command(argv, home, as_root=as_root, deny_unshare=deny_unshare)
     try:
         return subprocess.run(full, env={**env, **kwargs.pop("env", {})}, **kwargs)  # type: ignore[arg-type]
     finally:
         if save is not None:
-            shutil.rmtree(save, ignore_errors=True)   # empty: its mounts lived in the command's namespace only
+            shutil.rmtree(save, ignore_errors=True)  # empty: its mounts lived in the command's namespace only
 
 
 # --- the seccomp filter -------------------------------------------------------------------
 
-_ARCH = {"x86_64": (0xC000003E, 272), "aarch64": (0xC00000B7, 97)}   # AUDIT_ARCH_*, __NR_unshare
+_ARCH = {"x86_64": (0xC000003E, 272), "aarch64": (0xC00000B7, 97)}  # AUDIT_ARCH_*, __NR_unshare
 _EPERM = 1
 _SECCOMP_RET_ALLOW, _SECCOMP_RET_ERRNO = 0x7FFF0000, 0x00050000
 _BPF_LD_W_ABS, _BPF_JEQ_K, _BPF_RET_K = 0x20, 0x15, 0x06
@@ -105,9 +119,9 @@ def deny_unshare() -> None:
     """From now on (and across exec) unshare(2) fails with EPERM in this process and its children."""
     arch, unshare_nr = _ARCH[platform.machine()]
     program = [
-        (_BPF_LD_W_ABS, 0, 0, 4),                        # seccomp_data.arch
-        (_BPF_JEQ_K, 0, 3, arch),                         # another ABI: allow
-        (_BPF_LD_W_ABS, 0, 0, 0),                         # seccomp_data.nr
+        (_BPF_LD_W_ABS, 0, 0, 4),  # seccomp_data.arch
+        (_BPF_JEQ_K, 0, 3, arch),  # another ABI: allow
+        (_BPF_LD_W_ABS, 0, 0, 0),  # seccomp_data.nr
         (_BPF_JEQ_K, 0, 1, unshare_nr),
         (_BPF_RET_K, 0, 0, _SECCOMP_RET_ERRNO | _EPERM),
         (_BPF_RET_K, 0, 0, _SECCOMP_RET_ALLOW),
@@ -115,10 +129,10 @@ def deny_unshare() -> None:
     filters = ctypes.create_string_buffer(b"".join(struct.pack("HBBI", *ins) for ins in program))
     fprog = struct.pack("HxxxxxxP", len(program), ctypes.addressof(filters))
     libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(38, 1, 0, 0, 0) != 0:                  # PR_SET_NO_NEW_PRIVS
+    if libc.prctl(38, 1, 0, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
         raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS")
     buf = ctypes.create_string_buffer(fprog)
-    if libc.prctl(22, 2, ctypes.c_void_p(ctypes.addressof(buf)), 0, 0) != 0:   # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
+    if libc.prctl(22, 2, ctypes.c_void_p(ctypes.addressof(buf)), 0, 0) != 0:  # PR_SET_SECCOMP, SECCOMP_MODE_FILTER
         raise OSError(ctypes.get_errno(), "PR_SET_SECCOMP")
 
 

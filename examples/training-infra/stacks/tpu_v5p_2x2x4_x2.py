@@ -9,7 +9,15 @@ cluster = Cluster(
     name="tpu-v5p",
     node_pools=[NodePool("v5p-2x2x4", TPU("v5p", "2x2x4"))],
     jobs=[
-        JaxJob("train", namespace="ml", image=JAX_TPU_IMAGE, command=TRAIN, node_pool="v5p-2x2x4", slices=2, max_restarts=3,
-               checkpoints=GCSBucket("my-project-tpu-v5p-checkpoints"))
+        JaxJob(
+            "train",
+            namespace="ml",
+            image=JAX_TPU_IMAGE,
+            command=TRAIN,
+            node_pool="v5p-2x2x4",
+            slices=2,
+            max_restarts=3,
+            checkpoints=GCSBucket("my-project-tpu-v5p-checkpoints"),
+        )
     ],
 )

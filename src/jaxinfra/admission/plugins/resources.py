@@ -1,0 +1,151 @@
+"""The pod-resource arithmetic LimitRanger and ResourceQuota share: quantities (exact value, format) added and shown
+back as resource.Quantity does, a ResourceList parsed, a pod's containers with their requests/limits, and a pod's
+summed requests/limits (PodRequests / PodLimits).
+
+Emulated from (facts, not code):
+- kubernetes/apimachinery pkg/api/resource/quantity.go facts for showing a quantity back (CanonicalizeBytes): the
+  format follows the suffix written, binary below 1024 or fractional shows as decimal, precision is nano rounded up.
+- kubernetes/kubernetes pkg/api/v1/resource PodRequests / PodLimits (`_aggregate`).
+
+Knowingly not emulated: pod-level resources defaulting (pod-level requests/limits are honoured as written).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+from typing import Any
+
+from jaxinfra.admission.decoded import as_list, as_map
+from jaxinfra.admission.store import Path
+from jaxinfra.quantity import parse, suffix_of
+
+# --- quantities: (exact value, format), added and shown back as resource.Quantity does -----------------------------
+
+_Q = tuple[Fraction, str]
+_BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+_ZERO: _Q = (Fraction(0), "DecimalSI")
+
+
+def _quantity(value: Any) -> _Q | None:
+    """A quantity as written, with the format its suffix implies; None for one the schema step reports."""
+    amount = parse(value)
+    if amount is None:
+        return None
+    suffix = suffix_of(value)
+    fmt = "BinarySI" if suffix in _BINARY[1:] else "DecimalExponent" if suffix[:1] in ("e", "E") else "DecimalSI"
+    return amount, fmt
+
+
+def _digits(number: int) -> str:
+    """An integer's decimal text; past Python's 4300-digit str limit (a quantity like 1e999999), a short
+    mantissa-and-exponent form so that showing an absurd value never raises."""
+    if number.bit_length() < 14000:
+        return str(number)
+    exponent = int(abs(number).bit_length() * 0.30103) - 30
+    return f"{number // 10**exponent if number > 0 else -(-number // 10**exponent)}e{exponent}"
+
+
+def _show(q: _Q) -> str:
+    """What the API server prints for a quantity (its canonical form: `8`, `500m`, `1536Mi`, `2k`)."""
+    amount, fmt = q
+    if amount == 0:
+        return "0"
+    if fmt == "BinarySI" and abs(amount) >= 1024 and amount.denominator == 1:
+        number, power = int(amount), 0
+        while number % 1024 == 0 and power < len(_BINARY) - 1:
+            number, power = number // 1024, power + 1
+        return f"{_digits(number)}{_BINARY[power]}"
+    nanos = amount * 10**9
+    number = math.ceil(nanos) if nanos > 0 else math.floor(nanos)
+    exponent = -9
+    while number % 1000 == 0 and exponent < 18:
+        number, exponent = number // 1000, exponent + 3
+    if fmt == "DecimalExponent":
+        return f"{_digits(number)}e{exponent}" if exponent else _digits(number)
+    return f"{_digits(number)}{_DECIMAL[exponent]}"
+
+
+def _add(a: _Q, b: _Q) -> _Q:
+    """Quantity.Add: the sum keeps the first operand's format unless that operand is zero."""
+    return a[0] + b[0], (b[1] if a[0] == 0 else a[1])
+
+
+def _add_into(total: dict[str, _Q], more: Mapping[str, _Q]) -> None:
+    for name, q in more.items():
+        total[name] = _add(total[name], q) if name in total else q
+
+
+def _max_into(total: dict[str, _Q], more: Mapping[str, _Q]) -> None:
+    for name, q in more.items():
+        if name not in total or q[0] > total[name][0]:
+            total[name] = q
+
+
+def _resources(value: Any) -> dict[str, _Q]:
+    """A ResourceList (requests or limits) parsed; entries of an odd type are skipped (the schema step reports)."""
+    if not isinstance(value, Mapping):
+        return {}
+    out = {}
+    for name, raw in value.items():
+        if isinstance(name, str) and (q := _quantity(raw)) is not None:
+            out[name] = q
+    return out
+
+
+# --- the pod's containers -----------------------------------------------------------------------------------------
+
+_CONTAINER_KINDS = (("containers", "container"), ("initContainers", "init container"))
+
+
+def _containers(pod: Mapping) -> Iterator[tuple[Path, Mapping]]:
+    """Every container and init container, with its path, in field order."""
+    spec = as_map(pod.get("spec"))
+    for field, _ in _CONTAINER_KINDS:
+        for i, c in enumerate(as_list(spec.get(field))):
+            if isinstance(c, Mapping):
+                yield ("spec", field, i), c
+
+
+def _container_resources(c: Mapping) -> tuple[dict[str, _Q], dict[str, _Q]]:
+    res = as_map(c.get("resources"))
+    return _resources(res.get("requests")), _resources(res.get("limits"))
+
+
+_POD_LEVEL = ("cpu", "memory")
+
+
+def _aggregate(pod: Mapping, which: int, overhead: bool = True) -> dict[str, _Q]:
+    """PodRequests (which=0) / PodLimits (which=1) from pkg/api/v1/resource: containers and sidecars add up, a plain
+    init container counts alone (with the sidecars started before it), the larger wins; pod-level values replace
+    cpu/memory/hugepages; overhead (quota's sum, not LimitRanger's) adds to every request and to limits present."""
+    spec = as_map(pod.get("spec"))
+    total: dict[str, _Q] = {}
+    for c in as_list(spec.get("containers")):
+        if isinstance(c, Mapping):
+            _add_into(total, _container_resources(c)[which])
+    sidecars: dict[str, _Q] = {}
+    init: dict[str, _Q] = {}
+    for c in as_list(spec.get("initContainers")):
+        if not isinstance(c, Mapping):
+            continue
+        own = _container_resources(c)[which]
+        if c.get("restartPolicy") == "Always":
+            _add_into(total, own)
+            _add_into(sidecars, own)
+            _max_into(init, sidecars)
+        else:
+            alone = dict(own)
+            _add_into(alone, sidecars)
+            _max_into(init, alone)
+    _max_into(total, init)
+    pod_level = _resources(as_map(spec.get("resources")).get(("requests", "limits")[which]))
+    for name, q in pod_level.items():
+        if name in _POD_LEVEL or name.startswith("hugepages-"):
+            total[name] = q
+    for name, q in _resources(spec.get("overhead") if overhead else None).items():
+        if which == 0 or name in total:
+            total[name] = _add(total[name], q) if name in total else q
+    return total

@@ -1,0 +1,99 @@
+"""What every admission step shares: a finding (where in the object, the value, the message, the fix) and the
+store (the objects the API server holds so far, which plugins and webhooks look up)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Path = tuple[str | int, ...]
+"""A field's location inside one object: ("spec", "template", "spec", "containers", 0, "image")."""
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing an admission step says about an object: refused, unless `warning` (accepted, with a warning the
+    API server sends back, as Pod Security does for a workload whose pods it would refuse)."""
+
+    at: Path
+    value: Any
+    message: str
+    fix: str
+    warning: bool = False
+
+
+CLUSTER_SCOPED = frozenset(
+    {
+        "Namespace",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PriorityClass",
+        "StorageClass",
+        "PersistentVolume",
+        "CustomResourceDefinition",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "WorkloadPriorityClass",
+        "Topology",
+        "ClusterTrainingRuntime",
+        "ProvisioningRequestConfig",
+        "AdmissionCheck",
+        "MultiKueueCluster",
+        "MultiKueueConfig",
+    }
+)
+"""Kinds whose identity has no namespace (the API server ignores metadata.namespace on them)."""
+
+
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+"""The PriorityClasses every cluster has (kubernetes pkg/apis/scheduling/types.go: SystemCriticalPriority, and 1000
+more for the node-critical class)."""
+TRAINER_JAX_RUNTIME = "jax-distributed"
+INSTALLED_RUNTIMES = frozenset({TRAINER_JAX_RUNTIME})
+"""ClusterTrainingRuntimes the Kubeflow Trainer installs with itself, so a cluster has them without the inputs
+(kubeflow/trainer@8c0f5059 manifests/base/runtimes/jax_distributed.yaml)."""
+
+
+def meta(obj: Mapping) -> Mapping:
+    m = obj.get("metadata")
+    return m if isinstance(m, Mapping) else {}
+
+
+def namespace_of(obj: Mapping) -> str:
+    """The object's namespace as the API server files it: none for cluster-scoped kinds, else `default` if unset."""
+    if obj.get("kind") in CLUSTER_SCOPED:
+        return ""
+    ns = meta(obj).get("namespace")
+    return ns if isinstance(ns, str) and ns else "default"
+
+
+class Store:
+    """The objects admitted so far, by (kind, namespace, name); the namespace is "" for cluster-scoped kinds.
+    Kinds are matched by name alone: the inputs hold one API group per kind name."""
+
+    def __init__(self, objects: Iterable[Mapping] = ()) -> None:
+        self._by_key: dict[tuple[str, str, str], Mapping] = {}
+        for obj in objects:
+            self.add(obj)
+
+    def add(self, obj: Mapping) -> None:
+        name = meta(obj).get("name")
+        if isinstance(obj.get("kind"), str) and isinstance(name, str):
+            self._by_key[(obj["kind"], namespace_of(obj), name)] = obj
+
+    def get(self, kind: str, namespace: str, name: str) -> Mapping | None:
+        return self._by_key.get((kind, "" if kind in CLUSTER_SCOPED else namespace, name))
+
+    def of_kind(self, kind: str, namespace: str | None = None) -> Iterator[Mapping]:
+        """Every object of `kind` (in `namespace` when given), in the order admitted."""
+        for (k, ns, _), obj in self._by_key.items():
+            if k == kind and (namespace is None or ns == namespace):
+                yield obj
+
+    def namespace_labels(self, namespace: str) -> dict[str, str]:
+        """A namespace's labels, with the one the API server sets on every namespace (kubernetes.io/metadata.name)."""
+        ns = self.get("Namespace", "", namespace) or {}
+        labels = meta(ns).get("labels")
+        out = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
+        return {**out, "kubernetes.io/metadata.name": namespace}

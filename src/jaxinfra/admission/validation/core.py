@@ -1,0 +1,196 @@
+"""Service, ConfigMap, Secret and Namespace, as the API server's validation step checks them.
+
+Emulated from kubernetes/kubernetes pkg/apis/core/validation/validation.go @000f26050b9b (the commit is the stored
+version read): ValidateService, validateServicePort, ValidateConfigMap, ValidateSecret, ValidateNamespace.
+
+Knowingly not emulated: Service IP families / traffic policies / session affinity, Secret payload formats (only the
+required keys per type).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
+from jaxinfra.admission.store import Finding, Path
+from jaxinfra.admission.validation.messages import (
+    _duplicate,
+    _each,
+    _forbidden,
+    _invalid,
+    _not_supported,
+    _Raw,
+    _required,
+    _strings,
+    _too_long,
+)
+from jaxinfra.admission.validation.meta import _NAME_FIX, _kube_finalizer, _labels
+from jaxinfra.admission.validation.names import (
+    _PORT_RANGE,
+    LABEL,
+    _port_name,
+    _size,
+    config_map_key,
+    dns1123_label,
+    dns1123_subdomain,
+)
+from jaxinfra.admission.validation.pod import _PROTOCOLS
+
+MAX_SECRET_BYTES = 1024 * 1024
+_SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
+
+
+def _service(obj: Mapping) -> list[Finding]:
+    """ValidateService: ports (required unless headless or ExternalName; names, numbers, protocols, uniqueness),
+    the selector, the type and externalName."""
+    spec = as_map(obj.get("spec"))
+    at: Path = ("spec",)
+    out: list[Finding] = []
+    kind = spec.get("type", "ClusterIP")
+    ips = [ip for ip in as_list(spec.get("clusterIPs")) if isinstance(ip, str)]
+    headless = spec.get("clusterIP") == "None" or (ips[:1] == ["None"])
+    ports = list(entries(spec.get("ports")))
+    if not ports and not headless and kind != "ExternalName":
+        out.append(_required(at + ("ports",), "list the ports the Service exposes"))
+    if kind == "ExternalName":
+        cname = as_str(spec.get("externalName")).removesuffix(".")
+        if cname:
+            out += _each(at + ("externalName",), cname, dns1123_subdomain(cname), "use a DNS name")
+        else:
+            out.append(_required(at + ("externalName",), "set the DNS name the Service aliases"))
+    names: set[str] = set()
+    for i, port in ports:
+        where = at + ("ports", i)
+        name = as_str(port.get("name"))
+        if len(ports) > 1 and not name:
+            out.append(_required(where + ("name",), "name every port of a multi-port Service"))
+        elif name:
+            out += _each(where + ("name",), name, dns1123_label(name), _NAME_FIX[LABEL])
+            if name in names:
+                out.append(_duplicate(where + ("name",), name, "give each port its own name"))
+            names.add(name)
+        number = as_int(port.get("port")) or 0
+        if not 1 <= number <= 65535:
+            out.append(_invalid(where + ("port",), number, _PORT_RANGE, "use a port from 1 to 65535"))
+        protocol = port.get("protocol", "TCP")
+        if isinstance(protocol, str) and protocol not in _PROTOCOLS:
+            out.append(_not_supported(where + ("protocol",), protocol, _PROTOCOLS, "use TCP, UDP or SCTP"))
+        target = port.get("targetPort")
+        if isinstance(target, str):
+            out += _each(where + ("targetPort",), target, _port_name(target), "name a container port, or give a number")
+        elif as_int(target) and not 1 <= target <= 65535:  # 0 is defaulted to the port
+            out.append(_invalid(where + ("targetPort",), target, _PORT_RANGE, "use a port from 1 to 65535"))
+    if isinstance(spec.get("selector"), Mapping):
+        out += _labels(spec["selector"], at + ("selector",))
+    if isinstance(kind, str) and kind not in _SERVICE_TYPES:
+        out.append(_not_supported(at + ("type",), kind, _SERVICE_TYPES, "use ClusterIP (the default)"))
+    if kind == "ClusterIP":
+        out += [
+            _forbidden(
+                at + ("ports", i, "nodePort"),
+                "may not be used when `type` is 'ClusterIP'",
+                "drop nodePort, or use type: NodePort",
+            )
+            for i, p in ports
+            if as_int(p.get("nodePort"))
+        ]
+    seen: set[tuple[str, int]] = set()
+    for i, port in ports:
+        key = (as_str(port.get("protocol")) or "TCP", as_int(port.get("port")) or 0)
+        if key in seen:
+            out.append(
+                _duplicate(at + ("ports", i), _Raw(f"{{{key[1]} {key[0]}}}"), "expose each port once per protocol")
+            )
+        seen.add(key)
+    return out
+
+
+def _decoded_size(value: Any) -> int:
+    if not isinstance(value, str):
+        return 0
+    try:
+        return len(base64.b64decode(value, validate=True))
+    except (binascii.Error, ValueError):
+        return len(value)
+
+
+def _config_map(obj: Mapping) -> list[Finding]:
+    """ValidateConfigMap: keys of data and binaryData, no key in both, 1 MiB in all."""
+    data, binary = as_map(obj.get("data")), as_map(obj.get("binaryData"))
+    out: list[Finding] = []
+    fix = "use letters, digits, '-', '_' and '.' (not '.', '..' or a leading '..'); items[].path names the file"
+    for key in data:
+        out += _each(("data", str(key)), str(key), config_map_key(str(key)), fix)
+        if key in binary:
+            out.append(
+                _invalid(
+                    ("data", str(key)),
+                    str(key),
+                    "duplicate of key present in binaryData",
+                    "keep the key in one of data and binaryData",
+                )
+            )
+    for key in binary:
+        out += _each(("binaryData", str(key)), str(key), config_map_key(str(key)), fix)
+    total = sum(_size(v) for v in data.values() if isinstance(v, str)) + sum(map(_decoded_size, binary.values()))
+    if total > MAX_SECRET_BYTES:
+        out.append(_too_long((), MAX_SECRET_BYTES, "keep a ConfigMap under 1 MiB: mount large files from a volume"))
+    return out
+
+
+_SECRET_KEYS = {  # type -> the keys it requires (ValidateSecret)
+    "kubernetes.io/dockercfg": (".dockercfg",),
+    "kubernetes.io/dockerconfigjson": (".dockerconfigjson",),
+    "kubernetes.io/ssh-auth": ("ssh-privatekey",),
+    "kubernetes.io/tls": ("tls.crt", "tls.key"),
+}
+
+
+def _secret(obj: Mapping) -> list[Finding]:
+    """ValidateSecret: keys (stringData is merged into data first), 1 MiB, the keys each type requires."""
+    data = {str(k): _decoded_size(v) for k, v in as_map(obj.get("data")).items()}
+    data.update({str(k): _size(v) for k, v in as_map(obj.get("stringData")).items() if isinstance(v, str)})
+    out: list[Finding] = []
+    for key in data:
+        out += _each(
+            ("data", key),
+            key,
+            config_map_key(key),
+            "use letters, digits, '-', '_' and '.' (not '.', '..' or a leading '..')",
+        )
+    if sum(data.values()) > MAX_SECRET_BYTES:
+        out.append(_too_long(("data",), MAX_SECRET_BYTES, "keep a Secret under 1 MiB"))
+    kind = obj.get("type")
+    if kind == "kubernetes.io/service-account-token":
+        if not as_str(
+            _strings(as_map(obj.get("metadata")).get("annotations")).get("kubernetes.io/service-account.name")
+        ):
+            out.append(
+                _required(
+                    ("metadata", "annotations", "kubernetes.io/service-account.name"),
+                    "name the ServiceAccount in the annotation kubernetes.io/service-account.name",
+                )
+            )
+    elif kind == "kubernetes.io/basic-auth":
+        if "username" not in data and "password" not in data:
+            out += [_required(("data", k), "set username or password") for k in ("username", "password")]
+    elif kind == "kubernetes.io/ssh-auth":
+        if not data.get("ssh-privatekey"):
+            out.append(_required(("data", "ssh-privatekey"), "set the private key"))
+    elif isinstance(kind, str) and kind in _SECRET_KEYS:
+        out += [_required(("data", k), f"set data[{k}]") for k in _SECRET_KEYS[kind] if k not in data]
+    return out
+
+
+def _namespace(obj: Mapping) -> list[Finding]:
+    """ValidateNamespace's spec: its finalizers are standard or qualified names."""
+    finalizers = as_list(as_map(obj.get("spec")).get("finalizers"))
+    return [
+        f
+        for i, name in enumerate(finalizers)
+        if isinstance(name, str)
+        for f in _kube_finalizer(name, ("spec", "finalizers", i))
+    ]

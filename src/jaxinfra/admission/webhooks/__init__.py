@@ -1,0 +1,53 @@
+"""The admission webhooks that the controllers jaxinfra installs register for the kinds it renders: what each
+mutating webhook changes (`mutate`) and what each validating webhook refuses (`validate`), on create.
+
+Order (`mutate`): the API server calls mutating webhook configurations sorted by name, each once (none of these sets
+reinvocationPolicy): `defaulter.trainer.kubeflow.org` (Trainer), `jobset-mutating-webhook-configuration` (JobSet),
+`kueue-mutating-webhook-configuration` (Kueue). So a JobSet is defaulted by JobSet, then by Kueue; a TrainJob by
+Trainer, then by Kueue. Validating webhooks see the result; when several refuse, each refusal is a finding.
+
+Modules, one per controller whose webhooks they emulate (each names its assumed configuration and sources):
+- `jobset`: JobSet's Default and ValidateCreate.
+- `kueue`: Kueue's job-framework webhooks (Job, JobSet, TrainJob): default queue, priority, suspend, managedBy;
+  ValidateJobOnCreate and the Job webhook's annotation rules.
+- `trainer`: Kubeflow Trainer's TrainJob and (Cluster)TrainingRuntime validators.
+- `shared`: the (group, kind) pairs, Go-struct accessors and the field-error text the three share.
+
+Knowingly not emulated: update-time rules of every webhook (and what each module lists).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from jaxinfra.admission.store import Finding, Store
+from jaxinfra.admission.webhooks.jobset import _jobset_default, _jobset_validate
+from jaxinfra.admission.webhooks.kueue import _KUEUE_KINDS, _kueue_default, _kueue_selects, _kueue_validate
+from jaxinfra.admission.webhooks.shared import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB, _group_kind
+from jaxinfra.admission.webhooks.trainer import _runtime_validate, _trainer_selects, _trainjob_validate
+
+__all__ = ["mutate", "validate"]
+
+
+def mutate(obj: dict, store: Store) -> None:
+    """Apply, in place, the mutating webhooks that match `obj` (a create), in the API server's order."""
+    group_kind = _group_kind(obj)
+    if group_kind == JOBSET:
+        _jobset_default(obj)
+    if group_kind in _KUEUE_KINDS and _kueue_selects(obj):
+        _kueue_default(obj, store, group_kind)
+
+
+def validate(obj: Mapping, store: Store) -> list[Finding]:
+    """What the validating webhooks that match `obj` (a create) refuse or warn about."""
+    group_kind = _group_kind(obj)
+    findings: list[Finding] = []
+    if group_kind == JOBSET:
+        findings += _jobset_validate(obj, store)
+    elif group_kind == TRAINJOB:
+        findings += _trainjob_validate(obj, store)
+    elif group_kind in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME) and _trainer_selects(obj):
+        findings += _runtime_validate(obj, group_kind)
+    if group_kind in _KUEUE_KINDS and _kueue_selects(obj):
+        findings += _kueue_validate(obj, group_kind)
+    return findings

@@ -1,0 +1,280 @@
+"""`jaxinfra explain`: what each job becomes — pods, hosts, devices, coordinator, env per rank.
+
+The env of thousands of ranks follows a few patterns: each variable is a constant or a template
+over the rank, its slice and its host within the slice (`train-slice-<slice>-<host>`). Ranks
+whose env fits one set of templates are printed once, as a range, so a 6,144-host job's
+explanation fits a screen; `--rank N` and `--all-ranks` print ranks one by one. Nothing is
+abbreviated: without a terminal (a CI log, 80 columns) long values fold, never end in "…".
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Column, Table
+
+from jaxinfra import shadow
+from jaxinfra.plan import ClusterPlan, JobPlan
+
+#: The pseudo-variable for the pod's hostname, shown first in every env block.
+HOSTNAME = "pod hostname"
+#: What a template may say about a rank: the rank itself, its slice, its host within the slice.
+PLACEHOLDERS = ("rank", "slice", "host")
+#: A value with more ways to read its numbers than this is taken as a literal.
+MAX_READINGS = 256
+
+
+@dataclass(frozen=True)
+class Var:
+    """A placeholder in a template: `<slice>`."""
+
+    name: str
+
+    def __str__(self) -> str:
+        return f"<{self.name}>"
+
+
+Template = tuple["str | Var", ...]
+
+
+def _where(jp: JobPlan, rank: int) -> dict[str, int]:
+    slice_index, host = divmod(rank, jp.hosts_per_slice)
+    return {"rank": rank, "slice": slice_index, "host": host}
+
+
+def _fill(template: Template, where: dict[str, int]) -> str:
+    return "".join(str(where[p.name]) if isinstance(p, Var) else p for p in template)
+
+
+def _readings(value: str, where: dict[str, int]) -> list[Template]:
+    """Every template that gives `value` at this rank: each number literal or a placeholder equal to it."""
+    pieces = re.split(r"(\d+)", value)
+    options: list[list[str | Var]] = [
+        [piece] if i % 2 == 0 else [piece, *(Var(k) for k in PLACEHOLDERS if str(where[k]) == piece)]
+        for i, piece in enumerate(pieces)
+    ]
+    if math.prod(map(len, options)) > MAX_READINGS:
+        return [(value,)]
+    return [tuple(p for p in combo if p != "") for combo in itertools.product(*options)]
+
+
+def _simplest(templates: list[Template]) -> Template:
+    """The reading with the fewest placeholders (a constant is a literal), rank before slice before host."""
+
+    def order(t: Template) -> tuple[int, list[int]]:
+        used = [PLACEHOLDERS.index(p.name) for p in t if isinstance(p, Var)]
+        return len(used), used
+
+    return min(templates, key=order)
+
+
+def _env(jp: JobPlan, rank: int) -> dict[str, tuple[str, str]]:
+    """Rank `rank`'s hostname and contract env: name -> (value, who sets it)."""
+    return {HOSTNAME: (jp.hostname(rank), ""), **jp.env_sources(rank)}
+
+
+@dataclass(frozen=True)
+class EnvRange:
+    """Ranks `first`..`last`, whose env every one of `env`'s templates gives: name -> (template, who sets it)."""
+
+    first: int
+    last: int
+    env: dict[str, tuple[Template, str]]
+
+    @property
+    def placeholders(self) -> set[str]:
+        return {p.name for t, _ in self.env.values() for p in t if isinstance(p, Var)}
+
+
+def env_ranges(jp: JobPlan, first: int = 0, last: int | None = None) -> Iterator[EnvRange]:
+    """The ranks `first`..`last` as maximal runs that follow one pattern each, in rank order."""
+    last = jp.processes - 1 if last is None else last
+    rank = first
+    while rank <= last:
+        env = _env(jp, rank)
+        if rank == last:  # one rank: its values as they are
+            yield EnvRange(rank, rank, {n: ((v,), by) for n, (v, by) in env.items()})
+            return
+        where = _where(jp, rank)
+        readings = {n: _readings(v, where) for n, (v, _) in env.items()}
+        end = rank
+        while end < last:
+            nxt, where = _env(jp, end + 1), _where(jp, end + 1)
+            if [(n, by) for n, (_, by) in nxt.items()] != [(n, by) for n, (_, by) in env.items()]:
+                break
+            kept = {n: [t for t in ts if _fill(t, where) == nxt[n][0]] for n, ts in readings.items()}
+            if not all(kept.values()):
+                break
+            readings, end = kept, end + 1
+        yield EnvRange(rank, end, {n: (_simplest(readings[n]), by) for n, (_, by) in env.items()})
+        rank = end + 1
+
+
+def span(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def env_lines(jp: JobPlan, r: EnvRange) -> list[str]:
+    """One env block: the ranks, what the placeholders mean, then the variables grouped by who sets them."""
+    used = r.placeholders
+    if r.first == r.last:
+        head = f"rank {r.first}"
+    else:
+        legend = [
+            f"<{k}> = rank {'÷' if k == 'slice' else 'mod'} {jp.hosts_per_slice}"
+            for k in ("slice", "host")
+            if k in used
+        ]
+        head = f"ranks {span(r.first, r.last)} ({r.last - r.first + 1} pods)" + (
+            f": {', '.join(legend)}" if legend else ""
+        )
+    lines = [head]
+    by_setter: dict[str, list[str]] = {}
+    for name, (template, by) in r.env.items():
+        value = "".join(map(str, template))
+        if name == HOSTNAME:
+            lines.append(f"  {name}: {value}")
+        else:
+            by_setter.setdefault(by, []).append(f"    {name}={value}")
+    for by, rows in by_setter.items():
+        lines += [f"  set by {by}:", *rows]
+    return lines
+
+
+def shown_ranks(jp: JobPlan, ranks: Collection[int], all_ranks: bool) -> Iterator[EnvRange]:
+    """What `explain` prints of a job's env: patterns by default, else the ranks asked for, one by one."""
+    if all_ranks:
+        chosen: Collection[int] = range(jp.processes)
+    elif ranks:
+        chosen = sorted({r for r in ranks if 0 <= r < jp.processes})
+    else:
+        yield from env_ranges(jp)
+        return
+    for rank in chosen:
+        yield from env_ranges(jp, rank, rank)
+
+
+def facts(jp: JobPlan) -> list[tuple[str, str]]:
+    """The derived numbers of one job, as label/value pairs."""
+    a = jp.accel
+    if jp.multi_slice:
+        rank_rule = (
+            f"TPU_WORKER_ID + MEGASCALE_SLICE_ID x {jp.hosts_per_slice} (derived by jax.distributed.initialize())"
+        )
+    elif jp.backend == "jaxjob":
+        rank_rule = "PROCESS_ID = the replica index (set by the Training Operator)"
+    elif jp.backend == "trainjob":
+        rank_rule = "JAX_PROCESS_ID = the pod's completion index (set by Trainer's JAX plugin)"
+    else:
+        rank_rule = "JAX_PROCESS_ID = the pod's completion index"
+    return [
+        ("backend", jp.backend),
+        ("node pool", f"{jp.pool.name}: {a.name} ({a.machine_type or 'any machine'})"),
+        ("slices x hosts", f"{jp.slices} x {jp.hosts_per_slice}"),
+        ("processes (pods)", str(jp.processes)),
+        ("devices", f"{jp.devices_per_process} per process, {jp.devices} in all"),
+        ("coordinator", jp.coordinator_address),
+        ("rank", rank_rule),
+        ("restarts", f"{jp.job.max_restarts} whole-group restarts"),
+        *([("checkpoints", jp.checkpoint_storage)] if jp.checkpoint_storage else []),
+        *(
+            [("runtime", f"{'TrainingRuntime' if jp.renders_runtime else 'ClusterTrainingRuntime'} {jp.runtime}")]
+            if jp.backend == "trainjob"
+            else []
+        ),
+        *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
+        *security(jp),
+        *([("customized", text)] if (text := customizations(jp)) else []),
+        *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
+    ]
+
+
+def customizations(jp: JobPlan) -> str:
+    """What the job adds to the pods jaxinfra renders (`JaxJob.priority_class` ... `pod_patches`), in words, so a
+    reviewer sees that its pods differ from jaxinfra's own; empty for a job without any."""
+    j = jp.job
+    parts = []
+    if j.priority_class:
+        parts.append(f"priority class {j.priority_class}")
+    if j.tolerations:
+        keys = ", ".join(t.key or "any key" for t in j.tolerations)
+        parts.append(f"{len(j.tolerations)} toleration{'s' if len(j.tolerations) != 1 else ''} ({keys})")
+    if j.node_selector:
+        dropped = " (dropped by the CPU shadow)" if jp.shadow is not None else ""
+        parts.append("node selector " + ", ".join(f"{k}={v}" for k, v in j.node_selector.items()) + dropped)
+    if j.sidecars:
+        parts.append(f"sidecar{'s' if len(j.sidecars) != 1 else ''} " + ", ".join(s.name for s in j.sidecars))
+    if j.pod_patches:
+        at = {"": "(the whole template)"}  # the empty pointer, which would print as nothing
+        ops = ", ".join(
+            f"{op['op']} {op['from']} -> {at.get(op['path'], op['path'])}"
+            if "from" in op
+            else f"{op['op']} {at.get(op['path'], op['path'])}"
+            for op in j.pod_patches
+        )
+        parts.append(f"{len(j.pod_patches)} pod patch{'es' if len(j.pod_patches) != 1 else ''} ({ops})")
+    return "; ".join(parts)
+
+
+def security(jp: JobPlan) -> list[tuple[str, str]]:
+    """Pod Security (restricted, or each exception and why), API access, network policy, env references."""
+    j = jp.job
+    if not jp.renders_pod:
+        pod_security = (
+            f"set by ClusterTrainingRuntime {jp.runtime} (jaxinfra renders no pod template, so it cannot "
+            f"guarantee restricted)"
+        )
+    elif exceptions := jp.pod_security_exceptions():
+        pod_security = "exceptions to restricted: " + "; ".join(f"{what} ({why})" for what, why in exceptions)
+    else:
+        pod_security = (
+            f"restricted: non-root (uid {j.run_as_user}, gid {j.run_as_group}), no privilege escalation, "
+            f"all capabilities dropped, RuntimeDefault seccomp"
+        )
+    if jp.renders_pod and j.pod_patches:  # an escape hatch may change any of it; admission checks the patched pods
+        pod_security += " (as jaxinfra renders the pods, before the job's pod patches)"
+    if not jp.renders_pod:
+        api = "as the ClusterTrainingRuntime's pods have it; no Role"
+    elif j.kubernetes_api:
+        api = (
+            f"Role {jp.name}: get/list/watch on pods, services and batch jobs in {jp.namespace} (JAX's Kubernetes "
+            f"auto-detection); ServiceAccount token mounted"
+        )
+    else:
+        api = "none: no Role, no ServiceAccount token mounted"
+    if not j.network_policy:
+        net = "none (network_policy=False): any pod may connect"
+    else:
+        selector = ", ".join(f"{k}={v}" for k, v in jp.pod_labels.items())
+        net = f"ingress only from the job's own pods ({selector}), any port; egress unrestricted"
+        if j.host_network:
+            net += "; not enforced on host-network pods"
+    out = [("pod security", pod_security), ("Kubernetes API", api), ("network policy", net)]
+    if refs := jp.env_references():
+        out.append(("env references", "; ".join(f"{name} {src}" for name, src in refs.items())))
+    return out
+
+
+def render_explanation(
+    console: Console, path: Path, cp: ClusterPlan, ranks: Collection[int] = (), all_ranks: bool = False
+) -> None:
+    """Print every job of a cluster: its facts, then its env (patterns, or the ranks asked for)."""
+    n = len(cp.jobs)
+    console.print(
+        f"[bold]{path}[/bold]: cluster [bold]{cp.name}[/bold], {n} job{'s' if n != 1 else ''}", highlight=False
+    )
+    for jp in cp.jobs:
+        summary = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
+        for k, v in facts(jp):
+            summary.add_row(k, v)
+        console.print(f"\n[bold]job {jp.namespace}/{jp.name}[/bold]", highlight=False)
+        console.print(summary, highlight=False)
+        console.print("[bold]env each rank receives, and who sets it[/bold]", highlight=False)
+        lines = [line for r in shown_ranks(jp, ranks, all_ranks) for line in env_lines(jp, r)]
+        console.print("\n".join(lines), markup=False, highlight=False, soft_wrap=True)

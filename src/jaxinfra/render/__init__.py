@@ -1,0 +1,58 @@
+"""Pure functions from a plan to manifests: plain dicts in apply order, explicit names."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from jaxinfra.plan import ClusterPlan, JobPlan
+from jaxinfra.render.common import (
+    Manifest,
+    checkpoint_claim,
+    headless_service,
+    namespace,
+    network_policy,
+    role,
+    role_binding,
+    service_account,
+)
+from jaxinfra.render.job import indexed_job
+from jaxinfra.render.jobset import jobset
+from jaxinfra.render.kubeflow import jaxjob, training_runtime, trainjob
+from jaxinfra.render.kueue import kueue_objects
+
+WORKLOADS: dict[str, Callable[[JobPlan], Manifest]] = {
+    "jobset": jobset,
+    "job": indexed_job,
+    "jaxjob": jaxjob,
+    "trainjob": trainjob,
+}
+
+
+def render_job(jp: JobPlan) -> list[Manifest]:
+    """A job's objects, dependencies first: identity (and its Role when the pods use the API), the
+    NetworkPolicy (before any pod exists), the checkpoint claim it renders, DNS or runtime, then the workload (last).
+
+    No headless Service where the operator owns DNS (JAXJob: one Service per replica) or the
+    Trainer's JobSet makes it (TrainJob).
+    """
+    out = [service_account(jp)]
+    if jp.job.kubernetes_api:
+        out += [role(jp), role_binding(jp)]
+    if jp.job.network_policy:
+        out.append(network_policy(jp))
+    if jp.renders_claim:
+        out.append(checkpoint_claim(jp))
+    if jp.own_service:
+        out.append(headless_service(jp))
+    if jp.renders_runtime:
+        out.append(training_runtime(jp))
+    return out + [WORKLOADS[jp.backend](jp)]
+
+
+def render(cp: ClusterPlan) -> list[Manifest]:
+    """Every object of a cluster plan: namespaces, Kueue (cluster-scoped first), then jobs in declared order."""
+    return (
+        [namespace(ns, cp.pod_security) for ns in cp.namespaces]
+        + kueue_objects(cp.queues)
+        + [m for jp in cp.jobs for m in render_job(jp)]
+    )

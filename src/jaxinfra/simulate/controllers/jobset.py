@@ -1,0 +1,179 @@
+"""The JobSet controller and webhooks: one Indexed Job per replicatedJob replica, named
+`<jobset>-<replicatedJob>-<index>`, the labels and annotations it stamps on Jobs and pods, the
+headless Service it creates, and failurePolicy.maxRestarts.
+
+Source: kubernetes-sigs/jobset @ 08dfbdfd (the commit of jaxinfra/schemas/README.md):
+pkg/controllers/jobset_controller.go (constructJob, labelAndAnnotateObject,
+createHeadlessSvcIfNecessary, GetSubdomain, globalJobIndex, jobHashKey),
+pkg/webhooks/jobset_webhook.go (Default), pkg/webhooks/pod_webhook.go (Default),
+api/jobset/v1alpha2/jobset_types.go (label keys, kubebuilder defaults).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping
+
+from jaxinfra.errors import Problem
+from jaxinfra.simulate.controllers.base import SUPPORTED, ChildJob, Draft, counts, reference, restart_policy
+from jaxinfra.simulate.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
+
+JS = "jobset.sigs.k8s.io/"
+JS_NAME, JS_UID, JS_RJOB, JS_RJOB_REPLICAS = (
+    JS + "jobset-name",
+    JS + "jobset-uid",
+    JS + "replicatedjob-name",
+    JS + "replicatedjob-replicas",
+)
+JS_GLOBAL_REPLICAS, JS_JOB_INDEX, JS_JOB_GLOBAL_INDEX, JS_JOB_KEY = (
+    JS + "global-replicas",
+    JS + "job-index",
+    JS + "job-global-index",
+    JS + "job-key",
+)
+JS_RESTART, JS_GROUP, JS_GROUP_REPLICAS, JS_GROUP_INDEX = (
+    JS + "restart-attempt",
+    JS + "group-name",
+    JS + "group-replicas",
+    JS + "job-group-index",
+)
+JS_COORDINATOR, JS_PRIORITY = JS + "coordinator", JS + "priority"
+JS_EXCLUSIVE, JS_NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/exclusive-topology", "alpha.jobset.sigs.k8s.io/node-selector"
+
+
+def _jobset_stamp(
+    js: Mapping,
+    rjob: Mapping,
+    job_index: int,
+    global_index: int,
+    group_index: int,
+    group_replicas: int,
+    global_replicas: int,
+    restarts: int,
+) -> dict[str, str]:
+    """The keys labelAndAnnotateObject puts on child Jobs and their pods (as labels and as annotations)."""
+    ns, name, rjob_name = namespace_of(js), meta(js).get("name", ""), rjob.get("name", "")
+    job_name = f"{name}-{rjob_name}-{job_index}"
+    stamp = {
+        JS_NAME: name,
+        JS_UID: meta(js).get("uid") or fake_uid("JobSet", ns, name),
+        JS_RJOB: rjob_name,
+        JS_RESTART: str(restarts),
+        JS_RJOB_REPLICAS: str(to_int(rjob.get("replicas"), 1)),
+        JS_GLOBAL_REPLICAS: str(global_replicas),
+        JS_JOB_INDEX: str(job_index),
+        JS_JOB_KEY: hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
+        JS_JOB_GLOBAL_INDEX: str(global_index),
+        JS_GROUP: rjob.get("groupName") or "default",
+        JS_GROUP_REPLICAS: str(group_replicas),
+        JS_GROUP_INDEX: str(group_index),
+    }
+    coordinator = (js.get("spec") or {}).get("coordinator")
+    if coordinator:
+        stamp[JS_COORDINATOR] = (
+            f"{name}-{coordinator.get('replicatedJob')}-{to_int(coordinator.get('jobIndex'), 0)}-"
+            f"{to_int(coordinator.get('podIndex'), 0)}.{_jobset_subdomain(js)}"
+        )
+    return stamp
+
+
+def _jobset_subdomain(js: Mapping) -> str:
+    return ((js.get("spec") or {}).get("network") or {}).get("subdomain") or meta(js).get("name", "")
+
+
+def _jobset_exclusive(js: Mapping, rjob: Mapping) -> dict[str, str]:
+    """Exclusive-placement annotations copied from the JobSet or the replicatedJob template (annotations only)."""
+    out: dict[str, str] = {}
+    for source in (meta(js).get("annotations") or {}, meta(rjob.get("template") or {}).get("annotations") or {}):
+        if JS_EXCLUSIVE in source:
+            out[JS_EXCLUSIVE] = source[JS_EXCLUSIVE]
+            if JS_NODE_SELECTOR in source:
+                out[JS_NODE_SELECTOR] = source[JS_NODE_SELECTOR]
+    return out
+
+
+def _priority(pod_spec: Mapping, objects: Objects) -> str:
+    """spec.priority as the Priority admission plugin resolves it (0 without a known class)."""
+    if isinstance(pod_spec.get("priority"), int):
+        return str(pod_spec["priority"])
+    return str(objects.priority_classes.get(pod_spec.get("priorityClassName") or "", 0))
+
+
+def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
+    """A JobSet: one Indexed Job per replicatedJob replica, named `<js>-<rjob>-<jobIndex>`."""
+    spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
+    network = spec.get("network") or {}
+    dns = network.get("enableDNSHostnames", True) is not False  # webhook default: true
+    subdomain = _jobset_subdomain(obj) if dns else None
+    rjobs = spec.get("replicatedJobs") or []
+    replicas = [to_int(r.get("replicas"), 1) for r in rjobs]
+    groups: Counter[str] = Counter()
+    for r, n in zip(rjobs, replicas):
+        groups[r.get("groupName") or "default"] += n
+    jobs, problems, seen_groups = [], [], Counter[str]()
+    for r, n in zip(rjobs, replicas):
+        job_spec = (r.get("template") or {}).get("spec") or {}
+        mode = job_spec.get("completionMode", "Indexed")  # webhook default: Indexed
+        where = f"{oid(obj)} replicatedJobs[{r.get('name')}]"
+        if mode != "Indexed":
+            return Problem(
+                where,
+                f"completionMode: {mode}",
+                f"NonIndexed child Jobs have no stable hostnames or ranks; supported: {SUPPORTED}",
+                "remove completionMode (JobSet defaults it to Indexed)",
+            )
+        completions, parallelism, count_problems = counts(job_spec, f"{where}.template.spec")
+        problems += count_problems
+        pod_template = job_spec.get("template") or {}
+        pod_spec = dict(pod_template.get("spec") or {})
+        group = r.get("groupName") or "default"
+        for j in range(n):
+            stamp = _jobset_stamp(
+                obj, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas), objects.restarts
+            )
+            seen_groups[group] += 1
+            labels = {**strings(meta(pod_template).get("labels")), **stamp}
+            annotations = {**strings(meta(pod_template).get("annotations")), **stamp, **_jobset_exclusive(obj, r)}
+            if JS_NODE_SELECTOR not in annotations:  # pod webhook: priority label
+                labels[JS_PRIORITY] = _priority(pod_spec, objects)
+            child = f"{name}-{r.get('name', '')}-{j}"
+            jobs.append(
+                ChildJob(
+                    child,
+                    fake_uid("Job", ns, child),
+                    j,
+                    completions,
+                    parallelism,
+                    labels,
+                    annotations,
+                    pod_spec,
+                    subdomain if dns else pod_spec.get("subdomain"),
+                    job_spec.get("backoffLimitPerIndex") is not None,
+                )
+            )
+    services = []
+    if dns:  # createHeadlessSvcIfNecessary: only when no Service of that name exists in the namespace
+        services.append(
+            Service(
+                ns,
+                subdomain,
+                {JS_NAME: name},
+                True,
+                network.get("publishNotReadyAddresses", True) is not False,
+                (),
+                f"JobSet/{ns}/{name} (headless Service created by the JobSet controller)",
+            )
+        )
+    first = ((rjobs[0].get("template") or {}).get("spec") or {}) if rjobs else {}
+    restart = restart_policy("jobset", first, to_int((spec.get("failurePolicy") or {}).get("maxRestarts"), 0))
+    return Draft(
+        "JobSet",
+        ns,
+        name,
+        jobs,
+        restart,
+        services,
+        problems,
+        reference(obj, meta(obj).get("uid") or fake_uid("JobSet", ns, name)),
+    )

@@ -1,0 +1,402 @@
+"""Simulate every workload of a set of manifests: private DNS, attempts, restart semantics, verdicts."""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import itertools
+import os
+import random
+import secrets
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jaxinfra.errors import Problem, Refused
+
+if TYPE_CHECKING:
+    from jaxinfra.simulate.apiserver import ApiServer
+from jaxinfra.simulate import controllers, model, paths, rootfs, sandbox
+from jaxinfra.simulate.cluster import API_PORT, emulate
+from jaxinfra.simulate.container import Credentials
+from jaxinfra.simulate.node import Node
+from jaxinfra.simulate.options import Options
+from jaxinfra.simulate.runner import Attempt, Listener, Runner
+from jaxinfra.simulate.sources import Source
+
+#: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
+IP_BLOCK = 40
+IP_BLOCKS = 6
+BACKOFF_START_S, BACKOFF_CAP_S = 10.0, 300.0
+"""The kubelet's CrashLoopBackOff for a container restarted in place: 10 s, doubling to 5 min
+(kubernetes pkg/kubelet/kubelet.go backOffPeriod, MaxContainerBackOff). Simulated, not waited."""
+CRASH_LOOP_REPEATS = 3
+"""Identical failures in a row after which a restart loop that no limit would end is a crash loop."""
+MIN_ATTEMPT_INTERVAL_S = 0.25
+"""Back-off is not waited, so this bounds a fast loop: at most four attempts a second of wall time."""
+
+
+@dataclass
+class WorkloadResult:
+    source: str  # the file (or stack) its workload object came from
+    workload: model.Workload
+    attempts: list[Attempt] = field(default_factory=list)
+    verdict: str = "pending"  # succeeded | failed
+    reason: str | None = None
+    recreated: int = 0  # times its pods were recreated (new names and IPs); in-place restarts keep them
+    manifests: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)  # its cluster's objects
+
+    @property
+    def restarts(self) -> int:
+        return max(len(self.attempts) - 1, 0)
+
+    def as_dict(self) -> dict[str, Any]:
+        w = self.workload
+        return {
+            "source": self.source,
+            "id": w.id,
+            "kind": w.kind,
+            "namespace": w.namespace,
+            "name": w.name,
+            "pods": len(w.pods),
+            "verdict": self.verdict,
+            "reason": self.reason,
+            "restarts": self.restarts,
+            "problems": [_problem(p) for p in w.problems],
+            "notes": list(w.notes),
+            "attempts": [
+                {
+                    "index": a.index,
+                    "ok": a.ok,
+                    "reason": a.reason,
+                    "seconds": round(a.seconds, 3),
+                    "backoff_s": a.backoff,
+                    "pods": [r.as_dict() for r in a.pods],
+                }
+                for a in self.attempts
+            ],
+        }
+
+
+@dataclass
+class Report:
+    results: list[WorkloadResult]
+    problems: tuple[Problem, ...] = ()
+    seconds: float = 0.0
+    api_log: list[str] = field(default_factory=list)  # the API server's request log, when the simulation had one
+    notes: list[str] = field(
+        default_factory=list
+    )  # what the run cannot tell (a CPU shadow's limits), objects applied twice
+    inputs: dict[str, list[str]] = field(
+        default_factory=dict
+    )  # per file (or stack), the objects the clusters hold from it
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems and bool(self.results) and all(r.verdict == "succeeded" for r in self.results)
+
+    @property
+    def refused(self) -> list[Problem]:
+        """What the API server refuses, among every problem: then nothing runs."""
+        return [
+            p
+            for p in (*self.problems, *(q for r in self.results for q in r.workload.problems))
+            if isinstance(p, Refused)
+        ]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "seconds": round(self.seconds, 3),
+            "problems": [_problem(p) for p in self.problems],
+            "api_server": self.api_log,
+            "notes": self.notes,
+            "inputs": self.inputs,
+            "workloads": [r.as_dict() for r in self.results],
+        }
+
+
+def _problem(p: Problem) -> dict[str, Any]:
+    return {"path": p.path, "value": repr(p.value), "message": p.message, "fix": p.fix}
+
+
+def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: dict[int, int]) -> str | None:
+    """None to restart the group, else why the workload has failed (its controller's rules).
+
+    A JobSet restarts the whole group up to maxRestarts. A Job counts pod failures: the pod
+    that failed first, then every other pod, which on a cluster fails too once the
+    coordinator notices (the simulator ends them at once instead of after the heartbeat
+    timeout); podFailurePolicy rules apply to the first failed pod's exit code.
+    """
+    last = attempts[-1]
+    if policy.kind == "jobset":
+        if len(attempts) - 1 < policy.max_restarts:
+            return None
+        return f"failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
+    first = last.first_failure
+    action = _pod_failure_action(policy.pod_failure_rules, first)
+    if action == "FailJob":
+        return f"podFailurePolicy: FailJob on {first.pod.hostname} ({first.reason})"
+    counted = [r for r in last.pods if r.phase == "failed" and not (r is first and action == "Ignore")]
+    for r in counted:
+        failures[r.pod.completion_index] = failures.get(r.pod.completion_index, 0) + 1
+    total = sum(failures.values())
+    if (
+        policy.backoff_limit_per_index is not None
+        and max(failures.values(), default=0) > policy.backoff_limit_per_index
+    ):
+        return f"backoffLimitPerIndex ({policy.backoff_limit_per_index}) exceeded"
+    if policy.backoff_limit is not None and total > policy.backoff_limit:
+        return f"backoffLimit ({policy.backoff_limit}) exceeded: {total} pod failures"
+    return None
+
+
+def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
+    """The action of the first podFailurePolicy rule matching a failed pod ("Count" if none)."""
+    for rule in rules:
+        codes = rule.get("onExitCodes")
+        if codes and run.exit_code is not None:
+            inside = run.exit_code in set(codes.get("values", []))
+            if (codes.get("operator") == "In" and inside) or (codes.get("operator") == "NotIn" and not inside):
+                return rule.get("action", "Count")
+        conditions = {c.get("type") for c in rule.get("onPodConditions") or [] if c.get("status", "True") == "True"}
+        if (
+            "DisruptionTarget" in conditions and run.preempted is not None
+        ):  # --preempt: the kubelet marks the pod disrupted
+            return rule.get("action", "Count")
+    return "Count"
+
+
+Sources = Sequence[Source]
+"""The clusters of one invocation (simulate/sources.py): all its YAML files one, each stack its own."""
+
+
+def _plan(sources: Sources, check_all: bool) -> Report:
+    """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file."""
+    report = Report([])
+    for source in sources:
+        cluster = emulate(source.manifests, (1, 0), check_all)
+        report.problems += source.problems + tuple(source.where(p) for p in cluster.problems)
+        report.notes += source.notes
+        if skipped := controllers.not_simulated(source.manifests):
+            report.notes.append(
+                f"stored, not simulated (the simulator runs {controllers.SUPPORTED}): {', '.join(skipped)}"
+            )
+        for file, ids in source.inputs().items():
+            report.inputs.setdefault(file, []).extend(ids)
+        report.results += [
+            WorkloadResult(source.file_of(w.id), w, manifests=source.manifests) for w in cluster.workloads
+        ]
+        if not cluster.workloads and len(sources) > 1:
+            report.notes.append(
+                f"{source.name}: no workload here; each stack file is a cluster of its own and all the YAML "
+                "another, so these objects reach no other cluster's workloads"
+            )
+        if not check_all:  # the containers' own commands run: each needs one
+            report.problems += tuple(
+                source.where(
+                    Problem(
+                        f"{w.id} container {w.pods[0].container}",
+                        None,
+                        "no command: the image's entrypoint is not known here",
+                        "set command (and args) on the container",
+                    )
+                )
+                for w in cluster.workloads
+                if w.pods and not w.pods[0].command
+            )
+    if not report.results and not report.problems:
+        report.problems = (
+            Problem(
+                "manifests",
+                0,
+                "no JobSet or Indexed Job to simulate",
+                "pass the YAML that `jaxinfra synth` writes, or a stack file",
+            ),
+        )
+    return report
+
+
+PRELOAD = ("jax", "jaxinfra.simulate.probe")
+"""Imported once, before the probe pods are forked, so that every pod starts warm."""
+PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
+"""MLIR dialects JAX imports only at a process's first lowering, which in every group is rank 0's,
+on the critical path; a name this jaxlib lacks is skipped."""
+
+
+def preload() -> None:
+    """What the probe pods need, imported in the process that will fork them."""
+    for name in PRELOAD:
+        importlib.import_module(name)
+    for name in PRELOAD_IF_PRESENT:
+        with contextlib.suppress(ImportError):
+            importlib.import_module(name)
+
+
+@dataclass
+class _Simulation:
+    """What the workloads of one simulation share: its options, where its pods live, their addresses, the API server."""
+
+    options: Options
+    listener: Listener
+    isolation: str  # the sandbox strategy that works here
+    tmp: Path
+    deadline: float
+    seed: int  # 127.<seed>.x.y: concurrent simulations use other addresses
+    api: tuple[str, int]  # the API server's address, which every pod's env names
+    credentials: Credentials | None = None  # tokens and CA for pods that mount a ServiceAccount token
+    server: ApiServer | None = None
+    node: Node | None = None  # the cgroups and pod network its pods share
+    blocks: Iterator[int] = field(default_factory=itertools.count)
+
+    def ip_base(self) -> tuple[int, int]:
+        """Addresses of their own for the next pods that are created."""
+        return self.seed, next(self.blocks) % IP_BLOCKS * IP_BLOCK
+
+    def storage(self, mount: model.Mount) -> Path:
+        """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation."""
+        return self.options.volumes.get(mount.key) or self.tmp / f"{mount.kind}s" / paths.safe_name(mount.key)
+
+
+def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> None:
+    """Only where some pod mounts a ServiceAccount token (and so can reach it) does the simulation get its API
+    server: each such ServiceAccount a bearer token, the pods the server's CA."""
+    accounts = sorted({(p.namespace, p.service_account) for r in runnable for p in r.workload.pods if p.token})
+    if not accounts:
+        return
+    from jaxinfra.simulate.apiserver import ApiServer
+    from jaxinfra.simulate.rbac import Subject
+
+    tokens = {account: secrets.token_urlsafe(32) for account in accounts}
+    sim.server = ApiServer(
+        sim.api[0], {token: Subject(*account) for account, token in tokens.items()}, sim.tmp / "apiserver.log"
+    )
+    network = sim.node.network if sim.node is not None else None
+    sim.server.start([], network.join if network is not None else None)
+    sim.api = (sim.api[0], sim.server.port)
+    sim.credentials = Credentials(sim.server.ca_pem, tokens)
+
+
+def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
+    """Run every workload, one after another: each source (all the YAML, or one stack) is one cluster."""
+    started = time.monotonic()
+    deadline = started + options.timeout
+    report = _plan(sources, check_all=not options.run_command)
+    runnable = [r for r in report.results if not r.workload.problems]
+    for r in report.results:
+        if r.workload.problems:
+            r.verdict, r.reason = "failed", f"{len(r.workload.problems)} problems; not started"
+    if runnable and not report.problems and not report.refused:
+        isolation = sandbox.preflight()  # before anything runs: can pods get their own /etc/hosts here?
+        with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
+            seed = random.SystemRandom().randrange(1, 255)
+            sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (f"127.{seed}.255.1", API_PORT))
+            try:
+                rootfs.machine()  # read once, before any pod is forked
+                limited = any(p.memory_limit or p.cpu_millis for r in runnable for p in r.workload.pods)
+                sim.node = Node.create(f"{os.getpid()}-{seed}", limited)
+                report.notes.extend(sim.node.notes)
+                _start_api_server(sim, runnable)
+                if not options.run_command:
+                    preload()
+                for result in runnable:
+                    _run_workload(result, result.manifests, sim)
+            finally:
+                if sim.server is not None:
+                    sim.server.close()
+                    report.api_log = (sim.tmp / "apiserver.log").read_text(errors="replace").splitlines()
+                if sim.node is not None:
+                    sim.node.close()
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _failure_signature(attempt: Attempt) -> tuple[Any, ...]:
+    """What makes two failures the same: how the first pod failed and the last thing it said (whichever pod of
+    the group it was: they may take turns)."""
+    first = attempt.first_failure
+    said = first.last_stderr.replace(str(first.cwd), ".") if first.last_stderr and first.cwd else first.last_stderr
+    return first.exit_code, first.signal, said
+
+
+def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | None:
+    """Why a loop that no controller limit ends would never end: the same failure CRASH_LOOP_REPEATS times in a row."""
+    recent = attempts[-CRASH_LOOP_REPEATS:]
+    if not policy.unlimited or len(recent) < CRASH_LOOP_REPEATS or len({_failure_signature(a) for a in recent}) > 1:
+        return None
+    first = recent[-1].first_failure
+    how = f"exits {first.exit_code}" if first.signal is None else f"is killed by {first.signal}"
+    after = max(first.timings.values(), default=0.0) - first.timings.get("started", 0.0)
+    said = f"; last stderr line: {first.last_stderr}" if first.last_stderr else ""
+    forever = (
+        "on a cluster it would restart forever under CrashLoopBackOff (10 s, doubling to 5 min)"
+        if policy.in_place
+        else "on a cluster its controller would recreate it forever"
+    )
+    return (
+        f"crash loop: container {first.pod.container} of pod {first.pod.name} {how} {CRASH_LOOP_REPEATS} times in a row, "
+        f"{after:.1f} s after it starts{said}; {forever}"
+    )
+
+
+def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], sim: _Simulation) -> None:
+    """Attempts until one succeeds or the controller's rules (or a crash loop, or --timeout) end the workload.
+
+    A restart recreates the pods (new names and IPs), except where the kubelet restarts the container in
+    place (pod restartPolicy OnFailure): same pods, after a CrashLoopBackOff delay that is recorded, not waited."""
+    options = sim.options
+    failures: dict[int, int] = {}
+    wid = result.workload.id
+    base = sim.ip_base()
+    started = 0.0
+    while True:
+        index = len(result.attempts)
+        in_place = index > 0 and result.workload.restart.in_place
+        backoff = 0.0
+        if index > 0 and not in_place:
+            result.recreated += 1
+            base = sim.ip_base()
+        elif in_place:
+            backoff = min(BACKOFF_START_S * 2 ** min(index - 1 - result.recreated, 10), BACKOFF_CAP_S)
+        time.sleep(max(0.0, started + MIN_ATTEMPT_INTERVAL_S - time.monotonic()) if index else 0.0)
+        started = time.monotonic()
+        cluster = emulate(
+            manifests,
+            base,
+            check_all=not options.run_command,
+            restarts=result.recreated,
+            api=sim.api,
+            api_objects=sim.server is not None,
+        )
+        if sim.server is not None:
+            sim.server.publish(cluster.objects)
+        workload = next(w for w in cluster.workloads if w.id == wid)
+        runner = Runner(
+            workload,
+            options,
+            sim.tmp / f"{paths.safe_name(workload.id)}.{result.recreated}",
+            sim.listener,
+            sim.deadline,
+            sim.isolation,
+            cluster.hosts,
+            sim.credentials,
+            sim.storage,
+            sim.node,
+        )
+        attempt = runner.run(index)
+        attempt.backoff = backoff
+        result.attempts.append(attempt)
+        sim.listener("attempt", (result, attempt))
+        if attempt.ok:
+            result.verdict = "succeeded"
+            return
+        why = restart_decision(workload.restart, result.attempts, failures) or crash_loop(
+            workload.restart, result.attempts
+        )
+        if why is not None or time.monotonic() >= sim.deadline:
+            result.verdict = "failed"
+            result.reason = f"{attempt.reason}; {why or '--timeout reached'}"
+            return

@@ -1,0 +1,333 @@
+"""The kubelet: what it makes of a pod the controllers created — the container's env exactly as
+it resolves it (downward API, ConfigMaps, Secrets, `$(VAR)` expansion, in order), the command
+and args after expansion, the devices JAX will see — and the problems that would keep the
+container from starting.
+
+Source: kubernetes pkg/kubelet/kuberuntime/kuberuntime_container.go makeEnvironmentVariables,
+third_party/forked/golang/expansion/expand.go. Not emulated (no effect on the JAX contract, or
+unknowable from manifests): Service-link env vars (`<SVC>_SERVICE_HOST`; headless Services get
+none anyway) and node allocatable (resourceFieldRef falls back to requests).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from jaxinfra.errors import Problem
+from jaxinfra.simulate import cgroups, model, security, volumes
+from jaxinfra.simulate.admission import service_account
+from jaxinfra.simulate.controllers import ChildJob, Draft, Identity
+from jaxinfra.simulate.inputs import Objects, fake_uid, limit, quantity, str_value, to_int
+
+_ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # kubelet IsEnvVarName
+_SUBSCRIPT = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
+
+
+def expand(text: str, lookup: Callable[[str], str | None]) -> str:
+    """Kubernetes `$(VAR)` expansion: `$$` is a literal `$`, an unknown or unterminated reference stays verbatim.
+
+    Same scanning rules as third_party/forked/golang/expansion (Expand, tryReadVariableName).
+    """
+    if "$" not in text:
+        return text
+    out, checkpoint, i, n = [], 0, 0, len(text)
+    while i < n:
+        if text[i] == "$" and i + 1 < n:
+            out.append(text[checkpoint:i])
+            nxt = text[i + 1]
+            if nxt == "(":
+                close = text.find(")", i + 2)
+                if close < 0:
+                    out.append("$(")
+                    i += 1
+                else:
+                    var = text[i + 2 : close]
+                    value = lookup(var)
+                    out.append(value if value is not None else f"$({var})")
+                    i = close
+            else:
+                out.append("$" if nxt == "$" else "$" + nxt)
+                i += 1
+            checkpoint = i + 1
+        i += 1
+    out.append(text[checkpoint:])
+    return "".join(out)
+
+
+@dataclass
+class PodFacts:
+    """What the downward API can read from one pod. Each simulated pod has its own node `sim-node-<k>`, and
+    its host IP is its own loopback address (the simulator's "node" is the pod's address)."""
+
+    name: str
+    namespace: str
+    uid: str
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    node: str
+    service_account: str
+    ip: str
+    containers: Sequence[Mapping]
+
+    def field_ref(self, path: str) -> str | None:
+        """A fieldRef's value (missing label/annotation keys read as ""), or None for an unsupported path."""
+        simple = {
+            "metadata.name": self.name,
+            "metadata.namespace": self.namespace,
+            "metadata.uid": self.uid,
+            "spec.nodeName": self.node,
+            "spec.serviceAccountName": self.service_account,
+            "status.podIP": self.ip,
+            "status.podIPs": self.ip,
+            "status.hostIP": self.ip,
+            "status.hostIPs": self.ip,
+        }
+        if path in simple:
+            return simple[path]
+        m = _SUBSCRIPT.fullmatch(path)
+        if m:
+            return (self.labels if m.group(1) == "labels" else self.annotations).get(m.group(2), "")
+        return None
+
+    def resource(self, ref: Mapping, container: Mapping) -> str:
+        """A resourceFieldRef, best effort: the limit, else the request, else 0 (node allocatable is unknown here)."""
+        if ref.get("containerName"):
+            container = next((c for c in self.containers if c.get("name") == ref["containerName"]), container)
+        kind, _, res = str(ref.get("resource", "")).partition(".")
+        res_map = (container.get("resources") or {}).get(kind) or {}
+        value = quantity(res_map.get(res, limit(container, res) or 0)) or Fraction(0)
+        divisor = quantity(ref.get("divisor", 1)) or Fraction(1)
+        return str(math.ceil(value / divisor))
+
+
+class EnvResolver:
+    """Resolves one container's env exactly as makeEnvironmentVariables does, recording problems."""
+
+    def __init__(self, where: str, facts: PodFacts, objects: Objects, problems: list[tuple[str, Problem]]):
+        self.where, self.facts, self.objects, self.problems = where, facts, objects, problems
+
+    def _problem(self, kind: str, var: str, value: Any, message: str, fix: str) -> None:
+        self.problems.append((f"env|{var}|{kind}", Problem(f"{self.where} env {var}", value, message, fix)))
+
+    def _lookup(self, kind: str, ref: Mapping, var: str) -> str | None:
+        """A configMapKeyRef/secretKeyRef value; None when absent (a problem unless optional)."""
+        store = self.objects.config_maps if kind == "ConfigMap" else self.objects.secrets
+        data = store.get((self.facts.namespace, ref.get("name", "")))
+        key = ref.get("key", "")
+        if data is not None and key in data:
+            return data[key]
+        if not ref.get("optional"):
+            what = f"{kind} '{ref.get('name')}'" if data is None else f"key '{key}' of {kind} '{ref.get('name')}'"
+            self._problem(
+                f"{kind}-missing",
+                var,
+                ref.get("name"),
+                f"{what} is not in the manifests (namespace '{self.facts.namespace}'): the kubelet cannot start the container",
+                f"add the {kind} to the manifests, or mark the reference optional: true",
+            )
+        return None
+
+    def _env_from(self, container: Mapping) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for source in container.get("envFrom") or []:
+            kind, ref = (
+                ("ConfigMap", source["configMapRef"])
+                if source.get("configMapRef")
+                else ("Secret", source.get("secretRef") or {})
+            )
+            store = self.objects.config_maps if kind == "ConfigMap" else self.objects.secrets
+            data = store.get((self.facts.namespace, ref.get("name", "")))
+            if data is None:
+                if not ref.get("optional"):
+                    self._problem(
+                        f"{kind}-missing",
+                        "envFrom",
+                        ref.get("name"),
+                        f"{kind} '{ref.get('name')}' is not in the manifests (namespace '{self.facts.namespace}')",
+                        f"add the {kind} to the manifests, or mark the envFrom optional: true",
+                    )
+                continue
+            for key in sorted(data):  # a Go map: order unspecified; sorted for determinism
+                name = source.get("prefix", "") + key
+                if _ENV_NAME.fullmatch(name):
+                    env[name] = data[key]
+        return env
+
+    def _value(self, entry: Mapping, container: Mapping, env: Mapping[str, str]) -> str | None:
+        """One env entry's runtime value; None means the kubelet skips it (an optional, absent reference)."""
+        var, value, source = entry.get("name", ""), entry.get("value"), entry.get("valueFrom") or {}
+        if value not in (None, ""):
+            if not isinstance(value, str):
+                self._problem(
+                    "value-type",
+                    var,
+                    value,
+                    "env values must be strings: the API server rejects a YAML number or boolean",
+                    f'quote it: value: "{str_value(value)}"',
+                )
+            return expand(str_value(value), env.get)
+        if source.get("fieldRef"):
+            path = source["fieldRef"].get("fieldPath", "")
+            resolved = self.facts.field_ref(path)
+            if resolved is None:
+                self._problem(
+                    "fieldRef",
+                    var,
+                    path,
+                    "unsupported downward-API fieldPath for env",
+                    "use metadata.name|namespace|uid, metadata.labels['k'], metadata.annotations['k'], spec.nodeName, "
+                    "spec.serviceAccountName, status.podIP or status.hostIP",
+                )
+                return ""
+            return resolved
+        if source.get("resourceFieldRef"):
+            return self.facts.resource(source["resourceFieldRef"], container)
+        if source.get("configMapKeyRef"):
+            return self._lookup("ConfigMap", source["configMapKeyRef"], var)
+        if source.get("secretKeyRef"):
+            return self._lookup("Secret", source["secretKeyRef"], var)
+        return ""
+
+    def resolve(self, container: Mapping, platform: Mapping[str, str], appended: Sequence[Mapping]) -> dict[str, str]:
+        """Platform env first, then envFrom, then env in order (each `$(VAR)` sees only what came before),
+        then what the Job controller appended."""
+        env = dict(platform)
+        env.update(self._env_from(container))
+        for entry in [*(container.get("env") or []), *appended]:
+            value = self._value(entry, container, env)
+            if value is not None:
+                env[entry.get("name", "")] = value
+        return env
+
+
+def devices(accelerator: str, count: Any, env: Mapping[str, str]) -> int:
+    """Chips per host for TPU/GPU pods, else JAX_NUM_CPU_DEVICES, else 1."""
+    if accelerator != "cpu":
+        return max(1, int(quantity(count) or 1))
+    return max(1, to_int(env.get("JAX_NUM_CPU_DEVICES"), 1))
+
+
+def service_env(host: str, port: int) -> dict[str, str]:
+    """The `kubernetes` Service's env the kubelet puts in every container, whatever enableServiceLinks says
+    (pkg/kubelet/kubelet_pods.go getServiceEnvVarMap, pkg/kubelet/envvars FromServices)."""
+    tcp = f"tcp://{host}:{port}"
+    return {
+        "KUBERNETES_SERVICE_HOST": host,
+        "KUBERNETES_SERVICE_PORT": str(port),
+        "KUBERNETES_SERVICE_PORT_HTTPS": str(port),
+        "KUBERNETES_PORT": tcp,
+        f"KUBERNETES_PORT_{port}_TCP": tcp,
+        f"KUBERNETES_PORT_{port}_TCP_PROTO": "tcp",
+        f"KUBERNETES_PORT_{port}_TCP_PORT": str(port),
+        f"KUBERNETES_PORT_{port}_TCP_ADDR": host,
+    }
+
+
+def start_pod(
+    draft: Draft,
+    job: ChildJob,
+    who: Identity,
+    index: int,
+    global_index: int,
+    node: str,
+    ip: str,
+    platform: Mapping[str, str],
+    api: tuple[str, int],
+    token: bool,
+    objects: Objects,
+    problems: list[tuple[str, Problem]],
+) -> model.Pod:
+    """The pod `who` of `job` as the kubelet starts it on `node` with address `ip`: its container's env, command
+    and args expanded, its devices; env problems go to `problems`.
+
+    Beneath the container's own env: HOSTNAME (the container runtime sets it to the pod's hostname, the node's for
+    a host-network pod), the `kubernetes` Service's env for the API server at `api`, and the platform's env."""
+    containers = job.pod_spec.get("containers") or [{}]
+    container = job.container
+    host_network = bool(job.pod_spec.get("hostNetwork"))
+    account = service_account(job.pod_spec)
+    facts = PodFacts(
+        who.name,
+        draft.namespace,
+        fake_uid("Pod", draft.namespace, who.name),
+        who.labels,
+        who.annotations,
+        node,
+        account,
+        ip,
+        containers,
+    )
+    resolver = EnvResolver(f"{draft.id} pod {who.hostname}", facts, objects, problems)
+    base = {"HOSTNAME": node if host_network else who.hostname, **service_env(*api), **platform}
+    env = resolver.resolve(container, base, who.appended)
+    mounts = volumes.resolve(
+        f"{draft.id} pod {who.hostname}",
+        job.pod_spec,
+        container,
+        draft.namespace,
+        who.annotations,
+        facts,
+        objects,
+        problems,
+    )
+    accelerator, count = job.accelerator
+    secured = security.resolve(f"{draft.id} pod {who.hostname}", job.pod_spec, container, problems)
+    memory, cpu = cgroups.container_limits(container)
+    working_dir = container.get("workingDir")
+    if working_dir and not str(working_dir).startswith("/"):
+        problems.append(
+            (
+                "workdir",
+                Problem(
+                    f"{draft.id} pod {who.hostname} container {container.get('name', '')} workingDir",
+                    working_dir,
+                    "RunContainerError: the container runtime (runc) refuses a relative "
+                    "working directory (its spec's process.cwd must be absolute)",
+                    "make workingDir an absolute path, as the image's WORKDIR is",
+                ),
+            )
+        )
+    ports = tuple(
+        int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit()
+    )
+    return model.Pod(
+        workload=draft.id,
+        namespace=draft.namespace,
+        name=who.name,
+        hostname=who.hostname,
+        subdomain=job.subdomain,
+        ip=ip,
+        job_index=job.job_index,
+        completion_index=index,
+        global_index=global_index,
+        labels=who.labels,
+        annotations=who.annotations,
+        container=container.get("name", ""),
+        image=container.get("image", ""),
+        command=tuple(expand(str(a), env.get) for a in container.get("command") or ()),
+        args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
+        env=env,
+        working_dir=container.get("workingDir"),
+        devices=devices(accelerator, count, env),
+        accelerator=accelerator,
+        container_ports=ports,
+        readiness_probe=bool(container.get("readinessProbe")),
+        node=node,
+        host_network=host_network,
+        service_account=account,
+        token=token,
+        mounts=mounts,
+        grace_period=float(job.pod_spec.get("terminationGracePeriodSeconds", 30)),
+        security=secured,
+        memory_limit=memory,
+        cpu_millis=cpu,
+        host_aliases=tuple(
+            (str(a.get("ip", "")), tuple(str(h) for h in a.get("hostnames") or ()))
+            for a in job.pod_spec.get("hostAliases") or ()
+        ),
+    )

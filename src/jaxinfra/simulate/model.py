@@ -1,0 +1,164 @@
+"""What the emulated cluster produces from manifests: workloads, their pods, DNS, and problems.
+
+Plain frozen dataclasses shared by the emulation (`cluster` and the components it calls), the
+process runner (`runner`), the probe and the report. Nothing here knows about the spec: input is
+manifests.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from jaxinfra.errors import Problem
+from jaxinfra.simulate.security import Security
+
+
+@dataclass(frozen=True)
+class Mount:
+    """One volume mounted in the pod's JAX container, as the kubelet sets it up (volumes.py)."""
+
+    volume: str  # the volume's name in the pod spec
+    path: str  # mountPath
+    sub_path: str = ""
+    read_only: bool = False
+    kind: str = "emptyDir"  # "emptyDir" | "claim" | "bucket" | "files"
+    key: str = ""  # claim: its name; bucket: the bucket's name
+    files: tuple[tuple[str, str], ...] = ()  # "files": (relative path, content)
+
+
+@dataclass(frozen=True)
+class Pod:
+    """One pod as the controller and kubelet would start it, with everything resolved."""
+
+    workload: str  # "<Kind>/<namespace>/<name>" of its workload
+    namespace: str
+    name: str  # deterministic pod name (the controller's name without the random suffix)
+    hostname: str
+    subdomain: str | None
+    ip: str  # its own loopback address, e.g. 127.0.3.2
+    job_index: int  # JobSet job index (label jobset.sigs.k8s.io/job-index); 0 for a plain Job
+    completion_index: int  # batch.kubernetes.io/job-completion-index
+    global_index: int  # job_index * pods_per_job + completion_index: pod order in the workload
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    container: str  # name of the container that runs JAX (the first container)
+    image: str
+    command: tuple[str, ...]  # after $(VAR) expansion; () = the image's entrypoint
+    args: tuple[str, ...]
+    env: Mapping[str, str]  # fully resolved: literal values, fieldRefs, $(VAR), controller- and platform-injected
+    working_dir: str | None
+    devices: (
+        int  # JAX CPU devices for this process: chips per host of its accelerator, else JAX_NUM_CPU_DEVICES, else 1
+    )
+    accelerator: str  # "tpu" | "gpu" | "cpu" (from its resource limits)
+    container_ports: tuple[int, ...] = ()
+    readiness_probe: bool = (
+        False  # its JAX container declares a readinessProbe (Ready, hence in DNS, only once it passes)
+    )
+    node: str = ""  # the simulated node it runs on (one per pod): spec.nodeName
+    host_network: bool = False  # spec.hostNetwork: the node's hostname and hosts file, not the pod's
+    host_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # spec.hostAliases: (ip, hostnames) for its /etc/hosts
+    service_account: str = "default"  # spec.serviceAccountName
+    token: bool = False  # the ServiceAccount token volume is mounted (admission's decision)
+    mounts: tuple[Mount, ...] = ()  # its JAX container's volumes
+    grace_period: float = 30.0  # spec.terminationGracePeriodSeconds: SIGTERM to SIGKILL when it is stopped
+    security: Security = field(default_factory=Security)  # its JAX container's securityContext, resolved
+    memory_limit: int | None = None  # its JAX container's resources.limits.memory, in bytes
+    cpu_millis: int | None = None  # its JAX container's resources.limits.cpu, in millicores
+
+    @property
+    def wrapper(self) -> str | None:
+        """The script of an entrypoint wrapper — `sh -c '<script ending in exec "$@">' NAME PROGRAM...`, which sets
+        up the env and then execs its arguments — or None. The built-in probe stands in for the program it execs."""
+        if len(self.command) >= 3 and Path(self.command[0]).name in ("sh", "bash", "dash") and self.command[1] == "-c":
+            script = self.command[2].rstrip().rstrip(";").rstrip()
+            if script.endswith('exec "$@"'):
+                return self.command[2]
+        return None
+
+    def exports(self, name: str) -> bool:
+        """Whether its entrypoint wrapper exports `name` (known only once it runs)."""
+        return self.wrapper is not None and re.search(rf"\bexport\s+{re.escape(name)}=", self.wrapper) is not None
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """The workload's own failure semantics, as its controller applies them."""
+
+    kind: str  # "jobset" | "job" (a Training Operator v1 JAXJob maps onto "job": see controllers/jaxjob.py)
+    max_restarts: int = 0  # JobSet failurePolicy.maxRestarts: whole-group restarts
+    backoff_limit: int | None = 0  # Job backoffLimit (pod failures tolerated)
+    backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
+    pod_failure_rules: tuple[Mapping, ...] = ()  # Job podFailurePolicy.rules, verbatim
+    in_place: bool = False  # pod restartPolicy OnFailure/Always: the kubelet restarts the container in its pod
+
+    @property
+    def unlimited(self) -> bool:
+        """No controller limit ends a restart loop (a JAXJob restarting OnFailure with no backoffLimit)."""
+        return self.kind == "job" and self.backoff_limit is None and self.backoff_limit_per_index is None
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A JobSet, Indexed Job, JAXJob or TrainJob and the pods its controller(s) create, in global-index order."""
+
+    kind: str  # "JobSet" | "Job" | "JAXJob" | "TrainJob"
+    namespace: str
+    name: str
+    pods: tuple[Pod, ...]
+    groups: int  # JobSet Jobs (replicas summed) / TPU slices; 1 for a Job
+    hosts_per_group: int  # pods per Job (completions)
+    chips_per_host: int  # devices per pod (for the probe's hardware-shaped mesh)
+    restart: RestartPolicy
+    problems: tuple[Problem, ...] = ()  # static contract problems: DNS, ports, counts, rank env
+    notes: tuple[str, ...] = ()  # what was decided or not checked on the way (Kueue's admission)
+
+    @property
+    def id(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Everything the manifests create, plus the DNS they make resolvable."""
+
+    workloads: tuple[Workload, ...]
+    hosts: Mapping[str, str] = field(default_factory=dict)  # fully-qualified DNS name -> ip (what /etc/hosts gets)
+    objects: tuple[
+        Mapping, ...
+    ] = ()  # what the API server holds (inputs and what the controllers made), when asked for
+    problems: tuple[Problem, ...] = ()  # manifest-level problems (unsupported kinds, parse errors)
+
+
+class Findings:
+    """Repeated problems collapsed by kind: the first one, with how many other pods (or names) share it,
+    so a 6,144-pod workload with one mistake reports one line, not 6,144."""
+
+    def __init__(self, noun: str = "pod") -> None:
+        self._first: dict[str, Problem] = {}
+        self._count: Counter[str] = Counter()
+        self._noun = noun
+
+    def add(self, key: str, make: Callable[[], Problem]) -> None:
+        if key not in self._first:
+            self._first[key] = make()
+        self._count[key] += 1
+
+    def extend(self, items: Iterable[tuple[str, Problem]]) -> None:
+        for key, problem in items:
+            self.add(key, lambda p=problem: p)
+
+    def problems(self) -> list[Problem]:
+        out = []
+        for key, p in self._first.items():
+            more = self._count[key] - 1
+            out.append(
+                p
+                if not more
+                else replace(p, message=f"{p.message} (and {more} more {self._noun}{'s' if more > 1 else ''})")
+            )
+        return out

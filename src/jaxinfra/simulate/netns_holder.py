@@ -1,0 +1,344 @@
+"""The pods' network's holder: the process that keeps one simulation's network namespace (`netns`).
+
+A fresh interpreter runs this file (`python -I -S`: the standard library only, no descriptor of the
+simulator's, never a fork of a process with JAX's threads). It leaves the machine's network
+namespace (as root unshare(CLONE_NEWNET); otherwise unshare(CLONE_NEWUSER | CLONE_NEWNET) mapping
+only the caller's ids), brings `lo` up, opens the low ports, attaches an egress tool where one is
+installed, reports to the simulator, and serves it (sockets made in the namespace) until it goes.
+`netns` holds the simulator's side; the facts and sources are in its docstring.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+STRATEGIES: dict[str, int] = {"privileged": CLONE_NEWNET, "user": CLONE_NEWUSER | CLONE_NEWNET}
+"""The unshare(2) flags of each way to a network namespace, tried in this order (`user` only, unless root)."""
+
+SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
+_IFREQ = struct.Struct("16sh22x")  # struct ifreq: the name, then ifr_flags in a 24-byte union (40 bytes)
+PR_SET_PDEATHSIG = 1
+LOW_PORTS = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+
+EGRESS_TOOLS = ("pasta", "slirp4netns")
+"""The user-mode networking tools that give the namespace egress, in order of preference."""
+_LIBC: list[ctypes.CDLL] = []
+
+
+def _libc() -> ctypes.CDLL:
+    if not _LIBC:
+        _LIBC.append(ctypes.CDLL(None, use_errno=True))
+    return _LIBC[0]
+
+
+# --- egress ---------------------------------------------------------------------------------------
+
+
+def egress_command(tool: str, path: str, holder: int, user_namespace: bool) -> list[str]:
+    """The command line that attaches `tool` (at `path`) to the network namespace of process `holder`, and to
+    its user namespace when it has one of its own (`user_namespace`). Nothing is forwarded from the machine
+    to the pods or back, and the machine's own loopback is out of the pods' reach, as on a node.
+
+    Run by the holder's child with PR_SET_PDEATHSIG, in the foreground: it ends with the holder, which also
+    kills it on every way out but SIGKILL (the holder then watches the simulator through a pidfd only, since
+    pasta started as root switches to nobody, and a change of user clears its own death signal)."""
+    net, user = f"/proc/{holder}/ns/net", f"/proc/{holder}/ns/user"
+    if tool == "pasta":
+        # --foreground: stay the holder's child (dies with it); --config-net: addresses and routes copied from
+        # the machine; -t/-u none: no automatic forwarding of the pods' bound ports to the machine; -T/-U none:
+        # nor of the machine's to the pods' loopback; --no-map-gw: the gateway address is not the machine.
+        return [
+            path,
+            "--foreground",
+            "--quiet",
+            "--config-net",
+            "--no-map-gw",
+            "-t",
+            "none",
+            "-u",
+            "none",
+            "-T",
+            "none",
+            "-U",
+            "none",
+            "--netns",
+            net,
+            *(["--userns", user] if user_namespace else []),
+        ]
+    if tool == "slirp4netns":
+        return [
+            path,
+            "--configure",
+            "--mtu=65520",
+            "--disable-host-loopback",
+            "--netns-type=path",
+            *([f"--userns-path={user}"] if user_namespace else []),
+            net,
+            "tap0",
+        ]
+    raise ValueError(f"unknown egress tool {tool!r} (known: {', '.join(EGRESS_TOOLS)})")
+
+
+def has_default_route(route: str = "/proc/net/route", route6: str = "/proc/net/ipv6_route") -> bool:
+    """Whether this process's network namespace has a default route (IPv4 or IPv6; not the kernel's own IPv6
+    'unreachable' entry): what both egress tools add last, once the namespace is configured."""
+    try:
+        with open(route) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if len(fields) > 7 and fields[1] == "00000000" and fields[7] == "00000000" and int(fields[3], 16) & 0x1:
+                    return True
+        with open(route6) as f:
+            for line in f:
+                fields = line.split()
+                flags = int(fields[8], 16) if len(fields) > 9 else 0
+                if fields and set(fields[0]) == {"0"} and fields[1] == "00" and flags & 0x1 and not flags & 0x200:
+                    return True
+    except (OSError, ValueError):
+        pass
+    return False
+
+
+# --- the simulator's side ---------------------------------------------------------------------------
+
+# --- the holder -------------------------------------------------------------------------------------
+
+
+def _write(path: str, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def lo_up() -> None:
+    """Bring this network namespace's loopback interface up (the kernel then gives it 127.0.0.1/8 and ::1)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = _IFREQ.unpack(fcntl.ioctl(s, SIOCGIFFLAGS, _IFREQ.pack(b"lo", 0)))[1]
+        if not flags & IFF_UP:
+            fcntl.ioctl(s, SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | IFF_UP))
+
+
+def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
+    """Leave the machine's network namespace by the first strategy that works; the report for the simulator."""
+    libc = _libc()
+    uid, gid = os.getuid(), os.getgid()
+    attempts: list[dict[str, Any]] = []
+    for strategy in strategies:
+        if libc.unshare(STRATEGIES[strategy]) == 0:
+            break
+        attempts.append({"strategy": strategy, "step": f"unshare({strategy})", "errno": ctypes.get_errno()})
+    else:
+        return {"ok": False, "attempts": attempts}
+    step = ""
+    try:
+        if strategy == "user":  # only ourselves: nothing is gained outside the namespace
+            for step, path, text in (
+                ("write /proc/self/setgroups", "/proc/self/setgroups", "deny"),
+                ("write /proc/self/uid_map", "/proc/self/uid_map", f"{uid} {uid} 1"),
+                ("write /proc/self/gid_map", "/proc/self/gid_map", f"{gid} {gid} 1"),
+            ):
+                _write(path, text)
+        step = "bring lo up in the pods' network namespace"
+        lo_up()
+    except OSError as e:
+        attempts.append({"strategy": strategy, "step": step, "errno": e.errno or errno.EPERM})
+        return {"ok": False, "attempts": attempts}
+    try:
+        _write(LOW_PORTS, "0")
+        low_ports = True
+    except OSError:
+        low_ports = False
+    return {"ok": True, "strategy": strategy, "low_ports": low_ports, "attempts": attempts}
+
+
+class _Egress:
+    """The holder's child that becomes the egress tool: forked in the machine's namespaces, told to go on once
+    the holder has its own, dying with the holder."""
+
+    def __init__(self, tool: str, path: str, keep_closed: Sequence[int]):
+        self.tool, self.path = tool, path
+        go_r, self._go = os.pipe()
+        self.errors, err_w = os.pipe()
+        holder = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:  # the child: wait for the holder's word (its strategy), then become the tool
+            try:
+                for fd in (self._go, self.errors, *keep_closed):
+                    os.close(fd)
+                word = os.read(go_r, 64).decode()
+                if word in STRATEGIES:
+                    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                    if os.getppid() == holder:
+                        null = os.open(os.devnull, os.O_RDWR)
+                        os.dup2(null, 0)
+                        os.dup2(null, 1)
+                        os.dup2(err_w, 2)
+                        os.execv(path, egress_command(tool, path, holder, word == "user"))
+            except BaseException:  # noqa: BLE001 - the child never returns into the holder
+                pass
+            os._exit(127)
+        os.close(go_r)
+        os.close(err_w)
+        self.pidfd = os.pidfd_open(self.pid)
+        self.output = b""
+
+    def start(self, strategy: str, timeout: float) -> tuple[str | None, str]:
+        """Let the tool run, and wait until the namespace has a default route: (the tool or None, the note)."""
+        os.write(self._go, strategy.encode())
+        os.close(self._go)
+        os.set_blocking(self.errors, False)
+        deadline = time.monotonic() + timeout
+        while True:
+            self.drain()
+            if has_default_route():
+                return self.tool, f"egress on: {self.tool} ({self.path})"
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.drain()
+                self.pid = 0
+                said = self.output.decode(errors="replace").strip().splitlines()
+                how = (
+                    f"killed by signal {os.WTERMSIG(status)}"
+                    if os.WIFSIGNALED(status)
+                    else f"exit status {os.WEXITSTATUS(status)}"
+                )
+                return None, f"egress off: {self.tool} ended ({how})" + (f": {said[-1]}" if said else "")
+            if time.monotonic() > deadline:
+                self.stop()
+                return None, f"egress off: {self.tool} did not configure the pods' network within {timeout:g} s"
+            time.sleep(0.01)
+
+    def drain(self) -> bool:
+        """Read what the tool wrote to its standard error (keeping the end of it): its pipe must never fill.
+        False once that pipe has ended."""
+        try:
+            while chunk := os.read(self.errors, 65536):
+                self.output = (self.output + chunk)[-4096:]
+        except (BlockingIOError, InterruptedError):
+            return True
+        except OSError:
+            return False
+        return False
+
+    def reap(self) -> None:
+        if self.pid and os.waitpid(self.pid, os.WNOHANG)[0]:
+            self.pid = 0
+
+    def stop(self) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, signal.SIGKILL)  # not yet reaped: never a stranger's pid
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+            self.pid = 0
+
+
+def _serve(control: socket.socket, parent: int, egress: _Egress | None) -> None:
+    """Answer the simulator's requests until it goes (its pidfd), closes the socket, or says quit."""
+    watched: list[int] = [control.fileno(), parent]
+    if egress is not None and egress.pid:
+        watched += [egress.pidfd, egress.errors]
+    while True:
+        ready = select.select(watched, [], [])[0]
+        if parent in ready:
+            return
+        if egress is not None and egress.pidfd in ready:
+            egress.reap()
+            watched.remove(egress.pidfd)
+        if egress is not None and egress.errors in ready and not egress.drain():
+            watched.remove(egress.errors)
+        if control.fileno() not in ready:
+            continue
+        try:
+            msg = control.recv(256)
+        except OSError:
+            return
+        words = msg.split()
+        if not words or words[0] == b"quit":
+            return
+        if words[0] == b"socket" and len(words) == 5:
+            seq = words[1]
+            try:
+                made = socket.socket(int(words[2]), int(words[3]), int(words[4]))
+            except (OSError, ValueError) as e:
+                reply = b"err %s %d" % (seq, getattr(e, "errno", None) or errno.EINVAL)
+                try:
+                    control.send(reply)
+                except OSError:
+                    return
+                continue
+            with made:
+                try:
+                    socket.send_fds(control, [b"ok " + seq], [made.fileno()])
+                except OSError:
+                    return
+
+
+def _holder(argv: Sequence[str]) -> None:
+    """The holder's life: argv is control fd, parent pid, PR_SET_PDEATHSIG (1/0), strategies, the egress note,
+    the egress timeout, and the egress tool and its path if any."""
+    control_fd, parent_pid, deathsig, strategies, note, egress_timeout = argv[:6]
+    tool_path = argv[6:8]
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
+    for signum in (signal.SIGINT, signal.SIGQUIT, signal.SIGTSTP, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_IGN)  # the simulator's to handle: it closes us
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # through the `finally` that ends the egress tool
+    if deathsig == "1" and len(tool_path) < 2:
+        # With an egress tool the pidfd below is the only watch: the holder then ends the tool on its way out
+        # (pasta, dropping root to nobody, loses its own PR_SET_PDEATHSIG; see egress_command).
+        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    try:
+        parent = os.pidfd_open(int(parent_pid))
+    except OSError:
+        return
+    if os.getppid() != int(parent_pid):  # the simulator died before the line above
+        return
+    control = socket.socket(fileno=int(control_fd))
+    egress = _Egress(tool_path[0], tool_path[1], (control.fileno(), parent)) if len(tool_path) == 2 else None
+    try:
+        try:
+            report = _namespace(strategies.split(","))
+        except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
+            report = {
+                "ok": False,
+                "attempts": [
+                    {"strategy": strategies.split(",")[-1], "step": f"{type(e).__name__}: {e}", "errno": errno.EINVAL}
+                ],
+            }
+        if report["ok"]:
+            report["egress"], report["note"] = None, note
+            if egress is not None:
+                report["egress"], report["note"] = egress.start(report["strategy"], float(egress_timeout))
+        control.send(json.dumps(report).encode())
+        if report["ok"]:
+            null = os.open(os.devnull, os.O_RDWR)
+            os.dup2(null, 2)  # nothing more to say but through the control socket
+            os.close(null)
+            _serve(control, parent, egress if report["egress"] else None)
+    finally:
+        if egress is not None:
+            egress.stop()
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--holder"]:
+    try:
+        _holder(sys.argv[2:])
+    finally:
+        os._exit(0)

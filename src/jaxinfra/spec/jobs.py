@@ -1,0 +1,381 @@
+"""Node pools, the JAX jobs that run on them (backend, resources, env, security, checkpoints) and their CPU shadow.
+
+Each object validates its own fields; rules that relate a job to its pool or to other jobs live in
+`jaxinfra.spec.rules`, where the whole cluster is known.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+
+from jaxinfra.names import CONTAINER, CONTRACT_ENV, OWN_LABELS, TRAINER_NODE
+from jaxinfra.quantity import is_quantity
+from jaxinfra.spec.accelerators import Accelerator
+from jaxinfra.spec.base import (
+    DNS_SUBDOMAIN,
+    LABEL_KEY_FIX,
+    LABEL_VALUE_FIX,
+    Spec,
+    dns_label,
+    label_key_problem,
+    label_value_ok,
+)
+from jaxinfra.spec.checkpoints import Checkpoints
+from jaxinfra.spec.env import EnvValue, credential_literal
+from jaxinfra.spec.extras import Toleration, node_selector_entries, patch_operation, priority_class_name
+from jaxinfra.spec.problems import problem
+
+#: Workload backends that render today; the first is the default.
+BACKENDS: tuple[str, ...] = ("jobset", "job", "jaxjob", "trainjob")
+Backend = Literal["jobset", "job", "jaxjob", "trainjob"]
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+class NodePool(Spec):
+    """A group of identical nodes; for TPU, one node pool per slice is provisioned from it."""
+
+    _positional = ("name", "accelerator")
+    name: str = Field(description="Node pool name (DNS-1123 label, at most 40 characters as on GKE).")
+    accelerator: Accelerator
+    spot: bool = Field(False, description="Use Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
+    reservation: str | None = Field(None, description="Name of a capacity reservation to consume.")
+
+    _name = field_validator("name")(lambda v: dns_label(v, 40))
+
+
+class Resources(Spec):
+    """Extra container resources; the accelerator's own resource is added from the catalog."""
+
+    requests: dict[str, str | int] = Field(default_factory=dict, description="e.g. {'cpu': '8', 'memory': '64Gi'}.")
+    limits: dict[str, str | int] = Field(default_factory=dict, description="Limits; requests default to them.")
+
+    @field_validator("requests", "limits")
+    @classmethod
+    def _quantities(cls, v: dict[str, str | int]) -> dict[str, str | int]:
+        for name, q in v.items():
+            if isinstance(q, bool) or not is_quantity(q):
+                raise problem(
+                    f"{name}: {q!r} is not a Kubernetes quantity", "write it like '8', '500m' or '64Gi'", name
+                )
+        return v
+
+
+#: Names of jaxinfra's own training container (`node` for trainjob: Trainer finds it by that name); a sidecar may
+#: take neither, so that switching the backend never makes a valid job invalid.
+MAIN_CONTAINERS = (CONTAINER, TRAINER_NODE)
+#: One RFC 6902 operation, checked for form before it reaches the renderer.
+PatchOperation = Annotated[dict[str, Any], BeforeValidator(patch_operation)]
+
+
+class Sidecar(Spec):
+    """A native sidecar (an init container with restartPolicy Always; Kubernetes 1.29+, stable in 1.33): started
+    before the training container, running beside it, stopped after it, so the Job still completes when it exits."""
+
+    _positional = ("name", "image")
+    name: str = Field(description="Container name (DNS-1123 label); not 'jax' or 'node', jaxinfra's own container.")
+    image: str = Field(min_length=1, description="Container image.")
+    command: tuple[str, ...] | None = Field(None, description="Container command; None keeps the image's entrypoint.")
+    args: tuple[str, ...] = Field((), description="Container args.")
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Env as literal strings only; a value from a Secret "
+        "goes in with a pod patch (credentials are never inline).",
+    )
+    resources: Resources = Field(default_factory=Resources, description="Container requests and limits.")
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, v: str) -> str:
+        dns_label(v)
+        if v in MAIN_CONTAINERS:
+            raise problem(
+                f"{v!r} is the name of jaxinfra's training container ('jax', or 'node' for trainjob)",
+                "give the sidecar another name",
+            )
+        return v
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env(cls, v: Any) -> Any:
+        for name, value in v.items() if isinstance(v, dict) else ():
+            if not isinstance(value, str):
+                raise problem(
+                    "a sidecar's env takes literal strings only",
+                    "use a string, or add {'name': ..., 'valueFrom': ...} to the sidecar with a pod patch "
+                    "(path '/spec/initContainers/<i>/env/-')",
+                    name,
+                )
+            if not _ENV_NAME.match(name):
+                raise problem(
+                    f"{name!r} is not a valid env var name",
+                    "use letters, digits, '_', '-' or '.', not starting with a digit",
+                    name,
+                )
+            if why := credential_literal(name, value):
+                raise problem(
+                    f"{why}: secrets never go inline into manifests",
+                    "store it in a Secret and add it to the sidecar with a pod patch: {'op': 'add', 'path': "
+                    "'/spec/initContainers/<i>/env/-', 'value': {'name': ..., 'valueFrom': {'secretKeyRef': "
+                    "{'name': ..., 'key': ...}}}}",
+                    name,
+                )
+        return v
+
+
+class JaxJob(Spec):
+    """A multi-host JAX training job: one process per host (TPU VM or GPU/CPU node)."""
+
+    _positional = ("name",)
+    name: str = Field(description="Job name; names the workload, Service and pods (DNS-1123 label).")
+    namespace: str = Field("default", description="Namespace of every object of the job.")
+    image: str = Field(min_length=1, description="Container image.")
+    command: tuple[str, ...] | None = Field(None, description="Container command; None keeps the image's entrypoint.")
+    args: tuple[str, ...] = Field((), description="Container args.")
+    env: dict[str, EnvValue] = Field(
+        default_factory=dict,
+        description="Extra env: a literal string (may reference the "
+        "contract as $(JAX_PROCESS_ID)), SecretRef(name, key) or ConfigMapRef(name, key). "
+        "Credentials must be SecretRefs: a literal that looks like one is rejected.",
+    )
+    node_pool: str = Field(description="Name of the node pool the job runs on.")
+    slices: int | None = Field(None, gt=0, description="TPU slices (multi-slice over DCN); default 1. TPU pools only.")
+    nodes: int | None = Field(None, gt=0, description="GPU/CPU nodes, one process each; default 1. GPU/CPU pools only.")
+    coordinator_port: int = Field(
+        8482, ge=1, le=65535, description="JAX coordinator port (8482 is JAX's own TPU default)."
+    )
+    backend: Backend = Field(
+        "jobset",
+        description="Workload kind: jobset (JobSet), job (Indexed Job), jaxjob (Kubeflow "
+        "Training Operator v1 JAXJob) or trainjob (Kubeflow Trainer v2 TrainJob).",
+    )
+    runtime: str | None = Field(
+        None,
+        description="trainjob only. None: jaxinfra renders a TrainingRuntime named after the "
+        "job, with mlPolicy.jax and the pool's placement; a name (e.g. 'jax-distributed'): reference "
+        "that ClusterTrainingRuntime and render none (CPU pools only: it has no TPU/GPU placement).",
+    )
+    max_restarts: int = Field(0, ge=0, le=1000, description="Whole-group restarts before the job fails.")
+    init_timeout_seconds: int = Field(
+        300, gt=0, le=86400, description="JAX rendezvous timeout (JAX_INITIALIZATION_TIMEOUT)."
+    )
+    resources: Resources = Field(default_factory=Resources, description="Extra container resources.")
+    shm_size: str = Field("16Gi", description="Size limit of the memory-backed /dev/shm of GPU pods (NCCL).")
+    labels: dict[str, str] = Field(default_factory=dict, description="Extra labels on every object and pod.")
+    run_as_user: int = Field(
+        1000,
+        ge=1,
+        le=2147483647,
+        description="UID of the container process (pod securityContext "
+        "runAsUser). Pods run as non-root (Pod Security `restricted`); many images (python:3.11-slim, "
+        "most JAX images) default to root, and the kubelet refuses runAsNonRoot with a root image "
+        "unless a numeric non-root user is set, hence 1000. Use the image's own user if it has one.",
+    )
+    run_as_group: int = Field(1000, ge=1, le=2147483647, description="GID of the container process (runAsGroup).")
+    fs_group: int = Field(
+        1000,
+        ge=1,
+        le=2147483647,
+        description="Group that owns mounted volumes (fsGroup), so the non-root user can write them.",
+    )
+    privileged: bool = Field(
+        False,
+        description="Run the container privileged: an exception to Pod Security `restricted` "
+        "(and baseline), only for platforms that require it (e.g. TPU device access on old GKE "
+        "versions). Off: jaxinfra never sets it by default.",
+    )
+    host_network: bool = Field(
+        False,
+        description="Run the pods in the node's network namespace (hostNetwork, with "
+        "dnsPolicy ClusterFirstWithHostNet so cluster DNS still resolves). GKE's multi-slice TPU "
+        "examples set it for DCN throughput; it is an exception to Pod Security `restricted`, and "
+        "NetworkPolicies do not apply to host-network pods. Off by default.",
+    )
+    kubernetes_api: bool = Field(
+        False,
+        description="The pods use the Kubernetes API (JAX's Kubernetes cluster "
+        "auto-detection): a Role with get/list/watch on pods, services and batch jobs in the "
+        "job's namespace, a RoleBinding to the job's ServiceAccount, and its token mounted. "
+        "Off: no Role, no token.",
+    )
+    network_policy: bool = Field(
+        True,
+        description="Render a NetworkPolicy: only the job's own pods may connect to its "
+        "pods (coordinator and collective ports); egress is left to the user.",
+    )
+    annotations: dict[str, str] = Field(default_factory=dict, description="Extra annotations on every object and pod.")
+    checkpoints: Checkpoints = Field(
+        None,
+        description="Where checkpoints live, outliving the pods: GCSBucket(name) "
+        "or PVC(name) / PVC(size=...), mounted read-write at /checkpoints in every pod "
+        "and named by JAXINFRA_CHECKPOINT_DIR. None: no storage, no variable.",
+    )
+    priority_class: str | None = Field(
+        None,
+        description="PriorityClass of the pods (priorityClassName); it must exist "
+        "in the cluster. None: the cluster's default priority.",
+    )
+    tolerations: tuple[Toleration, ...] = Field(
+        (), description="Tolerations added after the ones jaxinfra renders for the pool (TPU/GPU taints, Spot)."
+    )
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="Node labels the pods select, beside the "
+        "pool's; the pool's own keys (accelerator, topology, Spot) are not allowed "
+        "here. A CPU shadow drops them with the pool's.",
+    )
+    sidecars: tuple[Sidecar, ...] = Field(
+        (),
+        description="Native sidecars (initContainers with restartPolicy Always, "
+        "Kubernetes 1.29+) in every pod, in this order.",
+    )
+    pod_patches: tuple[PatchOperation, ...] = Field(
+        (),
+        description="RFC 6902 JSON Patch operations applied, in "
+        "order and after everything else, to the pod template (the object "
+        "with metadata and spec that every backend embeds), so one patch "
+        "serves every backend. An operation that does not apply is a spec "
+        "problem.",
+    )
+
+    _names = field_validator("name", "namespace")(lambda v: dns_label(v))
+    _priority_class = field_validator("priority_class")(priority_class_name)
+    _node_selector = field_validator("node_selector")(node_selector_entries)
+
+    @field_validator("sidecars")
+    @classmethod
+    def _sidecar_names(cls, v: tuple[Sidecar, ...]) -> tuple[Sidecar, ...]:
+        names = [s.name for s in v]
+        if dup := next((n for i, n in enumerate(names) if n in names[:i]), None):
+            raise problem(f"two sidecars are named {dup!r}", "give each sidecar its own name")
+        return v
+
+    @field_validator("runtime")
+    @classmethod
+    def _runtime_name(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 253 or not DNS_SUBDOMAIN.match(v)):
+            raise problem(
+                "not a valid ClusterTrainingRuntime name", "use a DNS-1123 subdomain such as 'jax-distributed'"
+            )
+        return v
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, v: dict[str, Any]) -> dict[str, Any]:
+        for name, value in v.items():
+            if not _ENV_NAME.match(name):
+                raise problem(
+                    f"{name!r} is not a valid env var name",
+                    "use letters, digits, '_', '-' or '.', not starting with a digit",
+                    name,
+                )
+            if name in CONTRACT_ENV:
+                raise problem(
+                    f"{name} is set by jaxinfra's env contract",
+                    "remove it; set coordinator_port, init_timeout_seconds or the pool instead",
+                    name,
+                )
+            if isinstance(value, str) and (why := credential_literal(name, value)):
+                raise problem(
+                    f"{why}: secrets never go inline into manifests",
+                    f"store it in a Secret (kubectl create secret generic NAME --from-literal=KEY=...) and use "
+                    f"env={{{name!r}: SecretRef('NAME', 'KEY')}}",
+                    name,
+                )
+        return v
+
+    @field_validator("labels", "annotations")
+    @classmethod
+    def _metadata(cls, v: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        for key, value in v.items():
+            if why := label_key_problem(key):
+                raise problem(why, LABEL_KEY_FIX, key)
+            if info.field_name == "labels" and key in OWN_LABELS:
+                raise problem(f"{key} is set by jaxinfra", "remove it", key)
+            if info.field_name == "labels" and not label_value_ok(value):
+                raise problem(f"label value {value!r} is not valid", LABEL_VALUE_FIX, key)
+        return v
+
+    @field_validator("shm_size")
+    @classmethod
+    def _shm(cls, v: str) -> str:
+        if not is_quantity(v):
+            raise problem("not a Kubernetes quantity", "write it like '16Gi'")
+        return v
+
+    @model_validator(mode="after")
+    def _jobset_name(self) -> JaxJob:
+        if self.backend != "job" and not self.name[0].isalpha():
+            derives = {
+                "jobset": "JobSet derives",
+                "jaxjob": "the Training Operator derives Service",
+                "trainjob": "TrainJob and its JobSet derive",
+            }
+            raise problem(
+                f"{derives[self.backend]} DNS-1035 names from it, which start with a letter",
+                "start the name with a letter",
+                "name",
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _customized_upstream(self) -> JaxJob:
+        """A referenced ClusterTrainingRuntime has no pod template of jaxinfra's: its customizations would vanish."""
+        if self.upstream_runtime and (fields := self.customizations):
+            raise problem(
+                f"ClusterTrainingRuntime {self.runtime!r} is not jaxinfra's: jaxinfra renders no pod "
+                f"template to apply {', '.join(fields)} to",
+                f"remove runtime (jaxinfra's TrainingRuntime takes them), or remove {', '.join(fields)}",
+                fields[0],
+            )
+        return self
+
+    @property
+    def customizations(self) -> tuple[str, ...]:
+        """The pod customization fields this job sets (priority_class, tolerations, ...), in declaration order."""
+        fields = ("priority_class", "tolerations", "node_selector", "sidecars", "pod_patches")
+        return tuple(f for f in fields if getattr(self, f))
+
+    @property
+    def upstream_runtime(self) -> bool:
+        """A TrainJob on a ClusterTrainingRuntime that jaxinfra does not render: its pod template is not jaxinfra's."""
+        return self.backend == "trainjob" and self.runtime is not None
+
+    @property
+    def num_slices(self) -> int:
+        return self.slices or 1
+
+    @property
+    def num_nodes(self) -> int:
+        return self.nodes or 1
+
+
+class Shadow(Spec):
+    """A CPU shadow of every job, for a real cluster without accelerators (`jaxinfra synth --shadow cpu`).
+
+    The same processes, names, Services, restart rules and queues; each process on a CPU pod with
+    as many JAX CPU devices as it would have chips, and the env the accelerator platform would inject
+    written out (`jaxinfra.shadow` says what a shadow proves and what it cannot).
+    """
+
+    kind: Literal["cpu"] = "cpu"
+    cpu: str = Field(
+        "100m",
+        description="CPU request of each process (no limit): the collectives of a small program "
+        "need little; raise it for the real training step.",
+    )
+    memory: str = Field(
+        "256Mi",
+        description="Memory request of each process (no limit): JAX's CPU runtime with a "
+        "small program (a probe process peaked at ~215 MiB); raise it for a real model.",
+    )
+
+    @field_validator("cpu", "memory")
+    @classmethod
+    def _quantity(cls, v: str) -> str:
+        if not is_quantity(v):
+            raise problem("not a Kubernetes quantity", "write it like '100m', '1' or '256Mi'")
+        return v

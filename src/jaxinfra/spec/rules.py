@@ -1,0 +1,354 @@
+"""The rules that span objects (references, counts, backends, derived names), checked on the validated tree.
+
+Pydantic validates each object alone; these need the whole cluster (a job and its pool, jobs side by
+side), so `Cluster` runs them after validation and reports every problem at once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from jaxinfra.errors import Problem
+from jaxinfra.names import (
+    BUILTIN_NAMESPACES,
+    CHECKPOINT_ENV,
+    MAX_NAME,
+    OPERATOR_ENV,
+    QUEUE_LABEL,
+    TRAINER_PORT,
+    JobNames,
+    checkpoint_claim,
+    queue_name,
+)
+from jaxinfra.spec.checkpoints import PVC
+
+if TYPE_CHECKING:
+    from jaxinfra.spec.cluster import Cluster
+    from jaxinfra.spec.jobs import JaxJob, NodePool
+
+
+def cross_object_problems(cluster: Cluster) -> list[Problem]:
+    """Rules that span objects (references, counts, backends, derived names); all reported."""
+    out: list[Problem] = []
+    pools = {p.name: p for p in cluster.node_pools}
+    if not cluster.node_pools:
+        out.append(
+            Problem(
+                "node_pools",
+                [],
+                "a cluster needs at least one node pool",
+                "add NodePool(name, TPU(...) | GPU(...) | CPU(...))",
+            )
+        )
+    seen_pools: set[str] = set()
+    for i, pool in enumerate(cluster.node_pools):
+        if pool.name in seen_pools:
+            out.append(
+                Problem(f"node_pools[{i}].name", pool.name, "duplicate node pool name", "give each pool its own name")
+            )
+        seen_pools.add(pool.name)
+    seen_jobs: set[tuple[str, str]] = set()
+    claims: dict[tuple[str, str], str] = {}  # rendered checkpoint claims: (namespace, name) -> the job that renders it
+    for i, job in enumerate(cluster.jobs):
+        at = f"jobs[{i}]"
+        if (job.namespace, job.name) in seen_jobs:
+            out.append(
+                Problem(
+                    f"{at}.name", job.name, f"duplicate job name in namespace {job.namespace}", "rename one of the jobs"
+                )
+            )
+        seen_jobs.add((job.namespace, job.name))
+        out.extend(_checkpoint_problems(at, job, claims))
+        pool = pools.get(job.node_pool)
+        if pool is None:
+            import difflib
+
+            close = difflib.get_close_matches(job.node_pool, list(pools), n=3) or sorted(pools)
+            out.append(
+                Problem(
+                    f"{at}.node_pool", job.node_pool, "no node pool has this name", f"use one of {', '.join(close)}"
+                )
+            )
+            continue
+        out.extend(_job_problems(at, job, pool))
+        out.extend(_backend_problems(at, job, pool))
+        if cluster.kueue:
+            out.extend(_kueue_job_problems(at, job, pool))
+        out.extend(_name_problems(at, job, pool))
+        out.extend(_pod_security_problems(at, cluster, job))
+        if cluster.shadow is not None:
+            out.extend(_shadow_problems(at, job, pool))
+    if cluster.kueue:
+        for i, pool in enumerate(cluster.node_pools):
+            name = queue_name(cluster.name, pool.name)
+            if len(name) > MAX_NAME:
+                out.append(
+                    Problem(
+                        f"node_pools[{i}].name",
+                        pool.name,
+                        f"Kueue ResourceFlavor and ClusterQueue {name!r} is {len(name)} characters, over {MAX_NAME}",
+                        f"shorten the cluster or pool name by at least {len(name) - MAX_NAME} characters",
+                    )
+                )
+    return out
+
+
+def _job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    row = pool.accelerator.row
+    out = []
+    if row.kind == "tpu":
+        if job.nodes is not None:
+            out.append(
+                Problem(
+                    f"{at}.nodes",
+                    job.nodes,
+                    f"a TPU job's hosts come from the topology ({row.topology}: {row.hosts})",
+                    "remove `nodes`; use `slices` for more TPU slices",
+                )
+            )
+        if job.num_slices > 1 and not row.multi_host:
+            out.append(
+                Problem(
+                    f"{at}.slices",
+                    job.slices,
+                    f"{row.family} {row.topology} is single-host, multi-slice needs a multi-host topology",
+                    "use slices=1 or a multi-host topology",
+                )
+            )
+        if job.num_slices > 1 and job.backend == "job":
+            out.append(
+                Problem(
+                    f"{at}.backend",
+                    job.backend,
+                    "an Indexed Job cannot express multi-slice (MEGASCALE_SLICE_ID needs one Job per slice)",
+                    "use backend='jobset'",
+                )
+            )
+    elif job.slices is not None:
+        out.append(
+            Problem(
+                f"{at}.slices",
+                job.slices,
+                f"slices are for TPU pools; {pool.name} is {row.kind}",
+                "use `nodes` instead",
+            )
+        )
+    for section in ("requests", "limits"):
+        if row.resource and row.resource in getattr(job.resources, section):
+            out.append(
+                Problem(
+                    f"{at}.resources.{section}.{row.resource}",
+                    getattr(job.resources, section)[row.resource],
+                    "set from the node pool's accelerator",
+                    "remove it; change the node pool instead",
+                )
+            )
+    return out
+
+
+def _backend_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """What the Kubeflow operators cannot express (upstream facts in the constants above)."""
+    row = pool.accelerator.row
+    out = []
+    if job.backend == "jaxjob" and row.kind == "tpu" and job.num_slices > 1:
+        out.append(
+            Problem(
+                f"{at}.backend",
+                job.backend,
+                "the Training Operator creates plain pods: no JobSet labels for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
+                "use backend='jobset'",
+            )
+        )
+    elif job.backend == "jaxjob" and row.kind == "tpu" and row.multi_host:
+        out.append(
+            Problem(
+                f"{at}.backend",
+                job.backend,
+                f"the Training Operator creates plain pods, and GKE injects TPU_WORKER_ID / TPU_WORKER_HOSTNAMES only into "
+                f"Indexed Job pods: the hosts of a multi-host slice ({row.family} {row.topology}) could not form the slice",
+                "use backend='jobset' (or 'trainjob', or a single-host topology)",
+            )
+        )
+    if job.backend == "trainjob" and row.kind == "tpu" and job.num_slices > 1:
+        out.append(
+            Problem(
+                f"{at}.backend",
+                job.backend,
+                "Trainer v2 runs one replica of its `node` replicatedJob (kubeflow/trainer#2318): no per-slice Job index "
+                "for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
+                "use backend='jobset'",
+            )
+        )
+    if job.backend == "jaxjob":
+        for name in sorted(set(job.env) & set(OPERATOR_ENV)):
+            out.append(
+                Problem(
+                    f"{at}.env.{name}", job.env[name], "set by the Training Operator for backend='jaxjob'", "remove it"
+                )
+            )
+    if (
+        job.backend == "trainjob"
+        and "coordinator_port" in job.model_fields_set
+        and job.coordinator_port != TRAINER_PORT
+    ):
+        out.append(
+            Problem(
+                f"{at}.coordinator_port",
+                job.coordinator_port,
+                f"Trainer's JAX plugin fixes the coordinator port at {TRAINER_PORT}",
+                "remove coordinator_port",
+            )
+        )
+    if job.runtime is not None and job.backend != "trainjob":
+        out.append(
+            Problem(
+                f"{at}.runtime",
+                job.runtime,
+                "a training runtime is for backend='trainjob' only",
+                "remove runtime, or use backend='trainjob'",
+            )
+        )
+    elif job.runtime is not None:
+        lacks = [
+            what
+            for what, needed in (
+                ("node selectors and tolerations for TPU", row.kind == "tpu"),
+                ("GPU node selectors, tolerations and /dev/shm", row.kind == "gpu"),
+                ("Spot node selectors and tolerations", pool.spot),
+            )
+            if needed
+        ]
+        if lacks:
+            out.append(
+                Problem(
+                    f"{at}.runtime",
+                    job.runtime,
+                    f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's and lacks {', '.join(lacks)} of pool {pool.name}",
+                    "remove runtime: jaxinfra then renders a TrainingRuntime with the pool's placement",
+                )
+            )
+    return out
+
+
+def _checkpoint_problems(at: str, job: JaxJob, claims: dict[tuple[str, str], str]) -> list[Problem]:
+    """Checkpoint storage that could not be mounted as declared, or whose path the user's env would contradict."""
+    storage = job.checkpoints
+    if storage is None:
+        return []
+    out = []
+    if CHECKPOINT_ENV in job.env:
+        out.append(
+            Problem(
+                f"{at}.env.{CHECKPOINT_ENV}",
+                job.env[CHECKPOINT_ENV],
+                "set by jaxinfra to the mount path of the job's checkpoints",
+                "remove it (or remove checkpoints)",
+            )
+        )
+    if job.upstream_runtime:
+        out.append(
+            Problem(
+                f"{at}.checkpoints",
+                storage.kind,
+                f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's: "
+                "it writes no pod template to mount the storage in",
+                "remove runtime (jaxinfra's TrainingRuntime mounts it), or remove checkpoints",
+            )
+        )
+    if isinstance(storage, PVC) and storage.rendered:
+        name = storage.name or checkpoint_claim(job.name)
+        if (job.namespace, name) in claims:
+            out.append(
+                Problem(
+                    f"{at}.checkpoints.name",
+                    name,
+                    f"job {claims[job.namespace, name]} already renders PersistentVolumeClaim {job.namespace}/{name}",
+                    f"share it as an existing claim, PVC({name!r}), or give this one another name",
+                )
+            )
+        claims.setdefault((job.namespace, name), job.name)
+    return out
+
+
+def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    out = []
+    if QUEUE_LABEL in job.labels:
+        out.append(
+            Problem(
+                f"{at}.labels.{QUEUE_LABEL}",
+                job.labels[QUEUE_LABEL],
+                "set by jaxinfra when the cluster has kueue=True",
+                "remove it (the job goes to its node pool's LocalQueue)",
+            )
+        )
+    if pool.accelerator.row.kind == "cpu" and "cpu" not in {**job.resources.requests, **job.resources.limits}:
+        out.append(
+            Problem(
+                f"{at}.resources",
+                {},
+                "Kueue counts a CPU pool's quota in requested CPU, and this job requests none",
+                "request CPU, e.g. resources={'requests': {'cpu': '2'}}",
+            )
+        )
+    return out
+
+
+def _pod_security_problems(at: str, cluster: Cluster, job: JaxJob) -> list[Problem]:
+    """A job whose pods the Pod Security level of its (jaxinfra-created) namespace would reject."""
+    level = cluster.pod_security
+    if level in (None, "privileged") or job.namespace in BUILTIN_NAMESPACES:
+        return []
+    out = []
+    for what, field in (("hostNetwork", "host_network"), ("privileged", "privileged")):
+        if getattr(job, field):
+            out.append(
+                Problem(
+                    f"{at}.{field}",
+                    True,
+                    f"namespace {job.namespace} is created with Pod Security enforce={level}, which rejects {what} pods",
+                    f"set Cluster(pod_security='privileged') to allow it there, or remove {field}",
+                )
+            )
+    if job.upstream_runtime and level == "restricted":
+        out.append(
+            Problem(
+                f"{at}.runtime",
+                job.runtime,
+                f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's: its pods are not known to meet the "
+                f"restricted Pod Security level enforced on namespace {job.namespace}",
+                "remove runtime (jaxinfra's TrainingRuntime meets restricted), or set Cluster(pod_security='baseline')",
+            )
+        )
+    return out
+
+
+def _shadow_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """What a CPU shadow cannot express: a multi-slice rank is computed by a shell before the command."""
+    if pool.accelerator.row.kind == "tpu" and job.num_slices > 1 and job.command is None:
+        return [
+            Problem(
+                f"{at}.command",
+                None,
+                "the CPU shadow of a multi-slice job computes JAX_PROCESS_ID (TPU_WORKER_ID + MEGASCALE_SLICE_ID x "
+                "hosts, which JAX derives itself only on a TPU VM) in a shell before the command, so it needs the command",
+                "set command to the image's entrypoint, e.g. command=['python', '-m', 'train']",
+            )
+        ]
+    return []
+
+
+def _name_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """The job name is one root cause: report its longest derived name that is too long."""
+    row = pool.accelerator.row
+    names = JobNames.of(job.name, job.backend, row.kind, job.slices, job.nodes, row.hosts)
+    what, value = max(names.derived().items(), key=lambda item: len(item[1]))
+    if len(value) <= MAX_NAME:
+        return []
+    return [
+        Problem(
+            f"{at}.name",
+            job.name,
+            f"derived {what} {value!r} is {len(value)} characters, over {MAX_NAME}",
+            f"shorten the name by at least {len(value) - MAX_NAME} characters",
+        )
+    ]
