@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from conftest import ROOT, STACKS
-from jaxinfra import controllers, manifests, stack
+from jaxinfra import manifests, releases, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import SKIP_AWAIT, node_pools
 from pulumi_harness import (
@@ -112,7 +112,7 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
         if ns in cp.namespaces:
             assert ("kubernetes:core/v1:Namespace", ns) in r.deps
         kind = r.type.rpartition(":")[2]
-        for c in controllers.needed(cp) if provider == "gke" else ():  # installed by default with gke only
+        for c in releases.needed(cp) if provider == "gke" else ():  # installed by default with gke only
             assert (kind in c.kinds) == bool({res.key for res in run.of_parent(c.name)} & r.deps), (r.name, c.name)
         if kind in WORKLOADS:
             assert {("kubernetes:core/v1:ServiceAccount", r.name), ("kubernetes:core/v1:Service", r.name)} <= r.deps
@@ -125,7 +125,7 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
         else:
             assert (r.replace_on_changes, r.delete_before_replace) == ([], False)
     assert run.outputs["jobNames"] == [jp.name for jp in cp.jobs]
-    assert run.outputs["controllers"] == ({c.name: c.tag for c in controllers.needed(cp)} if provider == "gke" else {})
+    assert run.outputs["controllers"] == ({c.name: c.tag for c in releases.needed(cp)} if provider == "gke" else {})
     assert run.outputs["coordinatorAddresses"] == {
         f"{jp.namespace}/{jp.name}": jp.coordinator_address for jp in cp.jobs
     }
@@ -139,7 +139,7 @@ def test_existing_provider_creates_no_cloud_resources(runs: dict, path: Path) ->
     assert prov.inputs.get("context") == "kind-test"
     assert "kubeconfig" not in run.outputs  # none given: the provider uses $KUBECONFIG / ~/.kube/config
     assert not run.controllers and run.outputs["controllers"] == {}, "installControllers is false with existing"
-    need = controllers.describe(controllers.needed(plan(stack.load(path))))
+    need = releases.describe(releases.needed(plan(stack.load(path))))
     assert any(f"the cluster must already run {need}" in w for w in run.warnings), run.warnings
 
 

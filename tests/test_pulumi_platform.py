@@ -2,7 +2,7 @@
 
 One zone per accelerator pool with node counts equal to the hosts; a created cluster that enforces
 NetworkPolicy, has Workload Identity and runs its nodes as a dedicated least-privilege account; the
-controllers the stack's objects need, pinned in `jaxinfra.controllers`, installed after the node
+controllers the stack's objects need, pinned in `jaxinfra.releases`, installed after the node
 pools and before every object of theirs; every opt-out a config key; bad config one error.
 """
 
@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from jaxinfra import controllers
+from jaxinfra import releases
 from jaxinfra.pulumi import KEYS, NODE_ROLES, SYSTEM_POOL
 from pulumi_harness import (
     ACCOUNT_T,
@@ -237,7 +237,7 @@ def test_jobset_controller_after_the_node_pools_and_before_the_jobset() -> None:
     run = run_program(example_config("tpu-v5p"))
     [js] = installed(run).values()
     assert (js.type, js.parent) == (CHART_T, (CONTROLLER_T, "jobset")), "no Kueue without kueue=True"
-    c = controllers.JOBSET
+    c = releases.JOBSET
     assert js.inputs == {
         "chart": "oci://registry.k8s.io/jobset/charts/jobset",
         "version": c.version,
@@ -267,7 +267,7 @@ def test_kueue_only_with_kueue_after_the_controllers_it_integrates(tmp_path: Pat
     kueue = got["kueue"]
     assert (kueue.inputs["chart"], kueue.inputs["version"], kueue.inputs["namespace"]) == (
         "oci://registry.k8s.io/kueue/charts/kueue",
-        controllers.KUEUE.version,
+        releases.KUEUE.version,
         "kueue-system",
     )
     config = yaml.safe_load(kueue.inputs["values"]["managerConfig"]["controllerManagerConfigYaml"])
@@ -304,7 +304,7 @@ def test_kubeflow_operators_for_jaxjob_and_trainjob(tmp_path: Path) -> None:
     }
     assert trainer.inputs == {
         "chart": "oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
-        "version": controllers.TRAINER.version,
+        "version": releases.TRAINER.version,
         "namespace": "kubeflow-system",
         "values": {"jobset": {"install": False}},
     }
@@ -357,7 +357,7 @@ def test_trainjob_naming_another_runtime_is_said(tmp_path: Path) -> None:
 
 
 def test_versions_come_from_one_place() -> None:
-    """jaxinfra.controllers names each version; the schemas README says the same; no other module names one."""
+    """jaxinfra.releases names each version; the schemas README says the same; no other module names one."""
     rows = [
         line.split("|")[1:-1]
         for line in (ROOT / "src/jaxinfra/schemas/README.md").read_text().splitlines()
@@ -365,10 +365,10 @@ def test_versions_come_from_one_place() -> None:
     ]
     assert rows
     for file, *_, installs in rows:
-        [c] = [c for c in controllers.CONTROLLERS if file.strip().startswith(c.group + "_")]
+        [c] = [c for c in releases.CONTROLLERS if file.strip().startswith(c.group + "_")]
         assert installs.strip() == f"`{c.name}` {c.tag}", file
-    sources = {p: p.read_text() for p in (ROOT / "src" / "jaxinfra").rglob("*.py") if p.name != "controllers.py"}
-    for c in controllers.CONTROLLERS:
+    sources = {p: p.read_text() for p in (ROOT / "src" / "jaxinfra").rglob("*.py") if p.name != "releases.py"}
+    for c in releases.CONTROLLERS:
         assert not [p for p, text in sources.items() if re.search(rf"\b{re.escape(c.version)}\b", text)], c.name
 
 
@@ -497,5 +497,5 @@ def test_readme_says_what_pulumi_up_creates(tmp_path: Path) -> None:
     assert set(README_NAMES) <= types, "every named type is registered somewhere"
     for t in types:
         assert README_NAMES[t] in section, t
-    for c in controllers.CONTROLLERS:
+    for c in releases.CONTROLLERS:
         assert f"{c.name} {c.tag}" in section, c.name

@@ -194,7 +194,7 @@ def _generate_name(obj: dict[str, Any], request: Request) -> None:
 
 def _assumed(stored: Sequence[tuple[Request, Mapping]]) -> list[str]:
     """What the cluster must have that the inputs do not hold: namespaces, and the controllers of their kinds."""
-    from jaxinfra.controllers import CONTROLLERS
+    from jaxinfra.releases import CONTROLLERS
 
     declared = {str(meta(obj).get("name")) for _, obj in stored if obj.get("kind") == "Namespace"}
     missing = sorted({namespace_of(obj) for _, obj in stored} - declared - SYSTEM_NAMESPACES - {""})

@@ -1,7 +1,7 @@
 """The Pulumi adapter: `pulumi up` for the cluster (GKE node pools) plus the jobs that run on it.
 
 Thin, like the cdk8s one (docs/design.md, "Outputs and adapters"): every name and number comes from `jaxinfra.plan.plan`, every
-Kubernetes object from `jaxinfra.render`, every controller version from `jaxinfra.controllers`;
+Kubernetes object from `jaxinfra.render`, every controller version from `jaxinfra.releases`;
 this package only maps them onto Pulumi resources.
 
 - `Cluster` (`jaxinfra:index:Cluster`): with provider `gke`, a `gcp.container.Cluster` (or an
@@ -13,7 +13,7 @@ this package only maps them onto Pulumi resources.
   buckets the jobs checkpoint to, each job's access to its bucket, and GKE's Cloud Storage FUSE CSI
   driver. With provider `existing`, no cloud resources, only a Kubernetes provider for a
   kubeconfig / context. Then the controllers the objects need (`ControllerInstall`), the
-  Namespaces, the Kueue queues (with `Cluster(kueue=True)`), and one `JaxJob` per job.
+  Namespaces, the Kueue queues (with `Cluster(kueue=True)`), and one `JaxJobComponent` per job.
 - `JaxJob` (`jaxinfra:index:JaxJob`): every object `render_job` yields, as a typed
   `pulumi_kubernetes` resource (a `CustomResource` for JobSet), with its name verbatim.
 
@@ -34,14 +34,14 @@ every problem. What the cluster must already have is said as warnings (`prerequi
 
 One module per concern, each importing only those before it: `config` (the keys and `Settings`),
 `pools` (the node pools a stack needs), `gke` (what GKE and IAM are given), `checks` (problems and
-warnings), `kubernetes` (the rendered objects as resources: `JaxJob`, `ControllerInstall`) and
-`cluster` (the `Cluster` component and `program`). Everything is importable from here.
+warnings), `kubernetes` (the rendered objects as resources: `JaxJobComponent`, `ControllerInstall`) and
+`cluster` (the `ClusterComponent` and `program`). Everything is importable from here.
 """
 
 from __future__ import annotations
 
 from jaxinfra.pulumi.checks import controller_problems, existing_cluster_gaps, gke_problems, prerequisites
-from jaxinfra.pulumi.cluster import Cluster, program
+from jaxinfra.pulumi.cluster import ClusterComponent, program
 from jaxinfra.pulumi.config import (
     DEFAULT_CPU_MACHINE_TYPE,
     KEYS,
@@ -76,7 +76,7 @@ from jaxinfra.pulumi.kubernetes import (
     SKIP_AWAIT_KINDS,
     WORKLOAD_KINDS,
     ControllerInstall,
-    JaxJob,
+    JaxJobComponent,
     k8s_resource,
     logical_name,
     with_skip_await,
@@ -117,10 +117,10 @@ __all__ = [
     "SYSTEM_POOL",
     "SYSTEM_POOL_NODES",
     "WORKLOAD_KINDS",
-    "Cluster",
+    "ClusterComponent",
     "ConfigError",
     "ControllerInstall",
-    "JaxJob",
+    "JaxJobComponent",
     "PoolSlice",
     "Settings",
     "base_node_config",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxinfra import controllers
+from jaxinfra import releases
 from jaxinfra.errors import Problem
 from jaxinfra.plan import ClusterPlan, plan
 from jaxinfra.pulumi.config import Settings, region_of
@@ -92,7 +92,7 @@ def gke_problems(cluster: Any, s: Settings) -> list[Problem]:
 
 def controller_problems(cluster: Any) -> list[Problem]:
     """Jobs in a namespace that a controller jaxinfra installs owns (both would create it)."""
-    owned = {c.namespace: c.name for c in controllers.needed(plan(cluster))}
+    owned = {c.namespace: c.name for c in releases.needed(plan(cluster))}
     return [
         Problem(
             f"jobs[{i}].namespace",
@@ -108,16 +108,16 @@ def controller_problems(cluster: Any) -> list[Problem]:
 def prerequisites(cp: ClusterPlan, s: Settings) -> list[str]:
     """What the cluster must already have that this program does not give it; one line each."""
     out = []
-    need = controllers.needed(cp)
+    need = releases.needed(cp)
     if need and not s.install_controllers:
         out.append(
-            f"jaxinfra:installControllers is false: the cluster must already run {controllers.describe(need)} "
+            f"jaxinfra:installControllers is false: the cluster must already run {releases.describe(need)} "
             "(the versions jaxinfra validates against), or the jobs' objects are refused or never run"
         )
     runtimes = [
         r
-        for r in controllers.referenced_runtimes(cp)
-        if not (s.install_controllers and r == controllers.TRAINER_JAX_RUNTIME)
+        for r in releases.referenced_runtimes(cp)
+        if not (s.install_controllers and r == releases.TRAINER_JAX_RUNTIME)
     ]
     if runtimes:
         out.append(f"the TrainJobs name ClusterTrainingRuntime {', '.join(runtimes)}: it must exist in the cluster")

@@ -1,4 +1,4 @@
-"""The `Cluster` component and the program Pulumi.yaml runs: config and stack checked as one error, then
+"""The `ClusterComponent` and the program Pulumi.yaml runs: config and stack checked as one error, then
 the cloud resources (provider gke), the controllers, Namespaces, queues and jobs, in dependency order,
 and the outputs exported.
 """
@@ -13,7 +13,7 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from jaxinfra import controllers
+from jaxinfra import releases
 from jaxinfra.errors import JaxinfraError, Problem
 from jaxinfra.plan import ClusterPlan, plan
 from jaxinfra.pulumi.checks import controller_problems, existing_cluster_gaps, gke_problems, prerequisites
@@ -30,15 +30,15 @@ from jaxinfra.pulumi.gke import (
     node_config,
     workload_principal,
 )
-from jaxinfra.pulumi.kubernetes import ControllerInstall, JaxJob, k8s_resource
+from jaxinfra.pulumi.kubernetes import ControllerInstall, JaxJobComponent, k8s_resource
 from jaxinfra.pulumi.pools import SHADOW_POOL, SYSTEM_POOL, SYSTEM_POOL_NODES, PoolSlice, node_pools
 from jaxinfra.render.common import namespace as render_namespace
 from jaxinfra.render.kueue import kueue_objects
 
 
-class Cluster(pulumi.ComponentResource):
+class ClusterComponent(pulumi.ComponentResource):
     """A cluster's node pools (provider gke), a Kubernetes provider, the controllers, the Namespaces, the Kueue
-    queues, and a `JaxJob` per job."""
+    queues, and a `JaxJobComponent` per job."""
 
     def __init__(self, name: str, cluster: Any, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("jaxinfra:index:Cluster", name, None, opts)
@@ -71,7 +71,7 @@ class Cluster(pulumi.ComponentResource):
                 *(p for ps in self.node_pools.values() for p in ps),
                 *([self.system_pool] if self.system_pool else []),
             ]
-            for c in controllers.needed(cp):
+            for c in releases.needed(cp):
                 first = [self.controllers[n].install for n in c.after if n in self.controllers]
                 self.controllers[c.name] = ControllerInstall(
                     c, cp, provider=self.k8s_provider, depends_on=[*nodes, *first], opts=child
@@ -91,7 +91,7 @@ class Cluster(pulumi.ComponentResource):
             self.queues.append(
                 k8s_resource(m, pulumi.ResourceOptions.merge(on_k8s, pulumi.ResourceOptions(depends_on=deps)))
             )
-        self.jobs: dict[str, JaxJob] = {}
+        self.jobs: dict[str, JaxJobComponent] = {}
         for jp in cp.jobs:
             key = f"{jp.namespace}/{jp.name}"
             deps = [
@@ -100,7 +100,9 @@ class Cluster(pulumi.ComponentResource):
                 *self.queues,
                 *([self.bucket_access[key]] if key in self.bucket_access else []),
             ]
-            self.jobs[key] = JaxJob(key, jp, provider=self.k8s_provider, depends_on=deps, serving=serving, opts=child)
+            self.jobs[key] = JaxJobComponent(
+                key, jp, provider=self.k8s_provider, depends_on=deps, serving=serving, opts=child
+            )
         for line in prerequisites(cp, settings):
             pulumi.log.warn(line, resource=self)
         self.register_outputs({"kubeconfig": self.kubeconfig})
@@ -330,7 +332,7 @@ def program(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
         raise pulumi.RunError(str(ConfigError(problems)))
     assert settings is not None and cluster is not None
 
-    c = Cluster(cluster.name, cluster, settings)
+    c = ClusterComponent(cluster.name, cluster, settings)
     outputs: dict[str, Any] = {
         "cluster": cluster.name,
         "jobNames": [jp.name for jp in c.plan.jobs],

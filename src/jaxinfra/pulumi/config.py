@@ -50,7 +50,7 @@ class ConfigError(JaxinfraError):
 KEYS: dict[str, str] = {
     "jaxinfra:stack": "required: path of the stack file (.py), relative to the folder of Pulumi.yaml",
     "jaxinfra:provider": "required: gke (create node pools, and the cluster unless existingCluster) or existing (any cluster, by kubeconfig/context)",
-    "jaxinfra:installControllers": "both: install the controllers the stack's objects need, at the versions jaxinfra.controllers pins (default true with gke, false with existing)",
+    "jaxinfra:installControllers": "both: install the controllers the stack's objects need, at the versions jaxinfra.releases pins (default true with gke, false with existing)",
     "jaxinfra:shadow": "both: cpu to deploy the stack's CPU shadow (jaxinfra.shadow) instead of its jobs: no accelerator pools, and with gke one CPU node pool `shadow` sized for every pod's requests (default: unset, the jobs as declared)",
     "gcp:project": "gke: the GCP project",
     "gcp:zone": "gke: the location when jaxinfra:location is unset; with a regional location, the zone of the accelerator pools",

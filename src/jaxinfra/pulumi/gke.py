@@ -1,7 +1,7 @@
 """What GKE and IAM are given: the node pools' machine config, a created cluster's security settings and
 add-ons, its kubeconfig, and the identities of the nodes and the jobs.
 
-Each is a function of `Settings` (and a pool), with the GKE docs it follows; `cluster.Cluster` only
+Each is a function of `Settings` (and a pool), with the GKE docs it follows; `cluster.ClusterComponent` only
 passes them to the resources it declares.
 """
 
@@ -19,7 +19,7 @@ from jaxinfra.pulumi.pools import PoolSlice
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"
-#: Project roles of the dedicated node service account (`Cluster._node_account`).
+#: Project roles of the dedicated node service account (`ClusterComponent._node_account`).
 NODE_ROLES = ("roles/container.defaultNodeServiceAccount", "roles/artifactregistry.reader")
 #: What a job's Kubernetes ServiceAccount gets on its checkpoint bucket: read and write objects (and an HNS
 #: bucket's folders), GKE's role for a read-write Cloud Storage FUSE volume (how-to/cloud-storage-fuse-csi-driver-setup,

@@ -1,5 +1,5 @@
 """Rendered manifests as pulumi_kubernetes resources: `k8s_resource` (one object, typed where the kind is
-built in) and the components `JaxJob` (one job's objects) and `ControllerInstall` (one controller).
+built in) and the components `JaxJobComponent` (one job's objects) and `ControllerInstall` (one controller).
 
 Nothing here is GKE's: the same objects go to any cluster. The adapter's one change to the rendered
 objects, `pulumi.com/skipAwait`, is made here (the package docstring says why).
@@ -14,7 +14,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from jaxinfra import controllers
+from jaxinfra import releases
 from jaxinfra.plan import ClusterPlan, JobPlan
 from jaxinfra.render import render_job
 
@@ -73,7 +73,7 @@ def k8s_resource(manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> p
     return cls(logical_name(manifest), opts=opts, **{_snake(k): v for k, v in fields.items()})
 
 
-class JaxJob(pulumi.ComponentResource):
+class JaxJobComponent(pulumi.ComponentResource):
     """One job's objects (`render_job`): identity and DNS first, then the workload that needs them; an
     object of a custom kind after its controller (`serving`: kind -> the install it waits for)."""
 
@@ -104,14 +104,14 @@ class JaxJob(pulumi.ComponentResource):
 
 
 class ControllerInstall(pulumi.ComponentResource):
-    """One controller of `jaxinfra.controllers`: its Helm chart in its namespace, or its release manifests,
+    """One controller of `jaxinfra.releases`: its Helm chart in its namespace, or its release manifests,
     through the provider-side components of pulumi-kubernetes (`helm.v4.Chart`, `kustomize.v2.Directory`:
     the provider fetches and renders them, and awaits their Deployments, so the webhooks answer before
     any object of theirs is created). Trainer also gets its `jax-distributed` runtime when a TrainJob names it."""
 
     def __init__(
         self,
-        c: controllers.Controller,
+        c: releases.Controller,
         cp: ClusterPlan,
         *,
         provider: pulumi.ProviderResource,
@@ -128,17 +128,17 @@ class ControllerInstall(pulumi.ComponentResource):
                 chart=c.chart,
                 version=c.version,
                 namespace=c.namespace,
-                values=controllers.helm_values(c, cp),
+                values=releases.helm_values(c, cp),
                 opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[ns])),
             )
         else:
             self.install = k8s.kustomize.v2.Directory(c.name, directory=c.directory, opts=on)
         self.resources = [self.install]
-        if c is controllers.TRAINER and controllers.TRAINER_JAX_RUNTIME in controllers.referenced_runtimes(cp):
+        if c is releases.TRAINER and releases.TRAINER_JAX_RUNTIME in releases.referenced_runtimes(cp):
             self.resources.append(
                 k8s.yaml.v2.ConfigFile(
-                    controllers.TRAINER_JAX_RUNTIME,
-                    file=controllers.TRAINER_JAX_RUNTIME_FILE,
+                    releases.TRAINER_JAX_RUNTIME,
+                    file=releases.TRAINER_JAX_RUNTIME_FILE,
                     opts=pulumi.ResourceOptions.merge(on, pulumi.ResourceOptions(depends_on=[self.install])),
                 )
             )

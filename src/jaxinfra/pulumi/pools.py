@@ -2,7 +2,7 @@
 multi-slice TPU job, or a single CPU pool sized for the stack's CPU shadow.
 
 Arithmetic over the plan, no Pulumi SDK: the checks (`checks.gke_problems`) and the resources
-(`cluster.Cluster`) read the same pools.
+(`cluster.ClusterComponent`) read the same pools.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from jaxinfra.quantity import scale
 
 #: GKE's limit on node pool names.
 MAX_POOL_NAME = 40
-#: The node pool for the controllers and kube-system (`Cluster._system_pool`), and its nodes per zone (autoscaled).
+#: The node pool for the controllers and kube-system (`ClusterComponent._system_pool`), and its nodes per zone (autoscaled).
 SYSTEM_POOL = "system"
 SYSTEM_POOL_NODES = (1, 3)
 #: `jaxinfra:shadow`: the one CPU node pool the shadow runs on, and its machine: e2-standard-4, 4 vCPUs and 16 GiB
