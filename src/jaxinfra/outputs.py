@@ -149,7 +149,7 @@ def write(files: Sequence[tuple[str, Path, str]]) -> None:
             tmp = real.with_name(f".{real.name}.{os.getpid()}.tmp")
             staged.append((option, path, tmp, real))
             tmp.write_text(text, encoding="utf-8")
-        for option, path, tmp, real in staged:
+        for _, _, tmp, real in staged:
             os.replace(tmp, real)
     except BaseException as err:  # a Ctrl-C too leaves nothing behind
         for _, _, tmp, _ in staged:

@@ -371,7 +371,8 @@ def _too_big_object(where: str, size: int, line: int) -> Problem:
 
 
 def _not_a_mapping(where: str, value: Any, line: str) -> Problem:
-    kind = {list: "list", str: "string"}.get(type(value), type(value).__name__)
+    names: dict[type, str] = {list: "list", str: "string"}
+    kind = names.get(type(value), type(value).__name__)
     return Problem(
         where,
         _clip(value),

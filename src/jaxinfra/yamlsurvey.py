@@ -136,9 +136,10 @@ class Survey:
             self.refusal = (
                 f"*{anchor}",
                 (
-                    f"excessive aliasing (expanding *{anchor}, anchored at line {node.start_mark.line + 1}): after {self.decoded:,} "
-                    f"decoded nodes, {self.aliased:,} come from aliases ({self.aliased / self.decoded:.1%}), over the "
-                    f"{allowed_alias_ratio(self.decoded):.0%} the API server's YAML decoder allows (goyaml allowedAliasRatio, CVE-2019-11253)"
+                    f"excessive aliasing (expanding *{anchor}, anchored at line {node.start_mark.line + 1}): "
+                    f"after {self.decoded:,} decoded nodes, {self.aliased:,} come from aliases "
+                    f"({self.aliased / self.decoded:.1%}), over the {allowed_alias_ratio(self.decoded):.0%} the API "
+                    "server's YAML decoder allows (goyaml allowedAliasRatio, CVE-2019-11253)"
                 ),
                 "write the repeated parts out, or alias less: an alias of an alias multiplies",
             )
@@ -169,7 +170,8 @@ class Survey:
                         key.value,
                         (
                             f"duplicate key {key.value!r} at line {line} (first at line {first[ident]}): the API "
-                            "server's strict field validation refuses a field set twice (kubectl keeps the last silently)"
+                            "server's strict field validation refuses a field set twice (kubectl keeps the last "
+                            "silently)"
                         ),
                         "keep one of them",
                     )

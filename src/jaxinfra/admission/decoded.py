@@ -4,7 +4,7 @@ another type reads as unset (the empty map, list or string), so no admission ste
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
 
 def as_map(value: Any) -> Mapping:
@@ -19,7 +19,7 @@ def as_str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-def is_int(value: Any) -> bool:
+def is_int(value: Any) -> TypeGuard[int]:
     """A JSON integer (Python's bool is an int, JSON's is not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 

@@ -117,13 +117,13 @@ _Violation = tuple[str, str] | None
 """A LimitRange rule's verdict: (upstream message, the field to change: requests or limits), or None."""
 
 
-def _min(kind: str, name: str, enforced: _Q, requests: Mapping[str, _Q], limits: Mapping[str, _Q]) -> _Violation:
+def _min(kind: str, name: str, enforced: _Q, requests: Mapping[str, _Q], limits: Mapping[str, _Q] | None) -> _Violation:
     head = f"minimum {name} usage per {kind} is {_show(enforced)}"
     if name not in requests:
         return f"{head}.  No request is specified", "requests"
     if enforced[0] > requests[name][0]:
         return f"{head}, but request is {_show(requests[name])}", "requests"
-    if name in limits and enforced[0] > limits[name][0]:
+    if limits is not None and name in limits and enforced[0] > limits[name][0]:
         return f"{head}, but limit is {_show(limits[name])}", "limits"
     return None
 

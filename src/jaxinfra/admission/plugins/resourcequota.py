@@ -31,6 +31,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from jaxinfra.admission.decoded import as_list, as_map, as_str
 from jaxinfra.admission.plugins.resources import (
@@ -226,7 +227,9 @@ class _Quota:
     @classmethod
     def of(cls, obj: Mapping) -> _Quota:
         spec = as_map(obj.get("spec"))
-        selectors = [{"scopeName": s, "operator": "Exists"} for s in as_list(spec.get("scopes")) if isinstance(s, str)]
+        selectors: list[Mapping[str, Any]] = [
+            {"scopeName": s, "operator": "Exists"} for s in as_list(spec.get("scopes")) if isinstance(s, str)
+        ]
         selectors += [
             s for s in as_list(as_map(spec.get("scopeSelector")).get("matchExpressions")) if isinstance(s, Mapping)
         ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeGuard
 
 from jaxinfra.admission.decoded import as_map, as_str
 from jaxinfra.admission.goformat import go_quote
@@ -52,13 +52,18 @@ def _named(singular: str, plural: str, names: list[str]) -> str:
 # --- reading a pod spec the way Go decodes it (absent, null and a wrong type all read as unset) -------------------
 
 
-def _set(value: Any) -> bool:
+def _set(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """A pointer-to-struct field is set: present as an object (JSON null decodes to nil)."""
     return isinstance(value, Mapping)
 
 
+def _items(value: Any) -> list[Any]:
+    """A list field's items; anything else (absent, null, mistyped) reads as no items."""
+    return value if isinstance(value, list) else []
+
+
 def _strings(value: Any) -> list[str]:
-    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+    return [v for v in _items(value) if isinstance(v, str)]
 
 
 def _containers(spec: Mapping) -> list[Mapping]:
@@ -66,7 +71,7 @@ def _containers(spec: Mapping) -> list[Mapping]:
     return [
         c
         for key in ("initContainers", "containers", "ephemeralContainers")
-        for c in (spec.get(key) if isinstance(spec.get(key), list) else [])
+        for c in _items(spec.get(key))
         if isinstance(c, Mapping)
     ]
 
@@ -194,16 +199,17 @@ def _host_path_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
 
 def _volumes(spec: Mapping) -> list[Mapping]:
     volumes = spec.get("volumes")
-    return [v for v in volumes if isinstance(v, Mapping)] if isinstance(volumes, list) else []
+    return [v for v in _items(volumes) if isinstance(v, Mapping)]
 
 
 def _host_ports(pod_meta: Mapping, spec: Mapping) -> Result:
     """hostPorts 1.0: a non-zero hostPort on any container port."""
-    containers, ports = [], set()
+    containers: list[str] = []
+    ports: set[str] = set()
     for c in _containers(spec):
         used = [
             p.get("hostPort")
-            for p in (c.get("ports") if isinstance(c.get("ports"), list) else [])
+            for p in _items(c.get("ports"))
             if isinstance(p, Mapping) and type(p.get("hostPort")) is int and p.get("hostPort") != 0
         ]
         if used:
@@ -411,9 +417,7 @@ def _sysctls(allowed: frozenset[str]) -> CheckFn:
 
     def check(pod_meta: Mapping, spec: Mapping) -> Result:
         sysctls = as_map(_sc(spec)).get("sysctls")
-        names = [
-            as_str(s.get("name")) for s in (sysctls if isinstance(sysctls, list) else []) if isinstance(s, Mapping)
-        ]
+        names = [as_str(s.get("name")) for s in _items(sysctls) if isinstance(s, Mapping)]
         forbidden = [n for n in names if n not in allowed]
         return ("forbidden sysctls", ", ".join(forbidden)) if forbidden else None
 

@@ -81,7 +81,7 @@ def _service(obj: Mapping) -> list[Finding]:
         target = port.get("targetPort")
         if isinstance(target, str):
             out += _each(where + ("targetPort",), target, _port_name(target), "name a container port, or give a number")
-        elif as_int(target) and not 1 <= target <= 65535:  # 0 is defaulted to the port
+        elif (target_port := as_int(target)) and not 1 <= target_port <= 65535:  # 0 is defaulted to the port
             out.append(_invalid(where + ("targetPort",), target, _PORT_RANGE, "use a port from 1 to 65535"))
     if isinstance(spec.get("selector"), Mapping):
         out += _labels(spec["selector"], at + ("selector",))

@@ -140,8 +140,8 @@ def label_value(value: str) -> list[str]:
     if not re.fullmatch(_VALUE_FMT, value):
         errs.append(
             _regex_error(
-                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must "
-                "start and end with an alphanumeric character",
+                "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+                "and must start and end with an alphanumeric character",
                 _VALUE_FMT,
                 "MyValue",
                 "my_value",
@@ -187,8 +187,8 @@ def env_var_name(value: str, relaxed: bool = RELAXED_ENV_VAR_NAMES) -> list[str]
         if re.fullmatch(_ENV_FMT, value)
         else [
             _regex_error(
-                "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and "
-                "must not start with a digit",
+                "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or "
+                "'.', and must not start with a digit",
                 _ENV_FMT,
                 "my.env-name",
                 "MY_ENV.NAME",
