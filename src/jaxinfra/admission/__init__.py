@@ -14,7 +14,8 @@ For each object, in apply order, against the objects stored before it (`store.St
 6. `generateName` made a name (`naming`);
 7. validation (the schema's required fields, `validation`), then validating admission: the webhooks' checks,
    object-count quotas (`plugins`) and Pod Security (`pod_security`: a Pod violating its namespace's `enforce` level
-   is refused, a built-in workload such as a Job only warned; its pods are refused when a controller creates them: `admit_pods`).
+   is refused, a built-in workload such as a Job only warned; its pods are refused when a controller creates them:
+   `admit_pods`).
 
 An object refused at any step is not stored; every step still runs on what it can, so every problem is reported
 at once. Not emulated: other admission webhooks and plugins, CEL validation rules (x-kubernetes-validations,

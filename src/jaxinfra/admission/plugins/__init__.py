@@ -5,7 +5,8 @@ Order (the API server stops at the first plugin that refuses): mutating LimitRan
 Priority (spec.priority, spec.preemptionPolicy), then validating LimitRanger (min / max / maxLimitRequestRatio) and
 ResourceQuota last. Before them, admit_pod applies the one pod default these plugins depend on
 (`defaults.requests_from_limits`, SetDefaults_Pod: a container limit without a request gives the request, so a
-LimitRange's defaultRequest never overrides it). LimitRanges are read as stored: their defaults already filled in from max and min.
+LimitRange's defaultRequest never overrides it). LimitRanges are read as stored: their defaults already filled in
+from max and min.
 
 One module per plugin, over one shared low module (each names its upstream sources):
 - `resources`: quantities added and shown back as resource.Quantity does, a pod's containers and summed requests/limits;
