@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from jaxinfra import backends
 from jaxinfra.errors import CommandFailed, JaxinfraError, ManifestError, OutputError, Problem, SpecError
 
 if TYPE_CHECKING:
@@ -47,12 +48,14 @@ def _app(
 
 
 def _load(stacks: list[Path], backend: str | None, shadow: dict[str, str] | None = None) -> list[tuple[Path, Cluster]]:
-    """Load every stack (and apply --backend, and --shadow with its requests), collecting the problems of all of them."""
+    """Load every stack (and apply --backend, and --shadow with its requests), collecting the problems of all of
+    them."""
     from jaxinfra import stack
-    from jaxinfra.spec import BACKENDS
 
-    if backend is not None and backend not in BACKENDS:
-        raise SpecError([Problem("--backend", backend, "unknown backend", f"use one of {', '.join(BACKENDS)}")])
+    if backend is not None and backend not in backends.BACKENDS:
+        raise SpecError(
+            [Problem("--backend", backend, "unknown backend", f"use one of {', '.join(backends.BACKENDS)}")]
+        )
     loaded, problems = [], []
     for path in stack.expand(stacks):
         try:
@@ -115,7 +118,7 @@ StacksArg = Annotated[
 ]
 BackendOpt = Annotated[
     str | None,
-    typer.Option("--backend", "-b", help="Render every job with this backend: jobset, job, jaxjob or trainjob."),
+    typer.Option("--backend", "-b", help=f"Render every job with this backend: {backends.words(backends.BACKENDS)}."),
 ]
 
 
@@ -129,7 +132,8 @@ def synth(
         str | None,
         typer.Option(
             "--shadow",
-            help="Render each job as a shadow: 'cpu' (the same processes, names, Services, restart rules and queues on CPU nodes, for a real cluster without accelerators).",
+            help="Render each job as a shadow: 'cpu' (the same processes, names, Services, restart rules and queues "
+            "on CPU nodes, for a real cluster without accelerators).",
         ),
     ] = None,
     shadow_cpu: Annotated[
@@ -178,7 +182,7 @@ def init(
         ),
     ] = "cpu",
 ) -> None:
-    """Write a ready repository: a stack, pyproject.toml, Pulumi and cdk8s files, .gitignore and a CI workflow (never overwrites)."""
+    """Write a ready repository: a stack, pyproject.toml, Pulumi and cdk8s files, .gitignore and a CI workflow (never overwrites)."""  # noqa: E501 (one line in --help)
     from jaxinfra.init import write
 
     for path in write(directory, template):
@@ -198,7 +202,7 @@ def explain(
         typer.Option("--svg", help="Also draw the jobs' topology (slices, hosts, ranks, devices) as SVG here."),
     ] = None,
 ) -> None:
-    """Per job: pods, hosts, devices, coordinator, and the env each rank receives (ranks that follow one pattern, once)."""
+    """Per job: pods, hosts, devices, coordinator, and the env each rank receives (ranks that follow one pattern, once)."""  # noqa: E501 (one line in --help)
     from rich.console import Console
 
     from jaxinfra import outputs
@@ -220,10 +224,10 @@ def explain(
     for path, cp in plans:
         render_explanation(console, path, cp, rank, all_ranks)
     if svg is not None:
-        from jaxinfra.topology import Layout
+        from jaxinfra.explain import layout
         from jaxinfra.topology import svg as draw
 
-        outputs.write([("--svg", svg, draw([Layout.of_plan(jp) for _, cp in plans for jp in cp.jobs]))])
+        outputs.write([("--svg", svg, draw([layout(jp) for _, cp in plans for jp in cp.jobs]))])
         print(f"wrote {svg}", file=sys.stderr)
 
 
@@ -269,13 +273,14 @@ def validate(
     files: Annotated[
         list[Path],
         typer.Argument(
-            help="YAML or JSON manifest files, and folders (recursively: their .json, .yaml and .yml files, as `kubectl apply -f DIR -R`).",
+            help="YAML or JSON manifest files, and folders (recursively: their .json, .yaml and .yml files, as "
+            "`kubectl apply -f DIR -R`).",
             show_default=False,
         ),
     ],
 ) -> None:
     """Check manifests as the API server would on `kubectl apply` of them all to one cluster: decoding, schemas (strict),
-    defaulting, the controllers' webhooks, validation and admission; the same path `jaxinfra simulate` takes."""
+    defaulting, the controllers' webhooks, validation and admission; the same path `jaxinfra simulate` takes."""  # noqa: E501 (--help)
     from jaxinfra import manifest_paths
     from jaxinfra.admission import admit, read
     from jaxinfra.validate import K8S_VERSION
@@ -320,7 +325,7 @@ def diff(
     ],
     backend: BackendOpt = None,
 ) -> None:
-    """Compare a stack with YAML synthesized before: objects added, removed, changed, and what needs delete-and-recreate."""
+    """Compare a stack with YAML synthesized before: objects added, removed, changed, and what needs delete-and-recreate."""  # noqa: E501 (one line in --help)
     from jaxinfra import manifests
     from jaxinfra.diff import PreviousError, read_dir
     from jaxinfra.diff import diff as compare
@@ -477,7 +482,12 @@ def simulate(
     inputs: Annotated[
         list[Path] | None,
         typer.Argument(
-            help=f"Stack files (.py), YAML or JSON manifest files, and folders ({DEFAULT_STACKS}). One invocation, one cluster: every manifest file and folder given (folders recursively, their .json, .yaml and .yml files in sorted order, as `kubectl apply -f DIR -R`) is applied to one cluster, a later object updating an earlier one of the same kind, namespace and name (a workload defined twice, differently, is a problem: its pod template is immutable); each stack file (a folder's too) is a cluster of its own.",
+            help=f"Stack files (.py), YAML or JSON manifest files, and folders ({DEFAULT_STACKS}). One invocation, "
+            "one cluster: every manifest file and folder given (folders recursively, their .json, .yaml and "
+            ".yml files in sorted order, as `kubectl apply -f DIR -R`) is applied to one cluster, a later "
+            "object updating an earlier one of the same kind, namespace and name (a workload defined twice, "
+            "differently, is a problem: its pod template is immutable); each stack file (a folder's too) is a "
+            "cluster of its own.",
             show_default=False,
         ),
     ] = None,
@@ -494,7 +504,8 @@ def simulate(
     preempt: Annotated[
         list[str],
         typer.Option(
-            help="Preempt a pod (a Spot VM reclaim or a node drain): SIGTERM POD@SECONDS after it starts, SIGKILL after its grace period."
+            help="Preempt a pod (a Spot VM reclaim or a node drain): SIGTERM POD@SECONDS after it starts, SIGKILL "
+            "after its grace period."
         ),
     ] = [],
     grace_cap: Annotated[
@@ -526,14 +537,16 @@ def simulate(
         bool,
         typer.Option(
             "--k8s-client/--no-k8s-client",
-            help="Pods' Python can import the kubernetes package, as in an image built with jax[k8s] (default); --no-k8s-client: as in an image with plain jax.",
+            help="Pods' Python can import the kubernetes package, as in an image built with jax[k8s] (default); "
+            "--no-k8s-client: as in an image with plain jax.",
         ),
     ] = True,
     image: Annotated[
         list[str],
         typer.Option(
             "--image",
-            help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).",
+            help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the "
+            "image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).",
         ),
     ] = [],
 ) -> None:

@@ -34,10 +34,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jaxinfra import backends
 from jaxinfra.errors import JaxinfraError, Problem
 
-#: Must equal `jaxinfra.pulumi.WORKLOAD_KINDS` (a test checks it; pulumi is an optional import).
-WORKLOAD_KINDS = frozenset({"Job", "JobSet", "JAXJob", "TrainJob"})
+#: The backends' workload kinds, as `jaxinfra.pulumi.WORKLOAD_KINDS` (pulumi is an optional import).
+WORKLOAD_KINDS = frozenset(b.kind for b in backends.BACKENDS.values())
 
 #: kind -> top-level field paths (under the object) that cannot be updated in place.
 IMMUTABLE: Mapping[str, tuple[str, ...]] = {

@@ -21,6 +21,7 @@ from rich.table import Column, Table
 
 from jaxinfra import shadow
 from jaxinfra.plan import ClusterPlan, JobPlan
+from jaxinfra.topology import Layout
 
 #: The pseudo-variable for the pod's hostname, shown first in every env block.
 HOSTNAME = "pod hostname"
@@ -167,14 +168,10 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         rank_rule = (
             f"TPU_WORKER_ID + MEGASCALE_SLICE_ID x {jp.hosts_per_slice} (derived by jax.distributed.initialize())"
         )
-    elif jp.backend == "jaxjob":
-        rank_rule = "PROCESS_ID = the replica index (set by the Training Operator)"
-    elif jp.backend == "trainjob":
-        rank_rule = "JAX_PROCESS_ID = the pod's completion index (set by Trainer's JAX plugin)"
     else:
-        rank_rule = "JAX_PROCESS_ID = the pod's completion index"
+        rank_rule = jp.backend.rank_rule
     return [
-        ("backend", jp.backend),
+        ("backend", jp.backend.name),
         ("node pool", f"{jp.pool.name}: {a.name} ({a.machine_type or 'any machine'})"),
         ("slices x hosts", f"{jp.slices} x {jp.hosts_per_slice}"),
         ("processes (pods)", str(jp.processes)),
@@ -185,7 +182,7 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         *([("checkpoints", jp.checkpoint_storage)] if jp.checkpoint_storage else []),
         *(
             [("runtime", f"{'TrainingRuntime' if jp.renders_runtime else 'ClusterTrainingRuntime'} {jp.runtime}")]
-            if jp.backend == "trainjob"
+            if jp.backend.runtimes
             else []
         ),
         *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
@@ -193,6 +190,25 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         *([("customized", text)] if (text := customizations(jp)) else []),
         *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
     ]
+
+
+def layout(jp: JobPlan) -> Layout:
+    """What the topology picture shows of a planned job (`jaxinfra explain --svg`), its names the backend's."""
+    b = jp.backend
+    return Layout(
+        title=f"{jp.namespace}/{jp.name} ({b.title})",
+        pool=f"node pool {jp.pool.name}: {jp.accel.name}"
+        + (f" ({jp.accel.machine_type})" if jp.accel.machine_type else ""),
+        slices=jp.slices,
+        hosts_per_slice=jp.hosts_per_slice,
+        devices_per_host=jp.devices_per_process,
+        device_kind=jp.kind,
+        hostname=jp.hostname,
+        group=lambda i: b.group(jp.names, i),
+        coordinator=jp.coordinator_address,
+        service=b.dns_service(jp.names),
+        queue=f"Kueue LocalQueue {jp.namespace}/{jp.queue}" if jp.queue else None,
+    )
 
 
 def customizations(jp: JobPlan) -> str:

@@ -1,14 +1,13 @@
-"""Every name jaxinfra writes or derives: the env contract, its labels, upstream keys, and pod names.
+"""Every name jaxinfra writes or derives: the env contract and who sets each variable, its labels, upstream keys.
 
 The lowest layer of the core (it imports nothing of jaxinfra): the spec checks user input against
-these names and checks that every derived name fits a DNS label; the plan and render use them.
+these names, and the backends (`jaxinfra.backends`, just above) derive a job's pod names from them, so
+that the spec can check that every derived name fits a DNS label; the plan and render use them.
 So data flows one way, spec -> plan -> render, and neither spec nor plan needs the other to know
 what a pod will be called.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 #: The contract's env names (docs/design.md, "The env contracts"). User env may reference them but not set them.
 COORDINATOR_ADDRESS = "JAX_COORDINATOR_ADDRESS"
@@ -35,11 +34,21 @@ CONTRACT_ENV = frozenset(
         TPU_WORKER_HOSTNAMES,
     }
 )
+#: Who puts each env var in front of a rank (`JobPlan.env_sources`, `explain`).
+BY_JAXINFRA = "jaxinfra"
+BY_DOWNWARD_API = "Kubernetes (downward API)"
+BY_JOB_CONTROLLER = "Job controller"
+BY_OPERATOR = "Training Operator"
+BY_TRAINER = "Trainer JAX plugin"
+BY_GKE_TPU = "GKE (TPU platform)"
+BY_EXPANSION = "Kubernetes ($(VAR) expansion)"
+BY_SHADOW_SHELL = "jaxinfra (shell before the command)"
 #: Set by the Job controller in every pod of an Indexed Job (JobSet's children too).
 JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
 
 #: A job's checkpoint storage (`JaxJob.checkpoints`): mounted at one path in the JAX container, which the program
-#: reads from this variable (the SETTINGS of jaxinfra/templates/train/train.py); jaxinfra sets it only when the job names its storage.
+#: reads from this variable (the SETTINGS of jaxinfra/templates/train/train.py); jaxinfra sets it only when the job
+#: names its storage.
 CHECKPOINT_ENV = "JAXINFRA_CHECKPOINT_DIR"
 CHECKPOINT_DIR = "/checkpoints"
 CHECKPOINT_VOLUME = "checkpoints"
@@ -95,7 +104,8 @@ SHADOW_OF = "jaxinfra.dev/shadow-of"
 
 #: Pod Security admission (kubernetes.io/docs/concepts/security/pod-security-admission).
 POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
-#: What JAX's Kubernetes auto-detection reads (docs/design.md, "Least-privilege API access"): exactly these, no wildcards.
+#: What JAX's Kubernetes auto-detection reads (docs/design.md, "Least-privilege API access"): exactly these, no
+#: wildcards.
 API_RULES: tuple[dict[str, list[str]], ...] = (
     {"apiGroups": [""], "resources": ["pods", "services"], "verbs": ["get", "list", "watch"]},
     {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
@@ -113,71 +123,3 @@ def checkpoint_claim(job: str) -> str:
 def queue_name(cluster: str, pool: str) -> str:
     """The Kueue ResourceFlavor and ClusterQueue of a node pool (cluster-scoped, so the cluster's name first)."""
     return f"{cluster}-{pool}"
-
-
-@dataclass(frozen=True)
-class JobNames:
-    """A job's shape (slices x hosts) and the names its controllers derive from it (docs/design.md, "Indices, labels and names")."""
-
-    name: str
-    backend: str
-    tpu: bool
-    slices: int  # groups of hosts: TPU slices, else 1 (GPU/CPU nodes form one group)
-    hosts_per_slice: int
-
-    @classmethod
-    def of(
-        cls, name: str, backend: str, kind: str, slices: int | None, nodes: int | None, topology_hosts: int
-    ) -> JobNames:
-        """From the spec's values: a TPU job's hosts come from its topology, a GPU/CPU job's from `nodes`."""
-        tpu = kind == "tpu"
-        return cls(name, backend, tpu, (slices or 1) if tpu else 1, topology_hosts if tpu else nodes or 1)
-
-    @property
-    def processes(self) -> int:
-        return self.slices * self.hosts_per_slice
-
-    @property
-    def replicated_job(self) -> str | None:
-        """JobSet's replicated job: one per slice for TPU, one group of nodes otherwise (Trainer: `node`)."""
-        if self.backend == "trainjob":
-            return TRAINER_NODE
-        return ("slice" if self.tpu else "node") if self.backend == "jobset" else None
-
-    @property
-    def service(self) -> str:
-        """The headless Service / subdomain (JobSet's default subdomain is the JobSet's name)."""
-        return self.name
-
-    def child_job(self, slice_index: int | str) -> str:
-        """The batch Job that holds a slice's pods (JAXJob: none, the operator makes bare pods)."""
-        return f"{self.name}-{self.replicated_job}-{slice_index}" if self.replicated_job else self.name
-
-    def worker_hostnames(self, slice_index: int | str) -> str:
-        """A slice's `<hostname>.<subdomain>` in host order, as TPU_WORKER_HOSTNAMES lists them (`slice_index` may be
-        a `$(VAR)` reference that Kubernetes expands per pod)."""
-        return ",".join(f"{self.child_job(slice_index)}-{h}.{self.service}" for h in range(self.hosts_per_slice))
-
-    def hostname(self, rank: int) -> str:
-        """Pod hostname of global rank `rank`, as the controller names it."""
-        if self.backend == "jaxjob":  # pod and per-replica Service `<job>-worker-<i>`
-            return f"{self.name}-{JAXJOB_REPLICA.lower()}-{rank}"
-        slice_index, host = divmod(rank, self.hosts_per_slice)
-        return f"{self.child_job(slice_index)}-{host}"
-
-    @property
-    def coordinator_host(self) -> str:
-        """Rank 0's DNS name inside the namespace: `<hostname>.<subdomain>` (JAXJob: its Service)."""
-        if self.backend == "jaxjob":
-            return self.hostname(0)
-        return f"{self.hostname(0)}.{self.service}"
-
-    def derived(self) -> dict[str, str]:
-        """The longest value of every name derived from the job's name that must fit a DNS label (63)."""
-        last = self.processes - 1
-        if self.backend == "jaxjob":  # pod name = per-replica Service name, a DNS-1035 label
-            return {"pod and Service name": self.hostname(last)}
-        names = {"pod hostname": self.hostname(last), "Job name label": self.child_job(self.slices - 1)}
-        if self.backend in ("jobset", "trainjob"):  # JobSet's webhook also fits the pod name with a 5-character suffix
-            names["pod name"] = f"{self.hostname(last)}-xxxxx"
-        return names

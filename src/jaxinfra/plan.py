@@ -1,9 +1,9 @@
 """Resolve a validated spec into every derived name and number: the only place they live.
 
 Render, explain and the adapters read these values; none recomputes them. The names a job's
-pods get come from `jaxinfra.names`, the layer below spec and plan, so that the spec can check
-them before a plan exists. A plan is cheap: nothing here is per host, so a 6,144-host job
-costs what a 2-host one does.
+pods get come from its backend (`jaxinfra.backends`, the layer below spec and plan), so that the spec
+can check them before a plan exists; the plan asks the backend, never which backend it is. A plan is
+cheap: nothing here is per host, so a 6,144-host job costs what a 2-host one does.
 """
 
 from __future__ import annotations
@@ -11,53 +11,37 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
-from jaxinfra import catalog
+from jaxinfra import backends, catalog
+from jaxinfra.backends import Backend, JobNames
 from jaxinfra.names import (
     APP_NAME,
     BUILTIN_NAMESPACES,
+    BY_DOWNWARD_API,
+    BY_EXPANSION,
+    BY_GKE_TPU,
+    BY_JAXINFRA,
+    BY_JOB_CONTROLLER,
+    BY_SHADOW_SHELL,
     CHECKPOINT_DIR,
     CHECKPOINT_ENV,
-    CONTAINER,
-    COORDINATOR_ADDRESS,
     INIT_TIMEOUT,
-    JAXJOB_NAME_LABEL,
-    JAXJOB_PORT_NAME,
     JOB_COMPLETION_INDEX,
-    JOB_NAME_LABEL,
-    JOBSET_NAME_LABEL,
     MANAGED_BY,
-    MEGASCALE_COORDINATOR,
-    MEGASCALE_NUM_SLICES,
     MEGASCALE_SLICE_ID,
     NUM_CPU_DEVICES,
-    NUM_PROCESSES,
     PART_OF,
-    PORT_NAME,
     PROCESS_ID,
     TPU_WORKER_HOSTNAMES,
     TPU_WORKER_ID,
-    TRAINER_NODE,
-    TRAINER_PORT,
-    JobNames,
     checkpoint_claim,
     queue_name,
 )
 from jaxinfra.quantity import scale, total
 
 if TYPE_CHECKING:
-    from jaxinfra.spec import Cluster, JaxJob, NodePool, Shadow
-
-#: Who puts each env var in front of a rank (`explain`).
-BY_JAXINFRA = "jaxinfra"
-BY_DOWNWARD_API = "Kubernetes (downward API)"
-BY_JOB_CONTROLLER = "Job controller"
-BY_OPERATOR = "Training Operator"
-BY_TRAINER = "Trainer JAX plugin"
-BY_GKE_TPU = "GKE (TPU platform)"
-BY_EXPANSION = "Kubernetes ($(VAR) expansion)"
-BY_SHADOW_SHELL = "jaxinfra (shell before the command)"
+    from jaxinfra.spec import CPU, Cluster, JaxJob, NodePool, Shadow
 
 #: The CPU shadow of a multi-slice job: the rank JAX's TPU detection would derive, computed before the command
 #: (`$$` is Kubernetes' escape for a literal `$`: the shell, not the kubelet, expands these).
@@ -85,8 +69,9 @@ class JobPlan:
         return self.job.namespace
 
     @property
-    def backend(self) -> str:
-        return self.job.backend
+    def backend(self) -> Backend:
+        """The job's backend (`jaxinfra.backends`): everything below that differs per workload kind asks it."""
+        return backends.get(self.job.backend)
 
     @property
     def kind(self) -> str:
@@ -118,7 +103,7 @@ class JobPlan:
 
     @property
     def devices_per_process(self) -> int:
-        return self.pool.accelerator.devices if self.kind == "cpu" else self.accel.chips_per_host
+        return cast("CPU", self.pool.accelerator).devices if self.kind == "cpu" else self.accel.chips_per_host
 
     @property
     def devices(self) -> int:
@@ -138,7 +123,7 @@ class JobPlan:
     def tpu_platform_env(self) -> bool:
         """Whether the pods get GKE's TPU env (TPU_WORKER_ID, TPU_WORKER_HOSTNAMES): GKE's webhook sets it only in
         Indexed Job pods of a multi-host slice (parallelism > 1); a shadow writes it out itself."""
-        return self.kind == "tpu" and self.backend != "jaxjob" and self.hosts_per_slice > 1
+        return self.kind == "tpu" and self.backend.indexed_pods and self.hosts_per_slice > 1
 
     @property
     def shell_rank(self) -> bool:
@@ -190,21 +175,22 @@ class JobPlan:
     def own_service(self) -> bool:
         """Whether jaxinfra renders the headless Service: not where the operator or JobSet of
         the Trainer owns the DNS (the Training Operator makes one Service per replica)."""
-        return self.backend in ("jobset", "job")
+        return self.backend.owns_dns
 
     @property
     def port(self) -> int:
-        """The coordinator port; Trainer's JAX plugin fixes it at 29500."""
-        return TRAINER_PORT if self.backend == "trainjob" else self.job.coordinator_port
+        """The coordinator port: the job's, unless the backend fixes it (Trainer's JAX plugin: 29500)."""
+        fixed = self.backend.fixed_port
+        return self.job.coordinator_port if fixed is None else fixed
 
     @property
     def container(self) -> str:
         """The training container's name; Trainer v2 finds it by the name `node`."""
-        return TRAINER_NODE if self.backend == "trainjob" else CONTAINER
+        return self.backend.container
 
     @property
     def port_name(self) -> str:
-        return JAXJOB_PORT_NAME if self.backend == "jaxjob" else PORT_NAME
+        return self.backend.port_name
 
     @property
     def runtime(self) -> str:
@@ -213,7 +199,8 @@ class JobPlan:
 
     @property
     def renders_runtime(self) -> bool:
-        return self.backend == "trainjob" and self.job.runtime is None
+        """Whether jaxinfra renders the training runtime the workload runs on (`JaxJob.runtime` None)."""
+        return self.backend.runtimes and self.job.runtime is None
 
     def child_job(self, slice_index: int) -> str:
         return self.names.child_job(slice_index)
@@ -239,10 +226,10 @@ class JobPlan:
         """Labels every pod of the job carries, and only its pods (what its NetworkPolicy selects).
 
         jaxinfra's own labels from the pod template, which every backend copies onto its pods;
-        a referenced ClusterTrainingRuntime is not jaxinfra's, so there the JobSet name label.
+        a referenced ClusterTrainingRuntime is not jaxinfra's, so there the controller's (`selector`).
         """
         if not self.renders_pod:
-            return {JOBSET_NAME_LABEL: self.name}
+            return self.selector
         return {APP_NAME: self.name, PART_OF: self.cluster}
 
     @property
@@ -328,9 +315,7 @@ class JobPlan:
     @property
     def selector(self) -> dict[str, str]:
         """The label the controller puts on every pod of the job (what a headless Service selects)."""
-        if self.backend == "jaxjob":
-            return {JAXJOB_NAME_LABEL: self.name}
-        return {JOBSET_NAME_LABEL: self.name} if self.backend in ("jobset", "trainjob") else {JOB_NAME_LABEL: self.name}
+        return {self.backend.name_label: self.name}
 
     def derived_names(self) -> dict[str, str]:
         return self.names.derived()
@@ -338,44 +323,18 @@ class JobPlan:
     def env_sources(self, rank: int) -> dict[str, tuple[str, str]]:
         """Every env var of the contract that rank `rank` receives: name -> (value, who sets it).
 
-        The one place that knows, per backend, which variables jaxinfra writes into the
-        manifest and which the controllers, the operator or the platform inject (docs/design.md, "Who sets what").
+        The one place that knows which variables jaxinfra writes into the manifest and which the
+        controllers, the operator or the platform inject (docs/design.md, "Who sets what"); the
+        coordinator, count and rank are the backend's (`Backend.coordinator_env`).
         """
         slice_index, host = divmod(rank, self.hosts_per_slice)
-        env: dict[str, tuple[str, str]] = {}
-        if self.backend == "jaxjob":
-            env |= {
-                "COORDINATOR_ADDRESS": (self.coordinator_host, BY_OPERATOR),
-                "COORDINATOR_PORT": (str(self.port), BY_OPERATOR),
-                "NUM_PROCESSES": (str(self.processes), BY_OPERATOR),
-                "PROCESS_ID": (str(rank), BY_OPERATOR),
-                "PYTHONUNBUFFERED": ("1", BY_OPERATOR),
-            }
-        elif self.backend == "trainjob":
-            env |= {
-                COORDINATOR_ADDRESS: (self.coordinator_address, BY_TRAINER),
-                NUM_PROCESSES: (str(self.processes), BY_TRAINER),
-                PROCESS_ID: (str(host), BY_TRAINER),
-            }
-        else:
-            env |= {
-                COORDINATOR_ADDRESS: (self.coordinator_address, BY_JAXINFRA),
-                NUM_PROCESSES: (str(self.processes), BY_JAXINFRA),
-            }
-            if self.multi_slice:
-                env |= {
-                    MEGASCALE_COORDINATOR: (self.coordinator_host, BY_JAXINFRA),
-                    MEGASCALE_NUM_SLICES: (str(self.slices), BY_DOWNWARD_API),
-                    MEGASCALE_SLICE_ID: (str(slice_index), BY_DOWNWARD_API),
-                }
-            else:
-                env[PROCESS_ID] = (str(host), BY_DOWNWARD_API)
+        env = self.backend.coordinator_env(self, rank)
         env[INIT_TIMEOUT] = (str(self.job.init_timeout_seconds), BY_JAXINFRA)
         if self.runs_on == "cpu":
             env[NUM_CPU_DEVICES] = (str(self.devices_per_process), BY_JAXINFRA)
         if self.job.checkpoints is not None:
             env[CHECKPOINT_ENV] = (CHECKPOINT_DIR, BY_JAXINFRA)
-        if self.backend != "jaxjob":  # every pod of an Indexed Job (JobSet's children too)
+        if self.backend.indexed_pods:  # every pod of an Indexed Job (JobSet's children too)
             env[JOB_COMPLETION_INDEX] = (str(host), BY_JOB_CONTROLLER)
         if self.tpu_platform_env and self.shadow is None:
             env[TPU_WORKER_ID] = (str(host), BY_GKE_TPU)

@@ -13,8 +13,9 @@ in step). Compared field by field, descriptions aside (2026-08 snapshots of the 
 - Trainer v2.3.0 (kubeflow/trainer): TrainJob and the runtimes identical but for validations main
   added later (`numNodes` minimum, `numProcPerNode` rules).
 
-This module is data and a selection rule; the Pulumi adapter installs what `needed` returns,
-after the node pools and before every object of theirs.
+This module is data and a selection rule (each backend names the controllers it needs and its Kueue
+integration, `jaxinfra.backends`); the Pulumi adapter installs what `needed` returns, after the node pools
+and before every object of theirs.
 """
 
 from __future__ import annotations
@@ -110,31 +111,17 @@ TRAINER_JAX_RUNTIME_FILE = (
     f"https://raw.githubusercontent.com/kubeflow/trainer/{TRAINER.tag}/manifests/base/runtimes/jax_distributed.yaml"
 )
 
-#: The Kueue integration ("framework") of each jaxinfra backend (charts/kueue/values.yaml,
-#: `integrations.frameworks`; `kubeflow.org/jaxjob` is off in the chart's default).
-KUEUE_FRAMEWORKS = {
-    "job": "batch/job",
-    "jobset": "jobset.x-k8s.io/jobset",
-    "jaxjob": "kubeflow.org/jaxjob",
-    "trainjob": "trainer.kubeflow.org/trainjob",
-}
-
 
 def needed(cp: ClusterPlan) -> tuple[Controller, ...]:
-    """The controllers the plan's objects need, in install order (a TrainJob runs as a JobSet: JobSet too)."""
-    backends = {jp.backend for jp in cp.jobs}
-    want = {
-        JOBSET: bool(backends & {"jobset", "trainjob"}),
-        TRAINING_OPERATOR: "jaxjob" in backends,
-        TRAINER: "trainjob" in backends,
-        KUEUE: bool(cp.queues),
-    }
-    return tuple(c for c in CONTROLLERS if want[c])
+    """The controllers the plan's objects need, in install order: its backends' (`Backend.controllers`; a TrainJob
+    runs as a JobSet: JobSet too), and Kueue for its queues."""
+    names = {name for jp in cp.jobs for name in jp.backend.controllers} | ({KUEUE.name} if cp.queues else set())
+    return tuple(c for c in CONTROLLERS if c.name in names)
 
 
 def referenced_runtimes(cp: ClusterPlan) -> tuple[str, ...]:
     """The ClusterTrainingRuntimes the plan's TrainJobs name (those jaxinfra does not render)."""
-    return tuple(sorted({jp.runtime for jp in cp.jobs if jp.backend == "trainjob" and not jp.renders_runtime}))
+    return tuple(sorted({jp.runtime for jp in cp.jobs if jp.job.upstream_runtime}))
 
 
 def helm_values(c: Controller, cp: ClusterPlan) -> dict[str, Any]:
@@ -144,7 +131,7 @@ def helm_values(c: Controller, cp: ClusterPlan) -> dict[str, Any]:
     if c is KUEUE:
         # The chart renders its ConfigMap and its webhooks from this document (templates/manager/manager-config.yaml,
         # templates/webhook/manifests.yaml); every field left out takes the default of apis/config/v1beta2/defaults.go.
-        frameworks = sorted({KUEUE_FRAMEWORKS[jp.backend] for jp in cp.jobs})
+        frameworks = sorted({jp.backend.kueue_framework for jp in cp.jobs})  # each backend's integration
         config = {
             "apiVersion": "config.kueue.x-k8s.io/v1beta2",
             "kind": "Configuration",

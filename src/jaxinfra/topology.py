@@ -3,19 +3,16 @@
 A self-contained SVG: no script, no external font or link, and the same bytes for the same input
 on any machine (every number an integer, every element in rank order). Past a size, slices and
 hosts collapse into one dashed box per range that says how many it stands for, so a 6,144-host
-job draws as a few dozen boxes. The same picture serves `jaxinfra explain --svg` (from a plan) and
-the simulation's HTML report (from the simulated pods, coloured by how each one ended).
+job draws as a few dozen boxes. The same picture serves `jaxinfra explain --svg` (from a plan:
+`jaxinfra.explain.layout`) and the simulation's HTML report (from the simulated pods, coloured by how
+each one ended). A pure drawing: it imports nothing of jaxinfra, so neither side reaches into the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 from xml.sax.saxutils import escape, quoteattr
-
-if TYPE_CHECKING:
-    from jaxinfra.plan import JobPlan
 
 #: Slices with more hosts than this show the first HEAD_HOSTS, a range, and the last host.
 HOST_COLLAPSE = 32
@@ -50,7 +47,7 @@ DEVICE = 10
 
 @dataclass(frozen=True)
 class Layout:
-    """What the picture shows of one job: built from a plan (`of_plan`) or from simulated pods."""
+    """What the picture shows of one job: built from a plan (`jaxinfra.explain.layout`) or from simulated pods."""
 
     title: str  # "ml/train (JobSet)"
     pool: str  # the node pool and its machines
@@ -68,30 +65,6 @@ class Layout:
     @property
     def hosts(self) -> int:
         return self.slices * self.hosts_per_slice
-
-    @classmethod
-    def of_plan(cls, jp: JobPlan) -> Layout:
-        kind = {"jobset": "JobSet", "job": "Indexed Job", "jaxjob": "JAXJob", "trainjob": "TrainJob"}[jp.backend]
-        return cls(
-            title=f"{jp.namespace}/{jp.name} ({kind})",
-            pool=f"node pool {jp.pool.name}: {jp.accel.name}"
-            + (f" ({jp.accel.machine_type})" if jp.accel.machine_type else ""),
-            slices=jp.slices,
-            hosts_per_slice=jp.hosts_per_slice,
-            devices_per_host=jp.devices_per_process,
-            device_kind=jp.kind,
-            hostname=jp.hostname,
-            group=lambda i: (
-                f"Job {jp.child_job(i)}"
-                if jp.replicated_job
-                else ("pods of the Training Operator" if jp.backend == "jaxjob" else f"Job {jp.name}")
-            ),
-            coordinator=jp.coordinator_address,
-            service=f"{jp.service} (headless)"
-            if jp.backend != "jaxjob"
-            else f"{jp.hostname(0)} (the operator's, per replica)",
-            queue=f"Kueue LocalQueue {jp.namespace}/{jp.queue}" if jp.queue else None,
-        )
 
 
 def shown(count: int, collapse: int, head: int) -> list[int | tuple[int, int]]:
@@ -135,7 +108,8 @@ def _host(c: _Canvas, lay: Layout, rank: int, x: int, y: int, w: int) -> None:
     c.add(f'<g class="host" data-rank="{rank}"><title>{escape(tip)}</title>')
     stroke = ' stroke="#b35900" stroke-width="3"' if coordinator else ' stroke="#555" stroke-width="1"'
     c.add(
-        f'<rect x="{x}" y="{y}" width="{w}" height="{HOST_H}" rx="4" fill="{PHASE_FILL.get(phase, "#ffffff")}"{stroke}/>',
+        f'<rect x="{x}" y="{y}" width="{w}" height="{HOST_H}" rx="4" '
+        f'fill="{PHASE_FILL.get(phase, "#ffffff")}"{stroke}/>',
         x + w,
     )
     c.add(_text(x + 6, y + 15, name, 11, "bold" if coordinator else "normal", mono=True))
@@ -150,7 +124,8 @@ def _host(c: _Canvas, lay: Layout, rank: int, x: int, y: int, w: int) -> None:
     drawn = min(lay.devices_per_host, DEVICES_DRAWN)
     for d in range(drawn):
         c.add(
-            f'<rect class="device" x="{x + 6 + d * (DEVICE + 3)}" y="{y + 38}" width="{DEVICE}" height="{DEVICE}" fill="#4a78b5"/>'
+            f'<rect class="device" x="{x + 6 + d * (DEVICE + 3)}" y="{y + 38}" width="{DEVICE}" height="{DEVICE}" '
+            'fill="#4a78b5"/>'
         )
     if lay.devices_per_host > drawn:
         c.add(_text(x + 8 + drawn * (DEVICE + 3), y + 47, f"+{lay.devices_per_host - drawn}", 10))
@@ -183,7 +158,8 @@ def _slice(c: _Canvas, lay: Layout, s: int, x: int, y: int, host_w: int) -> int:
     w = max(2 * GAP + per_row * host_w + (per_row - 1) * GAP, 2 * GAP + CHAR_SANS * len(label))
     h = SLICE_HEAD + rows * (HOST_H + GAP)
     c.add(
-        f'<g class="slice" data-slice="{s}"><rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="#f3f6fb" stroke="#8aa0c0"/>',
+        f'<g class="slice" data-slice="{s}"><rect x="{x}" y="{y}" width="{w}" height="{h}" rx="6" fill="#f3f6fb" '
+        'stroke="#8aa0c0"/>',
         x + w,
     )
     c.add(_text(x + GAP, y + 16, label, 12, "bold"))

@@ -1,8 +1,8 @@
 """The Pulumi adapter: `pulumi up` for the cluster (GKE node pools) plus the jobs that run on it.
 
-Thin, like the cdk8s one (docs/design.md, "Outputs and adapters"): every name and number comes from `jaxinfra.plan.plan`, every
-Kubernetes object from `jaxinfra.render`, every controller version from `jaxinfra.releases`;
-this package only maps them onto Pulumi resources.
+Thin, like the cdk8s one (docs/design.md, "Outputs and adapters"): every name and number comes from
+`jaxinfra.plan.plan`, every Kubernetes object from `jaxinfra.render`, every controller version from
+`jaxinfra.releases`; this package only maps them onto Pulumi resources.
 
 - `Cluster` (`jaxinfra:index:Cluster`): with provider `gke`, a `gcp.container.Cluster` (or an
   existing one looked up by name and checked) with NetworkPolicy enforcement, Workload Identity,

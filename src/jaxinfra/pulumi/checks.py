@@ -45,8 +45,9 @@ def gke_problems(cluster: Any, s: Settings) -> list[Problem]:
     accelerators = [name for name, slices in pools.items() if slices[0].row.kind != "cpu"]
     zone = s.accelerator_zone
     if accelerators and s.location and zone is None:
-        # One zone: a multi-host TPU slice is one unit of interconnected VMs in one zone (cloud.google.com/tpu/docs/tpus-in-gke),
-        # and node_count is per zone, so a regional pool would hold node_count nodes in every zone of the region.
+        # One zone: a multi-host TPU slice is one unit of interconnected VMs in one zone
+        # (cloud.google.com/tpu/docs/tpus-in-gke), and node_count is per zone, so a regional pool would hold
+        # node_count nodes in every zone of the region.
         out.append(
             Problem(
                 "jaxinfra:nodeLocations",
@@ -115,19 +116,17 @@ def prerequisites(cp: ClusterPlan, s: Settings) -> list[str]:
             "(the versions jaxinfra validates against), or the jobs' objects are refused or never run"
         )
     runtimes = [
-        r
-        for r in releases.referenced_runtimes(cp)
-        if not (s.install_controllers and r == releases.TRAINER_JAX_RUNTIME)
+        r for r in releases.referenced_runtimes(cp) if not (s.install_controllers and r == releases.TRAINER_JAX_RUNTIME)
     ]
     if runtimes:
         out.append(f"the TrainJobs name ClusterTrainingRuntime {', '.join(runtimes)}: it must exist in the cluster")
     for jp in cp.jobs:
         if jp.checkpoint_bucket and s.provider == "existing":
             out.append(
-                f"job {jp.namespace}/{jp.name} checkpoints to gs://{jp.checkpoint_bucket}: the cluster needs GKE's Cloud "
-                "Storage FUSE CSI driver and Workload Identity, and the bucket its ServiceAccount's access: `gcloud "
-                f"storage buckets add-iam-policy-binding gs://{jp.checkpoint_bucket} --role={BUCKET_ROLE} --member="
-                f"{workload_principal('PROJECT_NUMBER', 'PROJECT_ID', jp.namespace, jp.name)}`"
+                f"job {jp.namespace}/{jp.name} checkpoints to gs://{jp.checkpoint_bucket}: the cluster needs GKE's "
+                "Cloud Storage FUSE CSI driver and Workload Identity, and the bucket its ServiceAccount's access: "
+                f"`gcloud storage buckets add-iam-policy-binding gs://{jp.checkpoint_bucket} --role={BUCKET_ROLE} "
+                f"--member={workload_principal('PROJECT_NUMBER', 'PROJECT_ID', jp.namespace, jp.name)}`"
             )
     if any(jp.job.network_policy for jp in cp.jobs):
         if s.provider == "existing":
@@ -149,8 +148,8 @@ def existing_cluster_gaps(found: Any, s: Settings, network_policies: bool, fuse:
     enforced = found.datapath_provider == "ADVANCED_DATAPATH" or any(p.enabled for p in found.network_policies or ())
     if network_policies and s.network_policy != "none" and not enforced:
         out.append(
-            f"GKE cluster {name} enforces no NetworkPolicy (neither Dataplane V2 nor the network policy add-on): the jobs' "
-            f"NetworkPolicies are ignored. Enable it (`gcloud container clusters update {name} {where} "
+            f"GKE cluster {name} enforces no NetworkPolicy (neither Dataplane V2 nor the network policy add-on): the "
+            f"jobs' NetworkPolicies are ignored. Enable it (`gcloud container clusters update {name} {where} "
             "--update-addons=NetworkPolicy=ENABLED`, then `--enable-network-policy`) or set jaxinfra:networkPolicy none"
         )
     if s.workload_identity and not any(c.workload_pool for c in found.workload_identity_configs or ()):

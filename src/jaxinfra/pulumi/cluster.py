@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_gcp as gcp
@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from jaxinfra import releases
 from jaxinfra.errors import JaxinfraError, Problem
-from jaxinfra.plan import ClusterPlan, plan
+from jaxinfra.plan import ClusterPlan, JobPlan, plan
 from jaxinfra.pulumi.checks import controller_problems, existing_cluster_gaps, gke_problems, prerequisites
 from jaxinfra.pulumi.config import ConfigError, Settings, project_root, pulumi_config, read_settings, region_of
 from jaxinfra.pulumi.gke import (
@@ -121,11 +121,12 @@ class ClusterComponent(pulumi.ComponentResource):
                 name=gke_name, location=s.location, project=s.project, opts=pulumi.InvokeOptions(parent=self)
             )
             network_policies = any(jp.job.network_policy for jp in cp.jobs)
-            found.apply(
-                lambda c: [
-                    pulumi.log.warn(line, resource=self) for line in existing_cluster_gaps(c, s, network_policies, fuse)
-                ]
-            )
+
+            def warn_gaps(found_cluster: Any) -> None:
+                for line in existing_cluster_gaps(found_cluster, s, network_policies, fuse):
+                    pulumi.log.warn(line, resource=self)
+
+            found.apply(warn_gaps)
             cluster_ref: Any = gke_name
             endpoint, ca = found.endpoint, found.master_auths.apply(lambda auths: auths[0].cluster_ca_certificate)
         else:
@@ -162,7 +163,8 @@ class ClusterComponent(pulumi.ComponentResource):
         return k8s.Provider(f"{cluster.name}-k8s", kubeconfig=self.kubeconfig, opts=child)
 
     def _checkpoint_buckets(self, cp: ClusterPlan, s: Settings, child: pulumi.ResourceOptions) -> None:
-        """The buckets the jobs checkpoint to (unless `jaxinfra:createBuckets` is false) and each job's access to its own.
+        """The buckets the jobs checkpoint to (unless `jaxinfra:createBuckets` is false) and each job's access to its
+        own.
 
         Created in the cluster's region (GKE's FUSE docs: a regional bucket in the cluster's region performs best),
         with uniform bucket-level access (required for read-write access through Workload Identity: gcs-fuse-csi-driver
@@ -193,7 +195,11 @@ class ClusterComponent(pulumi.ComponentResource):
         )
         for jp in jobs:
             bucket = str(jp.checkpoint_bucket)
-            member = number.apply(lambda n, jp=jp: workload_principal(str(n), str(s.project), jp.namespace, jp.name))
+
+            def principal(n: Any, jp: JobPlan = jp) -> str:
+                return workload_principal(str(n), str(s.project), jp.namespace, jp.name)
+
+            member = number.apply(principal)
             self.bucket_access[f"{jp.namespace}/{jp.name}"] = gcp.storage.BucketIAMMember(
                 f"{bucket}/{jp.namespace}/{jp.name}",
                 bucket=self.buckets[bucket].name if bucket in self.buckets else bucket,
@@ -252,7 +258,8 @@ class ClusterComponent(pulumi.ComponentResource):
             if row.kind == "tpu" and row.multi_host
             else None
         )
-        zones = [s.accelerator_zone] if row.kind != "cpu" else list(s.node_locations)  # gke_problems: the zone is set
+        # gke_problems: an accelerator pool's zone is set
+        zones = cast("list[str]", [s.accelerator_zone]) if row.kind != "cpu" else list(s.node_locations)
         return gcp.container.NodePool(
             ps.name,
             name=ps.name,

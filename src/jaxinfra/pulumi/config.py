@@ -49,24 +49,62 @@ class ConfigError(JaxinfraError):
 #: Every config key the program reads, with what it means (the README's table; a test keeps them equal).
 KEYS: dict[str, str] = {
     "jaxinfra:stack": "required: path of the stack file (.py), relative to the folder of Pulumi.yaml",
-    "jaxinfra:provider": "required: gke (create node pools, and the cluster unless existingCluster) or existing (any cluster, by kubeconfig/context)",
-    "jaxinfra:installControllers": "both: install the controllers the stack's objects need, at the versions jaxinfra.releases pins (default true with gke, false with existing)",
-    "jaxinfra:shadow": "both: cpu to deploy the stack's CPU shadow (jaxinfra.shadow) instead of its jobs: no accelerator pools, and with gke one CPU node pool `shadow` sized for every pod's requests (default: unset, the jobs as declared)",
+    "jaxinfra:provider": (
+        "required: gke (create node pools, and the cluster unless existingCluster) or existing (any cluster, by "
+        "kubeconfig/context)"
+    ),
+    "jaxinfra:installControllers": (
+        "both: install the controllers the stack's objects need, at the versions jaxinfra.releases pins (default true "
+        "with gke, false with existing)"
+    ),
+    "jaxinfra:shadow": (
+        "both: cpu to deploy the stack's CPU shadow (jaxinfra.shadow) instead of its jobs: no accelerator pools, and "
+        "with gke one CPU node pool `shadow` sized for every pod's requests (default: unset, the jobs as declared)"
+    ),
     "gcp:project": "gke: the GCP project",
-    "gcp:zone": "gke: the location when jaxinfra:location is unset; with a regional location, the zone of the accelerator pools",
+    "gcp:zone": (
+        "gke: the location when jaxinfra:location is unset; with a regional location, the zone of the accelerator pools"
+    ),
     "gcp:region": "gke: the location when neither jaxinfra:location nor gcp:zone is set",
     "jaxinfra:location": "gke: region or zone of the cluster (default: gcp:zone, else gcp:region)",
-    "jaxinfra:nodeLocations": "gke: zones of the node pools, a list (default: the cluster's); with one zone, the accelerator pools' zone",
+    "jaxinfra:nodeLocations": (
+        "gke: zones of the node pools, a list (default: the cluster's); with one zone, the accelerator pools' zone"
+    ),
     "jaxinfra:clusterName": "gke: the GKE cluster's name (default: the stack's Cluster name)",
-    "jaxinfra:existingCluster": "gke: true to add node pools to an existing cluster named clusterName instead of creating one (default false)",
-    "jaxinfra:deletionProtection": "gke: GKE deletion protection of a created cluster (default false, so `pulumi destroy` works)",
-    "jaxinfra:networkPolicy": "gke: NetworkPolicy enforcement of a created cluster: dataplaneV2 (default), calico (the network policy add-on) or none; with existingCluster, what the cluster is checked for",
-    "jaxinfra:workloadIdentity": "gke: Workload Identity: the pool <project>.svc.id.goog on a created cluster, GKE_METADATA on the node pools (default true)",
-    "jaxinfra:nodeServiceAccount": "gke: the node pools' service account: unset, a dedicated one with the least-privilege roles; an email, that account; default, Compute Engine's default account",
-    "jaxinfra:shieldedNodes": "gke: Shielded GKE Nodes on a created cluster, integrity monitoring on every node pool and secure boot on CPU pools (default true)",
-    "jaxinfra:releaseChannel": "gke: release channel of a created cluster: RAPID, REGULAR (default), STABLE, EXTENDED or UNSPECIFIED (none)",
-    "jaxinfra:systemPool": "gke: machine type of the autoscaled `system` node pool (1 to 3 nodes per zone) for the controllers and kube-system, or none (default e2-standard-4; none with existingCluster)",
-    "jaxinfra:createBuckets": "gke: create the Cloud Storage buckets the jobs checkpoint to (in the cluster's region, uniform access, hierarchical namespace, kept by `pulumi destroy`); false: they exist, and only the jobs' access is granted (default true)",
+    "jaxinfra:existingCluster": (
+        "gke: true to add node pools to an existing cluster named clusterName instead of creating one (default false)"
+    ),
+    "jaxinfra:deletionProtection": (
+        "gke: GKE deletion protection of a created cluster (default false, so `pulumi destroy` works)"
+    ),
+    "jaxinfra:networkPolicy": (
+        "gke: NetworkPolicy enforcement of a created cluster: dataplaneV2 (default), calico (the network policy "
+        "add-on) or none; with existingCluster, what the cluster is checked for"
+    ),
+    "jaxinfra:workloadIdentity": (
+        "gke: Workload Identity: the pool <project>.svc.id.goog on a created cluster, GKE_METADATA on the node pools "
+        "(default true)"
+    ),
+    "jaxinfra:nodeServiceAccount": (
+        "gke: the node pools' service account: unset, a dedicated one with the least-privilege roles; an email, that "
+        "account; default, Compute Engine's default account"
+    ),
+    "jaxinfra:shieldedNodes": (
+        "gke: Shielded GKE Nodes on a created cluster, integrity monitoring on every node pool and secure boot on CPU "
+        "pools (default true)"
+    ),
+    "jaxinfra:releaseChannel": (
+        "gke: release channel of a created cluster: RAPID, REGULAR (default), STABLE, EXTENDED or UNSPECIFIED (none)"
+    ),
+    "jaxinfra:systemPool": (
+        "gke: machine type of the autoscaled `system` node pool (1 to 3 nodes per zone) for the controllers and "
+        "kube-system, or none (default e2-standard-4; none with existingCluster)"
+    ),
+    "jaxinfra:createBuckets": (
+        "gke: create the Cloud Storage buckets the jobs checkpoint to (in the cluster's region, uniform access, "
+        "hierarchical namespace, kept by `pulumi destroy`); false: they exist, and only the jobs' access is granted "
+        "(default true)"
+    ),
     "jaxinfra:kubeconfig": "existing: kubeconfig path or contents (default: $KUBECONFIG / ~/.kube/config)",
     "jaxinfra:context": "existing: kubeconfig context (default: the current context)",
 }

@@ -29,7 +29,8 @@ BUCKET_ROLE = "roles/storage.objectUser"
 
 def workload_principal(project_number: str, project: str, namespace: str, service_account: str) -> str:
     """The IAM principal of a Kubernetes ServiceAccount under Workload Identity Federation for GKE (GKE docs,
-    how-to/workload-identity: `principal://.../subject/ns/NAMESPACE/sa/KSA`): no Google service account to impersonate."""
+    how-to/workload-identity: `principal://.../subject/ns/NAMESPACE/sa/KSA`): no Google service account to
+    impersonate."""
     return (
         f"principal://iam.googleapis.com/projects/{project_number}/locations/global/workloadIdentityPools/"
         f"{project}.svc.id.goog/subject/ns/{namespace}/sa/{service_account}"
@@ -115,8 +116,8 @@ def cluster_security(s: Settings) -> dict[str, Any]:
 
 
 def cluster_addons(s: Settings, fuse: bool) -> gcp.container.ClusterAddonsConfigArgs | None:
-    """A created cluster's add-ons: the network policy add-on for calico (how-to/network-policy), and GKE's Cloud Storage
-    FUSE CSI driver when a job checkpoints to a bucket (off by default on Standard clusters: `addonsConfig.
+    """A created cluster's add-ons: the network policy add-on for calico (how-to/network-policy), and GKE's Cloud
+    Storage FUSE CSI driver when a job checkpoints to a bucket (off by default on Standard clusters: `addonsConfig.
     gcsFuseCsiDriverConfig.enabled`, how-to/cloud-storage-fuse-csi-driver-setup)."""
     kw: dict[str, Any] = {}
     if s.network_policy == "calico":

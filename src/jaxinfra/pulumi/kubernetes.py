@@ -14,14 +14,15 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from jaxinfra import releases
+from jaxinfra import backends, releases
 from jaxinfra.plan import ClusterPlan, JobPlan
 from jaxinfra.render import render_job
 
 #: The annotation this adapter adds (see the package docstring); the value must be the string "true".
 SKIP_AWAIT = "pulumi.com/skipAwait"
-#: Kinds that run pods: they get SKIP_AWAIT and are replaced (not patched) when their spec changes.
-WORKLOAD_KINDS = frozenset({"Job", "JobSet", "JAXJob", "TrainJob"})
+#: Kinds that run pods (the backends' workloads): they get SKIP_AWAIT and are replaced (not patched) when their spec
+#: changes.
+WORKLOAD_KINDS = frozenset(b.kind for b in backends.BACKENDS.values())
 #: Kinds that get SKIP_AWAIT although they are no workload (the headless Service and the claim: the package docstring).
 SKIP_AWAIT_KINDS = WORKLOAD_KINDS | {"Service", "PersistentVolumeClaim"}
 
@@ -43,7 +44,8 @@ def _snake(key: str) -> str:
 
 
 def logical_name(manifest: Mapping[str, Any]) -> str:
-    """The Pulumi resource name: `namespace/name` (the type is part of the URN), as pulumi_kubernetes.yaml names them."""
+    """The Pulumi resource name: `namespace/name` (the type is part of the URN), as pulumi_kubernetes.yaml names
+    them."""
     meta = manifest["metadata"]
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
@@ -133,7 +135,7 @@ class ControllerInstall(pulumi.ComponentResource):
             )
         else:
             self.install = k8s.kustomize.v2.Directory(c.name, directory=c.directory, opts=on)
-        self.resources = [self.install]
+        self.resources: list[pulumi.Resource] = [self.install]
         if c is releases.TRAINER and releases.TRAINER_JAX_RUNTIME in releases.referenced_runtimes(cp):
             self.resources.append(
                 k8s.yaml.v2.ConfigFile(

@@ -19,7 +19,8 @@ from jaxinfra.quantity import scale
 
 #: GKE's limit on node pool names.
 MAX_POOL_NAME = 40
-#: The node pool for the controllers and kube-system (`ClusterComponent._system_pool`), and its nodes per zone (autoscaled).
+#: The node pool for the controllers and kube-system (`ClusterComponent._system_pool`), and its nodes per zone
+#: (autoscaled).
 SYSTEM_POOL = "system"
 SYSTEM_POOL_NODES = (1, 3)
 #: `jaxinfra:shadow`: the one CPU node pool the shadow runs on, and its machine: e2-standard-4, 4 vCPUs and 16 GiB
@@ -27,7 +28,8 @@ SYSTEM_POOL_NODES = (1, 3)
 SHADOW_POOL = "shadow"
 SHADOW_MACHINE = (DEFAULT_CPU_MACHINE_TYPE, 4, 16 * 2**30)
 #: Room left on every shadow node for the DaemonSets GKE runs on each node (logging, metrics, Workload Identity's
-#: metadata server, networking), whose requests vary with GKE's version and add-ons: jaxinfra's margin, not a GKE figure.
+#: metadata server, networking), whose requests vary with GKE's version and add-ons: jaxinfra's margin, not a GKE
+#: figure.
 SHADOW_DAEMONS = (Decimal("0.5"), Decimal(512 * 2**20))
 #: Pods per node in a GKE Standard node pool unless configured (how-to/flexible-pod-cidr).
 MAX_PODS_PER_NODE = 110

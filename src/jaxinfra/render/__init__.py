@@ -1,12 +1,15 @@
-"""Pure functions from a plan to manifests: plain dicts in apply order, explicit names."""
+"""Pure functions from a plan to manifests: plain dicts in apply order, explicit names.
+
+The objects every job has come from `render.common`; the workload (and any object of its own) from the
+job's backend (`jaxinfra.backends`), built from the same shared pod parts.
+"""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from jaxinfra.plan import ClusterPlan, JobPlan
 from jaxinfra.render.common import (
     Manifest,
+    SharedParts,
     checkpoint_claim,
     headless_service,
     namespace,
@@ -15,22 +18,13 @@ from jaxinfra.render.common import (
     role_binding,
     service_account,
 )
-from jaxinfra.render.job import indexed_job
-from jaxinfra.render.jobset import jobset
-from jaxinfra.render.kubeflow import jaxjob, training_runtime, trainjob
 from jaxinfra.render.kueue import kueue_objects
-
-WORKLOADS: dict[str, Callable[[JobPlan], Manifest]] = {
-    "jobset": jobset,
-    "job": indexed_job,
-    "jaxjob": jaxjob,
-    "trainjob": trainjob,
-}
 
 
 def render_job(jp: JobPlan) -> list[Manifest]:
     """A job's objects, dependencies first: identity (and its Role when the pods use the API), the
-    NetworkPolicy (before any pod exists), the checkpoint claim it renders, DNS or runtime, then the workload (last).
+    NetworkPolicy (before any pod exists), the checkpoint claim it renders, DNS, then the backend's own
+    objects (a TrainJob's runtime), the workload last.
 
     No headless Service where the operator owns DNS (JAXJob: one Service per replica) or the
     Trainer's JobSet makes it (TrainJob).
@@ -44,9 +38,7 @@ def render_job(jp: JobPlan) -> list[Manifest]:
         out.append(checkpoint_claim(jp))
     if jp.own_service:
         out.append(headless_service(jp))
-    if jp.renders_runtime:
-        out.append(training_runtime(jp))
-    return out + [WORKLOADS[jp.backend](jp)]
+    return out + jp.backend.render(jp, SharedParts(jp))
 
 
 def render(cp: ClusterPlan) -> list[Manifest]:

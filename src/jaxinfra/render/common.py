@@ -1,15 +1,18 @@
-"""Objects and pod parts every backend shares: Namespace, ServiceAccount, RBAC, NetworkPolicy, checkpoint claim, headless
-Service, pod template."""
+"""Objects and pod parts every backend shares: Namespace, ServiceAccount, RBAC, NetworkPolicy, checkpoint claim,
+headless Service, pod template; `SharedParts` hands the pod parts to a backend's own objects (`Backend.render`)."""
 
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra import catalog
 from jaxinfra import names as N
+from jaxinfra.backends.base import field_ref
 from jaxinfra.errors import Problem, SpecError
-from jaxinfra.plan import BY_JAXINFRA, JobPlan, pod_requests
+from jaxinfra.plan import JobPlan, pod_requests
 
 if TYPE_CHECKING:
     from jaxinfra.spec import NodePool, Sidecar, Toleration
@@ -145,39 +148,14 @@ def headless_service(jp: JobPlan) -> Manifest:
     }
 
 
-def _field(path: str) -> dict[str, Any]:
-    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
-
-
 def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
     """The env contract (docs/design.md, "jaxinfra's own contract"), in an order where later values may use $(EARLIER).
 
-    For jaxjob and trainjob the operator injects the coordinator, count and rank itself
-    (`JobPlan.env_sources`); jaxinfra writes only what they do not: the init timeout, the CPU
-    device count, and the user's env.
+    The coordinator, count and rank are the backend's to write (`Backend.written_coordinator_env`): none where
+    the operator injects them itself (`JobPlan.env_sources`); then what no controller sets: the init timeout,
+    the CPU device count, the checkpoint path, a shadow's TPU env and the user's env.
     """
-    if jp.backend in ("jaxjob", "trainjob"):
-        platform = shadow_tpu_env(jp)
-        written = {e["name"] for e in platform}
-        own = [
-            {"name": name, "value": value}
-            for name, (value, by) in jp.env_sources(0).items()
-            if by == BY_JAXINFRA and name not in written
-        ]
-        return own + platform + user_env(jp)
-    env: list[dict[str, Any]] = [
-        {"name": N.COORDINATOR_ADDRESS, "value": jp.coordinator_address},
-        {"name": N.NUM_PROCESSES, "value": str(jp.processes)},
-    ]
-    if jp.multi_slice:
-        # JAX derives the rank itself: TPU_WORKER_ID (from the platform) + slice id x hosts.
-        env += [
-            {"name": N.MEGASCALE_COORDINATOR, "value": jp.coordinator_host},
-            {"name": N.MEGASCALE_NUM_SLICES, **_field(f"metadata.labels['{N.JOBSET_REPLICAS}']")},
-            {"name": N.MEGASCALE_SLICE_ID, **_field(f"metadata.labels['{N.JOBSET_JOB_INDEX}']")},
-        ]
-    else:
-        env.append({"name": N.PROCESS_ID, **_field(f"metadata.annotations['{N.COMPLETION_INDEX}']")})
+    env = jp.backend.written_coordinator_env(jp)
     env.append({"name": N.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
     if jp.runs_on == "cpu":
         env.append({"name": N.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
@@ -193,7 +171,7 @@ def shadow_tpu_env(jp: JobPlan) -> list[dict[str, Any]]:
         return []
     hostnames = jp.names.worker_hostnames(f"$({N.MEGASCALE_SLICE_ID})" if jp.multi_slice else 0)
     return [
-        {"name": N.TPU_WORKER_ID, **_field(f"metadata.annotations['{N.COMPLETION_INDEX}']")},
+        {"name": N.TPU_WORKER_ID, **field_ref(f"metadata.annotations['{N.COMPLETION_INDEX}']")},
         {"name": N.TPU_WORKER_HOSTNAMES, "value": hostnames},
     ]
 
@@ -282,21 +260,21 @@ def _placement(jp: JobPlan) -> dict[str, Any]:
 def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) -> dict[str, Any]:
     """One JAX process per pod: the container, its env contract and its placement.
 
-    For trainjob this is the TrainingRuntime's pod: Trainer fills in the container's command,
-    args and env (the TrainJob's plus its JAX plugin's) and port 29500 itself, so none is set here.
+    Where the backend's controller fills in the container's command, args, env and port itself
+    (`Backend.writes_container`; Trainer, from the TrainJob: its JAX plugin's env and port 29500), none is set here.
     """
     container: dict[str, Any] = {
         "name": jp.container,
         "image": jp.job.image,
         "securityContext": container_security_context(jp),
     }
-    if jp.backend != "trainjob":
+    if jp.backend.writes_container:
         container["env"] = contract_env(jp)
         container["ports"] = [{"name": jp.port_name, "containerPort": jp.port, "protocol": "TCP"}]
-    if jp.command is not None and jp.backend != "trainjob":  # trainjob: the TrainJob's command wins
-        container["command"] = list(jp.command)
-    if jp.job.args and jp.backend != "trainjob":
-        container["args"] = list(jp.job.args)
+        if jp.command is not None:
+            container["command"] = list(jp.command)
+        if jp.job.args:
+            container["args"] = list(jp.job.args)
     if res := resources(jp):
         container["resources"] = res
     spec: dict[str, Any] = {
@@ -424,7 +402,7 @@ def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
     import jsonpatch
     import jsonpointer
 
-    doc: Any = template
+    doc: dict[str, Any] = template
     for i, op in enumerate(jp.job.pod_patches):
         try:  # on copies (of the document: a failed operation leaves it as it was; of the operation: the rendered
             # manifest never shares a value with the spec)
@@ -446,7 +424,7 @@ def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
             if kind == "test" and why == str(err):
                 why = f"it holds {jsonpointer.resolve_pointer(doc, op['path'])!r}, not {op['value']!r}"
             what = f"{name} {op['from']!r} to {op['path']!r}" if "from" in op else f"{name} {op['path']!r}"
-            target = f"backend {jp.backend}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")
+            target = f"backend {jp.backend.name}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")
             raise SpecError(
                 [
                     Problem(
@@ -456,5 +434,27 @@ def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
                         _patch_fix(kind, op),
                     )
                 ]
-            )
+            ) from None
     return doc
+
+
+@dataclass(frozen=True)
+class SharedParts:
+    """The pod parts of one job as a backend builds its objects from them (`jaxinfra.backends.Parts`)."""
+
+    jp: JobPlan
+
+    def pod_template(self, restart_policy: str = "Never", **spec_extra: Any) -> dict[str, Any]:
+        return pod_template(self.jp, restart_policy, **spec_extra)
+
+    def metadata(self, name: str | None = None) -> dict[str, Any]:
+        return metadata(self.jp, name)
+
+    def workload_metadata(self, annotations: Mapping[str, str] | None = None) -> dict[str, Any]:
+        return workload_metadata(self.jp, annotations=dict(annotations or {}))
+
+    def contract_env(self) -> list[dict[str, Any]]:
+        return contract_env(self.jp)
+
+    def resources(self) -> dict[str, Any]:
+        return resources(self.jp)

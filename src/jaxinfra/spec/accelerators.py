@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -79,11 +79,18 @@ class CPU(Spec):
     _positional = ("devices",)
     kind: Literal["cpu"] = "cpu"
     devices: int = Field(1, gt=0, le=1024, description="JAX CPU devices per process.")
-    machine_type: str | None = Field(None, description="Optional machine type for a provisioned node pool.")
+    machine_type: str | None = Field(
+        None,
+        description="Optional machine type for a provisioned node pool; None: e2-standard-4 "
+        "(`jaxinfra.pulumi.config.DEFAULT_CPU_MACHINE_TYPE`).",
+    )
 
     @property
     def row(self) -> catalog.Accelerator:
         return catalog.cpu()
 
 
-Accelerator = tagged({"tpu": TPU, "gpu": GPU, "cpu": CPU}, "an accelerator", "use TPU(...), GPU(...) or CPU(...)")
+if TYPE_CHECKING:  # what the union holds, for the type checker; pydantic reads the tagged union below
+    Accelerator: TypeAlias = TPU | GPU | CPU
+else:
+    Accelerator = tagged({"tpu": TPU, "gpu": GPU, "cpu": CPU}, "an accelerator", "use TPU(...), GPU(...) or CPU(...)")

@@ -110,7 +110,7 @@ def tagged(members: dict[str, Any], what: str, fix: str, tag: Any = kind_of) -> 
     error context is a dict, which typing cannot hash.
     """
     return Annotated[
-        Union[tuple(Annotated[t, Tag(k)] for k, t in members.items())],  # type: ignore[misc]  # noqa: UP007 (built at run time)
+        Union[tuple(Annotated[t, Tag(k)] for k, t in members.items())],  # noqa: UP007 (built at run time)
         Discriminator(
             tag,
             custom_error_type="jaxinfra",

@@ -7,11 +7,12 @@ Each object validates its own fields; rules that relate a job to its pool or to 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
 
-from jaxinfra.names import CONTAINER, CONTRACT_ENV, OWN_LABELS, TRAINER_NODE
+from jaxinfra import backends
+from jaxinfra.names import CONTRACT_ENV, OWN_LABELS
 from jaxinfra.quantity import is_quantity
 from jaxinfra.spec.accelerators import Accelerator
 from jaxinfra.spec.base import (
@@ -28,9 +29,12 @@ from jaxinfra.spec.env import EnvValue, credential_literal
 from jaxinfra.spec.extras import Toleration, node_selector_entries, patch_operation, priority_class_name
 from jaxinfra.spec.problems import problem
 
-#: Workload backends that render today; the first is the default.
-BACKENDS: tuple[str, ...] = ("jobset", "job", "jaxjob", "trainjob")
-Backend = Literal["jobset", "job", "jaxjob", "trainjob"]
+#: Workload backends that render today (`jaxinfra.backends`, in its order); the first is the default.
+BACKENDS: tuple[str, ...] = backends.NAMES
+if TYPE_CHECKING:
+    Backend = str
+else:
+    Backend = Literal[BACKENDS]  # a new backend module adds a choice
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
@@ -65,8 +69,8 @@ class Resources(Spec):
 
 
 #: Names of jaxinfra's own training container (`node` for trainjob: Trainer finds it by that name); a sidecar may
-#: take neither, so that switching the backend never makes a valid job invalid.
-MAIN_CONTAINERS = (CONTAINER, TRAINER_NODE)
+#: take none of them, so that switching the backend never makes a valid job invalid.
+MAIN_CONTAINERS = tuple(dict.fromkeys(b.container for b in backends.BACKENDS.values()))
 #: One RFC 6902 operation, checked for form before it reaches the renderer.
 PatchOperation = Annotated[dict[str, Any], BeforeValidator(patch_operation)]
 
@@ -148,9 +152,10 @@ class JaxJob(Spec):
         8482, ge=1, le=65535, description="JAX coordinator port (8482 is JAX's own TPU default)."
     )
     backend: Backend = Field(
-        "jobset",
-        description="Workload kind: jobset (JobSet), job (Indexed Job), jaxjob (Kubeflow "
-        "Training Operator v1 JAXJob) or trainjob (Kubeflow Trainer v2 TrainJob).",
+        BACKENDS[0],
+        description="Workload kind: "
+        + backends.words(f"{b.name} ({b.summary})" for b in backends.BACKENDS.values())
+        + f"; default {BACKENDS[0]}.",
     )
     runtime: str | None = Field(
         None,
@@ -307,15 +312,11 @@ class JaxJob(Spec):
         return v
 
     @model_validator(mode="after")
-    def _jobset_name(self) -> JaxJob:
-        if self.backend != "job" and not self.name[0].isalpha():
-            derives = {
-                "jobset": "JobSet derives",
-                "jaxjob": "the Training Operator derives Service",
-                "trainjob": "TrainJob and its JobSet derive",
-            }
+    def _dns1035_name(self) -> JaxJob:
+        derives = backends.get(self.backend).dns1035
+        if derives is not None and not self.name[0].isalpha():
             raise problem(
-                f"{derives[self.backend]} DNS-1035 names from it, which start with a letter",
+                f"{derives} DNS-1035 names from it, which start with a letter",
                 "start the name with a letter",
                 "name",
             )
@@ -342,7 +343,7 @@ class JaxJob(Spec):
     @property
     def upstream_runtime(self) -> bool:
         """A TrainJob on a ClusterTrainingRuntime that jaxinfra does not render: its pod template is not jaxinfra's."""
-        return self.backend == "trainjob" and self.runtime is not None
+        return backends.get(self.backend).runtimes and self.runtime is not None
 
     @property
     def num_slices(self) -> int:

@@ -8,18 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from jaxinfra import backends
+from jaxinfra.backends import JobNames
 from jaxinfra.errors import Problem
-from jaxinfra.names import (
-    BUILTIN_NAMESPACES,
-    CHECKPOINT_ENV,
-    MAX_NAME,
-    OPERATOR_ENV,
-    QUEUE_LABEL,
-    TRAINER_PORT,
-    JobNames,
-    checkpoint_claim,
-    queue_name,
-)
+from jaxinfra.names import BUILTIN_NAMESPACES, CHECKPOINT_ENV, MAX_NAME, QUEUE_LABEL, checkpoint_claim, queue_name
 from jaxinfra.spec.checkpoints import PVC
 
 if TYPE_CHECKING:
@@ -41,12 +33,12 @@ def cross_object_problems(cluster: Cluster) -> list[Problem]:
             )
         )
     seen_pools: set[str] = set()
-    for i, pool in enumerate(cluster.node_pools):
-        if pool.name in seen_pools:
+    for i, p in enumerate(cluster.node_pools):
+        if p.name in seen_pools:
             out.append(
-                Problem(f"node_pools[{i}].name", pool.name, "duplicate node pool name", "give each pool its own name")
+                Problem(f"node_pools[{i}].name", p.name, "duplicate node pool name", "give each pool its own name")
             )
-        seen_pools.add(pool.name)
+        seen_pools.add(p.name)
     seen_jobs: set[tuple[str, str]] = set()
     claims: dict[tuple[str, str], str] = {}  # rendered checkpoint claims: (namespace, name) -> the job that renders it
     for i, job in enumerate(cluster.jobs):
@@ -115,15 +107,6 @@ def _job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
                     "use slices=1 or a multi-host topology",
                 )
             )
-        if job.num_slices > 1 and job.backend == "job":
-            out.append(
-                Problem(
-                    f"{at}.backend",
-                    job.backend,
-                    "an Indexed Job cannot express multi-slice (MEGASCALE_SLICE_ID needs one Job per slice)",
-                    "use backend='jobset'",
-                )
-            )
     elif job.slices is not None:
         out.append(
             Problem(
@@ -147,86 +130,18 @@ def _job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
 
 
 def _backend_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
-    """What the Kubeflow operators cannot express (upstream facts in the constants above)."""
-    row = pool.accelerator.row
-    out = []
-    if job.backend == "jaxjob" and row.kind == "tpu" and job.num_slices > 1:
-        out.append(
-            Problem(
-                f"{at}.backend",
-                job.backend,
-                "the Training Operator creates plain pods: no JobSet labels for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
-                "use backend='jobset'",
-            )
-        )
-    elif job.backend == "jaxjob" and row.kind == "tpu" and row.multi_host:
-        out.append(
-            Problem(
-                f"{at}.backend",
-                job.backend,
-                f"the Training Operator creates plain pods, and GKE injects TPU_WORKER_ID / TPU_WORKER_HOSTNAMES only into "
-                f"Indexed Job pods: the hosts of a multi-host slice ({row.family} {row.topology}) could not form the slice",
-                "use backend='jobset' (or 'trainjob', or a single-host topology)",
-            )
-        )
-    if job.backend == "trainjob" and row.kind == "tpu" and job.num_slices > 1:
-        out.append(
-            Problem(
-                f"{at}.backend",
-                job.backend,
-                "Trainer v2 runs one replica of its `node` replicatedJob (kubeflow/trainer#2318): no per-slice Job index "
-                "for MEGASCALE_SLICE_ID, so multi-slice cannot be expressed",
-                "use backend='jobset'",
-            )
-        )
-    if job.backend == "jaxjob":
-        for name in sorted(set(job.env) & set(OPERATOR_ENV)):
-            out.append(
-                Problem(
-                    f"{at}.env.{name}", job.env[name], "set by the Training Operator for backend='jaxjob'", "remove it"
-                )
-            )
-    if (
-        job.backend == "trainjob"
-        and "coordinator_port" in job.model_fields_set
-        and job.coordinator_port != TRAINER_PORT
-    ):
-        out.append(
-            Problem(
-                f"{at}.coordinator_port",
-                job.coordinator_port,
-                f"Trainer's JAX plugin fixes the coordinator port at {TRAINER_PORT}",
-                "remove coordinator_port",
-            )
-        )
-    if job.runtime is not None and job.backend != "trainjob":
+    """What the job's backend cannot express (`Backend.problems`), and a runtime where its backend runs on none."""
+    out = backends.get(job.backend).problems(at, job, pool)
+    if job.runtime is not None and not backends.get(job.backend).runtimes:
+        which = " or ".join(f"backend={b.name!r}" for b in backends.BACKENDS.values() if b.runtimes)
         out.append(
             Problem(
                 f"{at}.runtime",
                 job.runtime,
-                "a training runtime is for backend='trainjob' only",
-                "remove runtime, or use backend='trainjob'",
+                f"a training runtime is for {which} only",
+                f"remove runtime, or use {which}",
             )
         )
-    elif job.runtime is not None:
-        lacks = [
-            what
-            for what, needed in (
-                ("node selectors and tolerations for TPU", row.kind == "tpu"),
-                ("GPU node selectors, tolerations and /dev/shm", row.kind == "gpu"),
-                ("Spot node selectors and tolerations", pool.spot),
-            )
-            if needed
-        ]
-        if lacks:
-            out.append(
-                Problem(
-                    f"{at}.runtime",
-                    job.runtime,
-                    f"ClusterTrainingRuntime {job.runtime!r} is not jaxinfra's and lacks {', '.join(lacks)} of pool {pool.name}",
-                    "remove runtime: jaxinfra then renders a TrainingRuntime with the pool's placement",
-                )
-            )
     return out
 
 
@@ -305,7 +220,8 @@ def _pod_security_problems(at: str, cluster: Cluster, job: JaxJob) -> list[Probl
                 Problem(
                     f"{at}.{field}",
                     True,
-                    f"namespace {job.namespace} is created with Pod Security enforce={level}, which rejects {what} pods",
+                    f"namespace {job.namespace} is created with Pod Security enforce={level}, which rejects {what} "
+                    "pods",
                     f"set Cluster(pod_security='privileged') to allow it there, or remove {field}",
                 )
             )
@@ -330,7 +246,8 @@ def _shadow_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
                 f"{at}.command",
                 None,
                 "the CPU shadow of a multi-slice job computes JAX_PROCESS_ID (TPU_WORKER_ID + MEGASCALE_SLICE_ID x "
-                "hosts, which JAX derives itself only on a TPU VM) in a shell before the command, so it needs the command",
+                "hosts, which JAX derives itself only on a TPU VM) in a shell before the command, so it needs the "
+                "command",
                 "set command to the image's entrypoint, e.g. command=['python', '-m', 'train']",
             )
         ]
@@ -340,7 +257,7 @@ def _shadow_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
 def _name_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     """The job name is one root cause: report its longest derived name that is too long."""
     row = pool.accelerator.row
-    names = JobNames.of(job.name, job.backend, row.kind, job.slices, job.nodes, row.hosts)
+    names = JobNames.of(job.name, backends.get(job.backend), row.kind, job.slices, job.nodes, row.hosts)
     what, value = max(names.derived().items(), key=lambda item: len(item[1]))
     if len(value) <= MAX_NAME:
         return []

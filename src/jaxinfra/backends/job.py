@@ -1,0 +1,116 @@
+"""Indexed Job (batch/v1): one Job, one pod per host, with jaxinfra's own headless Service; no controller to
+install. One group of hosts only: multi-slice needs one Job per slice."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from jaxinfra import names as N
+from jaxinfra.backends.base import (
+    Backend,
+    EnvSources,
+    JobNames,
+    Manifest,
+    Parts,
+    indexed_hostname,
+    indexed_names,
+    jaxinfra_coordinator,
+    jaxinfra_coordinator_env,
+    subdomain_host,
+    tpu_multi_slice,
+)
+from jaxinfra.errors import Problem
+
+if TYPE_CHECKING:
+    from jaxinfra.plan import JobPlan
+    from jaxinfra.spec import JaxJob, NodePool
+
+
+class Job:
+    """Kubernetes' own Indexed Job: the pods' hostnames come from the Job's name and index."""
+
+    name = "job"
+    title = "Indexed Job"
+    summary = "Indexed Job"
+    api_version = "batch/v1"
+    kind = "Job"
+    kueue_framework = "batch/job"
+    controllers: tuple[str, ...] = ()
+    container = N.CONTAINER
+    port_name = N.PORT_NAME
+    fixed_port = None
+    name_label = N.JOB_NAME_LABEL
+    owns_dns = True
+    indexed_pods = True
+    runtimes = False
+    writes_container = True
+    dns1035 = None  # nothing derives a DNS-1035 name from a Job's
+    rank_rule = "JAX_PROCESS_ID = the pod's completion index"
+
+    def replicated_job(self, tpu: bool) -> str | None:
+        return None
+
+    def hostname(self, names: JobNames, rank: int) -> str:
+        return indexed_hostname(names, rank)
+
+    def coordinator_host(self, names: JobNames) -> str:
+        return subdomain_host(names)
+
+    def derived_names(self, names: JobNames) -> dict[str, str]:
+        return indexed_names(names, pod_suffix=False)
+
+    def group(self, names: JobNames, slice_index: int) -> str:
+        return f"Job {names.child_job(slice_index)}"
+
+    def dns_service(self, names: JobNames) -> str:
+        return f"{names.service} (headless)"
+
+    def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
+        return jaxinfra_coordinator(jp, rank)
+
+    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
+        return jaxinfra_coordinator_env(jp)
+
+    def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+        if not tpu_multi_slice(job, pool):
+            return []
+        return [
+            Problem(
+                f"{at}.backend",
+                job.backend,
+                "an Indexed Job cannot express multi-slice (MEGASCALE_SLICE_ID needs one Job per slice)",
+                "use backend='jobset'",
+            )
+        ]
+
+    def render(self, jp: JobPlan, parts: Parts) -> list[Manifest]:
+        """An Indexed Job cannot restart the group as one; the budget counts pod failures.
+
+        A group failure costs one failure per pod (the survivors fail once the coordinator
+        notices), so `max_restarts` group restarts is `max_restarts x pods` pod failures; with
+        0, the first failure fails the Job and Kubernetes ends every pod. Disruptions
+        (preemption, eviction) do not count. Replacements start only after the failed pod is
+        gone, so two pods never hold one rank.
+        """
+        job = {
+            "apiVersion": self.api_version,
+            "kind": self.kind,
+            "metadata": parts.workload_metadata(),
+            "spec": {
+                "backoffLimit": jp.job.max_restarts * jp.processes,
+                "completionMode": "Indexed",
+                "completions": jp.processes,
+                "parallelism": jp.processes,
+                "podFailurePolicy": {
+                    "rules": [
+                        {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]},
+                    ]
+                },
+                "podReplacementPolicy": "Failed",
+                "template": parts.pod_template(subdomain=jp.service),
+            },
+        }
+        return [job]
+
+
+BACKEND: Backend = Job()
