@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra.errors import ManifestError, Problem
+from jaxinfra.schemas import K8S_VERSION
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -31,10 +32,6 @@ if TYPE_CHECKING:
     from referencing import Registry
 
 __all__ = ["K8S_VERSION", "validate_files", "validate_objects"]
-
-# Newest minor that the installed kubernetes-validate (1.37.0) ships; batch/v1 JobSpec there has
-# podReplacementPolicy, podFailurePolicy and backoffLimitPerIndex (all present since 1.28/1.29).
-K8S_VERSION = "1.37"
 
 # (group, kind) -> bundled CRD file, in the order the unknown-kind hint lists them. Static so a
 # lookup parses only the one file it needs; a test checks it against each file's group and kind.

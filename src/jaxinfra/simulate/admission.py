@@ -137,7 +137,10 @@ def _fits_flavor(flavor: Mapping, pod_spec: Mapping) -> str | None:
         if taint.get("effect") == "PreferNoSchedule":
             continue
         if not any(_tolerates(t, taint) for t in tolerations):
-            return f"flavor {meta(flavor).get('name')} has taint {taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} the pods do not tolerate"
+            return (
+                f"flavor {meta(flavor).get('name')} has taint "
+                f"{taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} the pods do not tolerate"
+            )
     return None
 
 
@@ -252,7 +255,8 @@ def kueue(
                 break
             why_not.append(
                 unsuited
-                or f"flavor {entry.get('name')}: insufficient quota for {', '.join(short)} (nominal quota, all {pods} pods at once)"
+                or f"flavor {entry.get('name')}: insufficient quota for {', '.join(short)} "
+                f"(nominal quota, all {pods} pods at once)"
             )
         else:
             return Admission(

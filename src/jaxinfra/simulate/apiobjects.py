@@ -247,7 +247,7 @@ class Snapshot:
         ]
         given = {_identity(o) for o in served}
         served += [o for o in cluster_objects(served, host, port) if _identity(o) not in given]
-        given = {
+        has_endpoints = {
             (namespace_of(o), meta(o).get("name"))
             for o in served
             if (o.get("apiVersion"), o.get("kind")) == ("v1", "Endpoints")
@@ -260,7 +260,7 @@ class Snapshot:
             e
             for o in served
             if (o.get("apiVersion"), o.get("kind")) == ("v1", "Service")
-            and (namespace_of(o), meta(o).get("name")) not in given
+            and (namespace_of(o), meta(o).get("name")) not in has_endpoints
             and (e := derived_endpoints(o, pods))
         ]
         served += self.policy.objects()

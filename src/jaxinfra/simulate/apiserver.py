@@ -49,10 +49,11 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from jaxinfra import interrupts
+from jaxinfra.schemas import K8S_VERSION
 from jaxinfra.simulate.apiobjects import Resource, Snapshot, resource_of
+from jaxinfra.simulate.errors import ApiServerError
 from jaxinfra.simulate.rbac import Attributes, Decision, Subject
 from jaxinfra.simulate.selectors import SelectorError, parse_fields
-from jaxinfra.validate import K8S_VERSION
 
 __all__ = ["ApiServer", "parse_request"]
 
@@ -189,7 +190,8 @@ class _Server(ThreadingHTTPServer):
     def __init__(
         self, listener: socket.socket, context: ssl.SSLContext, tokens: Mapping[str, Subject], address: str, log_fd: int
     ):
-        super().__init__(listener.getsockname()[:2], _Handler, bind_and_activate=False)
+        self.bound: tuple[str, int] = listener.getsockname()[:2]  # (host, port), which the Endpoints name
+        super().__init__(self.bound, _Handler, bind_and_activate=False)
         self.socket.close()
         self.socket = context.wrap_socket(listener, server_side=True, do_handshake_on_connect=False)
         self.tokens, self.address, self.log_fd = dict(tokens), address, log_fd
@@ -198,7 +200,7 @@ class _Server(ThreadingHTTPServer):
         self.snapshot: Snapshot | None = None
 
     def publish(self, objects: Sequence[Mapping]) -> None:
-        snapshot = Snapshot(objects, self.generation + 1, *self.server_address[:2])
+        snapshot = Snapshot(objects, self.generation + 1, *self.bound)
         with self.changed:
             self.generation += 1
             self.snapshot = snapshot
@@ -279,7 +281,10 @@ class _Handler(BaseHTTPRequestHandler):
         resource = snapshot.find(request.group, request.version, request.plural) or resource_of(
             f"{request.group}/{request.version}" if request.group else request.version, request.plural
         )
-        message = f'{verb} is not supported on resources of kind "{resource.qualified}": the simulated API server is read-only'
+        message = (
+            f'{verb} is not supported on resources of kind "{resource.qualified}": '
+            "the simulated API server is read-only"
+        )
         details = {**({"group": resource.group} if resource.group else {}), "kind": resource.plural}
         self._reply(405, status_body(405, "MethodNotAllowed", message, details), note)
 
@@ -390,7 +395,7 @@ VERSION = {
     "compiler": "gc",
     "platform": "linux/amd64",
 }
-"""/version: the release whose schemas jaxinfra validates against (validate.K8S_VERSION)."""
+"""/version: the release whose schemas jaxinfra validates against (schemas.K8S_VERSION)."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -478,7 +483,7 @@ class ApiServer:
         """Make the CA and the serving certificate, fork the server, listen; returns once it serves. `join`: what
         the server's process calls first, to listen in the pods' network (then it picks its port there)."""
         if self._pid is not None:
-            raise RuntimeError("the API server is already running")
+            raise ApiServerError("the API server is already running")
         import trustme  # only simulations that use the API server pay for it
 
         ca = trustme.CA(organization_name="jaxinfra simulate")
@@ -529,7 +534,7 @@ class ApiServer:
         """Serve these objects from now on (a new attempt); returns once the server does.
         Open watches end, as they do when a real server's history moves on; clients list again."""
         if self._pid is None:
-            raise RuntimeError("the API server is not running")
+            raise ApiServerError("the API server is not running")
         payload = to_json(list(objects))
         _write_all(self._to_child, _HEADER.pack(len(payload)) + payload)
         self._await(b"P")
@@ -540,7 +545,7 @@ class ApiServer:
         if got != token:
             tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] if self.log.exists() else []
             self.close()
-            raise RuntimeError("the simulated API server stopped answering" + (f": {tail[0]}" if tail else ""))
+            raise ApiServerError("the simulated API server stopped answering" + (f": {tail[0]}" if tail else ""))
 
     def close(self) -> None:
         """Kill and reap the server; its port closes with it. Safe to call twice."""

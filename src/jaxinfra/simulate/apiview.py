@@ -135,7 +135,9 @@ def api_objects(
     stored_services: set[tuple[str, str]],
 ) -> tuple[dict, ...]:
     """Every object the API server holds: the inputs, then per workload what its controllers created."""
-    jobs = {(d.namespace, d.name): d.jobs[0] for d in drafts if d.owner.get("kind") == "Job"}
+    jobs: dict[tuple[str, str | None], ChildJob] = {
+        (d.namespace, d.name): d.jobs[0] for d in drafts if d.owner.get("kind") == "Job"
+    }
     out = [
         _stored_job(m, jobs[(namespace_of(m), meta(m).get("name"))])
         if (m.get("apiVersion"), m.get("kind")) == ("batch/v1", "Job")

@@ -48,6 +48,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jaxinfra.simulate.errors import InvalidArgument
 from jaxinfra.simulate.paths import safe_name
 
 ROOT = Path("/sys/fs/cgroup")
@@ -225,7 +226,8 @@ def _probe_v2(root: Path, name: str, path: str) -> tuple[Controller | None, str]
     if name not in available:
         return (
             None,
-            f"{where}: the {name} controller is not delegated to it (cgroup.controllers: {' '.join(available) or 'none'})",
+            f"{where}: the {name} controller is not delegated to it "
+            f"(cgroup.controllers: {' '.join(available) or 'none'})",
         )
     if name not in enabled:
         is_root = path.strip("/") == ""
@@ -241,7 +243,8 @@ def _probe_v2(root: Path, name: str, path: str) -> tuple[Controller | None, str]
     if not os.access(group / "cgroup.procs", os.W_OK):
         return (
             None,
-            f"{where}: its cgroup.procs is not writable by uid {os.geteuid()}, so pods cannot move out of it (no delegation)",
+            f"{where}: its cgroup.procs is not writable by uid {os.geteuid()}, "
+            "so pods cannot move out of it (no delegation)",
         )
     why = _trial(group, _LIMIT_FILE[(2, name)], "cgroup.subtree_control", "cgroup.procs")
     if why:
@@ -425,7 +428,7 @@ class Session:
         Raises OSError where the kernel refuses: a limit that cannot be set is not silently dropped."""
         for value in (memory_bytes, cpu_millis):
             if value is not None and value <= 0:
-                raise ValueError(f"a limit must be positive, not {value}")
+                raise InvalidArgument(f"a limit must be positive, not {value}")
         memory = self.controllers.memory if memory_bytes is not None else None
         cpu = self.controllers.cpu if cpu_millis is not None else None
         wanted = [c for c in (memory, cpu) if c is not None]

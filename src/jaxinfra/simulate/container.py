@@ -31,7 +31,8 @@ from jaxinfra.simulate.security import Security
 
 @dataclass(frozen=True)
 class Credentials:
-    """What the ServiceAccount token volume holds for pods that mount one: the API server's CA and a token per account."""
+    """What the ServiceAccount token volume holds for pods that mount one: the API server's CA and a token per
+    account."""
 
     ca_pem: bytes
     tokens: Mapping[tuple[str, str], str]  # (namespace, ServiceAccount) -> bearer token
@@ -134,9 +135,9 @@ def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Pat
 
 def _own(source: Path, mount: model.Mount, security: Security) -> None:
     """A writable volume's ownership as the kubelet leaves it: an emptyDir is world-writable (pkg/volume/emptydir:
-    0777); with the pod's fsGroup, its files and a claim's or bucket's are that group's, group-writable and setgid on folders
-    (pkg/volume/volume_linux.go SetVolumeOwnership), else as they are — a `--volume NAME=DIR` too, as the kubelet
-    does to the disk it stands for. Only root can give them away; unprivileged, the container's ids are the
+    0777); with the pod's fsGroup, its files and a claim's or bucket's are that group's, group-writable and setgid on
+    folders (pkg/volume/volume_linux.go SetVolumeOwnership), else as they are — a `--volume NAME=DIR` too, as the
+    kubelet does to the disk it stands for. Only root can give them away; unprivileged, the container's ids are the
     caller's, who owns them already."""
     if mount.read_only or mount.kind == "files":
         return
@@ -144,7 +145,7 @@ def _own(source: Path, mount: model.Mount, security: Security) -> None:
         source.chmod(0o777)
     if security.fs_group is None or os.geteuid() != 0:
         return
-    for folder, dirs, files in os.walk(source):
+    for folder, _dirs, files in os.walk(source):
         for name in [folder, *(os.path.join(folder, f) for f in files)]:
             if os.path.islink(name):
                 continue

@@ -14,7 +14,7 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from jaxinfra.errors import Problem
 from jaxinfra.simulate import model
@@ -92,7 +92,8 @@ def coordinator(pod: model.Pod) -> Address | None:
 
 def rank_of(pod: model.Pod) -> tuple[str, int | None, str] | None:
     """(source, rank or None if not an integer, raw): JAX_PROCESS_ID, else PROCESS_ID (Training Operator v1), else the
-    rank JAX's TPU detector derives: TPU_WORKER_ID + MEGASCALE_SLICE_ID x hosts in the slice. None when the pod has none."""
+    rank JAX's TPU detector derives: TPU_WORKER_ID + MEGASCALE_SLICE_ID x hosts in the slice. None when the pod has
+    none."""
     for var in ("JAX_PROCESS_ID", "PROCESS_ID"):
         if var in pod.env:
             raw = pod.env[var]
@@ -135,7 +136,10 @@ def _appended_hint(raw: str) -> tuple[str, str | None]:
         return "", None
     who = _APPENDED[found[0]]
     names = ", ".join(found)
-    hint = f"; $(VAR) in env expands only variables defined earlier in the list, and {names} {'is' if len(found) == 1 else 'are'} appended by {who} after yours"
+    hint = (
+        f"; $(VAR) in env expands only variables defined earlier in the list, and {names} "
+        f"{'is' if len(found) == 1 else 'are'} appended by {who} after yours"
+    )
     if who == "the Job controller":
         return hint, None
     return hint, f"read {names} in the program, or use $({found[0]}) in command/args (they see the whole env)"
@@ -157,8 +161,13 @@ class Checker:
         self.contract = contract  # False: the containers' own commands may find rank and coordinator elsewhere
         self.findings = model.Findings()
         self.rank_of = [rank_of(p) for p in pods]
-        zero = [p for p, r in zip(pods, self.rank_of) if r and r[1] == 0]
-        self.rank0 = zero[0] if len(zero) == 1 else pods[0] if pods else None  # rank 0 hosts the coordinator
+
+    @cached_property
+    def rank0(self) -> model.Pod:
+        """The pod that hosts the coordinator: the one with rank 0, else the first (the checks run only on a
+        workload with pods)."""
+        zero = [p for p, r in zip(self.pods, self.rank_of) if r and r[1] == 0]
+        return zero[0] if len(zero) == 1 else self.pods[0]
 
     def _path(self, pod: model.Pod, var: str) -> str:
         return f"{self.id} pod {pod.hostname} env {var}"
@@ -174,11 +183,13 @@ class Checker:
                 if len(self.pods) > 1 and self.contract:
                     self.findings.add(
                         "no-coordinator",
-                        lambda p=pod: Problem(
+                        lambda p=pod: Problem(  # type: ignore[misc]  # python/mypy#15459
                             self._path(p, "JAX_COORDINATOR_ADDRESS"),
                             None,
-                            "no coordinator address: JAX_COORDINATOR_ADDRESS is unset and the pod is not a TPU pod with TPU_WORKER_HOSTNAMES",
-                            f"set JAX_COORDINATOR_ADDRESS to rank 0's DNS name and port, e.g. {self._fqdn(self.rank0)}:{JAX_DEFAULT_TPU_PORT}",
+                            "no coordinator address: JAX_COORDINATOR_ADDRESS is unset and the pod is not a TPU pod "
+                            "with TPU_WORKER_HOSTNAMES",
+                            "set JAX_COORDINATOR_ADDRESS to rank 0's DNS name and port, "
+                            f"e.g. {self._fqdn(self.rank0)}:{JAX_DEFAULT_TPU_PORT}",
                         ),
                     )
                 continue
@@ -234,19 +245,22 @@ class Checker:
                 lambda: Problem(
                     f"{svc.origin} publishNotReadyAddresses",
                     False,
-                    f"'{address.host}' resolves only once rank 0 is Ready, but the other processes look it up while it starts",
+                    f"'{address.host}' resolves only once rank 0 is Ready, "
+                    "but the other processes look it up while it starts",
                     "set publishNotReadyAddresses: true on the Service",
                 ),
             )
         elif svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
-            # The operator's Service cannot be changed; without a readinessProbe, rank 0 is Ready once its container runs.
+            # The operator's Service cannot be changed; without a readinessProbe, rank 0 is Ready once its container
+            # runs.
             self.findings.add(
                 f"{address.var}|not-ready-probe|{svc.name}",
                 lambda: Problem(
                     f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} readinessProbe",
                     True,
-                    f"'{address.host}' resolves only once rank 0 passes its readinessProbe ({svc.origin} does not publish "
-                    "not-ready addresses), but the other processes look it up while it starts",
+                    f"'{address.host}' resolves only once rank 0 passes its readinessProbe "
+                    f"({svc.origin} does not publish not-ready addresses), "
+                    "but the other processes look it up while it starts",
                     f"remove the readinessProbe from container '{self.rank0.container}'",
                 ),
             )
@@ -258,7 +272,8 @@ class Checker:
                 lambda: Problem(
                     path,
                     address.raw,
-                    f"'{address.host}' resolves to {what}, not to rank 0 (pod {self.rank0.hostname}), which hosts the coordinator",
+                    f"'{address.host}' resolves to {what}, not to rank 0 (pod {self.rank0.hostname}), "
+                    "which hosts the coordinator",
                     f"point it at rank 0: {self._fqdn(self.rank0)}" + (f":{address.port}" if address.port else ""),
                 ),
             )
@@ -285,22 +300,25 @@ class Checker:
                 labels = labels[: -len(suffix)]
                 break
         rank0 = self.rank0
+        named: tuple[str | None, str, str]  # (hostname, Service, namespace)
         if (
             len(labels) == 2
             and labels[1] in self.objects.namespaces
             and (pod.namespace, labels[1]) not in self.services
         ):
-            labels = [None, *labels]  # <svc>.<ns>
+            named = (None, labels[0], labels[1])  # <svc>.<ns>
         elif len(labels) == 2:
-            labels = [*labels, pod.namespace]  # <host>.<svc>
+            named = (labels[0], labels[1], pod.namespace)  # <host>.<svc>
         elif len(labels) == 1:
-            labels = [None, labels[0], pod.namespace]  # <svc>
-        if len(labels) != 3:
+            named = (None, labels[0], pod.namespace)  # <svc>
+        elif len(labels) == 3:
+            named = (labels[0], labels[1], labels[2])
+        else:
             return (
                 f"expected <hostname>.<service> (optionally .<namespace>.svc.{CLUSTER_DOMAIN})",
                 f"use {self._fqdn(rank0)}",
             )
-        hostname, svc_name, ns = labels
+        hostname, svc_name, ns = named
         svc = self.services.get((ns, svc_name))
         if svc is None:
             return self._no_service(svc_name, ns)
@@ -336,11 +354,14 @@ class Checker:
         )
         if rank0.subdomain is None and jobset:
             return (
-                f"{message}; the JobSet has spec.network.enableDNSHostnames: false, so it creates no Service and its pods "
-                "have no subdomain",
+                f"{message}; the JobSet has spec.network.enableDNSHostnames: false, "
+                "so it creates no Service and its pods have no subdomain",
                 "set spec.network.enableDNSHostnames: true",
             )
-        fix = f"add a headless Service '{svc_name}' (clusterIP: None, publishNotReadyAddresses: true) in namespace '{ns}' selecting the pods"
+        fix = (
+            f"add a headless Service '{svc_name}' (clusterIP: None, publishNotReadyAddresses: true) "
+            f"in namespace '{ns}' selecting the pods"
+        )
         if rank0.subdomain is None:
             return (
                 f"{message}, and the pods have no subdomain",
@@ -382,7 +403,8 @@ class Checker:
                 lambda: Problem(
                     self._path(pod, "JAX_COORDINATOR_BIND_ADDRESS"),
                     bind,
-                    f"rank 0 binds the coordinator on port {split_hostport(bind)[1]} but processes connect to {address.raw}",
+                    f"rank 0 binds the coordinator on port {split_hostport(bind)[1]} "
+                    f"but processes connect to {address.raw}",
                     f"use the same port in both, e.g. [::]:{port}",
                 ),
             )
@@ -392,7 +414,8 @@ class Checker:
                 lambda: Problem(
                     f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} ports",
                     list(self.rank0.container_ports),
-                    f"the coordinator listens on port {port} ({address.var}) but rank 0's container declares only {list(self.rank0.container_ports)}",
+                    f"the coordinator listens on port {port} ({address.var}) "
+                    f"but rank 0's container declares only {list(self.rank0.container_ports)}",
                     f"declare containerPort {port} or use one of the declared ports in {address.var}",
                 ),
             )
@@ -402,7 +425,8 @@ class Checker:
                 lambda: Problem(
                     f"{svc.origin} ports",
                     [p for p, _ in svc.ports],
-                    f"Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} but not the coordinator port {port} ({address.var})",
+                    f"Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} "
+                    f"but not the coordinator port {port} ({address.var})",
                     f"add port {port} (targetPort {port}) to Service '{svc.name}' or fix the port in {address.var}",
                 ),
             )
@@ -416,7 +440,7 @@ class Checker:
                 source, _, raw = found
                 self.findings.add(
                     f"count|{source}",
-                    lambda p=pod, s=source, r=raw: Problem(
+                    lambda p=pod, s=source, r=raw: Problem(  # type: ignore[misc]  # python/mypy#15459
                         self._path(p, s),
                         r,
                         f"the process count is {r} but the workload has {n} pods",
@@ -434,7 +458,7 @@ class Checker:
         if missing and (n > 1 or len(missing) < n) and self.contract:
             pod = missing[0]
             several_jobs = self.pods[-1].job_index > 0
-            fix = (
+            missing_fix = (
                 "set JAX_PROCESS_ID from a fieldRef to metadata.annotations['batch.kubernetes.io/job-completion-index']"
                 + (" plus job-index x pods per Job (compute it in the command)" if several_jobs else "")
             )
@@ -448,9 +472,10 @@ class Checker:
                 lambda: Problem(
                     self._path(pod, "JAX_PROCESS_ID"),
                     None,
-                    f"rank env missing: neither JAX_PROCESS_ID nor the TPU detector env (TPU_WORKER_ID + TPU_WORKER_HOSTNAMES) is set "
+                    "rank env missing: neither JAX_PROCESS_ID nor the TPU detector env "
+                    "(TPU_WORKER_ID + TPU_WORKER_HOSTNAMES) is set "
                     f"on {len(missing)} of {n} pods, so JAX cannot know this process's rank{tpu}",
-                    fix,
+                    missing_fix,
                 ),
             )
         ranks: dict[int, list[model.Pod]] = {}
@@ -462,12 +487,13 @@ class Checker:
                 hint, fix = _appended_hint(raw)
                 self.findings.add(
                     f"rank-not-int|{source}",
-                    lambda p=pod, s=source, v=raw, h=hint, f=fix: Problem(
+                    lambda p=pod, s=source, v=raw, h=hint, f=fix: Problem(  # type: ignore[misc]  # python/mypy#15459
                         self._path(p, s),
                         v,
                         f"the rank is not an integer after resolution{h}",
                         f
-                        or "use valueFrom.fieldRef.fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']",
+                        or "use valueFrom.fieldRef.fieldPath: "
+                        "metadata.annotations['batch.kubernetes.io/job-completion-index']",
                     ),
                 )
                 continue
@@ -477,15 +503,17 @@ class Checker:
         source = next(r[0] for _, r in found if r)
         dupes = {r: ps for r, ps in ranks.items() if len(ps) > 1}
         if dupes:
-            r, ps = min(dupes.items())
+            dup, ps = min(dupes.items())
             self.findings.add(
                 "rank-dup",
                 lambda: Problem(
                     f"{self.id} env {source}",
-                    r,
-                    f"rank {r} is used by {len(ps)} pods ({ps[0].hostname}, {ps[1].hostname}{', …' if len(ps) > 2 else ''}); "
+                    dup,
+                    f"rank {dup} is used by {len(ps)} pods "
+                    f"({ps[0].hostname}, {ps[1].hostname}{', …' if len(ps) > 2 else ''}); "
                     f"{len(dupes)} ranks are duplicated in all",
-                    "ranks must be distinct: for a JobSet with several Jobs, add job-index x pods per Job to the completion index",
+                    "ranks must be distinct: for a JobSet with several Jobs, "
+                    "add job-index x pods per Job to the completion index",
                 ),
             )
         gaps = sorted(set(range(n)) - set(ranks))
@@ -496,7 +524,8 @@ class Checker:
                 lambda: Problem(
                     f"{self.id} env {source}",
                     (gaps or extra)[:5],
-                    f"ranks must cover 0..{n - 1} exactly: missing {gaps[:5]}{'…' if len(gaps) > 5 else ''}, out of range {extra[:5]}",
+                    f"ranks must cover 0..{n - 1} exactly: missing {gaps[:5]}{'…' if len(gaps) > 5 else ''}, "
+                    f"out of range {extra[:5]}",
                     f"derive the rank from the completion index so that {n} pods get 0..{n - 1}",
                 ),
             )

@@ -123,11 +123,13 @@ class ClusterDns:
             if owner != ip:
                 self.findings.add(
                     f"relative|{svc.origin}",
-                    lambda n=name, o=owner: Problem(
+                    lambda n=name, o=owner: Problem(  # type: ignore[misc]  # python/mypy#15459
                         svc.origin,
                         n,
-                        f"the relative name {n} means different pods in different namespaces; /etc/hosts keeps the first, {o}",
-                        f"use the fully qualified name ({n}.<namespace>.svc.{CLUSTER_DOMAIN} form) or distinct Service names",
+                        f"the relative name {n} means different pods in different namespaces; "
+                        f"/etc/hosts keeps the first, {o}",
+                        f"use the fully qualified name ({n}.<namespace>.svc.{CLUSTER_DOMAIN} form) "
+                        "or distinct Service names",
                     ),
                 )
 

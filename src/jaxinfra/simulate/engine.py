@@ -20,8 +20,8 @@ from jaxinfra.errors import Problem, Refused
 if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
 from jaxinfra.simulate import controllers, model, paths, rootfs, sandbox
-from jaxinfra.simulate.cluster import API_PORT, emulate
 from jaxinfra.simulate.container import Credentials
+from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, Listener, Runner
@@ -337,7 +337,8 @@ def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | No
         else "on a cluster its controller would recreate it forever"
     )
     return (
-        f"crash loop: container {first.pod.container} of pod {first.pod.name} {how} {CRASH_LOOP_REPEATS} times in a row, "
+        f"crash loop: container {first.pod.container} of pod {first.pod.name} "
+        f"{how} {CRASH_LOOP_REPEATS} times in a row, "
         f"{after:.1f} s after it starts{said}; {forever}"
     )
 

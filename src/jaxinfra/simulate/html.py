@@ -14,12 +14,12 @@ from html import escape
 
 from jaxinfra.simulate.engine import Report, WorkloadResult
 from jaxinfra.simulate.options import Faults
-from jaxinfra.simulate.report import Logs, cells
-from jaxinfra.simulate.runner import Attempt
+from jaxinfra.simulate.runner import Attempt, Logs
 from jaxinfra.simulate.trace import Lane, timeline
 from jaxinfra.topology import Layout, svg
 
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"  # the Job controller's label on its pods (kubernetes.io/docs/reference/labels-annotations-taints)
+# The Job controller's label on its pods (kubernetes.io/docs/reference/labels-annotations-taints).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 PHASE_COLOUR = {
     "created": "#c8c8c8",
     "started": "#9fb3c8",
@@ -41,7 +41,8 @@ body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
 header{padding:12px 16px;border-radius:6px;margin-bottom:16px}
 header.ok{background:#dcf3dc;border:1px solid #2e8b57} header.failed{background:#f9d4d4;border:1px solid #c0392b}
 h1{margin:0 0 4px 0;font-size:22px} h2{font-size:18px;margin:24px 0 8px} h3{font-size:15px;margin:16px 0 6px}
-table{border-collapse:collapse;font-size:13px} th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+table{border-collapse:collapse;font-size:13px} \
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0} td.num{text-align:right} .mono{font-family:monospace}
 .succeeded{color:#1e6b41;font-weight:bold} .failed{color:#a02a1e;font-weight:bold}
 pre{background:#f7f7f7;padding:6px;max-height:320px;overflow:auto;font-size:12px;margin:4px 0}
@@ -159,7 +160,7 @@ def _pods_table(attempt: Attempt, logs: Logs, final: bool) -> str:
     )
     rows = []
     for run in attempt.pods:
-        c = cells(run)
+        c = run.cells()
         failed = [name for name, check in (run.result or {}).get("checks", {}).items() if not check["ok"]]
         lines = logs.get(id(run), [])
         shown = lines[-LOG_LINES:]
@@ -169,21 +170,28 @@ def _pods_table(attempt: Attempt, logs: Logs, final: bool) -> str:
         more = f" (the last {len(shown)})" if len(lines) > len(shown) else ""
         log = f"<details><summary>{len(lines)} lines{more}</summary><pre>{text}</pre></details>" if lines else "none"
         rows.append(
-            f'<tr class="pod" data-rank="{run.pod.global_index}"><td class="mono" title="{escape(run.pod.name)}">{escape(run.pod.hostname)}</td>'
+            f'<tr class="pod" data-rank="{run.pod.global_index}">'
+            f'<td class="mono" title="{escape(run.pod.name)}">{escape(run.pod.hostname)}</td>'
             f'<td class="num">{c["rank"]}</td><td class="mono">{escape(c["ip"])}</td>'
             f'<td class="{escape(run.phase)}">{escape(run.phase)}</td><td class="mono">{escape(c["exit"])}</td>'
-            f'<td class="reason">{escape(run.reason or "")}</td><td class="num">{c["init"]}</td><td class="num">{c["total"]}</td>'
-            f"<td>{escape(c['checks'])}{escape(' failed: ' + ', '.join(failed)) if failed else ''}</td><td>{log}</td></tr>"
+            f'<td class="reason">{escape(run.reason or "")}</td>'
+            f'<td class="num">{c["init"]}</td><td class="num">{c["total"]}</td>'
+            f"<td>{escape(c['checks'])}{escape(' failed: ' + ', '.join(failed)) if failed else ''}</td>"
+            f"<td>{log}</td></tr>"
         )
     cls = "pods final" if final else "pods"
-    return f'<table class="{cls}" data-attempt="{attempt.index}"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return (
+        f'<table class="{cls}" data-attempt="{attempt.index}"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
 
 
 def _workload(result: WorkloadResult, lanes: Sequence[Lane], logs: Logs, index: int) -> str:
     w = result.workload
     parts = [
         f'<section class="workload" id="workload-{index}">',
-        f'<h2>{escape(result.source)}: {escape(w.id)}: <span class="{escape(result.verdict)}">{escape(result.verdict)}</span>'
+        f"<h2>{escape(result.source)}: {escape(w.id)}: "
+        f'<span class="{escape(result.verdict)}">{escape(result.verdict)}</span>'
         f" ({result.restarts} restart{'s' if result.restarts != 1 else ''})</h2>",
     ]
     if result.reason:

@@ -122,11 +122,9 @@ class Service:
     operator_owned: bool = False  # created by an operator with no setting for it (Training Operator v1)
 
     def selects(self, pod: model.Pod) -> bool:
-        return (
-            bool(self.selector)
-            and pod.namespace == self.namespace
-            and all(pod.labels.get(k) == v for k, v in self.selector.items())
-        )
+        if not self.selector:
+            return False
+        return pod.namespace == self.namespace and all(pod.labels.get(k) == v for k, v in self.selector.items())
 
 
 def service_of(obj: Mapping) -> Service:

@@ -127,7 +127,8 @@ class EnvResolver:
                 f"{kind}-missing",
                 var,
                 ref.get("name"),
-                f"{what} is not in the manifests (namespace '{self.facts.namespace}'): the kubelet cannot start the container",
+                f"{what} is not in the manifests (namespace '{self.facts.namespace}'): "
+                "the kubelet cannot start the container",
                 f"add the {kind} to the manifests, or mark the reference optional: true",
             )
         return None

@@ -1,6 +1,6 @@
 """What the emulated cluster produces from manifests: workloads, their pods, DNS, and problems.
 
-Plain frozen dataclasses shared by the emulation (`cluster` and the components it calls), the
+Plain frozen dataclasses shared by the emulation (`emulation` and the components it calls), the
 process runner (`runner`), the probe and the report. Nothing here knows about the spec: input is
 manifests.
 """
@@ -123,7 +123,7 @@ class Workload:
 
 
 @dataclass(frozen=True)
-class Cluster:
+class EmulatedCluster:
     """Everything the manifests create, plus the DNS they make resolvable."""
 
     workloads: tuple[Workload, ...]
@@ -143,14 +143,17 @@ class Findings:
         self._count: Counter[str] = Counter()
         self._noun = noun
 
-    def add(self, key: str, make: Callable[[], Problem]) -> None:
+    def add(self, key: str, problem: Problem | Callable[[], Problem]) -> None:
+        """One more of `key`; its first problem is kept. `problem` may be a function that makes it, called at once
+        and only for the first, so a message costly to build is built once. (A lambda in a loop binds the loop's
+        values as defaults; mypy cannot type those, python/mypy#15459, hence the `type: ignore`s at the callers.)"""
         if key not in self._first:
-            self._first[key] = make()
+            self._first[key] = problem if isinstance(problem, Problem) else problem()
         self._count[key] += 1
 
     def extend(self, items: Iterable[tuple[str, Problem]]) -> None:
         for key, problem in items:
-            self.add(key, lambda p=problem: p)
+            self.add(key, problem)
 
     def problems(self) -> list[Problem]:
         out = []

@@ -62,12 +62,16 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jaxinfra.simulate.errors import InvalidArgument, NetworkError
 from jaxinfra.simulate.netns_holder import (
     CLONE_NEWNET,
     CLONE_NEWUSER,
     EGRESS_TOOLS,
+    LOW_PORTS,  # noqa: F401 - the holder's own, offered here with the rest of the pods' network
     STRATEGIES,
     _libc,
+    egress_command,  # noqa: F401
+    has_default_route,  # noqa: F401
 )
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_holder.py")
@@ -79,14 +83,8 @@ START_TIMEOUT_S = 10.0
 """How long `create` waits for the holder's report (an interpreter's start, plus the egress tool's)."""
 REPLY_TIMEOUT_S = 2.0
 """How long a request to the holder may take (it answers in microseconds; this is for a stuck machine)."""
-
-
-class NetworkError(OSError):
-    """A step on the way into the pods' network failed, or its holder is gone: which step, and the errno."""
-
-    def __init__(self, step: str, code: int):
-        super().__init__(code, f"{step}: {os.strerror(code)}")
-        self.step = step
+Socket = socket.socket
+"""The socket class, by a name `Network.socket` (a method) does not hide inside the class."""
 
 
 def find_egress(which: Callable[[str], str | None] = shutil.which) -> tuple[str | None, str | None, str]:
@@ -143,7 +141,7 @@ class Network:
         strategies = [strategy] if strategy else [s for s in STRATEGIES if s == "user" or os.geteuid() == 0]
         for name in strategies:
             if name not in STRATEGIES:
-                raise ValueError(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
+                raise InvalidArgument(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
         launch = _PRESTARTED.pop(None, None) if strategy is None and egress and which is shutil.which else None
         if launch is None:
             launch = _Launch.spawn(strategies, egress, which, egress_timeout)
@@ -164,7 +162,7 @@ class Network:
 
     # -- in the simulator ----------------------------------------------------------------------------
 
-    def socket(self, family: int = socket.AF_INET, type: int = socket.SOCK_STREAM, proto: int = 0) -> socket.socket:
+    def socket(self, family: int = socket.AF_INET, type: int = socket.SOCK_STREAM, proto: int = 0) -> Socket:
         """A new socket of the pods' network namespace, for this process (thread-safe): connect it to reach a
         pod, or bind and listen before a fork to serve the pods. Raises NetworkError once the holder is gone."""
         if self._closed or os.getpid() != self._owner:
@@ -203,7 +201,7 @@ class Network:
                 code = int(words[2]) if len(words) > 2 and words[2].isdigit() else errno.EIO
                 raise OSError(code, f"socket() in the pods' network: {os.strerror(code)}")
 
-    def connect(self, address: tuple[str, int], timeout: float | None = 1.0) -> socket.socket:
+    def connect(self, address: tuple[str, int], timeout: float | None = 1.0) -> Socket:
         """A TCP connection to `address` (an IPv4 or IPv6 address, a port) made in the pods' network."""
         host, port = address
         s = self.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)

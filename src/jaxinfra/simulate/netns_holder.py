@@ -148,7 +148,7 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
     step = ""
     try:
         if strategy == "user":  # only ourselves: nothing is gained outside the namespace
-            for step, path, text in (
+            for step, path, text in (  # noqa: B007 - `step` is read below, when a write fails
                 ("write /proc/self/setgroups", "/proc/self/setgroups", "deny"),
                 ("write /proc/self/uid_map", "/proc/self/uid_map", f"{uid} {uid} 1"),
                 ("write /proc/self/gid_map", "/proc/self/gid_map", f"{gid} {gid} 1"),

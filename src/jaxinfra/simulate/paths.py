@@ -18,22 +18,12 @@ import os
 import re
 from pathlib import Path
 
-from jaxinfra.errors import ManifestError, Problem
+from jaxinfra.simulate.errors import UnsafePath
 
 NAME_MAX = 255
 """The longest file name Linux file systems take (bytes): a longer path element fails with ENAMETOOLONG."""
 _UNSAFE = re.compile(r"[^a-z0-9._-]+")
 _PREFIX = 40  # readable part of a safe name; with "-" and 16 hex digits of the hash: at most 57 characters
-
-
-class UnsafePath(ManifestError, ValueError):
-    """A manifest value that would name, or reach, a host path outside the simulation's own folders."""
-
-    kind = "unsafe path in a manifest"
-
-    def __init__(self, what: str, value: object, why: str, fix: str):
-        super().__init__([Problem(what, value, why, fix)])
-        self.why = why
 
 
 def safe_name(text: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,9 +16,9 @@ from rich.table import Column, Table
 
 from jaxinfra import outputs
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
-from jaxinfra.simulate.engine import Report, WorkloadResult, simulate
+from jaxinfra.simulate.engine import Report, Sources, WorkloadResult, simulate
 from jaxinfra.simulate.options import Options
-from jaxinfra.simulate.runner import Attempt, PodRun
+from jaxinfra.simulate.runner import Attempt, Logs, PodRun
 
 STYLE = {
     "pending": "dim",
@@ -28,28 +28,6 @@ STYLE = {
     "succeeded": "green",
     "failed": "red",
 }
-
-Logs = dict[int, list[tuple[str, str]]]
-"""Each pod run's output, (stream, line) in order, by id() of its PodRun (kept for the HTML report)."""
-
-
-def cells(run: PodRun) -> dict[str, str]:
-    """One pod's row of the final table (and of the HTML report's): every value as text."""
-    d = run.as_dict()
-    t = d["timings"]
-    checks = d["checks"]
-    init = t["running"] - t["initializing"] if "running" in t and "initializing" in t else None
-    total = max(t.values()) - t.get("started", 0.0) if t else None
-    return {
-        "pod": run.pod.hostname,
-        "rank": str(run.pod.global_index),
-        "ip": run.pod.ip,
-        "phase": run.phase,
-        "exit": d["signal"] or ("" if d["exit_code"] is None else str(d["exit_code"])),
-        "init": "" if init is None else f"{init:.2f}",
-        "total": "" if total is None else f"{total:.2f}",
-        "checks": f"{sum(c['ok'] for c in checks.values())}/{len(checks)}" if checks else "",
-    }
 
 
 class Reporter:
@@ -151,7 +129,7 @@ class Reporter:
                 header_style="bold",
             )
             for run in result.attempts[-1].pods if result.attempts else []:
-                c = cells(run)
+                c = run.cells()
                 table.add_row(
                     c["pod"],
                     c["rank"],
@@ -171,7 +149,7 @@ class Reporter:
 
 
 def run(
-    sources: Sequence[tuple[str, Sequence[Mapping[str, Any]]]],
+    sources: Sources,
     options: Options,
     logs: bool,
     json_report: Path | None,

@@ -42,6 +42,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from jaxinfra.simulate.errors import RootError
+
 MS_RDONLY = 1
 MS_NOSUID = 2
 MS_NODEV = 4
@@ -92,14 +94,6 @@ SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 """pivot_root(2) has no glibc wrapper."""
 
 
-class RootError(OSError):
-    """One step of building a container's root failed: which, and the errno."""
-
-    def __init__(self, step: str, code: int):
-        super().__init__(code, f"{step}: {os.strerror(code)}")
-        self.step = step
-
-
 @dataclass(frozen=True)
 class Machine:
     """What the machine's root holds, read once per simulation (the same for every pod)."""
@@ -124,7 +118,8 @@ def _mount_points() -> list[str]:
 
 
 def _python_paths() -> set[str]:
-    """Folders the simulator's Python runs from: its prefixes, its import path, its own packages (an editable install)."""
+    """Folders the simulator's Python runs from: its prefixes, its import path, its own packages (an editable
+    install)."""
     paths = {
         sys.prefix,
         sys.base_prefix,

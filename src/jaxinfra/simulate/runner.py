@@ -22,6 +22,7 @@ from typing import Any
 
 from jaxinfra import interrupts
 from jaxinfra.simulate import container, image, model, paths, sandbox, shim
+from jaxinfra.simulate.cgroups import PodGroup
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Faults, Options
@@ -60,7 +61,7 @@ class PodRun:
     cwd: Path | None = None  # the folder its container ran in
     preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
     deaf: str | None = None  # its PID 1's command, if that had no SIGTERM handler when the SIGTERM came
-    group: Any = None  # its cgroup (cgroups.PodGroup), where its limits are enforced
+    group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
 
     @property
@@ -70,6 +71,11 @@ class PodRun:
     @property
     def done(self) -> bool:
         return self.phase in ("succeeded", "failed")
+
+    def request(self, signum: int) -> None:
+        """Ask its shim to send `signum` to its container (`shim.request`); nothing once its shim is reaped."""
+        if self.control is not None:
+            shim.request(self.control, signum)
 
     def as_dict(self) -> dict[str, Any]:
         checks = (self.result or {}).get("checks", {})
@@ -97,6 +103,28 @@ class PodRun:
             },
             "memory_peak": self.group.peak_bytes() if self.group is not None else None,
         }
+
+    def cells(self) -> dict[str, str]:
+        """Its row of the final table (the terminal's and the HTML report's): every value as text."""
+        d = self.as_dict()
+        t = d["timings"]
+        checks = d["checks"]
+        init = t["running"] - t["initializing"] if "running" in t and "initializing" in t else None
+        total = max(t.values()) - t.get("started", 0.0) if t else None
+        return {
+            "pod": self.pod.hostname,
+            "rank": str(self.pod.global_index),
+            "ip": self.pod.ip,
+            "phase": self.phase,
+            "exit": d["signal"] or ("" if d["exit_code"] is None else str(d["exit_code"])),
+            "init": "" if init is None else f"{init:.2f}",
+            "total": "" if total is None else f"{total:.2f}",
+            "checks": f"{sum(c['ok'] for c in checks.values())}/{len(checks)}" if checks else "",
+        }
+
+
+Logs = dict[int, list[tuple[str, str]]]
+"""Each pod run's output, (stream, line) in order, by id() of its PodRun (kept for the HTML report)."""
 
 
 @dataclass
@@ -204,7 +232,7 @@ class Runner:
                             wake.append(at)
                             continue
                         timed[id(r)].remove(entry)
-                        shim.request(r.control, signum)
+                        r.request(signum)
                         if signum == signal.SIGTERM:  # a node drain or a Spot reclaim: the kubelet's graceful stop
                             r.preempted, r.deaf = now - t0, shim.unhandled(r.pid, signum)
                             timed[id(r)].append((r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL))
@@ -262,13 +290,14 @@ class Runner:
         err_r, err_w = os.pipe()
         r.group = self.node.cgroup(r.pod, self.attempt_index) if self.node is not None else None
         r.unapplied = sandbox.unapplied(self.isolation, r.pod.security)
-        joins = [j for j in (r.group.enter if r.group else None, self.node.network.join if self.node else None) if j]
+        network = self.node.network if self.node else None
+        joins = [j for j in (r.group.enter if r.group else None, network.join if network else None) if j]
         mine, theirs = sandbox.Handshake.pair() if self.isolation == "privileged" else (None, None)  # root maps all ids
         with interrupts.held():
             pid = os.fork()
             if pid == 0:
                 others = [
-                    *self.selector.get_map(),
+                    *(key.fd for key in self.selector.get_map().values()),
                     *self.controls,
                     control_w,
                     *([theirs.ask, theirs.done] if theirs else []),
@@ -395,7 +424,8 @@ class Runner:
         """A pod that makes no progress by its deadline ends the group (JAX would wait minutes)."""
         if now >= self.deadline:
             waiting = [r.pod.hostname for r in runs if not r.done]
-            return f"--timeout reached with pods still {', '.join(sorted({r.phase for r in runs if not r.done}))}: {', '.join(waiting[:8])}"
+            phases = sorted({r.phase for r in runs if not r.done})
+            return f"--timeout reached with pods still {', '.join(phases)}: {', '.join(waiting[:8])}"
         for r in runs:
             if r.phase == "initializing" and not self.options.run_command:
                 limit = init_timeout(r.pod.env, self.options) + INIT_GRACE_S
@@ -422,29 +452,29 @@ class Runner:
         on a cluster; the preempted pod keeps its own deadline (containerd sends a container the stop signal once).
         After a crash they are killed at once: a group that lost a process can save nothing together, and JAX's own
         SIGTERM handler would only hold the verdict up for the grace period."""
-        live = [r for r in runs if r.pid is not None and not r.reaped]
+        live = [(r, r.pid) for r in runs if r.pid is not None and not r.reaped]
         drained = any(r.preempted is not None for r in runs)
         now = time.monotonic()
         deadline = {}
-        for r in live:
+        for r, _ in live:
             if drained and r.preempted is None:
-                shim.request(r.control, signal.SIGTERM)
+                r.request(signal.SIGTERM)
             signalled = self.t0 + r.preempted if r.preempted is not None else now
             deadline[id(r)] = signalled + self._grace(r) if drained else now
         unkilled = set(deadline)
-        while any(not r.reaped for r in live) and unkilled:
-            for r in live:
+        while any(not r.reaped for r, _ in live) and unkilled:
+            for r, _ in live:
                 if id(r) in unkilled and time.monotonic() >= deadline[id(r)]:
-                    shim.request(r.control, signal.SIGKILL)
+                    r.request(signal.SIGKILL)
                     unkilled.discard(id(r))
             for key, _ in self.selector.select(0.02):
                 self._read(key.data, key.fd)
-            for r in live:
-                if not r.reaped and (found := os.waitpid(r.pid, os.WNOHANG))[0]:
+            for r, pid in live:
+                if not r.reaped and (found := os.waitpid(pid, os.WNOHANG))[0]:
                     self._ended(r, found[1])
-        for r in live:
+        for r, pid in live:
             if not r.reaped:  # its container was SIGKILLed: its shim ends once the pod's namespace is empty
-                self._ended(r, os.waitpid(r.pid, 0)[1])
+                self._ended(r, os.waitpid(pid, 0)[1])
         for r in runs:
             if r.pid is None and r.phase == "pending":
                 r.reason = "never started"

@@ -43,8 +43,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jaxinfra.errors import MACHINE_LIMIT, CommandFailed
+from jaxinfra.errors import MACHINE_LIMIT
 from jaxinfra.simulate import rootfs
+from jaxinfra.simulate.errors import SandboxError, Unavailable
 from jaxinfra.simulate.security import CAPABILITIES, Security
 
 CLONE_NEWNS = 0x00020000
@@ -76,22 +77,6 @@ SYSCTLS = {
     "kernel.apparmor_restrict_unprivileged_userns": "/proc/sys/kernel/apparmor_restrict_unprivileged_userns",
 }
 """Kernel settings that decide whether an unprivileged user may create user namespaces."""
-
-
-class SandboxError(OSError):
-    """One step of entering a sandbox failed: which step, and the errno."""
-
-    def __init__(self, step: str, code: int):
-        super().__init__(code, f"{step}: {os.strerror(code)}")
-        self.step = step
-
-
-class Unavailable(CommandFailed):
-    """No pod can get its own namespaces here: the cause and its fix, in one line."""
-
-    def __init__(self, cause: str, fix: str):
-        super().__init__(f"cannot simulate here: {cause}; fix: {fix}", UNAVAILABLE)
-        self.cause, self.fix = cause, fix
 
 
 @dataclass(frozen=True)
@@ -210,7 +195,8 @@ def _place(b: rootfs.Builder, target: Path, is_dir: bool) -> None:
 
 
 def _volumes(b: rootfs.Builder, spec: Spec) -> None:
-    """/etc/hosts, the token volume, the simulator's sitecustomize and each volume, at paths resolved inside the root."""
+    """/etc/hosts, the token volume, the simulator's sitecustomize and each volume, at paths resolved inside the
+    root."""
     hosts = rootfs.join(b.root, "/etc/hosts")
     _place(b, hosts, False)
     b.bind(str(spec.hosts), hosts, read_only=False, recursive=False)
@@ -359,7 +345,7 @@ def _try_in_child(strategy: str) -> Attempt:
     mine, theirs = Handshake.pair()
     pid = os.fork()
     if pid == 0:
-        result = {"step": None, "errno": 0}
+        result: dict[str, str | int | None] = {"step": None, "errno": 0}
         try:
             theirs.close()
             _rehearse(strategy, mine)
@@ -408,7 +394,8 @@ def read_sysctls() -> dict[str, str]:
 
 
 def seccomp_mode() -> int:
-    """This process's seccomp mode from /proc/self/status: 0 none, 1 strict, 2 filter (a container runtime's profile)."""
+    """This process's seccomp mode from /proc/self/status: 0 none, 1 strict, 2 filter (a container runtime's
+    profile)."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Seccomp:"):
@@ -425,7 +412,8 @@ def diagnose(
     sudo = "" if uid == 0 else ", or run it as root (sudo)"
     if platform != "linux":
         return (
-            f"this is {platform}, not Linux: simulated pods get their own /etc/hosts and hostname from Linux namespaces",
+            f"this is {platform}, not Linux: "
+            "simulated pods get their own /etc/hosts and hostname from Linux namespaces",
             "run jaxinfra simulate in a Linux VM (Lima, WSL 2, a cloud VM) or a Linux container started with "
             "--cap-add SYS_ADMIN --security-opt apparmor=unconfined",
         )
@@ -451,7 +439,8 @@ def diagnose(
         return (
             "a seccomp filter forbids new namespaces (as a container runtime's default profile does, Docker's for one)",
             "run it where unshare(2) is allowed: start a Docker container with --cap-add SYS_ADMIN "
-            "--security-opt apparmor=unconfined (or --security-opt seccomp=unconfined --security-opt apparmor=unconfined)",
+            "--security-opt apparmor=unconfined "
+            "(or --security-opt seccomp=unconfined --security-opt apparmor=unconfined)",
         )
     last = attempts[-1] if attempts else Attempt("user", "unshare(user)", errno.EPERM)
     mounting = ("make / private", "tmpfs at", "bind ", "overlay at", "mount /proc", "make ", "mask ", "pivot_root")

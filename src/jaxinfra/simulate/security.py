@@ -17,8 +17,8 @@ Sources:
   bounding set holds; a root process gets its bounding set.
 
 Without runAsGroup the gid is 0: containerd's WithUserID looks the uid up in the image's /etc/passwd
-and falls back to group 0. What the image says (its USER) is not known here: a container with no runAsUser runs as uid 0, as
-most images do, except under runAsNonRoot, where it runs as uid 65534 and a note says the image's
+and falls back to group 0. What the image says (its USER) is not known here: a container with no runAsUser runs as
+uid 0, as most images do, except under runAsNonRoot, where it runs as uid 65534 and a note says the image's
 USER decides on a cluster.
 """
 
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from jaxinfra.errors import Problem
 
@@ -163,7 +164,11 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, problems: list[tu
     sc = container.get("securityContext") or {}
     pod_sc = pod_sc if isinstance(pod_sc, Mapping) else {}
     sc = sc if isinstance(sc, Mapping) else {}
-    pick = lambda key: sc[key] if sc.get(key) is not None else pod_sc.get(key)
+
+    def pick(key: str) -> Any:
+        """The container's setting, else the pod's: the container's securityContext wins where it sets one."""
+        return sc[key] if sc.get(key) is not None else pod_sc.get(key)
+
     notes = []
     uid, gid, non_root = _int(pick("runAsUser")), _int(pick("runAsGroup")), bool(pick("runAsNonRoot"))
     if non_root and uid == 0:
@@ -173,7 +178,8 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, problems: list[tu
                 Problem(
                     f"{where} container {container.get('name', '')} securityContext.runAsUser",
                     0,
-                    "CreateContainerConfigError: container's runAsUser breaks non-root policy (the kubelet refuses to start it)",
+                    "CreateContainerConfigError: container's runAsUser breaks non-root policy "
+                    "(the kubelet refuses to start it)",
                     "set runAsUser to a non-zero uid, or drop runAsNonRoot",
                 ),
             )
@@ -191,13 +197,13 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, problems: list[tu
         )
     )
     privileged = sc.get("privileged") is True
-    caps = sc.get("capabilities") if isinstance(sc.get("capabilities"), Mapping) else {}
+    caps = sc.get("capabilities")
     return Security(
         uid=uid,
         gid=gid or 0,
         groups=groups,
         fs_group=fs_group,
-        bounding=_capabilities(caps, privileged),
+        bounding=_capabilities(caps if isinstance(caps, Mapping) else {}, privileged),
         no_new_privs=sc.get("allowPrivilegeEscalation") is False,
         read_only_root=sc.get("readOnlyRootFilesystem") is True,
         privileged=privileged,

@@ -140,9 +140,10 @@ def parse_fields(text: str) -> tuple[tuple[str, bool, str], ...]:
 
 
 def _dig(obj: Mapping, *path: str) -> object:
+    found: object = obj
     for key in path:
-        obj = obj.get(key) if isinstance(obj, Mapping) else None
-    return obj
+        found = found.get(key) if isinstance(found, Mapping) else None
+    return found
 
 
 def selectable_fields(resource: str, group: str, obj: Mapping) -> dict[str, str]:

@@ -19,10 +19,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from jaxinfra.errors import Problem
-from jaxinfra.simulate.inputs import JAXJOB_API, JOB_API, JOBSET_API, TRAINER_API, meta, namespace_of, oid
+from jaxinfra.simulate.controllers import WORKLOAD_KINDS
+from jaxinfra.simulate.inputs import meta, namespace_of, oid
 
-WORKLOADS = frozenset({(JOBSET_API, "JobSet"), (JOB_API, "Job"), (JAXJOB_API, "JAXJob"), (TRAINER_API, "TrainJob")})
-"""The kinds a controller turns into pods (controllers.WORKLOAD_KINDS)."""
 CLUSTER_SCOPED = frozenset(
     {
         "Namespace",
@@ -45,6 +44,10 @@ _MANIFEST = re.compile(r"manifest (\d+)\b")
 def name_of(obj: Mapping) -> str:
     """How notes and the report's inputs name an object: `kind/namespace/name`, `kind/name` when cluster-scoped."""
     return f"{obj.get('kind')}/{meta(obj).get('name')}" if obj.get("kind") in CLUSTER_SCOPED else oid(obj)
+
+
+_Key = tuple[str, str, str, str] | tuple[str, int]
+"""Who an object is to `applied`: its identity on the API server (`_key`), or ("", its position) without one."""
 
 
 def _key(obj: Mapping) -> tuple[str, str, str, str] | None:
@@ -97,13 +100,13 @@ class Source:
 
 def applied(name: str, items: Iterable[tuple[str, Mapping[str, Any]]]) -> Source:
     """The cluster that applying `items` ((file, object), in order) leaves: later applies win, workloads excepted."""
-    order: list[Any] = []
-    held: dict[Any, tuple[str, Mapping[str, Any]]] = {}
-    seen: dict[Any, list[str]] = {}
+    order: list[_Key] = []
+    held: dict[_Key, tuple[str, Mapping[str, Any]]] = {}
+    seen: dict[_Key, list[str]] = {}
     notes: list[str] = []
     problems: list[Problem] = []
     for file, obj in items:
-        key = _key(obj)
+        key: _Key | None = _key(obj)
         if key is None:  # not an object the API server would store: emulate reports it
             key = ("", len(order))
         if key not in held:
@@ -116,7 +119,7 @@ def applied(name: str, items: Iterable[tuple[str, Mapping[str, Any]]]) -> Source
         where = f"twice in {file}" if before_file == file else f"in {before_file} and {file}"
         if obj == before:
             notes.append(f"{name_of(obj)} defined {where}, identically: the second apply changes nothing")
-        elif (obj.get("apiVersion"), obj.get("kind")) in WORKLOADS:
+        elif (obj.get("apiVersion"), obj.get("kind")) in WORKLOAD_KINDS:  # a kind a controller turns into pods
             problems.append(
                 Problem(
                     f"{file}: {oid(obj)}",

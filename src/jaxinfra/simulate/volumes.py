@@ -59,7 +59,8 @@ def descending_path(value: str) -> str | None:
 
 
 def non_reserved_path(value: str) -> str | None:
-    """Why the API server rejects a volume item's path (validateLocalNonReservedPath: ..data is the kubelet's), or None."""
+    """Why the API server rejects a volume item's path (validateLocalNonReservedPath: ..data is the kubelet's), or
+    None."""
     return _first(local_non_reserved_path(value))
 
 
@@ -82,7 +83,8 @@ _PATH_FIX = {
 
 
 def _item_paths(items: Any, field: str, keyed: bool) -> Iterator[Rejection]:
-    """A configMap/secret (`keyed`) or downwardAPI source's items as validateKeyToPath/validateDownwardAPIVolumeFile see them."""
+    """A configMap/secret (`keyed`) or downwardAPI source's items as validateKeyToPath/validateDownwardAPIVolumeFile
+    see them."""
     for k, item in enumerate(items if isinstance(items, list) else []):
         item = item if isinstance(item, Mapping) else {}
         where = f"{field}.items[{k}]"
@@ -251,7 +253,8 @@ def _source(
             None
             if annotations.get(GCSFUSE_ANNOTATION) == "true"
             else (
-                f'the {GCSFUSE_DRIVER} driver finds no sidecar: the pod lacks the annotation {GCSFUSE_ANNOTATION}: "true"'
+                f"the {GCSFUSE_DRIVER} driver finds no sidecar: "
+                f'the pod lacks the annotation {GCSFUSE_ANNOTATION}: "true"'
             )
         )
         return model.Mount(
@@ -371,7 +374,10 @@ def _fix(mount: model.Mount, why: str) -> str:
     if "not emulated" in why:
         return f"use one of {SUPPORTED}"
     if "the API server rejects" in why:
-        return "rename the key: letters, digits, '-', '_' and '.', not '.', '..' or starting with '..' (items[].path sets the file's name)"
+        return (
+            "rename the key: letters, digits, '-', '_' and '.', not '.', '..' or starting with '..' "
+            "(items[].path sets the file's name)"
+        )
     if why.startswith(("invalid path", "the file", "two files")):
         return "give each item its own file path inside the volume (relative, without '..', no file also a folder)"
     return "add the object to the manifests, or mark the volume source optional: true"

@@ -74,7 +74,8 @@ class OperatorPods:
     env: Callable[[int], Sequence[Mapping]]
 
     def identity(self, job: ChildJob, index: int) -> Identity:
-        """The operator names the pod exactly; the kubelet makes the pod name its hostname unless spec.hostname is set."""
+        """The operator names the pod exactly; the kubelet makes the pod name its hostname unless spec.hostname is
+        set."""
         name = f"{job.name}-{index}"
         return Identity(
             name,

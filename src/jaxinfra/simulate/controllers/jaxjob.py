@@ -101,7 +101,8 @@ def jaxjob(obj: Mapping, objects: Objects) -> Draft | Problem:
         return Problem(
             f"{where}.Worker.template.spec.containers",
             [c.get("name") for c in containers],
-            f"must have at least one container with name {JAXJOB_CONTAINER} (the Training Operator's webhook rejects the "
+            f"must have at least one container with name {JAXJOB_CONTAINER} "
+            "(the Training Operator's webhook rejects the "
             f"JAXJob; its controller reads the coordinator port from container '{JAXJOB_CONTAINER}' only)",
             f"name the container that runs JAX '{JAXJOB_CONTAINER}'",
         )

@@ -77,7 +77,8 @@ def controller_env(container: Mapping) -> list[Mapping]:
 
 
 def selector_labels(job: ChildJob) -> dict[str, str]:
-    """The labels the Job API's strategy adds to an Indexed Job's pod template (its generated selector's and the name)."""
+    """The labels the Job API's strategy adds to an Indexed Job's pod template (its generated selector's and the
+    name)."""
     return {JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name}
 
 

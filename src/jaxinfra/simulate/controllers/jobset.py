@@ -111,7 +111,9 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
     groups: Counter[str] = Counter()
     for r, n in zip(rjobs, replicas):
         groups[r.get("groupName") or "default"] += n
-    jobs, problems, seen_groups = [], [], Counter[str]()
+    jobs: list[ChildJob] = []
+    problems: list[Problem] = []
+    seen_groups: Counter[str] = Counter()
     for r, n in zip(rjobs, replicas):
         job_spec = (r.get("template") or {}).get("spec") or {}
         mode = job_spec.get("completionMode", "Indexed")  # webhook default: Indexed
@@ -153,7 +155,9 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
                 )
             )
     services = []
-    if dns:  # createHeadlessSvcIfNecessary: only when no Service of that name exists in the namespace
+    if (
+        subdomain is not None
+    ):  # enableDNSHostnames; createHeadlessSvcIfNecessary: only when no Service of that name exists in the namespace
         services.append(
             Service(
                 ns,

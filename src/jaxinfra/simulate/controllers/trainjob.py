@@ -57,19 +57,20 @@ def _strategic_merge(base: Any, patch: Any) -> Any:
         and isinstance(patch, list)
         and all(isinstance(x, Mapping) and "name" in x for x in base + patch)
     ):
-        out = list(base)
+        items = list(base)
         for item in patch:
-            i = next((i for i, x in enumerate(out) if x["name"] == item["name"]), None)
+            i = next((i for i, x in enumerate(items) if x["name"] == item["name"]), None)
             if i is None:
-                out.append(item)
+                items.append(item)
             else:
-                out[i] = _strategic_merge(out[i], item)
-        return out
+                items[i] = _strategic_merge(items[i], item)
+        return items
     return copy.deepcopy(patch)
 
 
 def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
-    """A Trainer v2 TrainJob: the JobSet `<trainjob>` the Trainer builds from its runtime, run by the JobSet emulation."""
+    """A Trainer v2 TrainJob: the JobSet `<trainjob>` the Trainer builds from its runtime, run by the JobSet
+    emulation."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
     ref = spec.get("runtimeRef") or {}
     kind, runtime_name = ref.get("kind") or "ClusterTrainingRuntime", ref.get("name", "")  # CRD default kind
@@ -91,11 +92,16 @@ def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
             {n for (k, k_ns, n) in objects.runtimes if k == kind and k_ns == (ns if kind == "TrainingRuntime" else "")}
             | ({UPSTREAM_RUNTIME} if kind == "ClusterTrainingRuntime" else set())
         )
+        said = (  # the Trainer's own message
+            "not found ClusterTrainingRuntime specified in TrainJob"
+            if scope == ""
+            else "TrainingRuntime specified in TrainJob is not found"
+        )
         return Problem(
             where,
             runtime_name,
-            f"{kind} '{runtime_name}'{scope} is neither in the manifests nor the upstream '{UPSTREAM_RUNTIME}': the Trainer "
-            f"creates nothing for this TrainJob ({'not found ClusterTrainingRuntime specified in TrainJob' if scope == '' else 'TrainingRuntime specified in TrainJob is not found'})",
+            f"{kind} '{runtime_name}'{scope} is neither in the manifests nor the upstream '{UPSTREAM_RUNTIME}': "
+            f"the Trainer creates nothing for this TrainJob ({said})",
             f"reference one of {known}, or add the {kind} to the manifests",
         )
     rt_spec = runtime.get("spec") or {}
@@ -133,7 +139,8 @@ def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
         return Problem(
             f"{rt_where}.template.spec.replicatedJobs",
             [r.get("name") for r in js_spec.get("replicatedJobs") or []],
-            f"no replicatedJob is labelled {TRAINER_ANCESTOR}: {TRAINER_STEP}, so the Trainer applies nothing of the TrainJob",
+            f"no replicatedJob is labelled {TRAINER_ANCESTOR}: {TRAINER_STEP}, "
+            "so the Trainer applies nothing of the TrainJob",
             f"label the training replicatedJob's template {TRAINER_ANCESTOR}: {TRAINER_STEP}",
         )
     problems: list[Problem] = []

@@ -1,4 +1,4 @@
-"""The emulated cluster: manifests in, `model.Cluster` out — every workload's pods as the
+"""The emulated cluster: manifests in, `model.EmulatedCluster` out — every workload's pods as the
 controllers and the kubelet would start them, the DNS names the Services make resolvable, and
 every static contract problem.
 
@@ -21,6 +21,7 @@ from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
 from jaxinfra.simulate import admission, apiview, contract, controllers, kubelet, model
 from jaxinfra.simulate.dns import ClusterDns
+from jaxinfra.simulate.errors import InvalidArgument
 from jaxinfra.simulate.inputs import Objects, Service
 from jaxinfra.simulate.platform import gke_tpu
 
@@ -34,7 +35,7 @@ def _ip(ip_base: tuple[int, int], k: int) -> str:
     """The k-th pod's loopback address: 127.b0.(b1 + k // 250).(k % 250 + 2), carrying into b0, never leaving 127/8."""
     value = (127 << 24) + (ip_base[0] << 16) + ((ip_base[1] + k // 250) << 8) + k % 250 + 2
     if value >= 128 << 24:
-        raise ValueError(f"ip_base {ip_base} leaves no room for {k + 1} pods inside 127.0.0.0/8")
+        raise InvalidArgument(f"ip_base {ip_base} leaves no room for {k + 1} pods inside 127.0.0.0/8")
     return str(ipaddress.IPv4Address(value))
 
 
@@ -89,7 +90,7 @@ def _workload(
     checker = contract.Checker(draft.id, pods, dns, objects, services, check_all)
     for job in draft.jobs[:1]:  # every Job of a workload shares the pod template's ServiceAccount
         if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
-            checker.findings.add("service-account", lambda p=problem: p)
+            checker.findings.add("service-account", problem)
     checker.findings.extend(admission.pod_refusals(draft.id, draft.namespace, draft.jobs, store))
     checker.findings.extend(env_problems)
     queued = admission.kueue(
@@ -130,7 +131,7 @@ def emulate(
     restarts: int = 0,
     api: tuple[str, int] = (DEFAULT_API_HOST, API_PORT),
     api_objects: bool = False,
-) -> model.Cluster:
+) -> model.EmulatedCluster:
     """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
     resolvable, and every admission and static contract problem, in manifest order (pods by global index, hosts
     sorted).
@@ -159,6 +160,6 @@ def emulate(
         if api_objects
         else ()
     )
-    return model.Cluster(
+    return model.EmulatedCluster(
         workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()), objects=served
     )
