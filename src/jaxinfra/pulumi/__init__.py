@@ -23,8 +23,8 @@ training ends), on the headless Service (pulumi-kubernetes' Service awaiter wait
 of a Service that has a selector, and those only exist once the workload's pods do: without it
 `pulumi up` would time out; see provider/pkg/await/service.go, `emptyHeadlessOrExternalName`) and
 on the checkpoints' PersistentVolumeClaim (its awaiter waits for the claim to bind, which a
-`WaitForFirstConsumer` class does only once the workload's pods exist: pulumi/pulumi-kubernetes#895,
-#3130 for the first `pulumi up`, #4179 for later updates).
+`WaitForFirstConsumer` class does only once the workload's pods exist: pulumi/pulumi-kubernetes#895
+and #3130 for the first `pulumi up`, #4179 for later updates).
 
 This is the only package of jaxinfra that imports pulumi; `jaxinfra synth` and `simulate` never
 import it. Configuration (`read_settings`) is checked, and the stack loaded and checked against

@@ -46,7 +46,7 @@ class ConfigError(JaxinfraError):
     kind = "invalid Pulumi config"
 
 
-#: Every config key the program reads, with what it means (the README's table; a test keeps them equal).
+#: Every config key the program reads, with what it means (the table of docs/pulumi.md; a test keeps them equal).
 KEYS: dict[str, str] = {
     "jaxinfra:stack": "required: path of the stack file (.py), relative to the folder of Pulumi.yaml",
     "jaxinfra:provider": (

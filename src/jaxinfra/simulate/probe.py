@@ -101,7 +101,7 @@ def init_kwargs(spec: ProbeSpec, env: Mapping[str, str]) -> dict[str, Any]:
     """The `jax.distributed.initialize` arguments the pod's env contract implies.
 
     Trainer v2 style (`JAX_*`) and Training Operator v1 style (`COORDINATOR_*`, `PROCESS_ID`)
-    name everything: then cluster detection is switched off (README, "The env contract": JAX
+    name everything: then cluster detection is switched off (docs/env-contract.md: JAX
     runs it whenever an argument is unset, and its Kubernetes detector then needs a mounted
     ServiceAccount token as soon as the `kubernetes` package is importable). Otherwise only
     timeouts are passed and JAX's cluster detection (the GKE TPU detector on TPU pods) supplies

@@ -9,7 +9,7 @@ from pydantic_core import PydanticCustomError
 
 from jaxinfra import catalog
 from jaxinfra.errors import CatalogError
-from jaxinfra.spec.base import Spec, tagged
+from jaxinfra.spec.base import TAG, Spec, tagged
 from jaxinfra.spec.problems import problem
 
 
@@ -23,7 +23,7 @@ class TPU(Spec):
     """A TPU slice type: `TPU("v5p", "2x2x4")` or by alias, `TPU("v5p-32")`."""
 
     _positional = ("generation", "topology")
-    kind: Literal["tpu"] = "tpu"
+    kind: Literal["tpu"] = Field("tpu", description=TAG)
     generation: str = Field(description="TPU generation: v4, v5e, v5p, v6e, tpu7x (or an alias such as v5p-32).")
     topology: str | None = Field(None, description="Chip topology, e.g. 2x2x4; omit when `generation` is an alias.")
 
@@ -52,7 +52,7 @@ class GPU(Spec):
     """GPU nodes: `GPU("h100-80gb", 8)` is a node with 8 H100 80 GB GPUs."""
 
     _positional = ("type", "count")
-    kind: Literal["gpu"] = "gpu"
+    kind: Literal["gpu"] = Field("gpu", description=TAG)
     type: str = Field(
         description="GPU type, e.g. l4, a100-40gb, a100-80gb, h100-80gb, h100-mega-80gb, h200-141gb, b200."
     )
@@ -77,7 +77,7 @@ class CPU(Spec):
     """CPU-only nodes: each JAX process gets `devices` CPU devices (`JAX_NUM_CPU_DEVICES`)."""
 
     _positional = ("devices",)
-    kind: Literal["cpu"] = "cpu"
+    kind: Literal["cpu"] = Field("cpu", description=TAG)
     devices: int = Field(1, gt=0, le=1024, description="JAX CPU devices per process.")
     machine_type: str | None = Field(
         None,

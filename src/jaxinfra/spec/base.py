@@ -17,6 +17,8 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 LABEL_KEY_FIX = "use [prefix/]name with a DNS prefix and a name of at most 63 alphanumerics, '-', '_', '.'"
+#: The description of every union member's `kind` field: the tag that picks the class when the spec is raw data.
+TAG = "Which member of its union this is; fixed by the class, written only in raw dicts and JSON."
 LABEL_VALUE_FIX = "use at most 63 alphanumerics, '-', '_', '.', starting and ending alphanumeric"
 
 

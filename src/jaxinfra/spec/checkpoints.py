@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from jaxinfra.quantity import is_quantity
-from jaxinfra.spec.base import Spec, kind_of, subdomain, tagged
+from jaxinfra.spec.base import TAG, Spec, kind_of, subdomain, tagged
 from jaxinfra.spec.problems import problem
 
 #: Cloud Storage bucket names (cloud.google.com/storage/docs/buckets#naming): 3-63 characters of lower-case letters,
@@ -25,7 +25,7 @@ class GCSBucket(Spec):
     """
 
     _positional = ("bucket",)
-    kind: Literal["gcs"] = "gcs"
+    kind: Literal["gcs"] = Field("gcs", description=TAG)
     bucket: str = Field(description="Bucket name (globally unique). Mounted read-write at /checkpoints in every pod.")
 
     @field_validator("bucket")
@@ -57,7 +57,7 @@ class PVC(Spec):
     """
 
     _positional = ("name",)
-    kind: Literal["pvc"] = "pvc"
+    kind: Literal["pvc"] = Field("pvc", description=TAG)
     name: str | None = Field(
         None,
         description="The claim's name; with `size` unset, an existing claim in the job's "

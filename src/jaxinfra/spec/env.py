@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import Field, field_validator
 
-from jaxinfra.spec.base import Spec, kind_of, subdomain, tagged
+from jaxinfra.spec.base import TAG, Spec, kind_of, subdomain, tagged
 
 
 class _KeyRef(Spec):
@@ -33,14 +33,14 @@ class SecretRef(_KeyRef):
     """A key of a Secret: `SecretRef("wandb", "api-key")`."""
 
     _what = "Secret"
-    kind: Literal["secret"] = "secret"
+    kind: Literal["secret"] = Field("secret", description=TAG)
 
 
 class ConfigMapRef(_KeyRef):
     """A key of a ConfigMap: `ConfigMapRef("settings", "mode")`."""
 
     _what = "ConfigMap"
-    kind: Literal["configmap"] = "configmap"
+    kind: Literal["configmap"] = Field("configmap", description=TAG)
 
 
 EnvValue = tagged(

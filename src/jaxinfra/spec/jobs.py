@@ -19,6 +19,7 @@ from jaxinfra.spec.base import (
     DNS_SUBDOMAIN,
     LABEL_KEY_FIX,
     LABEL_VALUE_FIX,
+    TAG,
     Spec,
     dns_label,
     label_key_problem,
@@ -44,7 +45,9 @@ class NodePool(Spec):
 
     _positional = ("name", "accelerator")
     name: str = Field(description="Node pool name (DNS-1123 label, at most 40 characters as on GKE).")
-    accelerator: Accelerator
+    accelerator: Accelerator = Field(
+        description="What each node carries: TPU(...) (one node pool per slice), GPU(...) or CPU(...)."
+    )
     spot: bool = Field(False, description="Use Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
     reservation: str | None = Field(None, description="Name of a capacity reservation to consume.")
 
@@ -362,7 +365,7 @@ class Shadow(Spec):
     written out (`jaxinfra.shadow` says what a shadow proves and what it cannot).
     """
 
-    kind: Literal["cpu"] = "cpu"
+    kind: Literal["cpu"] = Field("cpu", description=TAG)
     cpu: str = Field(
         "100m",
         description="CPU request of each process (no limit): the collectives of a small program "

@@ -1,8 +1,8 @@
 """The team's job on 2 nodes with 8 x H100 80 GB each: one JAX process per node (`jaxinfra init --template gpu`).
 
 It runs train/ (`python -m train`): build the image with `docker build --build-arg JAX_EXTRA='[cuda12]' train`
-(train/README.md); jaxinfra's README, "The env contract", shows how the program initializes. Every field and its default:
-`jaxinfra.spec`.
+(train/README.md); jaxinfra's docs (docs/env-contract.md) show how the program initializes.
+Every field and its default: `jaxinfra.spec`.
 """
 
 from jaxinfra import GPU, Cluster, JaxJob, NodePool

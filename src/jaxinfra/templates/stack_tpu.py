@@ -1,8 +1,8 @@
 """The team's job on one TPU v5e 2x4 slice: 2 hosts x 4 chips (written by `jaxinfra init --template tpu`).
 
 It runs train/ (`python -m train`): build the image with `docker build --build-arg JAX_EXTRA='[tpu]' train`
-(train/README.md); jaxinfra's README, "The env contract", shows how the program initializes. More slices: `slices=2` on a
-multi-host topology. Every field and its default: `jaxinfra.spec`.
+(train/README.md); jaxinfra's docs (docs/env-contract.md) show how the program initializes.
+More slices: `slices=2` on a multi-host topology. Every field and its default: `jaxinfra.spec`.
 """
 
 from jaxinfra import TPU, Cluster, JaxJob, NodePool

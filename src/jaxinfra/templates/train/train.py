@@ -122,8 +122,8 @@ def _ints(env: Mapping[str, str], names: tuple[str, ...], problems: list[str]) -
 
 
 def distributed_args(env: Mapping[str, str], cfg: Config) -> dict[str, Any] | None:
-    """`jax.distributed.initialize` keyword arguments from the pod's env contract (README, "The env
-    contract"), or None for a lone process with no contract (no distributed runtime at all).
+    """`jax.distributed.initialize` keyword arguments from the pod's env contract (jaxinfra's docs,
+    docs/env-contract.md), or None for a lone process with no contract (no distributed runtime at all).
 
     - jaxinfra (`jobset`, `job`) and Kubeflow Trainer v2's JAX plugin: `JAX_COORDINATOR_ADDRESS`,
       `JAX_NUM_PROCESSES`, `JAX_PROCESS_ID`; JAX reads only the first, so count and rank are passed.
