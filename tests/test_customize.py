@@ -21,6 +21,8 @@ from jaxinfra.shadow import shadow
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump
 
+pytestmark = pytest.mark.unit
+
 BACKENDS = ("jobset", "job", "jaxjob", "trainjob")
 
 #: Every typed extra at once, as a team would write them.
@@ -398,3 +400,67 @@ def test_kueue_quota_counts_the_sidecars_requests() -> None:
     assert quota([]) == {"cpu": 4, "memory": "8Gi"}
     shipper = Sidecar(name="log", image="busybox", resources={"requests": {"cpu": "500m", "memory": "512Mi"}})
     assert quota([shipper]) == {"cpu": 5, "memory": 2 * (4 + 1 / 2) * 2**30}
+
+
+#: The workload kind each backend renders last (its object_patches key).
+WORKLOAD = {"jobset": "JobSet", "job": "Job", "jaxjob": "JAXJob", "trainjob": "TrainJob"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_object_patches_change_only_the_kinds_they_name_after_everything_else(backend: str) -> None:
+    label = {"op": "add", "path": "/metadata/labels/cost-center", "value": "ml-42"}
+    annotate = {"op": "add", "path": "/metadata/annotations", "value": {"iam.gke.io/gcp-service-account": "t@p.iam"}}
+    plain = manifests(cluster(backend, pod_patches=[PATCHES[1]]))
+    patched = manifests(
+        cluster(
+            backend, pod_patches=[PATCHES[1]], object_patches={WORKLOAD[backend]: [label], "ServiceAccount": [annotate]}
+        )
+    )
+    assert [(m["kind"], m["metadata"]["name"]) for m in patched] == [(m["kind"], m["metadata"]["name"]) for m in plain]
+    for before, after in zip(plain, patched):
+        if after["kind"] == WORKLOAD[backend]:
+            assert after["metadata"]["labels"] == {**before["metadata"]["labels"], "cost-center": "ml-42"}
+            assert {**after, "metadata": before["metadata"]} == before  # the pod patch is still in, nothing else moved
+        elif after["kind"] == "ServiceAccount":
+            assert after["metadata"]["annotations"] == {"iam.gke.io/gcp-service-account": "t@p.iam"}
+        else:
+            assert after == before
+
+
+def test_the_api_servers_checks_see_the_patched_objects() -> None:
+    ttl = {"op": "add", "path": "/spec/ttlSecondsAfterFinished", "value": 3600}
+    ok = manifests(cluster(object_patches={"JobSet": [ttl]}))
+    assert [m["spec"]["ttlSecondsAfterFinished"] for m in ok if m["kind"] == "JobSet"] == [3600]
+    assert validate_objects(ok) == []
+    typo = manifests(cluster(object_patches={"JobSet": [{**ttl, "path": "/spec/ttlSecondsAfterFinish"}]}))
+    [problem] = validate_objects(typo)
+    assert "ttlSecondsAfterFinish" in str(problem)
+
+
+def test_a_kind_the_job_does_not_render_names_those_it_does() -> None:
+    label = {"op": "add", "path": "/metadata/labels/x", "value": "y"}
+    assert render_problems(backend="jaxjob", object_patches={"Service": [label], "Role": [label]}) == [
+        f"job default/train: object_patches[{kind!r}] = {kind!r}: the job renders no {kind} (backend jaxjob renders "
+        "JAXJob, NetworkPolicy, ServiceAccount); fix: patch one of the kinds it renders (see `jaxinfra synth`), or "
+        "remove the entry"
+        for kind in ("Service", "Role")
+    ]
+    [bad] = spec_problems(object_patches={"service": [label]})
+    assert "'service' is not a kind" in bad and "JobSet, Service" in bad
+
+
+def test_an_object_patch_that_does_not_apply_names_the_kind_object_and_op() -> None:
+    [remove] = render_problems(object_patches={"Service": [{"op": "remove", "path": "/spec/sessionAffinity"}]})
+    assert remove.startswith(
+        "job default/train: object_patches['Service'][0] = {'op': 'remove', 'path': '/spec/sessionAffinity'}: remove "
+        "'/spec/sessionAffinity' on its Service train: /spec has no 'sessionAffinity' (it has "
+    )
+    assert remove.endswith(
+        "fix: paths start at the Service object; check the path against the Service object `jaxinfra synth` writes"
+    )
+
+
+def test_explain_counts_the_object_patches() -> None:
+    label = {"op": "add", "path": "/metadata/labels/x", "value": "y"}
+    jp = plan(cluster(object_patches={"JobSet": [label, label], "Service": [label]})).jobs[0]
+    assert dict(facts(jp))["customized"] == "2 JobSet patches; 1 Service patch"

@@ -212,8 +212,8 @@ def layout(jp: JobPlan) -> Layout:
 
 
 def customizations(jp: JobPlan) -> str:
-    """What the job adds to the pods jaxinfra renders (`JaxJob.priority_class` ... `pod_patches`), in words, so a
-    reviewer sees that its pods differ from jaxinfra's own; empty for a job without any."""
+    """What the job adds to the pods and objects jaxinfra renders (`JaxJob.priority_class` ... `object_patches`), in
+    words, so a reviewer sees that they differ from jaxinfra's own; empty for a job without any."""
     j = jp.job
     parts = []
     if j.priority_class:
@@ -235,6 +235,8 @@ def customizations(jp: JobPlan) -> str:
             for op in j.pod_patches
         )
         parts.append(f"{len(j.pod_patches)} pod patch{'es' if len(j.pod_patches) != 1 else ''} ({ops})")
+    for kind, kind_ops in j.object_patches.items():
+        parts.append(f"{len(kind_ops)} {kind} patch{'es' if len(kind_ops) != 1 else ''}")
     return "; ".join(parts)
 
 

@@ -14,6 +14,7 @@ from jaxinfra.render.common import (
     headless_service,
     namespace,
     network_policy,
+    object_patched,
     role,
     role_binding,
     service_account,
@@ -27,7 +28,7 @@ def render_job(jp: JobPlan) -> list[Manifest]:
     objects (a TrainJob's runtime), the workload last.
 
     No headless Service where the operator owns DNS (JAXJob: one Service per replica) or the
-    Trainer's JobSet makes it (TrainJob).
+    Trainer's JobSet makes it (TrainJob). The job's `object_patches` apply last, to what every adapter renders.
     """
     out = [service_account(jp)]
     if jp.job.kubernetes_api:
@@ -38,7 +39,8 @@ def render_job(jp: JobPlan) -> list[Manifest]:
         out.append(checkpoint_claim(jp))
     if jp.own_service:
         out.append(headless_service(jp))
-    return out + jp.backend.render(jp, SharedParts(jp))
+    out += jp.backend.render(jp, SharedParts(jp))
+    return object_patched(jp, out) if jp.job.object_patches else out
 
 
 def render(cp: ClusterPlan) -> list[Manifest]:

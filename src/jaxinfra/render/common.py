@@ -4,7 +4,7 @@ headless Service, pod template; `SharedParts` hands the pod parts to a backend's
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -355,33 +355,64 @@ def customize(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
         spec["tolerations"] = [*spec.get("tolerations", []), *map(toleration, j.tolerations)]
     if j.sidecars:
         spec["initContainers"] = [sidecar(s) for s in j.sidecars]
-    return patched(jp, template) if j.pod_patches else template
+    if not j.pod_patches:
+        return template
+    target = f"backend {jp.backend.name}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")
+    root = "the pod template (/metadata/..., /spec/...), the same object in every backend"
+    return patched(template, j.pod_patches, f"job {jp.namespace}/{jp.name}: pod_patches", target, root)
 
 
-def _patch_fix(kind: str, op: dict[str, Any]) -> str:
-    if kind == "test":
-        return (
-            "the pod template holds another value there (see `jaxinfra synth`): update the test's value, or drop "
-            "the test"
+def object_patched(jp: JobPlan, objects: list[Manifest]) -> list[Manifest]:
+    """The job's objects with its `object_patches` applied, each kind's to its one object; a kind the job does not
+    render is a `SpecError` naming the ones it does (every such kind at once)."""
+    kinds = [m["kind"] for m in objects]
+    where = f"job {jp.namespace}/{jp.name}: object_patches"
+    if unknown := [k for k in jp.job.object_patches if k not in kinds]:
+        raise SpecError(
+            [
+                Problem(
+                    f"{where}[{k!r}]",
+                    k,
+                    f"the job renders no {k} (backend {jp.backend.name} renders {', '.join(sorted(set(kinds)))})",
+                    "patch one of the kinds it renders (see `jaxinfra synth`), or remove the entry",
+                )
+                for k in unknown
+            ]
         )
+    return [
+        patched(
+            m, ops, f"{where}[{m['kind']!r}]", f"its {m['kind']} {m['metadata']['name']}", f"the {m['kind']} object"
+        )
+        if (ops := jp.job.object_patches.get(m["kind"]))
+        else m
+        for m in objects
+    ]
+
+
+def _patch_fix(kind: str, op: Mapping[str, Any], root: str) -> str:
+    short = _short(root)
+    if kind == "test":
+        return f"{short} holds another value there (see `jaxinfra synth`): update the test's value, or drop the test"
     if kind == "invalid":
         return "write an RFC 6902 operation that fits the target: a list index is a number or '-' (add only)"
     where = (
         "'add' needs the parent to exist: add the whole map or list one level up first; " if op["op"] == "add" else ""
     )
-    return (
-        f"{where}paths start at the pod template (/metadata/..., /spec/...), the same object in every backend; "
-        f"check the path against the pod template `jaxinfra synth` writes"
-    )
+    return f"{where}paths start at {root}; check the path against {short} `jaxinfra synth` writes"
 
 
-def _missing(doc: Any, pointer: str, whole: bool) -> str | None:
+def _short(root: str) -> str:
+    """The patched object in words, without where its paths start: `the pod template`."""
+    return root.split(" (")[0]
+
+
+def _missing(doc: Any, pointer: str, whole: bool, root: str) -> str | None:
     """Where `pointer` leaves `doc`, in a few words (jsonpointer's own message prints the whole document); only its
     parent must exist when not `whole` (add). None: it resolves, so the operation failed for another reason."""
     tokens = [t.replace("~1", "/").replace("~0", "~") for t in pointer.split("/")[1:]]
     node, at = doc, ""
     for t in tokens if whole else tokens[:-1]:
-        where = at or "the pod template"
+        where = at or root
         if isinstance(node, dict):
             if t not in node:
                 return f"{where} has no {t!r} (it has {', '.join(map(repr, node)) or 'nothing'})"
@@ -396,14 +427,15 @@ def _missing(doc: Any, pointer: str, whole: bool) -> str | None:
     return None
 
 
-def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
-    """`template` with the job's pod patches applied in order. The first one that does not apply is a `SpecError`
-    (the ones after it were written against its result, so they are not tried), never a traceback."""
+def patched(
+    doc: dict[str, Any], ops: Sequence[Mapping[str, Any]], field: str, target: str, root: str
+) -> dict[str, Any]:
+    """`doc` with `ops` applied in order. The first one that does not apply is a `SpecError` at `field`[i] on
+    `target` (the ones after it were written against its result, so they are not tried), never a traceback."""
     import jsonpatch
     import jsonpointer
 
-    doc: dict[str, Any] = template
-    for i, op in enumerate(jp.job.pod_patches):
+    for i, op in enumerate(ops):
         try:  # on copies (of the document: a failed operation leaves it as it was; of the operation: the rendered
             # manifest never shares a value with the spec)
             doc = jsonpatch.JsonPatch([copy.deepcopy(op)]).apply(doc, in_place=False)
@@ -417,23 +449,15 @@ def patched(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
             )
             name = op["op"]
             why = (
-                (_missing(doc, op["from"], True) if "from" in op else None)
-                or _missing(doc, op["path"], name in ("remove", "replace", "test"))
+                (_missing(doc, op["from"], True, _short(root)) if "from" in op else None)
+                or _missing(doc, op["path"], name in ("remove", "replace", "test"), _short(root))
                 or str(err)
             )
             if kind == "test" and why == str(err):
                 why = f"it holds {jsonpointer.resolve_pointer(doc, op['path'])!r}, not {op['value']!r}"
             what = f"{name} {op['from']!r} to {op['path']!r}" if "from" in op else f"{name} {op['path']!r}"
-            target = f"backend {jp.backend.name}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")
             raise SpecError(
-                [
-                    Problem(
-                        f"job {jp.namespace}/{jp.name}: pod_patches[{i}]",
-                        op,
-                        f"{what} on {target}: {why}",
-                        _patch_fix(kind, op),
-                    )
-                ]
+                [Problem(f"{field}[{i}]", op, f"{what} on {target}: {why}", _patch_fix(kind, op, root))]
             ) from None
     return doc
 

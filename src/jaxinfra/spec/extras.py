@@ -149,3 +149,15 @@ def patch_operation(op: Any) -> dict[str, Any]:
     if "value" in op and (why := _json_problem(op["value"])):
         raise problem(f"value: {why}", "use strings, numbers, booleans, None, lists and dicts with string keys")
     return op
+
+
+_KIND = re.compile(r"^[A-Z][A-Za-z0-9]*$")
+
+
+def object_patch_kinds(v: dict[str, Any]) -> dict[str, Any]:
+    """`object_patches` keys are Kubernetes kinds as manifests spell them; which ones a job renders is known once it
+    renders (`jaxinfra.render.object_patched`)."""
+    for kind in v:
+        if not _KIND.match(kind):
+            raise problem(f"{kind!r} is not a kind", "use a kind as the manifest spells it: JobSet, Service, ...", kind)
+    return v

@@ -27,7 +27,13 @@ from jaxinfra.spec.base import (
 )
 from jaxinfra.spec.checkpoints import Checkpoints
 from jaxinfra.spec.env import EnvValue, credential_literal
-from jaxinfra.spec.extras import Toleration, node_selector_entries, patch_operation, priority_class_name
+from jaxinfra.spec.extras import (
+    Toleration,
+    node_selector_entries,
+    object_patch_kinds,
+    patch_operation,
+    priority_class_name,
+)
 from jaxinfra.spec.problems import problem
 
 #: Workload backends that render today (`jaxinfra.backends`, in its order); the first is the default.
@@ -248,10 +254,18 @@ class JaxJob(Spec):
         "serves every backend. An operation that does not apply is a spec "
         "problem.",
     )
+    object_patches: dict[str, tuple[PatchOperation, ...]] = Field(
+        default_factory=dict,
+        description="RFC 6902 JSON Patch operations per kind of object the job renders (JobSet, Service, "
+        "ServiceAccount, NetworkPolicy, ...: one object of each kind per job), applied in order after everything "
+        "else, pod patches included: the escape hatch for a field jaxinfra does not model. A kind the job does not "
+        "render, or an operation that does not apply, is a spec problem.",
+    )
 
     _names = field_validator("name", "namespace")(lambda v: dns_label(v))
     _priority_class = field_validator("priority_class")(priority_class_name)
     _node_selector = field_validator("node_selector")(node_selector_entries)
+    _object_patches = field_validator("object_patches")(object_patch_kinds)
 
     @field_validator("sidecars")
     @classmethod
