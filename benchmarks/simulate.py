@@ -26,8 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PY = sys.executable
-sys.path.insert(0, str(HERE.parent / "tests"))
-from unprivileged import command, scratch_home  # noqa: E402  (runs a command as uid 65534 when this is root)
+sys.path.insert(0, str(HERE.parent))  # the checkout: tests.support is a package there
+from tests.support.unprivileged import command, scratch_home  # noqa: E402  (runs a command as uid 65534 when this is root)
 
 
 def cli(*args: str, unprivileged: bool = False) -> tuple[float, dict]:
@@ -158,7 +158,8 @@ def main() -> None:
     print(f"  at the issue's reference speed (naive launch 4.8 s on 2 cores) that wall is {s / b * 4.8:.2f} s")
     a = statistics.median(api)
     print(
-        f"  with the API server (tokens mounted, kubernetes_api=True): {a:.2f} s (range {min(api):.2f}-{max(api):.2f}), "
+        f"  with the API server (tokens mounted, kubernetes_api=True): {a:.2f} s "
+        f"(range {min(api):.2f}-{max(api):.2f}), "
         f"{a - s:+.2f} s: what starting and serving it costs"
     )
     if user:
@@ -183,7 +184,8 @@ def main() -> None:
         w = report["workloads"][0]
         checks = all(p["checks_passed"] for p in w["attempts"][-1]["pods"])
         print(
-            f"scale v5p 4x4x8 (32 x 4 = 128 devices): {w['verdict']}, all checks {checks}, {wall:.2f} s (target <= 15 s), "
+            f"scale v5p 4x4x8 (32 x 4 = 128 devices): {w['verdict']}, all checks {checks}, "
+            f"{wall:.2f} s (target <= 15 s), "
             f"{wall / b:.1f}x the 8 x 2 naive launch"
         )
 

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from train_group import Group  # noqa: E402  (launches jaxinfra/templates/train with a rank's env contract)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: tests.support is a package there
+from tests.support.train_group import Group  # noqa: E402  (launches jaxinfra/templates/train with a rank's env contract)
 
 RATE = re.compile(r"^finished at step \d+: ([\d.]+) steps/s", re.M)
 

@@ -13,6 +13,8 @@ import yaml
 
 from jaxinfra.admission import defaults
 
+pytestmark = pytest.mark.unit
+
 DIGEST = "sha256:" + "4b" * 32
 
 

@@ -12,6 +12,8 @@ from jaxinfra.admission import defaults
 from jaxinfra.admission.plugins import Usage, admit_object, admit_pod
 from jaxinfra.admission.store import Store
 
+pytestmark = pytest.mark.unit
+
 JOB = yaml.safe_load("""
 apiVersion: batch/v1
 kind: Job

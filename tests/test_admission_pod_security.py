@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
-from conftest import PAIR_IDS, PAIRS, rendered
 from jaxinfra.admission import pod_security as ps
 from jaxinfra.admission.store import Finding
+from tests.support.stacks import PAIR_IDS, PAIRS, rendered
+
+pytestmark = pytest.mark.unit
 
 RESTRICTED_NS = {"kubernetes.io/metadata.name": "ml", "pod-security.kubernetes.io/enforce": "restricted"}
 
@@ -95,7 +97,8 @@ def _escalation_allowed(p: dict) -> None:
         ),
         (
             _escalation_allowed,
-            'allowPrivilegeEscalation != false (container "jax" must set securityContext.allowPrivilegeEscalation=false)',
+            'allowPrivilegeEscalation != false (container "jax" must set '
+            "securityContext.allowPrivilegeEscalation=false)",
         ),
     ],
     ids=["runAsNonRoot", "drop-ALL", "seccomp", "allowPrivilegeEscalation"],

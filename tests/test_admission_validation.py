@@ -14,6 +14,8 @@ from jaxinfra import quantity
 from jaxinfra.admission import validation as v
 from jaxinfra.admission.store import Finding
 
+pytestmark = pytest.mark.unit
+
 # A Job in the style of the Kubernetes docs' pi example (computes digits, never restarts).
 PI = """
 apiVersion: batch/v1

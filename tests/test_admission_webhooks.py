@@ -14,6 +14,8 @@ from jaxinfra.admission import structural, webhooks
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.validate import crd_schema
 
+pytestmark = pytest.mark.unit
+
 # In the style of JobSet's examples (examples/simple, examples/failure-policy): rules without names, a pod template
 # without restartPolicy, nulls where a templating tool leaves them.
 JOBSET = """

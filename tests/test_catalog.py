@@ -12,6 +12,8 @@ from jaxinfra import catalog
 from jaxinfra.catalog import Accelerator
 from jaxinfra.errors import CatalogError
 
+pytestmark = pytest.mark.unit
+
 
 def _problem(exc: pytest.ExceptionInfo[CatalogError]):
     (problem,) = exc.value.problems

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.adapters
+
 # Node 20 is past jsii's support window: silence its banner here, as `python -m jaxinfra.cdk8s` does.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
@@ -23,14 +25,15 @@ cdk8s = pytest.importorskip("cdk8s")
 
 from constructs import Construct  # noqa: E402
 
-from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT, STACKS, load_stack, rendered  # noqa: E402
 from jaxinfra import manifests, stack  # noqa: E402
 from jaxinfra.cdk8s import JaxinfraChart, JaxJobConstruct, stacks_app  # noqa: E402
 from jaxinfra.plan import plan  # noqa: E402
 from jaxinfra.spec import CPU, Cluster, JaxJob, NodePool  # noqa: E402
 from jaxinfra.validate import validate_objects  # noqa: E402
 from jaxinfra.yamlio import dump, load  # noqa: E402
-from test_simulate import verdicts  # noqa: E402
+from tests.support.paths import EXAMPLE, ROOT, STACKS  # noqa: E402
+from tests.support.stacks import PAIR_IDS, PAIRS, load_stack, rendered  # noqa: E402
+from tests.test_simulate import verdicts  # noqa: E402
 
 CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
 MULTISLICE = EXAMPLE / "stacks" / "tpu_v5p_2x2x4_x2.py"  # its job is in namespace `ml`

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import pytest
 
-import unprivileged
-from conftest import ROOT
 from jaxinfra.simulate import cgroups
 from jaxinfra.simulate.cgroups import Controller, Controllers, Session
 from jaxinfra.simulate.paths import safe_name
+from tests.support import unprivileged
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.simulator
 
 MiB = 2**20
 

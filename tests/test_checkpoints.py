@@ -15,13 +15,15 @@ from typing import Any
 
 import pytest
 
-from conftest import EXAMPLE, ROOT, TRAIN
 from jaxinfra import CPU, PVC, TPU, Cluster, GCSBucket, JaxJob, NodePool, SpecError, manifests
 from jaxinfra.explain import facts
 from jaxinfra.plan import plan
 from jaxinfra.spec import BACKENDS
 from jaxinfra.validate import validate_objects
-from test_security import pod_specs, restricted_violations
+from tests.support.paths import EXAMPLE, ROOT, TRAIN
+from tests.test_security import pod_specs, restricted_violations
+
+pytestmark = pytest.mark.simulator
 
 STORAGE = {
     "bucket": GCSBucket("team-ckpt"),
@@ -180,19 +182,26 @@ def test_explain_says_where_the_checkpoints_live() -> None:
 
 
 FIELD_PROBLEMS = {  # each value checked on its own
-    'GCSBucket("My_Bucket")': "jobs[0].checkpoints.bucket = 'My_Bucket': not a Cloud Storage bucket name; fix: use 3-63 lower-case",
-    "PVC()": "jobs[1].checkpoints = {'kind': 'pvc'}: names no claim and renders none; fix: give the name of an existing claim",
-    'PVC("old", storage_class="fast")': "jobs[2].checkpoints.storage_class = 'fast': a storage class is for a claim jaxinfra "
+    'GCSBucket("My_Bucket")': "jobs[0].checkpoints.bucket = 'My_Bucket': not a Cloud Storage bucket name; fix: use "
+    "3-63 lower-case",
+    "PVC()": "jobs[1].checkpoints = {'kind': 'pvc'}: names no claim and renders none; fix: give the name of an "
+    "existing claim",
+    'PVC("old", storage_class="fast")': "jobs[2].checkpoints.storage_class = 'fast': a storage class is for a claim "
+    "jaxinfra "
     "renders; fix: add size=...",
     'PVC(size="lots")': "jobs[3].checkpoints.size = 'lots': not a Kubernetes quantity; fix: write it like '100Gi'",
-    '"gs://x"': "jobs[4].checkpoints = 'gs://x': not checkpoint storage; fix: use GCSBucket(name) or PVC(name) / PVC(size=...)",
+    '"gs://x"': "jobs[4].checkpoints = 'gs://x': not checkpoint storage; fix: use GCSBucket(name) or PVC(name) / "
+    "PVC(size=...)",
     'GCSBucket("google-ckpt")': "jobs[5].checkpoints.bucket = 'google-ckpt': not a Cloud Storage bucket name",
 }
 CROSS_PROBLEMS = {  # rules between fields and objects, checked once every value is
-    'PVC("one", size="1Gi"), env={"JAXINFRA_CHECKPOINT_DIR": "/elsewhere"}': "jobs[0].env.JAXINFRA_CHECKPOINT_DIR = '/elsewhere': set by jaxinfra to the mount path of the job's checkpoints; "
+    'PVC("one", size="1Gi"), env={"JAXINFRA_CHECKPOINT_DIR": "/elsewhere"}': "jobs[0].env.JAXINFRA_CHECKPOINT_DIR = "
+    "'/elsewhere': set by jaxinfra to the mount path of the job's checkpoints; "
     "fix: remove it",
-    'PVC("two", size="1Gi"), backend="trainjob", runtime="jax-distributed"': "jobs[1].checkpoints = 'pvc': ClusterTrainingRuntime 'jax-distributed' is not jaxinfra's: it writes no pod template",
-    'PVC("one", size="2Gi")': "jobs[2].checkpoints.name = 'one': job j0 already renders PersistentVolumeClaim default/one; fix: share it as an "
+    'PVC("two", size="1Gi"), backend="trainjob", runtime="jax-distributed"': "jobs[1].checkpoints = 'pvc': "
+    "ClusterTrainingRuntime 'jax-distributed' is not jaxinfra's: it writes no pod template",
+    'PVC("one", size="2Gi")': "jobs[2].checkpoints.name = 'one': job j0 already renders PersistentVolumeClaim "
+    "default/one; fix: share it as an "
     "existing claim, PVC('one')",
 }
 

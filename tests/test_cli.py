@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT
+from tests.support.paths import EXAMPLE, ROOT
+from tests.support.stacks import PAIR_IDS, PAIRS
+
+pytestmark = pytest.mark.simulator
 
 GOOD = """
 from jaxinfra import TPU, GPU, CPU, Cluster, JaxJob, NodePool
@@ -187,7 +190,8 @@ def test_cold_start_imports_no_jax_cdk8s_or_pulumi() -> None:
         "import sys; from jaxinfra.entry import main\n"
         "try: main(['synth', 'stacks/tpu_v5p_2x2x4_x2.py', '--stdout'])\n"
         "except SystemExit: pass\n"
-        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'jax', 'cdk8s', 'jsii', 'pulumi', 'rich', 'jsonschema'})\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in {'jax', 'cdk8s', 'jsii', 'pulumi', 'rich', "
+        "'jsonschema'})\n"
         "print(heavy, file=sys.stderr)"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE, ROOT, rendered
 from jaxinfra.diff import RECREATE, WORKLOAD_KINDS, Key, diff, read_dir
 from jaxinfra.yamlio import dump
+from tests.support.paths import EXAMPLE, ROOT
+from tests.support.stacks import rendered
+
+pytestmark = pytest.mark.unit
 
 CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
 
@@ -32,11 +35,13 @@ def edit(objs: list[dict], kind: str) -> dict:
     return next(o for o in objs if o["kind"] == kind)
 
 
+@pytest.mark.simulator
 def test_identical_is_no_changes(tmp_path: Path) -> None:
     r = cli("diff", str(CPU_DEV), str(synthesized(tmp_path)))
     assert (r.returncode, r.stdout) == (0, "jaxinfra: no changes\n"), r.stderr
 
 
+@pytest.mark.simulator
 def test_image_change_is_immutable_and_needs_recreate(tmp_path: Path) -> None:
     out = synthesized(tmp_path)
     [f] = out.glob("*.yaml")
@@ -45,7 +50,8 @@ def test_image_change_is_immutable_and_needs_recreate(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert r.stdout.splitlines() == [
         f"~ JobSet default/train (jobset.x-k8s.io): changed, {RECREATE}",
-        "    spec.replicatedJobs[0].template.spec.template.spec.containers[0].image: 'old:1' -> 'python:3.11-slim'  [immutable]",
+        "    spec.replicatedJobs[0].template.spec.template.spec.containers[0].image: 'old:1' -> 'python:3.11-slim'  "
+        "[immutable]",
         "jaxinfra: 0 added, 0 removed, 1 changed (1 to delete and recreate)",
     ]
 
@@ -108,6 +114,7 @@ def test_elastic_indexed_job_completions_with_parallelism_is_not_immutable() -> 
     assert {f.kind for f in od.fields} == {"replaced"}
 
 
+@pytest.mark.simulator
 def test_backend_change_is_a_removed_and_an_added_workload(tmp_path: Path) -> None:
     r = cli("diff", str(CPU_DEV), str(synthesized(tmp_path, "jobset")), "--backend", "job")
     assert r.returncode == 1
@@ -117,6 +124,7 @@ def test_backend_change_is_a_removed_and_an_added_workload(tmp_path: Path) -> No
     )
 
 
+@pytest.mark.simulator
 def test_input_problems_exit_2(tmp_path: Path) -> None:
     r = cli("diff", str(CPU_DEV), str(tmp_path / "missing"))
     assert r.returncode == 2 and "no such directory" in r.stderr and "Traceback" not in r.stderr

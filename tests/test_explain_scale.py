@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from conftest import NO_RESTART, load_stack, stack_backends
 from jaxinfra import stack
 from jaxinfra.explain import HOSTNAME, Var, env_ranges
 from jaxinfra.plan import JobPlan, plan
+from tests.support.paths import NO_RESTART, ROOT
+from tests.support.stacks import load_stack, stack_backends
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.unit
+
 V5P = "examples/training-infra/stacks/tpu_v5p_2x2x4_x2.py"
 HUGE = "benchmarks/stacks/v5p_16x16x24_x4.py"
 
@@ -51,6 +53,7 @@ def test_patterns_stand_for_every_rank_exactly(path: Path, backend: str) -> None
         assert len(ranges) == 1  # every backend's env follows one pattern over all ranks
 
 
+@pytest.mark.simulator
 @pytest.mark.parametrize("path", [V5P, HUGE])
 def test_explain_fits_a_screen_in_a_ci_log(path: str) -> None:
     r = cli("explain", path)
@@ -63,6 +66,7 @@ def test_explain_fits_a_screen_in_a_ci_log(path: str) -> None:
     assert f"JAX_NUM_PROCESSES={jp.processes}" in r.stdout and "TPU_WORKER_ID=<host>" in r.stdout
 
 
+@pytest.mark.simulator
 def test_all_ranks_prints_every_rank() -> None:
     r = cli("explain", HUGE, "--all-ranks")
     assert r.returncode == 0, r.stderr
@@ -75,6 +79,7 @@ def test_all_ranks_prints_every_rank() -> None:
     )
 
 
+@pytest.mark.simulator
 def test_single_ranks_and_a_rank_no_job_has() -> None:
     r = cli("explain", V5P, "--rank", "5", "--rank", "0")
     assert r.returncode == 0, r.stderr
@@ -89,6 +94,7 @@ def test_single_ranks_and_a_rank_no_job_has() -> None:
 # The kill hits the pod that starts last: the runner holds the other pods while the coordinator (rank 0) warms up,
 # so on a loaded machine a kill of rank 0 at 0.02 s came before rank 1 had started (it stayed pending, and the test
 # failed on the machine's speed, not on the table).
+@pytest.mark.simulator
 @pytest.mark.parametrize(
     "fault", [["--fail", "train-node-0-1"], ["--kill", "train-node-0-1@0.02"]], ids=["fail", "kill"]
 )
@@ -105,6 +111,7 @@ def test_simulate_final_table_is_never_cut_short_in_a_ci_log(fault: list[str]) -
     assert max(len(line.rstrip()) for line in r.stdout.splitlines() if line.startswith("train-node-0-")) <= 80
 
 
+@pytest.mark.simulator
 def test_an_output_folder_that_does_not_exist_is_an_input_error(tmp_path: Path) -> None:
     missing = tmp_path / "nowhere"
     r = cli("explain", V5P, "--svg", str(missing / "t.svg"))

@@ -20,12 +20,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import ROOT, simulate_cli
 from jaxinfra.admission import Request, admit
 from jaxinfra.cli import _sources
 from jaxinfra.errors import Refused
 from jaxinfra.simulate import engine, sources
 from jaxinfra.validate import validate_files
+from tests.support.cli import simulate_cli
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.simulator
 
 PROBE = ["python3", "-c", "print('step ok')"]
 

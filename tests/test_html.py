@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 
-from conftest import EXAMPLE, NO_RESTART
-from headless import Browser
+from tests.support.headless import Browser
+from tests.support.paths import EXAMPLE, NO_RESTART, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.browser
+
 #: The issue's aim for the default stack's report.
 MAX_BYTES = 200_000
 

@@ -14,9 +14,11 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import EXAMPLE, ROOT
 from jaxinfra import init, manifests, stack
 from jaxinfra.yamlio import load
+from tests.support.paths import EXAMPLE, ROOT
+
+pytestmark = pytest.mark.adapters
 
 WORKFLOW = ".github/workflows/jaxinfra.yml"
 #: The environment of a fresh venv's commands: nothing that would import another jaxinfra.
@@ -117,7 +119,7 @@ def test_workflow_passes_offline_linters(tmp_path: Path) -> None:
 
 
 def test_workflow_opens_user_namespaces_before_simulating(tmp_path: Path) -> None:
-    """Hosted ubuntu-24.04 runners restrict unprivileged user namespaces (README, "Who can run it")."""
+    """Hosted ubuntu-24.04 runners restrict unprivileged user namespaces (docs/sandbox.md, "Who can run it")."""
     init.write(tmp_path)
     names = list(steps(tmp_path))
     [sysctl] = [n for n, s in steps(tmp_path).items() if "sysctl" in s.get("run", "")]
@@ -211,6 +213,7 @@ def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
             "install",
             "--quiet",
             "--disable-pip-version-check",
+            "--no-compile",  # no .pyc of all of jax and pulumi-gcp up front: what runs compiles what it imports
             f"{wheel}[sim,validate,cdk8s,pulumi]",
             *train,
         ],
@@ -264,9 +267,10 @@ def test_workflow_diff_step_reports_against_the_base_branch(fresh_venv: Path, tm
     assert "failurePolicy.maxRestarts" in diff and "jaxinfra: " in diff
 
 
-# --- the scaffold README's own commands, from the scaffold's folder, with the wheel's jaxinfra -------------------------
+# --- the scaffold README's own commands, from the scaffold's folder, with the wheel's jaxinfra
+# -------------------------
 
-PULUMI_UP = Path(__file__).with_name("pulumi_up_mocked.py")
+PULUMI_UP = ROOT / "tests" / "support" / "pulumi_up_mocked.py"  # run as a program, by the fresh venv's Python
 
 
 def readme_commands(repo: Path) -> list[str]:

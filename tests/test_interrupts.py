@@ -8,7 +8,11 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import ROOT
+import pytest
+
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.simulator
 
 
 def run(body: str) -> subprocess.CompletedProcess[str]:

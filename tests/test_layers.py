@@ -1,4 +1,5 @@
-"""The core's dependencies point one way (docs/design.md, "The core layers"): names -> spec -> plan -> render.
+"""The core's dependencies point one way (docs/design.md, "The core layers"): names -> backends -> spec -> plan ->
+render.
 
 Read from the source (every import, also inside functions; `if TYPE_CHECKING:` blocks are for
 readers of types only and are skipped), so a lazy import back up a layer fails here too.
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.unit
+
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "jaxinfra"
 
 #: Module -> the jaxinfra modules it may import at run time.
@@ -19,9 +22,12 @@ ALLOWED = {
     "names": set(),
     "quantity": set(),
     "catalog": {"errors"},
-    "spec": {"catalog", "errors", "names", "quantity", "spec"},
-    "plan": {"catalog", "errors", "names", "quantity"},
-    "render": {"catalog", "errors", "names", "plan", "render"},  # errors: a pod patch that does not apply
+    # One module per workload kind; the plan and the pod parts reach it as arguments (types only), never imports.
+    "backends": {"backends", "errors", "names"},
+    "spec": {"backends", "catalog", "errors", "names", "quantity", "spec"},
+    "plan": {"backends", "catalog", "errors", "names", "quantity"},
+    "render": {"backends", "catalog", "errors", "names", "plan", "render"},  # errors: a pod patch that does not apply
+    "topology": set(),  # a pure drawing: a Layout comes from a plan (explain) or from simulated pods
 }
 
 #: Module of the spec package -> the spec modules it may import at run time: each concern builds on the
@@ -50,8 +56,18 @@ PULUMI_ALLOWED = {
     "cluster": {"checks", "config", "gke", "kubernetes", "pools"},
 }
 
+#: Module of the backends package -> the backends modules it may import at run time: each backend builds on the
+#: protocol and its shared helpers only, never on another backend (the registry, `__init__`, imports them all).
+BACKENDS_ALLOWED = {
+    "base": set(),
+    "jobset": {"base"},
+    "job": {"base"},
+    "jaxjob": {"base"},
+    "trainjob": {"base"},
+}
+
 #: Package -> (its module -> the modules of the same package it may import at run time).
-PACKAGES = {"spec": SPEC_ALLOWED, "pulumi": PULUMI_ALLOWED}
+PACKAGES = {"backends": BACKENDS_ALLOWED, "spec": SPEC_ALLOWED, "pulumi": PULUMI_ALLOWED}
 MODULES = [(package, module) for package, allowed in sorted(PACKAGES.items()) for module in sorted(allowed)]
 
 
@@ -119,3 +135,80 @@ def test_spec_uses_no_private_pydantic_module(path: Path) -> None:
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
     }
     assert not [m for m in modules if m and "._" in m]
+
+
+# --- the simulator ----------------------------------------------------------------------------------------------------
+
+#: The jaxinfra modules the simulator may import at run time: what makes it a cluster emulator (the API server's steps,
+#: decoding, signal handling, quantities, the bundled schemas' release, the drawing), never jaxinfra's model. It runs
+#: manifests jaxinfra did not write, so it reads them as a cluster would: knowing the spec, the plan or the backends
+#: would let it take a shortcut through what jaxinfra meant instead of what the manifests say.
+SIMULATOR_ALLOWED = {
+    "simulate",
+    "errors",
+    "yamlio",  # decoding, as the API server's front door does
+    "yamlsurvey",
+    "interrupts",  # signal handling
+    "quantity",
+    "admission",  # the API server's steps (defaulting, webhooks, validation, admission)
+    "schemas",  # K8S_VERSION, the release whose schemas are bundled (the API server's /version)
+    "topology",  # a pure drawing of hosts (the HTML report's)
+    "outputs",  # `report.run` writes its reports as every command writes its outputs: whole or not at all
+}
+SIMULATE = PACKAGE / "simulate"
+
+
+@pytest.mark.parametrize("path", sorted(SIMULATE.rglob("*.py")), ids=lambda p: str(p.relative_to(SIMULATE)))
+def test_simulator_imports_only_what_a_cluster_emulator_needs(path: Path) -> None:
+    extra = runtime_imports(path) - SIMULATOR_ALLOWED
+    assert not extra, f"{path.relative_to(PACKAGE.parent)} imports {sorted(extra)}: jaxinfra's model, not a cluster's"
+
+
+def module_graph(folder: Path) -> dict[str, set[str]]:
+    """Each module (or subpackage, all its files together) of the package in `folder` -> the others it imports at
+    run time; a name the package's `__init__` defines counts as `__init__`."""
+    package = ".".join(("jaxinfra", *folder.relative_to(PACKAGE).parts))
+    members = {p: p.stem for p in folder.glob("*.py")} | {
+        p: p.name for p in folder.iterdir() if (p / "__init__.py").exists()
+    }
+    graph: dict[str, set[str]] = {}
+    for path, node in members.items():
+        files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+        found = set().union(*(runtime_imports(f, package) for f in files))
+        graph[node] = {m if m in members.values() else "__init__" for m in found} - {node}
+    return graph
+
+
+def cycle(graph: dict[str, set[str]]) -> list[str]:
+    """A cycle of `graph` as a path that ends where it starts, or [] when it has none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        path.append(node)
+        for after in sorted(graph.get(node, ())):
+            if after in path:
+                return path[path.index(after) :] + [after]
+            if after not in done and (found := visit(after)):
+                return found
+        done.add(path.pop())
+        return []
+
+    return next((found for node in sorted(graph) if node not in done and (found := visit(node))), [])
+
+
+PACKAGES_OF_THE_SIMULATOR = sorted(p.parent for p in SIMULATE.rglob("__init__.py"))
+
+
+@pytest.mark.parametrize("folder", PACKAGES_OF_THE_SIMULATOR, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_simulator_modules_import_one_another_one_way(folder: Path) -> None:
+    """No import cycle among a simulator package's modules, lazy imports included: data flows one way (the report
+    calls the HTML page, which needs nothing of the report)."""
+    found = cycle(module_graph(folder))
+    assert not found, f"{folder.relative_to(PACKAGE.parent)}: import cycle {' -> '.join(found)}"
+
+
+def test_the_cycle_check_finds_one() -> None:
+    assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
+    assert cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
+    assert module_graph(SIMULATE)["html"] >= {"runner", "trace"}

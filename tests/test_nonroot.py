@@ -1,5 +1,5 @@
 """The simulator as most people run it: a normal user, not root (uid 65534 when the suite runs as
-root; see tests/unprivileged.py), and on machines where it cannot isolate pods at all."""
+root; see tests/support/unprivileged.py), and on machines where it cannot isolate pods at all."""
 
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-import unprivileged
-from conftest import EXAMPLE, ROOT
 from jaxinfra.simulate import sandbox
 from jaxinfra.simulate.sandbox import Attempt, diagnose
+from tests.support import unprivileged
+from tests.support.paths import EXAMPLE, MANIFESTS, ROOT
 
-MANIFESTS = ROOT / "tests" / "manifests"
+pytestmark = pytest.mark.simulator
 
 
 @pytest.fixture

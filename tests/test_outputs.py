@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import unprivileged
 from jaxinfra.errors import MACHINE_LIMIT
+from tests.support import unprivileged
+
+pytestmark = pytest.mark.simulator
 
 STACK = """
 from jaxinfra import CPU, Cluster, JaxJob, NodePool
@@ -345,7 +347,8 @@ def unprivileged_cli(home: Path, *args: str) -> subprocess.CompletedProcess[str]
         (["synth", "-o", "locked"], "--out = 'locked': not writable; fix: write elsewhere, or make it writable"),
         (
             ["synth", "-o", "locked/yaml"],
-            "--out = 'locked/yaml': cannot be created: locked is not writable; fix: write elsewhere, or make it writable",
+            "--out = 'locked/yaml': cannot be created: locked is not writable; fix: write elsewhere, or make it "
+            "writable",
         ),
         (
             ["explain", "--svg", "locked/t.svg"],

@@ -11,16 +11,19 @@ from __future__ import annotations
 import string
 from typing import Any
 
+import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, SpecError, catalog, manifests
 from jaxinfra.names import CONTRACT_ENV, MAX_NAME, OPERATOR_ENV
 from jaxinfra.plan import BY_JAXINFRA, plan
-from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.emulation import emulate
 from jaxinfra.spec import credential_literal
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump
+
+pytestmark = pytest.mark.unit
 
 ROWS = [r for r in catalog.rows() if not r.name.endswith("-1host")]
 LABEL = st.from_regex(r"\A[a-z]([-a-z0-9]{0,48}[a-z0-9])?\Z", fullmatch=True)

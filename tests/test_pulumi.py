@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, STACKS
 from jaxinfra import manifests, releases, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import SKIP_AWAIT, node_pools
-from pulumi_harness import (
+from tests.support.paths import ROOT, STACKS
+from tests.support.pulumi_harness import (
     CA,
     CLUSTER_T,
     EXISTING,
@@ -46,6 +46,8 @@ from pulumi_harness import (
     write_stack,
 )
 
+pytestmark = pytest.mark.adapters
+
 
 @pytest.fixture(scope="module")
 def runs() -> dict[tuple[str, str], Run]:
@@ -57,7 +59,8 @@ CASE_IDS = [f"{p.stem}.{prov}" for p, prov in CASES]
 
 
 def expected_inputs(m: dict[str, Any]) -> dict[str, Any]:
-    """The manifest as the adapter passes it: verbatim, plus skipAwait on workloads, the headless Service and the claim."""
+    """The manifest as the adapter passes it: verbatim, plus skipAwait on workloads, the headless Service and the
+    claim."""
     if m["kind"] in WORKLOADS | {"Service", "PersistentVolumeClaim"}:
         meta = {**m["metadata"], "annotations": {**m["metadata"].get("annotations", {}), SKIP_AWAIT: "true"}}
         return {**m, "metadata": meta}
@@ -322,9 +325,11 @@ def test_kueue_queues_are_created_before_the_jobs_that_name_them(tmp_path: Path)
     path = write_stack(
         tmp_path,
         """
-        cluster = Cluster(name="q", kueue=True, node_pools=[NodePool("v5e", TPU("v5e", "2x4")), NodePool("cpu", CPU(devices=2))],
-                          jobs=[JaxJob("a", image="i", node_pool="v5e"), JaxJob("b", image="i", node_pool="cpu", namespace="team",
-                                                                          resources={"requests": {"cpu": "2"}})])
+        cluster = Cluster(name="q", kueue=True,
+                          node_pools=[NodePool("v5e", TPU("v5e", "2x4")), NodePool("cpu", CPU(devices=2))],
+                          jobs=[JaxJob("a", image="i", node_pool="v5e"),
+                                JaxJob("b", image="i", node_pool="cpu", namespace="team",
+                                       resources={"requests": {"cpu": "2"}})])
     """,
     )
     run = run_program({"jaxinfra:stack": str(path), **EXISTING})
@@ -453,7 +458,8 @@ def test_synth_and_simulate_never_import_pulumi(argv: list[str]) -> None:
                 entry.main({argv!r})
             except SystemExit as e:
                 assert not e.code, e.code
-        bad = sorted(m for m in sys.modules if m == "pulumi" or m.startswith(("pulumi.", "pulumi_")) or m == "jaxinfra.pulumi")
+        bad = sorted(m for m in sys.modules
+                     if m == "pulumi" or m.startswith(("pulumi.", "pulumi_")) or m == "jaxinfra.pulumi")
         print(bad)
         sys.exit(1 if bad else 0)
     """)

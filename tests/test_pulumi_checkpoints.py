@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from conftest import EXAMPLE
 from jaxinfra import manifests, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import BUCKET_ROLE, SHADOW_POOL, shadow_pods_per_node
 from jaxinfra.shadow import shadow
-from pulumi_harness import (
+from tests.support.paths import EXAMPLE
+from tests.support.pulumi_harness import (
     BUCKET_IAM_T,
     BUCKET_T,
     CLUSTER_T,
@@ -34,6 +34,8 @@ from pulumi_harness import (
     run_program,
     write_stack,
 )
+
+pytestmark = pytest.mark.adapters
 
 V5P = "stacks/tpu_v5p_2x2x4_x2.py"
 CPU_DEV = "stacks/cpu_dev.py"

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import ROOT
 from jaxinfra import releases
 from jaxinfra.pulumi import KEYS, NODE_ROLES, SYSTEM_POOL
-from pulumi_harness import (
+from tests.support.paths import ROOT
+from tests.support.pulumi_harness import (
     ACCOUNT_T,
     BUCKET_IAM_T,
     BUCKET_T,
@@ -42,6 +42,8 @@ from pulumi_harness import (
     run_program,
     write_stack,
 )
+
+pytestmark = pytest.mark.adapters
 
 H100 = "stacks/gpu_h100_2x8.py"
 V5P = "stacks/tpu_v5p_2x2x4_x2.py"
@@ -256,9 +258,11 @@ def test_kueue_only_with_kueue_after_the_controllers_it_integrates(tmp_path: Pat
     path = write_stack(
         tmp_path,
         """
-        cluster = Cluster(name="q", kueue=True, node_pools=[NodePool("v5e", TPU("v5e", "2x4")), NodePool("cpu", CPU(devices=2))],
+        cluster = Cluster(name="q", kueue=True,
+                          node_pools=[NodePool("v5e", TPU("v5e", "2x4")), NodePool("cpu", CPU(devices=2))],
                           jobs=[JaxJob("a", image="i", node_pool="v5e"),
-                                JaxJob("b", image="i", node_pool="cpu", backend="jaxjob", resources={"requests": {"cpu": "2"}})])
+                                JaxJob("b", image="i", node_pool="cpu", backend="jaxjob",
+                                       resources={"requests": {"cpu": "2"}})])
     """,
     )
     run = run_program({"jaxinfra:stack": str(path), **GKE})
@@ -449,8 +453,7 @@ def test_system_pool_runs_the_controllers() -> None:
 
 
 def pulumi_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    return text[text.index("## Cluster plus job with Pulumi") :][3:].split("\n## ")[0]
+    return (ROOT / "docs/pulumi.md").read_text()
 
 
 def test_readme_config_table_is_complete() -> None:
@@ -458,7 +461,7 @@ def test_readme_config_table_is_complete() -> None:
     assert sorted(keys) == sorted(KEYS) and len(keys) == len(set(keys))
 
 
-#: How README.md names each resource type the program registers.
+#: How docs/pulumi.md names each resource type the program registers.
 README_NAMES = {
     CLUSTER_T: "jaxinfra:index:Cluster",
     "jaxinfra:index:JaxJob": "jaxinfra:index:JaxJob",

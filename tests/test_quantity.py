@@ -11,6 +11,8 @@ import pytest
 from jaxinfra import CPU, Cluster, JaxJob, NodePool, SpecError
 from jaxinfra.quantity import parse, scale
 
+pytestmark = pytest.mark.unit
+
 
 @pytest.mark.parametrize(
     ("text", "value"),

@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 
 from jaxinfra.simulate.rbac import Attributes, Policy, Subject, authorize
 
+pytestmark = pytest.mark.unit
+
 RBAC = "rbac.authorization.k8s.io/v1"
 SA = Subject("team", "trainer")
 

@@ -1,4 +1,5 @@
-"""What the manifests must do on a cluster, asserted per backend (docs/design.md, "The env contracts" and "What the manifests guarantee")."""
+"""What the manifests must do on a cluster, asserted per backend (docs/design.md, "The env contracts" and "What the
+manifests guarantee")."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import pytest
 
 from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, manifests
 from jaxinfra.plan import plan
+
+pytestmark = pytest.mark.unit
 
 
 def objects(cluster: Cluster) -> dict[str, dict[str, Any]]:

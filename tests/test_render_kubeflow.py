@@ -1,4 +1,5 @@
-"""Kubeflow backends (JAXJob v1, TrainJob v2) and Kueue queues, per upstream conventions (docs/design.md, "The env contracts")."""
+"""Kubeflow backends (JAXJob v1, TrainJob v2) and Kueue queues, per upstream conventions (docs/design.md, "The env
+contracts")."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import pytest
 from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, SpecError, manifests
 from jaxinfra.plan import plan
 from jaxinfra.validate import validate_objects
+
+pytestmark = pytest.mark.unit
 
 OPERATOR_ENV = {"COORDINATOR_ADDRESS", "COORDINATOR_PORT", "NUM_PROCESSES", "PROCESS_ID", "PYTHONUNBUFFERED"}
 TRAINER_ENV = {"JAX_COORDINATOR_ADDRESS", "JAX_NUM_PROCESSES", "JAX_PROCESS_ID"}

@@ -16,11 +16,13 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from conftest import PAIR_IDS, PAIRS, load_stack, rendered
 from jaxinfra import CPU, GPU, TPU, Cluster, ConfigMapRef, JaxJob, NodePool, SecretRef, SpecError, manifests
 from jaxinfra.explain import facts
 from jaxinfra.plan import plan
 from jaxinfra.validate import validate_objects
+from tests.support.stacks import PAIR_IDS, PAIRS, load_stack, rendered
+
+pytestmark = pytest.mark.unit
 
 # --- the restricted profile, from the Kubernetes docs ---------------------------------------------
 

@@ -12,14 +12,17 @@ from typing import Any
 
 import pytest
 
-from conftest import EXAMPLE, PAIR_IDS, PAIRS, ROOT, STACKS, load_stack
 from jaxinfra import CPU, TPU, Cluster, JaxJob, NodePool, Shadow, SpecError, manifests, stack
 from jaxinfra import names as N
 from jaxinfra.plan import BY_EXPANSION, BY_SHADOW_SHELL, plan
 from jaxinfra.shadow import CANNOT, PROVES, facts, notes, requests, shadow
-from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.emulation import emulate
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump, load
+from tests.support.paths import EXAMPLE, ROOT, STACKS
+from tests.support.stacks import PAIR_IDS, PAIRS, load_stack
+
+pytestmark = pytest.mark.unit
 
 V5P_4X4X8 = ROOT / "benchmarks" / "stacks" / "v5p_4x4x8.py"
 WORKLOADS = {"JobSet", "Job", "JAXJob", "TrainJob"}
@@ -205,6 +208,7 @@ def test_what_the_shadow_proves_is_said_in_explain_and_for_reports() -> None:
     assert notes(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"))) == []
 
 
+@pytest.mark.simulator
 def test_synth_shadow_cli(tmp_path: Path) -> None:
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -252,6 +256,7 @@ def simulate(files: list[Path], tmp: Path, *extra: str) -> tuple[int, dict[str, 
     return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stderr
 
 
+@pytest.mark.simulator
 def test_shadows_pass_the_simulator(tmp_path: Path) -> None:
     """Every single-slice shadow, the v5p 4x4x8 one at 32 processes x 4 devices included; each file its own
     invocation, since each is a cluster of its own (their JobSets share a name)."""
@@ -272,8 +277,10 @@ def test_shadows_pass_the_simulator(tmp_path: Path) -> None:
     assert all(p["checks_passed"] for p in big["attempts"][0]["pods"])
 
 
-#: The README's initialization ("The env contract"), verbatim, then what the shadow must give it.
-README_INIT = re.search(r"initializes with:\n\n```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1)
+#: The env contract's initialization (docs/env-contract.md), verbatim, then what the shadow must give it.
+README_INIT = re.search(
+    r"initializes with:\n\n```python\n(.*?)```", (ROOT / "docs/env-contract.md").read_text(), re.S
+).group(1)
 SCRIPT = (
     README_INIT
     + """
@@ -290,6 +297,7 @@ jax.distributed.shutdown()
 )
 
 
+@pytest.mark.simulator
 def test_multi_slice_shadow_runs_the_readme_script_unchanged(tmp_path: Path) -> None:
     """Two v5p 2x2x2 slices: the shell gives each pod its global rank, and the contract's script initializes
     4 processes x 4 CPU devices from the env alone."""
@@ -318,6 +326,7 @@ def test_multi_slice_shadow_runs_the_readme_script_unchanged(tmp_path: Path) -> 
     assert w["verdict"] == "succeeded" and [p["rank"] for p in w["attempts"][0]["pods"]] == [0, 1, 2, 3]
 
 
+@pytest.mark.simulator
 def test_multi_slice_shadow_passes_the_built_in_probe(tmp_path: Path) -> None:
     """The probe stands in for the program the shadow's entrypoint wrapper execs: it runs with the rank the
     wrapper's shell computed, and the probe's rank check holds it to the pod's place in the JobSet."""
@@ -331,6 +340,7 @@ def test_multi_slice_shadow_passes_the_built_in_probe(tmp_path: Path) -> None:
     assert all(p["checks"]["rank"]["ok"] for p in w["attempts"][0]["pods"]) and len(w["attempts"][0]["pods"]) == 8
 
 
+@pytest.mark.simulator
 def test_a_wrapper_that_computes_a_wrong_rank_fails_the_probe(tmp_path: Path) -> None:
     docs = manifests(shadow(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
     yaml = tmp_path / "wrong.yaml"

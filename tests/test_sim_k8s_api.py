@@ -10,12 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import EXAMPLE, ROOT, problems_of, rendered, simulate_cli
 from jaxinfra import CPU, Cluster, JaxJob, NodePool, manifests
-from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.emulation import emulate
 from jaxinfra.simulate.inputs import load_files
+from tests.support.cli import simulate_cli
+from tests.support.paths import EXAMPLE, MANIFESTS
+from tests.support.problems import problems_of
+from tests.support.stacks import rendered
 
-MANIFESTS = ROOT / "tests" / "manifests"
+pytestmark = pytest.mark.simulator
+
 INDEXED = MANIFESTS / "k8s_detection_indexed_job.yaml"
 JOBSET = MANIFESTS / "k8s_detection_jobset.yaml"
 
@@ -97,8 +101,10 @@ def sandbox_check(automount: bool | None) -> list[dict]:
     spec["containers"][0].update(
         command=["sh", "-c"],
         args=[
-            f'D={sa_dir}; {expect} && test "$HOSTNAME" = "$(hostname)" && test "$HOSTNAME" = autodetect-$JOB_COMPLETION_INDEX '
-            '&& test -n "$KUBERNETES_SERVICE_HOST" && test "$KUBERNETES_SERVICE_PORT" = "$KUBERNETES_SERVICE_PORT_HTTPS"'
+            f'D={sa_dir}; {expect} && test "$HOSTNAME" = "$(hostname)" && test "$HOSTNAME" = '
+            "autodetect-$JOB_COMPLETION_INDEX "
+            '&& test -n "$KUBERNETES_SERVICE_HOST" && test "$KUBERNETES_SERVICE_PORT" = '
+            '"$KUBERNETES_SERVICE_PORT_HTTPS"'
         ],
     )
     return docs

@@ -7,7 +7,8 @@ Expected values come from upstream code, not from the implementation:
   pkg/controller.v1/common (pod and Service `<job>-worker-<i>`, headless, selector labels), pkg/core/job.go.
 - v2: kubeflow/trainer @ 8c0f5059 pkg/runtime/framework/plugins/jax/jax.go (JAX_NUM_PROCESSES, JAX_PROCESS_ID,
   JAX_COORDINATOR_ADDRESS=<tj>-node-0-0.<tj>:29500, upserted), plugins/jobset (JobSet <tj>, numNodes ->
-  parallelism/completions, trainer image/command/args/env on container `node`), manifests/base/runtimes/jax_distributed.yaml.
+  parallelism/completions, trainer image/command/args/env on container `node`),
+  manifests/base/runtimes/jax_distributed.yaml.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ from typing import Any
 
 import pytest
 
-from conftest import ROOT, one_problem, problems_of
 from jaxinfra import yamlio
 from jaxinfra.simulate import inputs, kubelet, model
-from jaxinfra.simulate.cluster import emulate
 from jaxinfra.simulate.controllers.jaxjob import jaxjob
+from jaxinfra.simulate.emulation import emulate
 from jaxinfra.simulate.inputs import load_files
-from test_simulate import only, simulate
+from tests.support.paths import MANIFESTS, ROOT
+from tests.support.problems import one_problem, problems_of
+from tests.test_simulate import only, simulate
 
-MANIFESTS = ROOT / "tests" / "manifests"
+pytestmark = pytest.mark.simulator
+
 JAXJOB_CPU = MANIFESTS / "jaxjob_cpu_v1_script.yaml"
 JAXJOB_GPU = MANIFESTS / "jaxjob_gpu_v1_script.yaml"
 TRAINJOB_UPSTREAM = MANIFESTS / "trainjob_upstream_runtime.yaml"
@@ -38,7 +41,7 @@ def load(path: Path) -> list[dict[str, Any]]:
     return load_files([path])
 
 
-def only_workload(c: model.Cluster) -> model.Workload:
+def only_workload(c: model.EmulatedCluster) -> model.Workload:
     assert c.problems == () and len(c.workloads) == 1, c.problems
     return c.workloads[0]
 
@@ -236,7 +239,8 @@ def test_v2_on_the_upstream_runtime_becomes_its_jobset() -> None:
     )
     assert p.labels["batch.kubernetes.io/job-name"] == "jax-mnist-node-0"
     assert (p.container, p.image, p.command[0]) == ("node", "nvcr.io/nvidia/jax:25.10-py3", "python3")
-    # The JAX plugin upserts its env into the runtime's container; the TrainJob's env comes after; then the Job controller's.
+    # The JAX plugin upserts its env into the runtime's container; the TrainJob's env comes after; then the Job
+    # controller's.
     assert own_env(p) == [
         "JAX_NUM_PROCESSES",
         "JAX_PROCESS_ID",

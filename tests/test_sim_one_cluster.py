@@ -18,12 +18,15 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import EXAMPLE, ROOT, simulate_cli
 from jaxinfra.cli import _sources
 from jaxinfra.errors import ManifestError
 from jaxinfra.manifest_paths import expand
 from jaxinfra.simulate import engine, sources
-from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.emulation import emulate
+from tests.support.cli import simulate_cli
+from tests.support.paths import EXAMPLE, ROOT
+
+pytestmark = pytest.mark.simulator
 
 
 def simulate(*args: str, tmp: Path, timeout: float = 150) -> tuple[int, dict[str, Any], str]:
@@ -208,7 +211,10 @@ spec:
             memory: 256Mi
 """
 
-ADMITTED = "admitted by Kueue to ClusterQueue team-cq via LocalQueue default/team-queue (ci-flavor: cpu 0.5 of 4, memory 256Mi of 8Gi)"
+ADMITTED = (
+    "admitted by Kueue to ClusterQueue team-cq via LocalQueue default/team-queue (ci-flavor: cpu 0.5 of 4, "
+    "memory 256Mi of 8Gi)"
+)
 
 
 def test_a_kueue_workload_is_admitted_by_queues_from_a_folder_and_runs(tmp_path: Path) -> None:

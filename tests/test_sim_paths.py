@@ -5,7 +5,7 @@ downwardAPI volume, an emptyDir with a subPath), made hostile: item paths and ke
 the volume, workload names and namespaces that are absolute paths, volume, claim and bucket names that
 are paths, subPaths that leave the volume. Each one is refused with the API server's own rule (the
 field named) or runs in the simulator's own, safely named folders; either way no file outside the run
-changes and no folder appears where the manifest pointed. As root and as uid 65534 (tests/unprivileged.py).
+changes and no folder appears where the manifest pointed. As root and as uid 65534 (tests/support/unprivileged.py).
 """
 
 from __future__ import annotations
@@ -24,16 +24,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import unprivileged
-from conftest import ROOT, problems_of, tree_snapshot
 from jaxinfra import yamlio
 from jaxinfra.errors import JaxinfraError
 from jaxinfra.simulate import container, model, paths
-from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.emulation import emulate
+from tests.support import unprivileged
+from tests.support.paths import ROOT
+from tests.support.problems import problems_of
+from tests.support.trees import tree_snapshot
+
+pytestmark = pytest.mark.simulator
 
 CANARIES = {"file": "canary\n", "labels": "canary labels\n", ".bashrc": "# the user's own\n"}
 CLIMB = "../" * 40  # more '..' than any folder of the run is deep: from anywhere, the machine's root
-#: Where a hostile name points, outside the test's folder: short, so that names made of it are not cut (the Job controller
+#: Where a hostile name points, outside the test's folder: short, so that names made of it are not cut (the Job
+#: controller
 #: cuts pod names to 63 characters) and pod hostnames fit in 64.
 ELSEWHERE = Path(f"/tmp/jaxinfra-paths-{secrets.token_hex(4)}")
 
@@ -135,7 +140,8 @@ CASES: dict[str, Any] = {
     "configMap-item-dotdot": lambda c, t: (
         config_map({"settings": "pwned"})
         + job(
-            volumes=f'[{{name: cfg, configMap: {{name: cfg, items: [{{key: settings, path: "{CLIMB}{str(c)[1:]}/file"}}]}}}}]',
+            volumes=f"[{{name: cfg, configMap: {{name: cfg, items: [{{key: settings, path: "
+            f'"{CLIMB}{str(c)[1:]}/file"}}]}}}}]',
             mounts="[{name: cfg, mountPath: /etc/app}]",
         ),
         ("--run-command",),
@@ -171,7 +177,8 @@ CASES: dict[str, Any] = {
     ),
     "downwardAPI-item-absolute": lambda c, t: (
         job(
-            volumes=f'[{{name: info, downwardAPI: {{items: [{{path: "{c}/labels", fieldRef: {{fieldPath: metadata.labels}}}}]}}}}]',
+            volumes=f'[{{name: info, downwardAPI: {{items: [{{path: "{c}/labels", fieldRef: {{fieldPath: '
+            f"metadata.labels}}}}]}}}}]",
             mounts="[{name: info, mountPath: /etc/podinfo}]",
         ),
         ("--run-command",),
@@ -181,7 +188,8 @@ CASES: dict[str, Any] = {
     "projected-item-dotdot": lambda c, t: (
         config_map({"settings": "pwned"})
         + job(
-            volumes=f'[{{name: all, projected: {{sources: [{{configMap: {{name: cfg, items: [{{key: settings, path: "a/{CLIMB}{str(c)[1:]}/file"}}]}}}}]}}}}]',
+            volumes=f"[{{name: all, projected: {{sources: [{{configMap: {{name: cfg, items: [{{key: settings, path: "
+            f'"a/{CLIMB}{str(c)[1:]}/file"}}]}}}}]}}}}]',
             mounts="[{name: all, mountPath: /etc/all}]",
         ),
         ("--run-command",),
@@ -252,7 +260,8 @@ CASES: dict[str, Any] = {
     ),
     "bucketName-dotdot": lambda c, t: (
         job(
-            volumes=f'[{{name: gcs, csi: {{driver: gcsfuse.csi.storage.gke.io, volumeAttributes: {{bucketName: "{CLIMB}{str(c)[1:]}"}}}}}}]',
+            volumes=f"[{{name: gcs, csi: {{driver: gcsfuse.csi.storage.gke.io, volumeAttributes: {{bucketName: "
+            f'"{CLIMB}{str(c)[1:]}"}}}}}}]',
             mounts="[{name: gcs, mountPath: /gcs}]",
             command="echo pwned > /gcs/file",
         ),
@@ -378,8 +387,8 @@ def test_a_symlink_a_container_planted_for_its_restart_is_refused(tmp_path: Path
     rc, out, _ = simulate(tmp_path, text, "--run-command")
     assert rc == 2, out
     assert (
-        "error: Job/default/paths pod paths-0 volume scratch subPath = 'link': leads out of its volume through a symlink"
-        in out
+        "error: Job/default/paths pod paths-0 volume scratch subPath = 'link': leads out of its volume through a "
+        "symlink" in out
     )
     assert tree_snapshot(tmp_path) == before
 
@@ -440,14 +449,14 @@ def test_folders_are_named_by_the_simulator(tmp_path: Path) -> None:
 
 def test_each_rejection_names_the_field_the_value_and_the_fix() -> None:
     objs = yamlio.load(
-
-            config_map({"settings": "x"})
-            + job(
-                volumes="[{name: cfg, configMap: {name: cfg, items: [{key: settings, path: ok}, {key: settings, path: /abs}]}}, "
-                '{name: info, downwardAPI: {items: [{path: "../up", fieldRef: {fieldPath: metadata.name}}]}}, {name: e, emptyDir: {}}]',
-                mounts='[{name: cfg, mountPath: /etc/app}, {name: e, mountPath: /e, subPath: "a/../b"}]',
-            )
-
+        config_map({"settings": "x"})
+        + job(
+            volumes="[{name: cfg, configMap: {name: cfg, items: [{key: settings, path: ok}, {key: settings, path: "
+            "/abs}]}}, "
+            '{name: info, downwardAPI: {items: [{path: "../up", fieldRef: {fieldPath: metadata.name}}]}}, {name: '
+            "e, emptyDir: {}}]",
+            mounts='[{name: cfg, mountPath: /etc/app}, {name: e, mountPath: /e, subPath: "a/../b"}]',
+        )
     )
     found = {p.path.split(" ", 3)[-1]: p for p in problems_of(emulate(objs))}
     assert set(found) == {
@@ -467,14 +476,14 @@ def test_each_rejection_names_the_field_the_value_and_the_fix() -> None:
 def test_valid_volumes_are_untouched() -> None:
     """What the docs' examples do (nested item paths, a dotted key, a subPath folder) stays valid."""
     objs = yamlio.load(
-
-            config_map({"game.properties": "a=1", "ui_key-1": "b"})
-            + job(
-                volumes="[{name: cfg, configMap: {name: cfg, items: [{key: game.properties, path: conf/game.properties}]}}, "
-                "{name: all, configMap: {name: cfg}}, {name: e, emptyDir: {}}]",
-                mounts="[{name: cfg, mountPath: /etc/app}, {name: all, mountPath: /etc/all}, {name: e, mountPath: /e, subPath: data/x}]",
-            )
-
+        config_map({"game.properties": "a=1", "ui_key-1": "b"})
+        + job(
+            volumes="[{name: cfg, configMap: {name: cfg, items: [{key: game.properties, path: "
+            "conf/game.properties}]}}, "
+            "{name: all, configMap: {name: cfg}}, {name: e, emptyDir: {}}]",
+            mounts="[{name: cfg, mountPath: /etc/app}, {name: all, mountPath: /etc/all}, {name: e, mountPath: /e, "
+            "subPath: data/x}]",
+        )
     )
     cluster = emulate(objs)
     assert problems_of(cluster) == []
@@ -484,13 +493,12 @@ def test_valid_volumes_are_untouched() -> None:
 
 def test_files_the_kubelet_cannot_write_leave_the_pod_pending() -> None:
     objs = yamlio.load(
-
-            config_map({"a": "1", "b": "2", "c": "3"})
-            + job(
-                volumes="[{name: cfg, configMap: {name: cfg, items: [{key: a, path: x}, {key: b, path: x-y}, {key: c, path: ./x/y}]}}]",
-                mounts="[{name: cfg, mountPath: /etc/app}]",
-            )
-
+        config_map({"a": "1", "b": "2", "c": "3"})
+        + job(
+            volumes="[{name: cfg, configMap: {name: cfg, items: [{key: a, path: x}, {key: b, path: x-y}, {key: c, "
+            "path: ./x/y}]}}]",
+            mounts="[{name: cfg, mountPath: /etc/app}]",
+        )
     )
     [problem] = problems_of(emulate(objs))
     assert (

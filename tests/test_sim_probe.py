@@ -15,15 +15,16 @@ import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("jax")
 
 from jaxinfra.simulate.probe import CHECKS, ProbeSpec, init_kwargs  # noqa: E402
+from tests.support.paths import ROOT  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.simulator
+
 GROUP_TIMEOUT_S = 60
 JAX_TIMEOUTS = ["--init-timeout", "20", "--heartbeat-timeout", "5", "--shutdown-timeout", "10"]
 CONTRACT_PREFIXES = ("JAX_", "COORDINATOR_", "NUM_PROCESSES", "PROCESS_ID", "TPU_", "MEGASCALE_")

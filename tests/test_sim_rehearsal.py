@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE, ROOT, TRAIN
+from tests.support.paths import EXAMPLE, MANIFESTS, TRAIN
 
-MANIFEST = ROOT / "tests" / "manifests" / "jobset_checkpoint_rehearsal.yaml"
+pytestmark = pytest.mark.simulator
+
+MANIFEST = MANIFESTS / "jobset_checkpoint_rehearsal.yaml"
 STEPS = 100
 RANK0 = "rehearsal-workers-0-0"
 LINE = re.compile(rf"^\[{RANK0}\] (.*)$", re.M)

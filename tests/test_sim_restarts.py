@@ -4,9 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from jaxinfra.simulate import model
 from jaxinfra.simulate.engine import restart_decision
 from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, PodRun
+
+pytestmark = pytest.mark.unit
 
 
 def pod(index: int) -> model.Pod:

@@ -6,7 +6,7 @@ busybox:1.28, `restartPolicy: Never`, `backoffLimit: 0`), run with --run-command
 runs this machine's tools inside its sandbox and writes what it sees to stderr, one KEY=value a line, which the
 JSON report keeps (a pod's `stderr_tail`). The test then compares that with the machine: its files (content and
 mtime), its /root and $HOME, its /etc/shadow, its site-packages, its network. As root and, for the key ones, as
-uid 65534 (tests/unprivileged.py), as most people run the simulator.
+uid 65534 (tests/support/unprivileged.py), as most people run the simulator.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ from typing import Any
 
 import pytest
 
-import unprivileged
-from conftest import ROOT, tree_snapshot
 from jaxinfra.yamlio import dump
+from tests.support import unprivileged
+from tests.support.paths import ROOT
+from tests.support.trees import tree_snapshot
+
+pytestmark = pytest.mark.simulator
 
 IMAGE = "busybox:1.28"
 APP_IMAGE = "registry.example/app:1"
@@ -335,7 +338,8 @@ def test_read_only_root_filesystem(home: Path, as_root: bool) -> None:
 
 @MODES
 def test_writes_land_in_the_pods_own_layer_never_on_the_machine(home: Path, canary: Path, as_root: bool) -> None:
-    """A root container may rewrite and delete the machine's files it sees (copy-on-write): the machine's stay as they were."""
+    """A root container may rewrite and delete the machine's files it sees (copy-on-write): the machine's stay as they
+    were."""
     usr = f"/usr/jaxinfra-canary-{secrets.token_hex(4)}"
     script = (
         f"C={canary}; rm -f $C/a && echo RM=done >&2; [ -e $C/a ] && echo A=present >&2 || echo A=gone >&2; "
@@ -553,7 +557,8 @@ def test_a_relative_working_dir_is_refused_as_runc_does(home: Path) -> None:
 
 SA_SCRIPT = (
     f'echo SA_LS="$(ls -A {SA_DIR} 2>/dev/null | tr "\\n" " ")" >&2; '
-    'echo FOUND="$(find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -name token -path "*serviceaccount*" '
+    'echo FOUND="$(find / \\( -path /proc -o -path /sys -o -path /dev \\) -prune -o -name token -path '
+    '"*serviceaccount*" '
     '-print 2>/dev/null | tr "\\n" " ")" >&2; echo TMP_LS="$(ls -A /tmp | tr "\\n" " ")" >&2'
 )
 
@@ -628,7 +633,8 @@ def listener(port: int, seconds: float) -> dict[str, Any]:
 def run_until(
     home: Path, jobs: list[dict[str, Any]], line: str, as_root: bool, check: Any
 ) -> tuple[int, dict[str, Any], str]:
-    """Run the simulation with its logs; once a pod prints `line` (polled up to 10 s), call `check()`; then let it end."""
+    """Run the simulation with its logs; once a pod prints `line` (polled up to 10 s), call `check()`; then let it
+    end."""
     manifest, report = home / "job.yaml", home / "report.json"
     manifest.write_text(dump(jobs), encoding="utf-8")
     argv, env, save = unprivileged.command(sim_argv(manifest, report, logs=True), home, as_root=as_root)

@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-import unprivileged
-from conftest import ROOT
 from jaxinfra.yamlio import dump
+from tests.support import unprivileged
+from tests.support.paths import ROOT
+
+pytestmark = pytest.mark.simulator
 
 GRACE = "2"
 
@@ -103,7 +105,10 @@ def test_a_program_that_handles_sigterm_ends_in_its_grace_period_with_its_own_co
 
 def test_only_pid_1_gets_the_stop_signal_not_a_wrapper_shells_child(home: Path) -> None:
     """`sh -c "python train.py; ..."`: the shell is PID 1 without a handler, so the trainer never hears the SIGTERM."""
-    child = "import signal, time; signal.signal(signal.SIGTERM, lambda *_: print('child: SIGTERM', flush=True)); time.sleep(30)"
+    child = (
+        "import signal, time; signal.signal(signal.SIGTERM, lambda *_: print('child: SIGTERM', flush=True)); "
+        "time.sleep(30)"
+    )
     rc, report, out = simulate(
         home, job(["sh", "-c", f'python -c "{child}"; echo shell done']), "--preempt", "stop-0@1"
     )

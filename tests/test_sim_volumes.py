@@ -11,12 +11,15 @@ from pathlib import Path
 
 import pytest
 
-import unprivileged
-from conftest import ROOT, problems_of
-from jaxinfra.simulate.cluster import emulate
+from jaxinfra.simulate.emulation import emulate
 from jaxinfra.simulate.inputs import load_files
+from tests.support import unprivileged
+from tests.support.paths import MANIFESTS, ROOT
+from tests.support.problems import problems_of
 
-MANIFEST = ROOT / "tests" / "manifests" / "indexed_job_volumes.yaml"
+pytestmark = pytest.mark.simulator
+
+MANIFEST = MANIFESTS / "indexed_job_volumes.yaml"
 
 
 def docs() -> list[dict]:

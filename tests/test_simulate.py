@@ -13,13 +13,16 @@ from typing import Any
 
 import pytest
 
-from conftest import EXAMPLE, NO_RESTART, PAIR_IDS, PAIRS, ROOT
+from jaxinfra.simulate.options import Options
+from tests.support.paths import EXAMPLE, MANIFESTS, NO_RESTART, ROOT
+from tests.support.stacks import PAIR_IDS, PAIRS, rendered
 
-MANIFESTS = ROOT / "tests" / "manifests"
+pytestmark = pytest.mark.simulator
 
 
 def simulate(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) -> tuple[int, dict[str, Any], str]:
-    """Run the CLI in `cwd`; return its status, its JSON report and its stderr, after checking nothing is left behind."""
+    """Run the CLI in `cwd`; return its status, its JSON report and its stderr, after checking nothing is left
+    behind."""
     scratch = tmp / f"tmp-{time.monotonic_ns()}"  # the run's own TMPDIR: what it leaves there is its own
     scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
@@ -73,6 +76,8 @@ def test_default_stack_passes_every_check(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
 def test_every_stack_and_backend_from_memory_and_from_yaml(path: Path, backend: str, tmp_path: Path) -> None:
+    """Every pair from its synthesized YAML; from memory (the stack file itself) too on the CPU stack, once per
+    backend: that path renders in-process, the same code for every stack, so the other stacks would run it again."""
     out = tmp_path / "out"
     synth = subprocess.run(
         [sys.executable, "-m", "jaxinfra", "synth", str(path), "--backend", backend, "-o", str(out)],
@@ -82,12 +87,13 @@ def test_every_stack_and_backend_from_memory_and_from_yaml(path: Path, backend: 
         timeout=60,
     )
     assert synth.returncode == 0, synth.stderr
-    rc_mem, mem, err = simulate(str(path), "--backend", backend, tmp=tmp_path)
-    assert rc_mem == 0, err
     rc_yaml, from_yaml, err = simulate(*map(str, sorted(out.glob("*.yaml"))), tmp=tmp_path)
     assert rc_yaml == 0, err
-    assert verdicts(mem) == verdicts(from_yaml)
-    assert all(p["checks_passed"] for p in only(mem)["attempts"][-1]["pods"])
+    assert all(p["checks_passed"] for p in only(from_yaml)["attempts"][-1]["pods"])
+    if path.stem == "cpu_dev":
+        rc_mem, mem, err = simulate(str(path), "--backend", backend, tmp=tmp_path)
+        assert rc_mem == 0, err
+        assert verdicts(mem) == verdicts(from_yaml)
 
 
 def _with_env(node: Any, name: str, value: str) -> None:
@@ -105,8 +111,8 @@ def _with_env(node: Any, name: str, value: str) -> None:
 @pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
 def test_every_stack_and_backend_runs_the_example_training_program(path: Path, backend: str, tmp_path: Path) -> None:
     """The stacks' own command, `python -m train` (jaxinfra/templates/train, which the example project's
-    [tool.jaxinfra.simulate.images] puts in the stacks' images: run from there, as its user would), on every backend; TPU and GPU stacks on the simulator's CPU stand-in. Five steps."""
-    from conftest import rendered
+    [tool.jaxinfra.simulate.images] puts in the stacks' images: run from there, as its user would), on every backend;
+    TPU and GPU stacks on the simulator's CPU stand-in. Five steps."""
     from jaxinfra.yamlio import dump
 
     objs = rendered(path, backend)
@@ -138,8 +144,6 @@ def test_handwritten_indexed_job_with_its_own_service(tmp_path: Path) -> None:
 
 
 def _synthesized(backend: str) -> list[dict[str, Any]]:
-    from conftest import rendered
-
     return rendered(EXAMPLE / "stacks" / "cpu_dev.py", backend)
 
 
@@ -183,7 +187,7 @@ BROKEN = {
 
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_broken_manifests_are_caught_with_a_precise_reason(case: str) -> None:
-    from jaxinfra.simulate.cluster import emulate
+    from jaxinfra.simulate.emulation import emulate
 
     backend, breaks, phrase = BROKEN[case]
     objs = _synthesized(backend)
@@ -230,9 +234,9 @@ def test_faults_give_the_expected_verdict_fast(fault: str, tmp_path: Path) -> No
     assert w["verdict"] == verdict and rc == (0 if verdict == "succeeded" else 1)
     first = w["attempts"][0]
     assert phrase in (first["reason"] or "")
-    if fault in ("crash", "sigkill"):  # from the crash to the verdict: well under 2 s
+    if fault in ("crash", "sigkill"):  # from the crash to the verdict: the group's end, not JAX's heartbeat timeout
         crashed = next(p for p in first["pods"] if p["reason"] != "ended with its group" and p["phase"] == "failed")
-        assert first["seconds"] - crashed["timings"]["failed"] < 2.0
+        assert first["seconds"] - crashed["timings"]["failed"] < Options.heartbeat_timeout / 2
 
 
 def test_jobset_restarts_the_whole_group_and_recovers(tmp_path: Path) -> None:
@@ -373,8 +377,7 @@ def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backen
     JAXJob jaxinfra renders; one written for v2 (JAX_*) on the TrainJob: the stack's own container
     command is swapped for the script, nothing else changes. In an image without the `kubernetes`
     package; in one with it, JAX's Kubernetes detection needs the token jaxinfra does not mount, as on
-    a cluster (README, "The env contract": pass cluster_detection_method="deactivate")."""
-    from conftest import rendered
+    a cluster (docs/env-contract.md: pass cluster_detection_method="deactivate")."""
     from jaxinfra.yamlio import dump
 
     command = _script(*OPERATOR_SCRIPTS[backend])
@@ -392,5 +395,9 @@ def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backen
     assert rc == 0, err
     assert only(report)["verdict"] == "succeeded"
     rc, report, err = simulate(str(path), "--run-command", tmp=tmp_path)
-    first = only(report)["attempts"][0]["pods"][0]
-    assert rc == 1 and first["stderr_tail"][-1].endswith("ConfigException: Service token file does not exist.")
+    # The pod that failed by itself says why; the others were ended with it, perhaps before they wrote a line (under
+    # load rank 0 may still be importing JAX when rank 1's exception ends the group).
+    pods = only(report)["attempts"][0]["pods"]
+    own = [p for p in pods if p["phase"] == "failed" and p["reason"] != "ended with its group"]
+    assert rc == 1 and own, pods
+    assert all(p["stderr_tail"][-1].endswith("ConfigException: Service token file does not exist.") for p in own), own

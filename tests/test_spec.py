@@ -8,6 +8,8 @@ import pytest
 
 from jaxinfra import CPU, GPU, TPU, Cluster, ConfigMapRef, JaxJob, NodePool, SecretRef, SpecError
 
+pytestmark = pytest.mark.unit
+
 
 def problems(**cluster: Any) -> dict[str, Any]:
     with pytest.raises(SpecError) as err:

@@ -7,10 +7,13 @@ from typing import Any
 
 import pytest
 
-from conftest import PAIR_IDS, PAIRS, STACKS, load_stack, rendered
 from jaxinfra.errors import SpecError
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump
+from tests.support.paths import STACKS
+from tests.support.stacks import PAIR_IDS, PAIRS, load_stack, rendered
+
+pytestmark = pytest.mark.unit
 
 
 def test_every_stack_has_a_compatible_backend() -> None:

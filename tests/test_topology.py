@@ -12,13 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EXAMPLE
-from headless import Browser
 from jaxinfra import CPU, TPU, Cluster, JaxJob, NodePool, stack
+from jaxinfra.explain import layout
 from jaxinfra.plan import plan
-from jaxinfra.topology import HOST_COLLAPSE, SLICE_COLLAPSE, Layout, svg
+from jaxinfra.topology import HOST_COLLAPSE, SLICE_COLLAPSE, svg
+from tests.support.headless import Browser
+from tests.support.paths import EXAMPLE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.browser
+
 NS = {"svg": "http://www.w3.org/2000/svg"}
 HUGE = ROOT / "benchmarks" / "stacks" / "v5p_16x16x24_x4.py"
 V5P = EXAMPLE / "stacks" / "tpu_v5p_2x2x4_x2.py"
@@ -41,7 +43,7 @@ def tpu_job(topology: str, slices: int) -> Cluster:
 
 
 def drawn(cluster: Cluster) -> tuple[ET.Element, str]:
-    text = svg([Layout.of_plan(jp) for jp in plan(cluster).jobs])
+    text = svg([layout(jp) for jp in plan(cluster).jobs])
     return ET.fromstring(text), text
 
 
@@ -103,7 +105,7 @@ def test_bytes_are_the_same_across_runs_and_hash_seeds(tmp_path: Path) -> None:
         assert r.returncode == 0, r.stderr
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1] == outputs[2]
-    assert outputs[0].decode() == svg([Layout.of_plan(jp) for p in (V5P, HUGE) for jp in plan(stack.load(p)).jobs])
+    assert outputs[0].decode() == svg([layout(jp) for p in (V5P, HUGE) for jp in plan(stack.load(p)).jobs])
 
 
 def test_self_contained() -> None:

@@ -21,9 +21,11 @@ from typing import Any
 import jsonschema
 import pytest
 
-from headless import Browser
+from tests.support.headless import Browser
+from tests.support.paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.browser
+
 SPEEDSCOPE = ROOT / "node_modules" / "speedscope" / "dist" / "release"
 PHASES = ["created", "started", "initializing", "running"]
 STEPS = {

@@ -12,11 +12,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import STACKS
 from jaxinfra import JaxJob, stack
-from train_group import TRAIN_DIR, Group, committed_steps
+from tests.support.paths import STACKS, TRAIN
+from tests.support.train_group import Group, committed_steps
 
-sys.path.insert(0, str(TRAIN_DIR))
+pytestmark = pytest.mark.simulator
+
+sys.path.insert(0, str(TRAIN))
 import train  # noqa: E402  (jaxinfra/templates/train/train.py: the program under test)
 
 STEPS = 20
@@ -200,13 +202,15 @@ def test_bad_settings_exit_2_with_every_problem_and_no_traceback() -> None:
         "TRAIN_MODEL_PARALLEL": "2",
     }
     done = subprocess.run(
-        [sys.executable, "-m", "train"], cwd=TRAIN_DIR, env=env, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "train"], cwd=TRAIN, env=env, capture_output=True, text=True, timeout=60
     )
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        "train: error: TRAIN_STEPS = '-1': must be at least 1; fix: a whole number of at least 1, or unset it (default: 100)",
-        "train: error: TRAIN_BATCH = 'many': not a whole number; fix: a whole number of at least 0, or unset it (default: 0)",
+        "train: error: TRAIN_STEPS = '-1': must be at least 1; fix: a whole number of at least 1, or unset it "
+        "(default: 100)",
+        "train: error: TRAIN_BATCH = 'many': not a whole number; fix: a whole number of at least 0, or unset it "
+        "(default: 0)",
         "train: error: TRAIN_HIDDEN = 9: must be a multiple of TRAIN_MODEL_PARALLEL = 2; fix: round it to a multiple",
         "train: 3 problem(s); nothing trained",
     ]
@@ -224,14 +228,14 @@ def test_data_is_a_function_of_seed_and_step() -> None:
 
 
 def test_readme_lists_every_setting_with_its_default() -> None:
-    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+?) \|", (TRAIN_DIR / "README.md").read_text(), re.M))
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+?) \|", (TRAIN / "README.md").read_text(), re.M))
     assert rows == {name: str(default) if default != "" else "unset" for name, default, _ in train.SETTINGS.values()}
 
 
 def test_image_runs_the_stacks_command_as_the_pods_user() -> None:
     """The Dockerfile's user is the one jaxinfra's pods run as, and its WORKDIR holds the module the
     example stacks start."""
-    dockerfile = (TRAIN_DIR / "Dockerfile").read_text()
+    dockerfile = (TRAIN / "Dockerfile").read_text()
     user = JaxJob.model_fields
     assert re.search(r"^USER (\d+):(\d+)$", dockerfile, re.M).groups() == (
         str(user["run_as_user"].default),

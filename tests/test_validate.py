@@ -15,6 +15,8 @@ from jaxinfra import validate
 from jaxinfra.errors import ManifestError
 from jaxinfra.validate import K8S_VERSION, validate_files, validate_objects
 
+pytestmark = pytest.mark.unit
+
 
 def jobset(name: str = "train") -> dict[str, Any]:
     """A minimal JobSet: one replicatedJob, an Indexed Job, a pod with one container."""
@@ -389,6 +391,7 @@ def test_strict_transform() -> None:
     assert "additionalProperties" not in schema  # the cached CRD is not modified
 
 
+@pytest.mark.simulator
 def test_import_is_cheap() -> None:
     heavy = "{'jsonschema', 'kubernetes_validate', 'yaml'}"
     code = f"import sys, jaxinfra.validate; print(sorted({heavy} & set(sys.modules)))"

@@ -1,5 +1,6 @@
-"""examples/training-infra/stacks/cpu_dev.py without its group restart (max_restarts 0): the first failure is the verdict, which the
-simulator's fault tests and the stress run read (the example stack restarts once, recovering a first attempt's fault)."""
+"""examples/training-infra/stacks/cpu_dev.py without its group restart (max_restarts 0): the first failure is the
+verdict, which the simulator's fault tests and the stress run read (the example stack restarts once, recovering a
+first attempt's fault)."""
 
 from pathlib import Path
 

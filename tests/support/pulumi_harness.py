@@ -24,8 +24,8 @@ import yaml
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
-from conftest import EXAMPLE
-from pulumi_up_mocked import ACCOUNT_T, CA, GKE_T, PROJECT_NUMBER, CloudMocks  # noqa: F401 (the tests' too)
+from tests.support.paths import EXAMPLE
+from tests.support.pulumi_up_mocked import ACCOUNT_T, CA, GKE_T, PROJECT_NUMBER, CloudMocks  # noqa: F401 (the tests' too)
 
 PROJECT = yaml.safe_load((EXAMPLE / "Pulumi.yaml").read_text())
 MAIN = EXAMPLE / PROJECT["main"]
@@ -80,7 +80,7 @@ class Registered:
     name: str
     inputs: dict[str, Any]
     parent: tuple[str, str] | None
-    deps: set[tuple[str, str]]
+    deps: set[tuple[str, str] | None]
     provider: tuple[str, str] | None
     replace_on_changes: list[str]
     delete_before_replace: bool
@@ -139,7 +139,7 @@ class Mocks(CloudMocks):
         self.run = run
         self.existing = SECURE_CLUSTER if existing is None else existing
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:  # type: ignore[override]  # as CloudMocks
         self.run.calls.append((args.token, dict(args.args)))
         if args.token == "gcp:container/getCluster:getCluster":
             return {
@@ -221,7 +221,7 @@ def run_program(config: dict[str, Any], existing: dict[str, Any] | None = None) 
             for k, v in zip(keys, values):
                 run.secret[k] = await v.is_secret()
 
-        return pulumi.Output.all(*values, pulumi.Output.from_input(secrets())).apply(
+        return pulumi.Output.all(*values, pulumi.Output.from_input(secrets())).apply(  # type: ignore[arg-type]
             lambda vs: run.outputs.update(zip(keys, vs))
         )
 

@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-TRAIN_DIR = Path(__file__).resolve().parents[1] / "src" / "jaxinfra" / "templates" / "train"
+from tests.support.paths import TRAIN
+
 STEP = re.compile(r"^step (\d+) loss (\S+)$", re.M)
 #: Variables a parent shell may carry that would change what the program sees.
 _SCRUB = re.compile(r"^(JAX_|TRAIN_|JAXINFRA_|MEGASCALE_|TPU_|XLA_|COORDINATOR_|NUM_PROCESSES$|PROCESS_ID$)")
@@ -84,7 +85,7 @@ class Group:
                 self.procs.append(
                     subprocess.Popen(
                         [python, "-m", "train"],
-                        cwd=TRAIN_DIR,
+                        cwd=TRAIN,
                         stdout=out,
                         stderr=subprocess.STDOUT,
                         env={**base, **contract(variant, processes, rank, port)},

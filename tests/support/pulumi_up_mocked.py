@@ -3,7 +3,7 @@
 Standalone (pulumi and PyYAML only), so that a fresh venv with jaxinfra installed from its wheel runs a scaffold's
 program as the Python language host would: from the project's folder, with the stack's config from
 Pulumi.<stack>.yaml. Prints the program's outputs as JSON; a program error ends it with status 1 and the message.
-`CloudMocks` answers what GCP computes; tests/pulumi_harness.py records on top of it.
+`CloudMocks` answers what GCP computes; tests/support/pulumi_harness.py records on top of it.
 
     python pulumi_up_mocked.py STACK
 """
@@ -39,7 +39,7 @@ class CloudMocks(pulumi.runtime.Mocks):
             state |= {"email": email, "member": f"serviceAccount:{email}"}
         return f"{args.name}-id", state
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
+    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:  # type: ignore[override]  # a bare dict: also taken
         if args.token == "gcp:organizations/getProject:getProject":
             return {"projectId": args.args["projectId"], "number": PROJECT_NUMBER}
         return {}

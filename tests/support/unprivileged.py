@@ -9,7 +9,7 @@ non-root user, the command runs as that user.
 `--deny-unshare` installs a seccomp filter that fails unshare(2) with EPERM, as a container
 runtime's default profile does (Docker's), to rehearse a machine without namespaces.
 
-    python tests/unprivileged.py [--root] [--deny-unshare] -- CMD [ARGS...]
+    python tests/support/unprivileged.py [--root] [--deny-unshare] -- CMD [ARGS...]
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
 
 
@@ -72,7 +73,8 @@ def scratch_home() -> Path:
 def command(
     argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False
 ) -> tuple[list[str], dict[str, str], Path | None]:
-    """(argv, env, folder to remove afterwards) that run `argv` unprivileged (unless `as_root`), HOME and TMPDIR in `home`."""
+    """(argv, env, folder to remove afterwards) that run `argv` unprivileged (unless `as_root`), HOME and TMPDIR in
+    `home`."""
     argv = list(argv)
     if deny_unshare:
         argv = [sys.executable, str(Path(__file__).resolve()), "--exec-denied", "--", *argv]
@@ -96,12 +98,12 @@ def command(
 
 
 def run(
-    argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False, **kwargs: object
-) -> subprocess.CompletedProcess:
+    argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False, **kwargs: Any
+) -> subprocess.CompletedProcess[Any]:
     """`subprocess.run` of `argv` as the unprivileged user (see `command`)."""
     full, env, save = command(argv, home, as_root=as_root, deny_unshare=deny_unshare)
     try:
-        return subprocess.run(full, env={**env, **kwargs.pop("env", {})}, **kwargs)  # type: ignore[arg-type]
+        return subprocess.run(full, env={**env, **kwargs.pop("env", {})}, **kwargs)
     finally:
         if save is not None:
             shutil.rmtree(save, ignore_errors=True)  # empty: its mounts lived in the command's namespace only
