@@ -5,14 +5,18 @@ from __future__ import annotations
 
 import multiprocessing.process
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import settings
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
+from tests.support import fresh_venv
 from tests.support.paths import ROOT
 
 settings.register_profile("default", max_examples=40, deadline=None)
@@ -60,6 +64,27 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             if not own & set(TIERS):
                 for mark in default:
                     item.add_marker(mark.name)
+    # The fast tier first, so a broken change fails in seconds; the slow tiers keep their files' order.
+    items.sort(key=lambda item: next((TIERS_FIRST.index(t) for t in TIERS_FIRST if item.get_closest_marker(t)), 0))
+
+
+#: The order the tiers run in.
+TIERS_FIRST = ("unit", "browser", "adapters", "simulator")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start building the fresh venv the moment the session knows a selected test needs it (tests/support/
+    fresh_venv.py): the build overlaps the unit tier."""
+    if any("fresh_venv" in getattr(item, "fixturenames", ()) for item in session.items):
+        base = Path(tempfile.mkdtemp(prefix="jaxinfra-fresh-venv-"))
+        session.config.stash[fresh_venv.KEY] = (base, fresh_venv.start(base))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    if (found := session.config.stash.get(fresh_venv.KEY, None)) is not None:
+        base, build = found
+        fresh_venv.stop(build)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def _no_process(what: str) -> Any:

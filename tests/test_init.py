@@ -16,13 +16,14 @@ import yaml
 
 from jaxinfra import init, manifests, stack
 from jaxinfra.yamlio import load
+from tests.support import fresh_venv as fresh_venv_module
+from tests.support.fresh_venv import CLEAN_ENV
+from tests.support.fresh_venv import KEY as FRESH_VENV
 from tests.support.paths import EXAMPLE, ROOT
 
 pytestmark = pytest.mark.adapters
 
 WORKFLOW = ".github/workflows/jaxinfra.yml"
-#: The environment of a fresh venv's commands: nothing that would import another jaxinfra.
-CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
 
 
 def jaxinfra(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -166,64 +167,13 @@ def test_cdk8s_app_of_the_new_repository(tmp_path: Path) -> None:
 
 
 @pytest.fixture(scope="session")
-def fresh_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def fresh_venv(request: pytest.FixtureRequest) -> Path:
     """A new venv with jaxinfra installed from a wheel of this checkout (so package data is what ships), with every
-    extra a scaffold's README installs and what its train/ needs, once per test session: a minute or two on 2 cores,
-    most of it unpacking jax and pulumi-gcp."""
+    extra a scaffold's README installs and what its train/ needs: built once per session, in the background from the
+    start of the session (tests/support/fresh_venv.py, started by conftest)."""
     pytest.importorskip("jax")
-    base = tmp_path_factory.mktemp("fresh")
-    source = base / "source"  # a clean copy: an in-tree build would reuse a stale build/ folder
-    shutil.copytree(
-        ROOT,
-        source,
-        ignore=shutil.ignore_patterns(
-            ".git",
-            ".venv",
-            "node_modules",
-            "build",
-            "dist",
-            "*.egg-info",
-            "__pycache__",
-            ".pytest_cache",
-            ".hypothesis",
-            "out",
-        ),
-    )
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
-    subprocess.run(
-        [*pip, "wheel", "--quiet", "--no-deps", str(source), "-w", str(base / "wheel")],
-        check=True,
-        capture_output=True,
-        timeout=300,
-        env=CLEAN_ENV,
-    )
-    [wheel] = (base / "wheel").glob("jaxinfra-*.whl")
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120, env=CLEAN_ENV)
-    train = [
-        line.strip().strip('",')
-        for line in init.render("cpu")["pyproject.toml"].splitlines()
-        if line.strip().startswith(('"optax', '"orbax'))
-    ]
-    r = subprocess.run(
-        [
-            str(venv / "bin/python"),
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-compile",  # no .pyc of all of jax and pulumi-gcp up front: what runs compiles what it imports
-            f"{wheel}[sim,validate,cdk8s,pulumi]",
-            *train,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        env=CLEAN_ENV,
-    )
-    assert r.returncode == 0, r.stderr[-3000:]
-    return venv
+    base, build = request.config.stash[FRESH_VENV]
+    return fresh_venv_module.wait(base, build)
 
 
 @pytest.mark.parametrize("template", init.TEMPLATES)
