@@ -315,6 +315,40 @@ def jaxinfra_coordinator_env(jp: JobPlan) -> list[dict[str, Any]]:
     return env
 
 
+class IndexedPods:
+    """The part of `Backend` that the kinds whose pods are an Indexed Job's share (JobSet's children, a Job, Trainer's
+    JobSet): the Job controller's hostnames, rank 0 behind the headless subdomain, one Job per group, jaxinfra's own
+    contract, nothing the spec cannot express. Such a backend subclasses it and overrides what differs."""
+
+    indexed_pods = True
+    #: Whether JobSet's webhook also fits the pod name with a 5-character suffix (`derived_names`).
+    pod_suffix = True
+
+    def hostname(self, names: JobNames, rank: int) -> str:
+        return indexed_hostname(names, rank)
+
+    def coordinator_host(self, names: JobNames) -> str:
+        return subdomain_host(names)
+
+    def derived_names(self, names: JobNames) -> dict[str, str]:
+        return indexed_names(names, pod_suffix=self.pod_suffix)
+
+    def group(self, names: JobNames, slice_index: int) -> str:
+        return f"Job {names.child_job(slice_index)}"
+
+    def dns_service(self, names: JobNames) -> str:
+        return f"{names.service} (headless)"
+
+    def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
+        return jaxinfra_coordinator(jp, rank)
+
+    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
+        return jaxinfra_coordinator_env(jp)
+
+    def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+        return []
+
+
 def tpu_multi_slice(job: JaxJob, pool: NodePool) -> bool:
     """A multi-slice TPU job, which a kind without one Job per slice cannot express (no MEGASCALE_SLICE_ID)."""
     return pool.accelerator.row.kind == "tpu" and job.num_slices > 1

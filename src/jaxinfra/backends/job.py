@@ -3,20 +3,14 @@ install. One group of hosts only: multi-slice needs one Job per slice."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from jaxinfra import names as N
 from jaxinfra.backends.base import (
     Backend,
-    EnvSources,
-    JobNames,
+    IndexedPods,
     Manifest,
     Parts,
-    indexed_hostname,
-    indexed_names,
-    jaxinfra_coordinator,
-    jaxinfra_coordinator_env,
-    subdomain_host,
     tpu_multi_slice,
 )
 from jaxinfra.errors import Problem
@@ -26,7 +20,7 @@ if TYPE_CHECKING:
     from jaxinfra.spec import JaxJob, NodePool
 
 
-class Job:
+class Job(IndexedPods):
     """Kubernetes' own Indexed Job: the pods' hostnames come from the Job's name and index."""
 
     name = "job"
@@ -41,7 +35,7 @@ class Job:
     fixed_port = None
     name_label = N.JOB_NAME_LABEL
     owns_dns = True
-    indexed_pods = True
+    pod_suffix = False  # a plain Job's pods get no JobSet webhook
     runtimes = False
     writes_container = True
     dns1035 = None  # nothing derives a DNS-1035 name from a Job's
@@ -49,27 +43,6 @@ class Job:
 
     def replicated_job(self, tpu: bool) -> str | None:
         return None
-
-    def hostname(self, names: JobNames, rank: int) -> str:
-        return indexed_hostname(names, rank)
-
-    def coordinator_host(self, names: JobNames) -> str:
-        return subdomain_host(names)
-
-    def derived_names(self, names: JobNames) -> dict[str, str]:
-        return indexed_names(names, pod_suffix=False)
-
-    def group(self, names: JobNames, slice_index: int) -> str:
-        return f"Job {names.child_job(slice_index)}"
-
-    def dns_service(self, names: JobNames) -> str:
-        return f"{names.service} (headless)"
-
-    def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
-        return jaxinfra_coordinator(jp, rank)
-
-    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
-        return jaxinfra_coordinator_env(jp)
 
     def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
         if not tpu_multi_slice(job, pool):

@@ -10,12 +10,9 @@ from jaxinfra import names as N
 from jaxinfra.backends.base import (
     Backend,
     EnvSources,
-    JobNames,
+    IndexedPods,
     Manifest,
     Parts,
-    indexed_hostname,
-    indexed_names,
-    subdomain_host,
     tpu_multi_slice,
 )
 from jaxinfra.errors import Problem
@@ -27,7 +24,7 @@ if TYPE_CHECKING:
 TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 
 
-class TrainJob:
+class TrainJob(IndexedPods):
     """The pod template is the runtime's; Trainer fills in the container's command, args, env and port from the
     TrainJob's `trainer`."""
 
@@ -43,7 +40,6 @@ class TrainJob:
     fixed_port = N.TRAINER_PORT
     name_label = N.JOBSET_NAME_LABEL
     owns_dns = False
-    indexed_pods = True
     runtimes = True
     writes_container = False
     dns1035 = "TrainJob and its JobSet derive"
@@ -51,21 +47,6 @@ class TrainJob:
 
     def replicated_job(self, tpu: bool) -> str | None:
         return N.TRAINER_NODE
-
-    def hostname(self, names: JobNames, rank: int) -> str:
-        return indexed_hostname(names, rank)
-
-    def coordinator_host(self, names: JobNames) -> str:
-        return subdomain_host(names)
-
-    def derived_names(self, names: JobNames) -> dict[str, str]:
-        return indexed_names(names, pod_suffix=True)
-
-    def group(self, names: JobNames, slice_index: int) -> str:
-        return f"Job {names.child_job(slice_index)}"
-
-    def dns_service(self, names: JobNames) -> str:
-        return f"{names.service} (headless)"
 
     def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
         host = rank % jp.hosts_per_slice
