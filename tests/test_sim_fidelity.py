@@ -3,13 +3,8 @@ platform, the kubelet's crash loops, and the image's own code (`--image`)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -17,26 +12,13 @@ import yaml
 from jaxinfra.simulate import model
 from jaxinfra.simulate.emulation import emulate
 from jaxinfra.simulate.inputs import load_files
-from tests.support.paths import MANIFESTS, ROOT
+from tests.support.cli import simulate_cli as simulate
+from tests.support.paths import MANIFESTS
 from tests.support.problems import problems_of
 
 pytestmark = pytest.mark.simulator
 
 MULTISLICE = MANIFESTS / "jobset_tpu_multislice_platform_env.yaml"
-
-
-def simulate(*args: str, tmp: Path, timeout: float = 120) -> tuple[int, dict[str, Any], str]:
-    report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=timeout,
-        env={**os.environ, "TMPDIR": str(tmp)},
-    )
-    assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
-    return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stdout + r.stderr
 
 
 def only(cluster: model.EmulatedCluster) -> model.Workload:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -14,34 +13,11 @@ from typing import Any
 import pytest
 
 from jaxinfra.simulate.options import Options
+from tests.support.cli import simulate_cli as simulate
 from tests.support.paths import EXAMPLE, MANIFESTS, NO_RESTART, ROOT
 from tests.support.stacks import PAIR_IDS, PAIRS, rendered
 
 pytestmark = pytest.mark.simulator
-
-
-def simulate(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) -> tuple[int, dict[str, Any], str]:
-    """Run the CLI in `cwd`; return its status, its JSON report and its stderr, after checking nothing is left
-    behind."""
-    scratch = tmp / f"tmp-{time.monotonic_ns()}"  # the run's own TMPDIR: what it leaves there is its own
-    scratch.mkdir()
-    report = tmp / f"report-{time.monotonic_ns()}.json"
-    r = subprocess.run(
-        [sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=timeout,
-        env={**os.environ, "TMPDIR": str(scratch)},
-    )
-    assert "Traceback" not in r.stderr + r.stdout, r.stderr + r.stdout
-    data = json.loads(report.read_text()) if report.exists() else {}
-    pids = [p["pid"] for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"] if p["pid"]]
-    for pid in pids:  # every pod process (and its group) is gone
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
-    assert list(scratch.iterdir()) == []
-    return r.returncode, data, r.stderr
 
 
 def verdicts(report: dict[str, Any]) -> list[tuple[str, str, list[tuple[str, int, str]]]]:

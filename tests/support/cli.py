@@ -10,13 +10,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.support.paths import ROOT
 
 
-def simulate_cli(*args: str, tmp: Path, timeout: float = 150) -> tuple[int, dict[str, Any], str]:
-    """`jaxinfra simulate ARGS --json R --no-logs` in its own TMPDIR under `tmp`: its status, its JSON report and its
-    output, after checking it printed no traceback and left nothing in that TMPDIR (the API server's log, the pods'
-    files)."""
+def simulate_cli(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) -> tuple[int, dict[str, Any], str]:
+    """`jaxinfra simulate ARGS --json R --no-logs` from `cwd`, in its own TMPDIR under `tmp`: its status, its JSON
+    report and its output, after checking it printed no traceback, left no pod process running and nothing in that
+    TMPDIR (the API server's log, the pods' files)."""
     scratch = tmp / f"tmp-{time.monotonic_ns()}"
     scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
@@ -24,10 +26,15 @@ def simulate_cli(*args: str, tmp: Path, timeout: float = 150) -> tuple[int, dict
         [sys.executable, "-m", "jaxinfra", "simulate", *args, "--json", str(report), "--no-logs"],
         capture_output=True,
         text=True,
-        cwd=ROOT,
+        cwd=cwd,
         timeout=timeout,
         env={**os.environ, "TMPDIR": str(scratch)},
     )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    data = json.loads(report.read_text()) if report.exists() else {}
+    pids = [p["pid"] for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"] if p["pid"]]
+    for pid in pids:  # every pod process (and its group) is gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     assert list(scratch.iterdir()) == [], "the API server's log or the pods' files were left behind"
-    return r.returncode, json.loads(report.read_text()) if report.exists() else {}, r.stdout + r.stderr
+    return r.returncode, data, r.stdout + r.stderr
