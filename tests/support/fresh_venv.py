@@ -49,8 +49,9 @@ def build(base: Path) -> Path:
         if line.strip().startswith(('"optax', '"orbax'))
     ]
     subprocess.run(
+        # Compiled at install (it runs in the background): with PYTHONDONTWRITEBYTECODE set, an uncompiled venv
+        # would compile jax anew in every process the scaffold's commands start.
         [str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-         "--no-compile",  # no .pyc of all of jax and pulumi-gcp up front: what runs compiles what it imports
          f"{wheel}[sim,validate,cdk8s,pulumi]", *train],
         check=True,
         env=CLEAN_ENV,
