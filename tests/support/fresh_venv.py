@@ -22,8 +22,14 @@ from tests.support.paths import ROOT
 #: Where the session keeps the build (BASE, its process): set by conftest, read by the `fresh_venv` fixture.
 KEY = pytest.StashKey[tuple[Path, "subprocess.Popen[bytes]"]]()
 
-#: The environment of every process a fresh venv runs: nothing of this checkout's venv leaks into it.
-CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV")}
+#: The environment of every process a fresh venv runs: nothing of this checkout's venv leaks into it, and bytecode
+#: is written (where PYTHONDONTWRITEBYTECODE is set, as on this machine, the venv installed without .pyc would
+#: compile jax anew in every process): each module is compiled once, by the first process that imports it.
+CLEAN_ENV = {
+    k: v
+    for k, v in os.environ.items()
+    if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONDONTWRITEBYTECODE")
+}
 #: What the source copy leaves out: an in-tree build would reuse a stale build/ folder.
 IGNORED = (".git", ".venv", "node_modules", "build", "dist", "*.egg-info", "__pycache__", ".pytest_cache",
            ".hypothesis", "out", "site")  # fmt: skip
@@ -49,9 +55,8 @@ def build(base: Path) -> Path:
         if line.strip().startswith(('"optax', '"orbax'))
     ]
     subprocess.run(
-        # Compiled at install (it runs in the background): with PYTHONDONTWRITEBYTECODE set, an uncompiled venv
-        # would compile jax anew in every process the scaffold's commands start.
         [str(venv / "bin/python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+         "--no-compile",  # not all of jax and pulumi-gcp up front: what runs compiles what it imports (CLEAN_ENV)
          f"{wheel}[sim,validate,cdk8s,pulumi]", *train],
         check=True,
         env=CLEAN_ENV,
