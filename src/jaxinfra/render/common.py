@@ -358,8 +358,14 @@ def customize(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
     if not j.pod_patches:
         return template
     target = f"backend {jp.backend.name}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")
-    root = "the pod template (/metadata/..., /spec/...), the same object in every backend"
-    return patched(template, j.pod_patches, f"job {jp.namespace}/{jp.name}: pod_patches", target, root)
+    return patched(
+        template,
+        j.pod_patches,
+        f"job {jp.namespace}/{jp.name}: pod_patches",
+        target,
+        "the pod template",
+        " (/metadata/..., /spec/...), the same object in every backend",
+    )
 
 
 def object_patched(jp: JobPlan, objects: list[Manifest]) -> list[Manifest]:
@@ -389,21 +395,15 @@ def object_patched(jp: JobPlan, objects: list[Manifest]) -> list[Manifest]:
     ]
 
 
-def _patch_fix(kind: str, op: Mapping[str, Any], root: str) -> str:
-    short = _short(root)
+def _patch_fix(kind: str, op: Mapping[str, Any], root: str, start: str) -> str:
     if kind == "test":
-        return f"{short} holds another value there (see `jaxinfra synth`): update the test's value, or drop the test"
+        return f"{root} holds another value there (see `jaxinfra synth`): update the test's value, or drop the test"
     if kind == "invalid":
         return "write an RFC 6902 operation that fits the target: a list index is a number or '-' (add only)"
     where = (
         "'add' needs the parent to exist: add the whole map or list one level up first; " if op["op"] == "add" else ""
     )
-    return f"{where}paths start at {root}; check the path against {short} `jaxinfra synth` writes"
-
-
-def _short(root: str) -> str:
-    """The patched object in words, without where its paths start: `the pod template`."""
-    return root.split(" (")[0]
+    return f"{where}paths start at {root}{start}; check the path against {root} `jaxinfra synth` writes"
 
 
 def _missing(doc: Any, pointer: str, whole: bool, root: str) -> str | None:
@@ -428,10 +428,11 @@ def _missing(doc: Any, pointer: str, whole: bool, root: str) -> str | None:
 
 
 def patched(
-    doc: dict[str, Any], ops: Sequence[Mapping[str, Any]], field: str, target: str, root: str
+    doc: dict[str, Any], ops: Sequence[Mapping[str, Any]], field: str, target: str, root: str, start: str = ""
 ) -> dict[str, Any]:
     """`doc` with `ops` applied in order. The first one that does not apply is a `SpecError` at `field`[i] on
-    `target` (the ones after it were written against its result, so they are not tried), never a traceback."""
+    `target` (the ones after it were written against its result, so they are not tried), never a traceback. `root`
+    names the patched object in the messages, `start` adds where its paths start."""
     import jsonpatch
     import jsonpointer
 
@@ -449,15 +450,15 @@ def patched(
             )
             name = op["op"]
             why = (
-                (_missing(doc, op["from"], True, _short(root)) if "from" in op else None)
-                or _missing(doc, op["path"], name in ("remove", "replace", "test"), _short(root))
+                (_missing(doc, op["from"], True, root) if "from" in op else None)
+                or _missing(doc, op["path"], name in ("remove", "replace", "test"), root)
                 or str(err)
             )
             if kind == "test" and why == str(err):
                 why = f"it holds {jsonpointer.resolve_pointer(doc, op['path'])!r}, not {op['value']!r}"
             what = f"{name} {op['from']!r} to {op['path']!r}" if "from" in op else f"{name} {op['path']!r}"
             raise SpecError(
-                [Problem(f"{field}[{i}]", op, f"{what} on {target}: {why}", _patch_fix(kind, op, root))]
+                [Problem(f"{field}[{i}]", op, f"{what} on {target}: {why}", _patch_fix(kind, op, root, start))]
             ) from None
     return doc
 
