@@ -34,7 +34,6 @@ import datetime
 import gc
 import json
 import os
-import select
 import signal
 import socket
 import ssl
@@ -50,6 +49,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from jaxinfra import interrupts
 from jaxinfra.schemas import K8S_VERSION
+from jaxinfra.simulate import fds
 from jaxinfra.simulate.apiobjects import Resource, Snapshot, resource_of
 from jaxinfra.simulate.errors import ApiServerError
 from jaxinfra.simulate.rbac import Attributes, Decision, Subject
@@ -540,7 +540,7 @@ class ApiServer:
         self._await(b"P")
 
     def _await(self, token: bytes) -> None:
-        ready, _, _ = select.select([self._from_child], [], [], START_TIMEOUT_S)
+        ready = fds.readable([self._from_child], START_TIMEOUT_S)
         got = os.read(self._from_child, 1) if ready else b""
         if got != token:
             tail = self.log.read_text(errors="replace").strip().splitlines()[-1:] if self.log.exists() else []

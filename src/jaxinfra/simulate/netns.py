@@ -52,7 +52,6 @@ import ctypes
 import errno
 import json
 import os
-import select
 import shutil
 import socket
 import subprocess
@@ -62,6 +61,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jaxinfra.simulate import fds
 from jaxinfra.simulate.errors import InvalidArgument, NetworkError
 from jaxinfra.simulate.netns_holder import (
     CLONE_NEWNET,
@@ -179,24 +179,24 @@ class Network:
             deadline = time.monotonic() + REPLY_TIMEOUT_S
             while True:
                 left = deadline - time.monotonic()
-                if left <= 0 or not _readable(self._control, left):
+                if left <= 0 or not fds.readable([self._control], left):
                     raise NetworkError(
                         f"the network's holder did not answer within {REPLY_TIMEOUT_S:g} s", errno.ETIMEDOUT
                     )
                 try:
-                    msg, fds, _, _ = socket.recv_fds(self._control, 256, 1, socket.MSG_CMSG_CLOEXEC)
+                    msg, received, _, _ = socket.recv_fds(self._control, 256, 1, socket.MSG_CMSG_CLOEXEC)
                 except OSError as e:
                     raise NetworkError("hear from the network's holder", e.errno or errno.EPIPE) from None
                 if not msg:
                     raise NetworkError("hear from the network's holder (it is gone)", errno.EPIPE)
                 words = msg.split()
                 if len(words) < 2 or words[1] != seq:  # the late answer to a request that timed out
-                    for fd in fds:
+                    for fd in received:
                         os.close(fd)
                     continue
-                if words[0] == b"ok" and len(fds) == 1:
-                    return socket.socket(fileno=fds[0])
-                for fd in fds:
+                if words[0] == b"ok" and len(received) == 1:
+                    return socket.socket(fileno=received[0])
+                for fd in received:
                     os.close(fd)
                 code = int(words[2]) if len(words) > 2 and words[2].isdigit() else errno.EIO
                 raise OSError(code, f"socket() in the pods' network: {os.strerror(code)}")
@@ -340,7 +340,7 @@ def _read_report(control: socket.socket, proc: subprocess.Popen, timeout: float)
             raise NetworkError(
                 f"start the pods' network (its holder did not report within {timeout:g} s)", errno.ETIMEDOUT
             )
-        if _readable(control, min(left, 0.05)):
+        if fds.readable([control], min(left, 0.05)):
             data = control.recv(65536)
             if data:
                 return json.loads(data)
@@ -348,13 +348,6 @@ def _read_report(control: socket.socket, proc: subprocess.Popen, timeout: float)
             err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
             last = err.splitlines()[-1] if err else f"exit status {proc.returncode}"
             raise NetworkError(f"start the pods' network (its holder died: {last})", errno.ECHILD)
-
-
-def _readable(sock: socket.socket, timeout: float) -> bool:
-    """poll(2), not select(2): the simulator may hold more than FD_SETSIZE descriptors."""
-    poller = select.poll()
-    poller.register(sock, select.POLLIN)
-    return bool(poller.poll(max(0, int(timeout * 1000) + 1)))
 
 
 def _unavailable(attempts: Sequence[dict[str, Any]]) -> BaseException:

@@ -256,7 +256,10 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None) -> None:
     if egress is not None and egress.pid:
         watched += [egress.pidfd, egress.errors]
     while True:
-        ready = select.select(watched, [], [])[0]
+        poller = select.poll()  # not select(2): no FD_SETSIZE bound (the package's `fds` is not importable here)
+        for fd in watched:
+            poller.register(fd, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll()]
         if parent in ready:
             return
         if egress is not None and egress.pidfd in ready:

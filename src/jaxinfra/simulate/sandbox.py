@@ -36,7 +36,6 @@ import errno
 import functools
 import json
 import os
-import select
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -44,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxinfra.errors import MACHINE_LIMIT
-from jaxinfra.simulate import rootfs
+from jaxinfra.simulate import fds, rootfs
 from jaxinfra.simulate.errors import SandboxError, Unavailable
 from jaxinfra.simulate.security import CAPABILITIES, Security
 
@@ -137,7 +136,7 @@ WHOLE_RANGE = "0 0 4294967295"
 def grant(pid: int, parent: Handshake, timeout: float = 30.0) -> None:
     """In the parent of a pod created as root: once it asks, write its identity maps; it goes on when told.
     A pod that dies first is simply not answered."""
-    if not select.select([parent.ask], [], [], timeout)[0] or not os.read(parent.ask, 1):
+    if not fds.readable([parent.ask], timeout) or not os.read(parent.ask, 1):
         return
     try:
         for name in ("uid_map", "gid_map"):

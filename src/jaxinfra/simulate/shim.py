@@ -25,10 +25,11 @@ from __future__ import annotations
 import ctypes
 import os
 import resource
-import select
 import signal
 from pathlib import Path
 from typing import NoReturn
+
+from jaxinfra.simulate import fds
 
 PR_SET_PDEATHSIG = 1
 
@@ -44,7 +45,7 @@ def fork_init(control: int) -> None:
         os.close(alive_w)
         os.close(control)
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if select.select([alive_r], [], [], 0)[0]:  # the shim died before the line above: the container dies with it
+        if fds.readable([alive_r], 0):  # the shim died before the line above: the container dies with it
             os._exit(128 + signal.SIGKILL)
         os.close(alive_r)
         os.setpgid(0, 0)  # its own process group: a container's kill(0, ...) never reaches the shim
@@ -66,7 +67,7 @@ def _serve(pid: int, control: int, keep: set[int]) -> NoReturn:
         for low, high in zip([2, *kept], [*kept, os.sysconf("SC_OPEN_MAX")]):  # the pods' pipes are not the shim's
             os.closerange(low + 1, high)
         watched = [control, child]
-        while child not in select.select(watched, [], [])[0]:
+        while child not in fds.readable(watched):
             asked = os.read(control, 64)
             if not asked:  # the simulator is gone: so is its container
                 asked, watched = bytes([signal.SIGKILL]), [child]

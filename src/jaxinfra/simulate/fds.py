@@ -1,0 +1,21 @@
+"""Waiting on file descriptors with poll(2), never select(2): a simulation of a few hundred pods holds more than
+FD_SETSIZE (1024) descriptors, and select() refuses any numbered past it ("filedescriptor out of range")."""
+
+from __future__ import annotations
+
+import select
+from collections.abc import Sequence
+from typing import Protocol
+
+
+class _HasFileno(Protocol):
+    def fileno(self) -> int: ...
+
+
+def readable(fds: Sequence[int | _HasFileno], timeout: float | None = None) -> list[int]:
+    """The descriptors of `fds` ready to read (or closed at the other end) within `timeout` seconds (None: wait)."""
+    poller = select.poll()
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    wait = None if timeout is None else max(0, int(timeout * 1000) + 1)
+    return [fd for fd, _ in poller.poll(wait)]
