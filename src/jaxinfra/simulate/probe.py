@@ -45,6 +45,12 @@ ROWS_PER_DEVICE = 4
 FEATURES, OUTPUTS = 8, 4
 LEARNING_RATE = 0.1
 RTOL, ATOL = 1e-5, 1e-6
+GROUP_LIMIT = 8
+"""The most devices one of the probe's collectives spans. XLA's CPU collectives connect every pair of a group's
+devices before its first collective (gloo's connectFullMesh, through the coordination service's key-value store:
+openxla/xla xla/backends/cpu/collectives/gloo_collectives.cc), so one group of all N devices costs N² set-ups on
+this machine's few cores, 5.9 s of a 128-process probe here. Nested groups of at most 8 give every collective the
+same global result for N × 7 per level."""
 COMPILER_OPTIONS: dict[str, Any] = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
 """The probe's one program is tiny: XLA's optimizations and its newer CPU fusion emitters would
 only cost compile time (about half of it), which is most of a probe's time on a few cores."""
@@ -195,41 +201,103 @@ def _describe_mesh(mesh: Mesh) -> str:
     return f"mesh {shape}; process {me} is slice {slice_} host {host}"
 
 
-def collective_cases(processes: int, chips: int) -> dict[str, tuple[np.ndarray, Callable, np.ndarray]]:
-    """Per collective: the global input, the per-device body, the closed-form global output.
+def group_sizes(devices: int, limit: int = GROUP_LIMIT) -> tuple[int, ...]:
+    """`devices` as a product of group sizes of at most `limit`, outermost first (a prime past `limit` stays one
+    group): the shape the probe's collectives nest over."""
+    sizes: list[int] = []
+    while devices > 1:
+        size = next((k for k in range(min(limit, devices), 1, -1) if devices % k == 0), devices)
+        sizes.append(size)
+        devices //= size
+    return tuple(reversed(sizes)) or (1,)
 
-    Arrays are sharded over every mesh axis: device d (process p, chip c, d = p * chips + c)
-    holds element d, or for all_to_all a block of one element per device.
+
+def group_mesh(mesh: Mesh) -> Mesh:
+    """The hardware mesh's devices, in the same flat order, reshaped to nested groups (`group_sizes`)."""
+    sizes = group_sizes(mesh.size)
+    return Mesh(mesh.devices.reshape(sizes), tuple(f"group{i}" for i in range(len(sizes))))
+
+
+def _psum(v: jax.Array, names: tuple[str, ...]) -> jax.Array:
+    for name in names:
+        v = lax.psum(v, name)
+    return v
+
+
+def _all_gather(v: jax.Array, names: tuple[str, ...]) -> jax.Array:
+    """Innermost group first: each level concatenates whole lower groups, so the result is in flat device order."""
+    for name in reversed(names):
+        v = lax.all_gather(v, name, tiled=True)
+    return v
+
+
+def _shift(v: jax.Array, name: str, size: int, point_to_point: bool) -> jax.Array:
+    """Each device of a group of `size` along `name` gets its predecessor's value: by collective-permute (XLA's
+    send/recv pairs) or, where that would span too many devices, picked from the group's all-gather."""
+    if point_to_point:
+        return lax.ppermute(v, name, [(i, (i + 1) % size) for i in range(size)])
+    return lax.all_gather(v, name)[(lax.axis_index(name) - 1) % size]
+
+
+def _ring(v: jax.Array, names: tuple[str, ...], sizes: tuple[int, ...]) -> jax.Array:
+    """A shift by one along the flat device order: a shift within the innermost group, and at each outer level
+    the shift of what the devices at the start of every inner group must receive from the previous group.
+
+    One group shifts by collective-permute. Nested groups cannot: XLA's CPU collective-permute gives every
+    permute a communicator of all the program's devices, whatever its pairs (openxla/xla
+    xla/backends/cpu/runtime/collective_permute_thunk.cc), so it alone would cost the N² set-ups `GROUP_LIMIT`
+    avoids; their shifts are picked from each group's all-gather instead."""
+    out, first = v, jnp.bool_(True)  # first: this device starts every group inside the current level
+    for level, (name, size) in enumerate(reversed(list(zip(names, sizes)))):
+        shifted = _shift(out, name, size, point_to_point=len(names) == 1)
+        out = shifted if level == 0 else jnp.where(first, shifted, out)
+        first = first & (lax.axis_index(name) == 0)
+    return out
+
+
+def _all_to_all(v: jax.Array, names: tuple[str, ...], sizes: tuple[int, ...]) -> jax.Array:
+    """The flat all-to-all as one exchange per level: the local block, indexed by destination device, is shaped by
+    the groups, and level j trades its dimension j, so block [d, q] ends at [q, d]."""
+    block = v.reshape(sizes)
+    for axis, name in enumerate(names):
+        block = lax.all_to_all(block, name, split_axis=axis, concat_axis=axis, tiled=True)
+    return block.reshape(v.shape)
+
+
+def collective_cases(mesh: Mesh) -> dict[str, tuple[np.ndarray, Callable, np.ndarray]]:
+    """Per collective over every device of `mesh` (a `group_mesh`): the global input, the per-device body, the
+    closed-form global output.
+
+    Arrays are sharded over every mesh axis: device d (in flat order: process p, chip c, d = p * chips + c) holds
+    element d, or for all_to_all a block of one element per device.
     """
-    n = processes * chips
+    n, names, sizes = mesh.size, tuple(mesh.axis_names), tuple(mesh.devices.shape)
     values = np.arange(1, n + 1, dtype=np.int32)
     blocks = np.arange(n * n, dtype=np.int32).reshape(n, n)
-    ring = [(i, (i + 1) % n) for i in range(n)]
     return {
         # every device ends with the sum of (global index + 1) over all devices
-        "psum": (values, lambda v: lax.psum(v, AXES), np.full(n, n * (n + 1) // 2, dtype=np.int32)),
-        # every device ends with all values, in mesh order
-        "all_gather": (values, lambda v: lax.all_gather(v, AXES, tiled=True), np.tile(values, n)),
-        # a ring across the flattened device axis: each device receives its predecessor's value
-        "ppermute": (values, lambda v: lax.ppermute(v, AXES, ring), np.roll(values, 1)),
-        # every device sends element q of its block to device q, so [d, q] <- [q, d]. Over every
-        # axis, like the others: one group of all devices, so the collectives share one set of
-        # connections (a group per chip would cost the first run a connection setup per group).
-        "all_to_all": (
-            blocks.ravel(),
-            partial(lax.all_to_all, axis_name=AXES, split_axis=0, concat_axis=0, tiled=True),
-            blocks.T.ravel(),
-        ),
+        "psum": (values, partial(_psum, names=names), np.full(n, n * (n + 1) // 2, dtype=np.int32)),
+        # every device ends with all values, in device order
+        "all_gather": (values, partial(_all_gather, names=names), np.tile(values, n)),
+        # a ring across the flat device order: each device receives its predecessor's value
+        "ppermute": (values, partial(_ring, names=names, sizes=sizes), np.roll(values, 1)),
+        # every device sends element q of its block to device q, so [d, q] <- [q, d]
+        "all_to_all": (blocks.ravel(), partial(_all_to_all, names=names, sizes=sizes), blocks.T.ravel()),
     }
 
 
-def _loss(w: jax.Array, x: jax.Array, y: jax.Array) -> jax.Array:
-    return jnp.mean((x @ w - y) ** 2)
+def _matmul(x: jax.Array, w: jax.Array) -> jax.Array:
+    """x @ w as products and a sum: XLA's CPU backend hands a dot to oneDNN, which generates its kernel in every
+    process on first use (about 10 ms each here, most of a 128-process step); these tiny shapes need no kernel."""
+    return jnp.sum(x[:, :, None] * w[None, :, :], axis=1)
 
 
-def _sgd_step(w: jax.Array, x: jax.Array, y: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """One SGD step; with x, y sharded on the batch, XLA inserts the gradient all-reduce."""
-    loss, grad = jax.value_and_grad(_loss)(w, x, y)
+def _sgd_step(w: jax.Array, x: jax.Array, y: jax.Array, names: tuple[str, ...], count: int) -> tuple[jax.Array, ...]:
+    """One data-parallel SGD step on this device's rows: the gradient and loss of its squared errors, summed over
+    every device (the gradient all-reduce) and divided by the global batch's `count` of errors."""
+    mine = lax.pcast(w, names, to="varying")  # this device's copy: its gradient stays local until the psums
+    loss, grad = jax.value_and_grad(lambda v: jnp.sum((_matmul(x, v) - y) ** 2))(mine)
+    loss, grad = _psum(loss, names) / count, _psum(grad, names) / count
     return w - LEARNING_RATE * grad, loss
 
 
@@ -307,24 +375,29 @@ def compile_once(program: Any, args: Any, mesh: Mesh) -> tuple[jax.stages.Compil
     return _compile(program, args), "compiled"
 
 
-def run_collectives(mesh: Mesh) -> tuple[dict[str, Callable[[], str]], str]:
+def run_collectives(hardware: Mesh) -> tuple[dict[str, Callable[[], str]], str]:
     """Every collective and the training step in ONE compiled program (a compile per program
     is most of a probe's time), then one verification per check; and where the program came from."""
-    cases = collective_cases(mesh.size // mesh.shape["chip"], mesh.shape["chip"])
-    spec = P(AXES)
+    mesh = group_mesh(hardware)
+    cases = collective_cases(mesh)
+    names = tuple(mesh.axis_names)
+    spec = P(names)
     sharded = NamedSharding(mesh, spec)
+    w, x, y = training_data(mesh.size)
     collectives = jax.shard_map(
         lambda *vs: tuple(body(v) for v, (_, body, _) in zip(vs, cases.values())),
         mesh=mesh,
         in_specs=(spec,) * len(cases),
         out_specs=(spec,) * len(cases),
     )
-    w, x, y = training_data(mesh.size)
-    replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(AXES, None))
-    program = jax.jit(
-        lambda vs, w, x, y: (collectives(*vs), _sgd_step(w, x, y)),
-        out_shardings=((sharded,) * len(cases), (replicated, replicated)),
+    step = jax.shard_map(
+        partial(_sgd_step, names=names, count=y.size),
+        mesh=mesh,
+        in_specs=(P(), P(names, None), P(names, None)),
+        out_specs=(P(), P()),
     )
+    replicated, batch = NamedSharding(mesh, P()), NamedSharding(mesh, P(names, None))
+    program = jax.jit(lambda vs, w, x, y: (collectives(*vs), step(w, x, y)))
     args = (
         tuple(_global_array(v, sharded) for v, _, _ in cases.values()),
         _global_array(w, replicated),
@@ -334,8 +407,12 @@ def run_collectives(mesh: Mesh) -> tuple[dict[str, Callable[[], str]], str]:
     compiled, origin = compile_once(program, args, mesh)
     outs, (new_w, loss) = compiled(*args)
 
+    groups = f" (nested groups {'x'.join(map(str, mesh.devices.shape))})" if len(names) > 1 else ""
+
     def verify(name: str, out: jax.Array, expected: np.ndarray) -> Callable[[], str]:
-        return lambda: f"{name} over {mesh.size} devices verified on {_verify(name, out, expected)} local shards"
+        return lambda: (
+            f"{name} over {mesh.size} devices{groups} verified on {_verify(name, out, expected)} local shards"
+        )
 
     def train_step() -> str:
         want_w, want_loss = reference_step(w, x, y)
