@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +16,12 @@ import pytest
 from tests.support.paths import ROOT
 
 
-def simulate_cli(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) -> tuple[int, dict[str, Any], str]:
+def simulate_cli(
+    *args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT, preexec: Callable[[], None] | None = None
+) -> tuple[int, dict[str, Any], str]:
     """`jaxinfra simulate ARGS --json R --no-logs` from `cwd`, in its own TMPDIR under `tmp`: its status, its JSON
     report and its output, after checking it printed no traceback, left no pod process running and nothing in that
-    TMPDIR (the API server's log, the pods' files)."""
+    TMPDIR (the API server's log, the pods' files). `preexec`: run in the child before it starts (joining a cgroup)."""
     scratch = tmp / f"tmp-{time.monotonic_ns()}"
     scratch.mkdir()
     report = tmp / f"report-{time.monotonic_ns()}.json"
@@ -29,6 +32,7 @@ def simulate_cli(*args: str, tmp: Path, timeout: float = 180, cwd: Path = ROOT) 
         cwd=cwd,
         timeout=timeout,
         env={**os.environ, "TMPDIR": str(scratch)},
+        preexec_fn=preexec,
     )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     data = json.loads(report.read_text()) if report.exists() else {}

@@ -147,15 +147,11 @@ def _why(err: OSError, uid: int) -> str:
 # --- probing -------------------------------------------------------------------------------------
 
 
-@functools.cache
-def probe(root: Path = ROOT, self_cgroup: str | None = None) -> Controllers:
-    """Which memory and cpu controllers this process can make limited child groups with, found by trying
-    (a throwaway group, made and removed), or why not. Memoised: the answer does not change during a run.
-
-    `root` is where the hierarchies are mounted and `self_cgroup` the text of /proc/self/cgroup (read when
-    None): both only for tests pointing it at a fake tree."""
+def membership(self_cgroup: str | None = None) -> tuple[dict[str, tuple[str, str]], str | None]:
+    """Where this process sits: per v1 controller, (its hierarchy's mount folder name, this process's path), and its
+    v2 path (None without a v2 line), from /proc/self/cgroup (or `self_cgroup`, its text)."""
     text = _read(SELF_CGROUP) if self_cgroup is None else self_cgroup
-    v1: dict[str, tuple[str, str]] = {}  # controller -> (mount folder name, this process's path)
+    v1: dict[str, tuple[str, str]] = {}
     v2_path: str | None = None
     for line in text.splitlines():
         hid, _, rest = line.partition(":")
@@ -165,6 +161,17 @@ def probe(root: Path = ROOT, self_cgroup: str | None = None) -> Controllers:
         else:
             for name in names.split(","):
                 v1[name] = (names, path)
+    return v1, v2_path
+
+
+@functools.cache
+def probe(root: Path = ROOT, self_cgroup: str | None = None) -> Controllers:
+    """Which memory and cpu controllers this process can make limited child groups with, found by trying
+    (a throwaway group, made and removed), or why not. Memoised: the answer does not change during a run.
+
+    `root` is where the hierarchies are mounted and `self_cgroup` the text of /proc/self/cgroup (read when
+    None): both only for tests pointing it at a fake tree."""
+    v1, v2_path = membership(self_cgroup)
     found: dict[str, Controller | None] = {}
     reasons: dict[str, str] = {}
     for name in ("memory", "cpu"):

@@ -19,9 +19,10 @@ from jaxinfra.errors import Problem, Refused
 
 if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
-from jaxinfra.simulate import controllers, model, paths, rootfs, sandbox
+from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandbox
 from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.emulation import API_PORT, emulate
+from jaxinfra.simulate.errors import MachineLimit
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, Listener, Runner
@@ -74,6 +75,7 @@ class WorkloadResult:
                     "reason": a.reason,
                     "seconds": round(a.seconds, 3),
                     "backoff_s": a.backoff,
+                    "memory_peak": a.memory_peak,
                     "pods": [r.as_dict() for r in a.pods],
                 }
                 for a in self.attempts
@@ -93,6 +95,7 @@ class Report:
     inputs: dict[str, list[str]] = field(
         default_factory=dict
     )  # per file (or stack), the objects the clusters hold from it
+    machine: str | None = None  # this machine gave out while a workload ran (its verdict ended the simulation)
 
     @property
     def ok(self) -> bool:
@@ -114,6 +117,7 @@ class Report:
             "problems": [_problem(p) for p in self.problems],
             "api_server": self.api_log,
             "notes": self.notes,
+            "machine": self.machine,
             "inputs": self.inputs,
             "workloads": [r.as_dict() for r in self.results],
         }
@@ -290,6 +294,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
         if r.workload.problems:
             r.verdict, r.reason = "failed", f"{len(r.workload.problems)} problems; not started"
     if runnable and not report.problems and not report.refused:
+        admit(runnable, options)
         isolation = sandbox.preflight()  # before anything runs: can pods get their own /etc/hosts here?
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
             seed = random.SystemRandom().randrange(1, 255)
@@ -304,6 +309,9 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                     preload()
                 for result in runnable:
                     _run_workload(result, result.manifests, sim)
+                    report.machine = result.attempts[-1].machine if result.attempts else None
+                    if report.machine is not None:
+                        break
             finally:
                 if sim.server is not None:
                     sim.server.close()
@@ -312,6 +320,16 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                     sim.node.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def admit(runnable: Sequence[WorkloadResult], options: Options) -> None:
+    """Capacity admission: refuse (MachineLimit, exit 3) a workload this machine cannot hold, before any pod starts;
+    they run one at a time, so each must fit by itself."""
+    capacity.raise_descriptor_limit()
+    for r in runnable:
+        need = capacity.need(r.workload.id, (p.devices for p in r.workload.pods), options.run_command)
+        if why := capacity.refusal(need):
+            raise MachineLimit(why)
 
 
 def _failure_signature(attempt: Attempt) -> tuple[Any, ...]:
@@ -393,6 +411,9 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         sim.listener("attempt", (result, attempt))
         if attempt.ok:
             result.verdict = "succeeded"
+            return
+        if attempt.machine is not None:  # the machine's verdict, not the job's: no restart would fare better
+            result.verdict, result.reason = "failed", attempt.machine
             return
         why = restart_decision(workload.restart, result.attempts, failures) or crash_loop(
             workload.restart, result.attempts

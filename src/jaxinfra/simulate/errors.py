@@ -51,6 +51,14 @@ class Unavailable(SimulatorError, CommandFailed):
         self.cause, self.fix = cause, fix
 
 
+class MachineLimit(SimulatorError, CommandFailed):
+    """This machine cannot hold what a job needs, or gave out while it ran (memory, processes, descriptors): the
+    figures and the fix in one line, exit status 3 — the machine's verdict, not the job's."""
+
+    def __init__(self, message: str):
+        super().__init__(message, MACHINE_LIMIT)
+
+
 class UnsafePath(SimulatorError, ManifestError, ValueError):
     """A manifest value that would name, or reach, a host path outside the simulation's own folders."""
 

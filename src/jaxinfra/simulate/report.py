@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from jaxinfra import outputs
-from jaxinfra.errors import INPUT_ERROR, CommandFailed
+from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, CommandFailed
 from jaxinfra.simulate.engine import Report, Sources, WorkloadResult, simulate
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, Logs, PodRun
@@ -182,6 +182,8 @@ def run(
         raise CommandFailed(
             f"{n} {'problem' if n == 1 else 'problems'} the API server refuses; nothing started", INPUT_ERROR
         )
+    if report.machine is not None:
+        raise CommandFailed(report.machine, MACHINE_LIMIT)
     if not report.ok:
         failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != "succeeded"]
         raise CommandFailed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)

@@ -9,6 +9,7 @@ as a container runtime signals it), gets a control pipe to ask the shim for sign
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import selectors
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import interrupts
-from jaxinfra.simulate import container, image, model, paths, sandbox, shim
+from jaxinfra.simulate import capacity, container, image, model, paths, sandbox, shim
 from jaxinfra.simulate.cgroups import PodGroup
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
 from jaxinfra.simulate.node import Node
@@ -63,6 +64,8 @@ class PodRun:
     deaf: str | None = None  # its PID 1's command, if that had no SIGTERM handler when the SIGTERM came
     group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
+    killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
+    pss_peak: int | None = None  # the most memory its processes were seen to hold (proportional set size), bytes
 
     @property
     def last_stderr(self) -> str | None:
@@ -75,6 +78,7 @@ class PodRun:
     def request(self, signum: int) -> None:
         """Ask its shim to send `signum` to its container (`shim.request`); nothing once its shim is reaped."""
         if self.control is not None:
+            self.killed = self.killed or signum == signal.SIGKILL
             shim.request(self.control, signum)
 
     def as_dict(self) -> dict[str, Any]:
@@ -102,6 +106,7 @@ class PodRun:
                 "enforced": self.group is not None,
             },
             "memory_peak": self.group.peak_bytes() if self.group is not None else None,
+            "memory_pss_peak": self.pss_peak,
         }
 
     def cells(self) -> dict[str, str]:
@@ -135,6 +140,8 @@ class Attempt:
     reason: str | None = None
     seconds: float = 0.0
     backoff: float = 0.0  # simulated seconds the kubelet waited before it (CrashLoopBackOff); not waited here
+    memory_peak: int = 0  # the most of this machine's memory the simulation was seen to take, bytes (MemAvailable)
+    machine: str | None = None  # the machine's own verdict (out of memory, processes, descriptors): not the job's
 
     @property
     def first_failure(self) -> PodRun:
@@ -160,6 +167,56 @@ def oom_reason(pod: model.Pod, peak: int | None) -> str:
         else ""
     )
     return f"OOMKilled: exit code 137, over its memory limit of {(pod.memory_limit or 0) / 2**20:.0f} MiB{used}{device}"
+
+
+MACHINE_ERRNOS = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
+"""A fork or a pipe the kernel refused for want of tasks, memory or descriptors: this machine's limits."""
+MEMORY_EVERY_S, PSS_EVERY_S = 0.2, 1.0
+"""How often the runner reads MemAvailable, and one more pod's proportional set size: under load each read costs
+the one-core runner about 1 ms and 10 ms (a pod's smaps_rollup)."""
+
+
+def _pipes(n: int) -> list[int]:
+    """n pipes' ends (read, write, ...), or none of them open: the descriptor table filled up on the way."""
+    ends: list[int] = []
+    try:
+        for _ in range(n):
+            ends += os.pipe()
+    except OSError:
+        for fd in ends:
+            os.close(fd)
+        raise
+    return ends
+
+
+class MemorySampler:
+    """The simulation's memory as the runner sees it: the machine's MemAvailable (its drop since the attempt began
+    is what the pods took), and each pod's proportional set size, one pod per sample in turn."""
+
+    def __init__(self, runs: list[PodRun]):
+        self.runs, self.start, self.limit = runs, capacity.available_memory(), capacity.memory()
+        self.low, self.next, self.next_pss, self.turn = self.start, 0.0, 0.0, 0
+
+    @property
+    def peak(self) -> int:
+        return max(self.start - self.low, 0)
+
+    def in_use(self) -> int:
+        return max(self.start - min(self.low, capacity.available_memory()), 0)
+
+    def measure(self, r: PodRun) -> None:
+        if r.pid is not None and not r.reaped and (now := capacity.pss(r.pid)) is not None:
+            r.pss_peak = max(r.pss_peak or 0, now)
+
+    def sample(self, now: float) -> None:
+        if now >= self.next:
+            self.next = now + MEMORY_EVERY_S
+            self.low = min(self.low, capacity.available_memory())
+        live = [r for r in self.runs if r.pid is not None and not r.reaped] if now >= self.next_pss else []
+        if live:
+            self.next_pss = now + PSS_EVERY_S
+            self.turn = (self.turn + 1) % len(live)
+            self.measure(live[self.turn])
 
 
 class Runner:
@@ -210,17 +267,19 @@ class Runner:
             for r in runs
         }
         coordinator = runs[0]
+        self.oom_baseline, self.memory = capacity.oom_kills(), MemorySampler(runs)
+        self.machine: str | None = None
         try:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
                 now = time.monotonic()
                 due = [r for r in runs if r.phase == "pending" and r.pid is None and now >= starts[id(r)]]
                 if coordinator in due:
-                    self._start(coordinator)
+                    self._start_or_stop(coordinator, runs)
                 hold = self._coordinator_warming(coordinator, now)
                 for r in due:
-                    if r is not coordinator and not hold:
-                        self._start(r)
+                    if r is not coordinator and not hold and self.machine is None:
+                        self._start_or_stop(r, runs)
                 wake = [s for r, s in zip(runs, starts.values()) if r.pid is None and s > now]
                 for r in runs:
                     if r.pid is None or r.reaped:
@@ -237,6 +296,10 @@ class Runner:
                             r.preempted, r.deaf = now - t0, shim.unhandled(r.pid, signum)
                             timed[id(r)].append((r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL))
                 self._reap(runs)
+                self.memory.sample(now)
+                if self.machine is not None:
+                    attempt.reason = attempt.machine = self.machine
+                    break
                 if any(r.phase == "failed" for r in runs):
                     break
                 if all(r.phase == "succeeded" for r in runs):
@@ -255,6 +318,7 @@ class Runner:
             failed = attempt.first_failure
             attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
         attempt.seconds = time.monotonic() - t0
+        attempt.memory_peak = self.memory.peak
         return attempt
 
     def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
@@ -271,6 +335,30 @@ class Runner:
         self.listening = (self.node or Node()).connect(coordinator.pod.ip, port)
         return not self.listening
 
+    def _start_or_stop(self, r: PodRun, runs: list[PodRun]) -> None:
+        """Start a pod; where this machine refuses a process or a descriptor for it, that is the simulation's end (the
+        machine's verdict), not the pod's failure."""
+        try:
+            self._start(r)
+        except OSError as err:
+            if err.errno not in MACHINE_ERRNOS:
+                raise
+            started = sum(p.pid is not None for p in runs)
+            what = (
+                "descriptors"
+                if err.errno in (errno.EMFILE, errno.ENFILE)
+                else "processes (its tasks: pid_max, threads-max, the pids cgroup)"
+                if err.errno == errno.EAGAIN
+                else "memory"
+            )
+            self.machine = (
+                f"this machine ran out of {what} starting pod {r.pod.hostname} ({started} of {len(runs)} pods "
+                f"running: {os.strerror(err.errno or 0)}); fix: simulate fewer pods here, or rehearse at full scale "
+                "on a cluster's CPU nodes (jaxinfra synth STACK --shadow cpu)"
+            )
+            r.phase, r.reason = "failed", f"not started: {self.machine}"
+            self.listener("phase", r)
+
     def _start(self, r: PodRun) -> None:
         # its folder by its index: nothing the manifest says (its name) is a host path
         c = container.prepare(
@@ -284,17 +372,22 @@ class Runner:
             self.storage,
         )
         r.cwd = c.cwd
-        control_r, control_w = os.pipe()
-        status_r, status_w = os.pipe()
-        out_r, out_w = os.pipe()
-        err_r, err_w = os.pipe()
+        control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w = _pipes(4)
         r.group = self.node.cgroup(r.pod, self.attempt_index) if self.node is not None else None
         r.unapplied = sandbox.unapplied(self.isolation, r.pod.security)
         network = self.node.network if self.node else None
         joins = [j for j in (r.group.enter if r.group else None, network.join if network else None) if j]
         mine, theirs = sandbox.Handshake.pair() if self.isolation == "privileged" else (None, None)  # root maps all ids
         with interrupts.held():
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:  # this machine's limit (`_start_or_stop`): nothing of this pod stays open
+                for fd in (control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w):
+                    os.close(fd)
+                for end in (mine, theirs):
+                    if end is not None:
+                        end.close()
+                raise
             if pid == 0:
                 others = [
                     *(key.fd for key in self.selector.get_map().values()),
@@ -327,11 +420,15 @@ class Runner:
                 theirs.close()
             r.pid, r.control = pid, control_w
             self.controls.add(control_w)
-            r.fds = {status_r: "status", out_r: "stdout", err_r: "stderr", os.pidfd_open(pid): "exit"}
-            for fd in r.fds:
-                os.set_blocking(fd, False)
-                self.selector.register(fd, selectors.EVENT_READ, r)
+            for fd, stream in ((status_r, "status"), (out_r, "stdout"), (err_r, "stderr")):
+                self._watch(r, fd, stream)
+            self._watch(r, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what r.fds holds
         self._phase(r, "started", quiet=True)
+
+    def _watch(self, r: PodRun, fd: int, stream: str) -> None:
+        r.fds[fd] = stream
+        os.set_blocking(fd, False)
+        self.selector.register(fd, selectors.EVENT_READ, r)
 
     def _phase(self, r: PodRun, phase: str, quiet: bool = False) -> None:
         r.timings[phase] = time.monotonic() - self.t0
@@ -387,6 +484,21 @@ class Runner:
             self._exited(r, status)
             if r.group is not None and r.group.oom_killed():
                 r.reason = oom_reason(r.pod, r.group.peak_bytes())
+            elif r.signal == "SIGKILL" and not r.killed and capacity.oom_kills() > self.oom_baseline:
+                live = sum(p.pid is not None and not p.reaped for p in runs) + 1
+                self.machine = (
+                    f"this machine ran out of memory ({self.memory.in_use() / capacity.GIB:.1f} GiB in use by {live} "
+                    f"pods; {self.memory.limit.left / capacity.GIB:.1f} GiB was free at the start: "
+                    f"{self.memory.limit.source}): the kernel's OOM killer ended a pod's process; fix: fewer devices "
+                    "per process or fewer processes here, or rehearse on a cluster's CPU nodes (jaxinfra synth STACK "
+                    "--shadow cpu)"
+                )
+                r.reason = "killed by the kernel's OOM killer: this machine ran out of memory (not its own limit)"
+            elif r.signal == "SIGKILL" and not r.killed:
+                r.reason = (
+                    "killed by a SIGKILL that neither the simulator, its memory limit nor the machine's OOM killer "
+                    "sent (another process on this machine)"
+                )
             elif r.signal is not None:
                 r.reason = f"killed by {r.signal}"
             elif r.exit_code != 0:

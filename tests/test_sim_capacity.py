@@ -1,0 +1,228 @@
+"""The machine's own limits (simulate/capacity.py, the runner's machine verdicts): a job this machine cannot hold is
+refused before anything starts, and one that exhausts its memory or its processes mid-run ends with the machine's
+verdict (exit 3, no restart), not a pod failure. The mid-run cases run for real inside a cgroup the suite makes
+(root on this machine's cgroup v1 or a delegated v2), with the kernel doing the refusing."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from jaxinfra.simulate import capacity, cgroups
+from jaxinfra.simulate.capacity import Limit
+from tests.support.cli import simulate_cli
+
+pytestmark = pytest.mark.simulator
+
+MiB = 2**20
+
+
+def indexed_job(n: int, *, command: str | None = None, backoff_limit: int = 0) -> str:
+    """An Indexed Job of n pods with its headless Service, as the Kubernetes docs write one for a JAX group; its
+    container runs `command` (Python) when given, else the built-in probe stands in for it."""
+    container: dict = {
+        "name": "jax",
+        "image": "python:3.11",
+        "env": [
+            {"name": "JAX_COORDINATOR_ADDRESS", "value": "big-0.workers:1234"},
+            {"name": "JAX_NUM_PROCESSES", "value": str(n)},
+            {
+                "name": "JAX_PROCESS_ID",
+                "valueFrom": {
+                    "fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}
+                },
+            },
+        ],
+    }
+    if command is not None:
+        container |= {"command": ["python", "-c"], "args": [command]}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "workers"},
+        "spec": {"clusterIP": "None", "publishNotReadyAddresses": True, "selector": {"job-name": "big"}},
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "big"},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": n,
+            "parallelism": n,
+            "backoffLimit": backoff_limit,
+            "template": {"spec": {"subdomain": "workers", "restartPolicy": "Never", "containers": [container]}},
+        },
+    }
+    return yaml.safe_dump_all([service, job], sort_keys=False)
+
+
+# --- the estimate and the refusal ----------------------------------------------------------------
+
+
+@pytest.mark.unit
+def test_the_estimate_grows_with_pods_devices_and_a_fresh_interpreter() -> None:
+    one = capacity.need("Job/x", [1], run_command=False)
+    assert capacity.need("Job/x", [1] * 64, False).memory == 64 * one.memory
+    assert capacity.need("Job/x", [1] * 64, False).tasks == 64 * one.tasks
+    assert capacity.need("Job/x", [4], False).memory > one.memory
+    assert capacity.need("Job/x", [1], run_command=True).memory > one.memory
+    assert capacity.need("Job/x", [1] * 64, False).descriptors > capacity.need("Job/x", [1], False).descriptors
+
+
+@pytest.mark.unit
+def test_a_job_that_fits_is_admitted_and_one_that_does_not_is_told_every_shortfall(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(capacity, "memory", lambda: Limit(20 * 2**30, "MemAvailable"))
+    monkeypatch.setattr(capacity, "tasks", lambda: Limit(32_000, "kernel.pid_max 32768"))
+    monkeypatch.setattr(capacity, "descriptors", lambda: Limit(19_000, "ulimit -n 20000"))
+    assert capacity.refusal(capacity.need("Job/default/small", [1] * 256, False)) is None
+    why = capacity.refusal(capacity.need("Job/default/big", [1] * 4096, False))
+    assert why is not None and "\n" not in why
+    assert why.startswith("this machine cannot run Job/default/big: its 4,096 pods need at least ")
+    assert "GiB of memory (20.0 GiB available: MemAvailable)" in why
+    assert "processes and threads (room for 32,000: kernel.pid_max 32768)" in why
+    assert "file descriptors (19,000 free: ulimit -n 20000)" in why
+    fits = min(20 * 2**30 // (capacity.PROBE_POD_BYTES + capacity.DEVICE_BYTES), 32_000 // capacity.TASKS_PER_POD)
+    assert f"fix: simulate at most {fits:,} pods here" in why and "--shadow cpu" in why
+
+
+@pytest.mark.unit
+def test_where_this_process_sits_in_each_hierarchy_is_read_from_its_cgroup_file() -> None:
+    v1, v2 = cgroups.membership("12:pids:/user.slice\n4:memory:/a/b\n3:cpu,cpuacct:/\n0::/a/b\n")
+    assert v1["pids"] == ("pids", "/user.slice") and v1["memory"] == ("memory", "/a/b")
+    assert v1["cpuacct"] == ("cpu,cpuacct", "/") and v2 == "/a/b"
+    assert cgroups.membership("0::/only-v2\n") == ({}, "/only-v2")
+
+
+@pytest.mark.unit
+def test_this_machines_limits_are_read_not_assumed() -> None:
+    assert 0 < capacity.memory().left <= (capacity.available_memory() or 1 << 62)
+    assert 0 < capacity.tasks().left < int(Path("/proc/sys/kernel/pid_max").read_text())
+    assert 0 < capacity.descriptors().left
+    assert capacity.oom_kills() >= 0
+
+
+def test_a_4096_process_job_is_refused_at_once_with_the_estimate_and_nothing_starts(tmp_path: Path) -> None:
+    job = tmp_path / "big.yaml"
+    job.write_text(indexed_job(4096))
+    rc, report, out = simulate_cli(str(job), tmp=tmp_path, timeout=60)
+    lines = [line for line in out.splitlines() if line.strip()]
+    assert rc == 3, out
+    assert len(lines) == 1 and lines[0].startswith("jaxinfra: this machine cannot run Job/default/big: its 4,096 pods")
+    assert "fix: simulate at most" in lines[0]
+    assert report == {}  # refused before the simulation: no pod, no report
+
+
+# --- the machine giving out mid-run ----------------------------------------------------------------
+
+
+@pytest.fixture
+def controllers() -> cgroups.Controllers:
+    if os.geteuid() != 0:
+        pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")
+    return cgroups.probe()
+
+
+ALLOCATE = """\
+import os, time
+chunks = []
+if os.environ["JAX_PROCESS_ID"] == "0":
+    while True:  # until this machine (here: the simulation's cgroup) has no more
+        chunks.append(bytearray(b"\\x01") * (64 << 20))
+time.sleep(60)
+"""
+
+
+def test_a_job_that_exhausts_the_machines_memory_ends_with_the_machines_verdict_not_a_restart(
+    controllers: cgroups.Controllers, tmp_path: Path
+) -> None:
+    if controllers.memory is None:
+        pytest.skip(f"no usable memory controller: {controllers.memory_reason}")
+    job = tmp_path / "hungry.yaml"
+    job.write_text(indexed_job(2, command=ALLOCATE, backoff_limit=4))  # restarts allowed: none may happen
+    with cgroups.Session.create("test-machine-oom") as session:
+        machine = session.pod("simulation", 1536 * MiB, None)  # this "machine": the simulation and its pods
+        assert machine is not None
+        rc, report, out = simulate_cli(str(job), "--run-command", tmp=tmp_path, timeout=120, preexec=machine.enter)
+    assert rc == 3, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("jaxinfra: this machine ran out of memory (") and "pods" in last, out
+    (workload,) = report["workloads"]
+    assert len(workload["attempts"]) == 1 and workload["verdict"] == "failed", workload
+    assert report["machine"] == workload["reason"] == workload["attempts"][0]["reason"]
+    pods = {p["rank"]: p for p in workload["attempts"][0]["pods"]}
+    assert pods[0]["signal"] == "SIGKILL" and "the kernel's OOM killer" in pods[0]["reason"], pods[0]
+    assert pods[1]["reason"] == "ended with its group", pods[1]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
+
+
+@contextlib.contextmanager
+def pids_group(limit: int) -> Iterator[Path]:
+    """A pids cgroup below this process's, bounded to `limit` tasks (v1 here; a delegated v2 group elsewhere)."""
+    v1, v2 = cgroups.membership()
+    if "pids" in v1:
+        mount, path = v1["pids"]
+        parent = cgroups.ROOT / mount / path.lstrip("/")
+    elif v2 is not None and "pids" in _read(cgroups.ROOT / v2.lstrip("/") / "cgroup.subtree_control"):
+        parent = cgroups.ROOT / v2.lstrip("/")
+    else:
+        pytest.skip("no pids controller this process can make groups of")
+    group = parent / f"jaxinfra-test-pids-{os.getpid()}"
+    try:
+        group.mkdir()
+        (group / "pids.max").write_text(str(limit))
+    except OSError as err:
+        pytest.skip(f"cannot make a pids cgroup here: {err}")
+    try:
+        yield group
+    finally:
+        group.rmdir()
+
+
+THREADS = """\
+import os, threading, time
+if os.environ["JAX_PROCESS_ID"] == "0":
+    try:
+        while True:  # until this machine (here: the simulation's pids cgroup) has no more tasks
+            threading.Thread(target=time.sleep, args=(60,), daemon=True).start()
+    except RuntimeError:
+        pass
+time.sleep(60)
+"""
+
+
+def test_a_job_that_exhausts_the_machines_processes_ends_with_the_machines_verdict(
+    controllers: cgroups.Controllers, tmp_path: Path
+) -> None:
+    job = tmp_path / "threads.yaml"
+    job.write_text(indexed_job(2, command=THREADS, backoff_limit=4))
+    with pids_group(200) as group:  # admission counts 2 pods well inside it; pod 0 then takes every task left
+        rc, report, out = simulate_cli(
+            str(job),
+            "--run-command",
+            "--delay",
+            "1=3",
+            tmp=tmp_path,
+            timeout=120,
+            preexec=lambda: (group / "cgroup.procs").write_text(str(os.getpid())),
+        )
+    assert rc == 3, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("jaxinfra: this machine ran out of processes") and "starting pod big-1" in last, out
+    (workload,) = report["workloads"]
+    assert len(workload["attempts"]) == 1, workload
+    pods = {p["rank"]: p for p in workload["attempts"][0]["pods"]}
+    assert pods[1]["reason"].startswith("not started: this machine ran out of processes"), pods[1]
