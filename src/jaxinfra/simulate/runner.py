@@ -65,6 +65,7 @@ class PodRun:
     group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
     killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
+    handshake: sandbox.Handshake | None = None  # as root: the pipes over which it asks for its id maps, until answered
     pss_peak: int | None = None  # the most memory its processes were seen to hold (proportional set size), bytes
 
     @property
@@ -251,6 +252,7 @@ class Runner:
         self.sitecustomize = image.sitecustomize_dir(workdir / "_site") if options.run_command else None
         self.listening = False
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
+        self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
 
     def run(self, index: int) -> Attempt:
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
@@ -392,6 +394,7 @@ class Runner:
                 others = [
                     *(key.fd for key in self.selector.get_map().values()),
                     *self.controls,
+                    *self.answers,
                     control_w,
                     *([theirs.ask, theirs.done] if theirs else []),
                 ]
@@ -414,16 +417,26 @@ class Runner:
                 pass
             for fd in (control_r, status_w, out_w, err_w):
                 os.close(fd)
-            if mine is not None and theirs is not None:
+            if mine is not None:
                 mine.close()
-                sandbox.grant(pid, theirs)
-                theirs.close()
-            r.pid, r.control = pid, control_w
+            r.pid, r.control, r.handshake = pid, control_w, theirs
             self.controls.add(control_w)
             for fd, stream in ((status_r, "status"), (out_r, "stdout"), (err_r, "stderr")):
                 self._watch(r, fd, stream)
+            if theirs is not None:  # answered once it asks (`_read`): the next pods fork meanwhile
+                self.answers.add(theirs.done)
+                self._watch(r, theirs.ask, "grant")
             self._watch(r, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what r.fds holds
         self._phase(r, "started", quiet=True)
+
+    def _close_handshake(self, r: PodRun) -> None:
+        if r.handshake is not None:
+            if r.handshake.ask in r.fds:
+                self.selector.unregister(r.handshake.ask)
+                del r.fds[r.handshake.ask]
+            self.answers.discard(r.handshake.done)
+            r.handshake.close()
+            r.handshake = None
 
     def _watch(self, r: PodRun, fd: int, stream: str) -> None:
         r.fds[fd] = stream
@@ -440,6 +453,11 @@ class Runner:
         """Consume what the pipe holds now; False once it has nothing more (drained or at EOF)."""
         stream = r.fds[fd]
         if stream == "exit":  # its shim's pidfd, readable once the shim has exited: the loop reaps it next
+            return False
+        if stream == "grant":  # its user namespace is made: root writes its id maps (or it died first)
+            if r.pid is not None and r.handshake is not None:
+                sandbox.answer(r.pid, r.handshake)
+            self._close_handshake(r)
             return False
         try:
             data = os.read(fd, 65536)
@@ -590,6 +608,7 @@ class Runner:
         for r in runs:
             if r.pid is None and r.phase == "pending":
                 r.reason = "never started"
+            self._close_handshake(r)
             for fd in list(r.fds):
                 self.selector.unregister(fd)
                 os.close(fd)

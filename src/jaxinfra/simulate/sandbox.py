@@ -31,6 +31,7 @@ without these namespaces.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -136,14 +137,22 @@ WHOLE_RANGE = "0 0 4294967295"
 def grant(pid: int, parent: Handshake, timeout: float = 30.0) -> None:
     """In the parent of a pod created as root: once it asks, write its identity maps; it goes on when told.
     A pod that dies first is simply not answered."""
-    if not fds.readable([parent.ask], timeout) or not os.read(parent.ask, 1):
+    if fds.readable([parent.ask], timeout):
+        answer(pid, parent)
+
+
+def answer(pid: int, parent: Handshake) -> None:
+    """`grant` once the pod has asked (its ask end is readable), for a parent that waits on many pods at once; a pod
+    that died before asking (the end at EOF) is not answered."""
+    if not os.read(parent.ask, 1):
         return
     try:
         for name in ("uid_map", "gid_map"):
             Path(f"/proc/{pid}/{name}").write_text(WHOLE_RANGE)
     except OSError:
         pass  # the pod sees it failed: its maps are empty
-    os.write(parent.done, b"k")
+    with contextlib.suppress(OSError):  # it died since it asked: nobody reads the answer
+        os.write(parent.done, b"k")
 
 
 def _namespaces(libc: ctypes.CDLL, strategy: str, security: Security, handshake: Handshake | None) -> None:
