@@ -172,7 +172,7 @@ def oom_reason(pod: model.Pod, peak: int | None) -> str:
 
 MACHINE_ERRNOS = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
 """A fork or a pipe the kernel refused for want of tasks, memory or descriptors: this machine's limits."""
-MEMORY_EVERY_S, PSS_EVERY_S = 0.2, 1.0
+MEMORY_EVERY_S, PSS_EVERY_S = 0.05, 1.0
 """How often the runner reads MemAvailable, and one more pod's proportional set size: under load each read costs
 the one-core runner about 1 ms and 10 ms (a pod's smaps_rollup)."""
 

@@ -1,0 +1,144 @@
+"""Benchmark: the simulator's cost as the process count grows, against a naive launch, in one run.
+
+For N = 8 ... 256 processes x 1 CPU device (a hand-written Indexed Job and its headless Service, the built-in
+probe), the v5p 4x4x8 slice (32 x 4 devices) and 8 x 2: the wall of `jaxinfra simulate` as a user runs it, the
+simulation's peak memory (all pods: the machine's MemAvailable drop) and a pod's (its proportional set size), and
+N fresh interpreters running the same probe where that is feasible (N <= 16). Targets, as ratios in one run:
+256 vs 64 processes <= 4.5x (linear: 4x); v5p 4x4x8 <= 1.5x the naive 8-process launch; 8 x 2 <= 0.3x it.
+
+    python benchmarks/scale.py [--sizes 8,16,32,64,128,256] [--runs 1] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from simulate import cli, compile_package, naive  # noqa: E402  (benchmarks/simulate.py: one CLI runner, one naive launch)
+
+MIB = 2**20
+NAIVE_UP_TO = 16
+
+INDEXED_JOB = """\
+apiVersion: v1
+kind: Service
+metadata:
+  name: workers
+spec:
+  clusterIP: None
+  publishNotReadyAddresses: true
+  selector:
+    job-name: scale
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: scale
+spec:
+  completionMode: Indexed
+  completions: {n}
+  parallelism: {n}
+  backoffLimit: 0
+  template:
+    spec:
+      subdomain: workers
+      restartPolicy: Never
+      containers:
+      - name: jax
+        image: python:3.11
+        command: ["python", "train.py"]
+        env:
+        - name: JAX_COORDINATOR_ADDRESS
+          value: scale-0.workers:1234
+        - name: JAX_NUM_PROCESSES
+          value: "{n}"
+        - name: JAX_PROCESS_ID
+          valueFrom:
+            fieldRef:
+              fieldPath: metadata.annotations['batch.kubernetes.io/job-completion-index']
+"""
+
+
+def measure(target: str) -> dict:
+    """One simulation: its wall, verdict and memory (peak of the whole simulation; a pod's, the median of those
+    sampled)."""
+    wall, report = cli(target)
+    attempt = report["workloads"][0]["attempts"][-1]
+    sampled = [p["memory_pss_peak"] for p in attempt["pods"] if p["memory_pss_peak"]]
+    return {
+        "wall": wall,
+        "ok": report["ok"],
+        "pods": len(attempt["pods"]),
+        "memory_peak": attempt["memory_peak"],
+        "pod_pss": statistics.median(sampled) if sampled else None,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="8,16,32,64,128,256")
+    parser.add_argument("--runs", type=int, default=1, help="runs per size (medians)")
+    parser.add_argument("--json", type=Path, help="write the figures here")
+    args = parser.parse_args()
+    sizes = [int(n) for n in args.sizes.split(",")]
+    compile_package()
+    folder = Path(tempfile.mkdtemp(prefix="jaxinfra-scale-"))
+    rows: dict[str, dict] = {}
+    try:
+        for n in sizes:
+            (folder / f"{n}.yaml").write_text(INDEXED_JOB.format(n=n))
+        targets = {f"{n} x 1": str(folder / f"{n}.yaml") for n in sizes}
+        targets["8 x 2"] = str(HERE / "stacks" / "cpu_8x2.py")
+        targets["v5p 4x4x8 (32 x 4)"] = str(HERE / "stacks" / "v5p_4x4x8.py")
+        for name, target in targets.items():
+            runs = [measure(target) for _ in range(args.runs)]
+            rows[name] = {
+                **runs[0],
+                "wall": statistics.median(r["wall"] for r in runs),
+                "ok": all(r["ok"] for r in runs),
+            }
+            n = int(name.split()[0]) if name[0].isdigit() else None
+            if n is not None and n <= NAIVE_UP_TO and name.endswith("x 1"):
+                rows[name]["naive"] = statistics.median(naive(n, 1) for _ in range(args.runs))
+        rows["naive 8 x 2"] = {"wall": statistics.median(naive(8, 2) for _ in range(args.runs))}
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+    print(f"{'job':<20} {'verdict':>8} {'wall s':>8} {'ms/proc':>8} {'peak MiB':>9} {'MiB/pod':>8} {'naive s':>8}")
+    for name, r in rows.items():
+        if "pods" not in r:
+            continue
+        per_pod = r["memory_peak"] / r["pods"] / MIB
+        naive_s = f"{r['naive']:.2f}" if "naive" in r else ""
+        print(
+            f"{name:<20} {'passed' if r['ok'] else 'FAILED':>8} {r['wall']:>8.2f} {r['wall'] / r['pods'] * 1000:>8.1f} "
+            f"{r['memory_peak'] / MIB:>9.0f} {per_pod:>8.1f} {naive_s:>8}"
+        )
+    base = rows["naive 8 x 2"]["wall"]
+    print(f"naive launch of 8 interpreters x 2 devices: {base:.2f} s")
+    width = 40
+    longest = max(r["wall"] for name, r in rows.items() if name.endswith("x 1"))
+    print("curve (wall per size, x 1 device):")
+    for name, r in rows.items():
+        if name.endswith("x 1"):
+            print(f"  {name:>8} {'#' * max(1, round(r['wall'] / longest * width)):<{width}} {r['wall']:.2f} s")
+    ratios = []
+    if "256 x 1" in rows and "64 x 1" in rows:
+        ratios.append(("256 vs 64 processes", rows["256 x 1"]["wall"] / rows["64 x 1"]["wall"], 4.5))
+    ratios.append(("v5p 4x4x8 vs naive 8", rows["v5p 4x4x8 (32 x 4)"]["wall"] / base, 1.5))
+    ratios.append(("8 x 2 vs naive 8", rows["8 x 2"]["wall"] / base, 0.3))
+    for what, ratio, target in ratios:
+        print(f"  {what}: {ratio:.2f}x (target <= {target}x){'' if ratio <= target else '  MISSED'}")
+    if args.json:
+        args.json.write_text(json.dumps({"rows": rows, "ratios": ratios}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
