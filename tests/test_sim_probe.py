@@ -8,6 +8,7 @@ a hang here is a probe that breaks the shutdown barrier.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import subprocess
@@ -20,7 +21,7 @@ import pytest
 
 pytest.importorskip("jax")
 
-from jaxinfra.simulate.probe import CHECKS, ProbeSpec, init_kwargs  # noqa: E402
+from jaxinfra.simulate.probe import CHECKS, GROUP_LIMIT, ProbeSpec, group_sizes, init_kwargs  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.simulator
@@ -150,6 +151,23 @@ def test_two_processes_two_devices_pass_every_check() -> None:
     assert "process 1 is slice 0 host 1" in workers[1].result["checks"]["mesh"]["detail"]
     # One compile per group: process 0's executable is what process 1 ran.
     assert [w.result["program"] for w in workers] == ["compiled, shared with the group", "loaded from process 0"]
+
+
+def test_collectives_nest_over_groups_of_at_most_eight_devices() -> None:
+    assert [group_sizes(n) for n in (1, 2, 8, 12, 256)] == [(1,), (2,), (8,), (2, 6), (4, 8, 8)]
+    assert group_sizes(11) == (11,) and group_sizes(22) == (11, 2)  # a prime past the limit stays one group
+    for n in range(1, 300):
+        sizes = group_sizes(n)
+        assert math.prod(sizes) == n
+        assert all(k <= GROUP_LIMIT or all(k % d for d in range(2, GROUP_LIMIT + 1)) for k in sizes), (n, sizes)
+
+
+def test_three_processes_of_four_devices_pass_every_check_over_nested_groups() -> None:
+    """12 devices: two levels (2 x 6), so every collective, the ring shift and the training step's psums cross
+    processes level by level, and each result is still verified against the flat closed form."""
+    workers = probe_group(n=3, devices=4, groups=1, hosts=3)
+    assert_all_ok(workers, devices=4)
+    assert "over 12 devices (nested groups 2x6)" in workers[2].result["checks"]["ppermute"]["detail"]
 
 
 def test_a_process_whose_program_differs_compiles_its_own() -> None:
