@@ -157,6 +157,30 @@ def test_crd_int_or_string_rejects_a_float_like_the_api_server() -> None:
     assert "integer or string" in problem.fix
 
 
+@pytest.mark.parametrize(
+    ("completions", "why"),
+    [
+        (1e308, "is not of type 'integer'"),  # no whole number kubectl would write: "cannot unmarshal number 1e+308"
+        (2.5, "is not of type 'integer'"),
+        (3_000_000_000, "is not a 'int32'"),  # past Go's int32: refused at decoding
+    ],
+)
+def test_an_integer_field_takes_what_the_api_server_decodes_into_its_go_type(completions: float, why: str) -> None:
+    obj = job()
+    obj["spec"]["completions"] = completions
+    problems = validate_objects([obj])
+    assert problems and all(p.path.endswith("spec.completions") for p in problems), problems
+    assert any(why in p.message for p in problems), problems
+
+
+def test_a_whole_float_is_the_integer_kubectl_sends() -> None:
+    obj = job()
+    obj["spec"]["completions"] = 2.0  # YAML 2.0: kubectl's YAML-to-JSON writes it as 2
+    assert validate_objects([obj]) == []
+    obj["spec"]["completions"] = 2**31 - 1
+    assert validate_objects([obj]) == []
+
+
 def test_real_upstream_runtime_is_valid() -> None:
     """Trainer's own jax-distributed runtime shape, trimmed: empty `jax: {}` and template labels."""
     node = jobset()["spec"]["replicatedJobs"][0] | {"name": "node"}

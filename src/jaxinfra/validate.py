@@ -19,7 +19,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from jaxinfra.errors import ManifestError, Problem
 from jaxinfra.schemas import K8S_VERSION
@@ -215,6 +215,8 @@ def _fix(error: ValidationError) -> str:
         return f"use a value of type {' or '.join(dict.fromkeys(_types(s['type']) for s in limit))}"
     if rule == "enum":
         return "use one of: " + ", ".join(map(repr, limit))
+    if rule == "format" and limit in INT_RANGES:
+        return f"use a whole number from {-INT_RANGES[limit]} to {INT_RANGES[limit] - 1}"
     if rule in _HINTS:
         return _HINTS[rule].format(limit)
     return _clip(f"make the value satisfy {rule}: {limit!r}")
@@ -272,8 +274,6 @@ def _builtin_validator(api_version: str, kind: str) -> Validator | None:
     the schema's own group-version-kind must match exactly, so that neither a look-alike group
     nor a sub-object schema (Affinity, ...) passes for a kind.
     """
-    from jsonschema import Draft202012Validator
-
     group, _, version = api_version.rpartition("/")
     stem = f"{group.split('.')[0]}-{version}" if group else version
     if not (re.fullmatch(_SCHEMA_NAME, kind) and re.fullmatch(_SCHEMA_NAME, stem)):
@@ -285,7 +285,40 @@ def _builtin_validator(api_version: str, kind: str) -> Validator | None:
     gvk = {"group": group, "version": version, "kind": kind}
     if gvk not in schema.get("x-kubernetes-group-version-kind", []):
         return None
-    return Draft202012Validator(schema, registry=_k8s_registry()[0])
+    return _decoder()(schema, registry=_k8s_registry()[0], format_checker=_typed_formats())
+
+
+INT_RANGES = {"int32": 2**31, "int64": 2**63}
+"""The Go integer a typed field decodes into, by its schema's format: a number outside is refused at decoding."""
+
+
+def _whole(checker: Any, instance: object) -> bool:
+    """An integer as the API server reads one: an int, or a float with no fraction that kubectl's YAML-to-JSON writes
+    as digits (Go's float formatting, under 1e21) -- never 2.5 or 1e308 ("cannot unmarshal number 1e+308")."""
+    if isinstance(instance, bool):
+        return False
+    return isinstance(instance, int) or (isinstance(instance, float) and instance.is_integer() and abs(instance) < 1e21)
+
+
+@functools.cache
+def _decoder() -> type[Validator]:
+    """Draft 2020-12 with the API server's integers (`_whole`)."""
+    from jsonschema import Draft202012Validator, validators
+
+    checker = Draft202012Validator.TYPE_CHECKER.redefine("integer", _whole)
+    return cast("type[Validator]", validators.extend(Draft202012Validator, type_checker=checker))
+
+
+@functools.cache
+def _typed_formats() -> Any:
+    """The formats a built-in kind's typed decoding enforces: int32 and int64 ranges (Go's json into an int32:
+    "cannot unmarshal number 3000000000 into Go struct field ... of type int32"); other formats are not checked."""
+    from jsonschema import FormatChecker
+
+    formats = FormatChecker(formats=())
+    for name, bound in INT_RANGES.items():
+        formats.checks(name)(lambda x, bound=bound: not isinstance(x, (int, float)) or -bound <= x < bound)
+    return formats
 
 
 @functools.cache
@@ -327,8 +360,6 @@ def _schema_validator(schema: Mapping[str, Any]) -> Validator:
     The CRD leaves root `metadata` as a bare object; the API server validates it as ObjectMeta,
     so it is checked against kubernetes-validate's strict ObjectMeta.
     """
-    from jsonschema import Draft202012Validator
-
     registry, definitions_uri = _k8s_registry()
     strict = _strict(schema)
     metadata = {"$ref": f"{definitions_uri}#/$defs/{_OBJECT_META}"}
@@ -338,7 +369,7 @@ def _schema_validator(schema: Mapping[str, Any]) -> Validator:
         **strict.get("properties", {}),
         "metadata": metadata,
     }  # every object has these three, whatever its schema says
-    return Draft202012Validator(strict, registry=registry)
+    return _decoder()(strict, registry=registry)
 
 
 def _strict(node: Mapping[str, Any]) -> dict[str, Any]:
