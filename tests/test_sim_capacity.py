@@ -67,12 +67,12 @@ def indexed_job(n: int, *, command: str | None = None, backoff_limit: int = 0) -
 
 @pytest.mark.unit
 def test_the_estimate_grows_with_pods_devices_and_a_fresh_interpreter() -> None:
-    one = capacity.need("Job/x", [1], run_command=False)
-    assert capacity.need("Job/x", [1] * 64, False).memory == 64 * one.memory
-    assert capacity.need("Job/x", [1] * 64, False).tasks == 64 * one.tasks
-    assert capacity.need("Job/x", [4], False).memory > one.memory
-    assert capacity.need("Job/x", [1], run_command=True).memory > one.memory
-    assert capacity.need("Job/x", [1] * 64, False).descriptors > capacity.need("Job/x", [1], False).descriptors
+    one = capacity.need("Job/x", 1, 1, run_command=False)
+    assert capacity.need("Job/x", 64, 64, False).memory == 64 * one.memory
+    assert capacity.need("Job/x", 64, 64, False).tasks == 64 * one.tasks
+    assert capacity.need("Job/x", 1, 4, False).memory > one.memory
+    assert capacity.need("Job/x", 1, 1, run_command=True).memory > one.memory
+    assert capacity.need("Job/x", 64, 64, False).descriptors > capacity.need("Job/x", 1, 1, False).descriptors
 
 
 @pytest.mark.unit
@@ -82,8 +82,8 @@ def test_a_job_that_fits_is_admitted_and_one_that_does_not_is_told_every_shortfa
     monkeypatch.setattr(capacity, "memory", lambda: Limit(20 * 2**30, "MemAvailable"))
     monkeypatch.setattr(capacity, "tasks", lambda: Limit(32_000, "kernel.pid_max 32768"))
     monkeypatch.setattr(capacity, "descriptors", lambda: Limit(19_000, "ulimit -n 20000"))
-    assert capacity.refusal(capacity.need("Job/default/small", [1] * 256, False)) is None
-    why = capacity.refusal(capacity.need("Job/default/big", [1] * 4096, False))
+    assert capacity.refusal(capacity.need("Job/default/small", 256, 256, False)) is None
+    why = capacity.refusal(capacity.need("Job/default/big", 4096, 4096, False))
     assert why is not None and "\n" not in why
     assert why.startswith("this machine cannot run Job/default/big: its 4,096 pods need at least ")
     assert "GiB of memory (20.0 GiB available: MemAvailable)" in why

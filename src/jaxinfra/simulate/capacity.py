@@ -48,16 +48,15 @@ class Need:
     descriptors: int
 
 
-def need(workload: str, devices: Iterable[int], run_command: bool) -> Need:
-    """The estimate for a workload whose pods have these device counts."""
+def need(workload: str, pods: int, devices: int, run_command: bool) -> Need:
+    """The estimate for a workload of `pods` pods with `devices` CPU devices in all."""
     per_pod = COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES
-    counts = list(devices)
     return Need(
         workload,
-        len(counts),
-        sum(per_pod + d * DEVICE_BYTES for d in counts),
-        len(counts) * TASKS_PER_POD,
-        DESCRIPTORS_BASE + len(counts) * DESCRIPTORS_PER_POD,
+        pods,
+        pods * per_pod + devices * DEVICE_BYTES,
+        pods * TASKS_PER_POD,
+        DESCRIPTORS_BASE + pods * DESCRIPTORS_PER_POD,
     )
 
 

@@ -23,6 +23,7 @@ from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandb
 from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.errors import MachineLimit
+from jaxinfra.simulate.inputs import Objects
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, Listener, Runner
@@ -182,6 +183,10 @@ def _plan(sources: Sources, check_all: bool) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file."""
     report = Report([])
     for source in sources:
+        drafts, _ = controllers.drafts(source.manifests, Objects())
+        for draft in drafts:  # before any pod object exists: a JobSet of a million pods is refused, not built
+            pods = sum(job.completions for job in draft.jobs)
+            _refuse_past(capacity.need(draft.id, pods, pods, run_command=not check_all))
         cluster = emulate(source.manifests, (1, 0), check_all)
         report.problems += source.problems + tuple(source.where(p) for p in cluster.problems)
         report.notes += source.notes
@@ -327,9 +332,13 @@ def admit(runnable: Sequence[WorkloadResult], options: Options) -> None:
     they run one at a time, so each must fit by itself."""
     capacity.raise_descriptor_limit()
     for r in runnable:
-        need = capacity.need(r.workload.id, (p.devices for p in r.workload.pods), options.run_command)
-        if why := capacity.refusal(need):
-            raise MachineLimit(why)
+        pods = r.workload.pods
+        _refuse_past(capacity.need(r.workload.id, len(pods), sum(p.devices for p in pods), options.run_command))
+
+
+def _refuse_past(need: capacity.Need) -> None:
+    if why := capacity.refusal(need):
+        raise MachineLimit(why)
 
 
 def _failure_signature(attempt: Attempt) -> tuple[Any, ...]:
