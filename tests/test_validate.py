@@ -173,6 +173,13 @@ def test_an_integer_field_takes_what_the_api_server_decodes_into_its_go_type(com
     assert any(why in p.message for p in problems), problems
 
 
+def test_a_jobset_replica_count_past_int32_is_refused_as_its_webhook_decodes_it() -> None:
+    obj = jobset()
+    obj["spec"]["replicatedJobs"][0]["replicas"] = 3_000_000_000
+    [problem] = validate_objects([obj])
+    assert problem.path.endswith("replicatedJobs[0].replicas") and "is not a 'int32'" in problem.message
+
+
 def test_a_whole_float_is_the_integer_kubectl_sends() -> None:
     obj = job()
     obj["spec"]["completions"] = 2.0  # YAML 2.0: kubectl's YAML-to-JSON writes it as 2

@@ -351,14 +351,15 @@ def _served_api_versions(group: str, kind: str) -> list[str]:
 def _crd_validator(group: str, kind: str, version: str) -> Validator | None:
     """Strict validator for a served version of a bundled custom kind, or None if it is not served."""
     schema = crd_schema(group, kind, version)
-    return None if schema is None else _schema_validator(schema)
+    return None if schema is None else _schema_validator(schema, typed=True)
 
 
-def _schema_validator(schema: Mapping[str, Any]) -> Validator:
+def _schema_validator(schema: Mapping[str, Any], typed: bool = False) -> Validator:
     """A strict validator for a structural CRD schema.
 
     The CRD leaves root `metadata` as a bare object; the API server validates it as ObjectMeta,
-    so it is checked against kubernetes-validate's strict ObjectMeta.
+    so it is checked against kubernetes-validate's strict ObjectMeta. `typed`: a bundled kind, whose controller's
+    webhook decodes it into Go types (an int32 `replicas` past its range is refused there).
     """
     registry, definitions_uri = _k8s_registry()
     strict = _strict(schema)
@@ -369,7 +370,7 @@ def _schema_validator(schema: Mapping[str, Any]) -> Validator:
         **strict.get("properties", {}),
         "metadata": metadata,
     }  # every object has these three, whatever its schema says
-    return _decoder()(strict, registry=registry)
+    return _decoder()(strict, registry=registry, format_checker=_typed_formats() if typed else None)
 
 
 def _strict(node: Mapping[str, Any]) -> dict[str, Any]:
