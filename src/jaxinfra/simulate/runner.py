@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import interrupts
-from jaxinfra.simulate import capacity, container, image, model, paths, sandbox, shim
+from jaxinfra.simulate import capacity, container, fds, image, model, paths, sandbox, shim
 from jaxinfra.simulate.cgroups import PodGroup
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
 from jaxinfra.simulate.node import Node
@@ -175,19 +175,6 @@ MACHINE_ERRNOS = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
 MEMORY_EVERY_S, PSS_EVERY_S = 0.05, 1.0
 """How often the runner reads MemAvailable, and one more pod's proportional set size: under load each read costs
 the one-core runner about 1 ms and 10 ms (a pod's smaps_rollup)."""
-
-
-def _pipes(n: int) -> list[int]:
-    """n pipes' ends (read, write, ...), or none of them open: the descriptor table filled up on the way."""
-    ends: list[int] = []
-    try:
-        for _ in range(n):
-            ends += os.pipe()
-    except OSError:
-        for fd in ends:
-            os.close(fd)
-        raise
-    return ends
 
 
 class MemorySampler:
@@ -374,21 +361,19 @@ class Runner:
             self.storage,
         )
         r.cwd = c.cwd
-        control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w = _pipes(4)
         r.group = self.node.cgroup(r.pod, self.attempt_index) if self.node is not None else None
         r.unapplied = sandbox.unapplied(self.isolation, r.pod.security)
         network = self.node.network if self.node else None
         joins = [j for j in (r.group.enter if r.group else None, network.join if network else None) if j]
-        mine, theirs = sandbox.Handshake.pair() if self.isolation == "privileged" else (None, None)  # root maps all ids
+        privileged = self.isolation == "privileged"  # root maps all ids: over a handshake of two more pipes
+        ends = fds.pipes(6 if privileged else 4)
+        control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w = ends[:8]
+        mine, theirs = sandbox.Handshake.pair(*ends[8:]) if privileged else (None, None)
         with interrupts.held():
             try:
                 pid = os.fork()
             except OSError:  # this machine's limit (`_start_or_stop`): nothing of this pod stays open
-                for fd in (control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w):
-                    os.close(fd)
-                for end in (mine, theirs):
-                    if end is not None:
-                        end.close()
+                fds.close(ends)
                 raise
             if pid == 0:
                 others = [

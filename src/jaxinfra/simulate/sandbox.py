@@ -119,15 +119,12 @@ class Handshake:
     done: int  # its parent writes a byte once the maps are written
 
     @staticmethod
-    def pair() -> tuple[Handshake, Handshake]:
-        """(the pod's ends, the parent's ends)."""
-        ask_r, ask_w = os.pipe()
-        done_r, done_w = os.pipe()
+    def pair(ask_r: int, ask_w: int, done_r: int, done_w: int) -> tuple[Handshake, Handshake]:
+        """(the pod's ends, the parent's ends) of two pipes (`fds.pipes(2)`)."""
         return Handshake(ask_w, done_r), Handshake(ask_r, done_w)
 
     def close(self) -> None:
-        for fd in (self.ask, self.done):
-            os.close(fd)
+        fds.close((self.ask, self.done))
 
 
 WHOLE_RANGE = "0 0 4294967295"
@@ -350,7 +347,7 @@ def _build(libc: ctypes.CDLL, spec: Spec) -> str:
 def _try_in_child(strategy: str) -> Attempt:
     """Rehearse a container's start in a throwaway child (the caller's namespaces stay as they are)."""
     read, write = os.pipe()
-    mine, theirs = Handshake.pair()
+    mine, theirs = Handshake.pair(*fds.pipes(2))
     pid = os.fork()
     if pid == 0:
         result: dict[str, str | int | None] = {"step": None, "errno": 0}
