@@ -35,6 +35,8 @@ DESCRIPTORS_PER_POD = 6
 """The simulator's descriptors per pod: its control, status, stdout and stderr pipes, its shim's pidfd, its cgroup."""
 DESCRIPTORS_BASE = 256
 """The simulator's own (the API server's, the network holder's, Python's)."""
+AT_SCALE = "rehearse at full scale on a cluster's CPU nodes with its shadow (jaxinfra synth STACK --shadow cpu)"
+"""The fix every verdict of this machine's ends with: where a job too large for it can run."""
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,7 @@ def _cgroup_files(v1_controller: str) -> Iterable[tuple[Path, str]]:
 
 def memory() -> Limit:
     """Memory the pods may still take: MemAvailable, or less where this process's memory cgroup bounds it."""
-    best = Limit(_meminfo("MemAvailable") or 0, "MemAvailable")
+    best = Limit(available_memory(), "MemAvailable")
     for folder, kind in _cgroup_files("memory"):
         limit = _int(folder / ("memory.limit_in_bytes" if kind == "v1" else "memory.max"))
         used = _int(folder / ("memory.usage_in_bytes" if kind == "v1" else "memory.current"))
@@ -183,8 +185,7 @@ def refusal(n: Need) -> str | None:
     )
     return (
         f"this machine cannot run {n.workload}: its {n.pods:,} pods need at least {'; '.join(short)}; "
-        f"fix: simulate at most {fits:,} pods here (a smaller slice, fewer hosts), or rehearse at full scale on a "
-        "cluster's CPU nodes with its shadow (jaxinfra synth STACK --shadow cpu)"
+        f"fix: simulate at most {fits:,} pods here (a smaller slice, fewer hosts), or {AT_SCALE}"
     )
 
 

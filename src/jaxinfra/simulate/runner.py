@@ -170,8 +170,13 @@ def oom_reason(pod: model.Pod, peak: int | None) -> str:
     return f"OOMKilled: exit code 137, over its memory limit of {(pod.memory_limit or 0) / 2**20:.0f} MiB{used}{device}"
 
 
-MACHINE_ERRNOS = (errno.EAGAIN, errno.ENOMEM, errno.EMFILE, errno.ENFILE)
-"""A fork or a pipe the kernel refused for want of tasks, memory or descriptors: this machine's limits."""
+RAN_OUT_OF = {
+    errno.EAGAIN: "processes (its tasks: pid_max, threads-max, the pids cgroup)",
+    errno.ENOMEM: "memory",
+    errno.EMFILE: "descriptors",
+    errno.ENFILE: "descriptors",
+}
+"""A fork or a pipe the kernel refused for want of tasks, memory or descriptors: this machine's limits, by errno."""
 MEMORY_EVERY_S, PSS_EVERY_S = 0.05, 1.0
 """How often the runner reads MemAvailable, and one more pod's proportional set size: under load each read costs
 the one-core runner about 1 ms and 10 ms (a pod's smaps_rollup)."""
@@ -330,20 +335,13 @@ class Runner:
         try:
             self._start(r)
         except OSError as err:
-            if err.errno not in MACHINE_ERRNOS:
+            if err.errno not in RAN_OUT_OF:
                 raise
             started = sum(p.pid is not None for p in runs)
-            what = (
-                "descriptors"
-                if err.errno in (errno.EMFILE, errno.ENFILE)
-                else "processes (its tasks: pid_max, threads-max, the pids cgroup)"
-                if err.errno == errno.EAGAIN
-                else "memory"
-            )
             self.machine = (
-                f"this machine ran out of {what} starting pod {r.pod.hostname} ({started} of {len(runs)} pods "
-                f"running: {os.strerror(err.errno or 0)}); fix: simulate fewer pods here, or rehearse at full scale "
-                "on a cluster's CPU nodes (jaxinfra synth STACK --shadow cpu)"
+                f"this machine ran out of {RAN_OUT_OF[err.errno]} starting pod {r.pod.hostname} ({started} of "
+                f"{len(runs)} pods running: {os.strerror(err.errno)}); fix: simulate fewer pods here, or "
+                f"{capacity.AT_SCALE}"
             )
             r.phase, r.reason = "failed", f"not started: {self.machine}"
             self.listener("phase", r)
@@ -493,8 +491,7 @@ class Runner:
                     f"this machine ran out of memory ({self.memory.in_use() / capacity.GIB:.1f} GiB in use by {live} "
                     f"pods; {self.memory.limit.left / capacity.GIB:.1f} GiB was free at the start: "
                     f"{self.memory.limit.source}): the kernel's OOM killer ended a pod's process; fix: fewer devices "
-                    "per process or fewer processes here, or rehearse on a cluster's CPU nodes (jaxinfra synth STACK "
-                    "--shadow cpu)"
+                    f"per process or fewer processes here, or {capacity.AT_SCALE}"
                 )
                 r.reason = "killed by the kernel's OOM killer: this machine ran out of memory (not its own limit)"
             elif r.signal == "SIGKILL" and not r.killed:
