@@ -15,7 +15,7 @@ so runs are reproducible (a recreated pod still gets a new name).
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
@@ -131,6 +131,7 @@ def emulate(
     restarts: int = 0,
     api: tuple[str, int] = (DEFAULT_API_HOST, API_PORT),
     api_objects: bool = False,
+    before_pods: Callable[[Sequence[controllers.Draft]], None] | None = None,
 ) -> model.EmulatedCluster:
     """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
     resolvable, and every admission and static contract problem, in manifest order (pods by global index, hosts
@@ -141,9 +142,13 @@ def emulate(
     what is set is still checked. `restarts`: how often the workloads have restarted (the JobSet
     restart-attempt label and annotation, which pods may read through the downward API). `api`: the API
     server's address, which every container's env names. `api_objects`: also what the API server would hold.
+    `before_pods`: called with the controllers' drafts before any pod is made (the simulator's capacity check, which
+    a million-pod JobSet must meet before a million pod objects exist).
     """
     objects = Objects(restarts=restarts)
     drafts, problems = controllers.drafts(manifests, objects)
+    if before_pods is not None:
+        before_pods(drafts)
     services = dict(objects.services)
     for draft in drafts:  # controller-created Services, only where none exists yet
         for svc in draft.services:

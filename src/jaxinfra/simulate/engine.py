@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import itertools
 import os
@@ -23,7 +24,6 @@ from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandb
 from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.errors import MachineLimit
-from jaxinfra.simulate.inputs import Objects
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
 from jaxinfra.simulate.runner import Attempt, Listener, Runner
@@ -183,11 +183,9 @@ def _plan(sources: Sources, check_all: bool) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file."""
     report = Report([])
     for source in sources:
-        drafts, _ = controllers.drafts(source.manifests, Objects())
-        for draft in drafts:  # before any pod object exists: a JobSet of a million pods is refused, not built
-            pods = sum(job.completions for job in draft.jobs)
-            _refuse_past(capacity.need(draft.id, pods, pods, run_command=not check_all))
-        cluster = emulate(source.manifests, (1, 0), check_all)
+        cluster = emulate(
+            source.manifests, (1, 0), check_all, before_pods=functools.partial(_refuse_drafts, not check_all)
+        )
         report.problems += source.problems + tuple(source.where(p) for p in cluster.problems)
         report.notes += source.notes
         if skipped := controllers.not_simulated(source.manifests):
@@ -334,6 +332,14 @@ def admit(runnable: Sequence[WorkloadResult], options: Options) -> None:
     for r in runnable:
         pods = r.workload.pods
         _refuse_past(capacity.need(r.workload.id, len(pods), sum(p.devices for p in pods), options.run_command))
+
+
+def _refuse_drafts(run_command: bool, drafts: Sequence[controllers.Draft]) -> None:
+    """Capacity admission before any pod object exists (a JobSet of a million pods is refused, not built): each
+    workload's pods at one device each, the least they can be."""
+    for draft in drafts:
+        pods = sum(job.completions for job in draft.jobs)
+        _refuse_past(capacity.need(draft.id, pods, pods, run_command))
 
 
 def _refuse_past(need: capacity.Need) -> None:
