@@ -72,18 +72,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 TIERS_FIRST = ("unit", "browser", "adapters", "simulator")
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        config.stash[fresh_venv.BASE] = Path(tempfile.mkdtemp(prefix="jaxinfra-fresh-venv-"))
+    else:
+        config.stash[fresh_venv.BASE] = Path(workerinput["jaxinfra_fresh_venv"])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller: every worker shares the controller's folder, so the session builds one venv."""
+    node.workerinput["jaxinfra_fresh_venv"] = str(node.config.stash[fresh_venv.BASE])
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Start building the fresh venv the moment the session knows a selected test needs it (tests/support/
     fresh_venv.py): the build overlaps the unit tier."""
     if any("fresh_venv" in getattr(item, "fixturenames", ()) for item in session.items):
-        base = Path(tempfile.mkdtemp(prefix="jaxinfra-fresh-venv-"))
-        session.config.stash[fresh_venv.KEY] = (base, fresh_venv.start(base))
+        session.config.stash[fresh_venv.KEY] = fresh_venv.start(session.config.stash[fresh_venv.BASE])
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    if (found := session.config.stash.get(fresh_venv.KEY, None)) is not None:
-        base, build = found
-        fresh_venv.stop(build)
+    if not hasattr(session.config, "workerinput"):  # the process that ends the session: every worker has ended
+        base = session.config.stash[fresh_venv.BASE]
+        fresh_venv.stop(base)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -18,7 +18,6 @@ from jaxinfra import init, manifests, stack
 from jaxinfra.yamlio import load
 from tests.support import fresh_venv as fresh_venv_module
 from tests.support.fresh_venv import CLEAN_ENV
-from tests.support.fresh_venv import KEY as FRESH_VENV
 from tests.support.paths import EXAMPLE, ROOT
 
 pytestmark = pytest.mark.adapters
@@ -172,8 +171,7 @@ def fresh_venv(request: pytest.FixtureRequest) -> Path:
     extra a scaffold's README installs and what its train/ needs: built once per session, in the background from the
     start of the session (tests/support/fresh_venv.py, started by conftest)."""
     pytest.importorskip("jax")
-    base, build = request.config.stash[FRESH_VENV]
-    return fresh_venv_module.wait(base, build)
+    return fresh_venv_module.wait(request.config.stash[fresh_venv_module.BASE])
 
 
 @pytest.mark.parametrize("template", init.TEMPLATES)

@@ -1,26 +1,33 @@
 """A new venv with jaxinfra installed from a wheel of this checkout, the way a team's repository gets it.
 
-Built once per session, in the background: `start` launches this module as a program as soon as the session knows
-a selected test needs the venv (conftest's `pytest_collection_finish`), so the install (half a minute on 2 cores,
-mostly unpacking jax and pulumi-gcp) overlaps the unit tier that runs first; `wait` is the `fresh_venv` fixture's.
+Built once per session, in the background: conftest's `pytest_collection_finish` calls `start` as soon as the
+session knows a selected test needs the venv, so the install (half a minute on 2 cores, mostly unpacking jax and
+pulumi-gcp) overlaps the unit tier that runs first; `wait` is the `fresh_venv` fixture's. Under pytest-xdist every
+worker shares one build in the folder the controller made: the first worker to claim it builds, the others wait for
+its status file.
 
-    python -m tests.support.fresh_venv BASE    # builds BASE/venv, logging to BASE/build.log
+    python -m tests.support.fresh_venv BASE    # builds BASE/venv, logging to BASE/build.log, then writes BASE/status
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.paths import ROOT
 
-#: Where the session keeps the build (BASE, its process): set by conftest, read by the `fresh_venv` fixture.
-KEY = pytest.StashKey[tuple[Path, "subprocess.Popen[bytes]"]]()
+#: The session's folder for the build: made by the process that ends the session (xdist's controller, or pytest
+#: itself) and handed to each xdist worker by conftest.
+BASE = pytest.StashKey[Path]()
+#: The build this process started, if it claimed the session's folder (kept so that it is reaped with the session).
+KEY = pytest.StashKey["subprocess.Popen[bytes] | None"]()
 
 #: The environment of every process a fresh venv runs: nothing of this checkout's venv leaks into it, and bytecode
 #: is written (where PYTHONDONTWRITEBYTECODE is set, as on this machine, the venv installed without .pyc would
@@ -64,32 +71,52 @@ def build(base: Path) -> Path:
     return venv
 
 
-def start(base: Path) -> subprocess.Popen[bytes]:
-    """Build BASE/venv in a process of its own; its output goes to BASE/build.log."""
+def start(base: Path) -> subprocess.Popen[bytes] | None:
+    """Build BASE/venv in a process of its own (its output goes to BASE/build.log), unless another worker of the
+    session already claimed BASE (then None)."""
+    try:
+        (base / "claimed").mkdir()  # atomic: exactly one worker of the session builds
+    except FileExistsError:
+        return None
     with open(base / "build.log", "wb") as log:
-        return subprocess.Popen(
+        build = subprocess.Popen(
             [sys.executable, "-m", "tests.support.fresh_venv", str(base)],
             cwd=ROOT,
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**CLEAN_ENV, "PYTHONPATH": str(ROOT)},
-            start_new_session=True,  # a Ctrl-C of pytest reaches it through `stop`, not half-way through pip
+            start_new_session=True,  # its own group: `stop` ends pip and everything it started
         )
+    (base / "claimed" / "pid").write_text(str(build.pid))
+    return build
 
 
-def wait(base: Path, build: subprocess.Popen[bytes], timeout: float = 1200) -> Path:
-    """The venv, once built; a failed build fails the test that needs it with the build's own output."""
-    code = build.wait(timeout=timeout)
-    assert code == 0, (base / "build.log").read_text()[-3000:]
+def wait(base: Path, timeout: float = 1200) -> Path:
+    """The venv, once built (by whichever worker claimed it); a failed build fails the test that needs it with the
+    build's own output."""
+    status, deadline = base / "status", time.monotonic() + timeout
+    while not status.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = base / "build.log"
+    assert status.exists() and status.read_text() == "0", log.read_text()[-3000:] if log.exists() else "no build"
     return base / "venv"
 
 
-def stop(build: subprocess.Popen[bytes]) -> None:
-    """End a build the session no longer waits for (an early failure, -x, Ctrl-C)."""
-    if build.poll() is None:
-        build.kill()
-        build.wait()
+def stop(base: Path) -> None:
+    """End a build the session no longer waits for (an early failure, -x, Ctrl-C): called once every worker has
+    ended, by the process that ends the session."""
+    pid = base / "claimed" / "pid"
+    if pid.exists() and not (base / "status").exists():
+        try:
+            os.killpg(int(pid.read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 if __name__ == "__main__":
-    build(Path(sys.argv[1]))
+    code = 1
+    try:
+        build(Path(sys.argv[1]))
+        code = 0
+    finally:  # written last, whatever happened: the status file is what every waiting worker polls for
+        (Path(sys.argv[1]) / "status").write_text(str(code))
