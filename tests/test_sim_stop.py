@@ -152,3 +152,14 @@ def test_pod_failure_policy_matches_a_sigkill_as_exit_code_137(
     assert rc == (1 if verdict == "failed" else 0) and (w["verdict"], w["restarts"]) == (verdict, restarts), out
     assert (first_pod(report)["signal"], first_pod(report)["exit_code"]) == ("SIGKILL", 137)
     assert ("podFailurePolicy: FailJob" in out) == (verdict == "failed"), out
+
+
+def test_a_run_command_program_keeps_the_kernels_timer_slack(home: Path) -> None:
+    """Only the probe coarsens its timers (container.PROBE_TIMER_SLACK_NS): a program's own sleeps and timeouts fire
+    when they would on a node."""
+    from jaxinfra.simulate.container import PROBE_TIMER_SLACK_NS
+
+    check = f'test "$(cat /proc/self/timerslack_ns)" -lt {PROBE_TIMER_SLACK_NS}'
+    rc, report, out = simulate(home, job(["sh", "-c", check]))
+    assert rc == 0, out
+    assert first_pod(report)["exit_code"] == 0
