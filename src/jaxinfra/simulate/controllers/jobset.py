@@ -44,6 +44,7 @@ JS_EXCLUSIVE, JS_NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/exclusive-topology", 
 
 def _jobset_stamp(
     js: Mapping,
+    uid: str,
     rjob: Mapping,
     job_index: int,
     global_index: int,
@@ -57,7 +58,7 @@ def _jobset_stamp(
     job_name = f"{name}-{rjob_name}-{job_index}"
     stamp = {
         JS_NAME: name,
-        JS_UID: meta(js).get("uid") or fake_uid("JobSet", ns, name),
+        JS_UID: uid,
         JS_RJOB: rjob_name,
         JS_RESTART: str(restarts),
         JS_RJOB_REPLICAS: str(to_int(rjob.get("replicas"), 1)),
@@ -106,6 +107,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
     network = spec.get("network") or {}
     dns = network.get("enableDNSHostnames", True) is not False  # webhook default: true
     subdomain = _jobset_subdomain(obj) if dns else None
+    uid = meta(obj).get("uid") or fake_uid("JobSet", ns, name)  # once: a JobSet may stamp a million child Jobs
     rjobs = spec.get("replicatedJobs") or []
     replicas = [to_int(r.get("replicas"), 1) for r in rjobs]
     groups: Counter[str] = Counter()
@@ -132,7 +134,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         group = r.get("groupName") or "default"
         for j in range(n):
             stamp = _jobset_stamp(
-                obj, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas), objects.restarts
+                obj, uid, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas), objects.restarts
             )
             seen_groups[group] += 1
             labels = {**strings(meta(pod_template).get("labels")), **stamp}
@@ -179,5 +181,5 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         restart,
         services,
         problems,
-        reference(obj, meta(obj).get("uid") or fake_uid("JobSet", ns, name)),
+        reference(obj, uid),
     )
