@@ -205,11 +205,12 @@ def become(
         pod, env = c.pod, c.env
         for join in joins:
             join()
-        cwd = sandbox.enter(isolation, c.spec, handshake)  # first, while this process has one thread
-        # Other pods' pipes must not stay open here (their EOFs would never come). Only those:
-        # libraries' own descriptors (gRPC's at-fork state, for one) must survive.
+        # Other pods' pipes must not stay open here (their EOFs would never come), nor the runner's ends of this
+        # pod's own handshake (closed when the group ends before the runner answers, its EOF ends the wait below).
+        # Only those: libraries' own descriptors (gRPC's at-fork state, for one) must survive.
         for fd in inherited:
             os.close(fd)
+        cwd = sandbox.enter(isolation, c.spec, handshake)  # while this process has one thread
         shim.fork_init(control)
         sandbox.start(isolation, c.spec, cwd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # fresh objects: the parent's locks stay behind
