@@ -39,6 +39,10 @@ CRASH_LOOP_REPEATS = 3
 """Identical failures in a row after which a restart loop that no limit would end is a crash loop."""
 MIN_ATTEMPT_INTERVAL_S = 0.25
 """Back-off is not waited, so this bounds a fast loop: at most four attempts a second of wall time."""
+NOT_FINISHED = "not finished"
+"""The verdict of a workload still running (or about to restart) at --timeout: neither a success nor a failure its
+controller would report. The simulation does not pass: nothing proved the job ends well."""
+ON_A_CLUSTER = "on a cluster it would keep running (raise --timeout to see it end)"
 
 
 @dataclass
@@ -46,7 +50,7 @@ class WorkloadResult:
     source: str  # the file (or stack) its workload object came from
     workload: model.Workload
     attempts: list[Attempt] = field(default_factory=list)
-    verdict: str = "pending"  # succeeded | failed
+    verdict: str = "pending"  # succeeded | failed | not finished (NOT_FINISHED)
     reason: str | None = None
     recreated: int = 0  # times its pods were recreated (new names and IPs); in-place restarts keep them
     manifests: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)  # its cluster's objects
@@ -430,10 +434,16 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         if attempt.machine is not None:  # the machine's verdict, not the job's: no restart would fare better
             result.verdict, result.reason = "failed", attempt.machine
             return
+        if attempt.unfinished:
+            result.verdict, result.reason = NOT_FINISHED, f"{attempt.reason}; {ON_A_CLUSTER}"
+            return
         why = restart_decision(workload.restart, result.attempts, failures) or crash_loop(
             workload.restart, result.attempts
         )
-        if why is not None or time.monotonic() >= sim.deadline:
-            result.verdict = "failed"
-            result.reason = f"{attempt.reason}; {why or '--timeout reached'}"
+        if why is not None:
+            result.verdict, result.reason = "failed", f"{attempt.reason}; {why}"
+            return
+        if time.monotonic() >= sim.deadline:  # its controller would restart it: the workload is not over
+            result.verdict = NOT_FINISHED
+            result.reason = f"{attempt.reason}; --timeout reached before restart {index + 1}; {ON_A_CLUSTER}"
             return

@@ -45,6 +45,7 @@ table{border-collapse:collapse;font-size:13px} \
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0} td.num{text-align:right} .mono{font-family:monospace}
 .succeeded{color:#1e6b41;font-weight:bold} .failed{color:#a02a1e;font-weight:bold}
+.not-finished{color:#8a6d00;font-weight:bold}
 pre{background:#f7f7f7;padding:6px;max-height:320px;overflow:auto;font-size:12px;margin:4px 0}
 pre .err{color:#a02a1e} .reason{font-family:monospace;white-space:pre-wrap}
 .picture{overflow-x:auto} details summary{cursor:pointer}
@@ -191,7 +192,7 @@ def _workload(result: WorkloadResult, lanes: Sequence[Lane], logs: Logs, index: 
     parts = [
         f'<section class="workload" id="workload-{index}">',
         f"<h2>{escape(result.source)}: {escape(w.id)}: "
-        f'<span class="{escape(result.verdict)}">{escape(result.verdict)}</span>'
+        f'<span class="{escape(result.verdict.replace(" ", "-"))}">{escape(result.verdict)}</span>'
         f" ({result.restarts} restart{'s' if result.restarts != 1 else ''})</h2>",
     ]
     if result.reason:

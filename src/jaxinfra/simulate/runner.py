@@ -143,6 +143,7 @@ class Attempt:
     backoff: float = 0.0  # simulated seconds the kubelet waited before it (CrashLoopBackOff); not waited here
     memory_peak: int = 0  # the most of this machine's memory the simulation was seen to take, bytes (MemAvailable)
     machine: str | None = None  # the machine's own verdict (out of memory, processes, descriptors): not the job's
+    unfinished: bool = False  # --timeout came with pods still running: on a cluster they would run on
 
     @property
     def first_failure(self) -> PodRun:
@@ -298,6 +299,12 @@ class Runner:
                     break
                 if all(r.phase == "succeeded" for r in runs):
                     attempt.ok = True
+                    break
+                if now >= self.deadline:  # not the job's failure: on a cluster its pods would run on
+                    waiting = [r.pod.hostname for r in runs if not r.done]
+                    phases = sorted({r.phase for r in runs if not r.done})
+                    attempt.unfinished = True
+                    attempt.reason = f"--timeout reached with pods still {', '.join(phases)}: {', '.join(waiting[:8])}"
                     break
                 stuck = self._stuck(runs, now)
                 if stuck is not None:
@@ -534,10 +541,6 @@ class Runner:
 
     def _stuck(self, runs: list[PodRun], now: float) -> str | None:
         """A pod that makes no progress by its deadline ends the group (JAX would wait minutes)."""
-        if now >= self.deadline:
-            waiting = [r.pod.hostname for r in runs if not r.done]
-            phases = sorted({r.phase for r in runs if not r.done})
-            return f"--timeout reached with pods still {', '.join(phases)}: {', '.join(waiting[:8])}"
         for r in runs:
             if r.phase == "initializing" and not self.options.run_command:
                 limit = init_timeout(r.pod.env, self.options) + INIT_GRACE_S
@@ -564,6 +567,8 @@ class Runner:
         on a cluster; the preempted pod keeps its own deadline (containerd sends a container the stop signal once).
         After a crash they are killed at once: a group that lost a process can save nothing together, and JAX's own
         SIGTERM handler would only hold the verdict up for the grace period."""
+        for r in runs:  # a pod still waiting for its id maps is no shim yet: it ends on the handshake's EOF instead
+            self._close_handshake(r)
         live = [(r, r.pid) for r in runs if r.pid is not None and not r.reaped]
         drained = any(r.preempted is not None for r in runs)
         now = time.monotonic()
@@ -590,7 +595,6 @@ class Runner:
         for r in runs:
             if r.pid is None and r.phase == "pending":
                 r.reason = "never started"
-            self._close_handshake(r)
             for fd in list(r.fds):
                 self.selector.unregister(fd)
                 os.close(fd)
