@@ -232,8 +232,8 @@ def readme_commands(repo: Path) -> list[str]:
 def test_readme_commands_pass_in_the_new_repository(template: str, fresh_venv: Path, tmp_path: Path) -> None:
     """Every command of the scaffold's README, as written, from its folder: the venv (the wheel's jaxinfra), explain,
     simulate with no argument, the program itself and its kill and preemption rehearsals (the CPU template, whose
-    claim and restart make them resume), synth, validate, the shadow, diff, cdk8s synth (where Node is) and the Pulumi
-    program under mocks. `kubectl apply` needs a cluster: the file it applies is checked to exist."""
+    claim and restart make them resume), synth, validate, the shadow, diff, cdk8s synth (the CPU template, where Node
+    is) and the Pulumi program under mocks. `kubectl apply` needs a cluster: the file it applies is checked to exist."""
     repo = tmp_path / "repo"
     init.write(repo, template)
     (repo / ".venv").symlink_to(fresh_venv)
@@ -248,8 +248,8 @@ def test_readme_commands_pass_in_the_new_repository(template: str, fresh_venv: P
             assert (repo / line.split(" -f ", 1)[1].split()[0]).is_file(), line
             continue
         if line.startswith("npm install"):
-            if not (shutil.which("node") and shutil.which("npm")):
-                continue
+            if template != "cpu" or not (shutil.which("node") and shutil.which("npm")):
+                continue  # the cdk8s files are the same in every template (test_cdk8s renders every stack through them)
             line = line.replace(
                 "npm install", "npm install --offline --no-audit --no-fund"
             )  # npm's cache: .ci/run's npm ci
