@@ -121,6 +121,7 @@ def _workload(
         restart=draft.restart,
         problems=tuple(draft.problems + checker.findings.problems()),
         notes=(queued.note,) if queued is not None and queued.admitted else (),
+        success=draft.success,
     )
 
 

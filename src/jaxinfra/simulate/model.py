@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -103,6 +103,20 @@ class RestartPolicy:
 
 
 @dataclass(frozen=True)
+class Success:
+    """When the workload is complete before every pod has succeeded (a JobSet's successPolicy): once `needed` of
+    `jobs` (each a child Job's pod positions in the workload) have every pod succeeded; its controller then deletes
+    what is still running. No Success: every pod must succeed."""
+
+    jobs: tuple[tuple[int, ...], ...]
+    needed: int
+    rule: str  # as the report names it: "successPolicy All of [workers]"
+
+    def met(self, succeeded: Sequence[bool]) -> bool:
+        return sum(all(succeeded[i] for i in job) for job in self.jobs) >= self.needed
+
+
+@dataclass(frozen=True)
 class Workload:
     """A JobSet, Indexed Job, JAXJob or TrainJob and the pods its controller(s) create, in global-index order."""
 
@@ -116,6 +130,7 @@ class Workload:
     restart: RestartPolicy
     problems: tuple[Problem, ...] = ()  # static contract problems: DNS, ports, counts, rank env
     notes: tuple[str, ...] = ()  # what was decided or not checked on the way (Kueue's admission)
+    success: Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
 
     @property
     def id(self) -> str:

@@ -27,6 +27,7 @@ STYLE = {
     "running": "cyan",
     "succeeded": "green",
     "failed": "red",
+    "deleted": "dim",
     "not finished": "yellow",
 }
 

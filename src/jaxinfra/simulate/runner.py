@@ -65,6 +65,7 @@ class PodRun:
     group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
     killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
+    deleted: bool = False  # still running when its workload completed: its controller deleted it
     handshake: sandbox.Handshake | None = None  # as root: the pipes over which it asks for its id maps, until answered
     pss_peak: int | None = None  # the most memory its processes were seen to hold (proportional set size), bytes
 
@@ -74,7 +75,7 @@ class PodRun:
 
     @property
     def done(self) -> bool:
-        return self.phase in ("succeeded", "failed")
+        return self.phase in ("succeeded", "failed", "deleted")
 
     def request(self, signum: int) -> None:
         """Ask its shim to send `signum` to its container (`shim.request`); nothing once its shim is reaped."""
@@ -297,7 +298,7 @@ class Runner:
                     break
                 if any(r.phase == "failed" for r in runs):
                     break
-                if all(r.phase == "succeeded" for r in runs):
+                if self._complete(runs):
                     attempt.ok = True
                     break
                 if now >= self.deadline:  # not the job's failure: on a cluster its pods would run on
@@ -321,6 +322,19 @@ class Runner:
         attempt.seconds = time.monotonic() - t0
         attempt.memory_peak = self.memory.peak
         return attempt
+
+    def _complete(self, runs: list[PodRun]) -> bool:
+        """Every pod succeeded, or the workload's success rule is met: then its controller deletes the pods still
+        running (jobset_controller.go Reconcile: a finished JobSet deletes its active Jobs), stopped as a deleted
+        pod is, SIGTERM and its grace period (`_end`)."""
+        succeeded = [r.phase == "succeeded" for r in runs]
+        rule = self.workload.success
+        if all(succeeded) or (rule is not None and rule.met(succeeded)):
+            for r in runs:
+                if not r.done:
+                    r.reason, r.deleted = f"deleted: {self.workload.id} completed ({rule.rule if rule else ''})", True
+            return True
+        return False
 
     def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
         """Hold the other pods (at most COORDINATOR_HOLD_S) while rank 0 has started but does not
@@ -562,7 +576,8 @@ class Runner:
     def _end(self, runs: list[PodRun]) -> None:
         """Stop every pod still running, reap it, close its pipes: nothing is left behind.
 
-        After a preemption the others are stopped as a controller deleting them is — the stop signal, then
+        After a preemption, and after the workload completed with pods still running, they are stopped as a
+        controller deleting them is — the stop signal, then
         SIGKILL once their grace period is over — so a program that checkpoints on SIGTERM may finish its save, as
         on a cluster; the preempted pod keeps its own deadline (containerd sends a container the stop signal once).
         After a crash they are killed at once: a group that lost a process can save nothing together, and JAX's own
@@ -570,14 +585,14 @@ class Runner:
         for r in runs:  # a pod still waiting for its id maps is no shim yet: it ends on the handshake's EOF instead
             self._close_handshake(r)
         live = [(r, r.pid) for r in runs if r.pid is not None and not r.reaped]
-        drained = any(r.preempted is not None for r in runs)
+        graceful = any(r.preempted is not None or r.deleted for r in runs)  # a drain, or a completed workload
         now = time.monotonic()
         deadline = {}
         for r, _ in live:
-            if drained and r.preempted is None:
+            if graceful and r.preempted is None:
                 r.request(signal.SIGTERM)
             signalled = self.t0 + r.preempted if r.preempted is not None else now
-            deadline[id(r)] = signalled + self._grace(r) if drained else now
+            deadline[id(r)] = signalled + self._grace(r) if graceful else now
         unkilled = set(deadline)
         while any(not r.reaped for r, _ in live) and unkilled:
             for r, _ in live:
@@ -624,4 +639,4 @@ class Runner:
         self._exited(r, status)
         r.reason = r.reason or (self._preemption(r) if r.preempted is not None else ENDED_WITH_GROUP)
         if not r.done:
-            self._phase(r, "failed")
+            self._phase(r, "deleted" if r.deleted else "failed")

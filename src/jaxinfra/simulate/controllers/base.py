@@ -101,6 +101,7 @@ class Draft:
         default_factory=dict
     )  # the workload object's reference: apiVersion, kind, name, uid
     labels: Mapping[str, str] = field(default_factory=dict)  # the workload object's own labels (Kueue's queue-name)
+    success: model.Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
 
     @property
     def id(self) -> str:

@@ -16,6 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from jaxinfra.errors import Problem
+from jaxinfra.simulate import model
 from jaxinfra.simulate.controllers.base import SUPPORTED, ChildJob, Draft, counts, reference, restart_policy
 from jaxinfra.simulate.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
 
@@ -101,6 +102,28 @@ def _priority(pod_spec: Mapping, objects: Objects) -> str:
     return str(objects.priority_classes.get(pod_spec.get("priorityClassName") or "", 0))
 
 
+def _success_policy(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> model.Success | None:
+    """successPolicy (webhook default: operator All over every replicatedJob): the JobSet completes once Any one
+    child Job of the target replicatedJobs has completed, or All of them (success_policy.go:
+    jobMatchesSuccessPolicy, numJobsExpectedToSucceed); None where that is every pod of every Job, the runner's
+    own rule. Each child Job's pods are its positions in the workload: placed Job by Job, in `jobs` order."""
+    policy = spec.get("successPolicy") or {}
+    operator, targets = policy.get("operator") or "All", [str(t) for t in policy.get("targetReplicatedJobs") or []]
+    names = [str(r.get("name", "")) for r in rjobs]
+    if operator == "All" and (not targets or set(names) <= set(targets)):
+        return None
+    positions, start = [], 0
+    for job in jobs:
+        positions.append((job.pod_labels.get(JS_RJOB, ""), tuple(range(start, start + job.completions))))
+        start += job.completions
+    matched = tuple(pods for rjob, pods in positions if not targets or rjob in targets)
+    return model.Success(
+        matched,
+        1 if operator == "Any" else len(matched),
+        f"successPolicy {operator} of {', '.join(targets) if targets else 'every replicatedJob'}",
+    )
+
+
 def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
     """A JobSet: one Indexed Job per replicatedJob replica, named `<js>-<rjob>-<jobIndex>`."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
@@ -171,6 +194,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
                 f"JobSet/{ns}/{name} (headless Service created by the JobSet controller)",
             )
         )
+    success = _success_policy(spec, rjobs, jobs)
     first = ((rjobs[0].get("template") or {}).get("spec") or {}) if rjobs else {}
     restart = restart_policy("jobset", first, to_int((spec.get("failurePolicy") or {}).get("maxRestarts"), 0))
     return Draft(
@@ -182,4 +206,5 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         services,
         problems,
         reference(obj, uid),
+        success=success,
     )
