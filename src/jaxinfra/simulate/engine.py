@@ -22,6 +22,8 @@ if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
 from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandbox
 from jaxinfra.simulate.container import Credentials
+from jaxinfra.simulate.controllers import failure_policy
+from jaxinfra.simulate.controllers.jobset import JS_RJOB
 from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.errors import MachineLimit
 from jaxinfra.simulate.node import Node
@@ -141,12 +143,18 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     timeout); podFailurePolicy rules apply to the first failed pod's exit code.
     """
     last = attempts[-1]
-    if policy.kind == "jobset":
-        if len(attempts) - 1 < policy.max_restarts:
-            return None
-        return f"failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
     first = last.first_failure
-    action = _pod_failure_action(policy.pod_failure_rules, first)
+    if policy.kind == "jobset":
+        rjob = first.pod.labels.get(JS_RJOB, "")
+        reason, message = failure_policy.job_failure(dict(policy.job_pod_failure_rules).get(rjob, ()), first)
+        decision = failure_policy.decide(policy.jobset_rules, rjob, reason, message)
+        if decision.action not in failure_policy.RESTARTS:
+            return f"failurePolicy rule {decision.rule}: {decision.action} on the failed Job's {reason} ({message})"
+        last.restart_counted = decision.counts
+        if decision.counts and sum(bool(a.restart_counted) for a in attempts[:-1]) >= policy.max_restarts:
+            return f"failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
+        return None
+    action, _ = failure_policy.pod_failure_action(policy.pod_failure_rules, first)
     if action == "FailJob":
         return f"podFailurePolicy: FailJob on {first.pod.hostname} ({first.reason})"
     counted = [r for r in last.pods if r.phase == "failed" and not (r is first and action == "Ignore")]
@@ -161,22 +169,6 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     if policy.backoff_limit is not None and total > policy.backoff_limit:
         return f"backoffLimit ({policy.backoff_limit}) exceeded: {total} pod failures"
     return None
-
-
-def _pod_failure_action(rules: Sequence[Mapping[str, Any]], run: Any) -> str:
-    """The action of the first podFailurePolicy rule matching a failed pod ("Count" if none)."""
-    for rule in rules:
-        codes = rule.get("onExitCodes")
-        if codes and run.exit_code is not None:
-            inside = run.exit_code in set(codes.get("values", []))
-            if (codes.get("operator") == "In" and inside) or (codes.get("operator") == "NotIn" and not inside):
-                return rule.get("action", "Count")
-        conditions = {c.get("type") for c in rule.get("onPodConditions") or [] if c.get("status", "True") == "True"}
-        if (
-            "DisruptionTarget" in conditions and run.preempted is not None
-        ):  # --preempt: the kubelet marks the pod disrupted
-            return rule.get("action", "Count")
-    return "Count"
 
 
 Sources = Sequence[Source]
@@ -362,7 +354,8 @@ def _failure_signature(attempt: Attempt) -> tuple[Any, ...]:
 def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | None:
     """Why a loop that no controller limit ends would never end: the same failure CRASH_LOOP_REPEATS times in a row."""
     recent = attempts[-CRASH_LOOP_REPEATS:]
-    if not policy.unlimited or len(recent) < CRASH_LOOP_REPEATS or len({_failure_signature(a) for a in recent}) > 1:
+    unlimited = policy.unlimited or all(a.restart_counted is False for a in recent)  # ...IgnoreMaxRestarts
+    if not unlimited or len(recent) < CRASH_LOOP_REPEATS or len({_failure_signature(a) for a in recent}) > 1:
         return None
     first = recent[-1].first_failure
     how = f"exits {first.exit_code}" if first.signal is None else f"is killed by {first.signal}"

@@ -95,6 +95,8 @@ class RestartPolicy:
     backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
     pod_failure_rules: tuple[Mapping, ...] = ()  # Job podFailurePolicy.rules, verbatim
     in_place: bool = False  # pod restartPolicy OnFailure/Always: the kubelet restarts the container in its pod
+    jobset_rules: tuple[Mapping, ...] = ()  # JobSet failurePolicy.rules, verbatim (controllers/failure_policy.py)
+    job_pod_failure_rules: tuple[tuple[str, tuple[Mapping, ...]], ...] = ()  # per replicatedJob: its Jobs' rules
 
     @property
     def unlimited(self) -> bool:

@@ -145,6 +145,7 @@ class Attempt:
     memory_peak: int = 0  # the most of this machine's memory the simulation was seen to take, bytes (MemAvailable)
     machine: str | None = None  # the machine's own verdict (out of memory, processes, descriptors): not the job's
     unfinished: bool = False  # --timeout came with pods still running: on a cluster they would run on
+    restart_counted: bool | None = None  # a JobSet restart after it: counted towards maxRestarts (engine's decision)
 
     @property
     def first_failure(self) -> PodRun:

@@ -11,6 +11,7 @@ api/jobset/v1alpha2/jobset_types.go (label keys, kubebuilder defaults).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from collections import Counter
 from collections.abc import Mapping
@@ -196,7 +197,18 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         )
     success = _success_policy(spec, rjobs, jobs)
     first = ((rjobs[0].get("template") or {}).get("spec") or {}) if rjobs else {}
-    restart = restart_policy("jobset", first, to_int((spec.get("failurePolicy") or {}).get("maxRestarts"), 0))
+    failure = spec.get("failurePolicy") or {}
+    restart = dataclasses.replace(
+        restart_policy("jobset", first, to_int(failure.get("maxRestarts"), 0)),
+        jobset_rules=tuple(failure.get("rules") or ()),
+        job_pod_failure_rules=tuple(
+            (
+                str(r.get("name", "")),
+                tuple((((r.get("template") or {}).get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or ()),
+            )
+            for r in rjobs
+        ),
+    )
     return Draft(
         "JobSet",
         ns,
