@@ -137,7 +137,8 @@ def _problem(p: Problem) -> dict[str, Any]:
 def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: dict[int, int]) -> str | None:
     """None to restart the group, else why the workload has failed (its controller's rules).
 
-    A JobSet restarts the whole group up to maxRestarts. A Job counts pod failures: the pod
+    A JobSet applies its failurePolicy rules to the failed child Job (controllers/failure_policy.py): fail, or
+    restart the whole group, counted towards maxRestarts or not. A Job counts pod failures: the pod
     that failed first, then every other pod, which on a cluster fails too once the
     coordinator notices (the simulator ends them at once instead of after the heartbeat
     timeout); podFailurePolicy rules apply to the first failed pod's exit code.
