@@ -262,7 +262,7 @@ from jaxinfra import CPU, PVC, Cluster, GCSBucket, JaxJob, NodePool
 cluster = Cluster(name="rehearse", node_pools=[NodePool("cpu", CPU(devices=2))], jobs=[JaxJob(
     "train", image="python:3.11-slim", command=["python", "-m", "train"], node_pool="cpu", nodes=2, max_restarts=1,
     init_timeout_seconds=60, checkpoints={storage},
-    env={{"TRAIN_STEPS": "{STEPS}", "TRAIN_CHECKPOINT_EVERY": "5", "TRAIN_MIN_STEP_SECONDS": "0.15",
+    env={{"TRAIN_STEPS": "{STEPS}", "TRAIN_CHECKPOINT_EVERY": "2", "TRAIN_MIN_STEP_SECONDS": "0.15",
          "TRAIN_HEARTBEAT_TIMEOUT": "10", "TRAIN_SHUTDOWN_TIMEOUT": "10"}})])
 """)
     report = tmp / "report.json"

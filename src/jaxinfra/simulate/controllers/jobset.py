@@ -202,11 +202,9 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         restart_policy("jobset", first, to_int(failure.get("maxRestarts"), 0)),
         jobset_rules=tuple(failure.get("rules") or ()),
         job_pod_failure_rules=tuple(
-            (
-                str(r.get("name", "")),
-                tuple((((r.get("template") or {}).get("spec") or {}).get("podFailurePolicy") or {}).get("rules") or ()),
-            )
+            (str(r.get("name", "")), tuple(rules))
             for r in rjobs
+            if (rules := (((r.get("template") or {}).get("spec") or {}).get("podFailurePolicy") or {}).get("rules"))
         ),
     )
     return Draft(
