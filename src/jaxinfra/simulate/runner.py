@@ -329,13 +329,15 @@ class Runner:
         running (jobset_controller.go Reconcile: a finished JobSet deletes its active Jobs), stopped as a deleted
         pod is, SIGTERM and its grace period (`_end`)."""
         succeeded = [r.phase == "succeeded" for r in runs]
-        rule = self.workload.success
-        if all(succeeded) or (rule is not None and rule.met(succeeded)):
-            for r in runs:
-                if not r.done:
-                    r.reason, r.deleted = f"deleted: {self.workload.id} completed ({rule.rule if rule else ''})", True
+        if all(succeeded):
             return True
-        return False
+        rule = self.workload.success
+        if rule is None or not rule.met(succeeded):
+            return False
+        for r in runs:
+            if not r.done:
+                r.reason, r.deleted = f"deleted: {self.workload.id} completed ({rule.rule})", True
+        return True
 
     def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
         """Hold the other pods (at most COORDINATOR_HOLD_S) while rank 0 has started but does not

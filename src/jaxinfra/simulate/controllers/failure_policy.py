@@ -32,8 +32,6 @@ class Decision:
 
     action: str
     rule: str  # "failurePolicyRule0" or its name; "" where no rule matched (the default action)
-    job_reason: str  # the failed Job's condition reason the rules matched on
-    job_message: str
 
     @property
     def counts(self) -> bool:
@@ -76,6 +74,5 @@ def decide(rules: Sequence[Mapping[str, Any]], rjob: str, reason: str, message: 
             and (not targets or rjob in targets)
             and (not patterns or any(re.search(str(p), message) for p in patterns))
         ):
-            return Decision(str(rule.get("action", "")), str(rule.get("name") or f"failurePolicyRule{index}"),
-                            reason, message)  # fmt: skip
-    return Decision("RestartJobSet", "", reason, message)
+            return Decision(str(rule.get("action", "")), str(rule.get("name") or f"failurePolicyRule{index}"))
+    return Decision("RestartJobSet", "")
