@@ -129,8 +129,15 @@ def test_workflow_opens_user_namespaces_before_simulating(tmp_path: Path) -> Non
 
 
 def test_pinned_cdk8s_cli_is_the_example_projects() -> None:
+    """The same CLI and the same dependency tree: `npm install` in a new repository installs what the example's
+    `npm ci` does (and works offline from that cache, as the README test runs it)."""
     ours = json.loads((EXAMPLE / "package.json").read_text())["devDependencies"]["cdk8s-cli"]
-    assert json.loads(init.render("cpu")["package.json"])["devDependencies"] == {"cdk8s-cli": ours}
+    files = init.render("cpu")
+    assert json.loads(files["package.json"])["devDependencies"] == {"cdk8s-cli": ours}
+    lock, example = json.loads(files["package-lock.json"]), json.loads((EXAMPLE / "package-lock.json").read_text())
+    assert lock["name"] == json.loads(files["package.json"])["name"] == lock["packages"][""]["name"]
+    assert {k: v for k, v in lock["packages"].items() if k} == {k: v for k, v in example["packages"].items() if k}
+    assert lock["packages"][""]["devDependencies"] == example["packages"][""]["devDependencies"]
 
 
 @pytest.mark.parametrize("template", init.TEMPLATES)

@@ -32,6 +32,7 @@ FILES: dict[str, str] = {
     "infra/__main__.py": "infra_main.py",
     "cdk8s.yaml": "cdk8s.yaml",
     "package.json": "package.json",
+    "package-lock.json": "package-lock.json",
     ".gitignore": "gitignore",
 }
 #: Templates with `$template` / `$version` placeholders (the others hold `$` of their own, e.g. `${{ }}`).
