@@ -192,7 +192,9 @@ def test_tpu_multislice_stack_pods_and_platform_env() -> None:
     assert p.env["TPU_WORKER_HOSTNAMES"] == ",".join(f"train-slice-1-{i}.train" for i in range(4))
     assert p.env["MEGASCALE_SLICE_ID"] == "1" and p.env["MEGASCALE_NUM_SLICES"] == "2"
     assert (p.accelerator, p.devices, p.container_ports) == ("tpu", 4, (8482,))
-    assert w.restart == model.RestartPolicy(kind="jobset", max_restarts=3, backoff_limit=0)
+    assert w.restart == model.RestartPolicy(
+        "jobset", max_restarts=3, child_jobs=(("slice", model.RestartPolicy("job", backoff_limit=0)),)
+    )
 
 
 def test_cpu_job_stack_labels_env_and_restart() -> None:
@@ -257,7 +259,7 @@ def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     ]
     assert len({p.name for p in w.pods}) == 4
     assert [p.name for p in w.pods] == [p.name for p in only_workload(emulate(load(MULTISLICE))).pods]  # reproducible
-    assert not {p.name for p in w.pods} & {p.name for p in only_workload(emulate(load(MULTISLICE), restarts=1)).pods}
+    assert not {p.name for p in w.pods} & {p.name for p in only_workload(emulate(load(MULTISLICE), recreated=1)).pods}
     assert {p.subdomain for p in w.pods} == {"multislice"}
     p = w.pods[3]
     jobset_keys = {
@@ -293,7 +295,9 @@ def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     assert "jobset.sigs.k8s.io/priority" not in p.annotations
     assert p.annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
     assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in p.labels
-    assert w.restart == model.RestartPolicy(kind="jobset", max_restarts=4, backoff_limit=0)
+    assert w.restart == model.RestartPolicy(
+        "jobset", max_restarts=4, child_jobs=(("slice", model.RestartPolicy("job", backoff_limit=0)),)
+    )
 
 
 def test_multislice_tpu_platform_env_and_derived_ranks() -> None:

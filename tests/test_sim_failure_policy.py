@@ -10,39 +10,15 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.yamlio import dump
-from tests.support.cli import simulate_cli
+from tests.support.jobsets import jobset, only_workload, rjob
 
 pytestmark = pytest.mark.simulator
 
 XPK_RESTART_CODES = [42]  # the exit codes an xpk workload restarts on; any other fails the Job at once
 
 
-def rjob(name: str, command: str, pod_rules: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    job: dict[str, Any] = {
-        "parallelism": 1,
-        "completions": 1,
-        "backoffLimit": 0,
-        "template": {
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", command]}],
-            }
-        },
-    }
-    if pod_rules is not None:
-        job["podFailurePolicy"] = {"rules": pod_rules}
-    return {"name": name, "replicas": 1, "template": {"spec": job}}
-
-
 def run(tmp_path: Path, failure_policy: dict[str, Any], *rjobs: dict[str, Any]) -> dict[str, Any]:
-    spec = {"failurePolicy": failure_policy, "replicatedJobs": list(rjobs)}
-    manifest = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "fp"}, "spec": spec}
-    (tmp_path / "jobset.yaml").write_text(dump([manifest]))
-    rc, report, out = simulate_cli(str(tmp_path / "jobset.yaml"), "--run-command", "--timeout", "60", tmp=tmp_path)
-    [workload] = report["workloads"]
-    assert rc == (0 if workload["verdict"] == "succeeded" else 1), out
-    return workload
+    return only_workload(tmp_path, jobset("fp", *rjobs, failurePolicy=failure_policy))
 
 
 FAIL_FAST = {"maxRestarts": 3, "rules": [{"action": "FailJobSet", "targetReplicatedJobs": ["leader"]}]}
@@ -66,14 +42,14 @@ XPK_POD_RULES = [{"action": "FailJob", "onExitCodes": {"operator": "NotIn", "val
 
 
 def test_an_xpk_workload_whose_program_exits_outside_its_restart_codes_fails_at_once(tmp_path: Path) -> None:
-    workload = run(tmp_path, XPK, rjob("slice", "exit 2", XPK_POD_RULES))
+    workload = run(tmp_path, XPK, rjob("slice", "exit 2", pod_rules=XPK_POD_RULES))
     assert (workload["verdict"], workload["restarts"]) == ("failed", 0)
     assert "FailJobSet on the failed Job's PodFailurePolicy" in workload["reason"]
     assert "failed with exit code 2 matching FailJob rule at index 0" in workload["reason"]
 
 
 def test_an_xpk_workload_restarts_on_its_restart_codes(tmp_path: Path) -> None:
-    workload = run(tmp_path, XPK, rjob("slice", "exit 42", XPK_POD_RULES))
+    workload = run(tmp_path, XPK, rjob("slice", "exit 42", pod_rules=XPK_POD_RULES))
     assert (workload["verdict"], workload["restarts"]) == ("failed", 3)
     assert "failurePolicy.maxRestarts (3) exhausted" in workload["reason"]
 
@@ -84,3 +60,25 @@ def test_restarts_that_ignore_max_restarts_end_as_a_loop_without_limit(tmp_path:
     assert workload["verdict"] == "failed" and workload["restarts"] >= 2
     assert "crash loop" in workload["reason"] and "recreate it forever" in workload["reason"]
     assert "maxRestarts" not in workload["reason"]
+
+
+def test_a_child_jobs_backoff_limit_recreates_its_pods_before_the_jobset_restarts(tmp_path: Path) -> None:
+    """backoffLimit 1: the Job controller recreates the failed pod once; the second failure fails the Job, and the
+    JobSet restarts (new Jobs, whose count starts anew) up to maxRestarts."""
+    workload = run(tmp_path, {"maxRestarts": 1}, rjob("workers", "exit 1", backoffLimit=1))
+    assert (workload["verdict"], workload["restarts"]) == ("failed", 3)
+    assert [a["then"] for a in workload["attempts"]] == ["pods recreated", "JobSet restart", "pods recreated", None]
+    assert "backoffLimit (1) exceeded: 2 pod failures; failurePolicy.maxRestarts (1) exhausted" in workload["reason"]
+
+
+def test_the_webhooks_on_failure_default_restarts_the_container_in_place(tmp_path: Path) -> None:
+    """No restartPolicy, no backoffLimit (the JobSet webhook's OnFailure, the Job API's 6): a container that fails
+    once restarts in place, its emptyDir kept, and the JobSet succeeds without a restart of its own."""
+    command = "if [ -e /state/failed-once ]; then exit 0; fi; touch /state/failed-once; exit 1"
+    workers = rjob("workers", command, restartPolicy=None, backoffLimit=None)
+    pod = workers["template"]["spec"]["template"]["spec"]
+    pod["volumes"] = [{"name": "state", "emptyDir": {}}]
+    pod["containers"][0]["volumeMounts"] = [{"name": "state", "mountPath": "/state"}]
+    workload = run(tmp_path, {"maxRestarts": 0}, workers)
+    assert (workload["verdict"], workload["restarts"]) == ("succeeded", 1)
+    assert [a["then"] for a in workload["attempts"]] == ["restarted in place", None]

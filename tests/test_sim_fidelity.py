@@ -114,7 +114,7 @@ def test_a_backoff_limit_still_ends_the_loop_first(tmp_path: Path) -> None:
     path.write_text(yaml.safe_dump(doc))
     rc, report, _ = simulate(str(path), "--run-command", tmp=tmp_path)
     [w] = report["workloads"]
-    assert rc == 1 and "backoffLimit (1) exceeded" in w["reason"] and "crash loop" not in w["reason"]
+    assert rc == 1 and "backoffLimit (2) exceeded: 2 pod failures" in w["reason"] and "crash loop" not in w["reason"]
 
 
 # --- the image's code ----------------------------------------------------------------------------

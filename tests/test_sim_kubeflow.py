@@ -173,8 +173,8 @@ def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
         (
             "OnFailure",
             3,
-            model.RestartPolicy(kind="job", backoff_limit=2, in_place=True),
-        ),  # fails when restarts sum to 3 (>= limit)
+            model.RestartPolicy(kind="job", backoff_limit=3, in_place=True),
+        ),  # in place: fails when restarts sum to 3 (>= limit: job_failure.tolerated)
         (
             "OnFailure",
             0,
@@ -190,7 +190,7 @@ def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
             2,
             model.RestartPolicy(
                 kind="job",
-                backoff_limit=1,
+                backoff_limit=2,
                 pod_failure_rules=(
                     {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},
                 ),
@@ -253,7 +253,10 @@ def test_v2_on_the_upstream_runtime_becomes_its_jobset() -> None:
     assert p.container_ports == (29500,)
     assert c.hosts["jax-mnist-node-0-0.jax-mnist.default.svc.cluster.local"] == w.pods[0].ip
     assert c.hosts["jax-mnist-node-0-0.jax-mnist"] == w.pods[0].ip
-    assert w.restart == model.RestartPolicy(kind="jobset", max_restarts=0, backoff_limit=6)  # no failurePolicy upstream
+    # no failurePolicy upstream; the child Job: the Job API's backoffLimit, the JobSet webhook's restartPolicy
+    assert w.restart == model.RestartPolicy(
+        "jobset", max_restarts=0, child_jobs=(("node", model.RestartPolicy("job", backoff_limit=6, in_place=True)),)
+    )
 
 
 def test_v2_on_a_training_runtime_in_the_manifests() -> None:
@@ -479,6 +482,38 @@ def test_v1_on_failure_restarts_within_its_backoff_limit(tmp_path: Path) -> None
     w = only(report)
     assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1), err
     assert "SIGKILL" in w["attempts"][0]["reason"]
+
+
+def test_v2_a_pod_that_fails_once_restarts_in_place_and_the_trainjob_recovers(tmp_path: Path) -> None:
+    """The upstream jax-distributed runtime sets neither restartPolicy nor backoffLimit: the JobSet webhook defaults
+    the pods to OnFailure, the Job API the backoffLimit to 6. A killed container (and its peer, which fails with it)
+    restarts in place, 2 restarts < 6, and the TrainJob succeeds; no JobSet restart, same pods."""
+    rc, report, err = simulate(
+        str(MANIFESTS / "trainjob_upstream_runtime.yaml"),
+        "--run-command",
+        "--kill",
+        "jax-mnist-node-0-1@0.1",
+        tmp=tmp_path,
+        timeout=120,
+    )
+    w = only(report)
+    assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1), err
+    assert [a["backoff_s"] for a in w["attempts"]] == [0.0, 10.0]  # the kubelet's back-off: in place
+    assert len({(p["name"], p["ip"]) for a in w["attempts"] for p in a["pods"]}) == 2
+
+
+def test_v2_a_program_that_always_fails_ends_at_the_child_jobs_backoff_limit(tmp_path: Path) -> None:
+    """Each attempt restarts both containers in place: the Job fails once their restartCounts reach 6, at the third
+    failure of the pair (pastBackoffLimitOnFailure), and the JobSet, with no failurePolicy, fails with it."""
+    objs = load(MANIFESTS / "trainjob_upstream_runtime.yaml")
+    objs[0]["spec"]["trainer"]["args"] = ["raise SystemExit(3)"]
+    path = tmp_path / "trainjob.yaml"
+    path.write_text(yamlio.dump(objs))
+    rc, report, err = simulate(str(path), "--run-command", tmp=tmp_path, timeout=120)
+    w = only(report)
+    assert rc == 1 and (w["verdict"], w["restarts"]) == ("failed", 2), err
+    assert "backoffLimit (6) exceeded: 6 pod failures" in w["reason"]
+    assert [a["backoff_s"] for a in w["attempts"]] == [0.0, 10.0, 20.0]
 
 
 def test_broken_v2_fails_before_anything_runs(tmp_path: Path) -> None:

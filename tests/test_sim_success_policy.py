@@ -10,39 +10,19 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.yamlio import dump
-from tests.support.cli import simulate_cli
+from tests.support import jobsets
+from tests.support.jobsets import rjob
 
 pytestmark = pytest.mark.simulator
 
 SERVES = "trap 'exit 0' TERM; while true; do sleep 0.1; done"  # a leader that serves until it is deleted
 
 
-def rjob(name: str, command: str, replicas: int = 1, pods: int = 1) -> dict[str, Any]:
-    container = {"name": name, "image": "busybox:1.36", "command": ["sh", "-c", command]}
-    return {
-        "name": name,
-        "replicas": replicas,
-        "template": {
-            "spec": {
-                "parallelism": pods,
-                "completions": pods,
-                "backoffLimit": 0,
-                "template": {"spec": {"restartPolicy": "Never", "containers": [container]}},
-            }
-        },
-    }
-
-
 def run(
     tmp_path: Path, policy: dict[str, Any] | None, *rjobs: dict[str, Any], timeout: str = "60"
 ) -> tuple[int, dict[str, Any], str]:
-    spec: dict[str, Any] = {"replicatedJobs": list(rjobs)}
-    if policy is not None:
-        spec["successPolicy"] = policy
-    manifest = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "lw"}, "spec": spec}
-    (tmp_path / "jobset.yaml").write_text(dump([manifest]))
-    return simulate_cli(str(tmp_path / "jobset.yaml"), "--run-command", "--timeout", timeout, tmp=tmp_path)
+    spec = {} if policy is None else {"successPolicy": policy}
+    return jobsets.run(tmp_path, jobsets.jobset("lw", *rjobs, **spec), timeout=timeout)
 
 
 def test_all_of_the_workers_completes_the_jobset_and_deletes_the_leader(tmp_path: Path) -> None:

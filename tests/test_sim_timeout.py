@@ -10,51 +10,18 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.yamlio import dump
-from tests.support.cli import simulate_cli
+from tests.support.jobsets import jobset, rjob, run
 
 pytestmark = pytest.mark.simulator
 
 
-def jobset(command: str, max_restarts: int) -> dict[str, Any]:
-    return {
-        "apiVersion": "jobset.x-k8s.io/v1alpha2",
-        "kind": "JobSet",
-        "metadata": {"name": "slow"},
-        "spec": {
-            "failurePolicy": {"maxRestarts": max_restarts},
-            "replicatedJobs": [
-                {
-                    "name": "workers",
-                    "replicas": 1,
-                    "template": {
-                        "spec": {
-                            "parallelism": 2,
-                            "completions": 2,
-                            "backoffLimit": 0,
-                            "template": {
-                                "spec": {
-                                    "restartPolicy": "Never",
-                                    "containers": [
-                                        {"name": "main", "image": "busybox:1.36", "command": ["sh", "-c", command]}
-                                    ],
-                                }
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
-
-
-def run(tmp_path: Path, manifest: dict[str, Any], timeout: str) -> tuple[int, dict[str, Any], str]:
-    (tmp_path / "job.yaml").write_text(dump([manifest]))
-    return simulate_cli(str(tmp_path / "job.yaml"), "--run-command", "--timeout", timeout, tmp=tmp_path)
+def slow(command: str, max_restarts: int) -> dict[str, Any]:
+    """Two workers running `command`, restarted up to `max_restarts` times."""
+    return jobset("slow", rjob("workers", command, pods=2), failurePolicy={"maxRestarts": max_restarts})
 
 
 def test_a_jobset_still_running_at_the_timeout_is_not_finished(tmp_path: Path) -> None:
-    rc, report, out = run(tmp_path, jobset("sleep 30", max_restarts=0), "2")
+    rc, report, out = run(tmp_path, slow("sleep 30", max_restarts=0), timeout="2")
     [workload] = report["workloads"]
     assert (rc, workload["verdict"], workload["restarts"]) == (1, "not finished", 0), out
     assert "on a cluster it would keep running" in workload["reason"]
@@ -65,14 +32,14 @@ def test_a_jobset_still_running_at_the_timeout_is_not_finished(tmp_path: Path) -
 def test_a_jobset_restarting_at_the_timeout_is_not_finished(tmp_path: Path) -> None:
     """Its pods fail at once and it has restarts to spare: wherever --timeout falls (in an attempt or between two),
     the JobSet would go on restarting."""
-    rc, report, out = run(tmp_path, jobset("exit 3", max_restarts=1000), "3")
+    rc, report, out = run(tmp_path, slow("exit 3", max_restarts=1000), timeout="3")
     [workload] = report["workloads"]
     assert (rc, workload["verdict"]) == (1, "not finished"), out
     assert workload["restarts"] >= 1 and "on a cluster it would keep running" in workload["reason"]
 
 
 def test_a_jobset_that_fails_within_the_timeout_is_still_failed(tmp_path: Path) -> None:
-    rc, report, out = run(tmp_path, jobset("exit 3", max_restarts=0), "60")
+    rc, report, out = run(tmp_path, slow("exit 3", max_restarts=0), timeout="60")
     [workload] = report["workloads"]
     assert (rc, workload["verdict"]) == (1, "failed"), out
     assert "failurePolicy.maxRestarts (0) exhausted" in workload["reason"]

@@ -51,7 +51,7 @@ def _start_pods(
         for job in draft.jobs:
             token = admission.mounts_token(job.pod_spec, draft.namespace, objects)
             for index in range(job.completions):
-                who = controllers.pod_identity(job, index, objects.restarts)
+                who = controllers.pod_identity(job, index, objects.recreated)
                 placed.append(
                     (
                         job,
@@ -130,6 +130,7 @@ def emulate(
     ip_base: tuple[int, int] = (10, 0),
     check_all: bool = True,
     restarts: int = 0,
+    recreated: int = 0,
     api: tuple[str, int] = (DEFAULT_API_HOST, API_PORT),
     api_objects: bool = False,
     before_pods: Callable[[Sequence[controllers.Draft]], None] | None = None,
@@ -141,12 +142,13 @@ def emulate(
     `ip_base` picks the pods' loopback range (127.<b0>.<b1>.x upward) so concurrent simulations do not collide.
     `check_all=False` (the containers' own commands run) does not require the coordinator and rank env;
     what is set is still checked. `restarts`: how often the workloads have restarted (the JobSet
-    restart-attempt label and annotation, which pods may read through the downward API). `api`: the API
+    restart-attempt label and annotation, which pods may read through the downward API); `recreated`: how often
+    their pods were recreated (each time with new names). `api`: the API
     server's address, which every container's env names. `api_objects`: also what the API server would hold.
     `before_pods`: called with the controllers' drafts before any pod is made (the simulator's capacity check, which
     a million-pod JobSet must meet before a million pod objects exist).
     """
-    objects = Objects(restarts=restarts)
+    objects = Objects(restarts=restarts, recreated=recreated)
     drafts, problems = controllers.drafts(manifests, objects)
     if before_pods is not None:
         before_pods(drafts)

@@ -22,13 +22,14 @@ if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
 from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandbox
 from jaxinfra.simulate.container import Credentials
-from jaxinfra.simulate.controllers import failure_policy
+from jaxinfra.simulate.controllers import failure_policy, job_failure
+from jaxinfra.simulate.controllers.job_failure import JobFailure
 from jaxinfra.simulate.controllers.jobset import JS_RJOB
 from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.errors import MachineLimit
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
-from jaxinfra.simulate.runner import Attempt, Listener, Runner
+from jaxinfra.simulate.runner import Attempt, Listener, PodRun, Runner, first_failure
 from jaxinfra.simulate.sources import Source
 
 #: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.
@@ -82,6 +83,7 @@ class WorkloadResult:
                     "reason": a.reason,
                     "seconds": round(a.seconds, 3),
                     "backoff_s": a.backoff,
+                    "then": a.restart.words if a.restart is not None else None,
                     "memory_peak": a.memory_peak,
                     "pods": [r.as_dict() for r in a.pods],
                 }
@@ -134,41 +136,47 @@ def _problem(p: Problem) -> dict[str, Any]:
     return {"path": p.path, "value": repr(p.value), "message": p.message, "fix": p.fix}
 
 
-def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: dict[int, int]) -> str | None:
-    """None to restart the group, else why the workload has failed (its controller's rules).
+Failures = dict[tuple[str, int], dict[int, int]]
+"""Pod failures so far, per child Job ((replicatedJob, job index); ("", 0) for a Job) and completion index."""
 
-    A JobSet applies its failurePolicy rules to the failed child Job (controllers/failure_policy.py): fail, or
-    restart the whole group, counted towards maxRestarts or not. A Job counts pod failures: the pod
-    that failed first, then every other pod, which on a cluster fails too once the
-    coordinator notices (the simulator ends them at once instead of after the heartbeat
-    timeout); podFailurePolicy rules apply to the first failed pod's exit code.
+
+def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: Failures) -> str | None:
+    """None to start the group again (how: the last attempt's `restart`), else why the workload has failed.
+
+    Each child Job with failed pods asks the Job controller first (controllers/job_failure.py): within its limits,
+    its pods start again (in place under restartPolicy OnFailure) and no other controller notices. A Job that
+    fails fails the workload; in a JobSet, the JobSet's failurePolicy rules apply to it
+    (controllers/failure_policy.py): fail, or recreate every child Job, counted towards maxRestarts or not.
     """
     last = attempts[-1]
-    first = last.first_failure
-    if policy.kind == "jobset":
-        rjob = first.pod.labels.get(JS_RJOB, "")
-        reason, message = failure_policy.job_failure(dict(policy.job_pod_failure_rules).get(rjob, ()), first)
-        decision = failure_policy.decide(policy.jobset_rules, rjob, reason, message)
-        if decision.action not in failure_policy.RESTARTS:
-            return f"failurePolicy rule {decision.rule}: {decision.action} on the failed Job's {reason} ({message})"
-        last.restart_counted = decision.counts
-        if decision.counts and sum(bool(a.restart_counted) for a in attempts[:-1]) >= policy.max_restarts:
-            return f"failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
+    jobs: dict[tuple[str, int], list[PodRun]] = {}
+    for r in last.pods:
+        if r.phase == "failed":
+            jobs.setdefault((r.pod.labels.get(JS_RJOB, ""), r.pod.job_index), []).append(r)
+    children = dict(policy.child_jobs)
+    child = policy if policy.kind == "job" else None
+    mine = (last.first_failure.pod.labels.get(JS_RJOB, ""), last.first_failure.pod.job_index)
+    failed: list[tuple[str, JobFailure]] = []
+    for key in sorted(jobs, key=lambda k: k != mine):  # the Job of the pod that failed by itself first
+        job = child or children.get(key[0], model.RestartPolicy("job"))
+        if why := job_failure.job_failed(job, jobs[key], first_failure(jobs[key]), failures.setdefault(key, {})):
+            failed.append((key[0], why))
+    if not failed:
+        last.restart = model.Restart(
+            in_place=all((child or children.get(key[0], model.RestartPolicy("job"))).in_place for key in jobs)
+        )
         return None
-    action, _ = failure_policy.pod_failure_action(policy.pod_failure_rules, first)
-    if action == "FailJob":
-        return f"podFailurePolicy: FailJob on {first.pod.hostname} ({first.reason})"
-    counted = [r for r in last.pods if r.phase == "failed" and not (r is first and action == "Ignore")]
-    for r in counted:
-        failures[r.pod.completion_index] = failures.get(r.pod.completion_index, 0) + 1
-    total = sum(failures.values())
-    if (
-        policy.backoff_limit_per_index is not None
-        and max(failures.values(), default=0) > policy.backoff_limit_per_index
-    ):
-        return f"backoffLimitPerIndex ({policy.backoff_limit_per_index}) exceeded"
-    if policy.backoff_limit is not None and total > policy.backoff_limit:
-        return f"backoffLimit ({policy.backoff_limit}) exceeded: {total} pod failures"
+    rjob, why = failed[0]
+    if policy.kind == "job":
+        return why.summary
+    decision = failure_policy.decide(policy.jobset_rules, rjob, why.reason, why.message)
+    if decision.action not in failure_policy.RESTARTS:
+        return f"failurePolicy rule {decision.rule}: {decision.action} on the failed Job's {why.reason} ({why.message})"
+    counted = sum(bool(a.restart and a.restart.jobset and a.restart.counted) for a in attempts[:-1])
+    if decision.counts and counted >= policy.max_restarts:
+        return f"{why.summary}; failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
+    last.restart = model.Restart(jobset=True, counted=decision.counts)
+    failures.clear()  # new child Jobs: their counts start anew
     return None
 
 
@@ -355,7 +363,9 @@ def _failure_signature(attempt: Attempt) -> tuple[Any, ...]:
 def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | None:
     """Why a loop that no controller limit ends would never end: the same failure CRASH_LOOP_REPEATS times in a row."""
     recent = attempts[-CRASH_LOOP_REPEATS:]
-    unlimited = policy.unlimited or all(a.restart_counted is False for a in recent)  # ...IgnoreMaxRestarts
+    restarts = [a.restart for a in recent if a.restart is not None]
+    ignored = any(r.jobset for r in restarts) and not any(r.jobset and r.counted for r in restarts)  # ...IgnoreMax...
+    unlimited = policy.unlimited or ignored
     if not unlimited or len(recent) < CRASH_LOOP_REPEATS or len({_failure_signature(a) for a in recent}) > 1:
         return None
     first = recent[-1].first_failure
@@ -364,7 +374,7 @@ def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | No
     said = f"; last stderr line: {first.last_stderr}" if first.last_stderr else ""
     forever = (
         "on a cluster it would restart forever under CrashLoopBackOff (10 s, doubling to 5 min)"
-        if policy.in_place
+        if restarts and restarts[-1].in_place
         else "on a cluster its controller would recreate it forever"
     )
     return (
@@ -380,26 +390,28 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
     A restart recreates the pods (new names and IPs), except where the kubelet restarts the container in
     place (pod restartPolicy OnFailure): same pods, after a CrashLoopBackOff delay that is recorded, not waited."""
     options = sim.options
-    failures: dict[int, int] = {}
+    failures: Failures = {}
     wid = result.workload.id
     base = sim.ip_base()
     started = 0.0
     while True:
         index = len(result.attempts)
-        in_place = index > 0 and result.workload.restart.in_place
+        restarts = [a.restart for a in result.attempts if a.restart is not None]
         backoff = 0.0
-        if index > 0 and not in_place:
+        if restarts and not restarts[-1].in_place:
             result.recreated += 1
             base = sim.ip_base()
-        elif in_place:
-            backoff = min(BACKOFF_START_S * 2 ** min(index - 1 - result.recreated, 10), BACKOFF_CAP_S)
+        elif restarts:  # the kubelet's back-off grows with each restart in place since the pod was created
+            in_place = len(list(itertools.takewhile(lambda r: r.in_place, reversed(restarts))))
+            backoff = min(BACKOFF_START_S * 2 ** min(in_place - 1, 10), BACKOFF_CAP_S)
         time.sleep(max(0.0, started + MIN_ATTEMPT_INTERVAL_S - time.monotonic()) if index else 0.0)
         started = time.monotonic()
         cluster = emulate(
             manifests,
             base,
             check_all=not options.run_command,
-            restarts=result.recreated,
+            restarts=sum(r.jobset for r in restarts),
+            recreated=result.recreated,
             api=sim.api,
             api_objects=sim.server is not None,
         )

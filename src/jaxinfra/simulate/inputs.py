@@ -161,7 +161,8 @@ class Objects:
     kueue: dict[tuple[str, str, str], Mapping] = field(
         default_factory=dict
     )  # (kind, namespace or "", name): Kueue's queues
-    restarts: int = 0  # times the pods were recreated: JobSet status.restarts (stamped on Jobs and pods); new pod names
+    restarts: int = 0  # JobSet status.restarts: stamped on its Jobs and pods
+    recreated: int = 0  # times the pods were recreated: each time, new pod names
 
     def add(self, obj: Mapping) -> None:
         kind, key = obj.get("kind"), (namespace_of(obj), meta(obj).get("name", ""))

@@ -91,17 +91,36 @@ class RestartPolicy:
 
     kind: str  # "jobset" | "job" (a Training Operator v1 JAXJob maps onto "job": see controllers/jaxjob.py)
     max_restarts: int = 0  # JobSet failurePolicy.maxRestarts: whole-group restarts
-    backoff_limit: int | None = 0  # Job backoffLimit (pod failures tolerated)
+    backoff_limit: int | None = 0  # Job backoffLimit (controllers/job_failure.py tolerated); None: no limit
     backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
     pod_failure_rules: tuple[Mapping, ...] = ()  # Job podFailurePolicy.rules, verbatim
     in_place: bool = False  # pod restartPolicy OnFailure/Always: the kubelet restarts the container in its pod
     jobset_rules: tuple[Mapping, ...] = ()  # JobSet failurePolicy.rules, verbatim (controllers/failure_policy.py)
-    job_pod_failure_rules: tuple[tuple[str, tuple[Mapping, ...]], ...] = ()  # per replicatedJob: its Jobs' rules
+    child_jobs: tuple[tuple[str, RestartPolicy], ...] = ()  # JobSet: per replicatedJob, its Jobs' own ("job")
 
     @property
     def unlimited(self) -> bool:
         """No controller limit ends a restart loop (a JAXJob restarting OnFailure with no backoffLimit)."""
         return self.kind == "job" and self.backoff_limit is None and self.backoff_limit_per_index is None
+
+
+@dataclass(frozen=True)
+class Restart:
+    """How a failed attempt's pods start again, as its controllers decided: the kubelet restarts their containers
+    in place (pod restartPolicy OnFailure: same pods, names and IPs), else they are recreated (new names and IPs);
+    `jobset`: the JobSet recreated its child Jobs (status.restarts + 1, their failure counts anew), `counted`
+    towards its maxRestarts or not (a ...IgnoreMaxRestarts rule)."""
+
+    in_place: bool = False
+    jobset: bool = False
+    counted: bool = False
+
+    @property
+    def words(self) -> str:
+        """As the report says it."""
+        if self.jobset:
+            return "JobSet restart" + ("" if self.counted else " (not counted towards maxRestarts)")
+        return "restarted in place" if self.in_place else "pods recreated"
 
 
 @dataclass(frozen=True)

@@ -145,15 +145,19 @@ class Attempt:
     memory_peak: int = 0  # the most of this machine's memory the simulation was seen to take, bytes (MemAvailable)
     machine: str | None = None  # the machine's own verdict (out of memory, processes, descriptors): not the job's
     unfinished: bool = False  # --timeout came with pods still running: on a cluster they would run on
-    restart_counted: bool | None = None  # a JobSet restart after it: counted towards maxRestarts (engine's decision)
+    restart: model.Restart | None = None  # how its pods started again (the engine's decision), if they did
 
     @property
     def first_failure(self) -> PodRun:
-        """The pod that failed by itself (the others were ended with it; a preempted one first, since the others'
-        exits follow from it), else the first failed one."""
-        failed = [r for r in self.pods if r.phase == "failed"] or self.pods
-        own = [r for r in failed if r.reason != ENDED_WITH_GROUP] or failed
-        return next((r for r in own if r.preempted is not None), own[0])
+        return first_failure(self.pods)
+
+
+def first_failure(runs: list[PodRun]) -> PodRun:
+    """Of `runs`, the pod that failed by itself (the others were ended with it; a preempted one first, since the
+    others' exits follow from it), else the first failed one."""
+    failed = [r for r in runs if r.phase == "failed"] or runs
+    own = [r for r in failed if r.reason != ENDED_WITH_GROUP] or failed
+    return next((r for r in own if r.preempted is not None), own[0])
 
 
 Listener = Callable[

@@ -21,19 +21,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jaxinfra.admission.store import Finding, Store
-from jaxinfra.admission.webhooks.jobset import _jobset_default, _jobset_validate
+from jaxinfra.admission.webhooks.jobset import _jobset_validate, jobset_default
 from jaxinfra.admission.webhooks.kueue import _KUEUE_KINDS, _kueue_default, _kueue_selects, _kueue_validate
 from jaxinfra.admission.webhooks.shared import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB, _group_kind
 from jaxinfra.admission.webhooks.trainer import _runtime_validate, _trainer_selects, _trainjob_validate
 
-__all__ = ["mutate", "validate"]
+__all__ = ["jobset_default", "mutate", "validate"]
 
 
 def mutate(obj: dict, store: Store) -> None:
     """Apply, in place, the mutating webhooks that match `obj` (a create), in the API server's order."""
     group_kind = _group_kind(obj)
     if group_kind == JOBSET:
-        _jobset_default(obj)
+        jobset_default(obj)
     if group_kind in _KUEUE_KINDS and _kueue_selects(obj):
         _kueue_default(obj, store, group_kind)
 

@@ -1,4 +1,4 @@
-"""JobSet's admission webhooks: its Default() (`_jobset_default`) and ValidateCreate() (`_jobset_validate`).
+"""JobSet's admission webhooks: its Default() (`jobset_default`) and ValidateCreate() (`_jobset_validate`).
 
 Assumed configuration: JobSet's default manifests and feature gates at the commit read: InPlaceRestart and
 RestartJob gates off.
@@ -53,7 +53,7 @@ _RULE_NAME = "[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?"
 _RENAME = "shorten the JobSet or replicatedJob name; start each with a letter"
 
 
-def _jobset_default(obj: dict) -> None:
+def jobset_default(obj: dict) -> None:
     """JobSet's Default(): success policy All, startup AnyOrder, Indexed Jobs whose pods restart OnFailure, DNS
     hostnames published before ready, failure-policy rules named by index, volume claims deleted with the JobSet."""
     spec = _child(obj, "spec")

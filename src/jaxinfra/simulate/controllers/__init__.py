@@ -80,8 +80,8 @@ def not_simulated(manifests: Sequence[Mapping]) -> list[str]:
     ]
 
 
-def pod_identity(job: ChildJob, index: int, restarts: int) -> Identity:
+def pod_identity(job: ChildJob, index: int, recreated: int) -> Identity:
     """Who the index-th pod of `job` is: an operator's own pod, else the Job controller's."""
     if job.operator is not None:
         return job.operator.identity(job, index)
-    return job_controller.identity(job, index, restarts)
+    return job_controller.identity(job, index, recreated)

@@ -145,18 +145,17 @@ def counts(job_spec: Mapping, where: str) -> tuple[int, int, list[Problem]]:
     return completions, parallelism, problems
 
 
-def restart_policy(kind: str, job_spec: Mapping, max_restarts: int = 0) -> model.RestartPolicy:
-    """Failure semantics; backoffLimit defaults to 6, or to unlimited (None) under backoffLimitPerIndex. A Job's
-    pods with restartPolicy OnFailure restart their container in place (same pod, name and IP)."""
+def restart_policy(job_spec: Mapping) -> model.RestartPolicy:
+    """A Job's failure semantics (controllers/job_failure.py): backoffLimit defaults to 6 (the Job API's default), or
+    to unlimited (None) under backoffLimitPerIndex. Pods with restartPolicy OnFailure (the JobSet webhook's default)
+    restart their container in place (same pod, name and IP)."""
     per_index = job_spec.get("backoffLimitPerIndex")
     default = None if per_index is not None else 6
     limit = job_spec.get("backoffLimit")
     return model.RestartPolicy(
-        kind=kind,
-        max_restarts=max_restarts,
+        kind="job",
         backoff_limit=int(limit) if limit is not None else default,
         backoff_limit_per_index=per_index,
         pod_failure_rules=tuple((job_spec.get("podFailurePolicy") or {}).get("rules") or ()),
-        in_place=kind == "job"
-        and (((job_spec.get("template") or {}).get("spec") or {}).get("restartPolicy") in ("OnFailure", "Always")),
+        in_place=((job_spec.get("template") or {}).get("spec") or {}).get("restartPolicy") in ("OnFailure", "Always"),
     )

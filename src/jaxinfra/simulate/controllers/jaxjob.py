@@ -54,12 +54,13 @@ def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
 
     - restartPolicy Never (the JAXJob default): the first failed pod fails the JAXJob (UpdateJobStatus).
     - OnFailure / Always: the kubelet restarts the container; the JAXJob fails once the containers' restartCounts sum
-      to runPolicy.backoffLimit (PastBackoffLimit: `>= limit`, or `> 0` for 0), i.e. more than limit - 1 failures;
-      no backoffLimit: unlimited, a crash loop under CrashLoopBackOff (the engine ends identical repeats). The
-      container restarts in place: same pod, name and IP. Always is treated like OnFailure.
+      to runPolicy.backoffLimit (PastBackoffLimit: `>= limit`, or `> 0` for 0, as the Job controller counts in-place
+      restarts: job_failure.tolerated); no backoffLimit: unlimited, a crash loop under CrashLoopBackOff (the engine
+      ends identical repeats). The container restarts in place: same pod, name and IP. Always is treated like
+      OnFailure.
     - ExitCode: exit codes >= 128 (signals) are retried, others fail the JAXJob; expressed as a podFailurePolicy-style
-      FailJob rule, so the engine's reason reads "podFailurePolicy: FailJob". Its backoff counting is approximated
-      like OnFailure (upstream counts workqueue retries there).
+      FailJob rule, so the engine's reason reads "podFailurePolicy: FailJob". Its retries (recreated pods) are
+      counted as a Job's failed pods are (upstream counts workqueue retries there).
     """
     if policy not in ("OnFailure", "Always", "ExitCode"):
         return model.RestartPolicy(kind="job", backoff_limit=0)
@@ -71,7 +72,7 @@ def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
     )
     return model.RestartPolicy(
         kind="job",
-        backoff_limit=max(limit - 1, 0) if limit >= 0 else None,
+        backoff_limit=limit if limit >= 0 else None,
         pod_failure_rules=rules,
         in_place=policy != "ExitCode",
     )

@@ -47,7 +47,7 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
         (template.get("spec") or {}).get("subdomain"),
         spec.get("backoffLimitPerIndex") is not None,
     )
-    return Draft("Job", ns, name, [job], restart_policy("job", spec), problems=problems, owner=reference(obj, uid))
+    return Draft("Job", ns, name, [job], restart_policy(spec), problems=problems, owner=reference(obj, uid))
 
 
 def pod_name(job: str, index: int, seed: str) -> str:
@@ -82,16 +82,16 @@ def selector_labels(job: ChildJob) -> dict[str, str]:
     return {JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name}
 
 
-def identity(job: ChildJob, index: int, restarts: int) -> Identity:
+def identity(job: ChildJob, index: int, recreated: int) -> Identity:
     """The index-th pod of an Indexed Job: the Job API strategy's selector labels; the Job controller's index label
     and annotation, hostname `<job>-<index>` (always, for Indexed Jobs) and pod name `<job>-<index>-<random>`
-    (new after each of `restarts` recreations), and the JOB_COMPLETION_INDEX it appends."""
+    (new after each of `recreated` recreations), and the JOB_COMPLETION_INDEX it appends."""
     labels = {**job.pod_labels, **selector_labels(job), COMPLETION_INDEX: str(index)}
     annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
     if job.backoff_limit_per_index:
         annotations[INDEX_FAILURE_COUNT] = "0"
     return Identity(
-        pod_name(job.name, index, f"{job.uid}/{index}/{restarts}"),
+        pod_name(job.name, index, f"{job.uid}/{index}/{recreated}"),
         f"{job.name}-{index}",
         labels,
         annotations,

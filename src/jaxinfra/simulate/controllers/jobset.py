@@ -11,7 +11,6 @@ api/jobset/v1alpha2/jobset_types.go (label keys, kubebuilder defaults).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from collections import Counter
 from collections.abc import Mapping
@@ -196,15 +195,13 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
             )
         )
     success = _success_policy(spec, rjobs, jobs)
-    first = ((rjobs[0].get("template") or {}).get("spec") or {}) if rjobs else {}
     failure = spec.get("failurePolicy") or {}
-    restart = dataclasses.replace(
-        restart_policy("jobset", first, to_int(failure.get("maxRestarts"), 0)),
+    restart = model.RestartPolicy(
+        "jobset",
+        max_restarts=to_int(failure.get("maxRestarts"), 0),
         jobset_rules=tuple(failure.get("rules") or ()),
-        job_pod_failure_rules=tuple(
-            (str(r.get("name", "")), tuple(rules))
-            for r in rjobs
-            if (rules := (((r.get("template") or {}).get("spec") or {}).get("podFailurePolicy") or {}).get("rules"))
+        child_jobs=tuple(
+            (str(r.get("name", "")), restart_policy((r.get("template") or {}).get("spec") or {})) for r in rjobs
         ),
     )
     return Draft(

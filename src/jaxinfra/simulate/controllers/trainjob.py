@@ -16,6 +16,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from jaxinfra.admission.webhooks import jobset_default
 from jaxinfra.errors import Problem
 from jaxinfra.simulate.controllers.base import Draft
 from jaxinfra.simulate.controllers.job import COMPLETION_INDEX
@@ -197,6 +198,7 @@ def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
         },
         "spec": {**js_spec, "replicatedJobs": trainer_jobs},
     }
+    jobset_default(built)  # the Trainer creates it through the API server: JobSet's webhook defaults it
     made = jobset(built, objects)
     if isinstance(made, Problem):
         return made
