@@ -84,11 +84,17 @@ def _with_env(node: Any, name: str, value: str) -> None:
             _with_env(child, name, value)
 
 
-@pytest.mark.parametrize(("path", "backend"), PAIRS, ids=PAIR_IDS)
+#: Every backend (on the CPU stack) and every stack (on JobSet): what the program meets differs by backend in its env
+#: contract and by stack in its devices and mesh, and every (stack, backend) pair's contract is checked by the probe
+#: above; the full product (14 runs of real training) cost the suite a minute more for nothing those two cover.
+PROGRAM_PAIRS = [(p, b) for p, b in PAIRS if p.stem == "cpu_dev" or b == "jobset"]
+
+
+@pytest.mark.parametrize(("path", "backend"), PROGRAM_PAIRS, ids=[f"{p.stem}.{b}" for p, b in PROGRAM_PAIRS])
 def test_every_stack_and_backend_runs_the_example_training_program(path: Path, backend: str, tmp_path: Path) -> None:
     """The stacks' own command, `python -m train` (jaxinfra/templates/train, which the example project's
-    [tool.jaxinfra.simulate.images] puts in the stacks' images: run from there, as its user would), on every backend;
-    TPU and GPU stacks on the simulator's CPU stand-in. Five steps."""
+    [tool.jaxinfra.simulate.images] puts in the stacks' images: run from there, as its user would), on every backend
+    and every stack (PROGRAM_PAIRS); TPU and GPU stacks on the simulator's CPU stand-in. Five steps."""
     from jaxinfra.yamlio import dump
 
     objs = rendered(path, backend)
@@ -346,8 +352,9 @@ OPERATOR_SCRIPTS = {
 }
 
 
-@pytest.mark.parametrize("backend", list(OPERATOR_SCRIPTS))
-@pytest.mark.parametrize("stack", ["cpu_dev", "gpu_h100_2x8"])
+@pytest.mark.parametrize(
+    ("stack", "backend"), [("cpu_dev", "jaxjob"), ("cpu_dev", "trainjob"), ("gpu_h100_2x8", "jaxjob")]
+)  # 8 devices per host on the v1 operator, the GPU users' one; the TrainJob's on GPU adds nothing the probe lacks
 def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backend: str, tmp_path: Path) -> None:
     """A script written for the v1 operator (COORDINATOR_*, NUM_PROCESSES, PROCESS_ID) runs on the
     JAXJob jaxinfra renders; one written for v2 (JAX_*) on the TrainJob: the stack's own container
