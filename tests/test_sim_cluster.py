@@ -22,7 +22,7 @@ from jaxinfra.simulate import controllers, emulation, model
 from jaxinfra.simulate.emulation import emulate
 from jaxinfra.simulate.inputs import load_files
 from jaxinfra.simulate.kubelet import expand
-from tests.support.paths import EXAMPLE, ROOT
+from tests.support.paths import EXAMPLE, MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
 from tests.support.stacks import PAIR_IDS, PAIRS, rendered
 
@@ -830,3 +830,31 @@ def test_load_files(tmp_path: Path) -> None:
     paths = [p.path for p in err.value.problems]
     assert len(paths) == 2 and paths[0].startswith(str(bad)) and paths[1] == str(tmp_path / "missing.yaml")
     assert "not valid YAML" in err.value.problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("manifest", "path"),
+    [
+        ("jobset_multislice_bare_init.yaml", ("spec", "suspend")),
+        ("indexed_job_own_service.yaml", ("spec", "suspend")),
+        ("jaxjob_cpu_v1_script.yaml", ("spec", "runPolicy", "suspend")),
+        ("trainjob_upstream_runtime.yaml", ("spec", "suspend")),
+    ],
+)
+def test_each_kinds_suspend_field_suspends_the_workload(manifest: str, path: tuple[str, ...]) -> None:
+    """Where each kind says it (JobSet, Job and TrainJob: spec.suspend; a v1 JAXJob: spec.runPolicy.suspend); false,
+    or another kind's field, suspends nothing."""
+    objs = load((MANIFESTS / manifest).read_text())
+    workload = next(o for o in objs if o["kind"] in ("JobSet", "Job", "JAXJob", "TrainJob"))
+    node = workload
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = False
+    assert all(w.suspended is None for w in emulate(objs).workloads)
+    node[path[-1]] = True
+    [w] = [w for w in emulate(objs).workloads if w.kind == workload["kind"]]
+    assert w.suspended == ".".join(path)
+    if len(path) == 3:
+        workload["spec"]["suspend"] = True  # a JobSet's field on a JAXJob means nothing to its operator
+        del node[path[-1]]
+        assert all(w.suspended is None for w in emulate(objs).workloads)

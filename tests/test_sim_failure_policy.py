@@ -82,3 +82,23 @@ def test_the_webhooks_on_failure_default_restarts_the_container_in_place(tmp_pat
     workload = run(tmp_path, {"maxRestarts": 0}, workers)
     assert (workload["verdict"], workload["restarts"]) == ("succeeded", 1)
     assert [a["then"] for a in workload["attempts"]] == ["restarted in place", None]
+
+
+def test_a_child_job_past_its_active_deadline_fails_with_deadline_exceeded(tmp_path: Path) -> None:
+    """activeDeadlineSeconds takes precedence over backoffLimit (the Job docs' "Job termination and cleanup"): its
+    pods are deleted, the Job fails with reason DeadlineExceeded, which a JobSet rule can match."""
+    policy = {"maxRestarts": 3, "rules": [{"action": "FailJobSet", "onJobFailureReasons": ["DeadlineExceeded"]}]}
+    workload = run(tmp_path, policy, rjob("workers", "sleep 30", pods=2, backoffLimit=5, activeDeadlineSeconds=1))
+    assert (workload["verdict"], workload["restarts"]) == ("failed", 0)
+    assert (
+        "FailJobSet on the failed Job's DeadlineExceeded (Job was active longer than specified deadline)"
+        in (workload["reason"])
+    )
+    pods = workload["attempts"][0]["pods"]
+    assert [p["reason"].split(":")[0] for p in pods] == ["DeadlineExceeded"] * 2
+    assert workload["attempts"][0]["seconds"] < 10
+
+
+def test_a_job_that_ends_within_its_active_deadline_succeeds(tmp_path: Path) -> None:
+    workload = run(tmp_path, {"maxRestarts": 0}, rjob("workers", "true", pods=2, activeDeadlineSeconds=30))
+    assert workload["verdict"] == "succeeded"

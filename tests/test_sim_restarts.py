@@ -154,3 +154,11 @@ def test_a_jobset_rule_matches_the_reason_of_the_child_job_that_failed() -> None
         "failurePolicy rule fail-on-backoff: FailJobSet on the failed Job's BackoffLimitExceeded "
         "(Job has reached the specified backoff limit)"
     )
+
+
+def test_a_job_past_its_deadline_fails_whatever_its_backoff_limit() -> None:
+    attempt = failed_attempt(2)
+    for r in attempt.pods:
+        r.deadline_exceeded = True
+    policy = model.RestartPolicy("job", backoff_limit=10, active_deadline=5)
+    assert decide(policy, [attempt]) == "activeDeadlineSeconds (5) exceeded"

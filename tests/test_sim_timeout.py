@@ -43,3 +43,16 @@ def test_a_jobset_that_fails_within_the_timeout_is_still_failed(tmp_path: Path) 
     [workload] = report["workloads"]
     assert (rc, workload["verdict"]) == (1, "failed"), out
     assert "failurePolicy.maxRestarts (0) exhausted" in workload["reason"]
+
+
+def test_a_suspended_jobset_is_not_finished_and_starts_no_pod(tmp_path: Path) -> None:
+    """spec.suspend: true outside Kueue: on a cluster the JobSet waits, creating no Job, until something resumes it."""
+    manifest = slow("true", max_restarts=0)
+    manifest["spec"]["suspend"] = True
+    rc, report, out = run(tmp_path, manifest)
+    [workload] = report["workloads"]
+    assert (rc, workload["verdict"], workload["attempts"]) == (1, "not finished", []), out
+    assert workload["reason"].startswith("spec.suspend is true: suspended") and "would wait" in workload["reason"]
+    manifest["spec"]["suspend"] = False
+    rc, report, out = run(tmp_path, manifest)
+    assert (rc, report["workloads"][0]["verdict"]) == (0, "succeeded"), out

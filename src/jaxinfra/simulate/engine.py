@@ -24,7 +24,6 @@ from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandb
 from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.controllers import failure_policy, job_failure
 from jaxinfra.simulate.controllers.job_failure import JobFailure
-from jaxinfra.simulate.controllers.jobset import JS_RJOB
 from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.errors import MachineLimit
 from jaxinfra.simulate.node import Node
@@ -46,6 +45,10 @@ NOT_FINISHED = "not finished"
 """The verdict of a workload still running (or about to restart) at --timeout: neither a success nor a failure its
 controller would report. The simulation does not pass: nothing proved the job ends well."""
 ON_A_CLUSTER = "on a cluster it would keep running (raise --timeout to see it end)"
+SUSPENDED = (
+    "suspended, its controller creates no pod until it is resumed (set it to false, or label the workload "
+    "kueue.x-k8s.io/queue-name for a LocalQueue whose ClusterQueue admits it); on a cluster it would wait"
+)
 
 
 @dataclass
@@ -152,10 +155,10 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     jobs: dict[tuple[str, int], list[PodRun]] = {}
     for r in last.pods:
         if r.phase == "failed":
-            jobs.setdefault((r.pod.labels.get(JS_RJOB, ""), r.pod.job_index), []).append(r)
+            jobs.setdefault(job_failure.job_of(r.pod), []).append(r)
     children = dict(policy.child_jobs)
     child = policy if policy.kind == "job" else None
-    mine = (last.first_failure.pod.labels.get(JS_RJOB, ""), last.first_failure.pod.job_index)
+    mine = job_failure.job_of(last.first_failure.pod)
     failed: list[tuple[str, JobFailure]] = []
     for key in sorted(jobs, key=lambda k: k != mine):  # the Job of the pod that failed by itself first
         job = child or children.get(key[0], model.RestartPolicy("job"))
@@ -384,13 +387,32 @@ def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | No
     )
 
 
+def _job_deadlines(workload: model.Workload, job_started: dict[tuple[str, int], float], now: float) -> dict[int, float]:
+    """When each pod's Job passes its activeDeadlineSeconds (by the pod's global index), counted from the Job's start
+    (the attempt where it was first seen: recreated or restarted pods keep their Job, and its clock)."""
+    children = dict(workload.restart.child_jobs)
+    out = {}
+    for pod in workload.pods:
+        key = job_failure.job_of(pod)
+        policy = workload.restart if workload.restart.kind == "job" else children.get(key[0])
+        if policy is not None and policy.active_deadline is not None:
+            out[pod.global_index] = job_started.setdefault(key, now) + policy.active_deadline
+    return out
+
+
 def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], sim: _Simulation) -> None:
     """Attempts until one succeeds or the controller's rules (or a crash loop, or --timeout) end the workload.
 
     A restart recreates the pods (new names and IPs), except where the kubelet restarts the container in
     place (pod restartPolicy OnFailure): same pods, after a CrashLoopBackOff delay that is recorded, not waited."""
+    if result.workload.suspended is not None:
+        result.verdict, result.reason = NOT_FINISHED, f"{result.workload.suspended} is true: {SUSPENDED}"
+        return
     options = sim.options
     failures: Failures = {}
+    job_started: dict[
+        tuple[str, int], float
+    ] = {}  # each child Job's startTime: its activeDeadlineSeconds count from it
     wid = result.workload.id
     base = sim.ip_base()
     started = 0.0
@@ -418,6 +440,10 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         if sim.server is not None:
             sim.server.publish(cluster.objects)
         workload = next(w for w in cluster.workloads if w.id == wid)
+        if restarts and restarts[-1].jobset:
+            job_started.clear()  # new child Jobs
+        for key in job_started:  # the kubelet's back-off, simulated rather than waited, counts towards the deadline
+            job_started[key] -= backoff
         runner = Runner(
             workload,
             options,
@@ -429,6 +455,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
             sim.credentials,
             sim.storage,
             sim.node,
+            _job_deadlines(workload, job_started, started),
         )
         attempt = runner.run(index)
         attempt.backoff = backoff

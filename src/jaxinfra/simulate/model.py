@@ -95,6 +95,7 @@ class RestartPolicy:
     backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
     pod_failure_rules: tuple[Mapping, ...] = ()  # Job podFailurePolicy.rules, verbatim
     in_place: bool = False  # pod restartPolicy OnFailure/Always: the kubelet restarts the container in its pod
+    active_deadline: int | None = None  # Job activeDeadlineSeconds: from the Job's start, whatever its retries
     jobset_rules: tuple[Mapping, ...] = ()  # JobSet failurePolicy.rules, verbatim (controllers/failure_policy.py)
     child_jobs: tuple[tuple[str, RestartPolicy], ...] = ()  # JobSet: per replicatedJob, its Jobs' own ("job")
 
@@ -152,6 +153,7 @@ class Workload:
     problems: tuple[Problem, ...] = ()  # static contract problems: DNS, ports, counts, rank env
     notes: tuple[str, ...] = ()  # what was decided or not checked on the way (Kueue's admission)
     success: Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
+    suspended: str | None = None  # the field that suspends it ("spec.suspend"), outside Kueue: no pod is created
 
     @property
     def id(self) -> str:

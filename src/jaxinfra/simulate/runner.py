@@ -66,6 +66,7 @@ class PodRun:
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
     killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
     deleted: bool = False  # still running when its workload completed: its controller deleted it
+    deadline_exceeded: bool = False  # its Job passed activeDeadlineSeconds: the Job controller deleted it
     handshake: sandbox.Handshake | None = None  # as root: the pipes over which it asks for its id maps, until answered
     pss_peak: int | None = None  # the most memory its processes were seen to hold (proportional set size), bytes
 
@@ -234,10 +235,13 @@ class Runner:
         credentials: Credentials | None = None,
         storage: Callable[[model.Mount], Path] | None = None,
         node: Node | None = None,
+        job_deadlines: Mapping[int, float] | None = None,
     ):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
-        DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token."""
+        DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token;
+        `job_deadlines`: when each pod's Job passes its activeDeadlineSeconds (monotonic, by the pod's global index)."""
         self.workload = workload
+        self.job_deadlines = job_deadlines or {}
         self.isolation = isolation
         self.records = records
         self.credentials = credentials
@@ -306,6 +310,9 @@ class Runner:
                 if self._complete(runs):
                     attempt.ok = True
                     break
+                if self._past_deadline(runs, now):
+                    attempt.reason = next(r.reason for r in runs if r.deadline_exceeded)
+                    break
                 if now >= self.deadline:  # not the job's failure: on a cluster its pods would run on
                     waiting = [r.pod.hostname for r in runs if not r.done]
                     phases = sorted({r.phase for r in runs if not r.done})
@@ -327,6 +334,17 @@ class Runner:
         attempt.seconds = time.monotonic() - t0
         attempt.memory_peak = self.memory.peak
         return attempt
+
+    def _past_deadline(self, runs: list[PodRun], now: float) -> bool:
+        """Whether a Job with pods still running passed its activeDeadlineSeconds: the Job controller then deletes its
+        active pods (gracefully, `_end`) and fails it (job_controller.go pastActiveDeadline, DeadlineExceeded)."""
+        past = [r for r in runs if not r.done and now >= self.job_deadlines.get(r.pod.global_index, float("inf"))]
+        for r in past:
+            r.reason, r.deadline_exceeded = (
+                "DeadlineExceeded: its Job was active longer than activeDeadlineSeconds",
+                True,
+            )
+        return bool(past)
 
     def _complete(self, runs: list[PodRun]) -> bool:
         """Every pod succeeded, or the workload's success rule is met: then its controller deletes the pods still
@@ -592,7 +610,7 @@ class Runner:
         for r in runs:  # a pod still waiting for its id maps is no shim yet: it ends on the handshake's EOF instead
             self._close_handshake(r)
         live = [(r, r.pid) for r in runs if r.pid is not None and not r.reaped]
-        graceful = any(r.preempted is not None or r.deleted for r in runs)  # a drain, or a completed workload
+        graceful = any(r.preempted is not None or r.deleted or r.deadline_exceeded for r in runs)  # deleted pods
         now = time.monotonic()
         deadline = {}
         for r, _ in live:

@@ -34,6 +34,23 @@ WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, Objects], Draft | Probl
 }
 """Which controller makes what of a manifest, by (apiVersion, kind)."""
 
+SUSPEND: dict[str, tuple[str, ...]] = {
+    "JobSet": ("spec", "suspend"),  # jobset api/jobset/v1alpha2 JobSetSpec.Suspend
+    "Job": ("spec", "suspend"),  # batch/v1 JobSpec.Suspend: the Job controller creates no pod while it is true
+    "JAXJob": ("spec", "runPolicy", "suspend"),  # kubeflow/training-operator v1 RunPolicy.Suspend
+    "TrainJob": ("spec", "suspend"),  # kubeflow/trainer v1alpha1 TrainJobSpec.Suspend
+}
+"""Where each workload kind says it is suspended: while true, its controller starts no pod."""
+
+
+def _suspended(obj: Mapping) -> str | None:
+    """The suspend field's path where it is true, else None."""
+    path = SUSPEND.get(str(obj.get("kind")), ())
+    node: object = obj
+    for key in path:
+        node = node.get(key) if isinstance(node, Mapping) else None
+    return ".".join(path) if node is True else None
+
 
 def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft], list[Problem]]:
     """Index every passive object first (workloads read them), then let each workload kind's controller
@@ -64,6 +81,7 @@ def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft],
             problems.append((i, made))
         else:
             made.labels = strings(meta(obj).get("labels"))
+            made.suspended = _suspended(obj)
             made_drafts.append(made)
     return made_drafts, [p for _, p in sorted(problems, key=lambda item: item[0])]
 

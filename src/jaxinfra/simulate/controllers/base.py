@@ -102,6 +102,7 @@ class Draft:
     )  # the workload object's reference: apiVersion, kind, name, uid
     labels: Mapping[str, str] = field(default_factory=dict)  # the workload object's own labels (Kueue's queue-name)
     success: model.Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
+    suspended: str | None = None  # the workload object's suspend field, where it is true ("spec.suspend")
 
     @property
     def id(self) -> str:
@@ -158,4 +159,5 @@ def restart_policy(job_spec: Mapping) -> model.RestartPolicy:
         backoff_limit_per_index=per_index,
         pod_failure_rules=tuple((job_spec.get("podFailurePolicy") or {}).get("rules") or ()),
         in_place=((job_spec.get("template") or {}).get("spec") or {}).get("restartPolicy") in ("OnFailure", "Always"),
+        active_deadline=to_int(job_spec.get("activeDeadlineSeconds"), 0) or None,
     )

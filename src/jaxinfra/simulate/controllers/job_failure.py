@@ -3,7 +3,8 @@ and the Failed condition it sets (what a JobSet's failurePolicy rules match on).
 failed pods are recreated (restartPolicy Never) or their containers restarted in place by the kubelet (OnFailure).
 
 Sources: kubernetes pkg/controller/job/job_controller.go (syncJob: `failed > backoffLimit`, pastBackoffLimitOnFailure:
-the containers' restartCounts summed reach backoffLimit, `> 0` for 0; the conditions' reasons and messages),
+the containers' restartCounts summed reach backoffLimit, `> 0` for 0; pastActiveDeadline, from the Job's startTime,
+its active pods deleted; the conditions' reasons and messages),
 pod_failure_policy.go (matchPodFailurePolicy: the first matching rule; onExitCodes, onPodConditions), backoff_utils.go
 and the backoffLimitPerIndex path (an index past its limit is failed: reason FailedIndexes). Every failed pod of the
 attempt counts, not only the first: when one process of a JAX group dies its peers fail too once the coordinator
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jaxinfra.simulate import model
+from jaxinfra.simulate.controllers.jobset import JS_RJOB
 
 
 class FailedPod(Protocol):
@@ -31,15 +33,22 @@ class FailedPod(Protocol):
     def preempted(self) -> float | None: ...
     @property
     def reason(self) -> str | None: ...
+    @property
+    def deadline_exceeded(self) -> bool: ...
 
 
 @dataclass(frozen=True)
 class JobFailure:
     """A Job's Failed condition, as its controller sets it, and the report's words for it."""
 
-    reason: str  # PodFailurePolicy | BackoffLimitExceeded | FailedIndexes
+    reason: str  # DeadlineExceeded | PodFailurePolicy | BackoffLimitExceeded | FailedIndexes
     message: str  # the condition's message: what a JobSet rule's onJobFailureMessagePatterns match
     summary: str  # the report's words: "backoffLimit (6) exceeded: 8 pod failures"
+
+
+def job_of(pod: model.Pod) -> tuple[str, int]:
+    """Which child Job a pod belongs to: (its replicatedJob, its job index); ("", 0) for a Job's own pods."""
+    return pod.labels.get(JS_RJOB, ""), pod.job_index
 
 
 def pod_failure_action(rules: Sequence[Mapping[str, Any]], run: FailedPod) -> tuple[str, int | None]:
@@ -70,7 +79,14 @@ def job_failed(
 ) -> JobFailure | None:
     """The Job controller's answer to one attempt of a Job (`policy`, kind "job") whose pods `runs` failed, `first`
     by itself: its Failed condition, or None while it is within its limits. `failures` (completion index -> pod
-    failures) carries the Job's count from attempt to attempt."""
+    failures) carries the Job's count from attempt to attempt. A Job past its activeDeadlineSeconds (its pods
+    deleted by the runner) fails whatever its other limits say: the deadline takes precedence."""
+    if any(r.deadline_exceeded for r in runs):
+        return JobFailure(
+            "DeadlineExceeded",
+            "Job was active longer than specified deadline",
+            f"activeDeadlineSeconds ({policy.active_deadline}) exceeded",
+        )
     action, index = pod_failure_action(policy.pod_failure_rules, first)
     pod = first.pod
     if action in ("FailJob", "FailIndex"):
