@@ -2,14 +2,15 @@
 and the Failed condition it sets (what a JobSet's failurePolicy rules match on). Until then the Job lives on: its
 failed pods are recreated (restartPolicy Never) or their containers restarted in place by the kubelet (OnFailure).
 
-Sources: kubernetes pkg/controller/job/job_controller.go (syncJob: `failed > backoffLimit`, pastBackoffLimitOnFailure:
-the containers' restartCounts summed reach backoffLimit, `> 0` for 0; pastActiveDeadline, from the Job's startTime,
-its active pods deleted; the conditions' reasons and messages),
-pod_failure_policy.go (matchPodFailurePolicy: the first matching rule; onExitCodes, onPodConditions), backoff_utils.go
-and the backoffLimitPerIndex path (an index past its limit is failed: reason FailedIndexes). Every failed pod of the
-attempt counts, not only the first: when one process of a JAX group dies its peers fail too once the coordinator
-notices (the simulator ends them at once instead of after the heartbeat timeout). Rules apply to the pod that failed
-by itself; the others were ended by the simulator, and their exit codes on a cluster are not known here.
+Sources: kubernetes/kubernetes @ 6ae037f1 pkg/controller/job/job_controller.go (syncJob: `failed > backoffLimit`;
+pastBackoffLimitOnFailure: the containers' restartCounts summed reach backoffLimit, `> 0` for 0; pastActiveDeadline,
+from the Job's startTime, its active pods deleted; the conditions' reasons and messages), pod_failure_policy.go
+(matchPodFailurePolicy: the first matching rule; onExitCodes, onPodConditions) and the backoffLimitPerIndex path (an
+index past its limit is failed: reason FailedIndexes). Every failed pod of the attempt counts, not only the first:
+when one process of a JAX group dies its peers fail too once the coordinator notices (the simulator ends them at once
+instead of after the heartbeat timeout). Rules apply to the pod that failed by itself; the others were ended by the
+simulator, and their exit codes on a cluster are not known here. Not emulated: the Job controller's own back-off
+before it recreates a failed pod (10 s, doubling), which a cluster waits and the simulator neither waits nor records.
 """
 
 from __future__ import annotations
