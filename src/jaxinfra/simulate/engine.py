@@ -156,18 +156,14 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     for r in last.pods:
         if r.phase == "failed":
             jobs.setdefault(job_failure.job_of(r.pod), []).append(r)
-    children = dict(policy.child_jobs)
-    child = policy if policy.kind == "job" else None
     mine = job_failure.job_of(last.first_failure.pod)
     failed: list[tuple[str, JobFailure]] = []
     for key in sorted(jobs, key=lambda k: k != mine):  # the Job of the pod that failed by itself first
-        job = child or children.get(key[0], model.RestartPolicy("job"))
+        job = policy.job(key[0])
         if why := job_failure.job_failed(job, jobs[key], first_failure(jobs[key]), failures.setdefault(key, {})):
             failed.append((key[0], why))
     if not failed:
-        last.restart = model.Restart(
-            in_place=all((child or children.get(key[0], model.RestartPolicy("job"))).in_place for key in jobs)
-        )
+        last.restart = model.Restart(in_place=bool(jobs) and all(policy.job(rjob).in_place for rjob, _ in jobs))
         return None
     rjob, why = failed[0]
     if policy.kind == "job":
@@ -390,13 +386,12 @@ def crash_loop(policy: model.RestartPolicy, attempts: list[Attempt]) -> str | No
 def _job_deadlines(workload: model.Workload, job_started: dict[tuple[str, int], float], now: float) -> dict[int, float]:
     """When each pod's Job passes its activeDeadlineSeconds (by the pod's global index), counted from the Job's start
     (the attempt where it was first seen: recreated or restarted pods keep their Job, and its clock)."""
-    children = dict(workload.restart.child_jobs)
     out = {}
     for pod in workload.pods:
         key = job_failure.job_of(pod)
-        policy = workload.restart if workload.restart.kind == "job" else children.get(key[0])
-        if policy is not None and policy.active_deadline is not None:
-            out[pod.global_index] = job_started.setdefault(key, now) + policy.active_deadline
+        deadline = workload.restart.job(key[0]).active_deadline
+        if deadline is not None:
+            out[pod.global_index] = job_started.setdefault(key, now) + deadline
     return out
 
 

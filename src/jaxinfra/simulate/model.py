@@ -99,6 +99,13 @@ class RestartPolicy:
     jobset_rules: tuple[Mapping, ...] = ()  # JobSet failurePolicy.rules, verbatim (controllers/failure_policy.py)
     child_jobs: tuple[tuple[str, RestartPolicy], ...] = ()  # JobSet: per replicatedJob, its Jobs' own ("job")
 
+    def job(self, rjob: str) -> RestartPolicy:
+        """The semantics of the Job a pod of replicatedJob `rjob` belongs to: this one for a Job, else the JobSet's
+        child Jobs' (one that fails at its first failed pod where `rjob` is not listed)."""
+        if self.kind == "job":
+            return self
+        return dict(self.child_jobs).get(rjob, RestartPolicy("job"))
+
     @property
     def unlimited(self) -> bool:
         """No controller limit ends a restart loop (a JAXJob restarting OnFailure with no backoffLimit)."""
