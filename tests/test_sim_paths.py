@@ -406,7 +406,7 @@ def test_a_file_volume_never_writes_outside_its_folder(tmp_path: Path, relative:
     """Were a path ever to get past volumes.py, the container's preparation refuses it before writing anything."""
     pod = _pod((model.Mount("cfg", "/etc/app", kind="files", read_only=True, files=((relative, "pwned"),)),))
     with pytest.raises(paths.UnsafePath) as err:
-        container._volumes(pod, tmp_path / "pod", lambda m: tmp_path / "storage")
+        container._volumes(pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "storage")
     assert (
         "volume cfg file" in str(err.value)
         and isinstance(err.value, ValueError)
@@ -425,7 +425,7 @@ def test_a_symlink_a_container_left_in_its_volume_does_not_lead_out(tmp_path: Pa
     scratch.mkdir(parents=True)
     (scratch / "link").symlink_to(outside)
     with pytest.raises(paths.UnsafePath, match="symlink"):
-        container._volumes(pod, tmp_path / "pod", lambda m: tmp_path / "storage")
+        container._volumes(pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "storage")
     assert list(outside.iterdir()) == []
 
 
@@ -437,7 +437,9 @@ def test_folders_are_named_by_the_simulator(tmp_path: Path) -> None:
             model.Mount("d", "/c", sub_path="s/t", kind="claim", key="../../k"),
         )
     )
-    got = container._volumes(pod, tmp_path / "pod", lambda m: tmp_path / "claims" / paths.safe_name(m.key))
+    got = container._volumes(
+        pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "claims" / paths.safe_name(m.key)
+    )
     for source, _, _ in got:
         assert source.resolve().is_relative_to(tmp_path.resolve())
     assert (got[1][0] / "x" / "y").read_text() == "1"

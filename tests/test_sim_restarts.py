@@ -161,4 +161,7 @@ def test_a_job_past_its_deadline_fails_whatever_its_backoff_limit() -> None:
     for r in attempt.pods:
         r.deadline_exceeded = True
     policy = model.RestartPolicy("job", backoff_limit=10, active_deadline=5)
-    assert decide(policy, [attempt]) == "activeDeadlineSeconds (5) exceeded"
+    assert decide(policy, [attempt]) == (
+        "activeDeadlineSeconds (5) exceeded (the Job's Failed condition: DeadlineExceeded, "
+        "'Job was active longer than specified deadline')"
+    )

@@ -36,7 +36,8 @@ def simulate_cli(
     )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     data = json.loads(report.read_text()) if report.exists() else {}
-    pids = [p["pid"] for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"] if p["pid"]]
+    pods = [p for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"]]
+    pids = [c["pid"] for p in pods for c in [p, *p.get("containers", ())] if c["pid"]]
     for pid in pids:  # every pod process (and its group) is gone
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -65,6 +65,7 @@ class Container:
     spec: sandbox.Spec  # its sandbox: root filesystem, hosts file, token, volumes, identity
     fail: bool = False  # --fail: exit 1 at start
     hang: bool = False  # --hang: stop making progress
+    own_command: bool = False  # run its own command (--run-command; every container but the probe's)
 
     @property
     def cwd(self) -> Path:
@@ -81,24 +82,24 @@ def prepare(
     sitecustomize: Path | None,
     credentials: Credentials | None,
     storage: Callable[[model.Mount], Path],
+    sandbox_name: str = "sandbox",
+    own_command: bool = False,
 ) -> Container:
-    """A (re)started container's files: a fresh sandbox folder (an emptyDir outlives it), the hosts file with the
-    cluster's DNS `records`, the token volume, each volume's source."""
-    shutil.rmtree(pod_dir / "sandbox", ignore_errors=True)
-    (pod_dir / "sandbox").mkdir(parents=True)
-    hosts = pod_dir / "sandbox" / "hosts"
+    """A (re)started container's files: a fresh sandbox folder `pod_dir/sandbox_name` (one per container of the pod;
+    an emptyDir, in `pod_dir`, is the pod's and outlives them), the hosts file with the cluster's DNS `records`, the
+    token volume, each volume's source."""
+    folder = pod_dir / sandbox_name
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    hosts = folder / "hosts"
     hosts.write_text(dns.hosts_file(pod, records), encoding="utf-8")
-    token = (
-        credentials.write(pod, pod_dir / "sandbox" / "serviceaccount")
-        if pod.token and credentials is not None
-        else None
-    )
+    token = credentials.write(pod, folder / "serviceaccount") if pod.token and credentials is not None else None
     spec = sandbox.Spec(
         dns.uts_hostname(pod),
-        pod_dir / "sandbox",
+        folder,
         hosts,
         token,
-        _volumes(pod, pod_dir, storage),
+        _volumes(pod, pod_dir, folder, storage),
         options.images.get(pod.image),
         pod.working_dir or "/",
         pod.security,
@@ -110,10 +111,13 @@ def prepare(
         spec,
         bool(faults.lookup(faults.fail, pod)),
         bool(faults.lookup(faults.hang, pod)),
+        own_command,
     )
 
 
-def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Path]) -> list[tuple[Path, str, bool]]:
+def _volumes(
+    pod: model.Pod, pod_dir: Path, folder: Path, storage: Callable[[model.Mount], Path]
+) -> list[tuple[Path, str, bool]]:
     """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
     bucket with the simulation (or in --volume's folder), a configMap/secret/downwardAPI volume's files are
     written afresh at each start. Folders are named by `paths.safe_name`, and every path the manifest joins onto
@@ -124,7 +128,7 @@ def _volumes(pod: model.Pod, pod_dir: Path, storage: Callable[[model.Mount], Pat
         if m.kind == "emptyDir":
             source = pod_dir / "volumes" / paths.safe_name(m.volume)
         elif m.kind == "files":
-            source = pod_dir / "sandbox" / "volumes" / paths.safe_name(m.volume)
+            source = folder / "volumes" / paths.safe_name(m.volume)
             source.mkdir(parents=True, exist_ok=True)
             for relative, content in m.files:
                 target = paths.inside(source, relative, f"{what} file")
@@ -229,7 +233,7 @@ def become(
             report("initializing", {})
             while True:
                 time.sleep(3600)
-        if options.run_command:
+        if c.own_command:
             argv = [*pod.command, *pod.args]
             report("running", {})
             os.execvpe(argv[0], argv, env)

@@ -167,7 +167,7 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
         return None
     rjob, why = failed[0]
     if policy.kind == "job":
-        return why.summary
+        return f"{why.summary} (the Job's Failed condition: {why.reason}, {why.message!r})"
     decision = failure_policy.decide(policy.jobset_rules, rjob, why.reason, why.message)
     if decision.action not in failure_policy.RESTARTS:
         return f"failurePolicy rule {decision.rule}: {decision.action} on the failed Job's {why.reason} ({why.message})"
@@ -210,15 +210,28 @@ def _plan(sources: Sources, check_all: bool) -> Report:
             report.problems += tuple(
                 source.where(
                     Problem(
-                        f"{w.id} container {w.pods[0].container}",
+                        f"{w.id} container {name}",
                         None,
                         "no command: the image's entrypoint is not known here",
                         "set command (and args) on the container",
                     )
                 )
                 for w in cluster.workloads
-                if w.pods and not w.pods[0].command
+                if w.pods
+                for name, command in [
+                    (w.pods[0].container, w.pods[0].command),
+                    *((c.name, c.command) for c in w.pods[0].others),
+                ]
+                if not command
             )
+        else:
+            report.notes += [
+                f"{w.id}: the probe runs in container {w.pods[0].container} alone; not run: "
+                + ", ".join(f"{c.role} container {c.name}" for c in w.pods[0].others)
+                + " (--run-command runs every container)"
+                for w in cluster.workloads
+                if w.pods and w.pods[0].others
+            ]
     if not report.results and not report.problems:
         report.problems = (
             Problem(
@@ -308,7 +321,14 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
             sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (f"127.{seed}.255.1", API_PORT))
             try:
                 rootfs.machine()  # read once, before any pod is forked
-                limited = any(p.memory_limit or p.cpu_millis for r in runnable for p in r.workload.pods)
+                limited = any(
+                    p.memory_limit
+                    or p.cpu_millis
+                    or options.run_command
+                    and any(c.memory_limit or c.cpu_millis for c in p.others)
+                    for r in runnable
+                    for p in r.workload.pods
+                )
                 sim.node = Node.create(f"{os.getpid()}-{seed}", limited)
                 report.notes.extend(sim.node.notes)
                 _start_api_server(sim, runnable)

@@ -243,15 +243,19 @@ def start_pod(
     objects: Objects,
     problems: list[tuple[str, Problem]],
 ) -> model.Pod:
-    """The pod `who` of `job` as the kubelet starts it on `node` with address `ip`: its container's env, command
-    and args expanded, its devices; env problems go to `problems`.
+    """The pod `who` of `job` as the kubelet starts it on `node` with address `ip`: each container's env, command
+    and args expanded, its mounts, securityContext and limits; the JAX container's devices; env problems go to
+    `problems`.
 
-    Beneath the container's own env: HOSTNAME (the container runtime sets it to the pod's hostname, the node's for
-    a host-network pod), the `kubernetes` Service's env for the API server at `api`, and the platform's env."""
-    containers = job.pod_spec.get("containers") or [{}]
-    container = job.container
-    host_network = bool(job.pod_spec.get("hostNetwork"))
-    account = service_account(job.pod_spec)
+    Beneath each container's own env: HOSTNAME (the container runtime sets it to the pod's hostname, the node's for
+    a host-network pod) and the `kubernetes` Service's env for the API server at `api`; the platform's env (GKE's
+    TPU variables) only in the JAX container, the one that requests the chips."""
+    spec = job.pod_spec
+    containers = [c for c in spec.get("containers") or [{}] if isinstance(c, Mapping)] or [{}]
+    inits = [c for c in spec.get("initContainers") or [] if isinstance(c, Mapping)]
+    jax = job.container
+    host_network = bool(spec.get("hostNetwork"))
+    account = service_account(spec)
     facts = PodFacts(
         who.name,
         draft.namespace,
@@ -263,39 +267,32 @@ def start_pod(
         ip,
         containers,
     )
-    resolver = EnvResolver(f"{draft.id} pod {who.hostname}", facts, objects, problems)
-    base = {"HOSTNAME": node if host_network else who.hostname, **service_env(*api), **platform}
-    env = resolver.resolve(container, base, who.appended)
-    mounts = volumes.resolve(
-        f"{draft.id} pod {who.hostname}",
-        job.pod_spec,
-        container,
-        draft.namespace,
-        who.annotations,
-        facts,
-        objects,
-        problems,
-    )
-    accelerator, count = job.accelerator
-    secured = security.resolve(f"{draft.id} pod {who.hostname}", job.pod_spec, container, problems)
-    memory, cpu = cgroups.container_limits(container)
-    working_dir = container.get("workingDir")
-    if working_dir and not str(working_dir).startswith("/"):
-        problems.append(
-            (
-                "workdir",
-                Problem(
-                    f"{draft.id} pod {who.hostname} container {container.get('name', '')} workingDir",
-                    working_dir,
-                    "RunContainerError: the container runtime (runc) refuses a relative "
-                    "working directory (its spec's process.cwd must be absolute)",
-                    "make workingDir an absolute path, as the image's WORKDIR is",
-                ),
-            )
+    where = f"{draft.id} pod {who.hostname}"
+    base = {"HOSTNAME": node if host_network else who.hostname, **service_env(*api)}
+    order = [
+        *((f"spec.initContainers[{i}]", c) for i, c in enumerate(inits)),
+        *((f"spec.containers[{i}]", c) for i, c in enumerate(containers)),
+    ]
+    mounts = volumes.resolve(where, spec, order, draft.namespace, who.annotations, facts, objects, problems)
+    resolved = [
+        _container(
+            where,
+            c is jax,
+            path,
+            c,
+            spec,
+            {**base, **platform} if c is jax else base,
+            who.appended,
+            m,
+            facts,
+            objects,
+            problems,
         )
-    ports = tuple(
-        int(p["containerPort"]) for p in container.get("ports") or [] if str(p.get("containerPort", "")).isdigit()
-    )
+        for (path, c), m in zip(order, mounts)
+    ]
+    main = resolved[len(inits) + containers.index(jax)]
+    accelerator, count = job.accelerator
+    ports = tuple(int(p["containerPort"]) for p in jax.get("ports") or [] if str(p.get("containerPort", "")).isdigit())
     return model.Pod(
         workload=draft.id,
         namespace=draft.namespace,
@@ -308,27 +305,79 @@ def start_pod(
         global_index=global_index,
         labels=who.labels,
         annotations=who.annotations,
-        container=container.get("name", ""),
-        image=container.get("image", ""),
-        command=tuple(expand(str(a), env.get) for a in container.get("command") or ()),
-        args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
-        env=env,
-        working_dir=container.get("workingDir"),
-        devices=devices(accelerator, count, env),
+        container=main.name,
+        image=main.image,
+        command=main.command,
+        args=main.args,
+        env=main.env,
+        working_dir=main.working_dir,
+        devices=devices(accelerator, count, main.env),
         accelerator=accelerator,
         container_ports=ports,
-        readiness_probe=bool(container.get("readinessProbe")),
+        readiness_probe=bool(jax.get("readinessProbe")),
         node=node,
         host_network=host_network,
         service_account=account,
         token=token,
-        mounts=mounts,
-        grace_period=float(job.pod_spec.get("terminationGracePeriodSeconds", 30)),
-        security=secured,
-        memory_limit=memory,
-        cpu_millis=cpu,
+        mounts=main.mounts,
+        grace_period=float(spec.get("terminationGracePeriodSeconds", 30)),
+        security=main.security,
+        memory_limit=main.memory_limit,
+        cpu_millis=main.cpu_millis,
         host_aliases=tuple(
             (str(a.get("ip", "")), tuple(str(h) for h in a.get("hostnames") or ()))
-            for a in job.pod_spec.get("hostAliases") or ()
+            for a in spec.get("hostAliases") or ()
         ),
+        others=tuple(c for c in resolved if c is not main),
+        restart_policy=str(spec.get("restartPolicy") or "Always"),
+    )
+
+
+def _container(
+    where: str,
+    jax: bool,
+    path: str,
+    container: Mapping,
+    pod_spec: Mapping,
+    base: Mapping[str, str],
+    appended: Sequence[Mapping],
+    mounts: tuple[model.Mount, ...],
+    facts: PodFacts,
+    objects: Objects,
+    problems: list[tuple[str, Problem]],
+) -> model.Container:
+    """One container (at `path` of the pod spec) as the kubelet starts it: env, command and args, securityContext,
+    limits; the problems that would keep it from starting (the pod's `where`, the container's name added but for the
+    JAX container)."""
+    name = str(container.get("name", ""))
+    env_where = where if jax else f"{where} container {name}"
+    env = EnvResolver(env_where, facts, objects, problems).resolve(container, base, appended)
+    working_dir = container.get("workingDir")
+    if working_dir and not str(working_dir).startswith("/"):
+        problems.append(
+            (
+                "workdir",
+                Problem(
+                    f"{where} container {name} workingDir",
+                    working_dir,
+                    "RunContainerError: the container runtime (runc) refuses a relative "
+                    "working directory (its spec's process.cwd must be absolute)",
+                    "make workingDir an absolute path, as the image's WORKDIR is",
+                ),
+            )
+        )
+    memory, cpu = cgroups.container_limits(container)
+    init = path.startswith("spec.initContainers")
+    return model.Container(
+        name=name,
+        role=("sidecar" if container.get("restartPolicy") == "Always" else "init") if init else "main",
+        image=str(container.get("image", "")),
+        command=tuple(expand(str(a), env.get) for a in container.get("command") or ()),
+        args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
+        env=env,
+        working_dir=working_dir,
+        mounts=mounts,
+        security=security.resolve(where, pod_spec, container, problems),
+        memory_limit=memory,
+        cpu_millis=cpu,
     )

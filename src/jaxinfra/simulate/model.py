@@ -31,8 +31,26 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Container:
+    """One of a pod's containers other than the JAX one, resolved as the kubelet starts it (kubelet.py)."""
+
+    name: str
+    role: str  # "init" (each to completion, in order) | "sidecar" (an init container, restartPolicy Always) | "main"
+    image: str
+    command: tuple[str, ...]  # after $(VAR) expansion
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+    working_dir: str | None
+    mounts: tuple[Mount, ...]
+    security: Security
+    memory_limit: int | None
+    cpu_millis: int | None
+
+
+@dataclass(frozen=True)
 class Pod:
-    """One pod as the controller and kubelet would start it, with everything resolved."""
+    """One pod as the controller and kubelet would start it, with everything resolved: its own fields are its JAX
+    container's, `others` its other containers'."""
 
     workload: str  # "<Kind>/<namespace>/<name>" of its workload
     namespace: str
@@ -69,6 +87,33 @@ class Pod:
     security: Security = field(default_factory=Security)  # its JAX container's securityContext, resolved
     memory_limit: int | None = None  # its JAX container's resources.limits.memory, in bytes
     cpu_millis: int | None = None  # its JAX container's resources.limits.cpu, in millicores
+    others: tuple[Container, ...] = ()  # its other containers in the kubelet's order: init containers, then mains
+    restart_policy: str = "Never"  # spec.restartPolicy: what the kubelet does when one of its containers exits
+
+    @property
+    def inits(self) -> tuple[Container, ...]:
+        """Its init containers (native sidecars among them), in the order the kubelet starts them."""
+        return tuple(c for c in self.others if c.role != "main")
+
+    def as_container(self, c: Container) -> Pod:
+        """The pod as its container `c` sees it: the same pod, with `c`'s command, env, image, mounts and limits (what
+        `container.prepare` reads), so every container of a pod is prepared and run the same way."""
+        return replace(
+            self,
+            container=c.name,
+            image=c.image,
+            command=c.command,
+            args=c.args,
+            env=c.env,
+            working_dir=c.working_dir,
+            mounts=c.mounts,
+            security=c.security,
+            memory_limit=c.memory_limit,
+            cpu_millis=c.cpu_millis,
+            container_ports=(),
+            readiness_probe=False,
+            others=(),
+        )
 
     @property
     def wrapper(self) -> str | None:

@@ -43,11 +43,13 @@ class Node:
             raise
         return node
 
-    def cgroup(self, pod: model.Pod, attempt: int) -> cgroups.PodGroup | None:
-        """The group enforcing this pod's limits in this attempt, if it has any and this machine allows it."""
+    def cgroup(self, pod: model.Pod, attempt: int, slot: int = 0) -> cgroups.PodGroup | None:
+        """The group enforcing the limits of this pod's container (`slot` 0: its JAX container's, else its other
+        container's at that place) in this attempt, if it has any and this machine allows it."""
         if self.groups is None or (pod.memory_limit is None and pod.cpu_millis is None):
             return None
-        return self.groups.pod(f"{attempt}-{pod.global_index}", pod.memory_limit, pod.cpu_millis)
+        name = f"{attempt}-{pod.global_index}" + (f"-{slot}" if slot else "")
+        return self.groups.pod(name, pod.memory_limit, pod.cpu_millis)
 
     def connect(self, ip: str, port: int) -> bool:
         """Whether something listens at ip:port, seen from inside the pod network."""

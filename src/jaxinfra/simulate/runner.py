@@ -32,6 +32,9 @@ from jaxinfra.simulate.options import Faults, Options
 ENDED_WITH_GROUP = "ended with its group"
 #: The longest the other pods wait for a started rank 0 to listen before starting anyway.
 COORDINATOR_HOLD_S = 2.0
+#: How long the kubelet waits before it starts a native sidecar that exited again (its CrashLoopBackOff begins at
+#: 10 s, pkg/kubelet/kubelet.go backOffPeriod; shorter here, and not recorded: a sidecar's restarts fail nothing).
+SIDECAR_RESTART_S = 1.0
 #: How long past its init timeout a pod may still be initializing before the group is ended.
 INIT_GRACE_S = 1.0
 
@@ -40,49 +43,106 @@ STDERR_TAIL = 20
 """How many of a container's last stderr lines the report keeps: what a failure says of itself."""
 
 
-@dataclass
-class PodRun:
-    """One pod in one attempt, as the runner saw it."""
+@dataclass(kw_only=True, eq=False)
+class Process:
+    """One container's process in one attempt, as the runner saw it: its shim, its pipes, how it ended."""
 
-    pod: model.Pod
-    phase: str = "pending"  # pending -> initializing -> running -> succeeded | failed
     pid: int | None = None  # its shim's
     control: int | None = None  # the write end of its shim's control pipe
     reaped: bool = False
     exit_code: int | None = None
     signal: str | None = None
-    reason: str | None = None
-    timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds since the attempt began
-    result: dict[str, Any] | None = None
+    reason: str | None = None  # why it ended (a pod's: why the pod did)
     fds: dict[int, str] = field(default_factory=dict)  # fd -> "status" | "stdout" | "stderr" | "exit" (shim's pidfd)
     buffers: dict[int, bytes] = field(default_factory=dict)
     stderr_tail: deque[str] = field(
         default_factory=lambda: deque(maxlen=STDERR_TAIL)
     )  # its last non-empty stderr lines
     cwd: Path | None = None  # the folder its container ran in
-    preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
-    deaf: str | None = None  # its PID 1's command, if that had no SIGTERM handler when the SIGTERM came
+    killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
     group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
-    killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
-    deleted: bool = False  # still running when its workload completed: its controller deleted it
-    deadline_exceeded: bool = False  # its Job passed activeDeadlineSeconds: the Job controller deleted it
     handshake: sandbox.Handshake | None = None  # as root: the pipes over which it asks for its id maps, until answered
-    pss_peak: int | None = None  # the most memory its processes were seen to hold (proportional set size), bytes
 
     @property
     def last_stderr(self) -> str | None:
         return self.stderr_tail[-1] if self.stderr_tail else None
 
     @property
-    def done(self) -> bool:
-        return self.phase in ("succeeded", "failed", "deleted")
+    def live(self) -> bool:
+        return self.pid is not None and not self.reaped
 
     def request(self, signum: int) -> None:
         """Ask its shim to send `signum` to its container (`shim.request`); nothing once its shim is reaped."""
         if self.control is not None:
             self.killed = self.killed or signum == signal.SIGKILL
             shim.request(self.control, signum)
+
+
+@dataclass(kw_only=True, eq=False)
+class ContainerRun(Process):
+    """One of a pod's other containers (init, sidecar, another main) in one attempt."""
+
+    container: model.Container
+    pod: model.Pod  # the pod as this container sees it (`model.Pod.as_container`)
+    slot: int  # its place among the pod's other containers, from 1: its sandbox's and cgroup's name
+    owner: PodRun = field(repr=False)
+    restarts: int = 0  # a sidecar the kubelet started again after it exited
+    started: float | None = None  # seconds since the attempt began
+    ended: float | None = None
+    stopping: float | None = None  # when the kubelet sent it the stop signal (seconds since the attempt began)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.container.name,
+            "role": self.container.role,
+            "pid": self.pid,
+            "started": None if self.started is None else round(self.started, 3),
+            "ended": None if self.ended is None else round(self.ended, 3),
+            "exit_code": self.exit_code,
+            "signal": self.signal,
+            "reason": self.reason,
+            "restarts": self.restarts,
+            "stderr_tail": list(self.stderr_tail),
+        }
+
+
+@dataclass(eq=False)
+class PodRun(Process):
+    """One pod in one attempt, as the runner saw it; its own process is its JAX container's."""
+
+    pod: model.Pod
+    phase: str = "pending"  # pending -> initializing -> running -> succeeded | failed
+    timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds since the attempt began
+    result: dict[str, Any] | None = None
+    preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
+    deaf: str | None = None  # its PID 1's command, if that had no SIGTERM handler when the SIGTERM came
+    deleted: bool = False  # still running when its workload completed: its controller deleted it
+    deadline_exceeded: bool = False  # its Job passed activeDeadlineSeconds: the Job controller deleted it
+    pss_peak: int | None = None  # the most memory its processes were seen to hold (proportional set size), bytes
+    begun: bool = False  # its start time came: the kubelet is starting its containers
+    initialized: bool = False  # its init containers are through (each completed, each sidecar started)
+    others: list[ContainerRun] = field(default_factory=list)  # its other containers' processes, as they started
+    exited: float | None = None  # when its last main container exited (its sidecars are stopped then)
+
+    @property
+    def done(self) -> bool:
+        return self.phase in ("succeeded", "failed", "deleted")
+
+    @property
+    def processes(self) -> list[PodRun | ContainerRun]:
+        """Its JAX container's process and every other it started."""
+        return [self, *self.others]
+
+    @property
+    def terminated(self) -> list[tuple[str, int]]:
+        """(container, exit code) of each of its containers that exited non-zero: main containers (the JAX one first),
+        then init containers, as the Job controller's podFailurePolicy reads the pod's status (pod_failure_policy.go
+        matchOnExitCodes: ContainerStatuses, then InitContainerStatuses)."""
+        mains = [(self.pod.container, self.exit_code)]
+        mains += [(c.container.name, c.exit_code) for c in self.others if c.container.role == "main"]
+        inits = [(c.container.name, c.exit_code) for c in self.others if c.container.role != "main"]
+        return [(name, code) for name, code in mains + inits if code]
 
     def as_dict(self) -> dict[str, Any]:
         checks = (self.result or {}).get("checks", {})
@@ -110,6 +170,7 @@ class PodRun:
             },
             "memory_peak": self.group.peak_bytes() if self.group is not None else None,
             "memory_pss_peak": self.pss_peak,
+            "containers": [c.as_dict() for c in self.others],
         }
 
     def cells(self) -> dict[str, str]:
@@ -265,10 +326,11 @@ class Runner:
         attempt = Attempt(index, runs)
         self.t0 = t0 = time.monotonic()
         starts = {id(r): t0 + (faults.lookup(faults.delay, r.pod) or 0.0) for r in runs}
-        # Timed signals per pod: (seconds after it starts, signal); a preemption's SIGKILL follows its SIGTERM.
+        # Timed signals per pod: (seconds after its JAX container starts, signal, to every container of the pod or
+        # to that one); a preemption (the pod deleted) signals them all, its SIGKILL after its SIGTERM.
         timed = {
-            id(r): [(t, signal.SIGKILL) for t in [faults.lookup(faults.kill, r.pod)] if t is not None]
-            + [(t, signal.SIGTERM) for t in [faults.lookup(faults.preempt, r.pod)] if t is not None]
+            id(r): [(t, signal.SIGKILL, False) for t in [faults.lookup(faults.kill, r.pod)] if t is not None]
+            + [(t, signal.SIGTERM, True) for t in [faults.lookup(faults.preempt, r.pod)] if t is not None]
             for r in runs
         }
         coordinator = runs[0]
@@ -278,28 +340,35 @@ class Runner:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
                 now = time.monotonic()
-                due = [r for r in runs if r.phase == "pending" and r.pid is None and now >= starts[id(r)]]
+                wake = [s for r, s in zip(runs, starts.values()) if not r.begun and s > now]
+                for r in runs:
+                    r.begun = r.begun or now >= starts[id(r)]
+                    if r.begun and not r.done and self.machine is None:
+                        self._kubelet(r, runs, now - t0, wake)
+                due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending"]
                 if coordinator in due:
-                    self._start_or_stop(coordinator, runs)
+                    self._start_or_stop(coordinator, coordinator, runs)
                 hold = self._coordinator_warming(coordinator, now)
                 for r in due:
                     if r is not coordinator and not hold and self.machine is None:
-                        self._start_or_stop(r, runs)
-                wake = [s for r, s in zip(runs, starts.values()) if r.pid is None and s > now]
+                        self._start_or_stop(r, r, runs)
                 for r in runs:
                     if r.pid is None or r.reaped:
                         continue
                     for entry in list(timed[id(r)]):
-                        after, signum = entry
+                        after, signum, whole = entry
                         at = t0 + r.timings["started"] + after
                         if now < at:
                             wake.append(at)
                             continue
                         timed[id(r)].remove(entry)
-                        r.request(signum)
+                        for p in r.processes if whole else [r]:
+                            p.request(signum)
                         if signum == signal.SIGTERM:  # a node drain or a Spot reclaim: the kubelet's graceful stop
                             r.preempted, r.deaf = now - t0, shim.unhandled(r.pid, signum)
-                            timed[id(r)].append((r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL))
+                            timed[id(r)].append(
+                                (r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL, True)
+                            )
                 self._reap(runs)
                 self.memory.sample(now)
                 if self.machine is not None:
@@ -375,11 +444,90 @@ class Runner:
         self.listening = (self.node or Node()).connect(coordinator.pod.ip, port)
         return not self.listening
 
-    def _start_or_stop(self, r: PodRun, runs: list[PodRun]) -> None:
-        """Start a pod; where this machine refuses a process or a descriptor for it, that is the simulation's end (the
-        machine's verdict), not the pod's failure."""
+    def _kubelet(self, r: PodRun, runs: list[PodRun], t: float, wake: list[float]) -> None:
+        """What the kubelet does for a begun pod besides starting its main containers (`_start_or_stop`), `t` seconds
+        into the attempt: its init containers in order, each to completion before the next, a native sidecar only to
+        its start; a sidecar that exits while the pod runs is started again (kubernetes/kubernetes @ 5c68f560
+        pkg/kubelet/kuberuntime/kuberuntime_container.go computeInitContainerActions); once every main container has
+        exited, the sidecars are stopped, the last one first, each once the later ones have exited, SIGKILL at the end
+        of the pod's grace period (kuberuntime_termination_order.go newTerminationOrdering). Under the probe only the
+        JAX container runs (`_others`)."""
+        if not r.initialized:
+            r.initialized = self._init_step(r, runs)
+            return
+        if r.exited is None:
+            for c in self._latest(r, "sidecar"):
+                if c.reaped and c.ended is not None:
+                    due = self.t0 + c.ended + SIDECAR_RESTART_S
+                    if time.monotonic() < due:
+                        wake.append(due)
+                    else:
+                        self._start_or_stop(self._container(r, c.container, c.slot, c.restarts + 1), r, runs)
+            return
+        live = [c for c in self._latest(r, "sidecar") if c.live]
+        if not live:
+            self._settle(r)
+            return
+        if live[-1].stopping is None:
+            live[-1].stopping = t
+            live[-1].request(signal.SIGTERM)
+        kill = r.exited + self._grace(r)
+        if t >= kill:
+            for c in live:
+                c.request(signal.SIGKILL)
+        else:
+            wake.append(self.t0 + kill)
+
+    def _others(self, r: PodRun) -> tuple[model.Container, ...]:
+        """The pod's containers besides the JAX one that run here: all of them under --run-command; none under the
+        probe, which stands in for the pod's program alone."""
+        return r.pod.others if self.options.run_command else ()
+
+    def _latest(self, r: PodRun, role: str) -> list[ContainerRun]:
+        """The latest process of each of the pod's containers in `role` that has started, in the pod's order."""
+        latest = {c.slot: c for c in r.others if c.container.role == role}
+        return [latest[k] for k in sorted(latest)]
+
+    def _container(self, r: PodRun, c: model.Container, slot: int, restarts: int = 0) -> ContainerRun:
+        run = ContainerRun(container=c, pod=r.pod.as_container(c), slot=slot, owner=r, restarts=restarts)
+        r.others.append(run)
+        return run
+
+    def _init_step(self, r: PodRun, runs: list[PodRun]) -> bool:
+        """Start the pod's next init container once the one before is through; True once all are. One that completed
+        in an earlier attempt of the same pod (its container restarted in place) does not run again: the kubelet
+        reruns init containers only for a new pod sandbox. One that fails fails the pod (`_settle`)."""
+        started = {c.slot: c for c in r.others}
+        for slot, c in enumerate(self._others(r), 1):
+            if c.role == "main":
+                continue
+            done = self._pod_dir(r) / f"init-{slot}.done"  # by its place, not its name: no manifest string is a path
+            if c.role == "init" and done.exists():
+                continue
+            run = started.get(slot)
+            if run is None:
+                self._start_or_stop(self._container(r, c, slot), r, runs)
+                if c.role == "init" or self.machine is not None:
+                    return False
+            elif c.role == "init":
+                if not run.reaped:
+                    return False
+                if run.exit_code != 0:
+                    self._settle(r)
+                    return False
+                done.touch()
+        return True
+
+    def _pod_dir(self, r: PodRun) -> Path:
+        """The pod's folder, by its index: nothing the manifest says (its name) is a host path."""
+        return self.workdir / f"pod-{r.pod.global_index}"
+
+    def _start_or_stop(self, p: PodRun | ContainerRun, r: PodRun, runs: list[PodRun]) -> None:
+        """Start a container of pod `r` (its JAX container, then its other main containers with it); where this
+        machine refuses a process or a descriptor for it, that is the simulation's end (the machine's verdict), not
+        the pod's failure."""
         try:
-            self._start(r)
+            self._start(p)
         except OSError as err:
             if err.errno not in RAN_OUT_OF:
                 raise
@@ -391,24 +539,32 @@ class Runner:
             )
             r.phase, r.reason = "failed", f"not started: {self.machine}"
             self.listener("phase", r)
+            return
+        if p is r:
+            for slot, c in enumerate(self._others(r), 1):
+                if c.role == "main" and self.machine is None:
+                    self._start_or_stop(self._container(r, c, slot), r, runs)
 
-    def _start(self, r: PodRun) -> None:
-        # its folder by its index: nothing the manifest says (its name) is a host path
+    def _start(self, p: PodRun | ContainerRun) -> None:
+        own = isinstance(p, PodRun)
+        r, slot = (p, 0) if isinstance(p, PodRun) else (p.owner, p.slot)
         c = container.prepare(
-            r.pod,
-            self.workdir / f"pod-{r.pod.global_index}",
+            p.pod,
+            self._pod_dir(r),
             self.records,
             self.options,
-            self.faults,
+            self.faults if own else Faults(),
             self.sitecustomize,
             self.credentials,
             self.storage,
+            sandbox_name=f"sandbox-{slot}" if slot else "sandbox",
+            own_command=self.options.run_command or not own,
         )
-        r.cwd = c.cwd
-        r.group = self.node.cgroup(r.pod, self.attempt_index) if self.node is not None else None
-        r.unapplied = sandbox.unapplied(self.isolation, r.pod.security)
+        p.cwd = c.cwd
+        p.group = self.node.cgroup(p.pod, self.attempt_index, slot) if self.node is not None else None
+        p.unapplied = sandbox.unapplied(self.isolation, p.pod.security)
         network = self.node.network if self.node else None
-        joins = [j for j in (r.group.enter if r.group else None, network.join if network else None) if j]
+        joins = [j for j in (p.group.enter if p.group else None, network.join if network else None) if j]
         privileged = self.isolation == "privileged"  # root maps all ids: over a handshake of two more pipes
         ends = fds.pipes(6 if privileged else 4)
         control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w = ends[:8]
@@ -448,29 +604,32 @@ class Runner:
                 os.close(fd)
             if mine is not None:
                 mine.close()
-            r.pid, r.control, r.handshake = pid, control_w, theirs
+            p.pid, p.control, p.handshake = pid, control_w, theirs
             self.controls.add(control_w)
             for fd, stream in ((status_r, "status"), (out_r, "stdout"), (err_r, "stderr")):
-                self._watch(r, fd, stream)
+                self._watch(p, fd, stream)
             if theirs is not None:  # answered once it asks (`_read`): the next pods fork meanwhile
                 self.answers.add(theirs.done)
-                self._watch(r, theirs.ask, "grant")
-            self._watch(r, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what r.fds holds
-        self._phase(r, "started", quiet=True)
+                self._watch(p, theirs.ask, "grant")
+            self._watch(p, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what p.fds holds
+        if isinstance(p, PodRun):
+            self._phase(p, "started", quiet=True)
+        else:
+            p.started = time.monotonic() - self.t0
 
-    def _close_handshake(self, r: PodRun) -> None:
-        if r.handshake is not None:
-            if r.handshake.ask in r.fds:
-                self.selector.unregister(r.handshake.ask)
-                del r.fds[r.handshake.ask]
-            self.answers.discard(r.handshake.done)
-            r.handshake.close()
-            r.handshake = None
+    def _close_handshake(self, p: Process) -> None:
+        if p.handshake is not None:
+            if p.handshake.ask in p.fds:
+                self.selector.unregister(p.handshake.ask)
+                del p.fds[p.handshake.ask]
+            self.answers.discard(p.handshake.done)
+            p.handshake.close()
+            p.handshake = None
 
-    def _watch(self, r: PodRun, fd: int, stream: str) -> None:
-        r.fds[fd] = stream
+    def _watch(self, p: Process, fd: int, stream: str) -> None:
+        p.fds[fd] = stream
         os.set_blocking(fd, False)
-        self.selector.register(fd, selectors.EVENT_READ, r)
+        self.selector.register(fd, selectors.EVENT_READ, p)
 
     def _phase(self, r: PodRun, phase: str, quiet: bool = False) -> None:
         r.timings[phase] = time.monotonic() - self.t0
@@ -478,15 +637,15 @@ class Runner:
             r.phase = phase
             self.listener("phase", r)
 
-    def _read(self, r: PodRun, fd: int) -> bool:
+    def _read(self, p: Process, fd: int) -> bool:
         """Consume what the pipe holds now; False once it has nothing more (drained or at EOF)."""
-        stream = r.fds[fd]
+        stream = p.fds[fd]
         if stream == "exit":  # its shim's pidfd, readable once the shim has exited: the loop reaps it next
             return False
         if stream == "grant":  # its user namespace is made: root writes its id maps (or it died first)
-            if r.pid is not None and r.handshake is not None:
-                sandbox.answer(r.pid, r.handshake)
-            self._close_handshake(r)
+            if p.pid is not None and p.handshake is not None:
+                sandbox.answer(p.pid, p.handshake)
+            self._close_handshake(p)
             return False
         try:
             data = os.read(fd, 65536)
@@ -495,66 +654,115 @@ class Runner:
         if not data:
             self.selector.unregister(fd)
             os.close(fd)
-            del r.fds[fd]
-            rest = r.buffers.pop(fd, b"")
+            del p.fds[fd]
+            rest = p.buffers.pop(fd, b"")
             if rest:
-                self._line(r, stream, rest)
+                self._line(p, stream, rest)
             return False
-        buf = r.buffers.get(fd, b"") + data
+        buf = p.buffers.get(fd, b"") + data
         *lines, buf = buf.split(b"\n")
-        r.buffers[fd] = buf
+        p.buffers[fd] = buf
         for line in lines:
-            self._line(r, stream, line)
+            self._line(p, stream, line)
         return True
 
-    def _line(self, r: PodRun, stream: str, raw: bytes) -> None:
+    def _line(self, p: Process, stream: str, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace")
         if stream != "status":
             if stream == "stderr" and text.strip():
-                r.stderr_tail.append(text.strip())
-            self.listener("log", (r, stream, text))
+                p.stderr_tail.append(text.strip())
+            if isinstance(p, ContainerRun):  # as `kubectl logs --all-containers --prefix` tells them apart
+                self.listener("log", (p.owner, stream, f"[{p.container.name}] {text}"))
+            else:
+                self.listener("log", (p, stream, text))
+            return
+        if not isinstance(p, PodRun):  # the probe's phases and result: the JAX container's alone
             return
         msg = json.loads(text)
         phase = msg.pop("phase")
         if phase == "result":
-            r.result = msg["result"]
-        elif not r.done:
-            self._phase(r, phase)
+            p.result = msg["result"]
+        elif not p.done:
+            self._phase(p, phase)
 
     def _reap(self, runs: list[PodRun]) -> None:
         for r in runs:
-            if r.pid is None or r.reaped:
-                continue
-            pid, status = os.waitpid(r.pid, os.WNOHANG)
-            if pid == 0:
-                continue
-            self._exited(r, status)
-            if r.group is not None and r.group.oom_killed():
-                r.reason = oom_reason(r.pod, r.group.peak_bytes())
-            elif r.signal == "SIGKILL" and not r.killed and capacity.oom_kills() > self.oom_baseline:
-                live = sum(p.pid is not None and not p.reaped for p in runs) + 1
-                self.machine = (
-                    f"this machine ran out of memory ({self.memory.in_use() / capacity.GIB:.1f} GiB in use by {live} "
-                    f"pods; {self.memory.limit.left / capacity.GIB:.1f} GiB was free at the start: "
-                    f"{self.memory.limit.source}): the kernel's OOM killer ended a pod's process; fix: fewer devices "
-                    f"per process or fewer processes here, or {capacity.AT_SCALE}"
-                )
-                r.reason = "killed by the kernel's OOM killer: this machine ran out of memory (not its own limit)"
-            elif r.signal == "SIGKILL" and not r.killed:
-                r.reason = (
-                    "killed by a SIGKILL that neither the simulator, its memory limit nor the machine's OOM killer "
-                    "sent (another process on this machine)"
-                )
-            elif r.signal is not None:
-                r.reason = f"killed by {r.signal}"
-            elif r.exit_code != 0:
-                failed = [k for k, c in ((r.result or {}).get("checks") or {}).items() if not c["ok"]]
-                r.reason = f"exit code {r.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
-            if (
-                r.preempted is not None
-            ):  # deleted by the drain, whatever its container said: the controllers see a failure
-                r.reason = self._preemption(r)
-            self._phase(r, "succeeded" if r.exit_code == 0 and r.preempted is None else "failed")
+            reaped = False
+            for p in r.processes:
+                if not p.live or p.pid is None:
+                    continue
+                pid, status = os.waitpid(p.pid, os.WNOHANG)
+                if pid == 0:
+                    continue
+                reaped = True
+                self._exited(p, status)
+                p.reason = self._why(p, runs)
+                if isinstance(p, ContainerRun):
+                    p.ended = time.monotonic() - self.t0
+                elif r.preempted is not None:  # deleted by the drain, whatever its container said
+                    r.reason = self._preemption(r)
+            if reaped:
+                self._settle(r)
+
+    def _why(self, p: PodRun | ContainerRun, runs: list[PodRun]) -> str | None:
+        """How a reaped container ended, for its reason (None: it exited 0)."""
+        if p.group is not None and p.group.oom_killed():
+            return oom_reason(p.pod, p.group.peak_bytes())
+        if p.signal == "SIGKILL" and not p.killed and capacity.oom_kills() > self.oom_baseline:
+            live = sum(any(q.live for q in r.processes) for r in runs) + 1
+            self.machine = (
+                f"this machine ran out of memory ({self.memory.in_use() / capacity.GIB:.1f} GiB in use by {live} "
+                f"pods; {self.memory.limit.left / capacity.GIB:.1f} GiB was free at the start: "
+                f"{self.memory.limit.source}): the kernel's OOM killer ended a pod's process; fix: fewer devices "
+                f"per process or fewer processes here, or {capacity.AT_SCALE}"
+            )
+            return "killed by the kernel's OOM killer: this machine ran out of memory (not its own limit)"
+        if p.signal == "SIGKILL" and not p.killed:
+            return (
+                "killed by a SIGKILL that neither the simulator, its memory limit nor the machine's OOM killer "
+                "sent (another process on this machine)"
+            )
+        if p.signal is not None:
+            return f"killed by {p.signal}"
+        if p.exit_code != 0:
+            checks = ((p.result or {}).get("checks") or {}) if isinstance(p, PodRun) else {}
+            failed = [k for k, c in checks.items() if not c["ok"]]
+            return f"exit code {p.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
+        return None
+
+    def _settle(self, r: PodRun) -> None:
+        """The pod's phase, once its containers decide it (pkg/kubelet/kubelet_pods.go getPhase): Failed as soon as
+        an init container fails; else once every main container has exited and its sidecars have stopped, Succeeded
+        if all the main containers exited 0, else Failed; a sidecar's own exit code never counts. Under restartPolicy
+        OnFailure (or Always) the kubelet restarts a failed container in place at once: the pod counts as failed here
+        already, and the engine restarts it in place (its whole group, with a JAX group's peers)."""
+        if r.done:
+            return
+        failed_init = next((c for c in r.others if c.container.role == "init" and c.reaped and c.exit_code), None)
+        if failed_init is not None:
+            r.reason = f"init container {failed_init.container.name}: {failed_init.reason}"
+            self._phase(r, "failed")
+            return
+        mains: list[Process] = [r, *(c for c in r.others if c.container.role == "main")]
+        failed = next((m for m in mains if m.reaped and (m.exit_code or m is r and r.preempted is not None)), None)
+        if r.pod.restart_policy != "Never" and failed is not None and r.exited is None:
+            self._failed(r, failed)
+            return
+        if not all(m.reaped for m in mains):
+            return
+        if r.exited is None:
+            r.exited = time.monotonic() - self.t0
+        if any(c.live for c in r.others):  # its sidecars: `_kubelet` stops them
+            return
+        if failed is None:
+            self._phase(r, "succeeded")
+        else:
+            self._failed(r, failed)
+
+    def _failed(self, r: PodRun, failed: Process) -> None:
+        if isinstance(failed, ContainerRun):
+            r.reason = f"container {failed.container.name}: {failed.reason}"
+        self._phase(r, "failed")
 
     def _preemption(self, r: PodRun) -> str:
         """How a preempted pod ended, for its reason."""
@@ -572,10 +780,10 @@ class Runner:
         )
         return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later ({grace}){deaf}"
 
-    def _drain(self, r: PodRun) -> None:
-        """Read what the pod wrote before it exited (its last lines explain the failure)."""
-        for fd in list(r.fds):
-            while self._read(r, fd):
+    def _drain(self, p: Process) -> None:
+        """Read what the container wrote before it exited (its last lines explain the failure)."""
+        for fd in list(p.fds):
+            while self._read(p, fd):
                 pass
 
     def _stuck(self, runs: list[PodRun], now: float) -> str | None:
@@ -599,7 +807,7 @@ class Runner:
         return min(r.pod.grace_period, self.options.grace_cap)
 
     def _end(self, runs: list[PodRun]) -> None:
-        """Stop every pod still running, reap it, close its pipes: nothing is left behind.
+        """Stop every container still running, reap it, close its pipes: nothing is left behind.
 
         After a preemption, and after the workload completed with pods still running, they are stopped as a
         controller deleting them is — the stop signal, then
@@ -608,60 +816,67 @@ class Runner:
         After a crash they are killed at once: a group that lost a process can save nothing together, and JAX's own
         SIGTERM handler would only hold the verdict up for the grace period."""
         for r in runs:  # a pod still waiting for its id maps is no shim yet: it ends on the handshake's EOF instead
-            self._close_handshake(r)
-        live = [(r, r.pid) for r in runs if r.pid is not None and not r.reaped]
+            for p in r.processes:
+                self._close_handshake(p)
+        live = [(r, p, p.pid) for r in runs for p in r.processes if p.live and p.pid is not None]
         graceful = any(r.preempted is not None or r.deleted or r.deadline_exceeded for r in runs)  # deleted pods
         now = time.monotonic()
         deadline = {}
-        for r, _ in live:
+        for r, p, _ in live:
             if graceful and r.preempted is None:
-                r.request(signal.SIGTERM)
+                p.request(signal.SIGTERM)
             signalled = self.t0 + r.preempted if r.preempted is not None else now
-            deadline[id(r)] = signalled + self._grace(r) if graceful else now
+            deadline[id(p)] = signalled + self._grace(r) if graceful else now
         unkilled = set(deadline)
-        while any(not r.reaped for r, _ in live) and unkilled:
-            for r, _ in live:
-                if id(r) in unkilled and time.monotonic() >= deadline[id(r)]:
-                    r.request(signal.SIGKILL)
-                    unkilled.discard(id(r))
+        while any(not p.reaped for _, p, _ in live) and unkilled:
+            for _, p, _ in live:
+                if id(p) in unkilled and time.monotonic() >= deadline[id(p)]:
+                    p.request(signal.SIGKILL)
+                    unkilled.discard(id(p))
             for key, _ in self.selector.select(0.02):
                 self._read(key.data, key.fd)
-            for r, pid in live:
-                if not r.reaped and (found := os.waitpid(pid, os.WNOHANG))[0]:
-                    self._ended(r, found[1])
-        for r, pid in live:
-            if not r.reaped:  # its container was SIGKILLed: its shim ends once the pod's namespace is empty
-                self._ended(r, os.waitpid(pid, 0)[1])
+            for r, p, pid in live:
+                if not p.reaped and (found := os.waitpid(pid, os.WNOHANG))[0]:
+                    self._ended(r, p, found[1])
+        for r, p, pid in live:
+            if not p.reaped:  # its container was SIGKILLed: its shim ends once the pod's namespace is empty
+                self._ended(r, p, os.waitpid(pid, 0)[1])
         for r in runs:
             if r.pid is None and r.phase == "pending":
-                r.reason = "never started"
-            for fd in list(r.fds):
-                self.selector.unregister(fd)
-                os.close(fd)
-            r.fds.clear()
+                r.reason = "never started" + (
+                    f": {ENDED_WITH_GROUP} in its init containers" if r.others and not r.initialized else ""
+                )
+            for p in r.processes:
+                for fd in list(p.fds):
+                    self.selector.unregister(fd)
+                    os.close(fd)
+                p.fds.clear()
 
-    def _exited(self, r: PodRun, status: int) -> None:
-        """A reaped pod: what it wrote last, and how it ended (the signal, if any, and exit code) from its shim's wait
-        status, which is its container's."""
-        r.reaped = True
-        self._drain(r)
-        for fd in [fd for fd, stream in r.fds.items() if stream == "exit"]:
+    def _exited(self, p: Process, status: int) -> None:
+        """A reaped container: what it wrote last, and how it ended (the signal, if any, and exit code) from its shim's
+        wait status, which is its container's."""
+        p.reaped = True
+        self._drain(p)
+        for fd in [fd for fd, stream in p.fds.items() if stream == "exit"]:
             self.selector.unregister(fd)
             os.close(fd)
-            del r.fds[fd]
-        if r.control is not None:
-            self.controls.discard(r.control)
-            os.close(r.control)
-            r.control = None
+            del p.fds[fd]
+        if p.control is not None:
+            self.controls.discard(p.control)
+            os.close(p.control)
+            p.control = None
         if os.WIFSIGNALED(status):  # reported as 128 + N, as containerd's reaper does: what onExitCodes matches
-            r.signal = signal.Signals(os.WTERMSIG(status)).name
-            r.exit_code = 128 + os.WTERMSIG(status)
+            p.signal = signal.Signals(os.WTERMSIG(status)).name
+            p.exit_code = 128 + os.WTERMSIG(status)
         else:
-            r.exit_code = os.WEXITSTATUS(status)
+            p.exit_code = os.WEXITSTATUS(status)
 
-    def _ended(self, r: PodRun, status: int) -> None:
-        """A pod the group's end stopped (not a failure of its own)."""
-        self._exited(r, status)
+    def _ended(self, r: PodRun, p: Process, status: int) -> None:
+        """A container the group's end stopped (not a failure of its own)."""
+        self._exited(p, status)
+        if p is not r:
+            p.reason = p.reason or ENDED_WITH_GROUP
+            return
         r.reason = r.reason or (self._preemption(r) if r.preempted is not None else ENDED_WITH_GROUP)
         if not r.done:
             self._phase(r, "deleted" if r.deleted else "failed")

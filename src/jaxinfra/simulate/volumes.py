@@ -27,7 +27,7 @@ starts. The simulator's own guard behind these rules is `paths.inside`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra.admission.validation import config_map_key, dns1123_label, local_descending_path, local_non_reserved_path
@@ -272,15 +272,16 @@ def _source(
 def resolve(
     where: str,
     pod_spec: Mapping,
-    container: Mapping,
+    containers: Sequence[tuple[str, Mapping]],
     namespace: str,
     annotations: Mapping[str, str],
     facts: PodFacts,
     objects: Objects,
     problems: list[tuple[str, Problem]],
-) -> tuple[model.Mount, ...]:
-    """The JAX container's mounts; every volume of the pod that cannot be set up is a problem (the pod stays Pending),
-    and so is every volume and mount the API server rejects (the pod is never created)."""
+) -> list[tuple[model.Mount, ...]]:
+    """Each container's mounts (`containers`: each with its path in the pod spec, `spec.containers[0]`); every volume
+    of the pod that cannot be set up is a problem (the pod stays Pending), and so is every volume and mount the API
+    server rejects (the pod is never created)."""
     sources: dict[str, model.Mount] = {}
     rejected: set[str] = set()
 
@@ -315,10 +316,22 @@ def resolve(
                     ),
                 )
             )
+    return [_mounts(where, path, c, sources, rejected, reject, problems) for path, c in containers]
+
+
+def _mounts(
+    where: str,
+    path: str,
+    container: Mapping,
+    sources: Mapping[str, model.Mount],
+    rejected: set[str],
+    reject: Callable[[Iterator[Rejection]], bool],
+    problems: list[tuple[str, Problem]],
+) -> tuple[model.Mount, ...]:
+    """One container's volumeMounts, onto the pod's volumes `sources`."""
     mounts = []
-    index = next((i for i, c in enumerate(pod_spec.get("containers") or []) if c is container), 0)
     for m, vm in enumerate(container.get("volumeMounts") or []):
-        if not isinstance(vm, Mapping) or reject(_rejected_mount(vm, f"spec.containers[{index}].volumeMounts[{m}]")):
+        if not isinstance(vm, Mapping) or reject(_rejected_mount(vm, f"{path}.volumeMounts[{m}]")):
             continue
         if str(vm.get("name")) in rejected:
             continue
@@ -331,7 +344,7 @@ def resolve(
                 (
                     f"subpath|{vm.get('name')}|{why}",
                     Problem(
-                        f"{where} spec.containers[{index}].volumeMounts[{m}].subPath",
+                        f"{where} {path}.volumeMounts[{m}].subPath",
                         sub,
                         f"the kubelet cannot create it, so the pod stays Pending: {why}",
                         "name a folder inside the volume, with shorter names",

@@ -29,7 +29,7 @@ class FailedPod(Protocol):
     @property
     def pod(self) -> model.Pod: ...
     @property
-    def exit_code(self) -> int | None: ...
+    def terminated(self) -> Sequence[tuple[str, int]]: ...
     @property
     def preempted(self) -> float | None: ...
     @property
@@ -52,18 +52,25 @@ def job_of(pod: model.Pod) -> tuple[str, int]:
     return pod.labels.get(JS_RJOB, ""), pod.job_index
 
 
-def pod_failure_action(rules: Sequence[Mapping[str, Any]], run: FailedPod) -> tuple[str, int | None]:
-    """The action of the first podFailurePolicy rule matching a failed pod, and its index ("Count", None if none)."""
+def pod_failure_action(
+    rules: Sequence[Mapping[str, Any]], run: FailedPod
+) -> tuple[str, int | None, tuple[str, int] | None]:
+    """The action of the first podFailurePolicy rule matching a failed pod, its index, and the (container, exit
+    code) it matched on ("Count", None, None if none). An onExitCodes rule looks at each container that exited
+    non-zero (`FailedPod.terminated`: main containers, then init containers; a `containerName` picks one)."""
     for index, rule in enumerate(rules):
         codes = rule.get("onExitCodes")
-        if codes and run.exit_code is not None:
-            inside = run.exit_code in set(codes.get("values", []))
-            if (codes.get("operator") == "In" and inside) or (codes.get("operator") == "NotIn" and not inside):
-                return rule.get("action", "Count"), index
+        if codes:
+            values, operator, wanted = set(codes.get("values", [])), codes.get("operator"), codes.get("containerName")
+            for name, code in run.terminated:
+                if wanted in (None, name) and (
+                    code in values if operator == "In" else operator == "NotIn" and code not in values
+                ):
+                    return rule.get("action", "Count"), index, (name, code)
         conditions = {c.get("type") for c in rule.get("onPodConditions") or [] if c.get("status", "True") == "True"}
         if "DisruptionTarget" in conditions and run.preempted is not None:  # --preempt: the kubelet marks it disrupted
-            return rule.get("action", "Count"), index
-    return "Count", None
+            return rule.get("action", "Count"), index, None
+    return "Count", None, None
 
 
 def tolerated(policy: model.RestartPolicy) -> int | None:
@@ -88,12 +95,12 @@ def job_failed(
             "Job was active longer than specified deadline",
             f"activeDeadlineSeconds ({policy.active_deadline}) exceeded",
         )
-    action, index = pod_failure_action(policy.pod_failure_rules, first)
+    action, index, container = pod_failure_action(policy.pod_failure_rules, first)
     pod = first.pod
     if action in ("FailJob", "FailIndex"):
         matched = (
-            f"Container {pod.container} for pod {pod.namespace}/{pod.name} failed with exit code {first.exit_code}"
-            if first.exit_code is not None
+            f"Container {container[0]} for pod {pod.namespace}/{pod.name} failed with exit code {container[1]}"
+            if container is not None
             else f"Pod {pod.namespace}/{pod.name} has condition DisruptionTarget"
         )
         said = f"podFailurePolicy: {action} on {pod.hostname} ({first.reason})"
