@@ -122,6 +122,7 @@ def _workload(
         problems=tuple(draft.problems + checker.findings.problems()),
         notes=(queued.note,) if queued is not None and queued.admitted else (),
         success=draft.success,
+        gates=draft.gates,
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
     )
 

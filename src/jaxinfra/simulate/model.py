@@ -191,6 +191,18 @@ class Success:
 
 
 @dataclass(frozen=True)
+class Gate:
+    """When some of a workload's pods may be created (a JobSet's `dependsOn` and `startupPolicy: InOrder`): the
+    pods at positions `pods` once every Job of `jobs` (each its pods' positions) is `status`: "Ready" (each of its
+    pods ready, or succeeded), "Complete" (each succeeded)."""
+
+    pods: tuple[int, ...]
+    jobs: tuple[tuple[int, ...], ...]
+    status: str
+    rule: str  # as the report names it: "dependsOn initializer: Complete"
+
+
+@dataclass(frozen=True)
 class Workload:
     """A JobSet, Indexed Job, JAXJob or TrainJob and the pods its controller(s) create, in global-index order."""
 
@@ -206,6 +218,7 @@ class Workload:
     notes: tuple[str, ...] = ()  # what was decided or not checked on the way (Kueue's admission)
     success: Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
     suspended: str | None = None  # the field that suspends it ("spec.suspend"), outside Kueue: no pod is created
+    gates: tuple[Gate, ...] = ()  # pods created only once other Jobs are ready or complete (a JobSet's dependsOn)
 
     @property
     def id(self) -> str:

@@ -317,6 +317,10 @@ class Runner:
         self.listening = False
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
         self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
+        self.gates: dict[int, list[model.Gate]] = {}  # by pod position: what its creation waits for
+        for gate in workload.gates:
+            for i in gate.pods:
+                self.gates.setdefault(i, []).append(gate)
 
     def run(self, index: int) -> Attempt:
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
@@ -342,7 +346,7 @@ class Runner:
                 now = time.monotonic()
                 wake = [s for r, s in zip(runs, starts.values()) if not r.begun and s > now]
                 for r in runs:
-                    r.begun = r.begun or now >= starts[id(r)]
+                    r.begun = r.begun or now >= starts[id(r)] and self._waiting(r, runs) is None
                     if r.begun and not r.done and self.machine is None:
                         self._kubelet(r, runs, now - t0, wake)
                 due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending"]
@@ -386,7 +390,11 @@ class Runner:
                     waiting = [r.pod.hostname for r in runs if not r.done]
                     phases = sorted({r.phase for r in runs if not r.done})
                     attempt.unfinished = True
-                    attempt.reason = f"--timeout reached with pods still {', '.join(phases)}: {', '.join(waiting[:8])}"
+                    gated = {g.rule for r in runs if not r.begun and (g := self._waiting(r, runs)) is not None}
+                    attempt.reason = (
+                        f"--timeout reached with pods still {', '.join(phases)}: {', '.join(waiting[:8])}"
+                        + (f" (not created yet, waiting for {'; '.join(sorted(gated))})" if gated else "")
+                    )
                     break
                 stuck = self._stuck(runs, now)
                 if stuck is not None:
@@ -477,6 +485,25 @@ class Runner:
                 c.request(signal.SIGKILL)
         else:
             wake.append(self.t0 + kill)
+
+    def _waiting(self, r: PodRun, runs: list[PodRun]) -> model.Gate | None:
+        """What keeps the pod's controller from creating it yet (`model.Gate`), or None."""
+        for gate in self.gates.get(r.pod.global_index, ()):
+            pods = [[runs[i] for i in job] for job in gate.jobs]
+            if gate.status == "Complete" and not all(p.phase == "succeeded" for job in pods for p in job):
+                return gate
+            if gate.status == "Ready" and not all(
+                any(p.phase == "failed" for p in job) or all(p.phase == "succeeded" or self._ready(p) for p in job)
+                for job in pods
+            ):
+                return gate
+        return None
+
+    def _ready(self, r: PodRun) -> bool:
+        """The pod's Ready condition: initialized, and every main container and sidecar running (kubelet
+        pkg/kubelet/status/generate.go GeneratePodReadyCondition). Readiness probes do not run here: a container
+        is ready once it runs."""
+        return r.initialized and r.live and all(c.live for role in ("main", "sidecar") for c in self._latest(r, role))
 
     def _others(self, r: PodRun) -> tuple[model.Container, ...]:
         """The pod's containers besides the JAX one that run here: all of them under --run-command; none under the
@@ -843,8 +870,12 @@ class Runner:
                 self._ended(r, p, os.waitpid(pid, 0)[1])
         for r in runs:
             if r.pid is None and r.phase == "pending":
-                r.reason = "never started" + (
-                    f": {ENDED_WITH_GROUP} in its init containers" if r.others and not r.initialized else ""
+                gate = None if r.begun else self._waiting(r, runs)
+                r.reason = (
+                    f"never created: its JobSet's {gate.rule} was not reached"
+                    if gate is not None
+                    else "never started"
+                    + (f": {ENDED_WITH_GROUP} in its init containers" if r.others and not r.initialized else "")
                 )
             for p in r.processes:
                 for fd in list(p.fds):

@@ -103,6 +103,7 @@ class Draft:
     labels: Mapping[str, str] = field(default_factory=dict)  # the workload object's own labels (Kueue's queue-name)
     success: model.Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
     suspended: str | None = None  # the workload object's suspend field, where it is true ("spec.suspend")
+    gates: tuple[model.Gate, ...] = ()  # pods its controller creates only later (a JobSet's dependsOn, InOrder)
 
     @property
     def id(self) -> str:

@@ -102,6 +102,38 @@ def _priority(pod_spec: Mapping, objects: Objects) -> str:
     return str(objects.priority_classes.get(pod_spec.get("priorityClassName") or "", 0))
 
 
+def _positions(jobs: list[ChildJob]) -> list[tuple[str, tuple[int, ...]]]:
+    """Each child Job's replicatedJob and its pods' positions in the workload: placed Job by Job, in `jobs` order."""
+    positions, start = [], 0
+    for job in jobs:
+        positions.append((job.pod_labels.get(JS_RJOB, ""), tuple(range(start, start + job.completions))))
+        start += job.completions
+    return positions
+
+
+def _gates(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> tuple[model.Gate, ...]:
+    """When each replicatedJob's Jobs are created (jobset_controller.go reconcile, depends_on.go
+    dependencyReachedStatus, startup_policy.go allReplicasStarted): with `dependsOn`, once every Job of each
+    replicatedJob it names is Complete (succeeded) or Ready (its ready and succeeded pods reach its parallelism, or it
+    failed); with `startupPolicy: InOrder`, once every Job of the replicatedJob before it is Ready, in order. The
+    webhook has already refused a dependsOn that names no earlier replicatedJob."""
+    by_rjob: dict[str, list[tuple[int, ...]]] = {}
+    for rjob, pods in _positions(jobs):
+        by_rjob.setdefault(rjob, []).append(pods)
+    gates = []
+    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
+    names = [str(r.get("name", "")) for r in rjobs]
+    for i, r in enumerate(rjobs):
+        pods = tuple(p for job in by_rjob.get(names[i], []) for p in job)
+        for dep in r.get("dependsOn") or []:
+            name, status = str(dep.get("name", "")), str(dep.get("status", ""))
+            gates.append(model.Gate(pods, tuple(by_rjob.get(name, [])), status, f"dependsOn {name}: {status}"))
+        if in_order and i:
+            before = tuple(by_rjob.get(names[i - 1], []))
+            gates.append(model.Gate(pods, before, "Ready", f"startupPolicy InOrder: after {names[i - 1]} is Ready"))
+    return tuple(g for g in gates if g.pods)
+
+
 def _success_policy(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> model.Success | None:
     """successPolicy (webhook default: operator All over every replicatedJob): the JobSet completes once Any one
     child Job of the target replicatedJobs has completed, or All of them (success_policy.go:
@@ -112,11 +144,7 @@ def _success_policy(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -
     names = [str(r.get("name", "")) for r in rjobs]
     if operator == "All" and (not targets or set(names) <= set(targets)):
         return None
-    positions, start = [], 0
-    for job in jobs:
-        positions.append((job.pod_labels.get(JS_RJOB, ""), tuple(range(start, start + job.completions))))
-        start += job.completions
-    matched = tuple(pods for rjob, pods in positions if not targets or rjob in targets)
+    matched = tuple(pods for rjob, pods in _positions(jobs) if not targets or rjob in targets)
     return model.Success(
         matched,
         1 if operator == "Any" else len(matched),
@@ -214,4 +242,5 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         problems,
         reference(obj, uid),
         success=success,
+        gates=_gates(spec, rjobs, jobs),
     )

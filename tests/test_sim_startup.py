@@ -1,0 +1,78 @@
+"""When a JobSet's controller creates each replicatedJob's Jobs (kubernetes-sigs/jobset @ 08dfbdfd
+pkg/controllers/jobset_controller.go, depends_on.go, startup_policy.go): `dependsOn` a replicatedJob Complete or
+Ready, and `startupPolicy: InOrder`. JobSets in the style of JobSet's depends-on and startup-policy examples (an
+initializer, a launcher, workers), run with --run-command; the order shows in the pods' start times."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.jobsets import jobset, only_workload, rjob
+
+pytestmark = pytest.mark.simulator
+
+
+def depends(rjob_: dict[str, Any], name: str, status: str) -> dict[str, Any]:
+    return {**rjob_, "dependsOn": [{"name": name, "status": status}]}
+
+
+def timings(workload: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """Each pod's phase times in the last attempt, by its replicatedJob (the first pod of each)."""
+    out: dict[str, dict[str, float]] = {}
+    for pod in workload["attempts"][-1]["pods"]:
+        out.setdefault(pod["name"].split("-")[1], pod["timings"])
+    return out
+
+
+def test_a_launcher_waits_for_the_initializer_to_complete_and_workers_for_the_launcher_to_be_ready(
+    tmp_path: Path,
+) -> None:
+    manifest = jobset(
+        "dep",
+        rjob("initializer", "sleep 0.3"),
+        depends(rjob("launcher", "sleep 1.5"), "initializer", "Complete"),
+        depends(rjob("worker", "true", pods=2), "launcher", "Ready"),
+    )
+    workload = only_workload(tmp_path, manifest)
+    assert workload["verdict"] == "succeeded"
+    t = timings(workload)
+    assert t["launcher"]["started"] >= t["initializer"]["succeeded"]
+    # created once the launcher runs (Ready), not once it completes
+    assert t["launcher"]["started"] <= t["worker"]["started"] < t["launcher"]["succeeded"]
+
+
+def test_when_the_initializer_fails_the_jobs_that_depend_on_it_are_never_created(tmp_path: Path) -> None:
+    manifest = jobset(
+        "dep", rjob("initializer", "exit 3"), depends(rjob("launcher", "true", pods=2), "initializer", "Complete")
+    )
+    workload = only_workload(tmp_path, manifest)
+    assert workload["verdict"] == "failed" and "exit code 3" in workload["reason"]
+    launchers = [p for p in workload["attempts"][0]["pods"] if "-launcher-" in p["name"]]
+    assert [(p["pid"], p["reason"]) for p in launchers] == [
+        (None, "never created: its JobSet's dependsOn initializer: Complete was not reached")
+    ] * 2
+
+
+def test_in_order_startup_creates_the_workers_once_the_driver_is_ready(tmp_path: Path) -> None:
+    manifest = jobset(
+        "ordered",
+        rjob("driver", "sleep 1.5"),
+        rjob("workers", "true", pods=2),
+        startupPolicy={"startupPolicyOrder": "InOrder"},
+    )
+    workload = only_workload(tmp_path, manifest)
+    assert workload["verdict"] == "succeeded"
+    t = timings(workload)
+    assert t["driver"]["started"] <= t["workers"]["started"] < t["driver"]["succeeded"]
+
+
+def test_a_dependency_that_never_completes_leaves_the_jobset_not_finished(tmp_path: Path) -> None:
+    manifest = jobset(
+        "dep", rjob("initializer", "sleep 60"), depends(rjob("launcher", "true"), "initializer", "Complete")
+    )
+    workload = only_workload(tmp_path, manifest, timeout="2")
+    assert workload["verdict"] == "not finished"
+    assert "dep-launcher-0-0 (not created yet, waiting for dependsOn initializer: Complete)" in workload["reason"]
