@@ -1,7 +1,8 @@
-"""When a JobSet's controller creates each replicatedJob's Jobs (kubernetes-sigs/jobset @ 08dfbdfd
-pkg/controllers/jobset_controller.go, depends_on.go, startup_policy.go): `dependsOn` a replicatedJob Complete or
-Ready, and `startupPolicy: InOrder`. JobSets in the style of JobSet's depends-on and startup-policy examples (an
-initializer, a launcher, workers), run with --run-command; the order shows in the pods' start times."""
+"""When a JobSet's controller creates each replicatedJob's Jobs, and the claims it creates for them
+(kubernetes-sigs/jobset @ 08dfbdfd pkg/controllers/jobset_controller.go, depends_on.go, startup_policy.go,
+volume_claim_policy.go): `dependsOn` a replicatedJob Complete or Ready, `startupPolicy: InOrder`,
+`volumeClaimPolicies`. JobSets in the style of JobSet's depends-on, startup-policy and volume-claim-policy examples
+(an initializer, a launcher, workers), run with --run-command; the order shows in the pods' start times."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.jobsets import jobset, only_workload, rjob
+from tests.support.jobsets import jobset, only_workload, rjob, run
 
 pytestmark = pytest.mark.simulator
 
@@ -76,3 +77,45 @@ def test_a_dependency_that_never_completes_leaves_the_jobset_not_finished(tmp_pa
     workload = only_workload(tmp_path, manifest, timeout="2")
     assert workload["verdict"] == "not finished"
     assert "dep-launcher-0-0 (not created yet, waiting for dependsOn initializer: Complete)" in workload["reason"]
+
+
+def claim_policies(*templates: str, retain: bool = False) -> list[dict[str, Any]]:
+    spec = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}
+    policy: dict[str, Any] = {"templates": [{"metadata": {"name": t}, "spec": spec} for t in templates]}
+    if retain:
+        policy["retentionPolicy"] = {"whenDeleted": "Retain"}
+    return [policy]
+
+
+def mounting(rjob_: dict[str, Any], *mounts: tuple[str, str]) -> dict[str, Any]:
+    """The replicatedJob with its container mounting each (volume, path)."""
+    [container] = rjob_["template"]["spec"]["template"]["spec"]["containers"]
+    container["volumeMounts"] = [{"name": name, "mountPath": path} for name, path in mounts]
+    return rjob_
+
+
+def test_claims_from_volume_claim_policies_are_created_and_shared_by_the_jobs_that_mount_them(tmp_path: Path) -> None:
+    """JobSet's volume-claim-policy example: an initializer writes into one claim, the nodes read it once it is
+    Complete and each write into another, retained claim (`--volume outputs-train=DIR` keeps it here)."""
+    prepare = mounting(rjob("prepare", "echo w0 > /data/weights.txt"), ("weights", "/data"))
+    nodes = mounting(
+        rjob("node", 'cat /data/weights.txt && echo "$JOB_COMPLETION_INDEX" > /out/node-$JOB_COMPLETION_INDEX', pods=2),
+        ("weights", "/data"),
+        ("outputs", "/out"),
+    )
+    manifest = jobset(
+        "train",
+        prepare,
+        depends(nodes, "prepare", "Complete"),
+        volumeClaimPolicies=[*claim_policies("weights"), *claim_policies("outputs", retain=True)],
+    )
+    kept = tmp_path / "outputs"
+    workload = only_workload(tmp_path, manifest, "--volume", f"outputs-train={kept}")
+    assert workload["verdict"] == "succeeded"
+    assert sorted(p.name for p in kept.iterdir()) == ["node-0", "node-1"]
+
+
+def test_a_claim_template_no_container_mounts_is_refused(tmp_path: Path) -> None:
+    manifest = jobset("train", rjob("prepare", "true"), volumeClaimPolicies=claim_policies("weights"))
+    rc, report, out = run(tmp_path, manifest)
+    assert rc == 2 and "don't have a matching volumeMount: weights from VolumeClaimPolicies" in out, out

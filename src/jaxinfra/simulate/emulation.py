@@ -158,6 +158,7 @@ def emulate(
     for draft in drafts:  # controller-created Services, only where none exists yet
         for svc in draft.services:
             services.setdefault((svc.namespace, svc.name), svc)
+    objects.claims.update(claim for draft in drafts for claim in draft.claims)  # before the kubelet looks for them
     started = _start_pods(drafts, objects, ip_base, api)
     dns = ClusterDns(services.values(), [p for placed, _ in started for _, p in placed])
     store = Store(m for m in manifests if isinstance(m, Mapping))

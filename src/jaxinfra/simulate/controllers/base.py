@@ -104,6 +104,7 @@ class Draft:
     success: model.Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
     suspended: str | None = None  # the workload object's suspend field, where it is true ("spec.suspend")
     gates: tuple[model.Gate, ...] = ()  # pods its controller creates only later (a JobSet's dependsOn, InOrder)
+    claims: tuple[tuple[str, str], ...] = ()  # (namespace, name) of the PVCs its controller creates
 
     @property
     def id(self) -> str:

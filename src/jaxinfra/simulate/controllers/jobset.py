@@ -4,7 +4,7 @@ headless Service it creates, and failurePolicy.maxRestarts.
 
 Source: kubernetes-sigs/jobset @ 08dfbdfd (the commit of jaxinfra/schemas/README.md):
 pkg/controllers/jobset_controller.go (constructJob, labelAndAnnotateObject,
-createHeadlessSvcIfNecessary, GetSubdomain, globalJobIndex, jobHashKey),
+createHeadlessSvcIfNecessary, GetSubdomain, globalJobIndex, jobHashKey), volume_claim_policy.go,
 pkg/webhooks/jobset_webhook.go (Default), pkg/webhooks/pod_webhook.go (Default),
 api/jobset/v1alpha2/jobset_types.go (label keys, kubebuilder defaults).
 """
@@ -102,6 +102,29 @@ def _priority(pod_spec: Mapping, objects: Objects) -> str:
     return str(objects.priority_classes.get(pod_spec.get("priorityClassName") or "", 0))
 
 
+def _claim_templates(spec: Mapping) -> list[str]:
+    """The names of the JobSet's volumeClaimPolicies templates: one PVC `<template>-<jobset>` each
+    (volume_claim_policy.go createPVCsIfNecessary, GeneratePVCName)."""
+    return [
+        str((t.get("metadata") or {}).get("name", ""))
+        for policy in spec.get("volumeClaimPolicies") or []
+        for t in policy.get("templates") or []
+    ]
+
+
+def _with_claims(pod_spec: dict, templates: list[str], jobset: str) -> dict:
+    """The pod spec with a volume for each claim template one of its containers (or init containers) mounts, as the
+    controller adds them to each child Job (volume_claim_policy.go addVolumes, hasVolumeMount)."""
+    mounted = {
+        str(m.get("name"))
+        for key in ("containers", "initContainers")
+        for c in pod_spec.get(key) or []
+        for m in c.get("volumeMounts") or []
+    }
+    added = [{"name": t, "persistentVolumeClaim": {"claimName": f"{t}-{jobset}"}} for t in templates if t in mounted]
+    return {**pod_spec, "volumes": [*(pod_spec.get("volumes") or []), *added]} if added else pod_spec
+
+
 def _positions(jobs: list[ChildJob]) -> list[tuple[str, tuple[int, ...]]]:
     """Each child Job's replicatedJob and its pods' positions in the workload: placed Job by Job, in `jobs` order."""
     positions, start = [], 0
@@ -167,6 +190,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
     jobs: list[ChildJob] = []
     problems: list[Problem] = []
     seen_groups: Counter[str] = Counter()
+    claim_templates = _claim_templates(spec)
     for r, n in zip(rjobs, replicas):
         job_spec = (r.get("template") or {}).get("spec") or {}
         mode = job_spec.get("completionMode", "Indexed")  # webhook default: Indexed
@@ -181,7 +205,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         completions, parallelism, count_problems = counts(job_spec, f"{where}.template.spec")
         problems += count_problems
         pod_template = job_spec.get("template") or {}
-        pod_spec = dict(pod_template.get("spec") or {})
+        pod_spec = _with_claims(dict(pod_template.get("spec") or {}), claim_templates, name)
         group = r.get("groupName") or "default"
         for j in range(n):
             stamp = _jobset_stamp(
@@ -243,4 +267,5 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         reference(obj, uid),
         success=success,
         gates=_gates(spec, rjobs, jobs),
+        claims=tuple((ns, f"{t}-{name}") for t in claim_templates),
     )
