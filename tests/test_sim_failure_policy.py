@@ -63,11 +63,17 @@ def test_restarts_that_ignore_max_restarts_end_as_a_loop_without_limit(tmp_path:
 
 
 def test_a_child_jobs_backoff_limit_recreates_its_pods_before_the_jobset_restarts(tmp_path: Path) -> None:
-    """backoffLimit 1: the Job controller recreates the failed pod once; the second failure fails the Job, and the
-    JobSet restarts (new Jobs, whose count starts anew) up to maxRestarts."""
-    workload = run(tmp_path, {"maxRestarts": 1}, rjob("workers", "exit 1", backoffLimit=1))
+    """backoffLimit 1: the Job controller recreates the failed pod once (its peer runs on); the second failure fails
+    the Job, and the JobSet restarts (new Jobs, whose count starts anew) up to maxRestarts."""
+    workers = rjob("workers", 'test "$JOB_COMPLETION_INDEX" = 0 && sleep 1 || exit 1', pods=2, backoffLimit=1)
+    workload = run(tmp_path, {"maxRestarts": 1}, workers)
     assert (workload["verdict"], workload["restarts"]) == ("failed", 3)
-    assert [a["then"] for a in workload["attempts"]] == ["pods recreated", "JobSet restart", "pods recreated", None]
+    assert [a["then"] for a in workload["attempts"]] == ["JobSet restart", None]
+    for attempt in workload["attempts"]:  # index 1 recreated once, under a new name; index 0 never stopped for it
+        [replaced] = attempt["replaced"]
+        [peer, last] = attempt["pods"]
+        assert replaced["hostname"] == last["hostname"] == "fp-workers-0-1" and replaced["name"] != last["name"]
+        assert peer["reason"] == "ended with its group" and "started" in peer["timings"]
     assert "backoffLimit (1) exceeded: 2 pod failures; failurePolicy.maxRestarts (1) exhausted" in workload["reason"]
 
 

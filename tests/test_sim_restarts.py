@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 
 from jaxinfra.simulate import model
+from jaxinfra.simulate.controllers.job_failure import Failures
 from jaxinfra.simulate.controllers.jobset import JS_RJOB
-from jaxinfra.simulate.engine import Failures, restart_decision
+from jaxinfra.simulate.engine import restart_decision
 from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, PodRun
 
 pytestmark = pytest.mark.unit

@@ -150,7 +150,9 @@ def test_pod_failure_policy_matches_a_sigkill_as_exit_code_137(
     rc, report, out = simulate(home, job(["sh", "-c", "sleep 2"], backoff_limit=1, rules=rules), "--kill", "stop-0@0.5")
     [w] = report["workloads"]
     assert rc == (1 if verdict == "failed" else 0) and (w["verdict"], w["restarts"]) == (verdict, restarts), out
-    assert (first_pod(report)["signal"], first_pod(report)["exit_code"]) == ("SIGKILL", 137)
+    attempt = w["attempts"][0]
+    killed = (attempt["replaced"] or attempt["pods"])[0]  # recreated under a new name where the Job went on
+    assert (killed["signal"], killed["exit_code"]) == ("SIGKILL", 137)
     assert ("podFailurePolicy: FailJob" in out) == (verdict == "failed"), out
 
 

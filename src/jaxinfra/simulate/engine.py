@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandbox
 from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.controllers import failure_policy, job_failure
-from jaxinfra.simulate.controllers.job_failure import JobFailure
+from jaxinfra.simulate.controllers.job_failure import Failures, JobFailure
 from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.errors import MachineLimit
 from jaxinfra.simulate.node import Node
@@ -59,11 +59,13 @@ class WorkloadResult:
     verdict: str = "pending"  # succeeded | failed | not finished (NOT_FINISHED)
     reason: str | None = None
     recreated: int = 0  # times its pods were recreated (new names and IPs); in-place restarts keep them
+    replacements: int = 0  # pods its Jobs created in place of failed ones while the others ran on
     manifests: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)  # its cluster's objects
 
     @property
     def restarts(self) -> int:
-        return max(len(self.attempts) - 1, 0)
+        """How often its controllers started pods again: whole attempts, and pods its Jobs replaced within one."""
+        return max(len(self.attempts) - 1, 0) + sum(len(a.replaced) for a in self.attempts)
 
     def as_dict(self) -> dict[str, Any]:
         w = self.workload
@@ -89,6 +91,7 @@ class WorkloadResult:
                     "then": a.restart.words if a.restart is not None else None,
                     "memory_peak": a.memory_peak,
                     "pods": [r.as_dict() for r in a.pods],
+                    "replaced": [r.as_dict() for r in a.replaced],
                 }
                 for a in self.attempts
             ],
@@ -139,10 +142,6 @@ def _problem(p: Problem) -> dict[str, Any]:
     return {"path": p.path, "value": repr(p.value), "message": p.message, "fix": p.fix}
 
 
-Failures = dict[tuple[str, int], dict[int, int]]
-"""Pod failures so far, per child Job ((replicatedJob, job index); ("", 0) for a Job) and completion index."""
-
-
 def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: Failures) -> str | None:
     """None to start the group again (how: the last attempt's `restart`), else why the workload has failed.
 
@@ -157,8 +156,8 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
         if r.phase == "failed":
             jobs.setdefault(job_failure.job_of(r.pod), []).append(r)
     mine = job_failure.job_of(last.first_failure.pod)
-    failed: list[tuple[str, JobFailure]] = []
-    for key in sorted(jobs, key=lambda k: k != mine):  # the Job of the pod that failed by itself first
+    failed: list[tuple[str, JobFailure]] = [last.job_failure] if last.job_failure else []  # the runner's Job controller
+    for key in sorted(jobs, key=lambda k: k != mine) if not failed else ():  # the failed pod's own Job first
         job = policy.job(key[0])
         if why := job_failure.job_failed(job, jobs[key], first_failure(jobs[key]), failures.setdefault(key, {})):
             failed.append((key[0], why))
@@ -415,6 +414,32 @@ def _job_deadlines(workload: model.Workload, job_started: dict[tuple[str, int], 
     return out
 
 
+def _respawn(
+    sim: _Simulation,
+    manifests: Sequence[Mapping[str, Any]],
+    base: tuple[int, int],
+    result: WorkloadResult,
+    restarts: list[model.Restart],
+    position: int,
+) -> model.Pod:
+    """The pod a Job controller creates in place of the failed one at `position`: the same index and address, a new
+    name (drawn from a seed of its own: each replacement is another pod)."""
+    result.replacements += 1
+    cluster = emulate(
+        manifests,
+        base,
+        check_all=not sim.options.run_command,
+        restarts=sum(r.jobset for r in restarts),
+        recreated=result.recreated + REPLACEMENT_SEEDS * result.replacements,
+        api=sim.api,
+    )
+    return next(w for w in cluster.workloads if w.id == result.workload.id).pods[position]
+
+
+REPLACEMENT_SEEDS = 1_000_000
+"""Pod-name seeds of replaced pods start here, apart from those of whole recreations (`WorkloadResult.recreated`)."""
+
+
 def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], sim: _Simulation) -> None:
     """Attempts until one succeeds or the controller's rules (or a crash loop, or --timeout) end the workload.
 
@@ -471,6 +496,8 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
             sim.storage,
             sim.node,
             _job_deadlines(workload, job_started, started),
+            failures,
+            functools.partial(_respawn, sim, manifests, base, result, restarts),
         )
         attempt = runner.run(index)
         attempt.backoff = backoff

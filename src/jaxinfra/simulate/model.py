@@ -138,6 +138,7 @@ class RestartPolicy:
     max_restarts: int = 0  # JobSet failurePolicy.maxRestarts: whole-group restarts
     backoff_limit: int | None = 0  # Job backoffLimit (controllers/job_failure.py tolerated); None: no limit
     backoff_limit_per_index: int | None = None  # Job backoffLimitPerIndex
+    max_failed_indexes: int | None = None  # Job maxFailedIndexes: more failed indexes fail the Job at once
     pod_failure_rules: tuple[Mapping, ...] = ()  # Job podFailurePolicy.rules, verbatim
     in_place: bool = False  # pod restartPolicy OnFailure/Always: the kubelet restarts the container in its pod
     active_deadline: int | None = None  # Job activeDeadlineSeconds: from the Job's start, whatever its retries

@@ -61,10 +61,12 @@ class Reporter:
             self._attempt(*payload)
 
     def _phase(self, run: PodRun) -> None:
-        if run not in self.runs:
-            if any(r.pod.hostname == run.pod.hostname for r in self.runs):  # a new attempt began
-                self.runs = []
-            self.runs.append(run)
+        if run not in self.runs:  # a pod of a new attempt, or one its Job recreated, takes its hostname's row
+            rows = [i for i, r in enumerate(self.runs) if r.pod.hostname == run.pod.hostname]
+            if rows:
+                self.runs[rows[0]] = run
+            else:
+                self.runs.append(run)
         if self.console.is_terminal:
             if self.live is None:
                 self.live = Live(self._table(), console=self.console, auto_refresh=False, transient=True)

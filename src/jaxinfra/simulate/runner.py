@@ -25,6 +25,8 @@ from jaxinfra import interrupts
 from jaxinfra.simulate import capacity, container, fds, image, model, paths, sandbox, shim
 from jaxinfra.simulate.cgroups import PodGroup
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
+from jaxinfra.simulate.controllers import job_failure
+from jaxinfra.simulate.controllers.job_failure import Failures, JobFailure
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Faults, Options
 
@@ -124,6 +126,8 @@ class PodRun(Process):
     initialized: bool = False  # its init containers are through (each completed, each sidecar started)
     others: list[ContainerRun] = field(default_factory=list)  # its other containers' processes, as they started
     exited: float | None = None  # when its last main container exited (its sidecars are stopped then)
+    generation: int = 0  # how many pods its Job created at its place before it, in this attempt (`_replace_failed`)
+    index_failed: bool = False  # past its Job's backoffLimitPerIndex: its index failed for good, the others run on
 
     @property
     def done(self) -> bool:
@@ -208,10 +212,35 @@ class Attempt:
     machine: str | None = None  # the machine's own verdict (out of memory, processes, descriptors): not the job's
     unfinished: bool = False  # --timeout came with pods still running: on a cluster they would run on
     restart: model.Restart | None = None  # how its pods started again (the engine's decision), if they did
+    replaced: list[PodRun] = field(default_factory=list)  # failed pods its Jobs replaced while the others ran on
+    job_failure: tuple[str, JobFailure] | None = None  # (replicatedJob, condition) of the Job that failed, if one did
 
     @property
     def first_failure(self) -> PodRun:
         return first_failure(self.pods)
+
+
+JAX_ENV = frozenset({"JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES"})
+"""Env that gives JAX processes a group: a pod with any of it is a JAX process (contract.py reads the same)."""
+
+
+def _loaded_jax(shim: int) -> bool:
+    """Whether a process of the container whose shim is `shim` has jaxlib mapped (it imported jax): the container's
+    processes are the shim's descendants (/proc/PID/task/PID/children, their maps readable to their user namespace's
+    owner). False where they cannot be read."""
+    todo, seen = [shim], set()
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.add(pid)
+        try:
+            if pid != shim and "jaxlib" in Path(f"/proc/{pid}/maps").read_text():
+                return True
+            todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except (OSError, ValueError):
+            continue
+    return False
 
 
 def first_failure(runs: list[PodRun]) -> PodRun:
@@ -297,12 +326,17 @@ class Runner:
         storage: Callable[[model.Mount], Path] | None = None,
         node: Node | None = None,
         job_deadlines: Mapping[int, float] | None = None,
+        failures: Failures | None = None,
+        respawn: Callable[[int], model.Pod] | None = None,
     ):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
         DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token;
         `job_deadlines`: when each pod's Job passes its activeDeadlineSeconds (monotonic, by the pod's global index)."""
         self.workload = workload
         self.job_deadlines = job_deadlines or {}
+        self.failures = failures if failures is not None else {}
+        self.respawn = respawn
+        self.jax_group: bool | None = None  # decided at the first failure (`_one_group`)
         self.isolation = isolation
         self.records = records
         self.credentials = credentials
@@ -337,13 +371,13 @@ class Runner:
             + [(t, signal.SIGTERM, True) for t in [faults.lookup(faults.preempt, r.pod)] if t is not None]
             for r in runs
         }
-        coordinator = runs[0]
         self.oom_baseline, self.memory = capacity.oom_kills(), MemorySampler(runs)
         self.machine: str | None = None
         try:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
                 now = time.monotonic()
+                coordinator = runs[0]  # (a replaced pod takes its place)
                 wake = [s for r, s in zip(runs, starts.values()) if not r.begun and s > now]
                 for r in runs:
                     r.begun = r.begun or now >= starts[id(r)] and self._waiting(r, runs) is None
@@ -378,7 +412,7 @@ class Runner:
                 if self.machine is not None:
                     attempt.reason = attempt.machine = self.machine
                     break
-                if any(r.phase == "failed" for r in runs):
+                if any(r.phase == "failed" for r in runs) and not self._replace_failed(runs, attempt, starts, timed):
                     break
                 if self._complete(runs):
                     attempt.ok = True
@@ -486,6 +520,62 @@ class Runner:
         else:
             wake.append(self.t0 + kill)
 
+    def _replace_failed(
+        self, runs: list[PodRun], attempt: Attempt, starts: dict[int, float], timed: dict[int, list[Any]]
+    ) -> bool:
+        """The Job controller, for pods that are not one JAX group: each failed pod counts against its own Job
+        (controllers/job_failure.py) while the others run on; within the Job's limits it is recreated (restartPolicy
+        Never: a new pod at its index, with a new name, its address, fresh emptyDirs) and True is returned; an index
+        past backoffLimitPerIndex fails for good while the others run on; a Job past its limits fails
+        (`attempt.job_failure`; False: the attempt ends, its other pods are deleted). A JAX group ends at its first
+        failure instead (False), as its processes would once the coordinator noticed; so does a pod whose container
+        restarts in place (OnFailure: the engine restarts the group in place, its back-off recorded), and a Job with
+        no limit (the engine's crash-loop rule ends its loop)."""
+        if self.respawn is None:
+            return False
+        if self.jax_group is None:
+            self.jax_group = self._one_group(runs)
+        if self.jax_group:
+            return False
+        for i, r in enumerate(runs):
+            if r.phase != "failed" or r.index_failed:
+                continue
+            key = job_failure.job_of(r.pod)
+            policy = self.workload.restart.job(key[0])
+            if policy.in_place or policy.backoff_limit is None and policy.backoff_limit_per_index is None:
+                return False  # the engine restarts it in place (its back-off recorded), or ends its loop
+            failed = job_failure.job_failed(policy, [r], r, self.failures.setdefault(key, {}))
+            if failed is not None and failed.reason == "FailedIndexes" and policy.backoff_limit_per_index is not None:
+                r.index_failed = True  # for good; the Job's other indexes run on (job_controller.go: failedIndexes)
+                continue
+            if failed is not None:
+                attempt.job_failure = (key[0], failed)
+                return False
+            self._end([r])  # what is left of it (its sidecars)
+            new = PodRun(self.respawn(i), generation=r.generation + 1)
+            attempt.replaced.append(r)
+            runs[i] = new
+            starts[id(new)], timed[id(new)] = time.monotonic(), []
+        for key in dict.fromkeys(job_failure.job_of(r.pod) for r in runs if r.index_failed):
+            policy = self.workload.restart.job(key[0])
+            mine = [r for r in runs if job_failure.job_of(r.pod) == key]
+            lost, limit = sum(r.index_failed for r in mine), policy.max_failed_indexes
+            if (limit is not None and lost > limit) or all(r.index_failed or r.phase == "succeeded" for r in mine):
+                # job_controller.go: past maxFailedIndexes at once, else once no index is left running
+                attempt.job_failure = (key[0], job_failure.failed_indexes(policy, lost))
+                return False
+        return True
+
+    def _one_group(self, runs: list[PodRun]) -> bool:
+        """Whether the workload's pods are one JAX group, whose processes all fail once one of them has: always under
+        the probe; under --run-command, where the env gives JAX a coordinator (a JAX env contract, GKE's TPU env) or
+        some pod's process has loaded jaxlib (a program with a bare `jax.distributed.initialize()`)."""
+        if not self.options.run_command:
+            return True
+        if any(r.pod.accelerator == "tpu" or JAX_ENV & r.pod.env.keys() for r in runs):
+            return True
+        return any(_loaded_jax(p.pid) for r in runs for p in r.processes if p.live and p.pid is not None)
+
     def _waiting(self, r: PodRun, runs: list[PodRun]) -> model.Gate | None:
         """What keeps the pod's controller from creating it yet (`model.Gate`), or None."""
         for gate in self.gates.get(r.pod.global_index, ()):
@@ -547,7 +637,7 @@ class Runner:
 
     def _pod_dir(self, r: PodRun) -> Path:
         """The pod's folder, by its index: nothing the manifest says (its name) is a host path."""
-        return self.workdir / f"pod-{r.pod.global_index}"
+        return self.workdir / f"pod-{r.pod.global_index}" / str(r.generation)
 
     def _start_or_stop(self, p: PodRun | ContainerRun, r: PodRun, runs: list[PodRun]) -> None:
         """Start a container of pod `r` (its JAX container, then its other main containers with it); where this

@@ -159,6 +159,7 @@ def restart_policy(job_spec: Mapping) -> model.RestartPolicy:
         kind="job",
         backoff_limit=int(limit) if limit is not None else default,
         backoff_limit_per_index=per_index,
+        max_failed_indexes=job_spec.get("maxFailedIndexes"),
         pod_failure_rules=tuple((job_spec.get("podFailurePolicy") or {}).get("rules") or ()),
         in_place=((job_spec.get("template") or {}).get("spec") or {}).get("restartPolicy") in ("OnFailure", "Always"),
         active_deadline=to_int(job_spec.get("activeDeadlineSeconds"), 0) or None,

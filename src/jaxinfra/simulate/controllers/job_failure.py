@@ -22,6 +22,9 @@ from typing import Any, Protocol
 from jaxinfra.simulate import model
 from jaxinfra.simulate.controllers.jobset import JS_RJOB
 
+Failures = dict[tuple[str, int], dict[int, int]]
+"""Pod failures so far, per child Job ((replicatedJob, job index); ("", 0) for a Job) and completion index."""
+
 
 class FailedPod(Protocol):
     """What of a failed pod the Job controller reads (a runner.PodRun)."""
@@ -82,6 +85,19 @@ def tolerated(policy: model.RestartPolicy) -> int | None:
     return max(policy.backoff_limit - 1, 0) if policy.in_place else policy.backoff_limit
 
 
+def failed_indexes(policy: model.RestartPolicy, lost: int = 1) -> JobFailure:
+    """The Failed condition of a Job whose indexes (`lost` of them) failed past backoffLimitPerIndex: at once past
+    maxFailedIndexes, else once none of its indexes is left running."""
+    limit = policy.max_failed_indexes
+    summary = (
+        f"maxFailedIndexes ({limit}) exceeded: {lost} failed indexes"
+        if limit is not None and lost > limit
+        else f"backoffLimitPerIndex ({policy.backoff_limit_per_index}) exceeded"
+        + (f" on {lost} indexes" if lost > 1 else "")
+    )
+    return JobFailure("FailedIndexes", "Job has failed indexes", summary)
+
+
 def job_failed(
     policy: model.RestartPolicy, runs: Sequence[FailedPod], first: FailedPod, failures: MutableMapping[int, int]
 ) -> JobFailure | None:
@@ -113,7 +129,7 @@ def job_failed(
             failures[r.pod.completion_index] = failures.get(r.pod.completion_index, 0) + 1
     per_index = policy.backoff_limit_per_index
     if per_index is not None and max(failures.values(), default=0) > per_index:
-        return JobFailure("FailedIndexes", "Job has failed indexes", f"backoffLimitPerIndex ({per_index}) exceeded")
+        return failed_indexes(policy)
     total, limit = sum(failures.values()), tolerated(policy)
     if limit is not None and total > limit:
         return JobFailure(

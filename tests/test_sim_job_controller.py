@@ -1,0 +1,129 @@
+"""The Job controller for pods that are not one JAX group (kubernetes/kubernetes @ 6ae037f1
+pkg/controller/job/job_controller.go): each failed pod counts against its Job while the others run on, and is
+recreated at its index under a new name within the Job's limits; an index past backoffLimitPerIndex fails for good
+while the other indexes run to the end, and the Job then fails with FailedIndexes, at once past maxFailedIndexes.
+Indexed Jobs in the style of the Kubernetes docs' Job examples (busybox shell lines sharing a claim), run with
+--run-command; a JAX group still ends at its first failure (`runner._loaded_jax`)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jaxinfra.simulate.runner import _loaded_jax
+from jaxinfra.yamlio import dump
+from tests.support.cli import simulate_cli
+
+pytestmark = pytest.mark.simulator
+
+CLAIM = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "state"}, "spec": {}}
+
+
+def job(script: str, pods: int = 3, **spec: Any) -> dict[str, Any]:
+    """An Indexed Job of `pods` pods running `sh -c SCRIPT` with the claim `state` at /state (what a pod leaves there
+    outlives it); restartPolicy Never, and `spec`'s fields."""
+    container = {
+        "name": "main",
+        "image": "busybox:1.36",
+        "command": ["sh", "-c", script],
+        "volumeMounts": [{"name": "state", "mountPath": "/state"}],
+    }
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [container],
+        "volumes": [{"name": "state", "persistentVolumeClaim": {"claimName": "state"}}],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "work"},
+        "spec": {
+            "completions": pods,
+            "parallelism": pods,
+            "completionMode": "Indexed",
+            **spec,
+            "template": {"spec": pod},
+        },
+    }
+
+
+def simulate(tmp_path: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    (tmp_path / "job.yaml").write_text(dump([CLAIM, manifest]))
+    rc, report, out = simulate_cli(str(tmp_path / "job.yaml"), "--run-command", "--timeout", "60", tmp=tmp_path)
+    [workload] = report["workloads"]
+    assert rc == (0 if workload["verdict"] == "succeeded" else 1), out
+    return workload
+
+
+def test_a_failed_pod_is_recreated_alone_and_only_it_counts(tmp_path: Path) -> None:
+    """backoffLimit 1, one pod fails once: one failure, within the limit. Its peers run on untouched (ended with
+    the group, they would have counted three failures)."""
+    once = (
+        'if [ "$JOB_COMPLETION_INDEX" = 1 ] && [ ! -e /state/failed ]; then touch /state/failed; exit 1; fi; sleep 0.5'
+    )
+    workload = simulate(tmp_path, job(once, backoffLimit=1))
+    assert (workload["verdict"], workload["restarts"], len(workload["attempts"])) == ("succeeded", 1, 1)
+    [attempt] = workload["attempts"]
+    [replaced] = attempt["replaced"]
+    assert (replaced["hostname"], replaced["exit_code"]) == ("work-1", 1)
+    pods = {p["hostname"]: p for p in attempt["pods"]}
+    assert pods["work-1"]["name"] != replaced["name"] and pods["work-1"]["ip"] == replaced["ip"]
+    assert all(p["phase"] == "succeeded" for p in pods.values())
+
+
+def test_past_its_backoff_limit_the_job_fails_and_its_other_pods_are_deleted(tmp_path: Path) -> None:
+    workload = simulate(tmp_path, job('test "$JOB_COMPLETION_INDEX" != 1 || exit 1; sleep 30', backoffLimit=1))
+    assert workload["verdict"] == "failed" and "BackoffLimitExceeded" in workload["reason"]
+    assert "backoffLimit (1) exceeded: 2 pod failures" in workload["reason"]
+    [attempt] = workload["attempts"]
+    assert [p["hostname"] for p in attempt["replaced"]] == ["work-1"]
+    assert {p["hostname"]: p["reason"] for p in attempt["pods"] if p["hostname"] != "work-1"} == {
+        "work-0": "ended with its group",
+        "work-2": "ended with its group",
+    }
+
+
+EVEN_FAIL = 'echo "index $JOB_COMPLETION_INDEX"; test $((JOB_COMPLETION_INDEX % 2)) = 1'
+
+
+def test_indexes_past_their_backoff_limit_fail_for_good_while_the_others_complete(tmp_path: Path) -> None:
+    """The docs' backoffLimitPerIndex example: every index runs; the failing ones get their one retry; the Job then
+    fails with FailedIndexes."""
+    workload = simulate(tmp_path, job(EVEN_FAIL, pods=4, backoffLimitPerIndex=1, maxFailedIndexes=3))
+    assert workload["verdict"] == "failed" and "FailedIndexes" in workload["reason"]
+    [attempt] = workload["attempts"]
+    assert sorted(p["hostname"] for p in attempt["replaced"]) == ["work-0", "work-2"]  # each retried once
+    phases = {p["hostname"]: p["phase"] for p in attempt["pods"]}
+    assert phases == {"work-0": "failed", "work-1": "succeeded", "work-2": "failed", "work-3": "succeeded"}
+
+
+def test_more_failed_indexes_than_max_failed_indexes_fail_the_job_at_once(tmp_path: Path) -> None:
+    script = "test $((JOB_COMPLETION_INDEX % 2)) = 1 || exit 1; sleep 30"
+    workload = simulate(tmp_path, job(script, pods=4, backoffLimitPerIndex=0, maxFailedIndexes=1))
+    assert workload["verdict"] == "failed" and "FailedIndexes" in workload["reason"]
+    assert "maxFailedIndexes (1) exceeded: 2 failed indexes" in workload["reason"]
+    [attempt] = workload["attempts"]  # the odd indexes, still running, are deleted with the failed Job
+    assert [(p["hostname"], p["reason"]) for p in attempt["pods"][1::2]] == [
+        ("work-1", "ended with its group"),
+        ("work-3", "ended with its group"),
+    ]
+
+
+def test_a_process_that_imported_jax_is_recognised_as_a_jax_process() -> None:
+    """What makes the runner end a --run-command group at its first failure: some process of the pod (any
+    descendant of its shim) has jaxlib mapped."""
+    child = "import jaxlib.xla_client, time; print(1, flush=True); time.sleep(30)"
+    script = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {child!r}])"
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE)
+    plain = subprocess.Popen(["sleep", "30"])
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == b"1\n"
+        assert _loaded_jax(parent.pid) and not _loaded_jax(plain.pid)
+    finally:
+        for p in (parent, plain):
+            p.kill()
+            p.wait()
