@@ -103,7 +103,8 @@ def test_where_this_process_sits_in_each_hierarchy_is_read_from_its_cgroup_file(
 
 @pytest.mark.unit
 def test_this_machines_limits_are_read_not_assumed() -> None:
-    assert 0 < capacity.memory().left <= (capacity.available_memory() or 1 << 62)
+    # MemAvailable moves between two reads (other processes allocate and free): within 256 MiB of each other
+    assert 0 < capacity.memory().left <= (capacity.available_memory() or 1 << 62) + (256 << 20)
     assert 0 < capacity.tasks().left < int(Path("/proc/sys/kernel/pid_max").read_text())
     assert 0 < capacity.descriptors().left
     assert capacity.oom_kills() >= 0
