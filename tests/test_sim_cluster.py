@@ -779,14 +779,16 @@ def test_parallelism_below_completions() -> None:
 
 def test_kinds_no_emulated_controller_runs_are_stored_not_simulated() -> None:
     """A Deployment is stored and run by its controller on a cluster; the simulator says it does not run it. A
-    NonIndexed Job gives its pods no index, which the JAX contract needs."""
+    NonIndexed Job runs, but gives its pods no index, which the JAX contract needs: a problem under the probe, a note
+    where the containers' own commands run."""
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "x"}}
     plain_job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain"}, "spec": {"completions": 2}}
     objects = [deployment, plain_job, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}]
-    c = emulate(objects)
-    assert c.workloads == ()
-    assert [p.path for p in c.problems] == ["Job/default/plain"]
-    assert "NonIndexed" in c.problems[0].value and "completionMode: Indexed" in c.problems[0].fix
+    [probed] = emulate(objects).workloads
+    first = probed.problems[0]
+    assert first.path == "Job/default/plain" and "NonIndexed" in first.value and "completionMode: Indexed" in first.fix
+    [run] = emulate(objects, check_all=False).workloads
+    assert run.problems == () and "NonIndexed" in run.notes[0] and len(run.pods) == 2
     assert controllers.not_simulated(objects) == ["Deployment/x/web"]
 
 

@@ -127,3 +127,33 @@ def test_a_process_that_imported_jax_is_recognised_as_a_jax_process() -> None:
         for p in (parent, plain):
             p.kill()
             p.wait()
+
+
+def test_a_job_with_parallelism_below_completions_runs_its_pods_in_waves(tmp_path: Path) -> None:
+    """The docs' parallel Job (completions 5, parallelism 2): never more than 2 pods at once, the next index created
+    as one completes, every index run once."""
+    workload = simulate(tmp_path, job("sleep 0.3", pods=5, parallelism=2))
+    assert workload["verdict"] == "succeeded"
+    spans = [(p["timings"]["started"], p["timings"]["succeeded"]) for p in workload["attempts"][0]["pods"]]
+    assert all(sum(s <= t < e for s, e in spans) <= 2 for t, _ in spans)  # at each start, at most 2 running
+    assert spans == sorted(spans)  # the lowest index first
+
+
+def test_a_non_indexed_jobs_pods_are_interchangeable_completions_without_an_index(tmp_path: Path) -> None:
+    """The Job API's default mode (the docs' pod failure policy example): generated names, which are their
+    hostnames, no JOB_COMPLETION_INDEX; a FailJob rule on an exit code fails the Job at once."""
+    rules = [{"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}}]
+    script = 'test -z "$JOB_COMPLETION_INDEX" && test "$HOSTNAME" != work-0 && echo ok >> /state/ran && sleep 0.2'
+    manifest = job(script, pods=4, parallelism=2, backoffLimit=6)
+    manifest["spec"].pop("completionMode")
+    workload = simulate(tmp_path, manifest)
+    assert workload["verdict"] == "succeeded"
+    names = [p["hostname"] for p in workload["attempts"][0]["pods"]]
+    assert len(set(names)) == 4 and all(n.startswith("work-") and len(n) == len("work-") + 5 for n in names)
+    manifest["spec"]["podFailurePolicy"] = {"rules": rules}
+    manifest["spec"]["template"]["spec"]["containers"][0]["command"][2] = "sleep 0.2; exit 42"
+    workload = simulate(tmp_path, manifest)
+    assert workload["verdict"] == "failed" and "PodFailurePolicy" in workload["reason"]
+    assert [p["reason"] for p in workload["attempts"][0]["pods"][2:]] == [
+        "never created: its Job's parallelism (2) was taken by its other pods"
+    ] * 2

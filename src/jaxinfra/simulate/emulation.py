@@ -119,12 +119,28 @@ def _workload(
         hosts_per_group=draft.jobs[0].completions if draft.jobs else 0,
         chips_per_host=pods[0].devices if pods else 1,
         restart=draft.restart,
-        problems=tuple(draft.problems + checker.findings.problems()),
-        notes=(queued.note,) if queued is not None and queued.admitted else (),
+        problems=tuple(draft.problems + (draft.jax_problems if check_all else []) + checker.findings.problems()),
+        notes=((queued.note,) if queued is not None and queued.admitted else ())
+        + tuple(
+            f"{p.path} = {p.value}: --run-command runs its pods as the Job says; if they are one JAX group: {p.fix}"
+            for p in (() if check_all else draft.jax_problems)
+        ),
         success=draft.success,
         gates=draft.gates,
+        waves=_waves(draft),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
     )
+
+
+def _waves(draft: controllers.Draft) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """Each Job whose parallelism is below its completions: its pods' positions (placed Job by Job) and its
+    parallelism."""
+    out, start = [], 0
+    for job in draft.jobs:
+        if job.parallelism < job.completions:
+            out.append((tuple(range(start, start + job.completions)), max(job.parallelism, 0)))
+        start += job.completions
+    return tuple(out)
 
 
 def emulate(

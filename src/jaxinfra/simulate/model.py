@@ -220,6 +220,8 @@ class Workload:
     success: Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
     suspended: str | None = None  # the field that suspends it ("spec.suspend"), outside Kueue: no pod is created
     gates: tuple[Gate, ...] = ()  # pods created only once other Jobs are ready or complete (a JobSet's dependsOn)
+    waves: tuple[tuple[tuple[int, ...], int], ...] = ()  # (a Job's pod positions, its parallelism) where that is less
+    # than its completions: its controller keeps at most that many of its pods active, the lowest index first
 
     @property
     def id(self) -> str:

@@ -355,6 +355,7 @@ class Runner:
         for gate in workload.gates:
             for i in gate.pods:
                 self.gates.setdefault(i, []).append(gate)
+        self.waves = {i: wave for wave in workload.waves for i in wave[0]}  # by pod position: its Job's, if any
 
     def run(self, index: int) -> Attempt:
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
@@ -380,7 +381,9 @@ class Runner:
                 coordinator = runs[0]  # (a replaced pod takes its place)
                 wake = [s for r, s in zip(runs, starts.values()) if not r.begun and s > now]
                 for r in runs:
-                    r.begun = r.begun or now >= starts[id(r)] and self._waiting(r, runs) is None
+                    r.begun = r.begun or (
+                        now >= starts[id(r)] and self._waiting(r, runs) is None and self._slot(r, runs)
+                    )
                     if r.begun and not r.done and self.machine is None:
                         self._kubelet(r, runs, now - t0, wake)
                 due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending"]
@@ -575,6 +578,17 @@ class Runner:
         if any(r.pod.accelerator == "tpu" or JAX_ENV & r.pod.env.keys() for r in runs):
             return True
         return any(_loaded_jax(p.pid) for r in runs for p in r.processes if p.live and p.pid is not None)
+
+    def _slot(self, r: PodRun, runs: list[PodRun]) -> bool:
+        """Whether its Job's parallelism lets the controller create the pod now: fewer of the Job's pods active than
+        its parallelism, counting those before it first (job_controller.go manageJob: the lowest missing indexes)."""
+        wave = self.waves.get(r.pod.global_index)
+        if wave is None:
+            return True
+        positions, parallelism = wave
+        before = [runs[i] for i in positions if i < r.pod.global_index]
+        active = sum(p.begun and not p.done for p in (runs[i] for i in positions))
+        return active < parallelism and all(p.begun for p in before)
 
     def _waiting(self, r: PodRun, runs: list[PodRun]) -> model.Gate | None:
         """What keeps the pod's controller from creating it yet (`model.Gate`), or None."""
@@ -961,9 +975,12 @@ class Runner:
         for r in runs:
             if r.pid is None and r.phase == "pending":
                 gate = None if r.begun else self._waiting(r, runs)
+                wave = None if r.begun else self.waves.get(r.pod.global_index)
                 r.reason = (
                     f"never created: its JobSet's {gate.rule} was not reached"
                     if gate is not None
+                    else f"never created: its Job's parallelism ({wave[1]}) was taken by its other pods"
+                    if wave is not None
                     else "never started"
                     + (f": {ENDED_WITH_GROUP} in its init containers" if r.others and not r.initialized else "")
                 )

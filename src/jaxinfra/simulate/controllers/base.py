@@ -35,6 +35,7 @@ class ChildJob:
     backoff_limit_per_index: bool
     operator: OperatorPods | None = None  # set: an operator creates these pods itself, with no Job (JAXJob)
     container_name: str | None = None  # the container that runs JAX; None: the first
+    indexed: bool = True  # completionMode Indexed: each pod has its index (label, annotation, env) and hostname
 
     @cached_property
     def container(self) -> Mapping:
@@ -105,6 +106,8 @@ class Draft:
     suspended: str | None = None  # the workload object's suspend field, where it is true ("spec.suspend")
     gates: tuple[model.Gate, ...] = ()  # pods its controller creates only later (a JobSet's dependsOn, InOrder)
     claims: tuple[tuple[str, str], ...] = ()  # (namespace, name) of the PVCs its controller creates
+    jax_problems: list[Problem] = field(default_factory=list)  # what keeps its pods from being one JAX group: a
+    # problem under the probe, a note under --run-command (the containers' own programs may not be JAX)
 
     @property
     def id(self) -> str:
@@ -121,12 +124,13 @@ def reference(obj: Mapping, uid: str) -> dict[str, str]:
     }
 
 
-def counts(job_spec: Mapping, where: str) -> tuple[int, int, list[Problem]]:
-    """(completions, parallelism, problems): parallelism defaults to 1 (Job API), completions to parallelism."""
+def counts(job_spec: Mapping, where: str, indexed: bool = True) -> tuple[int, int, list[Problem], list[Problem]]:
+    """(completions, parallelism, problems, jax_problems): parallelism defaults to 1 (Job API), completions to
+    parallelism (to 1 for a NonIndexed Job); `jax_problems` keep the pods from being one JAX group (`Draft`)."""
     parallelism = to_int(job_spec.get("parallelism"), 1)
-    completions = to_int(job_spec.get("completions"), parallelism)
-    problems = []
-    if job_spec.get("completions") is None:
+    completions = to_int(job_spec.get("completions"), parallelism if indexed else 1)
+    problems, jax_problems = [], []
+    if job_spec.get("completions") is None and indexed:
         problems.append(
             Problem(
                 f"{where} completions",
@@ -136,7 +140,7 @@ def counts(job_spec: Mapping, where: str) -> tuple[int, int, list[Problem]]:
             )
         )
     if parallelism < completions:
-        problems.append(
+        jax_problems.append(
             Problem(
                 f"{where} parallelism",
                 parallelism,
@@ -145,7 +149,7 @@ def counts(job_spec: Mapping, where: str) -> tuple[int, int, list[Problem]]:
                 f"set parallelism: {completions}",
             )
         )
-    return completions, parallelism, problems
+    return completions, parallelism, problems, jax_problems
 
 
 def restart_policy(job_spec: Mapping) -> model.RestartPolicy:

@@ -21,19 +21,24 @@ COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 
 
 def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
-    """A batch/v1 Job: only Indexed Jobs give pods a completion index and a stable hostname."""
+    """A batch/v1 Job. Only an Indexed Job gives its pods a completion index and a stable hostname, which a JAX group
+    needs; a NonIndexed one (the Job API's default) runs its pods too, as interchangeable completions."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
     mode = spec.get("completionMode", "NonIndexed")
-    if mode != "Indexed":
-        return Problem(
-            oid(obj),
-            f"completionMode: {mode}",
-            "a NonIndexed Job gives its pods no completion index and no stable hostname, so JAX processes cannot "
-            f"find rank 0 or know their rank; supported: {SUPPORTED}",
-            "set spec.completionMode: Indexed with completions = parallelism = number of processes",
-        )
+    indexed = mode == "Indexed"
     template = spec.get("template") or {}
-    completions, parallelism, problems = counts(spec, f"{oid(obj)} spec")
+    completions, parallelism, problems, jax_problems = counts(spec, f"{oid(obj)} spec", indexed)
+    if not indexed:
+        jax_problems.insert(
+            0,
+            Problem(
+                oid(obj),
+                f"completionMode: {mode}",
+                "a NonIndexed Job gives its pods no completion index and no stable hostname, so JAX processes "
+                f"cannot find rank 0 or know their rank; supported: {SUPPORTED}",
+                "set spec.completionMode: Indexed with completions = parallelism = number of processes",
+            ),
+        )
     uid = meta(obj).get("uid") or fake_uid("Job", ns, name)
     job = ChildJob(
         name,
@@ -46,8 +51,18 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
         template.get("spec") or {},
         (template.get("spec") or {}).get("subdomain"),
         spec.get("backoffLimitPerIndex") is not None,
+        indexed=indexed,
     )
-    return Draft("Job", ns, name, [job], restart_policy(spec), problems=problems, owner=reference(obj, uid))
+    return Draft(
+        "Job",
+        ns,
+        name,
+        [job],
+        restart_policy(spec),
+        problems=problems,
+        owner=reference(obj, uid),
+        jax_problems=jax_problems,
+    )
 
 
 def pod_name(job: str, index: int, seed: str) -> str:
@@ -85,7 +100,11 @@ def selector_labels(job: ChildJob) -> dict[str, str]:
 def identity(job: ChildJob, index: int, recreated: int) -> Identity:
     """The index-th pod of an Indexed Job: the Job API strategy's selector labels; the Job controller's index label
     and annotation, hostname `<job>-<index>` (always, for Indexed Jobs) and pod name `<job>-<index>-<random>`
-    (new after each of `recreated` recreations), and the JOB_COMPLETION_INDEX it appends."""
+    (new after each of `recreated` recreations), and the JOB_COMPLETION_INDEX it appends. A NonIndexed Job's pod has
+    none of these: a generated name, which is its hostname."""
+    if not job.indexed:  # generateName `<job>-` (job_controller.go manageJob); the kubelet's hostname is the name
+        name = naming.generate(f"{job.name}-", f"{job.uid}/{index}/{recreated}")
+        return Identity(name, name, {**job.pod_labels, **selector_labels(job)}, dict(job.pod_annotations), [])
     labels = {**job.pod_labels, **selector_labels(job), COMPLETION_INDEX: str(index)}
     annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
     if job.backoff_limit_per_index:

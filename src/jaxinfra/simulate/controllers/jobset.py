@@ -189,6 +189,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         groups[r.get("groupName") or "default"] += n
     jobs: list[ChildJob] = []
     problems: list[Problem] = []
+    jax_problems: list[Problem] = []
     seen_groups: Counter[str] = Counter()
     claim_templates = _claim_templates(spec)
     for r, n in zip(rjobs, replicas):
@@ -202,8 +203,9 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
                 f"NonIndexed child Jobs have no stable hostnames or ranks; supported: {SUPPORTED}",
                 "remove completionMode (JobSet defaults it to Indexed)",
             )
-        completions, parallelism, count_problems = counts(job_spec, f"{where}.template.spec")
+        completions, parallelism, count_problems, not_jax = counts(job_spec, f"{where}.template.spec")
         problems += count_problems
+        jax_problems += not_jax
         pod_template = job_spec.get("template") or {}
         pod_spec = _with_claims(dict(pod_template.get("spec") or {}), claim_templates, name)
         group = r.get("groupName") or "default"
@@ -268,4 +270,5 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         success=success,
         gates=_gates(spec, rjobs, jobs),
         claims=tuple((ns, f"{t}-{name}") for t in claim_templates),
+        jax_problems=jax_problems,
     )
