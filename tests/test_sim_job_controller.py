@@ -157,3 +157,15 @@ def test_a_non_indexed_jobs_pods_are_interchangeable_completions_without_an_inde
     assert [p["reason"] for p in workload["attempts"][0]["pods"][2:]] == [
         "never created: its Job's parallelism (2) was taken by its other pods"
     ] * 2
+
+
+def test_a_success_policy_completes_the_job_once_its_indexes_succeed_and_deletes_the_rest(tmp_path: Path) -> None:
+    """The docs' Job success policy example: once the leader's index has succeeded, the Job is complete and its
+    other pods, still running, are deleted; without the rule it would wait for them."""
+    script = 'if [ "$JOB_COMPLETION_INDEX" = 1 ]; then sleep 0.2; else sleep 30; fi'
+    rules = {"rules": [{"succeededIndexes": "1", "succeededCount": 1}]}
+    workload = simulate(tmp_path, job(script, successPolicy=rules))
+    assert workload["verdict"] == "succeeded"
+    pods = {p["hostname"]: (p["phase"], p["reason"]) for p in workload["attempts"][0]["pods"]}
+    deleted = "deleted: Job/default/work completed (successPolicy rule 0 (succeededIndexes 1 and succeededCount 1))"
+    assert pods == {"work-0": ("deleted", deleted), "work-1": ("succeeded", None), "work-2": ("deleted", deleted)}

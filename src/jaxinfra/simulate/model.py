@@ -179,9 +179,9 @@ class Restart:
 
 @dataclass(frozen=True)
 class Success:
-    """When the workload is complete before every pod has succeeded (a JobSet's successPolicy): once `needed` of
-    `jobs` (each a child Job's pod positions in the workload) have every pod succeeded; its controller then deletes
-    what is still running. No Success: every pod must succeed."""
+    """When the workload is complete before every pod has succeeded (a JobSet's or an Indexed Job's successPolicy):
+    once `needed` of `jobs` (each a child Job's pod positions in the workload; for a Job's rule, single indexes) have
+    every pod succeeded; its controller then deletes what is still running. None: every pod must succeed."""
 
     jobs: tuple[tuple[int, ...], ...]
     needed: int
@@ -217,7 +217,7 @@ class Workload:
     restart: RestartPolicy
     problems: tuple[Problem, ...] = ()  # static contract problems: DNS, ports, counts, rank env
     notes: tuple[str, ...] = ()  # what was decided or not checked on the way (Kueue's admission)
-    success: Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
+    success: tuple[Success, ...] = ()  # complete before every pod has succeeded once one is met (successPolicy)
     suspended: str | None = None  # the field that suspends it ("spec.suspend"), outside Kueue: no pod is created
     gates: tuple[Gate, ...] = ()  # pods created only once other Jobs are ready or complete (a JobSet's dependsOn)
     waves: tuple[tuple[tuple[int, ...], int], ...] = ()  # (a Job's pod positions, its parallelism) where that is less

@@ -467,8 +467,8 @@ class Runner:
         succeeded = [r.phase == "succeeded" for r in runs]
         if all(succeeded):
             return True
-        rule = self.workload.success
-        if rule is None or not rule.met(succeeded):
+        rule = next((s for s in self.workload.success if s.met(succeeded)), None)
+        if rule is None:
             return False
         for r in runs:
             if not r.done:

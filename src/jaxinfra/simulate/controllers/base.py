@@ -102,7 +102,7 @@ class Draft:
         default_factory=dict
     )  # the workload object's reference: apiVersion, kind, name, uid
     labels: Mapping[str, str] = field(default_factory=dict)  # the workload object's own labels (Kueue's queue-name)
-    success: model.Success | None = None  # complete before every pod has succeeded (a JobSet's successPolicy)
+    success: tuple[model.Success, ...] = ()  # complete before every pod has succeeded, once one is met
     suspended: str | None = None  # the workload object's suspend field, where it is true ("spec.suspend")
     gates: tuple[model.Gate, ...] = ()  # pods its controller creates only later (a JobSet's dependsOn, InOrder)
     claims: tuple[tuple[str, str], ...] = ()  # (namespace, name) of the PVCs its controller creates

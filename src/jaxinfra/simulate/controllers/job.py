@@ -9,8 +9,9 @@ from collections.abc import Mapping
 
 from jaxinfra.admission import naming
 from jaxinfra.errors import Problem
+from jaxinfra.simulate import model
 from jaxinfra.simulate.controllers.base import SUPPORTED, ChildJob, Draft, Identity, counts, reference, restart_policy
-from jaxinfra.simulate.inputs import Objects, fake_uid, meta, namespace_of, oid, strings
+from jaxinfra.simulate.inputs import Objects, fake_uid, meta, namespace_of, oid, strings, to_int
 
 # Job controller / Job API keys.
 JOB_NAME, JOB_NAME_LEGACY = "batch.kubernetes.io/job-name", "job-name"
@@ -61,8 +62,33 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
         restart_policy(spec),
         problems=problems,
         owner=reference(obj, uid),
+        success=success_policy(spec, completions) if indexed else (),
         jax_problems=jax_problems,
     )
+
+
+def success_policy(spec: Mapping, completions: int) -> tuple[model.Success, ...]:
+    """An Indexed Job's successPolicy (pkg/controller/job/success_policy.go matchSuccessPolicy): the Job completes
+    (reason SuccessPolicy) once any rule is met — every index of its `succeededIndexes` succeeded, or
+    `succeededCount` of them (of all indexes where it names none); its pods still running are then deleted."""
+    out: list[model.Success] = []
+    for i, rule in enumerate((spec.get("successPolicy") or {}).get("rules") or []):
+        indexes = _index_set(str(rule.get("succeededIndexes") or ""), completions) or list(range(completions))
+        needed = to_int(rule.get("succeededCount"), 0) or len(indexes)
+        words = " and ".join(
+            f"{k} {rule[k]}" for k in ("succeededIndexes", "succeededCount") if rule.get(k) is not None
+        )
+        out.append(model.Success(tuple((k,) for k in indexes), needed, f"successPolicy rule {i} ({words})"))
+    return tuple(out)
+
+
+def _index_set(text: str, completions: int) -> list[int]:
+    """`0,2-4`, as the Job API writes an index set (the API server has validated it), within [0, completions)."""
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        out += range(int(low), min(int(high or low), completions - 1) + 1)
+    return out
 
 
 def pod_name(job: str, index: int, seed: str) -> str:

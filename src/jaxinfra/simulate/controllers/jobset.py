@@ -267,7 +267,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
         services,
         problems,
         reference(obj, uid),
-        success=success,
+        success=(success,) if success is not None else (),
         gates=_gates(spec, rjobs, jobs),
         claims=tuple((ns, f"{t}-{name}") for t in claim_templates),
         jax_problems=jax_problems,
