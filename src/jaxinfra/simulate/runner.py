@@ -381,10 +381,9 @@ class Runner:
                 coordinator = runs[0]  # (a replaced pod takes its place)
                 wake = [s for r, s in zip(runs, starts.values()) if not r.begun and s > now]
                 for r in runs:
-                    r.begun = r.begun or (
-                        now >= starts[id(r)] and self._waiting(r, runs) is None and self._slot(r, runs)
-                    )
-                    if r.begun and not r.done and self.machine is None:
+                    if not r.begun:
+                        r.begun = now >= starts[id(r)] and self._waiting(r, runs) is None and self._slot(r, runs)
+                    if r.begun and (r.others or not r.initialized) and not r.done and self.machine is None:
                         self._kubelet(r, runs, now - t0, wake)
                 due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending"]
                 if coordinator in due:
@@ -819,8 +818,8 @@ class Runner:
     def _reap(self, runs: list[PodRun]) -> None:
         for r in runs:
             reaped = False
-            for p in r.processes:
-                if not p.live or p.pid is None:
+            for p in r.processes if r.others else (r,):
+                if p.pid is None or p.reaped:
                     continue
                 pid, status = os.waitpid(p.pid, os.WNOHANG)
                 if pid == 0:
