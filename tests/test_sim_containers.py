@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jaxinfra.yamlio import dump
+from tests.support import jobsets
 from tests.support.cli import simulate_cli
 
 pytestmark = pytest.mark.simulator
@@ -37,19 +38,7 @@ def indexed_job(
     }
     if inits:
         pod["initContainers"] = list(inits)
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "job"},
-        "spec": {
-            "completions": pods,
-            "parallelism": pods,
-            "completionMode": "Indexed",
-            "backoffLimit": 0,
-            **spec,
-            "template": {"spec": pod},
-        },
-    }
+    return jobsets.indexed_job("job", pod, pods, **{"backoffLimit": 0, **spec})
 
 
 def simulate(tmp_path: Path, manifest: dict[str, Any], *extra: str, timeout: str = "30") -> dict[str, Any]:

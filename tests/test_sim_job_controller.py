@@ -17,6 +17,7 @@ import pytest
 from jaxinfra.simulate.runner import _loaded_jax
 from jaxinfra.yamlio import dump
 from tests.support.cli import simulate_cli
+from tests.support.jobsets import indexed_job
 
 pytestmark = pytest.mark.simulator
 
@@ -37,18 +38,7 @@ def job(script: str, pods: int = 3, **spec: Any) -> dict[str, Any]:
         "containers": [container],
         "volumes": [{"name": "state", "persistentVolumeClaim": {"claimName": "state"}}],
     }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": "work"},
-        "spec": {
-            "completions": pods,
-            "parallelism": pods,
-            "completionMode": "Indexed",
-            **spec,
-            "template": {"spec": pod},
-        },
-    }
+    return indexed_job("work", pod, pods, **spec)
 
 
 def simulate(tmp_path: Path, manifest: dict[str, Any]) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""JobSets in the style of JobSet's docs examples (busybox containers running a shell line), and running one through
-`jaxinfra simulate --run-command` as a user would: what the controller-semantics tests share."""
+"""JobSets in the style of JobSet's docs examples and Indexed Jobs in the style of the Kubernetes docs' (busybox
+containers running a shell line), and running one through `jaxinfra simulate --run-command` as a user would: what
+the controller-semantics tests share."""
 
 from __future__ import annotations
 
@@ -36,6 +37,23 @@ def rjob(
         else:
             where[key] = value
     return {"name": name, "replicas": replicas, "template": {"spec": spec}}
+
+
+def indexed_job(name: str, pod: dict[str, Any], pods: int, **spec: Any) -> dict[str, Any]:
+    """An Indexed Job `name` of `pods` pods (parallelism = completions unless `spec` says otherwise) with the pod spec
+    `pod` and `spec`'s fields."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completions": pods,
+            "parallelism": pods,
+            "completionMode": "Indexed",
+            **spec,
+            "template": {"spec": pod},
+        },
+    }
 
 
 def jobset(name: str, *rjobs: dict[str, Any], **spec: Any) -> dict[str, Any]:

@@ -305,12 +305,7 @@ def start_pod(
         global_index=global_index,
         labels=who.labels,
         annotations=who.annotations,
-        container=main.name,
-        image=main.image,
-        command=main.command,
-        args=main.args,
-        env=main.env,
-        working_dir=main.working_dir,
+        **main.pod_fields(),  # type: ignore[arg-type]
         devices=devices(accelerator, count, main.env),
         accelerator=accelerator,
         container_ports=ports,
@@ -319,11 +314,7 @@ def start_pod(
         host_network=host_network,
         service_account=account,
         token=token,
-        mounts=main.mounts,
         grace_period=float(spec.get("terminationGracePeriodSeconds", 30)),
-        security=main.security,
-        memory_limit=main.memory_limit,
-        cpu_millis=main.cpu_millis,
         host_aliases=tuple(
             (str(a.get("ip", "")), tuple(str(h) for h in a.get("hostnames") or ()))
             for a in spec.get("hostAliases") or ()

@@ -46,6 +46,21 @@ class Container:
     memory_limit: int | None
     cpu_millis: int | None
 
+    def pod_fields(self) -> dict[str, object]:
+        """Its fields under the names a `Pod` gives its JAX container's."""
+        return {
+            "container": self.name,
+            "image": self.image,
+            "command": self.command,
+            "args": self.args,
+            "env": self.env,
+            "working_dir": self.working_dir,
+            "mounts": self.mounts,
+            "security": self.security,
+            "memory_limit": self.memory_limit,
+            "cpu_millis": self.cpu_millis,
+        }
+
 
 @dataclass(frozen=True)
 class Pod:
@@ -90,30 +105,10 @@ class Pod:
     others: tuple[Container, ...] = ()  # its other containers in the kubelet's order: init containers, then mains
     restart_policy: str = "Never"  # spec.restartPolicy: what the kubelet does when one of its containers exits
 
-    @property
-    def inits(self) -> tuple[Container, ...]:
-        """Its init containers (native sidecars among them), in the order the kubelet starts them."""
-        return tuple(c for c in self.others if c.role != "main")
-
     def as_container(self, c: Container) -> Pod:
         """The pod as its container `c` sees it: the same pod, with `c`'s command, env, image, mounts and limits (what
         `container.prepare` reads), so every container of a pod is prepared and run the same way."""
-        return replace(
-            self,
-            container=c.name,
-            image=c.image,
-            command=c.command,
-            args=c.args,
-            env=c.env,
-            working_dir=c.working_dir,
-            mounts=c.mounts,
-            security=c.security,
-            memory_limit=c.memory_limit,
-            cpu_millis=c.cpu_millis,
-            container_ports=(),
-            readiness_probe=False,
-            others=(),
-        )
+        return replace(self, **c.pod_fields(), container_ports=(), readiness_probe=False, others=())  # type: ignore[arg-type]
 
     @property
     def wrapper(self) -> str | None:
