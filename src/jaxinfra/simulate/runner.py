@@ -1,10 +1,11 @@
 """Run a workload's pods as real processes: fork from a parent that imported jax once, watch
-them from one single-threaded loop, end the whole group at the first failure, and apply the
-manifest's own restart semantics.
+them from one single-threaded loop, and do there what the kubelet and the controllers do while
+pods run — a pod's containers in the kubelet's order, a JobSet's start order, a Job's waves and
+its recreated pods — ending a JAX group at its first failure.
 
-Each pod's process is the shim of its container (`shim`: PID 1 of the pod's PID namespace, signalled
-as a container runtime signals it), gets a control pipe to ask the shim for signals, a status pipe
-(phase changes, the probe's result) and log pipes (prefixed by the reporter).
+Each container's process is its shim (`shim`: the parent of PID 1 of the container's PID namespace,
+signalled as a container runtime signals it), with a control pipe to ask the shim for signals, a
+status pipe (phase changes, the probe's result) and log pipes (prefixed by the reporter).
 """
 
 from __future__ import annotations
