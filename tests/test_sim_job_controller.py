@@ -1,9 +1,9 @@
 """The Job controller for pods that are not one JAX group (kubernetes/kubernetes @ 6ae037f1
 pkg/controller/job/job_controller.go): each failed pod counts against its Job while the others run on, and is
-recreated at its index under a new name within the Job's limits; an index past backoffLimitPerIndex fails for good
-while the other indexes run to the end, and the Job then fails with FailedIndexes, at once past maxFailedIndexes.
-Indexed Jobs in the style of the Kubernetes docs' Job examples (busybox shell lines sharing a claim), run with
---run-command; a JAX group still ends at its first failure (`runner._loaded_jax`)."""
+recreated at its index under a new name within the Job's limits; waves of `parallelism`; NonIndexed Jobs; a
+successPolicy (backoffLimitPerIndex and maxFailedIndexes: test_conformance.py, from upstream's own cases). Jobs in
+the style of the Kubernetes docs' Job examples (busybox shell lines sharing a claim), run with --run-command; a JAX
+group still ends at its first failure (`runner._loaded_jax`)."""
 
 from __future__ import annotations
 
@@ -75,32 +75,6 @@ def test_past_its_backoff_limit_the_job_fails_and_its_other_pods_are_deleted(tmp
         "work-0": "ended with its group",
         "work-2": "ended with its group",
     }
-
-
-EVEN_FAIL = 'echo "index $JOB_COMPLETION_INDEX"; test $((JOB_COMPLETION_INDEX % 2)) = 1'
-
-
-def test_indexes_past_their_backoff_limit_fail_for_good_while_the_others_complete(tmp_path: Path) -> None:
-    """The docs' backoffLimitPerIndex example: every index runs; the failing ones get their one retry; the Job then
-    fails with FailedIndexes."""
-    workload = simulate(tmp_path, job(EVEN_FAIL, pods=4, backoffLimitPerIndex=1, maxFailedIndexes=3))
-    assert workload["verdict"] == "failed" and "FailedIndexes" in workload["reason"]
-    [attempt] = workload["attempts"]
-    assert sorted(p["hostname"] for p in attempt["replaced"]) == ["work-0", "work-2"]  # each retried once
-    phases = {p["hostname"]: p["phase"] for p in attempt["pods"]}
-    assert phases == {"work-0": "failed", "work-1": "succeeded", "work-2": "failed", "work-3": "succeeded"}
-
-
-def test_more_failed_indexes_than_max_failed_indexes_fail_the_job_at_once(tmp_path: Path) -> None:
-    script = "test $((JOB_COMPLETION_INDEX % 2)) = 1 || exit 1; sleep 30"
-    workload = simulate(tmp_path, job(script, pods=4, backoffLimitPerIndex=0, maxFailedIndexes=1))
-    assert workload["verdict"] == "failed" and "FailedIndexes" in workload["reason"]
-    assert "maxFailedIndexes (1) exceeded: 2 failed indexes" in workload["reason"]
-    [attempt] = workload["attempts"]  # the odd indexes, still running, are deleted with the failed Job
-    assert [(p["hostname"], p["reason"]) for p in attempt["pods"][1::2]] == [
-        ("work-1", "ended with its group"),
-        ("work-3", "ended with its group"),
-    ]
 
 
 def test_a_process_that_imported_jax_is_recognised_as_a_jax_process() -> None:

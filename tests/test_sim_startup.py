@@ -28,23 +28,6 @@ def timings(workload: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
-def test_a_launcher_waits_for_the_initializer_to_complete_and_workers_for_the_launcher_to_be_ready(
-    tmp_path: Path,
-) -> None:
-    manifest = jobset(
-        "dep",
-        rjob("initializer", "sleep 0.3"),
-        depends(rjob("launcher", "sleep 1.5"), "initializer", "Complete"),
-        depends(rjob("worker", "true", pods=2), "launcher", "Ready"),
-    )
-    workload = only_workload(tmp_path, manifest)
-    assert workload["verdict"] == "succeeded"
-    t = timings(workload)
-    assert t["launcher"]["started"] >= t["initializer"]["succeeded"]
-    # created once the launcher runs (Ready), not once it completes
-    assert t["launcher"]["started"] <= t["worker"]["started"] < t["launcher"]["succeeded"]
-
-
 def test_when_the_initializer_fails_the_jobs_that_depend_on_it_are_never_created(tmp_path: Path) -> None:
     manifest = jobset(
         "dep", rjob("initializer", "exit 3"), depends(rjob("launcher", "true", pods=2), "initializer", "Complete")
