@@ -296,6 +296,16 @@ CASES = {
         "succeeded",
         order=(("a", "c"), ("b", "c")),
     ),
+    "jobset-coordinator": Case(
+        f"{JOBSET} jobset with coordinator set should have annotation and label set on all jobs",
+        lambda: jobset(
+            "coord",
+            _coordinated(rjob("leader", _IS_COORDINATOR)),
+            _coordinated(rjob("workers", _IS_COORDINATOR, replicas=2)),
+            coordinator={"replicatedJob": "leader", "jobIndex": 0, "podIndex": 0},
+        ),
+        "succeeded",
+    ),
     "jobset-volume-claim-policies": Case(
         f"{JOBSET} jobset with VolumeClaimPolicies should create two PVC with Delete and Retain policies",
         lambda: jobset(
@@ -331,6 +341,20 @@ def _mounting(rjob_: dict[str, Any], *mounts: tuple[str, str]) -> dict[str, Any]
     """The replicatedJob with its container mounting each (volume, path)."""
     [container] = _pod(rjob_)["containers"]
     container["volumeMounts"] = [{"name": name, "mountPath": path} for name, path in mounts]
+    return rjob_
+
+
+_IS_COORDINATOR = 'test "$COORDINATOR" = coord-leader-0-0.coord && test "$COORDINATOR_LABEL" = "$COORDINATOR"'
+
+
+def _coordinated(rjob_: dict[str, Any]) -> dict[str, Any]:
+    """The replicatedJob with the coordinator's endpoint in its env, from its pod's annotation and label."""
+    [container] = _pod(rjob_)["containers"]
+    key = "jobset.sigs.k8s.io/coordinator"
+    container["env"] = [
+        {"name": "COORDINATOR", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{key}']"}}},
+        {"name": "COORDINATOR_LABEL", "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{key}']"}}},
+    ]
     return rjob_
 
 
