@@ -36,7 +36,7 @@ def simulate_cli(
     )
     assert "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
     data = json.loads(report.read_text()) if report.exists() else {}
-    pods = [p for w in data.get("workloads", []) for a in w["attempts"] for p in a["pods"]]
+    pods = [p for w in data.get("workloads", []) for a in w["attempts"] for p in [*a["pods"], *a.get("replaced", ())]]
     pids = [c["pid"] for p in pods for c in [p, *p.get("containers", ())] if c["pid"]]
     for pid in pids:  # every pod process (and its group) is gone
         with pytest.raises(ProcessLookupError):
