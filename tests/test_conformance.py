@@ -79,6 +79,11 @@ def _leader_workers(*, leader: str, workers: str, **spec: Any) -> dict[str, Any]
     return jobset("lw", rjob("leader", leader), rjob("workers", workers, replicas=2), **spec)
 
 
+def _workers_fail(**spec: Any) -> dict[str, Any]:
+    """A leader and workers JobSet whose workers' Jobs fail at once (backoffLimit 0) while the leader runs."""
+    return _leader_workers(leader=SLOW, workers="exit 1", **spec)
+
+
 def _three(a: str, b: str, c: str, b_on: list[dict[str, str]], c_on: list[dict[str, str]]) -> dict[str, Any]:
     return jobset(
         "dep",
@@ -189,16 +194,14 @@ CASES = {
     ),
     "jobset-no-failure-policy": Case(
         f"{JOBSET} [failure policy] jobset with no failure policy should fail if any jobs fail",
-        lambda: _leader_workers(leader=SLOW, workers="exit 1"),
+        lambda: _workers_fail(),
         "failed",
         ("maxRestarts (0) exhausted",),
         restarts=0,
     ),
     "jobset-fail-jobset": Case(
         f"{JOBSET} [failure policy] jobset fails immediately with FailJobSet failure policy action.",
-        lambda: _leader_workers(
-            leader=SLOW, workers="exit 1", failurePolicy={"maxRestarts": 2, "rules": [{"action": "FailJobSet"}]}
-        ),
+        lambda: _workers_fail(failurePolicy={"maxRestarts": 2, "rules": [{"action": "FailJobSet"}]}),
         "failed",
         ("FailJobSet", "BackoffLimitExceeded"),
         restarts=0,
@@ -206,9 +209,7 @@ CASES = {
     "jobset-reason-not-matched": Case(
         f"{JOBSET} [failure policy] jobset does not fail immediately with FailJobSet failure policy action as the "
         "failure reason is not matched.",
-        lambda: _leader_workers(
-            leader=SLOW,
-            workers="exit 1",
+        lambda: _workers_fail(
             failurePolicy={
                 "maxRestarts": 1,
                 "rules": [{"action": "FailJobSet", "onJobFailureReasons": ["PodFailurePolicy"]}],
@@ -220,9 +221,7 @@ CASES = {
     ),
     "jobset-target-not-contained": Case(
         f"{JOBSET} [failure policy] job fails and the parent replicated job is not contained in TargetReplicatedJobs.",
-        lambda: _leader_workers(
-            leader=SLOW,
-            workers="exit 1",
+        lambda: _workers_fail(
             failurePolicy={"maxRestarts": 1, "rules": [{"action": "FailJobSet", "targetReplicatedJobs": ["leader"]}]},
         ),
         "failed",
@@ -231,9 +230,7 @@ CASES = {
     ),
     "jobset-rules-in-order": Case(
         f"{JOBSET} [failure policy] failure policy rules order verification test 1",
-        lambda: _leader_workers(
-            leader=SLOW,
-            workers="exit 1",
+        lambda: _workers_fail(
             failurePolicy={
                 "maxRestarts": 1,
                 "rules": [

@@ -133,14 +133,12 @@ def _workload(
 
 
 def _waves(draft: controllers.Draft) -> tuple[tuple[tuple[int, ...], int], ...]:
-    """Each Job whose parallelism is below its completions: its pods' positions (placed Job by Job) and its
-    parallelism."""
-    out, start = [], 0
-    for job in draft.jobs:
-        if job.parallelism < job.completions:
-            out.append((tuple(range(start, start + job.completions)), max(job.parallelism, 0)))
-        start += job.completions
-    return tuple(out)
+    """Each Job whose parallelism is below its completions: its pods' positions and its parallelism."""
+    return tuple(
+        (pods, max(job.parallelism, 0))
+        for job, pods in controllers.positions(draft.jobs)
+        if job.parallelism < job.completions
+    )
 
 
 def emulate(

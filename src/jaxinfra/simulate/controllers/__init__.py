@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from jaxinfra.errors import Problem
 from jaxinfra.simulate.controllers import job as job_controller
-from jaxinfra.simulate.controllers.base import SUPPORTED, ChildJob, Draft, Identity
+from jaxinfra.simulate.controllers.base import SUPPORTED, ChildJob, Draft, Identity, positions
 from jaxinfra.simulate.controllers.jaxjob import jaxjob
 from jaxinfra.simulate.controllers.job import indexed_job
 from jaxinfra.simulate.controllers.jobset import jobset
@@ -24,7 +24,7 @@ from jaxinfra.simulate.inputs import (
     strings,
 )
 
-__all__ = ["SUPPORTED", "WORKLOAD_KINDS", "ChildJob", "Draft", "Identity", "drafts", "pod_identity"]
+__all__ = ["SUPPORTED", "WORKLOAD_KINDS", "ChildJob", "Draft", "Identity", "drafts", "pod_identity", "positions"]
 
 WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, Objects], Draft | Problem]] = {
     (JOBSET_API, "JobSet"): jobset,

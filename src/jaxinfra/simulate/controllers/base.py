@@ -114,6 +114,15 @@ class Draft:
         return f"{self.kind}/{self.namespace}/{self.name}"
 
 
+def positions(jobs: Sequence[ChildJob]) -> list[tuple[ChildJob, tuple[int, ...]]]:
+    """Each child Job with its pods' positions in the workload: placed Job by Job, in `jobs` order."""
+    out, start = [], 0
+    for job in jobs:
+        out.append((job, tuple(range(start, start + job.completions))))
+        start += job.completions
+    return out
+
+
 def reference(obj: Mapping, uid: str) -> dict[str, str]:
     """An ownerReference's identifying fields for `obj` (its controller sets `controller: true`)."""
     return {

@@ -17,7 +17,15 @@ from collections.abc import Mapping
 
 from jaxinfra.errors import Problem
 from jaxinfra.simulate import model
-from jaxinfra.simulate.controllers.base import SUPPORTED, ChildJob, Draft, counts, reference, restart_policy
+from jaxinfra.simulate.controllers.base import (
+    SUPPORTED,
+    ChildJob,
+    Draft,
+    counts,
+    positions,
+    reference,
+    restart_policy,
+)
 from jaxinfra.simulate.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
 
 JS = "jobset.sigs.k8s.io/"
@@ -126,12 +134,8 @@ def _with_claims(pod_spec: dict, templates: list[str], jobset: str) -> dict:
 
 
 def _positions(jobs: list[ChildJob]) -> list[tuple[str, tuple[int, ...]]]:
-    """Each child Job's replicatedJob and its pods' positions in the workload: placed Job by Job, in `jobs` order."""
-    positions, start = [], 0
-    for job in jobs:
-        positions.append((job.pod_labels.get(JS_RJOB, ""), tuple(range(start, start + job.completions))))
-        start += job.completions
-    return positions
+    """Each child Job's replicatedJob and its pods' positions in the workload (`base.positions`)."""
+    return [(job.pod_labels.get(JS_RJOB, ""), pods) for job, pods in positions(jobs)]
 
 
 def _gates(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> tuple[model.Gate, ...]:
