@@ -243,19 +243,25 @@ def _container(uid_inside: int) -> Callable[[], dict[str, Any]]:
         with socket.socket() as s:
             s.bind(("0.0.0.0", 80))
             s.listen()
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM, socket.IPPROTO_ICMP) as icmp:
+            icmp.settimeout(5)  # an echo request to a peer pod's address, as `ping` sends it without CAP_NET_RAW
+            icmp.sendto(b"\x08\x00\x00\x00\x00\x00\x00\x01jaxinfra", ("127.189.0.3", 0))
+            echoed = icmp.recv(64)[0] == 0  # type 0: an echo reply
         pid = os.fork()
         if pid == 0:  # pragma: no cover - the container's PID 1
             os._exit(0 if os.getpid() == 1 else 1)
         _, status = os.waitpid(pid, 0)
-        return {"uid": os.getuid(), "pid1": status == 0, "low_ports": Path(netns.LOW_PORTS).read_text().strip()}
+        low_ports = Path(netns.LOW_PORTS).read_text().strip()
+        return {"uid": os.getuid(), "pid1": status == 0, "low_ports": low_ports, "echoed": echoed}
 
     return body
 
 
 @pytest.mark.parametrize("uid_inside", [0, 1000])
-def test_a_container_user_binds_port_80(network: Network, uid_inside: int) -> None:
-    assert network.low_ports
-    assert in_joined_child(network, _container(uid_inside)) == {"uid": uid_inside, "pid1": True, "low_ports": "0"}
+def test_a_container_user_binds_port_80_and_pings(network: Network, uid_inside: int) -> None:
+    assert network.low_ports and network.ping
+    container = in_joined_child(network, _container(uid_inside))
+    assert container == {"uid": uid_inside, "pid1": True, "low_ports": "0", "echoed": True}
 
 
 @pytest.mark.skipif(

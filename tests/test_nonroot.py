@@ -93,6 +93,14 @@ def test_run_command_pods_see_their_own_hostname_hosts_file_and_ip(home: Path) -
     assert [(p["hostname"], p["exit_code"]) for p in pods] == [("identity-0", 0), ("identity-1", 0)]
 
 
+def test_pods_ping_each_other_by_hostname(home: Path) -> None:
+    """ICMP echo sockets are open in the pods' network of a user namespace too (its one group is the user's)."""
+    rc, report, err = simulate(home, str(MANIFESTS / "indexed_job_pod_to_pod.yaml"), "--run-command")
+    assert rc == 0, err
+    pods = report["workloads"][0]["attempts"][0]["pods"]
+    assert [p["exit_code"] for p in pods] == [0, 0, 0]
+
+
 def test_a_killed_pod_restarts_the_group(home: Path) -> None:
     rc, report, err = simulate(
         home, "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1"

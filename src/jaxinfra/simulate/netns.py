@@ -5,9 +5,13 @@ Without it the pods share the machine's: a pod that binds 0.0.0.0:18080 listens 
 real interfaces, and a machine's process already on 0.0.0.0:8482 takes a job's port. Here every
 pod of one simulation (and the simulator's API server, so that pods reach it) joins one namespace
 that only has `lo` (up, with 127.0.0.0/8 and ::1, so each pod's 127.<seed>.x.y address works as
-before), in which ports below 1024 are open to everyone (net.ipv4.ip_unprivileged_port_start = 0,
-as Docker and containerd set it): a container's root, whose capabilities are only its own user
-namespace's, binds port 80 as root does on a node.
+before), in which ports below 1024 are open to everyone (net.ipv4.ip_unprivileged_port_start = 0) and
+so are ICMP echo sockets (net.ipv4.ping_group_range = 0 2147483647), as containerd sets both in
+every pod's network namespace (containerd @ 74b0fbfb internal/cri/config/config_unix.go
+DefaultRuntimeConfig enables both; @ 56e5564d internal/cri/server/podsandbox/sandbox_run_linux.go
+sandboxContainerSpec writes them): a container's root, whose capabilities are only its own user
+namespace's, binds port 80 as root does on a node, and `ping` works without CAP_NET_RAW (the
+Kubernetes docs' pod-to-pod Job pings its peers).
 
 A *holder* process keeps the namespace. It is a fresh interpreter (`python -I -S` running
 `netns_holder.py`: only the standard library, no descriptor of the simulator's, never a fork of a
@@ -68,6 +72,7 @@ from jaxinfra.simulate.netns_holder import (
     CLONE_NEWUSER,
     EGRESS_TOOLS,
     LOW_PORTS,  # noqa: F401 - the holder's own, offered here with the rest of the pods' network
+    PING_GROUPS,  # noqa: F401 - likewise
     STRATEGIES,
     _libc,
     egress_command,  # noqa: F401
@@ -101,7 +106,8 @@ class Network:
 
     Make it with `create`; use it as a context manager (or call `close`). `strategy` is the way it was
     made ("privileged" or "user"); `egress` the tool that gives it egress (None: none, `egress_note` says
-    why); `low_ports` whether ports below 1024 are open to every process in it."""
+    why); `low_ports` whether ports below 1024 are open to every process in it, `ping` whether ICMP echo
+    sockets are."""
 
     def __init__(self, proc: subprocess.Popen, control: socket.socket, report: dict[str, Any]):
         self._proc, self._control = proc, control
@@ -110,6 +116,7 @@ class Network:
         self.egress: str | None = report.get("egress")
         self.egress_note: str = report.get("note", NO_EGRESS)
         self.low_ports: bool = bool(report.get("low_ports"))
+        self.ping: bool = bool(report.get("ping"))
         self._owner = os.getpid()
         self._lock = threading.Lock()
         self._seq = 0

@@ -33,6 +33,9 @@ SIOCGIFFLAGS, SIOCSIFFLAGS, IFF_UP = 0x8913, 0x8914, 0x1
 _IFREQ = struct.Struct("16sh22x")  # struct ifreq: the name, then ifr_flags in a 24-byte union (40 bytes)
 PR_SET_PDEATHSIG = 1
 LOW_PORTS = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
+PING_GROUPS = "/proc/sys/net/ipv4/ping_group_range"
+EVERY_GROUP = "0 2147483647"
+"""The groups containerd lets open ICMP echo sockets in a pod's network namespace (`ping` without CAP_NET_RAW)."""
 
 EGRESS_TOOLS = ("pasta", "slirp4netns")
 """The user-mode networking tools that give the namespace egress, in order of preference."""
@@ -126,6 +129,14 @@ def _write(path: str, text: str) -> None:
         os.close(fd)
 
 
+def _try_write(path: str, text: str) -> bool:
+    try:
+        _write(path, text)
+    except OSError:
+        return False
+    return True
+
+
 def lo_up() -> None:
     """Bring this network namespace's loopback interface up (the kernel then gives it 127.0.0.1/8 and ::1)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -159,12 +170,14 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
     except OSError as e:
         attempts.append({"strategy": strategy, "step": step, "errno": e.errno or errno.EPERM})
         return {"ok": False, "attempts": attempts}
-    try:
-        _write(LOW_PORTS, "0")
-        low_ports = True
-    except OSError:
-        low_ports = False
-    return {"ok": True, "strategy": strategy, "low_ports": low_ports, "attempts": attempts}
+    # A user namespace maps only the caller's gid, the one every pod's process has on the machine: naming more
+    # groups is EINVAL there.
+    groups = EVERY_GROUP if strategy == "privileged" else f"{gid} {gid}"
+    opened = {
+        name: _try_write(path, text)
+        for name, path, text in (("low_ports", LOW_PORTS, "0"), ("ping", PING_GROUPS, groups))
+    }
+    return {"ok": True, "strategy": strategy, **opened, "attempts": attempts}
 
 
 class _Egress:
