@@ -101,6 +101,44 @@ def test_pods_ping_each_other_by_hostname(home: Path) -> None:
     assert [p["exit_code"] for p in pods] == [0, 0, 0]
 
 
+def test_an_exec_probe_runs_inside_its_container(home: Path) -> None:
+    """The probe's command enters the container's namespaces from an unprivileged simulator too: it writes into the
+    container's /tmp, which the container waits for; the machine's /tmp never gets the file."""
+    canary = Path("/tmp/jaxinfra-probe-canary-unprivileged")
+    canary.unlink(missing_ok=True)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "probed"},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 1,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "busybox:1.36",
+                            "command": ["sh", "-c", f"until [ -e {canary} ]; do sleep 0.1; done"],
+                            "livenessProbe": {
+                                "exec": {"command": ["sh", "-c", f"echo probed > {canary}"]},
+                                "periodSeconds": 1,
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    rc, report, err = simulate(home, write_input(home, "job.yaml", json.dumps(job)), "--run-command")
+    assert rc == 0, err
+    [pod] = report["workloads"][0]["attempts"][0]["pods"]
+    assert pod["probes"]["liveness"]["result"] == "success"
+    assert not canary.exists()
+
+
 def test_a_killed_pod_restarts_the_group(home: Path) -> None:
     rc, report, err = simulate(
         home, "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1"

@@ -182,6 +182,11 @@ Sources = Sequence[Source]
 """The clusters of one invocation (simulate/sources.py): all its YAML files one, each stack its own."""
 
 
+def _probed(pod: model.Pod) -> list[tuple[str, tuple[model.Probe, ...]]]:
+    """Each of the pod's containers' name and probes."""
+    return [(pod.container, pod.probes), *((c.name, c.probes) for c in pod.others)]
+
+
 def _plan(sources: Sources, check_all: bool) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file."""
     report = Report([])
@@ -230,6 +235,16 @@ def _plan(sources: Sources, check_all: bool) -> Report:
                 + " (--run-command runs every container)"
                 for w in cluster.workloads
                 if w.pods and w.pods[0].others
+            ]
+            report.notes += [
+                f"{w.id}: its containers' probes ({', '.join(probed)}) are not run: the built-in probe does not serve "
+                "what they check (--run-command runs them)"
+                for w in cluster.workloads
+                if w.pods
+                for probed in [
+                    sorted({f"{p.kind} of {name}" for name, ps in _probed(w.pods[0]) for p in ps}),
+                ]
+                if probed
             ]
     if not report.results and not report.problems:
         report.problems = (

@@ -309,7 +309,6 @@ def start_pod(
         devices=devices(accelerator, count, main.env),
         accelerator=accelerator,
         container_ports=ports,
-        readiness_probe=bool(jax.get("readinessProbe")),
         node=node,
         host_network=host_network,
         service_account=account,
@@ -371,4 +370,60 @@ def _container(
         security=security.resolve(where, pod_spec, container, problems),
         memory_limit=memory,
         cpu_millis=cpu,
+        probes=probes(container),
+        ports={
+            str(p["name"]): int(p["containerPort"])
+            for p in container.get("ports") or ()
+            if isinstance(p, Mapping) and p.get("name") and str(p.get("containerPort", "")).isdigit()
+        },
     )
+
+
+PROBES = (("startupProbe", "startup"), ("readinessProbe", "readiness"), ("livenessProbe", "liveness"))
+_PROBE_NUMBERS = ("initialDelaySeconds", "periodSeconds", "timeoutSeconds", "successThreshold", "failureThreshold")
+
+
+def probes(container: Mapping) -> tuple[model.Probe, ...]:
+    """The container's probes as its prober runs them (pkg/kubelet/prober/prober.go runProbe): an exec command's
+    $(VAR) expanded from the container's literal env values only (kubecontainer.ExpandContainerCommandOnlyStatic: no
+    valueFrom, no downward API), the API server's defaults where a field is unset."""
+    static = {
+        str(e["name"]): str(e["value"])
+        for e in container.get("env") or ()
+        if isinstance(e, Mapping) and "name" in e and "value" in e
+    }
+    out = []
+    for field, kind in PROBES:
+        spec = container.get(field)
+        if not isinstance(spec, Mapping):
+            continue
+        action = next((a for a in ("exec", "httpGet", "tcpSocket", "grpc") if isinstance(spec.get(a), Mapping)), None)
+        if action is None:
+            continue
+        handler: Mapping = spec[action]
+        port = handler.get("port", 0)
+        number = {k: to_int(spec.get(k), 0) for k in _PROBE_NUMBERS}  # 0 and unset alike: the API server's defaults
+        grace = spec.get("terminationGracePeriodSeconds")
+        out.append(
+            model.Probe(
+                kind=kind,
+                action=action,
+                command=tuple(expand(str(a), static.get) for a in handler.get("command") or ()),
+                port=port if isinstance(port, int) else str(port),
+                host=str(handler["host"]) if handler.get("host") else None,
+                path=str(handler.get("path") or "/"),
+                scheme=str(handler.get("scheme") or "HTTP").upper(),
+                headers=tuple(
+                    (str(h.get("name", "")), str(h.get("value", "")))
+                    for h in handler.get("httpHeaders") or ()
+                    if isinstance(h, Mapping)
+                ),
+                initial_delay=max(number["initialDelaySeconds"], 0),
+                period=max(number["periodSeconds"], 0) or 10,
+                timeout=max(number["timeoutSeconds"], 0) or 1,
+                success_threshold=max(number["successThreshold"], 0) or 1,
+                failure_threshold=max(number["failureThreshold"], 0) or 3,
+                grace_period=None if grace is None else max(to_int(grace, 0), 0),
+            )
+        )
+    return tuple(out)

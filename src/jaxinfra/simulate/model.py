@@ -31,6 +31,36 @@ class Mount:
 
 
 @dataclass(frozen=True)
+class Probe:
+    """One of a container's probes, as the kubelet's prober runs it (`prober.py`), the API server's defaults applied
+    (pkg/apis/core/v1/defaults.go SetDefaults_Probe, SetDefaults_HTTPGetAction)."""
+
+    kind: str  # "startup" | "readiness" | "liveness"
+    action: str  # "exec" | "tcpSocket" | "httpGet" | "grpc"
+    command: tuple[str, ...] = ()  # exec: $(VAR) expanded from the container's literal env only, as the kubelet does
+    port: int | str = 0  # tcpSocket, httpGet, grpc: a number, or a name among the container's ports
+    host: str | None = None  # tcpSocket, httpGet: None is the pod's IP
+    path: str = "/"  # httpGet
+    scheme: str = "HTTP"  # httpGet: HTTP | HTTPS (the certificate is not verified)
+    headers: tuple[tuple[str, str], ...] = ()  # httpGet httpHeaders
+    initial_delay: int = 0  # initialDelaySeconds
+    period: int = 10  # periodSeconds
+    timeout: int = 1  # timeoutSeconds
+    success_threshold: int = 1
+    failure_threshold: int = 3
+    grace_period: int | None = None  # terminationGracePeriodSeconds: the pod's, unless set, when it kills
+
+    @property
+    def handler(self) -> str:
+        """What it runs, as `kubectl describe pod` shows it."""
+        if self.action == "exec":
+            return f"exec {list(self.command)}"
+        if self.action == "httpGet":
+            return f"http-get {self.scheme.lower()}://{self.host or '[pod IP]'}:{self.port}{self.path}"
+        return f"{'tcp-socket' if self.action == 'tcpSocket' else 'grpc'} {self.host or '[pod IP]'}:{self.port}"
+
+
+@dataclass(frozen=True)
 class Container:
     """One of a pod's containers other than the JAX one, resolved as the kubelet starts it (kubelet.py)."""
 
@@ -45,6 +75,8 @@ class Container:
     security: Security
     memory_limit: int | None
     cpu_millis: int | None
+    probes: tuple[Probe, ...] = ()
+    ports: Mapping[str, int] = field(default_factory=dict)  # its named containerPorts, which probes may name
 
     def pod_fields(self) -> dict[str, object]:
         """Its fields under the names a `Pod` gives its JAX container's."""
@@ -59,6 +91,8 @@ class Container:
             "security": self.security,
             "memory_limit": self.memory_limit,
             "cpu_millis": self.cpu_millis,
+            "probes": self.probes,
+            "named_ports": self.ports,
         }
 
 
@@ -89,9 +123,8 @@ class Pod:
     )
     accelerator: str  # "tpu" | "gpu" | "cpu" (from its resource limits)
     container_ports: tuple[int, ...] = ()
-    readiness_probe: bool = (
-        False  # its JAX container declares a readinessProbe (Ready, hence in DNS, only once it passes)
-    )
+    probes: tuple[Probe, ...] = ()  # its JAX container's
+    named_ports: Mapping[str, int] = field(default_factory=dict)  # its JAX container's named containerPorts
     node: str = ""  # the simulated node it runs on (one per pod): spec.nodeName
     host_network: bool = False  # spec.hostNetwork: the node's hostname and hosts file, not the pod's
     host_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # spec.hostAliases: (ip, hostnames) for its /etc/hosts
@@ -108,7 +141,12 @@ class Pod:
     def as_container(self, c: Container) -> Pod:
         """The pod as its container `c` sees it: the same pod, with `c`'s command, env, image, mounts and limits (what
         `container.prepare` reads), so every container of a pod is prepared and run the same way."""
-        return replace(self, **c.pod_fields(), container_ports=(), readiness_probe=False, others=())  # type: ignore[arg-type]
+        return replace(self, **c.pod_fields(), container_ports=(), others=())  # type: ignore[arg-type]
+
+    @property
+    def readiness_probe(self) -> bool:
+        """Its JAX container declares a readinessProbe: Ready, hence in DNS, only once it passes."""
+        return any(p.kind == "readiness" for p in self.probes)
 
     @property
     def wrapper(self) -> str | None:

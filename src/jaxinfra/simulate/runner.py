@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import interrupts
-from jaxinfra.simulate import capacity, container, fds, image, model, paths, sandbox, shim
+from jaxinfra.simulate import capacity, container, fds, image, model, paths, prober, sandbox, shim
 from jaxinfra.simulate.cgroups import PodGroup
 from jaxinfra.simulate.container import Credentials, coordinator_port, init_timeout
 from jaxinfra.simulate.controllers import job_failure
@@ -66,6 +66,10 @@ class Process:
     group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
     handshake: sandbox.Handshake | None = None  # as root: the pipes over which it asks for its id maps, until answered
+    env: Mapping[str, str] = field(default_factory=dict)  # its container's env, which an exec probe's command gets
+    probed: dict[str, dict[str, Any]] = field(default_factory=dict)  # each of its probes' results (`prober`)
+    probe_failed: str | None = None  # why the kubelet stopped it: a liveness or startup probe's failure
+    running: bool = False  # its sandbox is made and its program started (it said so): probes may enter it
 
     @property
     def last_stderr(self) -> str | None:
@@ -106,6 +110,7 @@ class ContainerRun(Process):
             "signal": self.signal,
             "reason": self.reason,
             "restarts": self.restarts,
+            "probes": self.probed,
             "stderr_tail": list(self.stderr_tail),
         }
 
@@ -129,6 +134,8 @@ class PodRun(Process):
     exited: float | None = None  # when its last main container exited (its sidecars are stopped then)
     generation: int = 0  # how many pods its Job created at its place before it, in this attempt (`_replace_failed`)
     index_failed: bool = False  # past its Job's backoffLimitPerIndex: its index failed for good, the others run on
+    created: float | None = None  # when its controller created it (monotonic): its probes tick from then
+    ready_at: float | None = None  # when it first became Ready (seconds since the attempt began)
 
     @property
     def done(self) -> bool:
@@ -176,6 +183,8 @@ class PodRun(Process):
             "memory_peak": self.group.peak_bytes() if self.group is not None else None,
             "memory_pss_peak": self.pss_peak,
             "containers": [c.as_dict() for c in self.others],
+            "probes": self.probed,
+            "ready": None if self.ready_at is None else round(self.ready_at, 3),
         }
 
     def cells(self) -> dict[str, str]:
@@ -375,6 +384,8 @@ class Runner:
         }
         self.oom_baseline, self.memory = capacity.oom_kills(), MemorySampler(runs)
         self.machine: str | None = None
+        self.prober = prober.Prober(self.isolation, self._probe_joins)
+        self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         try:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
@@ -384,6 +395,7 @@ class Runner:
                 for r in runs:
                     if not r.begun:
                         r.begun = now >= starts[id(r)] and self._waiting(r, runs) is None and self._slot(r, runs)
+                        r.created = now if r.begun else None
                     if r.begun and (r.others or not r.initialized) and not r.done and self.machine is None:
                         self._kubelet(r, runs, now - t0, wake)
                 due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending"]
@@ -411,6 +423,7 @@ class Runner:
                                 (r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL, True)
                             )
                 self._reap(runs)
+                self._probes(runs, now, wake)
                 self.memory.sample(now)
                 if self.machine is not None:
                     attempt.reason = attempt.machine = self.machine
@@ -441,6 +454,7 @@ class Runner:
                 for key, _ in self.selector.select(max(timeout, 0.0)):
                     self._read(key.data, key.fd)
         finally:
+            self.prober.close()
             self._end(runs)
         if not attempt.ok and attempt.reason is None:  # told once every pod has ended (a preempted one may end last)
             failed = attempt.first_failure
@@ -497,17 +511,12 @@ class Runner:
         exited, the sidecars are stopped, the last one first, each once the later ones have exited, SIGKILL at the end
         of the pod's grace period (kuberuntime_termination_order.go newTerminationOrdering). Under the probe only the
         JAX container runs (`_others`)."""
+        if r.exited is None:
+            self._restart_sidecars(r, runs, wake)
         if not r.initialized:
             r.initialized = self._init_step(r, runs)
             return
         if r.exited is None:
-            for c in self._latest(r, "sidecar"):
-                if c.reaped and c.ended is not None:
-                    due = self.t0 + c.ended + SIDECAR_RESTART_S
-                    if time.monotonic() < due:
-                        wake.append(due)
-                    else:
-                        self._start_or_stop(self._container(r, c.container, c.slot, c.restarts + 1), r, runs)
             return
         live = [c for c in self._latest(r, "sidecar") if c.live]
         if not live:
@@ -522,6 +531,16 @@ class Runner:
                 c.request(signal.SIGKILL)
         else:
             wake.append(self.t0 + kill)
+
+    def _restart_sidecars(self, r: PodRun, runs: list[PodRun], wake: list[float]) -> None:
+        """Start again each sidecar that exited (or that a probe's failure stopped) while the pod runs."""
+        for c in self._latest(r, "sidecar"):
+            if c.reaped and c.ended is not None:
+                due = self.t0 + c.ended + SIDECAR_RESTART_S
+                if time.monotonic() < due:
+                    wake.append(due)
+                else:
+                    self._start_or_stop(self._container(r, c.container, c.slot, c.restarts + 1), r, runs)
 
     def _replace_failed(
         self, runs: list[PodRun], attempt: Attempt, starts: dict[int, float], timed: dict[int, list[Any]]
@@ -604,10 +623,36 @@ class Runner:
         return None
 
     def _ready(self, r: PodRun) -> bool:
-        """The pod's Ready condition: initialized, and every main container and sidecar running (kubelet
-        pkg/kubelet/status/generate.go GeneratePodReadyCondition). Readiness probes do not run here: a container
-        is ready once it runs."""
-        return r.initialized and r.live and all(c.live for role in ("main", "sidecar") for c in self._latest(r, role))
+        """The pod's Ready condition: initialized, and every main container and sidecar ready — running, started
+        (its startup probe passed) and its readiness probe passing, where it has those (kubelet
+        pkg/kubelet/status/generate.go GeneratePodReadyCondition, `prober`)."""
+        latest: list[PodRun | ContainerRun] = [r, *(c for role in ("main", "sidecar") for c in self._latest(r, role))]
+        return r.initialized and all(self.prober.ready(p) for p in latest)
+
+    def _probes(self, runs: list[PodRun], now: float, wake: list[float]) -> None:
+        """The kubelet's prober (`prober`): a container whose liveness or startup probe failed is stopped, its stop
+        signal then SIGKILL after the probe's terminationGracePeriodSeconds (else the pod's), and restarted as its
+        pod's restartPolicy says (kuberuntime_manager.go computePodActions); each pod's first Ready is recorded."""
+        for w in self.prober.poll(now, wake):
+            grace = w.probe.grace_period if w.probe.grace_period is not None else w.target.pod.grace_period
+            w.target.request(signal.SIGTERM)
+            self.stops.append((now + min(grace, self.options.grace_cap), w.target))
+        for entry in list(self.stops):
+            at, p = entry
+            if p.reaped or now >= at:
+                self.stops.remove(entry)
+                if not p.reaped:
+                    p.request(signal.SIGKILL)
+            else:
+                wake.append(at)
+        for r in runs:
+            if r.ready_at is None and r.begun and not r.done and self._ready(r):
+                r.ready_at = now - self.t0
+
+    def _probe_joins(self, p: prober.Target) -> prober.Joins:
+        network = self.node.network if self.node else None
+        group = getattr(p, "group", None)
+        return (group.enter if group else None, network.join if network else None)
 
     def _others(self, r: PodRun) -> tuple[model.Container, ...]:
         """The pod's containers besides the JAX one that run here: all of them under --run-command; none under the
@@ -625,9 +670,11 @@ class Runner:
         return run
 
     def _init_step(self, r: PodRun, runs: list[PodRun]) -> bool:
-        """Start the pod's next init container once the one before is through; True once all are. One that completed
-        in an earlier attempt of the same pod (its container restarted in place) does not run again: the kubelet
-        reruns init containers only for a new pod sandbox. One that fails fails the pod (`_settle`)."""
+        """Start the pod's next init container once the one before is through — an init container completed, a
+        sidecar started (running, its startup probe passed: kuberuntime_container.go computeInitContainerActions) —
+        True once all are. One that completed in an earlier attempt of the same pod (its container restarted in
+        place) does not run again: the kubelet reruns init containers only for a new pod sandbox. One that fails
+        fails the pod (`_settle`)."""
         started = {c.slot: c for c in r.others}
         for slot, c in enumerate(self._others(r), 1):
             if c.role == "main":
@@ -637,10 +684,13 @@ class Runner:
                 continue
             run = started.get(slot)
             if run is None:
-                self._start_or_stop(self._container(r, c, slot), r, runs)
+                run = self._container(r, c, slot)
+                self._start_or_stop(run, r, runs)
                 if c.role == "init" or self.machine is not None:
                     return False
-            elif c.role == "init":
+            if c.role == "sidecar" and not self.prober.started(run):
+                return False
+            if c.role == "init":
                 if not run.reaped:
                     return False
                 if run.exit_code != 0:
@@ -691,7 +741,7 @@ class Runner:
             sandbox_name=f"sandbox-{slot}" if slot else "sandbox",
             own_command=self.options.run_command or not own,
         )
-        p.cwd = c.cwd
+        p.cwd, p.env = c.cwd, c.env
         p.group = self.node.cgroup(p.pod, self.attempt_index, slot) if self.node is not None else None
         p.unapplied = sandbox.unapplied(self.isolation, p.pod.security)
         network = self.node.network if self.node else None
@@ -747,6 +797,9 @@ class Runner:
             self._phase(p, "started", quiet=True)
         else:
             p.started = time.monotonic() - self.t0
+        if self.options.run_command:
+            now = time.monotonic()
+            self.prober.watch(p, r.created or now, now)
 
     def _close_handshake(self, p: Process) -> None:
         if p.handshake is not None:
@@ -807,10 +860,11 @@ class Runner:
             else:
                 self.listener("log", (p, stream, text))
             return
-        if not isinstance(p, PodRun):  # the probe's phases and result: the JAX container's alone
-            return
         msg = json.loads(text)
         phase = msg.pop("phase")
+        p.running = p.running or phase == "running"
+        if not isinstance(p, PodRun):  # the probe's phases and result: the JAX container's alone
+            return
         if phase == "result":
             p.result = msg["result"]
         elif not p.done:
@@ -836,7 +890,13 @@ class Runner:
                 self._settle(r)
 
     def _why(self, p: PodRun | ContainerRun, runs: list[PodRun]) -> str | None:
-        """How a reaped container ended, for its reason (None: it exited 0)."""
+        """How a reaped container ended, for its reason (None: it exited 0, unless a probe's failure stopped it)."""
+        how = self._how(p, runs)
+        if p.probe_failed is not None:
+            return f"{p.probe_failed}, so the kubelet stopped it: {how or 'exit code 0'}"
+        return how
+
+    def _how(self, p: PodRun | ContainerRun, runs: list[PodRun]) -> str | None:
         if p.group is not None and p.group.oom_killed():
             return oom_reason(p.pod, p.group.peak_bytes())
         if p.signal == "SIGKILL" and not p.killed and capacity.oom_kills() > self.oom_baseline:
@@ -875,8 +935,16 @@ class Runner:
             self._phase(r, "failed")
             return
         mains: list[Process] = [r, *(c for c in r.others if c.container.role == "main")]
-        failed = next((m for m in mains if m.reaped and (m.exit_code or m is r and r.preempted is not None)), None)
-        if r.pod.restart_policy != "Never" and failed is not None and r.exited is None:
+        restarts = r.pod.restart_policy != "Never"  # a container a probe stopped restarts, however it exited
+        failed = next(
+            (
+                m
+                for m in mains
+                if m.reaped and (m.exit_code or m.probe_failed and restarts or m is r and r.preempted is not None)
+            ),
+            None,
+        )
+        if restarts and failed is not None and r.exited is None:
             self._failed(r, failed)
             return
         if not all(m.reaped for m in mains):
@@ -946,6 +1014,8 @@ class Runner:
         on a cluster; the preempted pod keeps its own deadline (containerd sends a container the stop signal once).
         After a crash they are killed at once: a group that lost a process can save nothing together, and JAX's own
         SIGTERM handler would only hold the verdict up for the grace period."""
+        # what the pods never created waited for, read before the others are stopped (a stopped pod opens no gate)
+        gates = {id(r): self._waiting(r, runs) for r in runs if not r.begun}
         for r in runs:  # a pod still waiting for its id maps is no shim yet: it ends on the handshake's EOF instead
             for p in r.processes:
                 self._close_handshake(p)
@@ -974,7 +1044,7 @@ class Runner:
                 self._ended(r, p, os.waitpid(pid, 0)[1])
         for r in runs:
             if r.pid is None and r.phase == "pending":
-                gate = None if r.begun else self._waiting(r, runs)
+                gate = gates.get(id(r))
                 wave = None if r.begun else self.waves.get(r.pod.global_index)
                 r.reason = (
                     f"never created: its JobSet's {gate.rule} was not reached"
