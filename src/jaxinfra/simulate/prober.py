@@ -67,6 +67,7 @@ class Target(Protocol):
     pod: model.Pod  # the pod as the container sees it: its probes, security, named ports
     cwd: Path | None  # its working directory, inside its root
     env: Mapping[str, str]
+    group: Any  # its cgroup (`cgroups.PodGroup`: an exec probe's command joins it), None where there is none
     reaped: bool
     running: bool  # its sandbox is made and its program started
     probed: dict[str, dict[str, Any]]

@@ -651,8 +651,7 @@ class Runner:
 
     def _probe_joins(self, p: prober.Target) -> prober.Joins:
         network = self.node.network if self.node else None
-        group = getattr(p, "group", None)
-        return (group.enter if group else None, network.join if network else None)
+        return (p.group.enter if p.group else None, network.join if network else None)
 
     def _others(self, r: PodRun) -> tuple[model.Container, ...]:
         """The pod's containers besides the JAX one that run here: all of them under --run-command; none under the
