@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from jaxinfra import gpudirect
 from jaxinfra.admission import pod_security as ps
 from jaxinfra.admission.store import Finding
-from tests.support.stacks import PAIR_IDS, PAIRS, rendered
+from jaxinfra.plan import plan
+from tests.support.stacks import PAIR_IDS, PAIRS, load_stack, rendered
 
 pytestmark = pytest.mark.unit
 
@@ -562,9 +564,30 @@ def pod_specs(node: Any) -> Iterator[Mapping]:
             yield from pod_specs(value)
 
 
+DAEMONS = {s.daemon.name for s in gpudirect.STACKS if s.daemon}
+
+
+def gpudirect_exception(violation: str) -> bool:
+    """A restricted violation a GPUDirect pod declares (JobPlan.pod_security_exceptions): its host volumes, its daemon
+    running as root with capabilities."""
+    return violation.startswith(("hostPath volumes", "restricted volume types")) or any(
+        f'container "{d}"' in violation for d in DAEMONS
+    )
+
+
 @pytest.mark.parametrize("path, backend", PAIRS, ids=PAIR_IDS)
 def test_every_rendered_pod_passes_restricted(path: Any, backend: str) -> None:
+    """Every pod meets restricted but for a GPUDirect pool's declared exceptions, which appear where they are declared
+    and nowhere else."""
     specs = [s for obj in rendered(path, backend) for s in pod_specs(copy.deepcopy(obj))]
     assert specs
+    declared = any(jp.gpudirect for jp in plan(load_stack(path, backend)).jobs)
     for spec in specs:
-        assert ps.violations("restricted", "latest", {}, spec) == []
+        violations = ps.violations("restricted", "latest", {}, spec)
+        assert [v for v in violations if not gpudirect_exception(v)] == []
+        assert bool(violations) == declared
+        if declared:  # baseline: the host volumes and the daemon's added capabilities, nothing else
+            assert {v.split(" (")[0] for v in ps.violations("baseline", "latest", {}, spec)} == {
+                "hostPath volumes",
+                "non-default capabilities",
+            }

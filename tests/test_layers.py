@@ -22,11 +22,20 @@ ALLOWED = {
     "names": set(),
     "quantity": set(),
     "catalog": {"errors"},
+    "gpudirect": set(),
     # One module per workload kind; the plan and the pod parts reach it as arguments (types only), never imports.
     "backends": {"backends", "errors", "names"},
-    "spec": {"backends", "catalog", "errors", "names", "quantity", "spec"},
-    "plan": {"backends", "catalog", "errors", "names", "quantity"},
-    "render": {"backends", "catalog", "errors", "names", "plan", "render"},  # errors: a pod patch that does not apply
+    "spec": {"backends", "catalog", "errors", "gpudirect", "names", "quantity", "spec"},
+    "plan": {"backends", "catalog", "errors", "gpudirect", "names", "quantity"},
+    "render": {
+        "backends",
+        "catalog",
+        "errors",
+        "gpudirect",
+        "names",
+        "plan",
+        "render",
+    },  # errors: a pod patch that does not apply
     "topology": set(),  # a pure drawing: a Layout comes from a plan (explain) or from simulated pods
 }
 

@@ -92,7 +92,7 @@ def test_tpu_placement_and_resources_from_catalog() -> None:
 
 
 def test_gpu_pod_has_memory_backed_shm_and_gpu_placement() -> None:
-    objs = objects(cluster_of(GPU("h100-80gb", 8), nodes=4, shm_size="32Gi"))
+    objs = objects(cluster_of(GPU("h100-80gb", 8, network="standard"), nodes=4, shm_size="32Gi"))
     spec = pod_spec(objs)
     assert spec["volumes"] == [{"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32Gi"}}]
     assert spec["containers"][0]["volumeMounts"] == [{"name": "dshm", "mountPath": "/dev/shm"}]

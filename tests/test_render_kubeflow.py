@@ -204,7 +204,10 @@ def two_pools_with_kueue() -> Cluster:
     return Cluster(
         name="c",
         kueue=True,
-        node_pools=[NodePool("v5p", TPU("v5p", "2x2x4")), NodePool("h100", GPU("h100-80gb", 8), spot=True)],
+        node_pools=[
+            NodePool("v5p", TPU("v5p", "2x2x4")),
+            NodePool("h100", GPU("h100-80gb", 8, network="standard"), spot=True),
+        ],
         jobs=[
             JaxJob("big", namespace="ml", image="i", node_pool="v5p", slices=2),
             JaxJob("small", namespace="ml", image="i", node_pool="v5p"),

@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from jaxinfra import shadow
-from jaxinfra.plan import ClusterPlan, JobPlan
+from jaxinfra.plan import ClusterPlan, JobPlan, pool_gpudirect
 from jaxinfra.topology import Layout
 
 #: The pseudo-variable for the pod's hostname, shown first in every env block.
@@ -179,6 +179,7 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         ("coordinator", jp.coordinator_address),
         ("rank", rank_rule),
         ("restarts", f"{jp.job.max_restarts} whole-group restarts"),
+        *([("GPU network", text)] if (text := gpu_network(jp)) else []),
         *([("checkpoints", jp.checkpoint_storage)] if jp.checkpoint_storage else []),
         *(
             [("runtime", f"{'TrainingRuntime' if jp.renders_runtime else 'ClusterTrainingRuntime'} {jp.runtime}")]
@@ -190,6 +191,26 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         *([("customized", text)] if (text := customizations(jp)) else []),
         *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
     ]
+
+
+def gpu_network(jp: JobPlan) -> str | None:
+    """Which network a GPU job's processes talk over (`jaxinfra.gpudirect`); None for TPU and CPU jobs."""
+    if jp.kind != "gpu":
+        return None
+    stack = pool_gpudirect(jp.pool)
+    if jp.shadow is not None:
+        return "pod networking (a CPU shadow drops " + (f"{stack.protocol})" if stack else "nothing here)")
+    if stack is None:
+        why = (
+            "GPU(network='standard')"
+            if getattr(jp.pool.accelerator, "network", None) == "standard"
+            else "no GPUDirect stack on GKE"
+        )
+        return f"pod networking, one NIC ({jp.accel.machine_type}: {why})"
+    if jp.gpudirect is None:
+        return f"pod networking: one node, its GPUs over NVLink (the pool has {stack.protocol})"
+    daemon = f", the {stack.daemon.name} sidecar" if stack.daemon else ""
+    return f"{stack.summary}; pods get the interfaces annotation{daemon}, the NCCL plugin's host libraries"
 
 
 def layout(jp: JobPlan) -> Layout:

@@ -13,7 +13,7 @@ from decimal import Decimal
 from functools import cached_property
 from typing import TYPE_CHECKING, cast
 
-from jaxinfra import backends, catalog
+from jaxinfra import backends, catalog, gpudirect
 from jaxinfra.backends import Backend, JobNames
 from jaxinfra.names import (
     APP_NAME,
@@ -152,6 +152,11 @@ class JobPlan:
         return self.job.privileged and self.shadow is None
 
     @property
+    def gpudirect(self) -> gpudirect.Stack | None:
+        """The GPUDirect stack the pods use (`gpudirect.for_job`); never a shadow's."""
+        return None if self.shadow is not None else gpudirect.for_job(pool_gpudirect(self.pool), self.processes)
+
+    @property
     def shadow_of(self) -> str | None:
         """What a shadow stands in for, in words (an annotation on its workload); None when not a shadow."""
         if self.shadow is None:
@@ -249,6 +254,24 @@ class JobPlan:
                     "NetworkPolicy does not apply to host-network pods",
                 )
             )
+        if (stack := self.gpudirect) is not None:
+            out.append(
+                (
+                    "hostPath",
+                    f"{stack.protocol} on pool {self.pool.name}: the pods mount the node's "
+                    f"{', '.join(v.host_path for v in stack.volumes)} (the NCCL plugin the installer put there"
+                    + (f", the {stack.daemon.name}'s socket and the host's /sys" if stack.daemon else "")
+                    + "); GPU(network='standard') opts out",
+                )
+            )
+            if stack.daemon is not None:
+                out.append(
+                    (
+                        "capabilities",
+                        f"the {stack.daemon.name} sidecar runs as root with {', '.join(stack.daemon.capabilities)} "
+                        "(it programs the GPU NICs' flows, as GKE's and xpk's manifests run it)",
+                    )
+                )
         if self.privileged:
             out.append(
                 (
@@ -437,10 +460,21 @@ class ClusterPlan:
     pod_security: str | None = None  # the enforce level of the namespaces jaxinfra creates
     shadow: Shadow | None = None  # every job as a CPU shadow (`jaxinfra.shadow`)
 
+    pools: tuple[NodePool, ...] = ()
+
     @property
     def namespaces(self) -> tuple[str, ...]:
         """Namespaces to create: every one a job uses, except the built-in ones."""
         return tuple(sorted({j.namespace for j in self.jobs} - BUILTIN_NAMESPACES))
+
+    @property
+    def gpudirect(self) -> tuple[gpudirect.Stack, ...]:
+        """The GPUDirect stacks of the cluster's pools, each once, in `gpudirect.STACKS` order: their networks and
+        installers exist once per cluster. None for a shadow, whose pods run on CPU nodes."""
+        if self.shadow is not None:
+            return ()
+        used = {pool_gpudirect(p) for p in self.pools}
+        return tuple(s for s in gpudirect.STACKS if s in used)
 
 
 def plan(cluster: Cluster) -> ClusterPlan:
@@ -462,4 +496,9 @@ def plan(cluster: Cluster) -> ClusterPlan:
         for pool in cluster.node_pools
         if cluster.kueue and any(j.pool.name == pool.name for j in jobs)
     )
-    return ClusterPlan(cluster.name, jobs, queues, cluster.pod_security, cluster.shadow)
+    return ClusterPlan(cluster.name, jobs, queues, cluster.pod_security, cluster.shadow, cluster.node_pools)
+
+
+def pool_gpudirect(pool: NodePool) -> gpudirect.Stack | None:
+    """A pool's GPUDirect stack (`GPU.gpudirect`); None for TPU, CPU and plain GPU pools."""
+    return getattr(pool.accelerator, "gpudirect", None)

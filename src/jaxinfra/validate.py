@@ -45,6 +45,8 @@ _CRD_FILES: dict[tuple[str, str], str] = {
     ("kueue.x-k8s.io", "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
     ("kueue.x-k8s.io", "ResourceFlavor"): "kueue.x-k8s.io_resourceflavors.yaml",
     ("kueue.x-k8s.io", "Topology"): "kueue.x-k8s.io_topologies.yaml",
+    ("networking.gke.io", "Network"): "networking.gke.io_networks.yaml",
+    ("networking.gke.io", "GKENetworkParamSet"): "networking.gke.io_gkenetworkparamsets.yaml",
 }
 _UNKNOWN_KIND_FIX = "jaxinfra validates built-in kinds and: " + ", ".join(k for _, k in _CRD_FILES)
 _INSTALL_FIX = "pip install 'jaxinfra[validate]'"

@@ -19,6 +19,7 @@ from jaxinfra.render.common import (
     role_binding,
     service_account,
 )
+from jaxinfra.render.gpudirect import network_objects
 from jaxinfra.render.kueue import kueue_objects
 
 
@@ -44,9 +45,11 @@ def render_job(jp: JobPlan) -> list[Manifest]:
 
 
 def render(cp: ClusterPlan) -> list[Manifest]:
-    """Every object of a cluster plan: namespaces, Kueue (cluster-scoped first), then jobs in declared order."""
+    """Every object of a cluster plan: namespaces, the GPU networks (GKE multi-networking: the pods' interfaces name
+    them), Kueue (cluster-scoped first), then jobs in declared order."""
     return (
         [namespace(ns, cp.pod_security) for ns in cp.namespaces]
+        + [m for stack in cp.gpudirect for m in network_objects(stack, cp.name)]
         + kueue_objects(cp.queues)
         + [m for jp in cp.jobs for m in render_job(jp)]
     )

@@ -13,6 +13,7 @@ from jaxinfra import names as N
 from jaxinfra.backends.base import field_ref
 from jaxinfra.errors import Problem, SpecError
 from jaxinfra.plan import JobPlan, pod_requests
+from jaxinfra.render import gpudirect
 
 if TYPE_CHECKING:
     from jaxinfra.spec import NodePool, Sidecar, Toleration
@@ -302,6 +303,8 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
     annotations = dict(jp.job.annotations)
     if jp.checkpoint_bucket is not None:
         annotations[N.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
+    if jp.gpudirect is not None:
+        gpudirect.decorate(jp.gpudirect, spec, container, annotations)
     if annotations:
         meta["annotations"] = annotations
     return customize(jp, {"metadata": meta, "spec": spec})
@@ -353,8 +356,8 @@ def customize(jp: JobPlan, template: dict[str, Any]) -> dict[str, Any]:
         spec["nodeSelector"] = {**spec.get("nodeSelector", {}), **j.node_selector}  # no shared key: `node_selector`
     if j.tolerations:
         spec["tolerations"] = [*spec.get("tolerations", []), *map(toleration, j.tolerations)]
-    if j.sidecars:
-        spec["initContainers"] = [sidecar(s) for s in j.sidecars]
+    if j.sidecars:  # after the platform's (a GPUDirect daemon)
+        spec["initContainers"] = [*spec.get("initContainers", []), *map(sidecar, j.sidecars)]
     if not j.pod_patches:
         return template
     target = f"backend {jp.backend.name}'s pod template" + (" (a CPU shadow)" if jp.shadow is not None else "")

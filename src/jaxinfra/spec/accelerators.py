@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from pydantic import Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from jaxinfra import catalog
+from jaxinfra import catalog, gpudirect
 from jaxinfra.errors import CatalogError
+from jaxinfra.gpudirect import Network
 from jaxinfra.spec.base import TAG, Spec, tagged
 from jaxinfra.spec.problems import problem
 
@@ -57,6 +58,12 @@ class GPU(Spec):
         description="GPU type, e.g. l4, a100-40gb, a100-80gb, h100-80gb, h100-mega-80gb, h200-141gb, b200."
     )
     count: int = Field(gt=0, description="GPUs per node (one JAX process per node uses all of them).")
+    network: Network = Field(
+        "auto",
+        description="GPU-to-GPU network: auto, the fastest the machine type has on GKE (GPUDirect-TCPX on "
+        "a3-highgpu-8g, GPUDirect-TCPXO on a3-megagpu-8g, GPUDirect RDMA on a3-ultragpu-8g and a4-highgpu-8g: "
+        "`jaxinfra.gpudirect`), plain pod networking on others; standard: plain pod networking (one NIC) always.",
+    )
 
     @model_validator(mode="after")
     def _in_catalog(self) -> GPU:
@@ -65,12 +72,17 @@ class GPU(Spec):
         except CatalogError as err:
             raise _catalog_problem(err) from None
         if row.family != self.type:
-            return GPU.model_validate({"type": row.family, "count": self.count})
+            return GPU.model_validate({"type": row.family, "count": self.count, "network": self.network})
         return self
 
     @property
     def row(self) -> catalog.Accelerator:
         return catalog.gpu(self.type, self.count)
+
+    @property
+    def gpudirect(self) -> gpudirect.Stack | None:
+        """The GPUDirect stack these nodes get; None: plain pod networking."""
+        return None if self.network == "standard" else gpudirect.for_machine(self.row.machine_type)
 
 
 class CPU(Spec):

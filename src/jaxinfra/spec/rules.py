@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from jaxinfra import backends
+from jaxinfra import backends, gpudirect
 from jaxinfra.backends import JobNames
 from jaxinfra.errors import Problem
 from jaxinfra.names import BUILTIN_NAMESPACES, CHECKPOINT_ENV, MAX_NAME, QUEUE_LABEL, checkpoint_claim, queue_name
@@ -67,7 +67,7 @@ def cross_object_problems(cluster: Cluster) -> list[Problem]:
         if cluster.kueue:
             out.extend(_kueue_job_problems(at, job, pool))
         out.extend(_name_problems(at, job, pool))
-        out.extend(_pod_security_problems(at, cluster, job))
+        out.extend(_pod_security_problems(at, cluster, job, pool))
         if cluster.shadow is not None:
             out.extend(_shadow_problems(at, job, pool))
     if cluster.kueue:
@@ -208,12 +208,29 @@ def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     return out
 
 
-def _pod_security_problems(at: str, cluster: Cluster, job: JaxJob) -> list[Problem]:
+def _pod_security_problems(at: str, cluster: Cluster, job: JaxJob, pool: NodePool) -> list[Problem]:
     """A job whose pods the Pod Security level of its (jaxinfra-created) namespace would reject."""
     level = cluster.pod_security
     if level in (None, "privileged") or job.namespace in BUILTIN_NAMESPACES:
         return []
     out = []
+    stack = getattr(pool.accelerator, "gpudirect", None)
+    if cluster.shadow is None and (stack := gpudirect.for_job(stack, job.nodes or 1)) is not None:
+        out.append(
+            Problem(
+                f"{at}.node_pool",
+                job.node_pool,
+                f"pool {pool.name} runs {stack.protocol}, whose pods mount host paths"
+                + (
+                    f" and run the {stack.daemon.name} as root with {', '.join(stack.daemon.capabilities)}"
+                    if stack.daemon
+                    else ""
+                )
+                + f": namespace {job.namespace} is created with Pod Security enforce={level}, which rejects them",
+                f"set Cluster(pod_security='privileged') to allow it there, or GPU(..., network='standard') on pool "
+                f"{pool.name} (plain pod networking: one NIC)",
+            )
+        )
     for what, field in (("hostNetwork", "host_network"), ("privileged", "privileged")):
         if getattr(job, field):
             out.append(
