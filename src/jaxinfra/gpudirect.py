@@ -96,16 +96,20 @@ class Stack:
     machine_types: tuple[str, ...]
     nics: int  # NICs for GPU traffic per node
     nic_gbps: int
-    node_gbps: int  # the machine type's whole network bandwidth, as Compute Engine documents it
+    node_gbps: int  # the machine type's whole network bandwidth, all NICs, as Compute Engine documents it
     mtu: int
     device_mode: Literal["NetDevice", "RDMA"]  # the GKENetworkParamSet's
-    first_interface: int  # the pod's interface of the first GPU network: eth1, or eth2 beside RDMA's second gVNIC
     env: tuple[tuple[str, str], ...]
     volumes: tuple[HostVolume, ...]
     installers: tuple[Installer, ...]
     daemon: Daemon | None = None
     gvnic: bool = False  # a second gVNIC VPC on the nodes (A3 Ultra, A4), not attached to the pods
     source: str = ""
+
+    @property
+    def first_interface(self) -> int:
+        """The pod's interface of the first GPU network: eth1, or eth2 where the node's second gVNIC is eth1."""
+        return 2 if self.gvnic else 1
 
     @property
     def gbps(self) -> int:
@@ -127,7 +131,7 @@ class Stack:
         """In words, for explain."""
         return (
             f"{self.protocol}: {self.nics} x {self.nic_gbps} Gbps NICs for GPU traffic ({self.gbps} Gbps per node; "
-            f"{self.node_gbps} Gbps with the primary NIC), MTU {self.mtu}"
+            f"{self.node_gbps} Gbps with the other NICs), MTU {self.mtu}"
         )
 
 
@@ -150,7 +154,6 @@ TCPX = Stack(
     node_gbps=1000,
     mtu=MTU_TCPX,
     device_mode="NetDevice",
-    first_interface=1,
     env=(("LD_LIBRARY_PATH", NVIDIA_LIB),),
     volumes=(
         HostVolume("libraries", "/home/kubernetes/bin/nvidia/lib64", main=NVIDIA_LIB, daemon=NVIDIA_LIB),
@@ -192,7 +195,6 @@ TCPXO = Stack(
     node_gbps=1800,
     mtu=MTU_JUMBO,
     device_mode="NetDevice",
-    first_interface=1,
     env=(("LD_LIBRARY_PATH", NVIDIA_LIB), ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", "/dev/aperture_devices")),
     volumes=(
         HostVolume("libraries", "/home/kubernetes/bin/nvidia", main="/usr/local/nvidia", daemon="/usr/local/nvidia"),
@@ -230,7 +232,6 @@ RDMA = Stack(
     node_gbps=3600,
     mtu=MTU_JUMBO,
     device_mode="RDMA",
-    first_interface=2,
     env=(("LD_LIBRARY_PATH", NVIDIA_LIB),),
     volumes=(
         HostVolume("library-dir-host", "/home/kubernetes/bin/nvidia", main="/usr/local/nvidia"),
