@@ -107,6 +107,9 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
         if r.type == "kubernetes:core/v1:Namespace":
             assert r.parent == me and not r.deps
             continue
+        if r.type.startswith("kubernetes:networking.gke.io/"):  # a GPU network (tests/test_pulumi_gpudirect.py)
+            assert r.parent == me and (provider == "existing" or {(POOL_T, p.name) for p in run.of(POOL_T)} <= r.deps)
+            continue
         ns, name = r.name.split("/")
         jp = next(jp for jp in cp.jobs if jp.namespace == ns and name in (jp.name, jp.checkpoint_claim))
         assert r.parent == (JOB_T, f"{ns}/{jp.name}"), "every job object is a child of its JaxJob (its claim too)"
@@ -240,7 +243,12 @@ def test_gpu_h100_one_pool_of_two_nodes_by_eight_gpus() -> None:
     assert pool.inputs["nodeConfig"]["guestAccelerators"] == [
         {"type": "nvidia-h100-80gb", "count": 8, "gpuDriverInstallationConfig": {"gpuDriverVersion": "LATEST"}}
     ]
-    assert pool.inputs["nodeLocations"] == ["us-central1-a"] and "placementPolicy" not in pool.inputs
+    assert pool.inputs["nodeLocations"] == ["us-central1-a"]
+    # a3-highgpu-8g gets GPUDirect-TCPX by default (GPU(network="auto")): 4 extra NICs, close together
+    assert pool.inputs["placementPolicy"] == {"type": "COMPACT"}
+    assert [n["network"] for n in pool.inputs["networkConfig"]["additionalNodeNetworkConfigs"]] == [
+        f"gpu-h100-tcpx-{i}" for i in range(4)
+    ]
     assert all((POOL_T, "h100") in r.deps for r in run.k8s if r.type != "kubernetes:core/v1:Namespace")
 
 

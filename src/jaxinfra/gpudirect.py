@@ -42,6 +42,9 @@ MTU_TCPX, MTU_JUMBO = 8244, 8896
 DEFAULT_INTERFACE = "networking.gke.io/default-interface"
 INTERFACES = "networking.gke.io/interfaces"
 DEVICES = "devices.gke.io/container.{container}"
+#: Pods per GPUDirect node, from which GKE sizes the node's pod range: xpk's and cluster-toolkit's (xpk @ 367c8382
+#: src/xpk/core/nodepool.py `--max-pods-per-node=32`, src/xpk/core/blueprint/blueprint_generator.py).
+MAX_PODS_PER_NODE = 32
 #: The toleration every xpk decorator adds for GPUDirect pods' nodes.
 USER_WORKLOAD_TOLERATION = {"key": "user-workload", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 NVIDIA_LIB = "/usr/local/nvidia/lib64"

@@ -15,7 +15,9 @@ in step). Compared field by field, descriptions aside (2026-08 snapshots of the 
 
 This module is data and a selection rule (each backend names the controllers it needs and its Kueue
 integration, `jaxinfra.backends`); the Pulumi adapter installs what `needed` returns, after the node pools
-and before every object of theirs.
+and before every object of theirs. Likewise `installers`: the node installers of the cluster's GPUDirect stacks
+(the NCCL plugins, the NRI device injector), whose manifests `jaxinfra.gpudirect` pins at one
+container-engine-accelerators commit.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from jaxinfra import gpudirect
 from jaxinfra.admission.store import (
     TRAINER_JAX_RUNTIME as TRAINER_JAX_RUNTIME,
 )  # one name, read here by the Pulumi adapter
@@ -117,6 +120,13 @@ def needed(cp: ClusterPlan) -> tuple[Controller, ...]:
     runs as a JobSet: JobSet too), and Kueue for its queues."""
     names = {name for jp in cp.jobs for name in jp.backend.controllers} | ({KUEUE.name} if cp.queues else set())
     return tuple(c for c in CONTROLLERS if c.name in names)
+
+
+def installers(cp: ClusterPlan) -> tuple[gpudirect.Installer, ...]:
+    """The DaemonSets the GPUDirect pools' nodes need, in the stacks' order, each once: TCPX and TCPXO both list the NRI
+    device injector (`gpudirect.Stack.installers`; xpk @ 367c8382 src/xpk/core/system_characteristics.py and
+    core/cluster.py name the same manifests)."""
+    return tuple(dict.fromkeys(i for stack in cp.gpudirect for i in stack.installers))
 
 
 def referenced_runtimes(cp: ClusterPlan) -> tuple[str, ...]:

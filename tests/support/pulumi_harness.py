@@ -37,7 +37,11 @@ STACK_T = "pulumi:pulumi:Stack"
 CLUSTER_T = "jaxinfra:index:Cluster"
 JOB_T = "jaxinfra:index:JaxJob"
 CONTROLLER_T = "jaxinfra:index:Controller"
+INSTALLER_T = "jaxinfra:index:NodeInstaller"
 POOL_T = "gcp:container/nodePool:NodePool"
+NETWORK_T = "gcp:compute/network:Network"
+SUBNET_T = "gcp:compute/subnetwork:Subnetwork"
+FIREWALL_T = "gcp:compute/firewall:Firewall"
 IAM_T = "gcp:projects/iAMMember:IAMMember"
 BUCKET_T = "gcp:storage/bucket:Bucket"
 BUCKET_IAM_T = "gcp:storage/bucketIAMMember:BucketIAMMember"
@@ -108,9 +112,11 @@ class Run:
 
     @property
     def k8s(self) -> list[Registered]:
-        """The Kubernetes objects of the stack (not those of the controllers jaxinfra installs)."""
+        """The Kubernetes objects of the stack (not those of the controllers and node installers jaxinfra installs)."""
         return [
-            r for r in self.resources if r.type.startswith("kubernetes:") and (r.parent or ("",))[0] != CONTROLLER_T
+            r
+            for r in self.resources
+            if r.type.startswith("kubernetes:") and (r.parent or ("",))[0] not in (CONTROLLER_T, INSTALLER_T)
         ]
 
     @property

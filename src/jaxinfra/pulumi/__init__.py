@@ -11,9 +11,12 @@ Thin, like the cdk8s one (docs/design.md, "Outputs and adapters"): every name an
   multi-slice TPU jobs), every accelerator pool in one zone, or with `jaxinfra:shadow` one CPU pool
   sized for the stack's CPU shadow; a `system` CPU pool for the controllers; the Cloud Storage
   buckets the jobs checkpoint to, each job's access to its bucket, and GKE's Cloud Storage FUSE CSI
-  driver. With provider `existing`, no cloud resources, only a Kubernetes provider for a
-  kubeconfig / context. Then the controllers the objects need (`ControllerInstall`), the
-  Namespaces, the Kueue queues (with `Cluster(kueue=True)`), and one `JaxJobComponent` per job.
+  driver; for GPUDirect pools (`jaxinfra.gpudirect`) their VPCs, subnets and firewall rules, a
+  cluster with multi-networking, and pools with gVNIC, the extra NICs and compact placement. With
+  provider `existing`, no cloud resources, only a Kubernetes provider for a kubeconfig / context.
+  Then the controllers the objects need (`ControllerInstall`), the GPUDirect node installers
+  (`NodeInstaller`) and the GPU networks' `Network`/`GKENetworkParamSet` objects, the Namespaces,
+  the Kueue queues (with `Cluster(kueue=True)`), and one `JaxJobComponent` per job.
 - `JaxJob` (`jaxinfra:index:JaxJob`): every object `render_job` yields, as a typed
   `pulumi_kubernetes` resource (a `CustomResource` for JobSet), with its name verbatim.
 
@@ -33,9 +36,10 @@ every problem. What the cluster must already have is said as warnings (`prerequi
 `existing_cluster_gaps`).
 
 One module per concern, each importing only those before it: `config` (the keys and `Settings`),
-`pools` (the node pools a stack needs), `gke` (what GKE and IAM are given), `checks` (problems and
-warnings), `kubernetes` (the rendered objects as resources: `JaxJobComponent`, `ControllerInstall`) and
-`cluster` (the `ClusterComponent` and `program`). Everything is importable from here.
+`pools` (the node pools a stack needs), `gke` (what GKE and IAM are given), `networks` (the GPUDirect
+pools' VPCs), `checks` (problems and warnings), `kubernetes` (the rendered objects as resources:
+`JaxJobComponent`, `ControllerInstall`, `NodeInstaller`) and `cluster` (the `ClusterComponent` and
+`program`). Everything is importable from here.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from jaxinfra.pulumi.gke import (
     SPOT_LABEL,
     base_node_config,
     cluster_addons,
+    cluster_networking,
     cluster_security,
     gke_kubeconfig,
     node_account_id,
@@ -77,10 +82,12 @@ from jaxinfra.pulumi.kubernetes import (
     WORKLOAD_KINDS,
     ControllerInstall,
     JaxJobComponent,
+    NodeInstaller,
     k8s_resource,
     logical_name,
     with_skip_await,
 )
+from jaxinfra.pulumi.networks import FIREWALL_ALLOWS, GpuNetworks, firewall_name, gpu_networks, roce_profile
 from jaxinfra.pulumi.pools import (
     MAX_PODS_PER_NODE,
     MAX_POOL_NAME,
@@ -99,6 +106,7 @@ __all__ = [
     "BUCKET_ROLE",
     "CLOUD_PLATFORM_SCOPE",
     "DEFAULT_CPU_MACHINE_TYPE",
+    "FIREWALL_ALLOWS",
     "KEYS",
     "MAX_PODS_PER_NODE",
     "MAX_POOL_NAME",
@@ -120,16 +128,21 @@ __all__ = [
     "ClusterComponent",
     "ConfigError",
     "ControllerInstall",
+    "GpuNetworks",
     "JaxJobComponent",
+    "NodeInstaller",
     "PoolSlice",
     "Settings",
     "base_node_config",
     "cluster_addons",
+    "cluster_networking",
     "cluster_security",
     "controller_problems",
     "existing_cluster_gaps",
+    "firewall_name",
     "gke_kubeconfig",
     "gke_problems",
+    "gpu_networks",
     "is_zone",
     "k8s_resource",
     "logical_name",
@@ -142,6 +155,7 @@ __all__ = [
     "pulumi_config",
     "read_settings",
     "region_of",
+    "roce_profile",
     "shadow_nodes",
     "shadow_pods_per_node",
     "with_skip_await",

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jaxinfra import releases
+from jaxinfra import gpudirect, releases
 from jaxinfra.errors import Problem
-from jaxinfra.plan import ClusterPlan, plan
+from jaxinfra.plan import ClusterPlan, plan, pool_gpudirect
 from jaxinfra.pulumi.config import Settings, region_of
 from jaxinfra.pulumi.gke import BUCKET_ROLE, workload_principal
 from jaxinfra.pulumi.pools import MAX_POOL_NAME, SHADOW_MACHINE, SYSTEM_POOL, node_pools, shadow_pods_per_node
@@ -18,7 +18,8 @@ from jaxinfra.pulumi.pools import MAX_POOL_NAME, SHADOW_MACHINE, SYSTEM_POOL, no
 def gke_problems(cluster: Any, s: Settings) -> list[Problem]:
     """What GKE would refuse, or build wrong, for this stack and config: pool names over 40 characters
     (slice suffix included) or taken by the system pool, accelerator pools without one zone, shadow pods
-    no shadow node can hold, and checkpoint buckets without Workload Identity."""
+    no shadow node can hold, checkpoint buckets without Workload Identity, and GPUDirect pools on a created
+    cluster without Dataplane V2."""
     out = []
     cp = plan(cluster)
     pools = node_pools(cluster, cp)
@@ -77,6 +78,21 @@ def gke_problems(cluster: Any, s: Settings) -> list[Problem]:
                 "request less: Cluster(shadow=Shadow(cpu=..., memory=...))",
             )
         )
+    if cp.gpudirect and not s.existing_cluster and s.network_policy != "dataplaneV2":
+        # Multi-networking requires Dataplane V2 (GKE docs, how-to/setup-multinetwork-support-for-pods), which always
+        # enforces NetworkPolicy and excludes Calico (cluster-toolkit @ 465b3271 modules/scheduler/gke-cluster/main.tf:
+        # "Enabling network policy (Calico) is not supported when GKE Dataplane V2 is enabled").
+        gpu = [p.name for p in cluster.node_pools if pool_gpudirect(p)]
+        out.append(
+            Problem(
+                "jaxinfra:networkPolicy",
+                s.network_policy,
+                f"GPU pools {', '.join(gpu)} get GPUDirect ({', '.join(st.protocol for st in cp.gpudirect)}), whose "
+                "extra NICs need GKE multi-networking and so Dataplane V2, which always enforces NetworkPolicy"
+                + (" and cannot run beside Calico" if s.network_policy == "calico" else ""),
+                "unset jaxinfra:networkPolicy (dataplaneV2), or GPU(..., network='standard') for plain pod networking",
+            )
+        )
     buckets = [f"{jp.namespace}/{jp.name}" for jp in cp.jobs if jp.checkpoint_bucket]
     if buckets and not s.workload_identity:
         out.append(
@@ -128,6 +144,7 @@ def prerequisites(cp: ClusterPlan, s: Settings) -> list[str]:
                 f"`gcloud storage buckets add-iam-policy-binding gs://{jp.checkpoint_bucket} --role={BUCKET_ROLE} "
                 f"--member={workload_principal('PROJECT_NUMBER', 'PROJECT_ID', jp.namespace, jp.name)}`"
             )
+    out += _gpudirect_prerequisites(cp, s)
     if any(jp.job.network_policy for jp in cp.jobs):
         if s.provider == "existing":
             out.append(
@@ -141,10 +158,51 @@ def prerequisites(cp: ClusterPlan, s: Settings) -> list[str]:
     return out
 
 
-def existing_cluster_gaps(found: Any, s: Settings, network_policies: bool, fuse: bool = False) -> list[str]:
-    """What an existing GKE cluster lacks of what the config asks for (`getCluster`'s result); one line each."""
+def _gpudirect_prerequisites(cp: ClusterPlan, s: Settings) -> list[str]:
+    """What the GPUDirect pools need that the program does not give them: the node installers without
+    `installControllers`; with provider existing, the cluster's multi-networking and the nodes' extra NICs, on the VPCs
+    and subnets the rendered GKENetworkParamSets name."""
+    out = []
+    if (installers := releases.installers(cp)) and not s.install_controllers:
+        names, urls = ", ".join(i.name for i in installers), " ".join(i.url for i in installers)
+        out.append(
+            f"jaxinfra:installControllers is false: the GPUDirect nodes need the DaemonSets {names} "
+            f"(`kubectl apply -f` each of {urls}), or their pods find no NCCL plugin (and the GPUDirect daemon no "
+            "devices)"
+        )
+    if s.provider == "existing":
+        for stack in cp.gpudirect:
+            nics = ", ".join(f"{n.vpc}/{n.subnet}" for n in gpudirect.node_networks(stack, cp.name))
+            out.append(
+                f"{stack.protocol}: the cluster needs GKE multi-networking and Dataplane V2, and the GPU nodes the "
+                f"additional node networks (VPC/subnet, in NIC order) {nics}, which the GKENetworkParamSets name; or "
+                "GPU(..., network='standard') for plain pod networking"
+            )
+    return out
+
+
+def existing_cluster_gaps(
+    found: Any, s: Settings, network_policies: bool, fuse: bool = False, multi_networking: bool = False
+) -> list[str]:
+    """What an existing GKE cluster lacks of what the config asks for (`getCluster`'s result); one line each.
+    `multi_networking`: the stack has GPUDirect pools, whose extra NICs need multi-networking on Dataplane V2."""
     name, where = found.name, f"--location {s.location} --project {s.project}"
     out = []
+    if multi_networking and not (found.enable_multi_networking and found.datapath_provider == "ADVANCED_DATAPATH"):
+        lacks = " and ".join(
+            what
+            for what, ok in (
+                ("multi-networking", found.enable_multi_networking),
+                ("Dataplane V2", found.datapath_provider == "ADVANCED_DATAPATH"),
+            )
+            if not ok
+        )
+        out.append(
+            f"GKE cluster {name} has no {lacks}, which the GPUDirect pools' extra NICs (additional node networks) "
+            "need (GKE docs, how-to/setup-multinetwork-support-for-pods). GKE sets them when it creates a "
+            f"cluster (`gcloud container clusters create {name} {where} --enable-ip-alias --enable-dataplane-v2 "
+            "--enable-multi-networking`, as xpk does), or use GPU(..., network='standard')"
+        )
     enforced = found.datapath_provider == "ADVANCED_DATAPATH" or any(p.enabled for p in found.network_policies or ())
     if network_policies and s.network_policy != "none" and not enforced:
         out.append(

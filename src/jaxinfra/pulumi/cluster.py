@@ -1,11 +1,12 @@
 """The `ClusterComponent` and the program Pulumi.yaml runs: config and stack checked as one error, then
-the cloud resources (provider gke), the controllers, Namespaces, queues and jobs, in dependency order,
-and the outputs exported.
+the cloud resources (provider gke: the GPU networks, the cluster, its node pools), the controllers and GPUDirect node
+installers, the GPU networks' in-cluster objects, Namespaces, queues and jobs, in dependency order, and the outputs
+exported.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -13,9 +14,9 @@ import pulumi
 import pulumi_gcp as gcp
 import pulumi_kubernetes as k8s
 
-from jaxinfra import releases
+from jaxinfra import gpudirect, releases
 from jaxinfra.errors import JaxinfraError, Problem
-from jaxinfra.plan import ClusterPlan, JobPlan, plan
+from jaxinfra.plan import ClusterPlan, JobPlan, plan, pool_gpudirect
 from jaxinfra.pulumi.checks import controller_problems, existing_cluster_gaps, gke_problems, prerequisites
 from jaxinfra.pulumi.config import ConfigError, Settings, project_root, pulumi_config, read_settings, region_of
 from jaxinfra.pulumi.gke import (
@@ -24,21 +25,24 @@ from jaxinfra.pulumi.gke import (
     NODE_ROLES,
     base_node_config,
     cluster_addons,
+    cluster_networking,
     cluster_security,
     gke_kubeconfig,
     node_account_id,
     node_config,
     workload_principal,
 )
-from jaxinfra.pulumi.kubernetes import ControllerInstall, JaxJobComponent, k8s_resource
+from jaxinfra.pulumi.kubernetes import ControllerInstall, JaxJobComponent, NodeInstaller, k8s_resource
+from jaxinfra.pulumi.networks import GpuNetworks, gpu_networks
 from jaxinfra.pulumi.pools import SHADOW_POOL, SYSTEM_POOL, SYSTEM_POOL_NODES, PoolSlice, node_pools
 from jaxinfra.render.common import namespace as render_namespace
+from jaxinfra.render.gpudirect import network_objects
 from jaxinfra.render.kueue import kueue_objects
 
 
 class ClusterComponent(pulumi.ComponentResource):
-    """A cluster's node pools (provider gke), a Kubernetes provider, the controllers, the Namespaces, the Kueue
-    queues, and a `JaxJobComponent` per job."""
+    """A cluster's node pools and GPU networks (provider gke), a Kubernetes provider, the controllers and GPUDirect
+    node installers, the GPU networks' objects, the Namespaces, the Kueue queues, and a `JaxJobComponent` per job."""
 
     def __init__(self, name: str, cluster: Any, settings: Settings, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("jaxinfra:index:Cluster", name, None, opts)
@@ -53,6 +57,9 @@ class ClusterComponent(pulumi.ComponentResource):
         self.bucket_access: dict[
             str, gcp.storage.BucketIAMMember
         ] = {}  # each job's grant on its bucket, by namespace/name
+        self.gpu_networks: dict[str, GpuNetworks] = {}  # each GPUDirect stack's VPCs (provider gke), by stack name
+        self.network_objects: dict[str, list[pulumi.CustomResource]] = {}  # its Network objects, by stack name
+        self.installers: dict[str, NodeInstaller] = {}  # the GPUDirect node installers, by name
         child = pulumi.ResourceOptions(parent=self)
         if settings.provider == "gke":
             self.k8s_provider = self._gke(cluster, cp, settings, child)
@@ -63,20 +70,21 @@ class ClusterComponent(pulumi.ComponentResource):
                 f"{cluster.name}-k8s", kubeconfig=self.kubeconfig, context=settings.context, opts=child
             )
         on_k8s = pulumi.ResourceOptions(parent=self, provider=self.k8s_provider)
+        nodes: list[pulumi.Resource] = [
+            *([self.gke_cluster] if self.gke_cluster else []),
+            *(p for ps in self.node_pools.values() for p in ps),
+            *([self.system_pool] if self.system_pool else []),
+        ]
         # The controllers: after the nodes they run on, before every object of theirs.
         self.controllers: dict[str, ControllerInstall] = {}
         if settings.install_controllers:
-            nodes = [
-                *([self.gke_cluster] if self.gke_cluster else []),
-                *(p for ps in self.node_pools.values() for p in ps),
-                *([self.system_pool] if self.system_pool else []),
-            ]
             for c in releases.needed(cp):
                 first = [self.controllers[n].install for n in c.after if n in self.controllers]
                 self.controllers[c.name] = ControllerInstall(
                     c, cp, provider=self.k8s_provider, depends_on=[*nodes, *first], opts=child
                 )
         serving = {kind: ci.resources for ci in self.controllers.values() for kind in ci.controller.kinds}
+        self._gpudirect(cluster, cp, settings, nodes, on_k8s, child)
         self.namespaces = {ns: k8s_resource(render_namespace(ns, cp.pod_security), on_k8s) for ns in cp.namespaces}
         # Kueue (Cluster(kueue=True)): flavors, then the ClusterQueues naming them, then the LocalQueues the
         # workloads name; a workload whose LocalQueue is missing would wait, suspended, for nothing.
@@ -94,11 +102,15 @@ class ClusterComponent(pulumi.ComponentResource):
         self.jobs: dict[str, JaxJobComponent] = {}
         for jp in cp.jobs:
             key = f"{jp.namespace}/{jp.name}"
+            stack = jp.gpudirect
             deps = [
                 *([self.namespaces[jp.namespace]] if jp.namespace in self.namespaces else []),
                 *self.node_pools.get(SHADOW_POOL if cp.shadow else jp.pool.name, []),
                 *self.queues,
                 *([self.bucket_access[key]] if key in self.bucket_access else []),
+                # the networks its pods' interfaces name, and what their nodes need installed
+                *(self.network_objects[stack.name] if stack else []),
+                *(self.installers[i.name] for i in (stack.installers if stack else ()) if i.name in self.installers),
             ]
             self.jobs[key] = JaxJobComponent(
                 key, jp, provider=self.k8s_provider, depends_on=deps, serving=serving, opts=child
@@ -107,8 +119,34 @@ class ClusterComponent(pulumi.ComponentResource):
             pulumi.log.warn(line, resource=self)
         self.register_outputs({"kubeconfig": self.kubeconfig})
 
+    def _gpudirect(
+        self,
+        cluster: Any,
+        cp: ClusterPlan,
+        s: Settings,
+        nodes: Sequence[pulumi.Resource],
+        on_k8s: pulumi.ResourceOptions,
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        """The GPUDirect stacks' in-cluster part (`ClusterPlan.gpudirect`): their `GKENetworkParamSet` and `Network`
+        objects, after the cluster (multi-networking) and its node pools, as GKE's multi-networking setup orders them
+        (how-to/setup-multinetwork-support-for-pods); and, with `installControllers`, their node installers
+        (`releases.installers`), after the node pools and, like the controllers, on any provider."""
+        gke_name = (s.cluster_name or cluster.name) if s.provider == "gke" else cluster.name  # what `render` names
+        for stack in cp.gpudirect:
+            subnets = list(self.gpu_networks[stack.name].subnets.values()) if stack.name in self.gpu_networks else []
+            after = pulumi.ResourceOptions.merge(on_k8s, pulumi.ResourceOptions(depends_on=[*nodes, *subnets]))
+            self.network_objects[stack.name] = [k8s_resource(m, after) for m in network_objects(stack, gke_name)]
+        if s.install_controllers:
+            for installer in releases.installers(cp):
+                self.installers[installer.name] = NodeInstaller(
+                    installer, provider=self.k8s_provider, depends_on=nodes, opts=child
+                )
+
     def _gke(self, cluster: Any, cp: ClusterPlan, s: Settings, child: pulumi.ResourceOptions) -> k8s.Provider:
         gke_name = s.cluster_name or cluster.name
+        for stack in cp.gpudirect:  # the GPU NICs' VPCs, before the pools that attach to them
+            self.gpu_networks[stack.name] = gpu_networks(stack, gke_name, s, child)
         fuse = any(
             jp.checkpoint_bucket for jp in cp.jobs
         )  # GKE's Cloud Storage FUSE CSI driver for the checkpoint buckets
@@ -123,7 +161,7 @@ class ClusterComponent(pulumi.ComponentResource):
             network_policies = any(jp.job.network_policy for jp in cp.jobs)
 
             def warn_gaps(found_cluster: Any) -> None:
-                for line in existing_cluster_gaps(found_cluster, s, network_policies, fuse):
+                for line in existing_cluster_gaps(found_cluster, s, network_policies, fuse, bool(cp.gpudirect)):
                     pulumi.log.warn(line, resource=self)
 
             found.apply(warn_gaps)
@@ -145,7 +183,7 @@ class ClusterComponent(pulumi.ComponentResource):
                 initial_node_count=1,
                 node_config=default_pool,
                 deletion_protection=s.deletion_protection,
-                **cluster_security(s),
+                **{**cluster_security(s), **cluster_networking(cp.gpudirect)},
                 addons_config=cluster_addons(s, fuse),
                 opts=granted,
             )
@@ -253,11 +291,15 @@ class ClusterComponent(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions,
     ) -> gcp.container.NodePool:
         row = ps.row
-        placement = (
-            gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=row.topology)
-            if row.kind == "tpu" and row.multi_host
-            else None
-        )
+        stack = pool_gpudirect(ps.pool)
+        nets = self.gpu_networks[stack.name] if stack else None
+        placement = None
+        if row.kind == "tpu" and row.multi_host:
+            placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=row.topology)
+        elif nets and not ps.pool.spot:  # GPUDirect nodes close together, as xpk's A3 Mega, A3 Ultra and A4
+            # blueprints place them, but for Spot VMs (xpk @ 367c8382 src/xpk/core/blueprint/blueprint_generator.py
+            # `placement_policy: {type: COMPACT}` unless the capacity is Spot)
+            placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
         # gke_problems: an accelerator pool's zone is set
         zones = cast("list[str]", [s.accelerator_zone]) if row.kind != "cpu" else list(s.node_locations)
         return gcp.container.NodePool(
@@ -270,8 +312,15 @@ class ClusterComponent(pulumi.ComponentResource):
             node_count=ps.node_count,
             node_config=node_config(ps, s, account),
             placement_policy=placement,
-            # A named pool cannot coexist with its replacement: delete first.
-            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(delete_before_replace=True)),
+            network_config=nets.node_network_config() if nets else None,
+            max_pods_per_node=gpudirect.MAX_PODS_PER_NODE if nets else None,
+            # A named pool cannot coexist with its replacement: delete first. A GPUDirect pool after its subnets.
+            opts=pulumi.ResourceOptions.merge(
+                opts,
+                pulumi.ResourceOptions(
+                    delete_before_replace=True, depends_on=list(nets.subnets.values()) if nets else None
+                ),
+            ),
         )
 
     def _system_pool(

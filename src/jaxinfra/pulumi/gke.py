@@ -8,12 +8,15 @@ passes them to the resources it declares.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
 import pulumi_gcp as gcp
 
 from jaxinfra.catalog import SPOT_LABEL
+from jaxinfra.gpudirect import Stack
+from jaxinfra.plan import pool_gpudirect
 from jaxinfra.pulumi.config import DEFAULT_CPU_MACHINE_TYPE, Settings
 from jaxinfra.pulumi.pools import PoolSlice
 
@@ -81,6 +84,10 @@ def node_config(ps: PoolSlice, s: Settings, account: pulumi.Input[str] | None) -
                 ),
             )
         ]
+    if pool_gpudirect(pool) is not None:
+        # GPUDirect's NICs are gVNICs (xpk @ 367c8382 src/xpk/core/nodepool.py: `--enable-gvnic` on every GPU pool;
+        # cluster-toolkit @ 465b3271 modules/compute/gke-node-pool/main.tf `gvnic`).
+        kw["gvnic"] = gcp.container.NodePoolNodeConfigGvnicArgs(enabled=True)
     if pool.spot:  # the rendered pods select and tolerate this (render/common.py `_placement`)
         kw["spot"] = True
         kw["taints"] = [gcp.container.NodePoolNodeConfigTaintArgs(key=SPOT_LABEL, value="true", effect="NO_SCHEDULE")]
@@ -113,6 +120,22 @@ def cluster_security(s: Settings) -> dict[str, Any]:
     elif s.network_policy == "calico":
         kw["network_policy"] = gcp.container.ClusterNetworkPolicyArgs(enabled=True, provider="CALICO")
     return kw
+
+
+def cluster_networking(stacks: Sequence[Stack]) -> dict[str, Any]:
+    """A created cluster's networking for the GPUDirect pools' extra NICs (`ClusterPlan.gpudirect`); nothing without.
+
+    GKE multi-networking, which "requires GKE Dataplane V2" (how-to/setup-multinetwork-support-for-pods) on a VPC-native
+    cluster: xpk creates every cluster with `--enable-ip-alias --enable-dataplane-v2 --enable-multi-networking`
+    (xpk @ 367c8382 src/xpk/commands/cluster.py run_gke_cluster_create_command), cluster-toolkit @ 465b3271
+    modules/scheduler/gke-cluster/main.tf turns on Dataplane V2 with multi-networking. VPC-native is set explicitly
+    (`networking_mode`), its ranges left to GKE, as `--enable-ip-alias` without ranges does. Dataplane V2 is the
+    default here already (`cluster_security`); it is chosen at creation only, and the gke_problems refuse GPUDirect
+    pools with another `jaxinfra:networkPolicy`.
+    """
+    if not stacks:
+        return {}
+    return {"enable_multi_networking": True, "datapath_provider": "ADVANCED_DATAPATH", "networking_mode": "VPC_NATIVE"}
 
 
 def cluster_addons(s: Settings, fuse: bool) -> gcp.container.ClusterAddonsConfigArgs | None:

@@ -1,5 +1,6 @@
 """Rendered manifests as pulumi_kubernetes resources: `k8s_resource` (one object, typed where the kind is
-built in) and the components `JaxJobComponent` (one job's objects) and `ControllerInstall` (one controller).
+built in) and the components `JaxJobComponent` (one job's objects), `ControllerInstall` (one controller) and
+`NodeInstaller` (one GPUDirect node installer).
 
 Nothing here is GKE's: the same objects go to any cluster. The adapter's one change to the rendered
 objects, `pulumi.com/skipAwait`, is made here (the package docstring says why).
@@ -14,7 +15,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from jaxinfra import backends, releases
+from jaxinfra import backends, gpudirect, releases
 from jaxinfra.plan import ClusterPlan, JobPlan
 from jaxinfra.render import render_job
 
@@ -145,3 +146,27 @@ class ControllerInstall(pulumi.ComponentResource):
                 )
             )
         self.register_outputs({"version": c.tag})
+
+
+class NodeInstaller(pulumi.ComponentResource):
+    """One DaemonSet the GPUDirect nodes need (`releases.installers`: an NCCL plugin installer, the NRI device
+    injector), applied from its manifest at the commit `jaxinfra.gpudirect` pins, as xpk applies it (`kubectl apply -f`,
+    xpk @ 367c8382 src/xpk/core/cluster.py install_nccl_on_cluster) but through the provider-side `yaml.v2.ConfigFile`,
+    which fetches the file while `pulumi up` runs."""
+
+    def __init__(
+        self,
+        installer: gpudirect.Installer,
+        *,
+        provider: pulumi.ProviderResource,
+        depends_on: Sequence[pulumi.Resource],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("jaxinfra:index:NodeInstaller", installer.name, None, opts)
+        self.installer = installer
+        self.install = k8s.yaml.v2.ConfigFile(
+            installer.name,
+            file=installer.url,
+            opts=pulumi.ResourceOptions(parent=self, provider=provider, depends_on=list(depends_on)),
+        )
+        self.register_outputs({"url": installer.url})
