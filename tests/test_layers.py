@@ -53,16 +53,17 @@ SPEC_ALLOWED = {
     "cluster": {"base", "jobs", "problems", "rules"},
 }
 
-#: Module of the pulumi package -> the pulumi modules it may import at run time: the configuration first,
-#: then the node pools, what GKE is given and the checks over them; the Kubernetes objects apart from GKE;
+#: Module of the pulumi package -> the pulumi modules it may import at run time: the configuration first, then the
+#: node pools, what GKE is given and the checks over them, the GPU networks; the Kubernetes objects apart from GKE;
 #: the Cluster component (and the program) over all of them.
 PULUMI_ALLOWED = {
     "config": set(),
     "pools": {"config"},
     "gke": {"config", "pools"},
     "checks": {"config", "gke", "pools"},
+    "networks": {"config"},  # the GPUDirect VPCs, beside what GKE is given
     "kubernetes": set(),
-    "cluster": {"checks", "config", "gke", "kubernetes", "pools"},
+    "cluster": {"checks", "config", "gke", "kubernetes", "networks", "pools"},
 }
 
 #: Module of the backends package -> the backends modules it may import at run time: each backend builds on the

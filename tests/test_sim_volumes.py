@@ -81,9 +81,9 @@ def test_gcs_fuse_needs_the_pod_annotation() -> None:
 
 def test_a_volume_type_the_simulator_cannot_stand_in_for_is_named() -> None:
     objs = docs()
-    pod_spec(objs)["volumes"].append({"name": "host", "hostPath": {"path": "/var/log"}})
+    pod_spec(objs)["volumes"].append({"name": "share", "nfs": {"server": "nfs.example.com", "path": "/exports"}})
     [problem] = problems_of(emulate(objs))
-    assert "volume type hostPath is not emulated" in problem.message and "emptyDir" in problem.fix
+    assert "volume type nfs is not emulated" in problem.message and "emptyDir" in problem.fix
 
 
 def test_a_mount_of_no_volume_is_rejected() -> None:

@@ -37,7 +37,7 @@ Escape hatch: `construct.objects["JobSet"]` (or `chart.jobs["train"].objects[...
 after jaxinfra's.
 
 Ordering: cdk8s emits a chart's objects in construct-tree order (topologically sorted by
-dependencies); the constructs are created in jaxinfra's apply order (namespaces, then per
+dependencies); the constructs are created in jaxinfra's apply order (namespaces, GPU networks, then per
 job ServiceAccount, Service, workload) and each workload depends on its ServiceAccount and
 Service, so `Testing.synth(chart)` lists the objects in the same order as
 `jaxinfra.manifests(cluster)`.
@@ -66,6 +66,7 @@ import cdk8s  # noqa: E402
 from jaxinfra.plan import ClusterPlan, JobPlan, plan
 from jaxinfra.render import render_job
 from jaxinfra.render.common import namespace as namespace_manifest
+from jaxinfra.render.gpudirect import network_objects
 from jaxinfra.render.kueue import kueue_objects
 from jaxinfra.spec import Cluster, raw
 
@@ -158,7 +159,8 @@ class JaxinfraChart(cdk8s.Chart):
 
     `labels` and `namespace` are cdk8s's chart props, with the semantics in this module's
     docstring; other keyword arguments go to `cdk8s.Chart` unchanged. `namespaces` maps each
-    namespace to its `Namespace` ApiObject, `jobs` each job name (`<namespace>/<name>` where a
+    namespace to its `Namespace` ApiObject, `networks` lists the GPUDirect pools' `GKENetworkParamSet` and `Network`
+    ApiObjects, `jobs` each job name (`<namespace>/<name>` where a
     name repeats across namespaces) to its `JaxJobConstruct`;
     `cluster` is the cluster as rendered (after any move to the chart namespace).
     """
@@ -181,6 +183,11 @@ class JaxinfraChart(cdk8s.Chart):
         self.namespaces: dict[str, cdk8s.ApiObject] = {
             ns: api_object(self, f"Namespace-{ns}", namespace_manifest(ns, cp.pod_security)) for ns in cp.namespaces
         }
+        self.networks: list[cdk8s.ApiObject] = [  # the GPUDirect pools' networks (GKE multi-networking)
+            api_object(self, f"{m['kind']}-{m['metadata']['name']}", m)
+            for stack in cp.gpudirect
+            for m in network_objects(stack, cp.name)
+        ]
         self.queues: list[cdk8s.ApiObject] = [  # Kueue (Cluster(kueue=True)): flavors, ClusterQueues, LocalQueues
             api_object(
                 self,

@@ -428,6 +428,57 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dic
     )
 
 
+def _host_paths(values: list[str]) -> dict[str, Path]:
+    """--host-path PATH=DIR: the hostPath PATH (the manifest's string, exactly) is this machine's DIR, which must
+    exist (nothing of the machine is created for a manifest) and may not be one of its kernel filesystems (a
+    container could change the machine's settings through them: a hostPath of /sys or /proc/sys already shows the
+    container's own, read-only)."""
+    if not values:
+        return {}
+    import os
+
+    from jaxinfra.simulate import volumes
+
+    problems: list[Problem] = []
+    example = "--host-path /run/tcpx=./tcpx (PATH as written in the manifest's hostPath.path)"
+    found = {}
+    for value in values:
+        path, sep, folder = value.partition("=")
+        if not (sep and path and folder):
+            problems.append(Problem("--host-path", value, "expected PATH=DIR", f"e.g. {example}"))
+        elif ".." in path.split("/"):
+            problems.append(
+                Problem("--host-path", value, "the API server refuses such a hostPath (it contains '..')", example)
+            )
+        elif volumes.kernel_view(path) is not None:
+            problems.append(
+                Problem(
+                    "--host-path",
+                    value,
+                    f"a hostPath of {path} already shows the container's own {volumes.kernel_view(path)}, read-only",
+                    "drop this --host-path",
+                )
+            )
+        elif not Path(folder).exists():
+            problems.append(
+                Problem("--host-path", value, f"no such folder or file: {folder}", "create it first, or name one")
+            )
+        elif (real := os.path.realpath(folder)).split("/")[1:2] in (["proc"], ["sys"]):
+            problems.append(
+                Problem(
+                    "--host-path",
+                    value,
+                    f"{real} is a kernel filesystem of this machine: a container could change its settings",
+                    "map the hostPath to a folder of your own",
+                )
+            )
+        else:
+            found[path] = Path(folder).resolve()
+    if problems:
+        raise SpecError(problems)
+    return found
+
+
 def _shadow_notes(sources: list[Any]) -> list[str]:
     """What each CPU shadow among the inputs proves and cannot, for the report (here, where the spec is loaded
     already, not in the simulator's warm child)."""
@@ -517,6 +568,15 @@ def simulate(
             help="NAME=DIR: a PersistentVolumeClaim or GCS bucket kept in DIR, which outlives the simulation."
         ),
     ] = [],
+    host_path: Annotated[
+        list[str],
+        typer.Option(
+            "--host-path",
+            help="PATH=DIR: the hostPath volumes whose path is PATH (exactly as the manifest writes it) are this "
+            "machine's DIR, which must exist; without it a hostPath is an empty folder of the pod's own node, never "
+            "this machine's PATH.",
+        ),
+    ] = [],
     timeout: Annotated[float, typer.Option(help="Give up on the whole simulation after this many seconds.")] = 300.0,
     init_timeout: Annotated[float | None, typer.Option(help="Cap every pod's JAX init timeout (seconds).")] = None,
     backend: BackendOpt = None,
@@ -565,6 +625,7 @@ def simulate(
         faults=_faults(kill, fail, hang, delay, preempt),
         images=images,
         volumes=claims,
+        host_paths=_host_paths(host_path),
         grace_cap=grace_cap,
         k8s_client=k8s_client,
     )

@@ -25,24 +25,41 @@ class Finding:
 
 CLUSTER_SCOPED = frozenset(
     {
+        # built in
         "Namespace",
+        "Node",
+        "PersistentVolume",
+        "StorageClass",
+        "PriorityClass",
+        "RuntimeClass",
+        "IngressClass",
+        "CSIDriver",
+        "CSINode",
+        "VolumeAttachment",
+        "CertificateSigningRequest",
+        "CustomResourceDefinition",
+        "APIService",
+        "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
         "ClusterRole",
         "ClusterRoleBinding",
-        "PriorityClass",
-        "StorageClass",
-        "PersistentVolume",
-        "CustomResourceDefinition",
+        # Kueue, Trainer
         "ResourceFlavor",
         "ClusterQueue",
         "WorkloadPriorityClass",
         "Topology",
-        "ClusterTrainingRuntime",
         "ProvisioningRequestConfig",
         "AdmissionCheck",
         "MultiKueueCluster",
         "MultiKueueConfig",
+        "ClusterTrainingRuntime",
+        # GKE multi-networking (the bundled CRDs: `scope: Cluster`)
+        "Network",
+        "GKENetworkParamSet",
     }
 )
+"""Kinds whose identity has no namespace (the API server ignores metadata.namespace on them): the one list the front
+door, the simulator's API server and its notes read."""
 """Kinds whose identity has no namespace (the API server ignores metadata.namespace on them)."""
 
 

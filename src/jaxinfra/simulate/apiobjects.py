@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from jaxinfra.admission.store import CLUSTER_SCOPED
 from jaxinfra.simulate.inputs import meta, namespace_of, strings
 from jaxinfra.simulate.rbac import RBAC_KINDS, Policy
 from jaxinfra.simulate.selectors import fields_match, matches, parse_fields, parse_labels, selectable_fields
@@ -39,8 +40,8 @@ class Resource:
         return f"{self.plural}.{self.group}" if self.group else self.plural
 
 
-# Kinds served even when no input has one (a list answers empty), and the cluster-scoped kinds
-# (the rest are namespaced). Kinds not here are served by their apiVersion and kind.
+# Kinds served even when no input has one (a list answers empty); the cluster-scoped ones are
+# `CLUSTER_SCOPED`'s (the rest are namespaced). Kinds not here are served by their apiVersion and kind.
 KNOWN_KINDS = (
     ("v1", "Pod"),
     ("v1", "Service"),
@@ -56,32 +57,6 @@ KNOWN_KINDS = (
     ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
     ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
     *(("rbac.authorization.k8s.io/v1", k) for k in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")),
-)
-CLUSTER_SCOPED = frozenset(
-    {
-        "Namespace",
-        "Node",
-        "PersistentVolume",
-        "StorageClass",
-        "PriorityClass",
-        "RuntimeClass",
-        "IngressClass",
-        "CSIDriver",
-        "CSINode",
-        "VolumeAttachment",
-        "CertificateSigningRequest",
-        "CustomResourceDefinition",
-        "APIService",
-        "ValidatingWebhookConfiguration",
-        "MutatingWebhookConfiguration",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "ClusterTrainingRuntime",
-        "ClusterQueue",
-        "ResourceFlavor",
-        "Topology",
-        "WorkloadPriorityClass",
-    }
 )
 
 

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from jaxinfra import interrupts
-from jaxinfra.simulate import dns, image, model, paths, rootfs, sandbox, shim
+from jaxinfra.simulate import dns, image, model, paths, rootfs, sandbox, shim, volumes
 from jaxinfra.simulate.options import Faults, Options
-from jaxinfra.simulate.platform import gke_tpu
+from jaxinfra.simulate.platform import gke_tpu, standins
 from jaxinfra.simulate.security import Security
 
 PR_SET_TIMERSLACK = 29  # prctl(2)
@@ -87,7 +87,8 @@ def prepare(
 ) -> Container:
     """A (re)started container's files: a fresh sandbox folder `pod_dir/sandbox_name` (one per container of the pod;
     an emptyDir, in `pod_dir`, is the pod's and outlives them), the hosts file with the cluster's DNS `records`, the
-    token volume, each volume's source."""
+    token volume, each volume's source; for a platform image the simulator stands in for, its image's top layer
+    (`platform.standins`) unless --image names one."""
     folder = pod_dir / sandbox_name
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
@@ -100,10 +101,11 @@ def prepare(
         hosts,
         token,
         _volumes(pod, pod_dir, folder, storage),
-        options.images.get(pod.image),
+        options.images.get(pod.image) or standins.layer(pod.image, folder / "image"),
         pod.working_dir or "/",
         pod.security,
         sitecustomize,
+        _views(pod),
     )
     return Container(
         pod,
@@ -119,13 +121,21 @@ def _volumes(
     pod: model.Pod, pod_dir: Path, folder: Path, storage: Callable[[model.Mount], Path]
 ) -> list[tuple[Path, str, bool]]:
     """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
-    bucket with the simulation (or in --volume's folder), a configMap/secret/downwardAPI volume's files are
-    written afresh at each start. Folders are named by `paths.safe_name`, and every path the manifest joins onto
-    one (a file's, a subPath) stays inside it (`paths.inside`, which raises `paths.UnsafePath` otherwise)."""
+    bucket with the simulation (or in --volume's folder), a hostPath with its node (or in --host-path's folder), a
+    configMap/secret/downwardAPI volume's files are written afresh at each start. Folders are named by
+    `paths.safe_name`, and every path the manifest joins onto one (a file's, a subPath, a hostPath's path) stays
+    inside it (`paths.inside`, which raises `paths.UnsafePath` otherwise). A hostPath of the node's kernel
+    filesystems is not among them (`_views`)."""
     out = []
     for m in pod.mounts:
         what = f"{pod.workload} pod {pod.hostname} volume {m.volume}"
-        if m.kind == "emptyDir":
+        if m.kind == "hostPath" and volumes.kernel_view(m.key) is not None:
+            continue
+        if m.kind == "hostPath":
+            source = storage(m)
+            with _guarded(what, m.key):
+                _host_path(source, m)
+        elif m.kind == "emptyDir":
             source = pod_dir / "volumes" / paths.safe_name(m.volume)
         elif m.kind == "files":
             source = folder / "volumes" / paths.safe_name(m.volume)
@@ -137,14 +147,41 @@ def _volumes(
                     target.write_text(content, encoding="utf-8", errors="surrogateescape")
         else:
             source = storage(m)
-        source.mkdir(parents=True, exist_ok=True)
-        _own(source, m, pod.security)
+        if m.kind != "hostPath":
+            source.mkdir(parents=True, exist_ok=True)
+            _own(source, m, pod.security)
         if m.sub_path:  # the kubelet creates a missing subPath as a folder
             source = paths.inside(source, m.sub_path, f"{what} subPath")
             with _guarded(f"{what} subPath", m.sub_path):
                 source.mkdir(parents=True, exist_ok=True)
         out.append((source, m.path, m.read_only))
     return out
+
+
+def _host_path(source: Path, mount: model.Mount) -> None:
+    """A hostPath's path on its node's own folder as the kubelet and containerd leave it before the mount
+    (`volumes.py` cites them): a missing one made, a file for the types whose path is not a folder (an empty file
+    stands in for a node's File, Socket or device), else a folder. What exists is left as it is (a mapped folder,
+    what an earlier container left on the node), its type checked before anything started (mapped) or the
+    container's own doing; neither ownership nor mode is changed (the kubelet manages no hostPath)."""
+    if source.exists() or source.is_symlink():
+        return
+    source.parent.mkdir(parents=True, exist_ok=True)
+    if mount.host_type in volumes.HOST_PATH_FILES:
+        source.touch(mode=0o644)
+    else:
+        source.mkdir(mode=0o755)
+
+
+def _views(pod: model.Pod) -> tuple[tuple[str, str], ...]:
+    """(the container's own path, mount path) of each hostPath of the node's kernel filesystems (`/sys`, `/proc/sys`
+    and below, their subPath joined): shown read-only, as the container's own (`sandbox.start`)."""
+    out = []
+    for m in pod.mounts:
+        view = volumes.kernel_view(m.key) if m.kind == "hostPath" else None
+        if view is not None:
+            out.append((paths.normal(f"{view}/{m.sub_path}") if m.sub_path else view, m.path))
+    return tuple(out)
 
 
 def _own(source: Path, mount: model.Mount, security: Security) -> None:
@@ -323,12 +360,14 @@ def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = T
 
 
 def coordinator_port(pod: model.Pod) -> int | None:
-    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or the
-    Training Operator v1's COORDINATOR_PORT (next to COORDINATOR_ADDRESS), or JAX's TPU detection
-    default (JAX_COORDINATOR_PORT, else 8482)."""
+    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or JAX_COORDINATOR_PORT beside
+    a host-only one (a program that joins them: `contract.joined`), or the Training Operator v1's COORDINATOR_PORT
+    (next to COORDINATOR_ADDRESS), or JAX's TPU detection default (JAX_COORDINATOR_PORT, else 8482)."""
     address = pod.env.get("JAX_COORDINATOR_ADDRESS", "")
     if ":" in address:
         port = address.rsplit(":", 1)[1]
+    elif address and "JAX_COORDINATOR_PORT" in pod.env:
+        port = pod.env["JAX_COORDINATOR_PORT"]
     elif pod.env.get("COORDINATOR_ADDRESS") and "COORDINATOR_PORT" in pod.env:
         port = pod.env["COORDINATOR_PORT"]
     elif pod.accelerator == "tpu":

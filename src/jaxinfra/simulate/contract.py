@@ -5,6 +5,17 @@ process count, and each know a distinct rank in 0..N-1 — read from the env exa
 jax/_src/clusters/cluster.py and cloud_tpu_cluster.py, 0.10.2), plus the Training Operator v1's
 COORDINATOR_* contract.
 
+What JAX reads, and so what is checked (jax-ml/jax v0.10.2): `State.initialize` (jax/_src/distributed.py) takes
+JAX_COORDINATOR_ADDRESS as it is, port and all; JAX_COORDINATOR_PORT is read only by
+`ClusterEnv.auto_detect_unset_distributed_params` (jax/_src/clusters/cluster.py), and only when no coordinator
+address was given, as the port of the coordinator a detected cluster (`GkeTpuCluster`, `K8sCluster`,
+`SlurmCluster`, ...) names. So a JAX_COORDINATOR_ADDRESS without a port is a refusal wherever JAX reads it itself:
+under the probe, which initializes from the env, and under `--run-command` for a command that is a bare
+`jax.distributed.initialize()`. xpk's GPU JobSets set JAX_COORDINATOR_ADDRESS to a host and JAX_COORDINATOR_PORT
+beside it, which their program joins (`host:port`) itself: under `--run-command`, where the simulator cannot know
+what the program does, that pair is a note, not a refusal, and still checked as the address it makes (the host
+resolves to rank 0, the port is one rank 0 declares and its Service exposes: `joined`).
+
 Each problem says what is wrong and how to fix it; repeated problems collapse (`model.Findings`).
 """
 
@@ -67,6 +78,27 @@ def _v1_coordinator(pod: model.Pod) -> Address | None:
     raw_port = pod.env.get("COORDINATOR_PORT", "")
     port = int(raw_port) if raw_port.isdigit() and 0 < int(raw_port) < 65536 else None
     return Address("COORDINATOR_ADDRESS", f"{host}:{raw_port}", host, port)
+
+
+BARE_INITIALIZE = "jax.distributed.initialize()"
+"""A command that holds this calls JAX's initialize with no argument: JAX reads the env itself."""
+
+
+def reads_env(pod: model.Pod) -> bool:
+    """Whether the pod's command is known to leave the coordinator to JAX (`BARE_INITIALIZE` in its command or args,
+    as a `python -c` script has it): then what JAX itself reads is all there is."""
+    return any(BARE_INITIALIZE in part for part in (*pod.command, *pod.args))
+
+
+def joined(pod: model.Pod) -> Address | None:
+    """A host-only JAX_COORDINATOR_ADDRESS with JAX_COORDINATOR_PORT beside it, as the address a program that joins
+    them builds (`host:port`; the port None where it is not a number); None where the env has no such pair."""
+    raw = pod.env.get("JAX_COORDINATOR_ADDRESS")
+    if not raw or ":" in raw or "JAX_COORDINATOR_PORT" not in pod.env:
+        return None
+    port_raw = pod.env["JAX_COORDINATOR_PORT"]
+    port = int(port_raw) if port_raw.isdigit() and 0 < int(port_raw) < 65536 else None
+    return Address("JAX_COORDINATOR_ADDRESS", f"{raw} (JAX_COORDINATOR_PORT={port_raw})", raw, port)
 
 
 def coordinator(pod: model.Pod) -> Address | None:
@@ -160,6 +192,7 @@ class Checker:
         self.id, self.pods, self.dns, self.objects, self.services = wl_id, pods, dns, objects, services
         self.contract = contract  # False: the containers' own commands may find rank and coordinator elsewhere
         self.findings = model.Findings()
+        self.notes: dict[str, str] = {}  # what the checks could not know, and assumed (one per kind)
         self.rank_of = [rank_of(p) for p in pods]
 
     @cached_property
@@ -202,8 +235,35 @@ class Checker:
 
     def _address(self, pod: model.Pod, address: Address) -> None:
         path = self._path(pod, address.var)
-        if address.var == "JAX_COORDINATOR_ADDRESS" and address.port is None:
+        pair = joined(pod) if address.var == "JAX_COORDINATOR_ADDRESS" and not self.contract else None
+        if pair is not None and not reads_env(pod):
+            if pair.port is None:
+                self.findings.add(
+                    "JAX_COORDINATOR_PORT|not-a-port",
+                    lambda: Problem(
+                        self._path(pod, "JAX_COORDINATOR_PORT"),
+                        pod.env.get("JAX_COORDINATOR_PORT"),
+                        "JAX_COORDINATOR_PORT is not a port number (1 to 65535)",
+                        "set it to the port rank 0's coordinator listens on",
+                    ),
+                )
+                return
+            self.notes.setdefault(
+                "joined",
+                f"{self.id}: JAX_COORDINATOR_ADDRESS {address.raw!r} has no port and JAX_COORDINATOR_PORT "
+                f"{pair.port} is beside it: jax.distributed.initialize() reads JAX_COORDINATOR_PORT only when it "
+                "detects the cluster itself, so the program must join them (host:port) and pass "
+                f"coordinator_address; checked as {pair.host}:{pair.port}",
+            )
+            address = pair
+        elif address.var == "JAX_COORDINATOR_ADDRESS" and address.port is None:
             hint, fix = _appended_hint(address.raw)
+            if port := pod.env.get("JAX_COORDINATOR_PORT"):  # beside an address, JAX does not read it
+                hint += (
+                    f"; JAX_COORDINATOR_PORT ({port}) is read only when JAX detects the cluster itself, with no "
+                    "address given" + ("" if self.contract else f", and this command calls {BARE_INITIALIZE}")
+                )
+                fix = fix or f"set JAX_COORDINATOR_ADDRESS to {address.host}:{port}"
             self.findings.add(
                 f"{address.var}|port-missing",
                 lambda: Problem(

@@ -4,8 +4,9 @@ every static contract problem.
 
 Data flows one way, each step in the module named for the component it emulates:
 `inputs` (the objects) -> `controllers/` (JobSet, Job, Training Operator v1, Trainer v2: which
-pods, named how) -> `platform/gke_tpu` (what GKE adds to TPU pods) -> `kubelet` (env, command,
-devices) -> `dns` (what resolves) -> `contract` (would JAX find its group). The processes are then
+pods, named how) -> `platform/` (what GKE adds to TPU pods, `gke_tpu`; the Cloud Storage FUSE sidecar its
+webhook injects, `standins`) -> `kubelet` (env, command, devices) -> `dns` (what resolves) -> `contract`
+(would JAX find its group). The processes are then
 run by `engine` and `runner`, each pod inside its `sandbox`.
 
 The one deliberate difference from a cluster: pod names draw their random suffix from a seed,
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
@@ -23,7 +25,7 @@ from jaxinfra.simulate import admission, apiview, contract, controllers, kubelet
 from jaxinfra.simulate.dns import ClusterDns
 from jaxinfra.simulate.errors import InvalidArgument
 from jaxinfra.simulate.inputs import Objects, Service
-from jaxinfra.simulate.platform import gke_tpu
+from jaxinfra.simulate.platform import gcsfuse, gke_tpu
 
 API_PORT = 443
 """The `kubernetes` Service's port, which every pod's env names (KUBERNETES_SERVICE_PORT)."""
@@ -49,6 +51,8 @@ def _start_pods(
         placed: list[tuple[controllers.ChildJob, model.Pod]] = []
         env_problems: list[tuple[str, Problem]] = []
         for job in draft.jobs:
+            webhooked = gcsfuse.gcsfuse_webhook(job.pod_spec, job.pod_annotations)
+            job = job if webhooked is job.pod_spec else replace(job, pod_spec=webhooked)
             token = admission.mounts_token(job.pod_spec, draft.namespace, objects)
             for index in range(job.completions):
                 who = controllers.pod_identity(job, index, objects.recreated)
@@ -121,6 +125,7 @@ def _workload(
         restart=draft.restart,
         problems=tuple(draft.problems + (draft.jax_problems if check_all else []) + checker.findings.problems()),
         notes=((queued.note,) if queued is not None and queued.admitted else ())
+        + tuple(checker.notes.values())
         + tuple(
             f"{p.path} = {p.value}: --run-command runs its pods as the Job says; if they are one JAX group: {p.fix}"
             for p in (() if check_all else draft.jax_problems)

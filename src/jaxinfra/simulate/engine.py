@@ -20,7 +20,7 @@ from jaxinfra.errors import Problem, Refused
 
 if TYPE_CHECKING:
     from jaxinfra.simulate.apiserver import ApiServer
-from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandbox
+from jaxinfra.simulate import capacity, controllers, model, paths, rootfs, sandbox, volumes
 from jaxinfra.simulate.container import Credentials
 from jaxinfra.simulate.controllers import failure_policy, job_failure
 from jaxinfra.simulate.controllers.job_failure import Failures, JobFailure
@@ -28,6 +28,7 @@ from jaxinfra.simulate.emulation import API_PORT, emulate
 from jaxinfra.simulate.errors import MachineLimit
 from jaxinfra.simulate.node import Node
 from jaxinfra.simulate.options import Options
+from jaxinfra.simulate.platform import standins
 from jaxinfra.simulate.runner import Attempt, Listener, PodRun, Runner, first_failure
 from jaxinfra.simulate.sources import Source
 
@@ -187,15 +188,27 @@ def _probed(pod: model.Pod) -> list[tuple[str, tuple[model.Probe, ...]]]:
     return [(pod.container, pod.probes), *((c.name, c.probes) for c in pod.others)]
 
 
-def _plan(sources: Sources, check_all: bool) -> Report:
-    """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file."""
+def _plan(sources: Sources, check_all: bool, host_paths: Mapping[str, Path] | None = None) -> Report:
+    """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file
+    (`host_paths`: the hostPaths --host-path maps, checked as the kubelet checks a node's path)."""
     report = Report([])
     for source in sources:
         cluster = emulate(
             source.manifests, (1, 0), check_all, before_pods=functools.partial(_refuse_drafts, not check_all)
         )
         report.problems += source.problems + tuple(source.where(p) for p in cluster.problems)
+        report.problems += tuple(
+            source.where(p) for w in cluster.workloads for p in volumes.mapped_problems(w, host_paths or {})
+        )
         report.notes += source.notes
+        report.notes += [n for w in cluster.workloads for n in volumes.host_path_notes(w, host_paths or {})]
+        if not check_all:  # the containers that run here only because the simulator stands in for their image
+            report.notes += [
+                note
+                for w in cluster.workloads
+                if w.pods
+                for note in standins.notes(w.id, {c.name: c.image for c in w.pods[0].others})
+            ]
         if skipped := controllers.not_simulated(source.manifests):
             report.notes.append(
                 f"stored, not simulated (the simulator runs {controllers.SUPPORTED}): {', '.join(skipped)}"
@@ -295,7 +308,12 @@ class _Simulation:
         return self.seed, next(self.blocks) % IP_BLOCKS * IP_BLOCK
 
     def storage(self, mount: model.Mount) -> Path:
-        """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation."""
+        """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation;
+        where a hostPath is: the folder (or file) --host-path names, else its path in its node's own folder (one per
+        simulated node, empty at first: never this machine's path)."""
+        if mount.kind == "hostPath":
+            node = self.tmp / "nodes" / paths.safe_name(mount.node)
+            return self.options.host_paths.get(mount.key) or paths.on_node(node, mount.key, f"volume {mount.volume}")
         return self.options.volumes.get(mount.key) or self.tmp / f"{mount.kind}s" / paths.safe_name(mount.key)
 
 
@@ -322,7 +340,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (all the YAML, or one stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
-    report = _plan(sources, check_all=not options.run_command)
+    report = _plan(sources, check_all=not options.run_command, host_paths=options.host_paths)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:

@@ -23,6 +23,7 @@ from jaxinfra.simulate import cgroups, model, security, volumes
 from jaxinfra.simulate.admission import service_account
 from jaxinfra.simulate.controllers import ChildJob, Draft, Identity
 from jaxinfra.simulate.inputs import Objects, fake_uid, limit, quantity, str_value, to_int
+from jaxinfra.simulate.platform import standins
 
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # kubelet IsEnvVarName
 _SUBSCRIPT = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
@@ -362,7 +363,7 @@ def _container(
         name=name,
         role=("sidecar" if container.get("restartPolicy") == "Always" else "init") if init else "main",
         image=str(container.get("image", "")),
-        command=tuple(expand(str(a), env.get) for a in container.get("command") or ()),
+        command=tuple(expand(str(a), env.get) for a in container.get("command") or ()) or _entrypoint(container),
         args=tuple(expand(str(a), env.get) for a in container.get("args") or ()),
         env=env,
         working_dir=working_dir,
@@ -377,6 +378,13 @@ def _container(
             if isinstance(p, Mapping) and p.get("name") and str(p.get("containerPort", "")).isdigit()
         },
     )
+
+
+def _entrypoint(container: Mapping) -> tuple[str, ...]:
+    """The image's ENTRYPOINT, which a container without `command` runs: known here only for the platform images the
+    simulator stands in for (`platform.standins`); () otherwise."""
+    found = standins.lookup(str(container.get("image", "")))
+    return found.entrypoint if found is not None else ()
 
 
 PROBES = (("startupProbe", "startup"), ("readinessProbe", "readiness"), ("livenessProbe", "liveness"))

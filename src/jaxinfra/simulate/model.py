@@ -25,9 +25,11 @@ class Mount:
     path: str  # mountPath
     sub_path: str = ""
     read_only: bool = False
-    kind: str = "emptyDir"  # "emptyDir" | "claim" | "bucket" | "files"
-    key: str = ""  # claim: its name; bucket: the bucket's name
+    kind: str = "emptyDir"  # "emptyDir" | "claim" | "bucket" | "files" | "hostPath"
+    key: str = ""  # claim: its name; bucket: the bucket's name; hostPath: the node's path, as the manifest writes it
     files: tuple[tuple[str, str], ...] = ()  # "files": (relative path, content)
+    host_type: str = ""  # hostPath: its `type` ("" unset, Directory, DirectoryOrCreate, File, FileOrCreate, ...)
+    node: str = ""  # hostPath: the node whose path it is (spec.nodeName: one simulated node per pod)
 
 
 @dataclass(frozen=True)

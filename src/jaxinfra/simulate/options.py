@@ -1,5 +1,6 @@
 """What a simulation was asked for: faults to inject, timeouts, the images' code, volumes kept
-across simulations, and the image's Python. Read by the engine, the runner and the report."""
+across simulations, the hostPaths mapped to this machine's folders, and the image's Python. Read by
+the engine, the runner and the report."""
 
 from __future__ import annotations
 
@@ -43,6 +44,9 @@ class Options:
     volumes: Mapping[str, Path] = field(
         default_factory=dict
     )  # claim or bucket name -> a folder that outlives the simulation
+    host_paths: Mapping[str, Path] = field(
+        default_factory=dict
+    )  # a hostPath's path, as the manifest writes it -> the folder (or file) of this machine it is (--host-path)
     grace_cap: float = 3.0  # cap on terminationGracePeriodSeconds when a pod is stopped (speed; a cluster waits it out)
     k8s_client: bool = True  # the pods' Python can import `kubernetes` (an image built with jax[k8s])
     timeout: float = 300.0  # the whole simulation

@@ -54,6 +54,18 @@ def why_unsafe(relative: object) -> str | None:
     return None
 
 
+def normal(path: str) -> str:
+    """A path as a node (a hostPath's) or a container (a mountPath) resolves it: absolute and normal (`a//b/` and `./`
+    folded, nothing above `/`, a leading `//` one `/`; a relative path is the kubelet's working directory's, `/`)."""
+    return os.path.normpath("/" + path.lstrip("/"))
+
+
+def on_node(root: Path, path: str, what: str = "hostPath") -> Path:
+    """A node's path (`normal`) inside `root`, the folder standing in for that node's filesystem (`/` is `root`
+    itself), joined by `inside`, which refuses a NUL byte and a symlink a container planted on the way out."""
+    return inside(root, normal(path).lstrip("/") or ".", what)
+
+
 def inside(root: Path, relative: str, what: str = "path") -> Path:
     """`relative` (a path a manifest gives) joined under `root`, with the symlinks already on disk resolved; raises
     UnsafePath (`what` names the manifest field) for a path that could leave `root`: absolute, with a '..'

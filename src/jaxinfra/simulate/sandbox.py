@@ -12,7 +12,9 @@ securityContext asks for. Each simulated pod gets the same, in its own process r
   supplementary groups cannot be set then (setgroups is denied), which the report notes;
 - a mount namespace holding the container's root (`rootfs`): the machine's system copy-on-write,
   the users' folders empty, its /etc/hosts (`dns.hosts_file`), its ServiceAccount token volume and
-  its volumes, each at a path resolved inside the root; a UTS namespace with its hostname;
+  its volumes, each at a path resolved inside the root, in containerd's order (by depth), with the
+  simulator's own Python and sitecustomize put back over any volume that covers them; a hostPath of
+  the node's /sys or /proc/sys shows the container's own, read-only; a UTS namespace with its hostname;
 - a PID namespace, in which its program is PID 1 (`shim`) and mounts its own /proc;
 - the simulation's pod network (`netns`), joined before any of this;
 - its identity: runAsUser, runAsGroup, fsGroup and supplementalGroups, the bounding and effective
@@ -44,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxinfra.errors import MACHINE_LIMIT
-from jaxinfra.simulate import fds, rootfs
+from jaxinfra.simulate import fds, paths, rootfs
 from jaxinfra.simulate.errors import SandboxError, Unavailable
 from jaxinfra.simulate.security import CAPABILITIES, Security
 
@@ -92,6 +94,7 @@ class Spec:
     workdir: str = "/"  # its workingDir, resolved inside its root
     security: Security = field(default_factory=Security)
     site: Path | None = None  # the simulator's sitecustomize, seen at rootfs.SITE
+    views: Sequence[tuple[str, str]] = ()  # (its own path, mount path): hostPaths of the node's /sys and /proc/sys
 
 
 def _libc() -> ctypes.CDLL:
@@ -199,24 +202,46 @@ def _place(b: rootfs.Builder, target: Path, is_dir: bool) -> None:
     b.place(target, is_dir)
 
 
+def _depth(path: str) -> int:
+    """A mount path's number of parts, which orders the mounts (containerd @1754af31 internal/cri/opts/
+    spec_linux_opts.go `withMounts`: "Sort mounts in number of parts", so a volume at /tmp never hides one at
+    /tmp/x)."""
+    return len(paths.normal(path).split("/"))
+
+
 def _volumes(b: rootfs.Builder, spec: Spec) -> None:
-    """/etc/hosts, the token volume, the simulator's sitecustomize and each volume, at paths resolved inside the
-    root."""
-    hosts = rootfs.join(b.root, "/etc/hosts")
-    _place(b, hosts, False)
-    b.bind(str(spec.hosts), hosts, read_only=False, recursive=False)
+    """/etc/hosts, the token volume and each volume, as containerd mounts them: in order of their paths' depth (a
+    stable sort, so the kubelet's order otherwise), each at its path resolved inside the root. Then what is the
+    simulator's own, wherever a volume went over it: its sitecustomize and its Python, put back on top (an image's
+    own Python is not in the way of a volume at /tmp or /root; the simulator's may live there)."""
+    mounts = [(path, source, read_only, True) for source, path, read_only in spec.mounts]
     if spec.token is not None:
-        target = rootfs.join(b.root, SERVICE_ACCOUNT_DIR)
-        _place(b, target, True)
-        b.bind(str(spec.token), target, read_only=True, recursive=False)
+        mounts.append((SERVICE_ACCOUNT_DIR, spec.token, True, False))
+    mounts.append(("/etc/hosts", spec.hosts, False, False))
+    for path, source, read_only, recursive in sorted(mounts, key=lambda m: _depth(m[0])):
+        target = rootfs.join(b.root, path)
+        _place(b, target, source.is_dir())
+        b.bind(str(source), target, read_only=read_only, recursive=recursive)
     if spec.site is not None:
         target = rootfs.join(b.root, rootfs.SITE)
         _place(b, target, True)
         b.bind(str(spec.site), target, read_only=True, recursive=False)
-    for source, path, read_only in spec.mounts:
-        target = rootfs.join(b.root, path)
-        _place(b, target, source.is_dir())
-        b.bind(str(source), target, read_only=read_only)
+    covered = [paths.normal(path) for _, path, _ in spec.mounts]
+    for python in rootfs.machine().python:
+        if any(python == c or python.startswith(c.rstrip("/") + "/") for c in covered):
+            target = b.root / python.lstrip("/")
+            _place(b, target, True)
+            b.overlay([python], target)
+
+
+def _views(libc: ctypes.CDLL, root: Path, views: Sequence[tuple[str, str]]) -> None:
+    """In the container's PID 1, its own /proc mounted: each hostPath of the node's /sys or /proc/sys shown as the
+    container's own, read-only (the machine's kernel settings are never written through it)."""
+    b = rootfs.Builder(libc, root, root, read_only=False)
+    for own, path in views:
+        source, target = rootfs.join(root, own), rootfs.join(root, path)
+        if source.exists() and source.is_dir() == target.is_dir():
+            b.bind(str(source), target, read_only=True, recursive=own.startswith("/sys"))
 
 
 def enter(strategy: str, spec: Spec, handshake: Handshake | None = None) -> str:
@@ -236,6 +261,7 @@ def start(strategy: str, spec: Spec, cwd: str) -> None:
     root = spec.scratch / "root"
     try:
         rootfs.proc(libc, root)
+        _views(libc, root, spec.views)
         rootfs.pivot(libc, root)
     except rootfs.RootError as err:
         raise SandboxError(err.step, err.errno or errno.EIO) from None
@@ -336,6 +362,8 @@ def _build(libc: ctypes.CDLL, spec: Spec) -> str:
         b.devices()
         b.sysfs(rootfs.machine())
         _volumes(b, spec)
+        for own, path in spec.views:  # their mount points, made while the layers above may still be written
+            _place(b, rootfs.join(root, path), os.path.isdir(own))  # the machine's kernel: the container's too
         cwd = rootfs.join(root, spec.workdir)
         _place(b, cwd, True)
         b.finish()

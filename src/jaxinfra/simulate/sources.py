@@ -18,26 +18,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from jaxinfra.admission.store import CLUSTER_SCOPED
 from jaxinfra.errors import Problem
 from jaxinfra.simulate.controllers import WORKLOAD_KINDS
 from jaxinfra.simulate.inputs import meta, namespace_of, oid
 
-CLUSTER_SCOPED = frozenset(
-    {
-        "Namespace",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "PriorityClass",
-        "StorageClass",
-        "PersistentVolume",
-        "ResourceFlavor",
-        "ClusterQueue",
-        "WorkloadPriorityClass",
-        "Topology",
-        "ClusterTrainingRuntime",
-    }
-)
-"""Kinds whose identity has no namespace (the API server ignores metadata.namespace on them)."""
 _MANIFEST = re.compile(r"manifest (\d+)\b")
 
 

@@ -11,8 +11,27 @@ Pending: a problem before anything starts. What the volumes hold lives with them
   pod (a recreated pod gets a new one);
 - a PersistentVolumeClaim: one folder per claim for the whole simulation, kept across restarts;
 - a GCS FUSE CSI volume: one folder per bucket, likewise;
-- `configMap`, `secret`, `downwardAPI` and `projected` (of those): their files, read-only.
+- `configMap`, `secret`, `downwardAPI` and `projected` (of those): their files, read-only;
+- `hostPath`: the path on the pod's node. Each simulated pod has a node of its own (`kubelet.PodFacts`), and each
+  node a private, empty folder of the simulation standing in for its filesystem: a hostPath is the path inside
+  it (so every container of a pod, and its restarts, share it; two hostPaths one inside the other nest, as on a
+  node), never this machine's path; `--host-path PATH=DIR` (the manifest's path, exactly) makes it DIR instead,
+  the user's own choice and the only way a hostPath reaches a real folder. The node's kernel filesystems stand in
+  as the container's own, read-only: a hostPath of `/sys` or under it, or of `/proc/sys` or under it, shows the
+  container's own read-only `/sys` or `/proc/sys` there (an empty folder would break a daemon that reads them,
+  this machine's would let one write them). Read-only where the volumeMount says so.
 `--volume NAME=DIR` puts a claim or a bucket in a folder that outlives the simulation.
+
+A hostPath's `type` is checked as the kubelet checks the node's path before it mounts it (kubernetes @006d84d2
+pkg/volume/hostpath/host_path.go `hostPathMounter.SetUp`, `checkType`, `typeMatchedOrError`, `makeDir` 0755,
+`makeFile` 0644), and a missing path of the unset type is created as containerd creates a missing bind source
+(containerd @1754af31 internal/cri/opts/spec_linux_opts.go `withMounts`: MkdirAll 0755). On a mapped hostPath the
+check is the kubelet's, on DIR: a mismatch is a problem before anything starts (`mapped_problems`). On a node's
+private folder, where the simulator cannot know what a GKE node has: `DirectoryOrCreate` and the unset type create a
+folder, `FileOrCreate` an empty file; `Directory` and `File` are taken to exist on the node (an empty folder, an
+empty file stands in, and a note says so); `Socket`, `CharDevice` and `BlockDevice` get an empty file with a note
+(nothing listens there, no device backs it); any other type is the kubelet's "invalid volume type" and the pod
+stays Pending.
 
 Every path a pod spec gives for a volume is checked as the API server checks it before the pod exists
 (kubernetes pkg/apis/core/validation/validation.go: `validateVolumes` (volume names, IsDNS1123Label),
@@ -27,23 +46,42 @@ starts. The simulator's own guard behind these rules is `paths.inside`.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra.admission.validation import config_map_key, dns1123_label, local_descending_path, local_non_reserved_path
 from jaxinfra.errors import Problem, Refused
 from jaxinfra.simulate import model, paths
 from jaxinfra.simulate.inputs import Objects
+from jaxinfra.simulate.platform.gcsfuse import GCSFUSE_ANNOTATION, GCSFUSE_DRIVER, gcsfuse_requested
 
 if TYPE_CHECKING:
     from jaxinfra.simulate.kubelet import PodFacts
 
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
 FILE_SOURCES = ("configMap", "secret", "downwardAPI", "projected")
 SUPPORTED = (
-    "emptyDir, persistentVolumeClaim, csi (gcsfuse.csi.storage.gke.io), configMap, secret, downwardAPI, projected"
+    "emptyDir, persistentVolumeClaim, csi (gcsfuse.csi.storage.gke.io), configMap, secret, downwardAPI, projected, "
+    "hostPath"
 )
+HOST_PATH_TYPES = {
+    "": "",
+    "DirectoryOrCreate": "directory",
+    "Directory": "directory",
+    "FileOrCreate": "file",
+    "File": "file",
+    "Socket": "socket file",
+    "CharDevice": "character device",
+    "BlockDevice": "block device",
+}
+"""The hostPath types the kubelet knows (host_path.go checkType), each with what it requires at the path."""
+HOST_PATH_FILES = frozenset(t for t in HOST_PATH_TYPES if t not in ("", "DirectoryOrCreate", "Directory"))
+"""The types whose path is not a folder: a file stands in for it on a node's private folder."""
+KERNEL_VIEWS = ("/sys", "/proc/sys")
+"""The node's kernel filesystems a hostPath may name: the container's own, read-only, stands in."""
 
 MAX_PATH_BYTES, MAX_NAME_BYTES = 4096, 255  # the kubelet's atomic writer (validatePath)
 Rejection = tuple[str, Any, str, str]  # (field, value, why the API server rejects it, fix)
@@ -251,7 +289,7 @@ def _source(
         bucket = str(((volume["csi"] or {}).get("volumeAttributes") or {}).get("bucketName", ""))
         why = (
             None
-            if annotations.get(GCSFUSE_ANNOTATION) == "true"
+            if gcsfuse_requested(annotations)
             else (
                 f"the {GCSFUSE_DRIVER} driver finds no sidecar: "
                 f'the pod lacks the annotation {GCSFUSE_ANNOTATION}: "true"'
@@ -265,6 +303,11 @@ def _source(
         why = why or _unwritable(files)
         safe = {path: content for path, content in files.items() if paths.why_unsafe(path) is None}  # never a host path
         return model.Mount(name, "", kind="files", read_only=True, files=tuple(sorted(safe.items()))), why
+    if "hostPath" in volume:
+        source = volume["hostPath"] if isinstance(volume["hostPath"], Mapping) else {}
+        path, host_type = str(source.get("path") or ""), str(source.get("type") or "")
+        why = None if host_type in HOST_PATH_TYPES else f"{host_type} is an invalid volume type"  # checkType
+        return model.Mount(name, "", kind="hostPath", key=path, host_type=host_type, node=facts.node), why
     kind = next((k for k in volume if k != "name"), "?")
     return model.Mount(name, "", kind=kind), f"volume type {kind} is not emulated (supported: {SUPPORTED})"
 
@@ -366,17 +409,114 @@ def _mounts(
             )
             continue
         mounts.append(
-            model.Mount(
-                source.volume,
-                str(vm.get("mountPath", "")),
-                sub,
-                source.read_only or bool(vm.get("readOnly")),
-                source.kind,
-                source.key,
-                source.files,
+            replace(
+                source,
+                path=str(vm.get("mountPath", "")),
+                sub_path=sub,
+                read_only=source.read_only or bool(vm.get("readOnly")),
             )
         )
     return tuple(mounts)
+
+
+def kernel_view(path: str) -> str | None:
+    """The container's own path that stands in for a hostPath of the node's kernel filesystems (`/sys`, `/proc/sys`
+    and below), or None."""
+    found = paths.normal(path)
+    return found if any(found == k or found.startswith(k + "/") for k in KERNEL_VIEWS) else None
+
+
+_IS = {
+    "directory": stat.S_ISDIR,
+    "file": stat.S_ISREG,
+    "socket file": stat.S_ISSOCK,
+    "character device": stat.S_ISCHR,
+    "block device": stat.S_ISBLK,
+}
+_TYPE_OF = {
+    "directory": "Directory",
+    "file": "File",
+    "socket file": "Socket",
+    "character device": "CharDevice",
+    "block device": "BlockDevice",
+}
+"""The HostPathType the kubelet names a path by (hostutil GetFileType)."""
+
+
+def type_mismatch(path: Path, host_type: str, shown: str) -> str | None:
+    """Why the kubelet refuses the node's `path` for a hostPath of `host_type` (host_path.go typeMatchedOrError; the
+    message names `shown`), or None. The unset type is not checked; the ...OrCreate types only where `path` exists."""
+    want = HOST_PATH_TYPES.get(host_type, "")
+    if not want:
+        return None
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None if host_type.endswith("OrCreate") else f"hostPath {shown} doesn't exist"
+    if _IS[want](mode):
+        return None
+    found = next((_TYPE_OF[w] for w, test in _IS.items() if test(mode)), "unknown type")
+    return f"hostPath type check failed: {shown} is not a {want}, it's a {found}"
+
+
+def _host_mounts(workload: model.Workload) -> Iterator[model.Mount]:
+    """Each distinct hostPath mount of the workload's containers (one per volume and mode)."""
+    seen: set[tuple[str, bool]] = set()
+    for pod in workload.pods:
+        for mounts in [pod.mounts, *(c.mounts for c in pod.others)]:
+            for m in mounts:
+                if m.kind == "hostPath" and (m.volume, m.read_only) not in seen:
+                    seen.add((m.volume, m.read_only))
+                    yield m
+
+
+def mapped_problems(workload: model.Workload, host_paths: Mapping[str, Path]) -> list[Problem]:
+    """The kubelet's type check of each hostPath `--host-path` maps (the manifest's path, exactly) against the folder
+    or file it names: a mismatch leaves the pod in ContainerCreating on a cluster, so nothing starts."""
+    out = []
+    for m in _host_mounts(workload):
+        if m.key in host_paths and (why := type_mismatch(host_paths[m.key], m.host_type, str(host_paths[m.key]))):
+            out.append(
+                Problem(
+                    f"{workload.id} volume {m.volume} hostPath.type",
+                    m.host_type,
+                    f"the kubelet cannot mount --host-path {m.key}={host_paths[m.key]}: {why}",
+                    f"map {m.key} to a {HOST_PATH_TYPES[m.host_type]} (--host-path {m.key}=PATH), or fix hostPath.type",
+                )
+            )
+    return list({p.path: p for p in out}.values())
+
+
+def host_path_notes(workload: model.Workload, host_paths: Mapping[str, Path]) -> list[str]:
+    """What the report says of each hostPath of the workload: where it is, what stands in for it."""
+    out = []
+    for m in _host_mounts(workload):
+        head = f"{workload.id}: hostPath volume {m.volume} ({m.key})"
+        mode = "read-only" if m.read_only else "read-write"
+        if m.key in host_paths:
+            out.append(f"{head} is {host_paths[m.key]} (--host-path), {mode}")
+        elif (view := kernel_view(m.key)) is not None:
+            out.append(
+                f"{head} shows the container's own {view}, read-only: this machine's kernel settings are never "
+                "written (on a cluster it is the node's)"
+            )
+        else:
+            stand_in = _STAND_INS.get(m.host_type, "an empty folder")
+            out.append(
+                f"{head} is {stand_in} of the pod's own node, {mode}, not this machine's {paths.normal(m.key)} "
+                f"(--host-path {m.key}=DIR maps it to a folder or file of yours)"
+            )
+    return out
+
+
+_STAND_INS = {
+    "Directory": "an empty folder (standing in for the node's existing one)",
+    "File": "an empty file (standing in for the node's existing one)",
+    "FileOrCreate": "an empty file",
+    "Socket": "an empty file (no socket: nothing listens there)",
+    "CharDevice": "an empty file (no device backs it)",
+    "BlockDevice": "an empty file (no device backs it)",
+}
 
 
 def _fix(mount: model.Mount, why: str) -> str:
@@ -386,6 +526,8 @@ def _fix(mount: model.Mount, why: str) -> str:
         return f'add the annotation {GCSFUSE_ANNOTATION}: "true" to the pod template'
     if "not emulated" in why:
         return f"use one of {SUPPORTED}"
+    if mount.kind == "hostPath":
+        return f"set hostPath.type to one of {', '.join(repr(t) for t in HOST_PATH_TYPES)}"
     if "the API server rejects" in why:
         return (
             "rename the key: letters, digits, '-', '_' and '.', not '.', '..' or starting with '..' "
