@@ -102,6 +102,10 @@ def test_xpk_style_gpu_jobsets_simulate_with_their_daemons_stood_in(
     assert f"container {daemon} (us-docker.pkg.dev/gce-ai-infra/gpudirect-tcpx" in notes and "stood in" in notes
     assert "hostPath volume sys (/sys) shows the container's own /sys, read-only" in notes
     assert "hostPath volume libraries (/home/kubernetes/bin/nvidia" in notes and "empty folder" in notes
+    # unchanged, with xpk's identity and queue: its ServiceAccount, and Kueue admitting it through xpk's LocalQueue
+    assert "admitted by Kueue to ClusterQueue cluster-queue via LocalQueue default/multislice-queue" in " ".join(
+        w["notes"]
+    )
     [joined] = [n for n in w["notes"] if "JAX_COORDINATOR_PORT" in n]
     assert "the program must join them" in joined and "checked as" in joined and ":6002" in joined
 
