@@ -32,6 +32,7 @@ from jaxinfra.simulate.inputs import load_files
 from jaxinfra.simulate.platform import gcsfuse, standins
 from tests.support import unprivileged
 from tests.support.cli import simulate_cli
+from tests.support.one_pod import one_pod_job
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
 from tests.support.trees import tree_snapshot
@@ -43,32 +44,25 @@ A3_MEGA = MANIFESTS / "jobset_gpu_a3mega_xpk_style.yaml"
 FAST = ("--run-command", "--init-timeout", "60", "--grace-cap", "1")  # sidecars stopped within a second
 
 
-def job(command: str, volumes: str, mounts: str, *, name: str = "hp", extra: str = "", containers: str = "") -> str:
+def job(
+    command: str,
+    volumes: str,
+    mounts: str,
+    *,
+    name: str = "hp",
+    namespace: str = "default",
+    extra: str = "",
+    containers: str = "",
+) -> str:
     """A one-pod Indexed Job whose container `w` runs `command` (with --run-command), with these volumes and mounts,
     and `containers` (YAML list items) after it."""
-    return (
-        extra
-        + textwrap.dedent(f"""\
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: {name}}}
-        spec:
-          completionMode: Indexed
-          completions: 1
-          parallelism: 1
-          backoffLimit: 0
-          template:
-            spec:
-              restartPolicy: Never
-              volumes: {volumes}
-              containers:
-              - name: w
-                image: i
-                command: [sh, -c, {json.dumps(command)}]
-                volumeMounts: {mounts}
-        """)
-        + textwrap.indent(containers, "      ")
-    )
+    return one_pod_job(command, volumes, mounts, name=name, namespace=namespace, extra=extra, containers=containers)
+
+
+def jobset(docs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The JobSet among the documents of an xpk-style manifest (after xpk's identity and queue)."""
+    [found] = [d for d in docs if d["kind"] == "JobSet"]
+    return found
 
 
 def write(tmp: Path, text: str) -> Path:
@@ -364,7 +358,7 @@ def test_under_the_probe_a_host_only_coordinator_is_refused() -> None:
 @pytest.mark.unit
 def test_a_bare_initialize_under_run_command_is_refused_too() -> None:
     docs = load_files([A3_HIGH])
-    container = docs[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
+    container = jobset(docs)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
     container["args"] = ["import jax; jax.distributed.initialize()"]
     problem = one_problem(emulate(docs, check_all=False), "JAX_COORDINATOR_ADDRESS must be host:port")
     assert "this command calls jax.distributed.initialize()" in problem.message
@@ -374,7 +368,7 @@ def test_a_bare_initialize_under_run_command_is_refused_too() -> None:
 def test_the_joined_address_is_still_checked() -> None:
     """The host must resolve to rank 0 and the port be one rank 0 declares."""
     docs = load_files([A3_HIGH])
-    pod = docs[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod = jobset(docs)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod["containers"][0]["ports"] = [{"containerPort": 8080}]
     problem = one_problem(emulate(docs, check_all=False), "the coordinator listens on port 6002")
     assert "declares only [8080]" in problem.message
@@ -435,7 +429,12 @@ def test_pod_security_still_refuses_host_paths(level: str) -> None:
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: ml\n"
         f"  labels: {{pod-security.kubernetes.io/enforce: {level}}}\n---\n"
     )
-    text = job("true", "[{name: h, hostPath: {path: /run/tcpx}}]", "[{name: h, mountPath: /tmp}]", extra=namespace)
-    text = text.replace("metadata: {name: hp}", "metadata: {name: hp, namespace: ml}")
+    text = job(
+        "true",
+        "[{name: h, hostPath: {path: /run/tcpx}}]",
+        "[{name: h, mountPath: /tmp}]",
+        namespace="ml",
+        extra=namespace,
+    )
     problem = one_problem(emulate(yamlio.load(text), check_all=False), "violates PodSecurity")
     assert f'"{level}:latest"' in problem.message and 'volume "h"' in problem.message and "hostPath" in problem.message

@@ -16,7 +16,6 @@ import os
 import secrets
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from jaxinfra.errors import JaxinfraError
 from jaxinfra.simulate import container, model, paths
 from jaxinfra.simulate.emulation import emulate
 from tests.support import unprivileged
+from tests.support.one_pod import one_pod_job
 from tests.support.paths import ROOT
 from tests.support.problems import problems_of
 from tests.support.trees import tree_snapshot
@@ -53,26 +53,15 @@ def job(
     extra: str = "",
 ) -> str:
     """A one-pod Indexed Job whose container runs `command` (with --run-command), with these volumes and mounts."""
-    return extra + textwrap.dedent(f"""\
-        apiVersion: batch/v1
-        kind: Job
-        metadata: {{name: {json.dumps(name)}, namespace: {json.dumps(namespace)}}}
-        spec:
-          completionMode: Indexed
-          completions: 1
-          parallelism: 1
-          backoffLimit: 0
-          template:
-            metadata: {{labels: {{team: ml}}, annotations: {{gke-gcsfuse/volumes: "true"}}}}
-            spec:
-              restartPolicy: Never
-              volumes: {volumes}
-              containers:
-              - name: w
-                image: i
-                command: [sh, -c, {json.dumps(command)}]
-                volumeMounts: {mounts}
-        """)
+    return one_pod_job(
+        command,
+        volumes,
+        mounts,
+        name=name,
+        namespace=namespace,
+        template_metadata='{labels: {team: ml}, annotations: {gke-gcsfuse/volumes: "true"}}',
+        extra=extra,
+    )
 
 
 def config_map(data: dict[str, str], name: str = "cfg") -> str:
