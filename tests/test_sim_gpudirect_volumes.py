@@ -318,8 +318,11 @@ def test_volumes_at_tmp_dev_shm_and_over_the_simulators_own_python(tmp_path: Pat
     own Python (a virtual environment under /tmp, pyenv under /root) does not hide it: the program still runs."""
     paths = ["/tmp", "/dev/shm"]
     python = rootfs.machine().python
-    if python:  # this machine's Python lives in a folder a container sees empty: cover that folder too
-        paths.append("/" + python[0].strip("/").split("/")[0])
+    # this machine's Python lives in a folder a container sees empty: cover that folder too (a venv under /tmp, as in
+    # CI's fresh clone, is under the /tmp volume already)
+    top = "/" + python[0].strip("/").split("/")[0] if python else None
+    if top is not None and top not in paths:
+        paths.append(top)
     volumes = json.dumps([{"name": f"v{i}", "emptyDir": {}} for i in range(len(paths))])
     mounts = json.dumps([{"name": f"v{i}", "mountPath": p} for i, p in enumerate(paths)])
     script = "set -e; " + "; ".join(f"touch {p}/ok" for p in paths) + "; python -c 'import jax; jax.devices()'"
