@@ -459,8 +459,7 @@ class ClusterPlan:
     queues: tuple[PoolQueue, ...] = ()  # Kueue, per node pool that jobs use; empty unless `Cluster.kueue`
     pod_security: str | None = None  # the enforce level of the namespaces jaxinfra creates
     shadow: Shadow | None = None  # every job as a CPU shadow (`jaxinfra.shadow`)
-
-    pools: tuple[NodePool, ...] = ()
+    pools: tuple[NodePool, ...] = ()  # every node pool, used by a job or not (their GPU networks exist once each)
 
     @property
     def namespaces(self) -> tuple[str, ...]:
