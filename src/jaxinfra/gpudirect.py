@@ -44,7 +44,7 @@ INTERFACES = "networking.gke.io/interfaces"
 DEVICES = "devices.gke.io/container.{container}"
 #: Pods per GPUDirect node, from which GKE sizes the node's pod range: xpk's and cluster-toolkit's (xpk @ 367c8382
 #: src/xpk/core/nodepool.py `--max-pods-per-node=32`, src/xpk/core/blueprint/blueprint_generator.py).
-MAX_PODS_PER_NODE = 32
+PODS_PER_NODE = 32
 #: The toleration every xpk decorator adds for GPUDirect pods' nodes.
 USER_WORKLOAD_TOLERATION = {"key": "user-workload", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 NVIDIA_LIB = "/usr/local/nvidia/lib64"
@@ -300,14 +300,12 @@ class NodeNetwork:
 def vpcs(stack: Stack, gke_cluster: str) -> tuple[Vpc, ...]:
     """The VPCs of a stack on the GKE cluster `gke_cluster`: one per GPU NIC on TCPX/TCPXO; on RDMA the second gVNIC's
     VPC and one RoCE VPC with a subnet per RDMA NIC (cluster-toolkit's gpu-rdma-vpc)."""
-    if stack.device_mode != "RDMA":
-        return tuple(
-            Vpc(f"{gke_cluster}-{n}", ((f"{gke_cluster}-{n}", subnet_range(stack, i)),))
-            for i, n in enumerate(stack.networks())
-        )
-    gvnic = f"{gke_cluster}-{GVNIC_NETWORK}"
-    rdma = tuple((f"{gke_cluster}-{n}", subnet_range(stack, i)) for i, n in enumerate(stack.networks()))
-    return (Vpc(gvnic, ((gvnic, GVNIC_RANGE),)), Vpc(f"{gke_cluster}-{stack.name}", rdma, rdma=True))
+    name = f"{gke_cluster}-{GVNIC_NETWORK}"
+    gvnic = (Vpc(name, ((name, GVNIC_RANGE),)),) if stack.gvnic else ()
+    subnets = tuple((f"{gke_cluster}-{n}", subnet_range(stack, i)) for i, n in enumerate(stack.networks()))
+    if stack.device_mode == "RDMA":
+        return (*gvnic, Vpc(f"{gke_cluster}-{stack.name}", subnets, rdma=True))
+    return (*gvnic, *(Vpc(subnet[0], (subnet,)) for subnet in subnets))
 
 
 def node_networks(stack: Stack, gke_cluster: str) -> tuple[NodeNetwork, ...]:

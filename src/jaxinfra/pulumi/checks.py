@@ -187,14 +187,12 @@ def existing_cluster_gaps(
     """What an existing GKE cluster lacks of what the config asks for (`getCluster`'s result); one line each.
     `multi_networking`: the stack has GPUDirect pools, whose extra NICs need multi-networking on Dataplane V2."""
     name, where = found.name, f"--location {s.location} --project {s.project}"
+    dataplane_v2 = found.datapath_provider == "ADVANCED_DATAPATH"
     out = []
-    if multi_networking and not (found.enable_multi_networking and found.datapath_provider == "ADVANCED_DATAPATH"):
+    if multi_networking and not (found.enable_multi_networking and dataplane_v2):
         lacks = " and ".join(
             what
-            for what, ok in (
-                ("multi-networking", found.enable_multi_networking),
-                ("Dataplane V2", found.datapath_provider == "ADVANCED_DATAPATH"),
-            )
+            for what, ok in (("multi-networking", found.enable_multi_networking), ("Dataplane V2", dataplane_v2))
             if not ok
         )
         out.append(
@@ -203,7 +201,7 @@ def existing_cluster_gaps(
             f"cluster (`gcloud container clusters create {name} {where} --enable-ip-alias --enable-dataplane-v2 "
             "--enable-multi-networking`, as xpk does), or use GPU(..., network='standard')"
         )
-    enforced = found.datapath_provider == "ADVANCED_DATAPATH" or any(p.enabled for p in found.network_policies or ())
+    enforced = dataplane_v2 or any(p.enabled for p in found.network_policies or ())
     if network_policies and s.network_policy != "none" and not enforced:
         out.append(
             f"GKE cluster {name} enforces no NetworkPolicy (neither Dataplane V2 nor the network policy add-on): the "

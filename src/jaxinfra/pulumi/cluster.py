@@ -313,7 +313,7 @@ class ClusterComponent(pulumi.ComponentResource):
             node_config=node_config(ps, s, account),
             placement_policy=placement,
             network_config=nets.node_network_config() if nets else None,
-            max_pods_per_node=gpudirect.MAX_PODS_PER_NODE if nets else None,
+            max_pods_per_node=gpudirect.PODS_PER_NODE if nets else None,
             # A named pool cannot coexist with its replacement: delete first. A GPUDirect pool after its subnets.
             opts=pulumi.ResourceOptions.merge(
                 opts,

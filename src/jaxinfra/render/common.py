@@ -303,8 +303,8 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
     annotations = dict(jp.job.annotations)
     if jp.checkpoint_bucket is not None:
         annotations[N.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
-    if jp.gpudirect is not None:
-        gpudirect.decorate(jp.gpudirect, spec, container, annotations)
+    if (stack := jp.gpudirect) is not None:
+        gpudirect.decorate(stack, spec, container, annotations)
     if annotations:
         meta["annotations"] = annotations
     return customize(jp, {"metadata": meta, "spec": spec})

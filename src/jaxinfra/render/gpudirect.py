@@ -69,12 +69,11 @@ def network_objects(stack: Stack, gke_cluster: str) -> list[dict[str, Any]]:
     device mode), then the Network the pods' interfaces annotation names."""
     out = []
     for n in G.node_networks(stack, gke_cluster):
-        name = n.name
         out.append(
             {
                 "apiVersion": GKE_NETWORKING,
                 "kind": "GKENetworkParamSet",
-                "metadata": {"name": name},
+                "metadata": {"name": n.name},
                 "spec": {"vpc": n.vpc, "vpcSubnet": n.subnet, "deviceMode": n.device_mode},
             }
         )
@@ -82,10 +81,10 @@ def network_objects(stack: Stack, gke_cluster: str) -> list[dict[str, Any]]:
             {
                 "apiVersion": GKE_NETWORKING,
                 "kind": "Network",
-                "metadata": {"name": name},
+                "metadata": {"name": n.name},
                 "spec": {
                     "type": "Device",
-                    "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": name},
+                    "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": n.name},
                 },
             }
         )

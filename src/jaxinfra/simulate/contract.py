@@ -45,6 +45,11 @@ class Address:
     port: int | None
 
 
+def _port(raw: str) -> int | None:
+    """A port number (1 to 65535) as the env writes it, or None."""
+    return int(raw) if raw.isdigit() and 0 < int(raw) < 65536 else None
+
+
 def split_hostport(raw: str) -> tuple[str, int | None]:
     if raw.startswith("["):
         host, _, rest = raw[1:].partition("]")
@@ -52,7 +57,7 @@ def split_hostport(raw: str) -> tuple[str, int | None]:
     host, sep, port = raw.rpartition(":")
     if not sep:
         return raw, None
-    return host, int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+    return host, _port(port)
 
 
 def _is_tpu_detected(pod: model.Pod) -> bool:
@@ -76,8 +81,7 @@ def _v1_coordinator(pod: model.Pod) -> Address | None:
     if not host:
         return None
     raw_port = pod.env.get("COORDINATOR_PORT", "")
-    port = int(raw_port) if raw_port.isdigit() and 0 < int(raw_port) < 65536 else None
-    return Address("COORDINATOR_ADDRESS", f"{host}:{raw_port}", host, port)
+    return Address("COORDINATOR_ADDRESS", f"{host}:{raw_port}", host, _port(raw_port))
 
 
 BARE_INITIALIZE = "jax.distributed.initialize()"
@@ -97,8 +101,7 @@ def joined(pod: model.Pod) -> Address | None:
     if not raw or ":" in raw or "JAX_COORDINATOR_PORT" not in pod.env:
         return None
     port_raw = pod.env["JAX_COORDINATOR_PORT"]
-    port = int(port_raw) if port_raw.isdigit() and 0 < int(port_raw) < 65536 else None
-    return Address("JAX_COORDINATOR_ADDRESS", f"{raw} (JAX_COORDINATOR_PORT={port_raw})", raw, port)
+    return Address("JAX_COORDINATOR_ADDRESS", f"{raw} (JAX_COORDINATOR_PORT={port_raw})", raw, _port(port_raw))
 
 
 def coordinator(pod: model.Pod) -> Address | None:

@@ -426,21 +426,15 @@ def kernel_view(path: str) -> str | None:
     return found if any(found == k or found.startswith(k + "/") for k in KERNEL_VIEWS) else None
 
 
-_IS = {
-    "directory": stat.S_ISDIR,
-    "file": stat.S_ISREG,
-    "socket file": stat.S_ISSOCK,
-    "character device": stat.S_ISCHR,
-    "block device": stat.S_ISBLK,
+_FILE_TYPES = {
+    "directory": (stat.S_ISDIR, "Directory"),
+    "file": (stat.S_ISREG, "File"),
+    "socket file": (stat.S_ISSOCK, "Socket"),
+    "character device": (stat.S_ISCHR, "CharDevice"),
+    "block device": (stat.S_ISBLK, "BlockDevice"),
 }
-_TYPE_OF = {
-    "directory": "Directory",
-    "file": "File",
-    "socket file": "Socket",
-    "character device": "CharDevice",
-    "block device": "BlockDevice",
-}
-"""The HostPathType the kubelet names a path by (hostutil GetFileType)."""
+"""What each kind of path `HOST_PATH_TYPES` requires is tested by, and the HostPathType the kubelet names a path of
+that kind by (hostutil GetFileType)."""
 
 
 def type_mismatch(path: Path, host_type: str, shown: str) -> str | None:
@@ -453,9 +447,9 @@ def type_mismatch(path: Path, host_type: str, shown: str) -> str | None:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
         return None if host_type.endswith("OrCreate") else f"hostPath {shown} doesn't exist"
-    if _IS[want](mode):
+    if _FILE_TYPES[want][0](mode):
         return None
-    found = next((_TYPE_OF[w] for w, test in _IS.items() if test(mode)), "unknown type")
+    found = next((name for test, name in _FILE_TYPES.values() if test(mode)), "unknown type")
     return f"hostPath type check failed: {shown} is not a {want}, it's a {found}"
 
 
