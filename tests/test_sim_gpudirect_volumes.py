@@ -31,7 +31,7 @@ from jaxinfra.simulate.emulation import emulate
 from jaxinfra.simulate.inputs import load_files
 from jaxinfra.simulate.platform import gcsfuse, standins
 from tests.support import unprivileged
-from tests.support.cli import simulate_cli
+from tests.support.cli import simulate_as, simulate_cli
 from tests.support.one_pod import one_pod_job
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
@@ -276,20 +276,8 @@ def test_hostile_host_paths_never_touch_the_machine(as_root: bool) -> None:
         text = job(script, json.dumps(volumes), json.dumps(mounts))
         watched = [Path("/etc/passwd"), Path("/etc/hostname")]
         before = {p: _digest(p) for p in watched if p.exists()}
-        manifest, report = home / "hostile.yaml", home / "report.json"
-        manifest.write_text(text)
-        r = unprivileged.run(
-            [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), "--run-command", "--no-logs"]
-            + ["--json", str(report)],
-            home,
-            as_root=as_root,
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        out = r.stdout + r.stderr
-        assert r.returncode == 0 and "Traceback" not in out, out
+        rc, out, _ = simulate_as(home, text, "--run-command", as_root=as_root)
+        assert rc == 0, out
         assert (canary / "file").read_text() == "canary\n" and sorted(p.name for p in canary.iterdir()) == ["file"]
         assert {p: _digest(p) for p in before} == before
         for path in ("/jaxinfra-pwned", "/etc/jaxinfra-pwned", "/root/jaxinfra-pwned"):

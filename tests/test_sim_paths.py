@@ -15,7 +15,6 @@ import json
 import os
 import secrets
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +27,8 @@ from jaxinfra.errors import JaxinfraError
 from jaxinfra.simulate import container, model, paths
 from jaxinfra.simulate.emulation import emulate
 from tests.support import unprivileged
+from tests.support.cli import simulate_as
 from tests.support.one_pod import one_pod_job
-from tests.support.paths import ROOT
 from tests.support.problems import problems_of
 from tests.support.trees import tree_snapshot
 
@@ -78,29 +77,6 @@ def canaries(folder: Path, owner: int | None = None) -> Path:
         for path in (canary, *canary.iterdir()):
             os.chown(path, owner, owner)
     return canary
-
-
-def simulate(home: Path, text: str, *args: str, as_root: bool = True) -> tuple[int, str, dict[str, Any]]:
-    """`jaxinfra simulate` of the manifest `text`, its HOME and TMPDIR `home` (as uid 65534 unless `as_root`):
-    status, output, JSON report. Nothing may be left in `home` but the manifest and the report."""
-    manifest, report = home / "hostile.yaml", home / "report.json"
-    manifest.write_text(text, encoding="utf-8")
-    r = unprivileged.run(
-        [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), *args, "--no-logs", "--json", str(report)],
-        home,
-        as_root=as_root,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=180,
-    )
-    out = r.stdout + r.stderr
-    assert "Traceback" not in out, out
-    assert r.returncode in (0, 1, 2), out
-    data = json.loads(report.read_text()) if report.exists() else {}
-    report.unlink(missing_ok=True)
-    manifest.unlink()
-    return r.returncode, out, data
 
 
 def refused(field: str, why: str, who: str = "the API server rejects") -> dict[str, str]:
@@ -297,7 +273,7 @@ MAY_FAIL: set[str] = set()
 def check(case: str, home: Path, canary: Path, as_root: bool = True) -> None:
     text, args, refusal, absent = CASES[case](canary, home)
     before = tree_snapshot(home)
-    rc, out, report = simulate(home, text, *args, as_root=as_root)
+    rc, out, report = simulate_as(home, text, *args, as_root=as_root)
     assert tree_snapshot(home) == before, "files changed or appeared outside the run"
     assert {p.read_text() for p in canary.iterdir()} == set(CANARIES.values())
     for path in absent:
@@ -351,7 +327,7 @@ def test_the_runs_that_run_succeed(tmp_path: Path) -> None:
         ),
     )
     before = tree_snapshot(tmp_path)
-    rc, out, report = simulate(tmp_path, text, "--run-command")
+    rc, out, report = simulate_as(tmp_path, text, "--run-command")
     assert rc == 0 and report["ok"], out
     assert tree_snapshot(tmp_path) == before
 
@@ -373,7 +349,7 @@ def test_a_symlink_a_container_planted_for_its_restart_is_refused(tmp_path: Path
         "restartPolicy: Never", "restartPolicy: OnFailure"
     )
     before = tree_snapshot(tmp_path)
-    rc, out, _ = simulate(tmp_path, text, "--run-command")
+    rc, out, _ = simulate_as(tmp_path, text, "--run-command")
     assert rc == 2, out
     assert (
         "error: Job/default/paths pod paths-0 volume scratch subPath = 'link': leads out of its volume through a "

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.support import unprivileged
 from tests.support.paths import ROOT
 
 
@@ -43,3 +44,27 @@ def simulate_cli(
             os.kill(pid, 0)
     assert list(scratch.iterdir()) == [], "the API server's log or the pods' files were left behind"
     return r.returncode, data, r.stdout + r.stderr
+
+
+def simulate_as(home: Path, text: str, *args: str, as_root: bool = True) -> tuple[int, str, dict[str, Any]]:
+    """`jaxinfra simulate` of the manifest `text` (through `unprivileged.run`), its HOME and TMPDIR `home` (as uid
+    65534 unless `as_root`): status, output, JSON report. Nothing may be left in `home` but the manifest and the
+    report."""
+    manifest, report = home / "hostile.yaml", home / "report.json"
+    manifest.write_text(text, encoding="utf-8")
+    r = unprivileged.run(
+        [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), *args, "--no-logs", "--json", str(report)],
+        home,
+        as_root=as_root,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    out = r.stdout + r.stderr
+    assert "Traceback" not in out, out
+    assert r.returncode in (0, 1, 2), out
+    data = json.loads(report.read_text()) if report.exists() else {}
+    report.unlink(missing_ok=True)
+    manifest.unlink()
+    return r.returncode, out, data
