@@ -58,7 +58,7 @@ def naive(n: int, devices: int) -> float:
             [
                 PY,
                 "-m",
-                "jaxinfra.simulate.probe",
+                "jaxinfra_sim.probe",
                 "--expected-rank",
                 str(i),
                 "--num-processes",
@@ -91,7 +91,7 @@ def compile_package() -> None:
     """Byte-compile jaxinfra as `pip install` does for a wheel: an editable install under
     PYTHONDONTWRITEBYTECODE (set on some CI machines) would otherwise compile every module
     from source on every run, and that would be measured as the simulator's start-up."""
-    for name in ("jaxinfra", "jaxinfra.simulate"):
+    for name in ("jaxinfra", "jaxinfra_sim"):
         for folder in importlib.util.find_spec(name).submodule_search_locations:
             compileall.compile_dir(folder, maxlevels=0, quiet=1)
 
@@ -107,7 +107,7 @@ def report_sizes() -> str:
                 "-m",
                 "jaxinfra",
                 "simulate",
-                str(HERE.parent / "examples" / "training-infra" / "stacks" / "cpu_dev.py"),
+                str(HERE.parent / "stacks" / "cpu_dev.py"),
                 "--html",
                 str(page),
                 "--trace",

@@ -31,12 +31,12 @@ from jaxinfra.plan import plan  # noqa: E402
 from jaxinfra.spec import CPU, Cluster, JaxJob, NodePool  # noqa: E402
 from jaxinfra.validate import validate_objects  # noqa: E402
 from jaxinfra.yamlio import dump, load  # noqa: E402
-from tests.support.paths import EXAMPLE, ROOT, STACKS  # noqa: E402
+from tests.support.paths import ROOT, STACKS  # noqa: E402
 from tests.support.stacks import PAIR_IDS, PAIRS, load_stack, rendered  # noqa: E402
 from tests.test_simulate import verdicts  # noqa: E402
 
-CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
-MULTISLICE = EXAMPLE / "stacks" / "tpu_v5p_2x2x4_x2.py"  # its job is in namespace `ml`
+CPU_DEV = ROOT / "stacks" / "cpu_dev.py"
+MULTISLICE = ROOT / "stacks" / "tpu_v5p_2x2x4_x2.py"  # its job is in namespace `ml`
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +213,7 @@ def test_chart_namespace_conflict_is_a_spec_error(app: Any) -> None:
 
 
 def test_stacks_app_has_one_chart_per_stack(tmp_path: Path) -> None:
-    app = stacks_app([EXAMPLE / "stacks"], outdir=str(tmp_path))
+    app = stacks_app([ROOT / "stacks"], outdir=str(tmp_path))
     assert [c.node.id for c in app.charts] == [stack.load(p).name for p in STACKS]
     for chart, path in zip(app.charts, STACKS):
         assert cdk8s.Testing.synth(chart) == manifests(stack.load(path))
@@ -236,9 +236,7 @@ assert not heavy, heavy
 """
 
 
-@pytest.mark.parametrize(
-    "argv", [["synth", "examples/training-infra/stacks", "--stdout"], ["--help"], ["validate", "--help"]]
-)
+@pytest.mark.parametrize("argv", [["synth", "stacks", "--stdout"], ["--help"], ["validate", "--help"]])
 def test_cli_never_imports_cdk8s_nor_starts_node(argv: list[str], tmp_path: Path) -> None:
     # PATH without node: a command that tried to start it would fail
     env = {**os.environ, "PATH": str(Path(sys.executable).parent)}
@@ -251,7 +249,7 @@ def test_cli_never_imports_cdk8s_nor_starts_node(argv: list[str], tmp_path: Path
 
 # --- `npx cdk8s synth` in the example project (its cdk8s.yaml runs `python -m jaxinfra.cdk8s`) ----------------
 
-CLI = EXAMPLE / "node_modules" / ".bin" / "cdk8s"
+CLI = ROOT / "node_modules" / ".bin" / "cdk8s"
 
 
 @pytest.fixture(scope="module")
@@ -263,16 +261,16 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> Path:
             [str(CLI), "synth", "--no-check-upgrade", "--output", str(out)],
             capture_output=True,
             text=True,
-            cwd=EXAMPLE,
+            cwd=ROOT,
             timeout=120,
         )
         assert r.returncode == 0, r.stdout + r.stderr
         assert "!!" not in r.stdout + r.stderr  # no jsii banner
         return out
-    if list((EXAMPLE / "dist").glob("*.k8s.yaml")):
-        return EXAMPLE / "dist"
+    if list((ROOT / "dist").glob("*.k8s.yaml")):
+        return ROOT / "dist"
     pytest.skip(
-        "no cdk8s output: run `npm ci && npx cdk8s synth` in examples/training-infra (its node_modules/ and "
+        "no cdk8s output: run `npm ci && npx cdk8s synth` at the checkout's root (its node_modules/ and "
         "dist/ are missing)"
     )
 

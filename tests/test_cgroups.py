@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra.simulate import cgroups
-from jaxinfra.simulate.cgroups import Controller, Controllers, Session
-from jaxinfra.simulate.paths import safe_name
+from jaxinfra_sim import cgroups
+from jaxinfra_sim.cgroups import Controller, Controllers, Session
+from jaxinfra_sim.paths import safe_name
 from tests.support import unprivileged
 from tests.support.paths import ROOT
 
@@ -111,7 +111,7 @@ def test_a_pod_without_limits_gets_no_group(real: Controllers) -> None:
 
 PROBE = """
 import json, os
-from jaxinfra.simulate import cgroups
+from jaxinfra_sim import cgroups
 found = cgroups.probe()
 with cgroups.Session.create("nonroot") as s:
     pod = s.pod("default/p-0", 64 << 20, 1000)

@@ -20,7 +20,7 @@ from jaxinfra.explain import facts
 from jaxinfra.plan import plan
 from jaxinfra.spec import BACKENDS
 from jaxinfra.validate import validate_objects
-from tests.support.paths import EXAMPLE, ROOT, TRAIN
+from tests.support.paths import ROOT, TRAIN
 from tests.test_security import pod_specs, restricted_violations
 
 pytestmark = pytest.mark.simulator
@@ -164,7 +164,7 @@ def test_explain_says_where_the_checkpoints_live() -> None:
     )
     assert lines["existing claim"] == "existing PersistentVolumeClaim ml/ckpt (ReadWriteMany), at /checkpoints"
     r = subprocess.run(
-        [sys.executable, "-m", "jaxinfra", "explain", "examples/training-infra/stacks/cpu_dev.py"],
+        [sys.executable, "-m", "jaxinfra", "explain", "stacks/cpu_dev.py"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -271,7 +271,7 @@ cluster = Cluster(name="rehearse", node_pools=[NodePool("cpu", CPU(devices=2))],
         [sys.executable, "-m", "jaxinfra", "simulate", str(path), "--run-command", "--json", str(report), *args],
         capture_output=True,
         text=True,
-        cwd=EXAMPLE,
+        cwd=ROOT,
         timeout=300,
     )  # its images table: python:3.11-slim
     #                                                                                 holds the example's program

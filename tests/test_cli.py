@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import EXAMPLE, ROOT
+from tests.support.paths import ROOT
 from tests.support.stacks import PAIR_IDS, PAIRS
 
 pytestmark = pytest.mark.simulator
@@ -120,7 +120,7 @@ def test_all_problems_at_once_and_nothing_written(tmp_path: Path) -> None:
             jobs='JaxJob("t", image="i", node_pool="p", coordinator_port=99999, backend="x")',
         ),
     )
-    good = EXAMPLE / "stacks" / "cpu_dev.py"
+    good = ROOT / "stacks" / "cpu_dev.py"
     out = tmp_path / "out"
     r = run("synth", str(good), str(bad), "-o", str(out))
     assert r.returncode == 2 and r.stderr.count("error: ") == 4
@@ -148,14 +148,14 @@ def test_stack_that_raises_and_missing_file(tmp_path: Path) -> None:
 
 
 def test_backend_override_errors(tmp_path: Path) -> None:
-    r = run("synth", "examples/training-infra/stacks/tpu_v5p_2x2x4_x2.py", "--backend", "job", "--stdout")
+    r = run("synth", "stacks/tpu_v5p_2x2x4_x2.py", "--backend", "job", "--stdout")
     assert r.returncode == 2 and "jobs[0].backend = 'job'" in r.stderr and r.stdout == ""
-    r = run("synth", "examples/training-infra/stacks/cpu_dev.py", "--backend", "slurm", "--stdout")
+    r = run("synth", "stacks/cpu_dev.py", "--backend", "slurm", "--stdout")
     assert r.returncode == 2 and "--backend = 'slurm'" in r.stderr
 
 
 def test_stdout_and_folder_arguments_skip_helpers() -> None:
-    r = run("synth", "examples/training-infra/stacks", "--stdout")
+    r = run("synth", "stacks", "--stdout")
     assert r.returncode == 0, r.stderr
     assert r.stdout.count("kind: JobSet") == 4
 
@@ -173,7 +173,7 @@ def test_catalog_json_rows() -> None:
 
 
 def test_explain_shows_contract_per_rank() -> None:
-    r = run("explain", "examples/training-infra/stacks/cpu_dev.py", "--all-ranks", env={"COLUMNS": "200"})
+    r = run("explain", "stacks/cpu_dev.py", "--all-ranks", env={"COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     assert "train-node-0-0.train:8482" in r.stdout and "JAX_PROCESS_ID=1" in r.stdout and "train-node-0-1" in r.stdout
 

@@ -11,12 +11,12 @@ import pytest
 
 from jaxinfra.diff import RECREATE, WORKLOAD_KINDS, Key, diff, read_dir
 from jaxinfra.yamlio import dump
-from tests.support.paths import EXAMPLE, ROOT
+from tests.support.paths import ROOT
 from tests.support.stacks import rendered
 
 pytestmark = pytest.mark.unit
 
-CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
+CPU_DEV = ROOT / "stacks" / "cpu_dev.py"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

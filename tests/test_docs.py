@@ -104,15 +104,15 @@ def test_every_relative_link_resolves(path: Path) -> None:
 
 
 #: Where a path the prose names may live: the repository root, or (as the design's tables write them) the package.
-PATH_ROOTS = (ROOT, ROOT / "src" / "jaxinfra")
+PATH_ROOTS = (ROOT, ROOT / "jaxinfra")
 NAMED_PATH = re.compile(
-    r"`((?:src/jaxinfra|tests|benchmarks|examples|docs|simulate|admission|render|backends|spec|pulumi)/[^`\s]+)`"
+    r"`((?:jaxinfra|simulate|stacks|train|infra|tests|benchmarks|examples|docs|admission|render|backends|spec|pulumi)/[^`\s]+)`"
 )
 
 
 @pytest.mark.parametrize("path", PROSE, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_path_the_prose_names_exists(path: Path) -> None:
-    """So a moved or renamed module cannot leave the docs behind (`simulate/emulation.py`, `src/jaxinfra/...`)."""
+    """So a moved or renamed module cannot leave the docs behind (`simulate/emulation.py`, `jaxinfra/...`)."""
     missing = [
         named
         for named in NAMED_PATH.findall(path.read_text())

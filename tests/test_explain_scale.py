@@ -20,7 +20,7 @@ from tests.support.stacks import load_stack, stack_backends
 
 pytestmark = pytest.mark.unit
 
-V5P = "examples/training-infra/stacks/tpu_v5p_2x2x4_x2.py"
+V5P = "stacks/tpu_v5p_2x2x4_x2.py"
 HUGE = "benchmarks/stacks/v5p_16x16x24_x4.py"
 
 

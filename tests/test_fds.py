@@ -8,7 +8,7 @@ import resource
 
 import pytest
 
-from jaxinfra.simulate import fds
+from jaxinfra_sim import fds
 
 pytestmark = pytest.mark.unit
 

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from jaxinfra.admission import Request, admit
 from jaxinfra.cli import _sources
 from jaxinfra.errors import Refused
-from jaxinfra.simulate import engine, sources
 from jaxinfra.validate import validate_files
+from jaxinfra_sim import engine, sources
 from tests.support.cli import simulate_cli
 from tests.support.paths import ROOT
 

@@ -17,14 +17,14 @@ from typing import Any
 import pytest
 
 from tests.support.headless import Browser
-from tests.support.paths import EXAMPLE, NO_RESTART, ROOT
+from tests.support.paths import NO_RESTART, ROOT
 
 pytestmark = pytest.mark.browser
 
 #: The issue's aim for the default stack's report.
 MAX_BYTES = 200_000
 
-CPU_DEV = EXAMPLE / "stacks" / "cpu_dev.py"
+CPU_DEV = ROOT / "stacks" / "cpu_dev.py"
 
 
 def simulate(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], Path, dict[str, Any]]:

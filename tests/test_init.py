@@ -18,7 +18,7 @@ from jaxinfra import init, manifests, stack
 from jaxinfra.yamlio import load
 from tests.support import fresh_venv as fresh_venv_module
 from tests.support.fresh_venv import CLEAN_ENV
-from tests.support.paths import EXAMPLE, ROOT
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.adapters
 
@@ -64,7 +64,7 @@ def test_init_writes_every_file_once_and_documents_each(template: str, tmp_path:
     project = tomllib.loads((repo / "pyproject.toml").read_text())
     assert project["project"]["dependencies"][0] == f"jaxinfra[validate,sim]=={init.version()}"
     assert set(project["tool"]["jaxinfra"]["simulate"]["images"].values()) == {"train"}  # the program init wrote
-    assert (repo / "train/train.py").read_bytes() == (ROOT / "src/jaxinfra/templates/train/train.py").read_bytes()
+    assert (repo / "train/train.py").read_bytes() == (ROOT / "train/train.py").read_bytes()
     cluster = stack.load(repo / "stacks/training.py")  # a valid stack of the chosen kind
     assert cluster.node_pools[0].accelerator.kind == template
 
@@ -128,16 +128,27 @@ def test_workflow_opens_user_namespaces_before_simulating(tmp_path: Path) -> Non
     assert yaml.safe_load((tmp_path / WORKFLOW).read_text())["jobs"]["jaxinfra"]["runs-on"] == "ubuntu-24.04"
 
 
-def test_pinned_cdk8s_cli_is_the_example_projects() -> None:
-    """The same CLI and the same dependency tree: `npm install` in a new repository installs what the example's
-    `npm ci` does (and works offline from that cache, as the README test runs it)."""
-    ours = json.loads((EXAMPLE / "package.json").read_text())["devDependencies"]["cdk8s-cli"]
+def test_pinned_cdk8s_cli_is_the_checkouts() -> None:
+    """The same CLI and the same dependency tree: `npm install` in a new repository installs what the checkout's
+    `npm ci` does for its cdk8s CLI (and works offline from that cache, as the README test runs it)."""
+    ours = json.loads((ROOT / "package.json").read_text())["devDependencies"]["cdk8s-cli"]
     files = init.render("cpu")
     assert json.loads(files["package.json"])["devDependencies"] == {"cdk8s-cli": ours}
-    lock, example = json.loads(files["package-lock.json"]), json.loads((EXAMPLE / "package-lock.json").read_text())
+    lock, checkout = json.loads(files["package-lock.json"]), json.loads((ROOT / "package-lock.json").read_text())
     assert lock["name"] == json.loads(files["package.json"])["name"] == lock["packages"][""]["name"]
-    assert {k: v for k, v in lock["packages"].items() if k} == {k: v for k, v in example["packages"].items() if k}
-    assert lock["packages"][""]["devDependencies"] == example["packages"][""]["devDependencies"]
+    cli_tree = {k: v for k, v in lock["packages"].items() if k}
+    assert "node_modules/cdk8s-cli" in cli_tree
+    assert cli_tree == {k: v for k, v in checkout["packages"].items() if k in cli_tree}  # the checkout's, same pins
+    assert lock["packages"][""]["devDependencies"] == {"cdk8s-cli": ours}
+
+
+def test_train_is_what_init_writes() -> None:
+    """The checkout's train/ (the program its stacks' images hold) is the one `jaxinfra init` writes, byte for
+    byte: one program, kept in the package's templates for init and at the root for the stacks."""
+    files = init.render("cpu")
+    written = {path: text for path, text in files.items() if path.startswith("train/")}
+    ours = {f"train/{p.name}": p.read_text(encoding="utf-8") for p in (ROOT / "train").iterdir() if p.is_file()}
+    assert written and ours == written
 
 
 @pytest.mark.parametrize("template", init.TEMPLATES)

@@ -14,7 +14,8 @@ import pytest
 
 pytestmark = pytest.mark.unit
 
-PACKAGE = Path(__file__).resolve().parent.parent / "src" / "jaxinfra"
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "jaxinfra"
 
 #: Module -> the jaxinfra modules it may import at run time.
 ALLOWED = {
@@ -154,7 +155,6 @@ def test_spec_uses_no_private_pydantic_module(path: Path) -> None:
 #: manifests jaxinfra did not write, so it reads them as a cluster would: knowing the spec, the plan or the backends
 #: would let it take a shortcut through what jaxinfra meant instead of what the manifests say.
 SIMULATOR_ALLOWED = {
-    "simulate",
     "errors",
     "yamlio",  # decoding, as the API server's front door does
     "yamlsurvey",
@@ -165,19 +165,19 @@ SIMULATOR_ALLOWED = {
     "topology",  # a pure drawing of hosts (the HTML report's)
     "outputs",  # `report.run` writes its reports as every command writes its outputs: whole or not at all
 }
-SIMULATE = PACKAGE / "simulate"
+SIMULATE = ROOT / "simulate" / "jaxinfra_sim"
 
 
 @pytest.mark.parametrize("path", sorted(SIMULATE.rglob("*.py")), ids=lambda p: str(p.relative_to(SIMULATE)))
 def test_simulator_imports_only_what_a_cluster_emulator_needs(path: Path) -> None:
     extra = runtime_imports(path) - SIMULATOR_ALLOWED
-    assert not extra, f"{path.relative_to(PACKAGE.parent)} imports {sorted(extra)}: jaxinfra's model, not a cluster's"
+    assert not extra, f"{path.relative_to(ROOT)} imports {sorted(extra)}: jaxinfra's model, not a cluster's"
 
 
 def module_graph(folder: Path) -> dict[str, set[str]]:
     """Each module (or subpackage, all its files together) of the package in `folder` -> the others it imports at
     run time; a name the package's `__init__` defines counts as `__init__`."""
-    package = ".".join(("jaxinfra", *folder.relative_to(PACKAGE).parts))
+    package = ".".join(folder.relative_to(SIMULATE.parent).parts)
     members = {p: p.stem for p in folder.glob("*.py")} | {
         p: p.name for p in folder.iterdir() if (p / "__init__.py").exists()
     }
@@ -210,12 +210,12 @@ def cycle(graph: dict[str, set[str]]) -> list[str]:
 PACKAGES_OF_THE_SIMULATOR = sorted(p.parent for p in SIMULATE.rglob("__init__.py"))
 
 
-@pytest.mark.parametrize("folder", PACKAGES_OF_THE_SIMULATOR, ids=lambda p: str(p.relative_to(PACKAGE)))
+@pytest.mark.parametrize("folder", PACKAGES_OF_THE_SIMULATOR, ids=lambda p: str(p.relative_to(SIMULATE.parent)))
 def test_simulator_modules_import_one_another_one_way(folder: Path) -> None:
     """No import cycle among a simulator package's modules, lazy imports included: data flows one way (the report
     calls the HTML page, which needs nothing of the report)."""
     found = cycle(module_graph(folder))
-    assert not found, f"{folder.relative_to(PACKAGE.parent)}: import cycle {' -> '.join(found)}"
+    assert not found, f"{folder.relative_to(ROOT)}: import cycle {' -> '.join(found)}"
 
 
 def test_the_cycle_check_finds_one() -> None:

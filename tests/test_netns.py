@@ -23,8 +23,8 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.simulate import netns, sandbox
-from jaxinfra.simulate.netns import Network, NetworkError
+from jaxinfra_sim import netns, sandbox
+from jaxinfra_sim.netns import Network, NetworkError
 from tests.support import unprivileged
 from tests.support.paths import ROOT
 
@@ -309,7 +309,7 @@ def test_close_ends_the_holder_and_is_idempotent() -> None:
 
 HOLDER_OF_A_KILLED_PARENT = """
 import json, pathlib, sys, threading, time
-from jaxinfra.simulate.netns import Network
+from jaxinfra_sim.netns import Network
 made, tool = [], sys.argv[2:]
 which = {"pasta": tool[0]}.get if tool else (lambda name: None)
 if sys.argv[1] == "thread":   # made by a thread that ends at once: PR_SET_PDEATHSIG would fire then
@@ -435,7 +435,7 @@ def test_unknown_strategy() -> None:
 # --- where the kernel refuses ----------------------------------------------------------------------
 
 REFUSED = """
-from jaxinfra.simulate import netns, sandbox
+from jaxinfra_sim import netns, sandbox
 try:
     netns.Network.create()
 except sandbox.Unavailable as e:

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.simulate import sandbox
-from jaxinfra.simulate.sandbox import Attempt, diagnose
+from jaxinfra_sim import sandbox
+from jaxinfra_sim.sandbox import Attempt, diagnose
 from tests.support import unprivileged
-from tests.support.paths import EXAMPLE, MANIFESTS, ROOT
+from tests.support.paths import MANIFESTS, ROOT
 
 pytestmark = pytest.mark.simulator
 
@@ -80,7 +80,7 @@ def test_the_harness_drops_root() -> None:
 
 
 def test_default_stack_passes(home: Path) -> None:
-    rc, report, err = simulate(home, str(EXAMPLE / "stacks" / "cpu_dev.py"))
+    rc, report, err = simulate(home, str(ROOT / "stacks" / "cpu_dev.py"))
     assert rc == 0 and report["ok"], err
     [workload] = report["workloads"]
     assert [p["checks_passed"] for p in workload["attempts"][0]["pods"]] == [True, True]
@@ -140,9 +140,7 @@ def test_an_exec_probe_runs_inside_its_container(home: Path) -> None:
 
 
 def test_a_killed_pod_restarts_the_group(home: Path) -> None:
-    rc, report, err = simulate(
-        home, "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1"
-    )  # maxRestarts: 3
+    rc, report, err = simulate(home, "stacks/tpu_v5e_2x4.py", "--kill", "1@0.1")  # maxRestarts: 3
     assert rc == 0, err
     [workload] = report["workloads"]
     assert (workload["verdict"], workload["restarts"]) == ("succeeded", 1)
@@ -166,7 +164,7 @@ def test_a_broken_manifest_gets_its_verdict(home: Path) -> None:
 
 @pytest.mark.parametrize("as_root", [False, True], ids=["unprivileged", "root"])
 def test_no_namespaces_one_line_with_cause_and_fix(home: Path, as_root: bool) -> None:
-    rc, report, err = simulate(home, str(EXAMPLE / "stacks" / "cpu_dev.py"), deny_unshare=True, as_root=as_root)
+    rc, report, err = simulate(home, str(ROOT / "stacks" / "cpu_dev.py"), deny_unshare=True, as_root=as_root)
     assert rc == sandbox.UNAVAILABLE and report == {}
     [line] = err.strip().splitlines()
     assert line.startswith("jaxinfra: cannot simulate here: a seccomp filter forbids new namespaces")
@@ -272,7 +270,7 @@ def test_preflight_finds_a_way_in_here() -> None:
     """This machine (CI's too) isolates pods: as root the privileged way, else the user-namespace way."""
     assert sandbox.preflight() == ("privileged" if os.geteuid() == 0 else "user")
     check = subprocess.run(
-        [sys.executable, "-c", "from jaxinfra.simulate import sandbox; print(sandbox.preflight())"],
+        [sys.executable, "-c", "from jaxinfra_sim import sandbox; print(sandbox.preflight())"],
         capture_output=True,
         text=True,
         check=True,

@@ -452,8 +452,8 @@ def test_slice_pool_name_over_gke_limit(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "argv",
     [
-        ["synth", "examples/training-infra/stacks/cpu_dev.py", "--stdout"],
-        ["simulate", "examples/training-infra/stacks/cpu_dev.py", "--timeout", "120"],
+        ["synth", "stacks/cpu_dev.py", "--stdout"],
+        ["simulate", "stacks/cpu_dev.py", "--timeout", "120"],
     ],
     ids=["synth", "simulate"],
 )

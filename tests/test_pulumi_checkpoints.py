@@ -18,7 +18,7 @@ from jaxinfra import manifests, stack
 from jaxinfra.plan import plan
 from jaxinfra.pulumi import BUCKET_ROLE, SHADOW_POOL, shadow_pods_per_node
 from jaxinfra.shadow import shadow
-from tests.support.paths import EXAMPLE
+from tests.support.paths import ROOT
 from tests.support.pulumi_harness import (
     BUCKET_IAM_T,
     BUCKET_T,
@@ -193,7 +193,7 @@ def test_the_claim_is_typed_not_awaited_and_before_the_workload(provider: dict[s
 
 def test_the_shadow_of_a_tpu_stack_on_one_cpu_pool_sized_for_it() -> None:
     run = run_program({**example_config("tpu-v5p"), "jaxinfra:shadow": "cpu"})
-    cluster = shadow(stack.load(EXAMPLE / V5P))
+    cluster = shadow(stack.load(ROOT / V5P))
     rendered = {(k8s_type(m), m["metadata"]["name"], m["metadata"].get("namespace")): m for m in manifests(cluster)}
     got = {(r.type, r.inputs["metadata"]["name"], r.inputs["metadata"].get("namespace")): r for r in run.k8s}
     assert sorted(got) == sorted(rendered), "exactly the objects of `jaxinfra synth --shadow cpu`"
@@ -226,7 +226,7 @@ def test_shadow_pods_per_node_follow_gkes_allocatable() -> None:
     """e2-standard-4 (4 vCPUs, 16 GiB): GKE keeps 60 + 10 + 2 x 5 = 80m CPU, and 1 GiB + 0.8 + 0.8 + 100 MiB; jaxinfra
     keeps 0.5 CPU and 512 MiB for GKE's DaemonSets. 3.42 CPU / 100m = 34 pods; (16384 - 2662.4 - 100 - 512) MiB / 256
     = 51 pods: 34, CPU bound. Memory bound at 1 GiB: 12.8 of them."""
-    default = shadow(stack.load(EXAMPLE / V5P)).shadow
+    default = shadow(stack.load(ROOT / V5P)).shadow
     assert shadow_pods_per_node(default) == 34
     assert shadow_pods_per_node(default.model_copy(update={"memory": "1Gi"})) == 12
     assert shadow_pods_per_node(default.model_copy(update={"cpu": "10m", "memory": "10Mi"})) == 110, "GKE's pod limit"
@@ -273,5 +273,5 @@ def test_bad_shadow_config_is_one_error(tmp_path: Path) -> None:
 def test_the_shadow_on_an_existing_cluster_is_its_objects_alone() -> None:
     run = run_program({"jaxinfra:stack": V5P, **EXISTING, "jaxinfra:shadow": "cpu"})
     assert not run.pools and not [r for r in run.resources if r.type.startswith("gcp:")]
-    want = sorted((k8s_type(m), m["metadata"]["name"]) for m in manifests(shadow(stack.load(EXAMPLE / V5P))))
+    want = sorted((k8s_type(m), m["metadata"]["name"]) for m in manifests(shadow(stack.load(ROOT / V5P))))
     assert sorted((r.type, r.inputs["metadata"]["name"]) for r in run.k8s) == want

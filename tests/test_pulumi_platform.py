@@ -376,7 +376,7 @@ def test_versions_come_from_one_place() -> None:
     """jaxinfra.releases names each version; the schemas README says the same; no other module names one."""
     rows = [
         line.split("|")[1:-1]
-        for line in (ROOT / "src/jaxinfra/schemas/README.md").read_text().splitlines()
+        for line in (ROOT / "jaxinfra/schemas/README.md").read_text().splitlines()
         if line.startswith("| ") and ".yaml" in line
     ]
     assert rows

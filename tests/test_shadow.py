@@ -16,10 +16,10 @@ from jaxinfra import CPU, TPU, Cluster, JaxJob, NodePool, Shadow, SpecError, man
 from jaxinfra import names as N
 from jaxinfra.plan import BY_EXPANSION, BY_SHADOW_SHELL, plan
 from jaxinfra.shadow import CANNOT, PROVES, facts, notes, requests, shadow
-from jaxinfra.simulate.emulation import emulate
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump, load
-from tests.support.paths import EXAMPLE, ROOT, STACKS
+from jaxinfra_sim.emulation import emulate
+from tests.support.paths import ROOT, STACKS
 from tests.support.stacks import PAIR_IDS, PAIRS, load_stack
 
 pytestmark = pytest.mark.unit
@@ -101,7 +101,7 @@ def test_shadow_keeps_the_job_and_drops_the_accelerator(path: Path, backend: str
 def test_shadow_pods_get_the_tpu_platform_env_and_the_contract_as_explained() -> None:
     """GKE injects TPU_WORKER_ID / TPU_WORKER_HOSTNAMES into a multi-host slice's pods: the shadow writes
     them out per slice, every hostname resolves, and each rank's env is what `explain` shows."""
-    for path in (EXAMPLE / "stacks/tpu_v5e_2x4.py", EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"):
+    for path in (ROOT / "stacks/tpu_v5e_2x4.py", ROOT / "stacks/tpu_v5p_2x2x4_x2.py"):
         cluster = shadow(stack.load(path))
         [jp] = plan(cluster).jobs
         c = emulate(manifests(cluster), check_all=False)
@@ -131,7 +131,7 @@ def test_shadow_snapshot(path: Path, yaml_snapshot: Any) -> None:
 
 
 def test_shadow_is_deterministic_and_leaves_the_original_alone() -> None:
-    path = EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"
+    path = ROOT / "stacks/tpu_v5p_2x2x4_x2.py"
     original = stack.load(path)
     assert dump(manifests(shadow(original))) == dump(manifests(shadow(stack.load(path))))
     assert original.shadow is None and dump(manifests(original)) == dump(manifests(stack.load(path)))
@@ -201,16 +201,16 @@ def test_kueue_queues_of_a_shadow_count_cpu_and_memory_on_any_node() -> None:
 
 
 def test_what_the_shadow_proves_is_said_in_explain_and_for_reports() -> None:
-    cluster = shadow(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"))
+    cluster = shadow(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py"))
     [jp] = plan(cluster).jobs
     said = dict(facts(jp))
     assert said["shadow"] == "TPU v5p-2x2x4 (pool v5p-2x2x4) x 2 slices: 8 processes x 4 devices, on CPU nodes"
     assert "MEGASCALE_SLICE_ID x 4" in said["shadow rank"]
     assert said["shadow proves"] == "; ".join(PROVES) and said["shadow cannot prove"] == "; ".join(CANNOT)
-    assert facts(plan(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")).jobs[0]) == []
+    assert facts(plan(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")).jobs[0]) == []
     [line] = notes(manifests(cluster))
     assert line.startswith("JobSet ml/train is a CPU shadow of TPU v5p-2x2x4") and "ICI/DCN" in line
-    assert notes(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"))) == []
+    assert notes(manifests(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py"))) == []
 
 
 @pytest.mark.simulator
@@ -220,27 +220,28 @@ def test_synth_shadow_cli(tmp_path: Path) -> None:
             [sys.executable, "-m", "jaxinfra", "synth", *args], capture_output=True, text=True, cwd=ROOT, timeout=60
         )
 
-    r = run("examples/training-infra/stacks", "--shadow", "cpu", "--shadow-memory", "1Gi", "-o", str(tmp_path))
+    r = run("stacks", "--shadow", "cpu", "--shadow-memory", "1Gi", "-o", str(tmp_path))
     assert r.returncode == 0, r.stderr
     written = load((tmp_path / "tpu-v5e.yaml").read_text())
-    assert written == manifests(shadow(stack.load(EXAMPLE / "stacks/tpu_v5e_2x4.py"), memory="1Gi"))
+    assert written == manifests(shadow(stack.load(ROOT / "stacks/tpu_v5e_2x4.py"), memory="1Gi"))
     for args, needle in (
         (("--shadow", "gpu"), "--shadow = 'gpu': unknown shadow"),
         (("--shadow-cpu", "1"), "--shadow-cpu = '1': only applies to a shadow"),
         (("--shadow", "cpu", "--shadow-cpu", "x"), "shadow.cpu = 'x': not a Kubernetes quantity"),
     ):
-        r = run("examples/training-infra/stacks/cpu_dev.py", "--stdout", *args)
+        r = run("stacks/cpu_dev.py", "--stdout", *args)
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
 def test_cdk8s_chart_of_a_shadow_equals_its_manifests() -> None:
     pytest.importorskip("cdk8s")
     from cdk8s import App, Testing
+
     from jaxinfra.cdk8s import JaxinfraChart
 
-    cluster = shadow(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py"))
+    cluster = shadow(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py"))
     assert Testing.synth(JaxinfraChart(App(), "shadow", cluster)) == manifests(cluster)
-    moved = shadow(stack.load(EXAMPLE / "stacks/cpu_dev.py"))  # jobs in `default` move into the chart's namespace
+    moved = shadow(stack.load(ROOT / "stacks/cpu_dev.py"))  # jobs in `default` move into the chart's namespace
     chart = JaxinfraChart(App(), "moved", moved, namespace="research")
     assert chart.cluster.shadow is not None and chart.jobs["train"].plan.shadow is not None
     assert Testing.synth(chart) == manifests(chart.cluster)
@@ -335,7 +336,7 @@ def test_multi_slice_shadow_runs_the_readme_script_unchanged(tmp_path: Path) -> 
 def test_multi_slice_shadow_passes_the_built_in_probe(tmp_path: Path) -> None:
     """The probe stands in for the program the shadow's entrypoint wrapper execs: it runs with the rank the
     wrapper's shell computed, and the probe's rank check holds it to the pod's place in the JobSet."""
-    docs = manifests(shadow(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
+    docs = manifests(shadow(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
     assert [p for w in emulate(docs).workloads for p in w.problems] == []
     yaml = tmp_path / "ms.yaml"
     yaml.write_text(dump(docs))
@@ -347,7 +348,7 @@ def test_multi_slice_shadow_passes_the_built_in_probe(tmp_path: Path) -> None:
 
 @pytest.mark.simulator
 def test_a_wrapper_that_computes_a_wrong_rank_fails_the_probe(tmp_path: Path) -> None:
-    docs = manifests(shadow(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
+    docs = manifests(shadow(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
     yaml = tmp_path / "wrong.yaml"
     yaml.write_text(
         dump(docs).replace("MEGASCALE_SLICE_ID * 4 + TPU_WORKER_ID", "TPU_WORKER_ID * 2 + MEGASCALE_SLICE_ID")

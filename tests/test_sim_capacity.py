@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jaxinfra.simulate import capacity, cgroups
-from jaxinfra.simulate.capacity import Limit
+from jaxinfra_sim import capacity, cgroups
+from jaxinfra_sim.capacity import Limit
 from tests.support.cli import simulate_cli
 
 pytestmark = pytest.mark.simulator

@@ -18,11 +18,11 @@ import pytest
 
 from jaxinfra import manifests, stack, yamlio
 from jaxinfra.errors import ManifestError
-from jaxinfra.simulate import controllers, emulation, model
-from jaxinfra.simulate.emulation import emulate
-from jaxinfra.simulate.inputs import load_files
-from jaxinfra.simulate.kubelet import expand
-from tests.support.paths import EXAMPLE, MANIFESTS, ROOT
+from jaxinfra_sim import controllers, emulation, model
+from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.inputs import load_files
+from jaxinfra_sim.kubelet import expand
+from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
 from tests.support.stacks import PAIR_IDS, PAIRS, rendered
 
@@ -182,7 +182,7 @@ def test_rendered_stacks_emulate_without_problems(path: Path, backend: str) -> N
 
 
 def test_tpu_multislice_stack_pods_and_platform_env() -> None:
-    c = emulate(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
+    c = emulate(manifests(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
     w = only_workload(c)
     assert (w.kind, w.groups, w.hosts_per_group, w.chips_per_host) == ("JobSet", 2, 4, 4)
     assert [p.hostname for p in w.pods] == [f"train-slice-{j}-{i}" for j in (0, 1) for i in range(4)]
@@ -198,7 +198,7 @@ def test_tpu_multislice_stack_pods_and_platform_env() -> None:
 
 
 def test_cpu_job_stack_labels_env_and_restart() -> None:
-    c = emulate(manifests(stack.load(EXAMPLE / "stacks/cpu_dev.py").with_backend("job")))
+    c = emulate(manifests(stack.load(ROOT / "stacks/cpu_dev.py").with_backend("job")))
     w = only_workload(c)
     p = w.pods[1]
     assert (p.hostname, p.subdomain, p.accelerator, p.devices) == ("train-1", "train", "cpu", 2)
@@ -228,7 +228,7 @@ def test_huge_stack_is_linear() -> None:
             times.append(time.perf_counter() - start)
         return min(times), c
 
-    small, c_small = best(manifests(stack.load(ROOT / "examples/training-infra/stacks/tpu_v5p_2x2x4_x2.py")))
+    small, c_small = best(manifests(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py")))
     huge, c = best(manifests(stack.load(ROOT / "benchmarks/stacks/v5p_16x16x24_x4.py")))
     w = only_workload(c)
     assert len(w.pods) == 6144 and w.groups == 4 and w.hosts_per_group == 1536
@@ -361,9 +361,7 @@ def test_jobset_with_dns_hostnames_disabled_makes_no_service() -> None:
 
 def test_jobset_dns_disabled_names_the_root_cause() -> None:
     ms = [
-        m
-        for m in copy.deepcopy(manifests(stack.load(EXAMPLE / "stacks/tpu_v5p_2x2x4_x2.py")))
-        if m["kind"] != "Service"
+        m for m in copy.deepcopy(manifests(stack.load(ROOT / "stacks/tpu_v5p_2x2x4_x2.py"))) if m["kind"] != "Service"
     ]
     next(m for m in ms if m["kind"] == "JobSet")["spec"]["network"]["enableDNSHostnames"] = False
     c = emulate(ms)

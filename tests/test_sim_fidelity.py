@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jaxinfra.simulate import model
-from jaxinfra.simulate.emulation import emulate
-from jaxinfra.simulate.inputs import load_files
+from jaxinfra_sim import model
+from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.inputs import load_files
 from tests.support.cli import simulate_cli as simulate
 from tests.support.paths import MANIFESTS
 from tests.support.problems import problems_of
@@ -149,7 +149,7 @@ def test_working_dir_is_resolved_inside_the_image_folder(tmp_path: Path) -> None
 
 def test_an_image_flag_without_a_folder_is_an_input_error(tmp_path: Path) -> None:
     rc, _, out = simulate(
-        "examples/training-infra/stacks/cpu_dev.py",
+        "stacks/cpu_dev.py",
         "--image",
         "python:3.11",
         "--image",

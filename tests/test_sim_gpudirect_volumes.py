@@ -26,10 +26,10 @@ import pytest
 
 from jaxinfra import cli, yamlio
 from jaxinfra.errors import SpecError
-from jaxinfra.simulate import rootfs
-from jaxinfra.simulate.emulation import emulate
-from jaxinfra.simulate.inputs import load_files
-from jaxinfra.simulate.platform import gcsfuse, standins
+from jaxinfra_sim import rootfs
+from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.inputs import load_files
+from jaxinfra_sim.platform import gcsfuse, standins
 from tests.support import unprivileged
 from tests.support.cli import simulate_as, simulate_cli
 from tests.support.one_pod import one_pod_job

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.simulate.runner import _loaded_jax
 from jaxinfra.yamlio import dump
+from jaxinfra_sim.runner import _loaded_jax
 from tests.support.cli import simulate_cli
 from tests.support.jobsets import indexed_job
 

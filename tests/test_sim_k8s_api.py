@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from jaxinfra import CPU, Cluster, JaxJob, NodePool, manifests
-from jaxinfra.simulate.emulation import emulate
-from jaxinfra.simulate.inputs import load_files
+from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.inputs import load_files
 from tests.support.cli import simulate_cli
-from tests.support.paths import EXAMPLE, MANIFESTS
+from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import problems_of
 from tests.support.stacks import rendered
 
@@ -207,8 +207,8 @@ def test_kubernetes_api_jobs_initialize_through_jax_detection(backend: str, tmp_
 @pytest.mark.parametrize("client", ["--k8s-client", "--no-k8s-client"])
 def test_jaxinfras_own_stack_passes_with_or_without_the_client(client: str, tmp_path: Path) -> None:
     assert not any(
-        p.token for w in emulate(rendered(EXAMPLE / "stacks" / "cpu_dev.py", "jobset")).workloads for p in w.pods
+        p.token for w in emulate(rendered(ROOT / "stacks" / "cpu_dev.py", "jobset")).workloads for p in w.pods
     )
-    rc, report, out = simulate("examples/training-infra/stacks/cpu_dev.py", client, tmp=tmp_path)
+    rc, report, out = simulate("stacks/cpu_dev.py", client, tmp=tmp_path)
     assert rc == 0, out
     assert report["api_server"] == []  # no pod mounts a token: no API server was started

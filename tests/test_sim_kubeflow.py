@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from jaxinfra import yamlio
-from jaxinfra.simulate import inputs, kubelet, model
-from jaxinfra.simulate.controllers.jaxjob import jaxjob
-from jaxinfra.simulate.emulation import emulate
-from jaxinfra.simulate.inputs import load_files
+from jaxinfra_sim import inputs, kubelet, model
+from jaxinfra_sim.controllers.jaxjob import jaxjob
+from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.inputs import load_files
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
 from tests.test_simulate import only, simulate

@@ -21,10 +21,10 @@ import yaml
 from jaxinfra.cli import _sources
 from jaxinfra.errors import ManifestError
 from jaxinfra.manifest_paths import expand
-from jaxinfra.simulate import engine, sources
-from jaxinfra.simulate.emulation import emulate
+from jaxinfra_sim import engine, sources
+from jaxinfra_sim.emulation import emulate
 from tests.support.cli import simulate_cli
-from tests.support.paths import EXAMPLE, ROOT
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.simulator
 
@@ -414,8 +414,8 @@ def test_problems_name_the_file_of_their_object(tmp_path: Path) -> None:
 
 def test_a_stack_is_a_cluster_of_its_own_beside_the_yaml(tmp_path: Path) -> None:
     rbac = write(tmp_path / "svc-acct.yaml", CI_RBAC)
-    stack, yaml_cluster = _sources([EXAMPLE / "stacks" / "cpu_dev.py", rbac], None)
-    assert stack.name == str(EXAMPLE / "stacks" / "cpu_dev.py") and set(stack.files) == {stack.name}
+    stack, yaml_cluster = _sources([ROOT / "stacks" / "cpu_dev.py", rbac], None)
+    assert stack.name == str(ROOT / "stacks" / "cpu_dev.py") and set(stack.files) == {stack.name}
     assert (yaml_cluster.name, set(yaml_cluster.files)) == (str(rbac), {str(rbac)})
     report = engine._plan([stack, yaml_cluster], check_all=True)
     assert [r.source for r in report.results] == [stack.name]

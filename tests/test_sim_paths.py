@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 
 from jaxinfra import yamlio
 from jaxinfra.errors import JaxinfraError
-from jaxinfra.simulate import container, model, paths
-from jaxinfra.simulate.emulation import emulate
+from jaxinfra_sim import container, model, paths
+from jaxinfra_sim.emulation import emulate
 from tests.support import unprivileged
 from tests.support.cli import simulate_as
 from tests.support.one_pod import one_pod_job

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import EXAMPLE, MANIFESTS, TRAIN
+from tests.support.paths import MANIFESTS, ROOT, TRAIN
 
 pytestmark = pytest.mark.simulator
 
@@ -48,7 +48,7 @@ def rehearse(tmp: Path, *args: str, manifest: Path = MANIFEST) -> tuple[int, dic
         [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), "--run-command", "--json", str(report), *args],
         capture_output=True,
         text=True,
-        cwd=EXAMPLE,
+        cwd=ROOT,
         timeout=240,
     )  # the example's images table
     attempts = re.split(r"^JobSet/default/rehearsal attempt \d+: .*$", r.stdout, flags=re.M)

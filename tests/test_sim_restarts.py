@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.simulate import model
-from jaxinfra.simulate.controllers.job_failure import Failures
-from jaxinfra.simulate.controllers.jobset import JS_RJOB
-from jaxinfra.simulate.engine import restart_decision
-from jaxinfra.simulate.runner import ENDED_WITH_GROUP, Attempt, PodRun
+from jaxinfra_sim import model
+from jaxinfra_sim.controllers.job_failure import Failures
+from jaxinfra_sim.controllers.jobset import JS_RJOB
+from jaxinfra_sim.engine import restart_decision
+from jaxinfra_sim.runner import ENDED_WITH_GROUP, Attempt, PodRun
 
 pytestmark = pytest.mark.unit
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra.simulate.emulation import emulate
-from jaxinfra.simulate.inputs import load_files
+from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.inputs import load_files
 from tests.support import unprivileged
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import problems_of

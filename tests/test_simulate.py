@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from jaxinfra.simulate.options import Options
+from jaxinfra_sim.options import Options
 from tests.support.cli import simulate_cli as simulate
-from tests.support.paths import EXAMPLE, MANIFESTS, NO_RESTART, ROOT
+from tests.support.paths import MANIFESTS, NO_RESTART, ROOT
 from tests.support.stacks import PAIR_IDS, PAIRS, rendered
 
 pytestmark = pytest.mark.simulator
@@ -34,7 +34,7 @@ def only(report: dict[str, Any]) -> dict[str, Any]:
 
 def test_default_stack_passes_every_check(tmp_path: Path) -> None:
     rc, report, _ = simulate(
-        "stacks/cpu_dev.py", tmp=tmp_path, cwd=EXAMPLE
+        "stacks/cpu_dev.py", tmp=tmp_path, cwd=ROOT
     )  # the example project's default stack, from there
     assert rc == 0 and report["ok"]
     w = only(report)
@@ -101,7 +101,7 @@ def test_every_stack_and_backend_runs_the_example_training_program(path: Path, b
     _with_env(objs, "TRAIN_STEPS", "5")
     manifest = tmp_path / f"{path.stem}.{backend}.yaml"
     manifest.write_text(dump(objs))
-    rc, report, err = simulate(str(manifest), "--run-command", tmp=tmp_path, timeout=300, cwd=EXAMPLE)
+    rc, report, err = simulate(str(manifest), "--run-command", tmp=tmp_path, timeout=300, cwd=ROOT)
     assert rc == 0, err
     assert only(report)["verdict"] == "succeeded"
 
@@ -126,7 +126,7 @@ def test_handwritten_indexed_job_with_its_own_service(tmp_path: Path) -> None:
 
 
 def _synthesized(backend: str) -> list[dict[str, Any]]:
-    return rendered(EXAMPLE / "stacks" / "cpu_dev.py", backend)
+    return rendered(ROOT / "stacks" / "cpu_dev.py", backend)
 
 
 def _container(objs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -169,7 +169,7 @@ BROKEN = {
 
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_broken_manifests_are_caught_with_a_precise_reason(case: str) -> None:
-    from jaxinfra.simulate.emulation import emulate
+    from jaxinfra_sim.emulation import emulate
 
     backend, breaks, phrase = BROKEN[case]
     objs = _synthesized(backend)
@@ -222,9 +222,7 @@ def test_faults_give_the_expected_verdict_fast(fault: str, tmp_path: Path) -> No
 
 
 def test_jobset_restarts_the_whole_group_and_recovers(tmp_path: Path) -> None:
-    rc, report, _ = simulate(
-        "examples/training-infra/stacks/tpu_v5e_2x4.py", "--kill", "1@0.1", tmp=tmp_path
-    )  # maxRestarts: 3
+    rc, report, _ = simulate("stacks/tpu_v5e_2x4.py", "--kill", "1@0.1", tmp=tmp_path)  # maxRestarts: 3
     w = only(report)
     assert rc == 0 and (w["verdict"], w["restarts"]) == ("succeeded", 1)
     assert [a["ok"] for a in w["attempts"]] == [False, True]
@@ -300,7 +298,7 @@ def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: boo
             "-m",
             "jaxinfra",
             "simulate",
-            "examples/training-infra/stacks/cpu_dev.py",
+            "stacks/cpu_dev.py",
             "--hang",
             "1",
             "--init-timeout",
@@ -364,7 +362,7 @@ def test_operator_scripts_run_unchanged_on_synthesized_output(stack: str, backen
     from jaxinfra.yamlio import dump
 
     command = _script(*OPERATOR_SCRIPTS[backend])
-    objs = rendered(EXAMPLE / "stacks" / f"{stack}.py", backend)
+    objs = rendered(ROOT / "stacks" / f"{stack}.py", backend)
     workload = objs[-1]
     if backend == "trainjob":
         workload["spec"]["trainer"].update(command=command[:2], args=command[2:])

@@ -17,13 +17,13 @@ from jaxinfra.explain import layout
 from jaxinfra.plan import plan
 from jaxinfra.topology import HOST_COLLAPSE, SLICE_COLLAPSE, svg
 from tests.support.headless import Browser
-from tests.support.paths import EXAMPLE, ROOT
+from tests.support.paths import ROOT
 
 pytestmark = pytest.mark.browser
 
 NS = {"svg": "http://www.w3.org/2000/svg"}
 HUGE = ROOT / "benchmarks" / "stacks" / "v5p_16x16x24_x4.py"
-V5P = EXAMPLE / "stacks" / "tpu_v5p_2x2x4_x2.py"
+V5P = ROOT / "stacks" / "tpu_v5p_2x2x4_x2.py"
 
 
 def cpu_job(nodes: int) -> Cluster:

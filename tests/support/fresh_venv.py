@@ -1,4 +1,5 @@
-"""A new venv with jaxinfra installed from a wheel of this checkout, the way a team's repository gets it.
+"""A new venv with jaxinfra installed from wheels of this checkout (jaxinfra and its simulator, jaxinfra-sim), the way
+a team's repository gets it.
 
 Built once per session, in the background: conftest's `pytest_collection_finish` calls `start` as soon as the
 session knows a selected test needs the venv, so the install (half a minute on 2 cores, mostly unpacking jax and
@@ -43,7 +44,7 @@ IGNORED = (".git", ".venv", "node_modules", "build", "dist", "*.egg-info", "__py
 
 
 def build(base: Path) -> Path:
-    """BASE/venv with the wheel and every extra a scaffold's README installs, plus what its train/ needs."""
+    """BASE/venv with the wheels and every extra a scaffold's README installs, plus what its train/ needs."""
     from jaxinfra import init
 
     source = base / "source"
@@ -51,9 +52,11 @@ def build(base: Path) -> Path:
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     wheel_dir = base / "wheel"
     subprocess.run(
-        [*pip, "wheel", "--quiet", "--no-deps", str(source), "-w", str(wheel_dir)], check=True, env=CLEAN_ENV
+        [*pip, "wheel", "--quiet", "--no-deps", str(source), str(source / "simulate"), "-w", str(wheel_dir)],
+        check=True,
+        env=CLEAN_ENV,
     )
-    [wheel] = wheel_dir.glob("jaxinfra-*.whl")
+    [wheel], [simulator] = wheel_dir.glob("jaxinfra-*.whl"), wheel_dir.glob("jaxinfra_sim-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=CLEAN_ENV)
     train = [
@@ -65,7 +68,7 @@ def build(base: Path) -> Path:
     # what it imports (CLEAN_ENV). The scaffold's own `pip install -e` then runs with the venv's pip, as a user's does.
     subprocess.run(
         [sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python", str(venv / "bin/python"),
-         f"{wheel}[sim,validate,cdk8s,pulumi]", *train],
+         f"{wheel}[sim,validate,cdk8s,pulumi]", str(simulator), *train],
         check=True,
         env=CLEAN_ENV,
     )  # fmt: skip

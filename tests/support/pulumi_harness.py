@@ -24,11 +24,11 @@ import yaml
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockMonitor
 
-from tests.support.paths import EXAMPLE
+from tests.support.paths import ROOT
 from tests.support.pulumi_up_mocked import ACCOUNT_T, CA, GKE_T, PROJECT_NUMBER, CloudMocks  # noqa: F401 (the tests' too)
 
-PROJECT = yaml.safe_load((EXAMPLE / "Pulumi.yaml").read_text())
-MAIN = EXAMPLE / PROJECT["main"]
+PROJECT = yaml.safe_load((ROOT / "Pulumi.yaml").read_text())
+MAIN = ROOT / PROJECT["main"]
 GKE = {"jaxinfra:provider": "gke", "gcp:project": "proj", "jaxinfra:location": "us-east5-a"}
 EXISTING = {"jaxinfra:provider": "existing", "jaxinfra:context": "kind-test"}
 PROVIDERS = {"gke": GKE, "existing": EXISTING}
@@ -218,7 +218,7 @@ def run_program(config: dict[str, Any], existing: dict[str, Any] | None = None) 
 
     @pulumi.runtime.test
     def program() -> Any:
-        with contextlib.chdir(EXAMPLE):  # where Pulumi runs the program: its project's folder
+        with contextlib.chdir(ROOT):  # where Pulumi runs the program: its project's folder
             outputs = runpy.run_path(str(MAIN), run_name="__main__")["outputs"]
         keys = list(outputs)
         values = [pulumi.Output.from_input(outputs[k]) for k in keys]
@@ -240,20 +240,20 @@ def run_error(config: dict[str, Any]) -> tuple[str, Run]:
     run = Run()
     with pytest.raises(pulumi.RunError) as err:
         _mock(run, config, None)
-        with contextlib.chdir(EXAMPLE):
+        with contextlib.chdir(ROOT):
             pulumi.runtime.test(lambda: runpy.run_path(str(MAIN), run_name="__main__") and None)()
     return str(err.value), run
 
 
 def config_for(path: Path, provider: str) -> dict[str, Any]:
     return {
-        "jaxinfra:stack": str(path.relative_to(EXAMPLE)) if path.is_relative_to(EXAMPLE) else str(path),
+        "jaxinfra:stack": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path),
         **PROVIDERS[provider],
     }
 
 
 def example_config(name: str) -> dict[str, Any]:
-    return yaml.safe_load((EXAMPLE / f"Pulumi.{name}.yaml").read_text())["config"]
+    return yaml.safe_load((ROOT / f"Pulumi.{name}.yaml").read_text())["config"]
 
 
 def write_stack(tmp_path: Path, body: str, name: str = "custom") -> Path:

@@ -1,0 +1,640 @@
+"""The `jaxinfra` command: synth, init, explain, catalog, validate, diff, simulate.
+
+Heavy imports (pydantic via the spec, rich, jsonschema) happen inside the commands that use
+them, so `jaxinfra --help` and `jaxinfra synth` start fast. Every input problem is printed
+as one line, followed by a one-line summary and exit status 2; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from jaxinfra import backends
+from jaxinfra.errors import CommandFailed, JaxinfraError, ManifestError, OutputError, Problem, SpecError
+
+if TYPE_CHECKING:
+    from jaxinfra.spec import Cluster
+
+app = typer.Typer(
+    name="jaxinfra",
+    help="Multi-host JAX training on Kubernetes: declare it in Python, synthesize, validate, simulate.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    """--version: its line, then exit (`jaxinfra.entry` answers it before typer loads; this lists it in --help)."""
+    if value:
+        from jaxinfra.entry import version
+
+        print(version())
+        raise typer.Exit()
+
+
+@app.callback()
+def _app(
+    version: Annotated[
+        bool, typer.Option("--version", help="Print jaxinfra's version and exit.", is_eager=True, callback=_version)
+    ] = False,
+) -> None:
+    """Multi-host JAX training on Kubernetes: declare it in Python, synthesize, validate, simulate."""
+
+
+def _load(stacks: list[Path], backend: str | None, shadow: dict[str, str] | None = None) -> list[tuple[Path, Cluster]]:
+    """Load every stack (and apply --backend, and --shadow with its requests), collecting the problems of all of
+    them."""
+    from jaxinfra import stack
+
+    if backend is not None and backend not in backends.BACKENDS:
+        raise SpecError(
+            [Problem("--backend", backend, "unknown backend", f"use one of {', '.join(backends.BACKENDS)}")]
+        )
+    loaded, problems = [], []
+    for path in stack.expand(stacks):
+        try:
+            cluster = stack.load(path)
+            cluster = cluster.with_backend(backend) if backend else cluster
+            if shadow is not None:
+                from jaxinfra.shadow import shadow as cpu_shadow
+
+                cluster = cpu_shadow(cluster, **shadow)
+            loaded.append((path, cluster))
+        except JaxinfraError as err:
+            problems += [
+                p if p.path.startswith(str(path)) else Problem(f"{path}: {p.path}", p.value, p.message, p.fix)
+                for p in err.problems
+            ]
+    if problems:
+        raise SpecError(problems)
+    return loaded
+
+
+def _start(
+    given: list[Path] | None,
+    files: dict[str, Path | None] | None = None,
+    folders: dict[str, tuple[Path | None, list[str]]] | None = None,
+    command: str | None = None,
+) -> list[Path]:
+    """Before any work: the stacks (those given, else `stack.defaults` of `command` from where the user is) and every
+    output path checked (`jaxinfra.outputs`), the problems of both at once."""
+    from jaxinfra import outputs, stack
+
+    problems = outputs.check(files, folders)
+    try:
+        stacks = list(given) if given else stack.defaults(command=command)
+    except JaxinfraError as err:
+        raise type(err)([*problems, *err.problems]) from None
+    if problems:
+        raise OutputError(problems)
+    return stacks
+
+
+def _shadow(kind: str | None, cpu: str | None, memory: str | None) -> dict[str, str] | None:
+    """--shadow and its request options: None (no shadow) or the requests given; misuse is an input problem."""
+    if kind is None:
+        extra = [(flag, v) for flag, v in (("--shadow-cpu", cpu), ("--shadow-memory", memory)) if v is not None]
+        if extra:
+            raise SpecError([Problem(flag, v, "only applies to a shadow", "add --shadow cpu") for flag, v in extra])
+        return None
+    if kind != "cpu":
+        raise SpecError([Problem("--shadow", kind, "unknown shadow", "use --shadow cpu")])
+    return {key: v for key, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+
+
+DEFAULT_STACKS = "default: [tool.jaxinfra] stacks of ./pyproject.toml, else every stack of ./stacks"
+StacksArg = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help=f"Stack files (Python) or folders of them, e.g. stacks/cpu_dev.py; helpers (_*.py) are skipped "
+        f"({DEFAULT_STACKS}).",
+        show_default=False,
+    ),
+]
+BackendOpt = Annotated[
+    str | None,
+    typer.Option("--backend", "-b", help=f"Render every job with this backend: {backends.words(backends.BACKENDS)}."),
+]
+
+
+@app.command()
+def synth(
+    stacks: StacksArg = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory to write <cluster>.yaml into.")] = Path("out"),
+    stdout: Annotated[bool, typer.Option("--stdout", help="Print the YAML instead of writing files.")] = False,
+    backend: BackendOpt = None,
+    shadow: Annotated[
+        str | None,
+        typer.Option(
+            "--shadow",
+            help="Render each job as a shadow: 'cpu' (the same processes, names, Services, restart rules and queues "
+            "on CPU nodes, for a real cluster without accelerators).",
+        ),
+    ] = None,
+    shadow_cpu: Annotated[
+        str | None,
+        typer.Option(
+            "--shadow-cpu", help="With --shadow cpu: the CPU request of each process (default: jaxinfra.spec.Shadow's)."
+        ),
+    ] = None,
+    shadow_memory: Annotated[
+        str | None,
+        typer.Option(
+            "--shadow-memory",
+            help="With --shadow cpu: the memory request of each process (default: jaxinfra.spec.Shadow's).",
+        ),
+    ] = None,
+) -> None:
+    """Synthesize every Kubernetes object of the stacks as YAML (one file per cluster)."""
+    from jaxinfra import manifests, outputs
+    from jaxinfra.yamlio import dump
+
+    stacks = _start(stacks, folders=None if stdout else {"--out": (out, [])})
+    loaded = _load(stacks, backend, _shadow(shadow, shadow_cpu, shadow_memory))
+    rendered = [(cluster.name, dump(manifests(cluster))) for _, cluster in loaded]
+    if stdout:
+        sys.stdout.write("".join(text for _, text in rendered))
+        return
+    names = [name for name, _ in rendered]
+    if len(set(names)) != len(names):
+        raise SpecError([Problem("stacks", names, "two stacks declare the same cluster name", "rename one cluster")])
+    if problems := outputs.check(folders={"--out": (out, [f"{name}.yaml" for name in names])}):
+        raise OutputError(problems)
+    outputs.write([("--out", out / f"{name}.yaml", text) for name, text in rendered])  # never a half-written file
+    for name in names:
+        print(f"wrote {out / f'{name}.yaml'}", file=sys.stderr)
+
+
+@app.command()
+def init(
+    directory: Annotated[
+        Path, typer.Argument(metavar="[DIR]", help="Folder of the new repository (created if missing).")
+    ] = Path("."),
+    template: Annotated[
+        str,
+        typer.Option(
+            "--template", "-t", help="The stack to start from: cpu, tpu (a v5e 2x4 slice) or gpu (2 x 8 H100)."
+        ),
+    ] = "cpu",
+) -> None:
+    """Write a ready repository: a stack, pyproject.toml, Pulumi and cdk8s files, .gitignore and a CI workflow (never overwrites)."""  # noqa: E501 (one line in --help)
+    from jaxinfra.init import write
+
+    for path in write(directory, template):
+        print(f"wrote {path}", file=sys.stderr)
+
+
+@app.command()
+def explain(
+    stacks: StacksArg = None,
+    backend: BackendOpt = None,
+    rank: Annotated[list[int], typer.Option("--rank", help="Show this rank's env on its own (repeatable).")] = [],
+    all_ranks: Annotated[
+        bool, typer.Option("--all-ranks", help="Show every rank's env on its own, not as patterns.")
+    ] = False,
+    svg: Annotated[
+        Path | None,
+        typer.Option("--svg", help="Also draw the jobs' topology (slices, hosts, ranks, devices) as SVG here."),
+    ] = None,
+) -> None:
+    """Per job: pods, hosts, devices, coordinator, and the env each rank receives (ranks that follow one pattern, once)."""  # noqa: E501 (one line in --help)
+    from rich.console import Console
+
+    from jaxinfra import outputs
+    from jaxinfra.explain import render_explanation
+    from jaxinfra.plan import plan
+
+    plans = [(path, plan(cluster)) for path, cluster in _load(_start(stacks, {"--svg": svg}), backend)]
+    most = max(jp.processes for _, cp in plans for jp in cp.jobs) if plans else 0
+    problems = [
+        Problem(
+            "--rank", r, f"no job has this rank (ranks go from 0 to {most - 1})", f"use a rank from 0 to {most - 1}"
+        )
+        for r in rank
+        if not 0 <= r < most
+    ]
+    if problems:
+        raise SpecError(problems)
+    console = Console()
+    for path, cp in plans:
+        render_explanation(console, path, cp, rank, all_ranks)
+    if svg is not None:
+        from jaxinfra.explain import layout
+        from jaxinfra.topology import svg as draw
+
+        outputs.write([("--svg", svg, draw([layout(jp) for _, cp in plans for jp in cp.jobs]))])
+        print(f"wrote {svg}", file=sys.stderr)
+
+
+@app.command()
+def catalog(
+    filter: Annotated[
+        str | None, typer.Argument(help="Only rows whose name, alias, family or machine type contains this.")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as a JSON array.")] = False,
+) -> None:
+    """List the accelerators jaxinfra knows (TPU slices, GPU machines, CPU)."""
+    from jaxinfra import catalog as cat
+
+    rows = cat.search(filter)
+    if as_json:
+        sys.stdout.write(json.dumps([r.as_dict() for r in rows], indent=2) + "\n")
+        return
+    if not rows:
+        raise CommandFailed(f"no accelerator matches {filter!r}; try `jaxinfra catalog` for all", 1)
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(
+        "name", "kind", "topology", "chips", "hosts", "chips/host", "machine type", "GKE accelerator", "aliases"
+    )
+    for r in rows:
+        table.add_row(
+            r.name,
+            r.kind,
+            r.topology or "",
+            str(r.chips),
+            str(r.hosts),
+            str(r.chips_per_host),
+            r.machine_type or "",
+            r.gke_accelerator or "",
+            ", ".join(r.aliases),
+        )
+    Console().print(table)
+
+
+@app.command()
+def validate(
+    files: Annotated[
+        list[Path],
+        typer.Argument(
+            help="YAML or JSON manifest files, and folders (recursively: their .json, .yaml and .yml files, as "
+            "`kubectl apply -f DIR -R`).",
+            show_default=False,
+        ),
+    ],
+) -> None:
+    """Check manifests as the API server would on `kubectl apply` of them all to one cluster: decoding, schemas (strict),
+    defaulting, the controllers' webhooks, validation and admission; the same path `jaxinfra simulate` takes."""  # noqa: E501 (--help)
+    from jaxinfra import manifest_paths
+    from jaxinfra.admission import admit, read
+    from jaxinfra.validate import K8S_VERSION
+
+    problems: list[Problem] = []
+    given, files = files, manifest_paths.expand(files, problems)
+    problems += [
+        Problem(str(p), str(p), "no .json, .yaml or .yml file in this folder", "pass a folder of manifests")
+        for p in given
+        if p.is_dir() and not any(f.is_relative_to(p) for f in files)
+    ]
+    requests, unreadable = read(files)
+    result = admit(requests)
+    for w in result.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if problems := problems + unreadable + result.problems:
+        for p in problems:
+            print(f"error: {p}", file=sys.stderr)
+        raise CommandFailed(
+            f"{len(problems)} problems in {len(files)} files: the API server would refuse them "
+            f"(Kubernetes {K8S_VERSION}, strict)"
+        )
+    for note in result.notes:
+        print(f"note: {note}", file=sys.stderr)
+    print(
+        f"{len(files)} files valid: {len(result.stored)} objects the API server would store (Kubernetes {K8S_VERSION} "
+        "and CRD schemas, strict)",
+        file=sys.stderr,
+    )
+
+
+@app.command()
+def diff(
+    stack: Annotated[Path, typer.Argument(help="The stack file (Python), e.g. stacks/cpu_dev.py.", show_default=False)],
+    directory: Annotated[
+        Path,
+        typer.Argument(
+            metavar="DIR",
+            help="The folder of YAML written before by `jaxinfra synth -o` (or `cdk8s synth`).",
+            show_default=False,
+        ),
+    ],
+    backend: BackendOpt = None,
+) -> None:
+    """Compare a stack with YAML synthesized before: objects added, removed, changed, and what needs delete-and-recreate."""  # noqa: E501 (one line in --help)
+    from jaxinfra import manifests
+    from jaxinfra.diff import PreviousError, read_dir
+    from jaxinfra.diff import diff as compare
+
+    loaded = _load([stack], backend)
+    previous, problems = read_dir(directory)
+    if problems:
+        raise PreviousError(problems)
+    result = compare([m for _, cluster in loaded for m in manifests(cluster)], previous)
+    lines = result.lines()
+    sys.stdout.write("\n".join(lines[:-1] + [f"jaxinfra: {lines[-1]}"]) + "\n")
+    if result.changed:
+        raise typer.Exit(1)
+
+
+def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str], preempt: list[str]) -> Any:
+    """Parse POD@SECONDS / POD=SECONDS fault options; every malformed one is reported."""
+    from jaxinfra_sim.options import Faults
+
+    problems: list[Problem] = []
+
+    def timed(values: list[str], sep: str, flag: str) -> dict[str, float]:
+        out = {}
+        for v in values:
+            pod, _, secs = v.rpartition(sep)
+            try:
+                out[pod] = float(secs)
+                if not pod or out[pod] < 0:
+                    raise ValueError
+            except ValueError:
+                problems.append(
+                    Problem(
+                        flag,
+                        v,
+                        f"expected POD{sep}SECONDS",
+                        f"e.g. {flag} train-0{sep}2.5 (POD is a hostname or a rank)",
+                    )
+                )
+        return out
+
+    faults = Faults(
+        kill=timed(kill, "@", "--kill"),
+        delay=timed(delay, "=", "--delay"),
+        preempt=timed(preempt, "@", "--preempt"),
+        fail=frozenset(fail),
+        hang=frozenset(hang),
+    )
+    if problems:
+        raise SpecError(problems)
+    return faults
+
+
+def _folders(values: list[str], flag: str, name_of: str, example: str, problems: list[Problem]) -> dict[str, Path]:
+    """NAME=DIR pairs of a repeatable option; every malformed one is a problem."""
+    found = {}
+    for value in values:
+        name, sep, folder = value.partition("=")
+        if not (sep and name and folder):
+            problems.append(Problem(flag, value, f"expected {name_of}=DIR", f"e.g. {example}"))
+            continue
+        found[name] = Path(folder)
+    return found
+
+
+def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
+    """--image IMAGE=DIR (defaults: [tool.jaxinfra.simulate.images] of ./pyproject.toml, relative to it) and
+    --volume NAME=DIR (created where missing: it is meant to outlive the simulation)."""
+    from jaxinfra import stack
+
+    table = stack.settings().get("simulate", {})
+    images = {str(image): Path(str(folder)) for image, folder in (table.get("images") or {}).items()}
+    problems: list[Problem] = []
+    images |= _folders(
+        values, "--image", "IMAGE", "--image python:3.11=examples/train (IMAGE as written in the manifest)", problems
+    )
+    claims = _folders(
+        volumes,
+        "--volume",
+        "NAME",
+        "--volume checkpoints=./ckpt (a PersistentVolumeClaim's or a GCS bucket's name)",
+        problems,
+    )
+    problems += [
+        Problem("--image", f"{image}={folder}", "no such folder", "give the folder that holds the image's code")
+        for image, folder in images.items()
+        if not folder.is_dir()
+    ]
+    problems += [
+        Problem("--volume", f"{name}={folder}", "not a folder", "give a folder (it is created if missing)")
+        for name, folder in claims.items()
+        if folder.exists() and not folder.is_dir()
+    ]
+    if problems:
+        raise SpecError(problems)
+    for folder in claims.values():
+        folder.mkdir(parents=True, exist_ok=True)
+    return (
+        {image: folder.resolve() for image, folder in images.items()},
+        {name: folder.resolve() for name, folder in claims.items()},
+    )
+
+
+def _host_paths(values: list[str]) -> dict[str, Path]:
+    """--host-path PATH=DIR: the hostPath PATH (the manifest's string, exactly) is this machine's DIR, which must
+    exist (nothing of the machine is created for a manifest) and may not be one of its kernel filesystems (a
+    container could change the machine's settings through them: a hostPath of /sys or /proc/sys already shows the
+    container's own, read-only)."""
+    if not values:
+        return {}
+    import os
+
+    from jaxinfra_sim import volumes
+
+    problems: list[Problem] = []
+    example = "--host-path /run/tcpx=./tcpx (PATH as written in the manifest's hostPath.path)"
+    found = {}
+    for value in values:
+        path, sep, folder = value.partition("=")
+        if not (sep and path and folder):
+            problems.append(Problem("--host-path", value, "expected PATH=DIR", f"e.g. {example}"))
+        elif ".." in path.split("/"):
+            problems.append(
+                Problem("--host-path", value, "the API server refuses such a hostPath (it contains '..')", example)
+            )
+        elif volumes.kernel_view(path) is not None:
+            problems.append(
+                Problem(
+                    "--host-path",
+                    value,
+                    f"a hostPath of {path} already shows the container's own {volumes.kernel_view(path)}, read-only",
+                    "drop this --host-path",
+                )
+            )
+        elif not Path(folder).exists():
+            problems.append(
+                Problem("--host-path", value, f"no such folder or file: {folder}", "create it first, or name one")
+            )
+        elif (real := os.path.realpath(folder)).split("/")[1:2] in (["proc"], ["sys"]):
+            problems.append(
+                Problem(
+                    "--host-path",
+                    value,
+                    f"{real} is a kernel filesystem of this machine: a container could change its settings",
+                    "map the hostPath to a folder of your own",
+                )
+            )
+        else:
+            found[path] = Path(folder).resolve()
+    if problems:
+        raise SpecError(problems)
+    return found
+
+
+def _shadow_notes(sources: list[Any]) -> list[str]:
+    """What each CPU shadow among the inputs proves and cannot, for the report (here, where the spec is loaded
+    already, not in the simulator's warm child)."""
+    from jaxinfra.names import SHADOW_OF
+
+    manifests = [m for source in sources for m in source.manifests]
+    if not any(SHADOW_OF in ((m.get("metadata") or {}).get("annotations") or {}) for m in manifests):
+        return []
+    from jaxinfra.shadow import notes
+
+    return notes(manifests)
+
+
+def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
+    """The clusters of one invocation (`jaxinfra_sim.sources.Source`): each stack its own (synthesized in memory),
+    all the YAML files and folders (walked as `kubectl apply -f DIR -R` does) one more, read as they are."""
+    from jaxinfra import manifest_paths, manifests, stack
+    from jaxinfra.admission import Request, read
+    from jaxinfra_sim import sources
+
+    stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
+    out = (
+        [
+            sources.admitted(str(path), [Request(str(path), i, m) for i, m in enumerate(manifests(cluster))])
+            for path, cluster in _load(stacks, backend)
+        ]
+        if stacks
+        else []
+    )
+    given = [p for p in inputs if p.suffix != ".py"]  # YAML files, and folders (their stacks are loaded above)
+    problems: list[Problem] = []
+    files = manifest_paths.expand(given, problems)
+    for folder in filter(Path.is_dir, given):
+        if not stack.discover(folder) and not any(f.is_relative_to(folder) for f in files):
+            problems.append(
+                Problem(
+                    str(folder),
+                    str(folder),
+                    "no stack (.py) and no .json, .yaml or .yml file in this folder",
+                    "pass a folder of stacks or of manifests",
+                )
+            )
+    requests, unreadable = read(files)
+    if problems := problems + unreadable:
+        raise ManifestError(problems)
+    return out + ([sources.admitted(", ".join(map(str, given)), requests)] if files else [])
+
+
+@app.command()
+def simulate(
+    ctx: typer.Context,
+    inputs: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Stack files (.py), YAML or JSON manifest files, and folders (default: [tool.jaxinfra.simulate] "
+            f"stacks of ./pyproject.toml, else its {DEFAULT_STACKS.removeprefix('default: ')}). One invocation, "
+            "one cluster: every manifest file and folder given (folders recursively, their .json, .yaml and "
+            ".yml files in sorted order, as `kubectl apply -f DIR -R`) is applied to one cluster, a later "
+            "object updating an earlier one of the same kind, namespace and name (a workload defined twice, "
+            "differently, is a problem: its pod template is immutable); each stack file (a folder's too) is a "
+            "cluster of its own.",
+            show_default=False,
+        ),
+    ] = None,
+    json_report: Annotated[Path | None, typer.Option("--json", help="Write the report as JSON here.")] = None,
+    run_command: Annotated[
+        bool, typer.Option("--run-command", help="Run each container's own command instead of the built-in probe.")
+    ] = False,
+    kill: Annotated[
+        list[str], typer.Option(help="SIGKILL a pod: POD@SECONDS after it starts (POD: hostname or rank).")
+    ] = [],
+    fail: Annotated[list[str], typer.Option(help="Make a pod's container exit 1 at start.")] = [],
+    hang: Annotated[list[str], typer.Option(help="Make a pod stop making progress.")] = [],
+    delay: Annotated[list[str], typer.Option(help="Start a pod late: POD=SECONDS.")] = [],
+    preempt: Annotated[
+        list[str],
+        typer.Option(
+            help="Preempt a pod (a Spot VM reclaim or a node drain): SIGTERM POD@SECONDS after it starts, SIGKILL "
+            "after its grace period."
+        ),
+    ] = [],
+    grace_cap: Annotated[
+        float, typer.Option(help="Cap every pod's terminationGracePeriodSeconds when it is stopped (seconds).")
+    ] = 3.0,
+    volume: Annotated[
+        list[str],
+        typer.Option(
+            help="NAME=DIR: a PersistentVolumeClaim or GCS bucket kept in DIR, which outlives the simulation."
+        ),
+    ] = [],
+    host_path: Annotated[
+        list[str],
+        typer.Option(
+            "--host-path",
+            help="PATH=DIR: the hostPath volumes whose path is PATH (exactly as the manifest writes it) are this "
+            "machine's DIR, which must exist; without it a hostPath is an empty folder of the pod's own node, never "
+            "this machine's PATH.",
+        ),
+    ] = [],
+    timeout: Annotated[float, typer.Option(help="Give up on the whole simulation after this many seconds.")] = 300.0,
+    init_timeout: Annotated[float | None, typer.Option(help="Cap every pod's JAX init timeout (seconds).")] = None,
+    backend: BackendOpt = None,
+    logs: Annotated[bool, typer.Option("--logs/--no-logs", help="Print each pod's output, prefixed.")] = True,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace", help="Write a trace (Trace Event Format JSON: Perfetto, chrome://tracing, speedscope) here."
+        ),
+    ] = None,
+    html: Annotated[
+        Path | None,
+        typer.Option(
+            "--html", help="Write a self-contained HTML report (verdict, topology, timeline, pods, logs) here."
+        ),
+    ] = None,
+    k8s_client: Annotated[
+        bool,
+        typer.Option(
+            "--k8s-client/--no-k8s-client",
+            help="Pods' Python can import the kubernetes package, as in an image built with jax[k8s] (default); "
+            "--no-k8s-client: as in an image with plain jax.",
+        ),
+    ] = True,
+    image: Annotated[
+        list[str],
+        typer.Option(
+            "--image",
+            help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the "
+            "image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).",
+        ),
+    ] = [],
+) -> None:
+    """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would.
+
+    All the YAML given is one cluster (a Job and its ServiceAccount, a workload and its Kueue queues, a TrainJob and its
+    runtime may be in different files); each stack is its own. The report names the file each object came from."""
+    from jaxinfra_sim.options import Options
+
+    inputs = _start(inputs, {"--json": json_report, "--trace": trace, "--html": html}, command="simulate")
+    images, claims = _images(image, volume)
+    options = Options(
+        run_command=run_command,
+        timeout=timeout,
+        init_timeout=init_timeout,
+        faults=_faults(kill, fail, hang, delay, preempt),
+        images=images,
+        volumes=claims,
+        host_paths=_host_paths(host_path),
+        grace_cap=grace_cap,
+        k8s_client=k8s_client,
+    )
+    sources = _sources(inputs, backend)
+    notes = _shadow_notes(sources)
+    if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
+        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html, notes))
+    from jaxinfra_sim.report import run
+
+    run(sources, options, logs, json_report, trace, html, notes)

@@ -1,0 +1,270 @@
+"""Admission: what the API server decides about a workload's pods before any of them exists.
+
+- The ServiceAccount admission plugin (kubernetes plugin/pkg/admission/serviceaccount/admission.go):
+  a pod naming a ServiceAccount that does not exist in its namespace is refused at creation
+  ("error looking up service account <ns>/<name>: serviceaccount \"<name>\" not found"), so its
+  controller creates no pod; `default` exists in every namespace (the ServiceAccount controller
+  makes it). The plugin also mounts the ServiceAccount token volume at
+  /var/run/secrets/kubernetes.io/serviceaccount unless `automountServiceAccountToken` is false
+  on the pod (which wins) or on the ServiceAccount; default true.
+- The pod-level plugins of the API server's front door (`jaxinfra.admission.admit_pods`: LimitRanger, Priority,
+  Pod Security, ResourceQuota) on the pods a workload's controller creates: a refused pod never exists, so the
+  group never forms (`pod_refusals`).
+- Kueue: a workload labelled `kueue.x-k8s.io/queue-name` is created suspended and runs only once
+  Kueue admits it (`kueue`).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from jaxinfra.admission import admit_pods
+from jaxinfra.admission.store import Store
+from jaxinfra.errors import Problem
+from jaxinfra_sim.inputs import Objects, meta, quantity, strings
+from jaxinfra_sim.selectors import label_selector, matches
+
+DEFAULT_SERVICE_ACCOUNT = "default"
+
+
+def service_account(pod_spec: Mapping) -> str:
+    """spec.serviceAccountName (or its deprecated alias serviceAccount), defaulted."""
+    return pod_spec.get("serviceAccountName") or pod_spec.get("serviceAccount") or DEFAULT_SERVICE_ACCOUNT
+
+
+def mounts_token(pod_spec: Mapping, namespace: str, objects: Objects) -> bool:
+    """Whether the pod gets the ServiceAccount token volume: the pod's setting wins, then the ServiceAccount's."""
+    if pod_spec.get("automountServiceAccountToken") is not None:
+        return bool(pod_spec["automountServiceAccountToken"])
+    sa = objects.service_accounts.get((namespace, service_account(pod_spec))) or {}
+    return sa.get("automountServiceAccountToken") is not False
+
+
+def service_account_problem(where: str, pod_spec: Mapping, namespace: str, objects: Objects) -> Problem | None:
+    """The API server's refusal of a pod whose ServiceAccount does not exist."""
+    name = service_account(pod_spec)
+    if name == DEFAULT_SERVICE_ACCOUNT or (namespace, name) in objects.service_accounts:
+        return None
+    others = sorted(n for (ns, n) in objects.service_accounts if ns == namespace)
+    return Problem(
+        f"{where} serviceAccountName",
+        name,
+        f"the API server refuses to create the pods: error looking up service account {namespace}/{name}: "
+        f'serviceaccount "{name}" not found'
+        + (f" (ServiceAccounts in {namespace}: {', '.join(others)})" if others else ""),
+        f"add a ServiceAccount '{name}' in namespace '{namespace}' to the manifests, or use one that exists",
+    )
+
+
+def pod_refusals(workload: str, namespace: str, jobs: Sequence[Any], store: Store) -> list[tuple[str, Problem]]:
+    """Why the API server refuses pods of a workload's Jobs, keyed for `model.Findings` (one line per reason).
+    Every pod of a Job shares its template, so one stands for all unless a ResourceQuota counts them one by one."""
+    counted = any(store.of_kind("ResourceQuota", namespace))
+    pods = [
+        {
+            "metadata": {
+                "namespace": namespace,
+                "name": f"{job.name}-{i}",
+                "labels": dict(job.pod_labels),
+                "annotations": dict(job.pod_annotations),
+            },
+            "spec": copy.deepcopy(dict(job.pod_spec)),
+        }
+        for job in jobs
+        for i in range(job.completions if counted else 1)
+    ]
+    return [
+        (
+            f"pod-admission|{f.message}",
+            Problem(
+                f"{workload} pods",
+                f.value,
+                "the API server refuses to create the pods: "
+                f'pods "{pods[i]["metadata"]["name"]}" is forbidden: {f.message}',
+                f.fix,
+            ),
+        )
+        for i, f in admit_pods(namespace, pods, store)
+    ]
+
+
+# --- Kueue ---------------------------------------------------------------------------------------
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Kueue's decision on one workload: admitted (with what it took), not checked, or suspended (why, and the fix)."""
+
+    admitted: bool
+    note: str
+    fix: str = ""
+
+
+def pod_requests(pod_spec: Mapping) -> dict[str, Fraction]:
+    """A pod's effective requests as Kueue counts them: the containers' sum, or the largest init container's
+    where that is more, per resource; a container's limit stands in for a request it does not make."""
+
+    def of(container: Mapping) -> dict[str, Fraction]:
+        res = container.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        return {k: q for k, v in merged.items() if (q := quantity(v)) is not None}
+
+    total: dict[str, Fraction] = {}
+    for container in pod_spec.get("containers") or []:
+        for k, v in of(container).items():
+            total[k] = total.get(k, Fraction(0)) + v
+    for container in pod_spec.get("initContainers") or []:
+        for k, v in of(container).items():
+            total[k] = max(total.get(k, Fraction(0)), v)
+    return total
+
+
+def _fits_flavor(flavor: Mapping, pod_spec: Mapping) -> str | None:
+    """Why a ResourceFlavor cannot hold these pods (its node labels against their nodeSelector, its taints against
+    their tolerations), or None."""
+    labels = strings((flavor.get("spec") or {}).get("nodeLabels"))
+    for key, value in strings(pod_spec.get("nodeSelector")).items():
+        if key in labels and labels[key] != value:
+            return f"nodeSelector {key}={value} but flavor {meta(flavor).get('name')} has {labels[key]}"
+    tolerations = pod_spec.get("tolerations") or []
+    for taint in (flavor.get("spec") or {}).get("nodeTaints") or []:
+        if taint.get("effect") == "PreferNoSchedule":
+            continue
+        if not any(_tolerates(t, taint) for t in tolerations):
+            return (
+                f"flavor {meta(flavor).get('name')} has taint "
+                f"{taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} the pods do not tolerate"
+            )
+    return None
+
+
+def _tolerates(toleration: Mapping, taint: Mapping) -> bool:
+    if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+        return False
+    if toleration.get("operator") == "Exists":
+        return not toleration.get("key") or toleration["key"] == taint.get("key")
+    return toleration.get("key") == taint.get("key") and str(toleration.get("value", "")) == str(taint.get("value", ""))
+
+
+def _show(value: Fraction, resource: str) -> str:
+    """A quantity as people write it: memory in Gi or Mi where it divides."""
+    for unit, size in (("Gi", 2**30), ("Mi", 2**20)):
+        if resource in ("memory", "ephemeral-storage") and value and value % size == 0:
+            return f"{int(value / size)}{unit}"
+    return str(int(value)) if value.denominator == 1 else f"{float(value):g}"
+
+
+def kueue(
+    namespace: str, labels: Mapping[str, str], groups_of_pods: Sequence[tuple[int, Mapping]], objects: Objects
+) -> Admission | None:
+    """Whether Kueue admits a workload (`groups_of_pods`: how many pods of which pod spec), all at once, as its
+    scheduler decides:
+    its LocalQueue exists and points to an existing, active ClusterQueue whose namespaceSelector admits the
+    namespace; every resource the pods request is covered by a resource group; and in each group one flavor (the
+    first that fits, in order) has the nominal quota for the whole workload and suits the pods' nodeSelector and
+    tolerations. None: not a Kueue workload. Sources: kueue.sigs.k8s.io docs (Cluster Queue, Local Queue,
+    Resource Flavor; "Run a JobSet"), pkg/scheduler/flavorassigner.
+
+    Not emulated: cohorts and borrowing, preemption, fair sharing, other workloads' usage (the simulator runs
+    workloads one after another, so each is checked against the whole quota), admission checks, TAS."""
+    queue = labels.get(QUEUE_LABEL)
+    if queue is None:
+        return None
+    if not objects.kueue:
+        return Admission(
+            True,
+            f"Kueue admission not checked: the inputs hold no LocalQueue {namespace}/{queue} "
+            "or ClusterQueue (on a cluster the workload stays suspended until Kueue admits it)",
+        )
+    local = objects.kueue.get(("LocalQueue", namespace, queue))
+    if local is None:
+        return Admission(
+            False,
+            f"LocalQueue {namespace}/{queue} does not exist",
+            f"add the LocalQueue {namespace}/{queue} (and its ClusterQueue) to the manifests, or name an existing one",
+        )
+    cq_name = str((local.get("spec") or {}).get("clusterQueue", ""))
+    cq = objects.kueue.get(("ClusterQueue", "", cq_name))
+    if cq is None:
+        return Admission(
+            False,
+            f"ClusterQueue {cq_name} (of LocalQueue {namespace}/{queue}) does not exist",
+            f"add the ClusterQueue {cq_name} to the manifests",
+        )
+    spec = cq.get("spec") or {}
+    missing = sorted(
+        {str(f.get("name")) for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []}
+        - {name for kind, _, name in objects.kueue if kind == "ResourceFlavor"}
+    )
+    if missing:
+        return Admission(
+            False,
+            f"ClusterQueue {cq_name} is inactive: ResourceFlavor {', '.join(missing)} does not exist",
+            f"add the ResourceFlavor {', '.join(missing)} to the manifests",
+        )
+    ns_labels = {**objects.namespace_labels.get(namespace, {}), "kubernetes.io/metadata.name": namespace}
+    if not matches(label_selector(spec.get("namespaceSelector")), ns_labels):
+        return Admission(
+            False,
+            f"ClusterQueue {cq_name}'s namespaceSelector does not admit namespace {namespace}",
+            f"widen ClusterQueue {cq_name}'s namespaceSelector to namespace {namespace} ({{}} admits every namespace)",
+        )
+    need: dict[str, Fraction] = {}
+    for count, pod_spec in groups_of_pods:
+        for k, v in pod_requests(pod_spec).items():
+            if v:
+                need[k] = need.get(k, Fraction(0)) + v * count
+    pods = sum(count for count, _ in groups_of_pods)
+    groups = spec.get("resourceGroups") or []
+    uncovered = sorted(set(need) - {str(r) for g in groups for r in g.get("coveredResources") or []})
+    if uncovered:
+        return Admission(
+            False,
+            f"resource {', '.join(uncovered)} unavailable in ClusterQueue {cq_name}",
+            f"cover {', '.join(uncovered)} in one of ClusterQueue {cq_name}'s resourceGroups",
+        )
+    chosen = []
+    for group in groups:
+        wanted = {r: need[r] for r in map(str, group.get("coveredResources") or []) if r in need}
+        if not wanted:
+            continue
+        why_not = []
+        for entry in group.get("flavors") or []:
+            flavor = objects.kueue[("ResourceFlavor", "", str(entry.get("name")))]
+            quota = {
+                str(r.get("name")): quantity(r.get("nominalQuota", 0)) or Fraction(0)
+                for r in entry.get("resources") or []
+            }
+            short = [
+                f"{r} {_show(v, r)} > {_show(quota.get(r, Fraction(0)), r)}"
+                for r, v in wanted.items()
+                if v > quota.get(r, Fraction(0))
+            ]
+            unsuited = next(filter(None, (_fits_flavor(flavor, spec) for _, spec in groups_of_pods)), None)
+            if not short and unsuited is None:
+                chosen.append(
+                    f"{entry.get('name')}: "
+                    + ", ".join(f"{r} {_show(v, r)} of {_show(quota[r], r)}" for r, v in sorted(wanted.items()))
+                )
+                break
+            why_not.append(
+                unsuited
+                or f"flavor {entry.get('name')}: insufficient quota for {', '.join(short)} "
+                f"(nominal quota, all {pods} pods at once)"
+            )
+        else:
+            return Admission(
+                False,
+                f"ClusterQueue {cq_name}: {'; '.join(why_not) or 'no flavor'}",
+                f"raise the nominalQuota of ClusterQueue {cq_name} (or lower the workload's requests) so that all "
+                f"{pods} pods fit at once",
+            )
+    return Admission(
+        True, f"admitted by Kueue to ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})"
+    )

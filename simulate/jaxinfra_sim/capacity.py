@@ -1,0 +1,225 @@
+"""What this machine can hold, and what a simulation will take of it: capacity admission before any pod starts,
+and the machine's own verdicts (out of memory, out of processes, out of descriptors) while pods run.
+
+Every pod here is at least two processes of this machine (its shim and its container's PID 1), and a JAX process
+is two dozen threads, each a task the kernel counts against pid_max, threads-max and the cgroup's pids.max; the
+simulator holds six descriptors per pod. A job that cannot fit is refused with the figures before anything is
+forked (exit 3), rather than forking until the machine gives out with nothing said.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from jaxinfra_sim import cgroups
+
+MIB = 2**20
+GIB = 2**30
+
+PROBE_POD_BYTES = 24 * MIB
+"""Memory a built-in probe pod adds (its shim and its JAX process, forked from the simulator, which imported jax
+once: what they share with it stays shared), measured by `benchmarks/scale.py` as the simulation's peak over its
+pods (about 24 MiB here, rank 0 about 90 MiB: it compiles and serves the coordination service)."""
+COMMAND_POD_BYTES = 320 * MIB
+"""The least a --run-command pod takes: its container execs a fresh interpreter that imports jax by itself (about
+300 MiB resident here before the program allocates anything of its own)."""
+DEVICE_BYTES = 2 * MIB
+"""More per CPU device a process has (its device's buffers and threads)."""
+TASKS_PER_POD = 28
+"""Tasks (processes and threads) a pod holds: its shim, and a JAX process's 23 to 26 threads here."""
+DESCRIPTORS_PER_POD = 6
+"""The simulator's descriptors per pod: its control, status, stdout and stderr pipes, its shim's pidfd, its cgroup."""
+DESCRIPTORS_BASE = 256
+"""The simulator's own (the API server's, the network holder's, Python's)."""
+AT_SCALE = "rehearse at full scale on a cluster's CPU nodes with its shadow (jaxinfra synth STACK --shadow cpu)"
+"""The fix every verdict of this machine's ends with: where a job too large for it can run."""
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the largest workload of a simulation takes of the machine, at least (its workloads run one at a time)."""
+
+    workload: str
+    pods: int
+    memory: int  # bytes
+    tasks: int
+    descriptors: int
+
+
+def need(workload: str, pods: int, devices: int, run_command: bool) -> Need:
+    """The estimate for a workload of `pods` pods with `devices` CPU devices in all."""
+    per_pod = COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES
+    return Need(
+        workload,
+        pods,
+        pods * per_pod + devices * DEVICE_BYTES,
+        pods * TASKS_PER_POD,
+        DESCRIPTORS_BASE + pods * DESCRIPTORS_PER_POD,
+    )
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One of the machine's bounds: how much is left, and what sets it (for the message)."""
+
+    left: int
+    source: str
+
+
+def _int(path: Path) -> int | None:
+    try:
+        text = path.read_text(encoding="ascii").strip()
+    except OSError:
+        return None
+    return int(text) if text.isdigit() else None  # "max" (v2) has no digits: no bound
+
+
+def _meminfo(field: str) -> int | None:
+    try:
+        for line in Path("/proc/meminfo").read_text(encoding="ascii").splitlines():
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def _cgroup_files(v1_controller: str) -> Iterable[tuple[Path, str]]:
+    """This process's cgroup folders for a controller, its own first and then each ancestor (a limit set above
+    bounds it too), with the hierarchy's version: "v1" or "v2"."""
+    v1, v2_path = cgroups.membership()
+    if v1_controller in v1:
+        mount, path = v1[v1_controller]
+        base, kind = cgroups.ROOT / mount, "v1"
+    elif v2_path is not None:
+        base, path, kind = cgroups.ROOT, v2_path, "v2"
+        if (cgroups.ROOT / "unified").is_dir() and not (cgroups.ROOT / "cgroup.controllers").exists():
+            base = cgroups.ROOT / "unified"  # systemd's hybrid layout
+    else:
+        return
+    parts = [p for p in path.split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        yield base.joinpath(*parts[:depth]), kind
+
+
+def memory() -> Limit:
+    """Memory the pods may still take: MemAvailable, or less where this process's memory cgroup bounds it."""
+    best = Limit(available_memory(), "MemAvailable")
+    for folder, kind in _cgroup_files("memory"):
+        limit = _int(folder / ("memory.limit_in_bytes" if kind == "v1" else "memory.max"))
+        used = _int(folder / ("memory.usage_in_bytes" if kind == "v1" else "memory.current"))
+        if limit is not None and used is not None and limit < 2**62 and limit - used < best.left:
+            best = Limit(max(limit - used, 0), f"the memory cgroup's limit ({limit / GIB:.1f} GiB)")
+    return best
+
+
+def tasks() -> Limit:
+    """Tasks the machine may still start: pid_max and threads-max less every task it runs, or the pids cgroup's
+    limit less its count, whichever is lower."""
+    running = _running_tasks()
+    best = Limit(1 << 62, "")
+    for name in ("pid_max", "threads-max"):
+        value = _int(Path("/proc/sys/kernel") / name)
+        if value is not None and value - running < best.left:
+            best = Limit(max(value - running, 0), f"kernel.{name.replace('-', '_')} {value}")
+    for folder, _ in _cgroup_files("pids"):
+        limit, current = _int(folder / "pids.max"), _int(folder / "pids.current")
+        if limit is not None and current is not None and limit - current < best.left:
+            best = Limit(max(limit - current, 0), f"the pids cgroup's pids.max {limit}")
+    if os.geteuid() != 0:
+        soft, _ = resource.getrlimit(resource.RLIMIT_NPROC)
+        if soft != resource.RLIM_INFINITY and soft - running < best.left:
+            best = Limit(max(soft - running, 0), f"ulimit -u {soft}")
+    return best
+
+
+def _running_tasks() -> int:
+    try:
+        return int(Path("/proc/loadavg").read_text(encoding="ascii").split()[3].split("/")[1])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def raise_descriptor_limit() -> None:
+    """Lift this process's soft RLIMIT_NOFILE to its hard limit, as a server does: a few hundred pods hold more
+    than the usual 1024 descriptors. Pods inherit it, as containers inherit the runtime's."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (OSError, ValueError):
+            pass
+
+
+def descriptors() -> Limit:
+    """Descriptors this process may still open: its soft RLIMIT_NOFILE less those open now."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    try:
+        open_now = len(os.listdir("/proc/self/fd"))
+    except OSError:
+        open_now = 0
+    if soft == resource.RLIM_INFINITY:
+        return Limit(1 << 62, "")
+    return Limit(max(soft - open_now, 0), f"ulimit -n {soft}")
+
+
+def refusal(n: Need) -> str | None:
+    """Why this machine cannot run the workload, with the figures and the fix; None when it fits."""
+    short = []
+    mem, tsk, fds = memory(), tasks(), descriptors()
+    if n.memory > mem.left:
+        short.append(f"{n.memory / GIB:.1f} GiB of memory ({mem.left / GIB:.1f} GiB available: {mem.source})")
+    if n.tasks > tsk.left:
+        short.append(f"{n.tasks:,} processes and threads (room for {tsk.left:,}: {tsk.source})")
+    if n.descriptors > fds.left:
+        short.append(f"{n.descriptors:,} file descriptors ({fds.left:,} free: {fds.source})")
+    if not short:
+        return None
+    per_pod = max(n.memory // max(n.pods, 1), 1)
+    fits = max(
+        min(mem.left // per_pod, tsk.left // TASKS_PER_POD, (fds.left - DESCRIPTORS_BASE) // DESCRIPTORS_PER_POD), 0
+    )
+    return (
+        f"this machine cannot run {n.workload}: its {n.pods:,} pods need at least {'; '.join(short)}; "
+        f"fix: simulate at most {fits:,} pods here (a smaller slice, fewer hosts), or {AT_SCALE}"
+    )
+
+
+def oom_kills() -> int:
+    """The kernel's count of processes its OOM killer ended, machine-wide (/proc/vmstat oom_kill, which counts
+    those a memory cgroup's limit ended too)."""
+    try:
+        for line in Path("/proc/vmstat").read_text(encoding="ascii").splitlines():
+            if line.startswith("oom_kill "):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def available_memory() -> int:
+    """MemAvailable now, in bytes (0 where /proc/meminfo cannot be read)."""
+    return _meminfo("MemAvailable") or 0
+
+
+def pss(pid: int) -> int | None:
+    """The proportional set size of a process and its children (shared pages divided among their sharers, so the
+    pages a pod shares with the simulator count once over all of them), in bytes; None once it is gone."""
+    total, found = 0, False
+    todo = [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            for line in Path(f"/proc/{p}/smaps_rollup").read_text(encoding="ascii").splitlines():
+                if line.startswith("Pss:"):
+                    total += int(line.split()[1]) * 1024
+                    found = True
+                    break
+            todo += [int(c) for c in Path(f"/proc/{p}/task/{p}/children").read_text(encoding="ascii").split()]
+        except (OSError, ValueError):
+            continue
+    return total if found else None

@@ -1,0 +1,594 @@
+"""The static contract checks: would the JAX processes of a workload find their coordinator
+(the name resolves, to rank 0, on a port rank 0 listens on and the Service exposes), agree on the
+process count, and each know a distinct rank in 0..N-1 — read from the env exactly as
+`jax.distributed.initialize()` and its cluster detectors read it (jax/_src/distributed.py,
+jax/_src/clusters/cluster.py and cloud_tpu_cluster.py, 0.10.2), plus the Training Operator v1's
+COORDINATOR_* contract.
+
+What JAX reads, and so what is checked (jax-ml/jax v0.10.2): `State.initialize` (jax/_src/distributed.py) takes
+JAX_COORDINATOR_ADDRESS as it is, port and all; JAX_COORDINATOR_PORT is read only by
+`ClusterEnv.auto_detect_unset_distributed_params` (jax/_src/clusters/cluster.py), and only when no coordinator
+address was given, as the port of the coordinator a detected cluster (`GkeTpuCluster`, `K8sCluster`,
+`SlurmCluster`, ...) names. So a JAX_COORDINATOR_ADDRESS without a port is a refusal wherever JAX reads it itself:
+under the probe, which initializes from the env, and under `--run-command` for a command that is a bare
+`jax.distributed.initialize()`. xpk's GPU JobSets set JAX_COORDINATOR_ADDRESS to a host and JAX_COORDINATOR_PORT
+beside it, which their program joins (`host:port`) itself: under `--run-command`, where the simulator cannot know
+what the program does, that pair is a note, not a refusal, and still checked as the address it makes (the host
+resolves to rank 0, the port is one rank 0 declares and its Service exposes: `joined`).
+
+Each problem says what is wrong and how to fix it; repeated problems collapse (`model.Findings`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property, lru_cache
+
+from jaxinfra.errors import Problem
+from jaxinfra_sim import model
+from jaxinfra_sim.controllers.jaxjob import JAXJOB_ENV, JAXJOB_PORT_NAME
+from jaxinfra_sim.controllers.job import COMPLETION_INDEX_ENV, JOB_NAME
+from jaxinfra_sim.controllers.jobset import JS_NAME
+from jaxinfra_sim.dns import CLUSTER_DOMAIN, ClusterDns
+from jaxinfra_sim.inputs import Objects, Service, to_int
+from jaxinfra_sim.platform.gke_tpu import JAX_DEFAULT_TPU_PORT
+
+
+@dataclass(frozen=True)
+class Address:
+    var: str  # where it came from
+    raw: str
+    host: str
+    port: int | None
+
+
+def _port(raw: str) -> int | None:
+    """A port number (1 to 65535) as the env writes it, or None."""
+    return int(raw) if raw.isdigit() and 0 < int(raw) < 65536 else None
+
+
+def split_hostport(raw: str) -> tuple[str, int | None]:
+    if raw.startswith("["):
+        host, _, rest = raw[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") and rest[1:].isdigit() else None
+    host, sep, port = raw.rpartition(":")
+    if not sep:
+        return raw, None
+    return host, _port(port)
+
+
+def _is_tpu_detected(pod: model.Pod) -> bool:
+    """JAX's GkeTpuCluster applies: a TPU pod with TPU_PROCESS_ADDRESSES or TPU_WORKER_HOSTNAMES."""
+    return pod.accelerator == "tpu" and ("TPU_PROCESS_ADDRESSES" in pod.env or "TPU_WORKER_HOSTNAMES" in pod.env)
+
+
+def _worker_list(pod: model.Pod) -> str:
+    return pod.env.get("TPU_PROCESS_ADDRESSES", pod.env.get("TPU_WORKER_HOSTNAMES", ""))
+
+
+@lru_cache(maxsize=256)
+def _hosts_in_slice(worker_list: str) -> int:
+    """Entries of a worker list; cached because every pod of a slice shares the same (long) string."""
+    return worker_list.count(",") + 1
+
+
+def _v1_coordinator(pod: model.Pod) -> Address | None:
+    """Training Operator v1: COORDINATOR_ADDRESS (a host, no port) and COORDINATOR_PORT, which the script joins."""
+    host = pod.env.get("COORDINATOR_ADDRESS")
+    if not host:
+        return None
+    raw_port = pod.env.get("COORDINATOR_PORT", "")
+    return Address("COORDINATOR_ADDRESS", f"{host}:{raw_port}", host, _port(raw_port))
+
+
+BARE_INITIALIZE = "jax.distributed.initialize()"
+"""A command that holds this calls JAX's initialize with no argument: JAX reads the env itself."""
+
+
+def reads_env(pod: model.Pod) -> bool:
+    """Whether the pod's command is known to leave the coordinator to JAX (`BARE_INITIALIZE` in its command or args,
+    as a `python -c` script has it): then what JAX itself reads is all there is."""
+    return any(BARE_INITIALIZE in part for part in (*pod.command, *pod.args))
+
+
+def joined(pod: model.Pod) -> Address | None:
+    """A host-only JAX_COORDINATOR_ADDRESS with JAX_COORDINATOR_PORT beside it, as the address a program that joins
+    them builds (`host:port`; the port None where it is not a number); None where the env has no such pair."""
+    raw = pod.env.get("JAX_COORDINATOR_ADDRESS")
+    if not raw or ":" in raw or "JAX_COORDINATOR_PORT" not in pod.env:
+        return None
+    port_raw = pod.env["JAX_COORDINATOR_PORT"]
+    return Address("JAX_COORDINATOR_ADDRESS", f"{raw} (JAX_COORDINATOR_PORT={port_raw})", raw, _port(port_raw))
+
+
+def coordinator(pod: model.Pod) -> Address | None:
+    """The address jax.distributed.initialize() would use: JAX_COORDINATOR_ADDRESS, else the Training Operator v1
+    pair COORDINATOR_ADDRESS + COORDINATOR_PORT, else (TPU detector) MEGASCALE_COORDINATOR_ADDRESS or the first worker,
+    port JAX_COORDINATOR_PORT or 8482 (cluster.py)."""
+    raw = pod.env.get("JAX_COORDINATOR_ADDRESS")
+    if raw:
+        host, port = split_hostport(raw)
+        return Address("JAX_COORDINATOR_ADDRESS", raw, host, port)
+    if v1 := _v1_coordinator(pod):
+        return v1
+    if not _is_tpu_detected(pod):
+        return None
+    port = to_int(pod.env.get("JAX_COORDINATOR_PORT"), JAX_DEFAULT_TPU_PORT)
+    if pod.env.get("MEGASCALE_COORDINATOR_ADDRESS"):
+        raw = pod.env["MEGASCALE_COORDINATOR_ADDRESS"]
+        return Address("MEGASCALE_COORDINATOR_ADDRESS", raw, raw.split(":")[0], port)
+    raw = _worker_list(pod).split(",", 1)[0]
+    var = "TPU_PROCESS_ADDRESSES" if "TPU_PROCESS_ADDRESSES" in pod.env else "TPU_WORKER_HOSTNAMES"
+    return Address(var, raw, raw.split(":")[0], port)
+
+
+def rank_of(pod: model.Pod) -> tuple[str, int | None, str] | None:
+    """(source, rank or None if not an integer, raw): JAX_PROCESS_ID, else PROCESS_ID (Training Operator v1), else the
+    rank JAX's TPU detector derives: TPU_WORKER_ID + MEGASCALE_SLICE_ID x hosts in the slice. None when the pod has
+    none."""
+    for var in ("JAX_PROCESS_ID", "PROCESS_ID"):
+        if var in pod.env:
+            raw = pod.env[var]
+            return var, int(raw) if re.fullmatch(r"-?\d+", raw.strip()) else None, raw
+    if _is_tpu_detected(pod) and "TPU_WORKER_ID" in pod.env:
+        worker, slice_id = pod.env["TPU_WORKER_ID"], pod.env.get("MEGASCALE_SLICE_ID") or "0"
+        raw = f"TPU_WORKER_ID={worker} MEGASCALE_SLICE_ID={slice_id}"
+        if not (worker.isdigit() and slice_id.isdigit()):
+            return "TPU_WORKER_ID", None, raw
+        return "TPU_WORKER_ID", int(worker) + int(slice_id) * _hosts_in_slice(_worker_list(pod)), raw
+    return None
+
+
+def count_of(pod: model.Pod) -> tuple[str, int | None, str] | None:
+    """(source, process count, raw): JAX_NUM_PROCESSES, else NUM_PROCESSES (Training Operator v1), else hosts in the
+    slice x MEGASCALE_NUM_SLICES (TPU detector)."""
+    for var in ("JAX_NUM_PROCESSES", "NUM_PROCESSES"):
+        if var in pod.env:
+            raw = pod.env[var]
+            return var, to_int(raw, -1) if raw.strip().isdigit() else None, raw
+    if _is_tpu_detected(pod):
+        slices = pod.env.get("MEGASCALE_NUM_SLICES") or "1"
+        hosts = _hosts_in_slice(_worker_list(pod))
+        return (
+            "TPU_WORKER_HOSTNAMES",
+            hosts * int(slices) if slices.isdigit() else None,
+            f"{hosts} hosts x {slices} slices",
+        )
+    return None
+
+
+#: Env a controller appends after the container's own env: `$(VAR)` to them in env stays verbatim (kubelet order).
+_APPENDED = {COMPLETION_INDEX_ENV: "the Job controller", **{v: "the Training Operator" for v in JAXJOB_ENV}}
+
+
+def _appended_hint(raw: str) -> tuple[str, str | None]:
+    """(message suffix, fix) when a value still holds `$(VAR)` of a controller-appended variable, else ("", None)."""
+    found = sorted((v for v in _APPENDED if f"$({v})" in raw), key=lambda v: raw.index(f"$({v})"))
+    if not found:
+        return "", None
+    who = _APPENDED[found[0]]
+    names = ", ".join(found)
+    hint = (
+        f"; $(VAR) in env expands only variables defined earlier in the list, and {names} "
+        f"{'is' if len(found) == 1 else 'are'} appended by {who} after yours"
+    )
+    if who == "the Job controller":
+        return hint, None
+    return hint, f"read {names} in the program, or use $({found[0]}) in command/args (they see the whole env)"
+
+
+class Checker:
+    """The static contract checks of one workload against the emulated DNS."""
+
+    def __init__(
+        self,
+        wl_id: str,
+        pods: Sequence[model.Pod],
+        dns: ClusterDns,
+        objects: Objects,
+        services: Mapping[tuple[str, str], Service],
+        contract: bool = True,
+    ):
+        self.id, self.pods, self.dns, self.objects, self.services = wl_id, pods, dns, objects, services
+        self.contract = contract  # False: the containers' own commands may find rank and coordinator elsewhere
+        self.findings = model.Findings()
+        self.notes: dict[str, str] = {}  # what the checks could not know, and assumed (one per kind)
+        self.rank_of = [rank_of(p) for p in pods]
+
+    @cached_property
+    def rank0(self) -> model.Pod:
+        """The pod that hosts the coordinator: the one with rank 0, else the first (the checks run only on a
+        workload with pods)."""
+        zero = [p for p, r in zip(self.pods, self.rank_of) if r and r[1] == 0]
+        return zero[0] if len(zero) == 1 else self.pods[0]
+
+    def _path(self, pod: model.Pod, var: str) -> str:
+        return f"{self.id} pod {pod.hostname} env {var}"
+
+    def _fqdn(self, pod: model.Pod) -> str:
+        return f"{pod.hostname}.{pod.subdomain}" if pod.subdomain else pod.hostname
+
+    # --- coordinator --------------------------------------------------------------------
+    def coordinator(self) -> None:
+        for pod in self.pods:
+            address = coordinator(pod)
+            if address is None:
+                if len(self.pods) > 1 and self.contract:
+                    self.findings.add(
+                        "no-coordinator",
+                        lambda p=pod: Problem(  # type: ignore[misc]  # python/mypy#15459
+                            self._path(p, "JAX_COORDINATOR_ADDRESS"),
+                            None,
+                            "no coordinator address: JAX_COORDINATOR_ADDRESS is unset and the pod is not a TPU pod "
+                            "with TPU_WORKER_HOSTNAMES",
+                            "set JAX_COORDINATOR_ADDRESS to rank 0's DNS name and port, "
+                            f"e.g. {self._fqdn(self.rank0)}:{JAX_DEFAULT_TPU_PORT}",
+                        ),
+                    )
+                continue
+            self._address(pod, address)
+            if address.var == "JAX_COORDINATOR_ADDRESS" and (v1 := _v1_coordinator(pod)):
+                self._address(pod, v1)  # both contracts set: both must hold
+            if address.var == "JAX_COORDINATOR_ADDRESS" and pod.env.get("MEGASCALE_COORDINATOR_ADDRESS"):
+                raw = pod.env["MEGASCALE_COORDINATOR_ADDRESS"]  # libtpu's DCN coordinator: also rank 0
+                self._address(pod, Address("MEGASCALE_COORDINATOR_ADDRESS", raw, raw.split(":")[0], None))
+
+    def _address(self, pod: model.Pod, address: Address) -> None:
+        path = self._path(pod, address.var)
+        pair = joined(pod) if address.var == "JAX_COORDINATOR_ADDRESS" and not self.contract else None
+        if pair is not None and not reads_env(pod):
+            if pair.port is None:
+                self.findings.add(
+                    "JAX_COORDINATOR_PORT|not-a-port",
+                    lambda: Problem(
+                        self._path(pod, "JAX_COORDINATOR_PORT"),
+                        pod.env.get("JAX_COORDINATOR_PORT"),
+                        "JAX_COORDINATOR_PORT is not a port number (1 to 65535)",
+                        "set it to the port rank 0's coordinator listens on",
+                    ),
+                )
+                return
+            self.notes.setdefault(
+                "joined",
+                f"{self.id}: JAX_COORDINATOR_ADDRESS {address.raw!r} has no port and JAX_COORDINATOR_PORT "
+                f"{pair.port} is beside it: jax.distributed.initialize() reads JAX_COORDINATOR_PORT only when it "
+                "detects the cluster itself, so the program must join them (host:port) and pass "
+                f"coordinator_address; checked as {pair.host}:{pair.port}",
+            )
+            address = pair
+        elif address.var == "JAX_COORDINATOR_ADDRESS" and address.port is None:
+            hint, fix = _appended_hint(address.raw)
+            if port := pod.env.get("JAX_COORDINATOR_PORT"):  # beside an address, JAX does not read it
+                hint += (
+                    f"; JAX_COORDINATOR_PORT ({port}) is read only when JAX detects the cluster itself, with no "
+                    "address given" + ("" if self.contract else f", and this command calls {BARE_INITIALIZE}")
+                )
+                fix = fix or f"set JAX_COORDINATOR_ADDRESS to {address.host}:{port}"
+            self.findings.add(
+                f"{address.var}|port-missing",
+                lambda: Problem(
+                    path,
+                    address.raw,
+                    f"JAX_COORDINATOR_ADDRESS must be host:port (jax.distributed.initialize does not add a port){hint}",
+                    fix or f"append the coordinator port, e.g. {address.host}:{JAX_DEFAULT_TPU_PORT}",
+                ),
+            )
+            return
+        if address.var == "COORDINATOR_ADDRESS" and address.port is None:
+            self.findings.add(
+                "COORDINATOR_PORT|not-a-port",
+                lambda: Problem(
+                    self._path(pod, "COORDINATOR_PORT"),
+                    pod.env.get("COORDINATOR_PORT"),
+                    "COORDINATOR_PORT is not a port number",
+                    f"name the jax container's coordinator port {JAXJOB_PORT_NAME}",
+                ),
+            )
+            return
+        ip, svc = self._resolve(pod, address.host)
+        if ip is None:
+
+            def unresolved() -> Problem:  # diagnosed once, not once per pod
+                message, fix = self._diagnose(address.host, pod)
+                return Problem(
+                    path,
+                    address.raw,
+                    f"host '{address.host}' does not resolve from namespace '{pod.namespace}': {message}",
+                    fix,
+                )
+
+            self.findings.add(f"{address.var}|unresolved|{address.host}", unresolved)
+            return
+        if svc is not None and not svc.publish_not_ready and not svc.operator_owned:
+            self.findings.add(
+                f"{address.var}|not-ready|{svc.name}",
+                lambda: Problem(
+                    f"{svc.origin} publishNotReadyAddresses",
+                    False,
+                    f"'{address.host}' resolves only once rank 0 is Ready, "
+                    "but the other processes look it up while it starts",
+                    "set publishNotReadyAddresses: true on the Service",
+                ),
+            )
+        elif svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
+            # The operator's Service cannot be changed; without a readinessProbe, rank 0 is Ready once its container
+            # runs.
+            self.findings.add(
+                f"{address.var}|not-ready-probe|{svc.name}",
+                lambda: Problem(
+                    f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} readinessProbe",
+                    True,
+                    f"'{address.host}' resolves only once rank 0 passes its readinessProbe "
+                    f"({svc.origin} does not publish not-ready addresses), "
+                    "but the other processes look it up while it starts",
+                    f"remove the readinessProbe from container '{self.rank0.container}'",
+                ),
+            )
+        if ip != self.rank0.ip:
+            other = self.dns.by_ip.get(ip)
+            what = f"pod {other.hostname} of {other.workload}" if other else ip
+            self.findings.add(
+                f"{address.var}|not-rank0|{address.host}",
+                lambda: Problem(
+                    path,
+                    address.raw,
+                    f"'{address.host}' resolves to {what}, not to rank 0 (pod {self.rank0.hostname}), "
+                    "which hosts the coordinator",
+                    f"point it at rank 0: {self._fqdn(self.rank0)}" + (f":{address.port}" if address.port else ""),
+                ),
+            )
+        if address.port is not None and address.var != "MEGASCALE_COORDINATOR_ADDRESS":
+            self._ports(pod, address, svc)
+
+    def _resolve(self, pod: model.Pod, host: str) -> tuple[str | None, Service | None]:
+        found = self.dns.resolve(host, pod.namespace)
+        if found:
+            return found
+        if host == "localhost":
+            return pod.ip, None
+        try:
+            literal = ipaddress.ip_address(host)
+        except ValueError:
+            return None, None
+        return (pod.ip if literal.is_loopback else str(literal)), None
+
+    def _diagnose(self, host: str, pod: model.Pod) -> tuple[str, str]:
+        """Why a name does not resolve: the Service, subdomain, hostname or selector to fix."""
+        labels = host.rstrip(".").split(".")
+        for suffix in (["svc", *CLUSTER_DOMAIN.split(".")], ["svc"]):
+            if len(labels) > len(suffix) and labels[-len(suffix) :] == suffix:
+                labels = labels[: -len(suffix)]
+                break
+        rank0 = self.rank0
+        named: tuple[str | None, str, str]  # (hostname, Service, namespace)
+        if (
+            len(labels) == 2
+            and labels[1] in self.objects.namespaces
+            and (pod.namespace, labels[1]) not in self.services
+        ):
+            named = (None, labels[0], labels[1])  # <svc>.<ns>
+        elif len(labels) == 2:
+            named = (labels[0], labels[1], pod.namespace)  # <host>.<svc>
+        elif len(labels) == 1:
+            named = (None, labels[0], pod.namespace)  # <svc>
+        elif len(labels) == 3:
+            named = (labels[0], labels[1], labels[2])
+        else:
+            return (
+                f"expected <hostname>.<service> (optionally .<namespace>.svc.{CLUSTER_DOMAIN})",
+                f"use {self._fqdn(rank0)}",
+            )
+        hostname, svc_name, ns = named
+        svc = self.services.get((ns, svc_name))
+        if svc is None:
+            return self._no_service(svc_name, ns)
+        if not svc.headless:
+            return (
+                f"Service '{svc_name}' ({svc.origin}) is not headless, so pods get no DNS names under it",
+                f"set clusterIP: None on Service '{svc_name}'",
+            )
+        target = self.dns.by_host.get((ns, hostname)) if hostname else rank0
+        if target is None:
+            return (
+                f"no pod in namespace '{ns}' has hostname '{hostname}' (this workload's pods are "
+                f"{self.pods[0].hostname} … {self.pods[-1].hostname})",
+                f"use rank 0's hostname: {self._fqdn(rank0)}",
+            )
+        if hostname and target.subdomain != svc_name:
+            now = f"subdomain '{target.subdomain}', not '{svc_name}'" if target.subdomain else "no subdomain"
+            fix = (
+                "set spec.network.enableDNSHostnames: true (the JobSet sets subdomain on its pods)"
+                if target.workload.startswith(("JobSet/", "TrainJob/"))
+                else f"set spec.template.spec.subdomain: {svc_name}"
+            )
+            return f"pod '{hostname}' has {now}, so it gets no DNS name under Service '{svc_name}'", fix
+        if not svc.selects(target):
+            return self._selector_mismatch(svc, target)
+        return f"Service '{svc_name}' selects no pod named '{hostname}'", f"use {self._fqdn(rank0)}"
+
+    def _no_service(self, svc_name: str, ns: str) -> tuple[str, str]:
+        rank0, jobset = self.rank0, self.id.startswith(("JobSet/", "TrainJob/"))
+        others = sorted(n for (n_ns, n) in self.services if n_ns == ns)
+        message = f"no Service named '{svc_name}' in namespace '{ns}'" + (
+            f" (Services there: {', '.join(others)})" if others else ""
+        )
+        if rank0.subdomain is None and jobset:
+            return (
+                f"{message}; the JobSet has spec.network.enableDNSHostnames: false, "
+                "so it creates no Service and its pods have no subdomain",
+                "set spec.network.enableDNSHostnames: true",
+            )
+        fix = (
+            f"add a headless Service '{svc_name}' (clusterIP: None, publishNotReadyAddresses: true) "
+            f"in namespace '{ns}' selecting the pods"
+        )
+        if rank0.subdomain is None:
+            return (
+                f"{message}, and the pods have no subdomain",
+                f"{fix}, and set spec.template.spec.subdomain: {svc_name}",
+            )
+        if rank0.subdomain != svc_name:
+            return (
+                f"{message}; the pods' subdomain is '{rank0.subdomain}'",
+                f"address rank 0 as {self._fqdn(rank0)}, or {fix}",
+            )
+        return message, fix
+
+    @staticmethod
+    def _selector_mismatch(svc: Service, pod: model.Pod) -> tuple[str, str]:
+        key = JS_NAME if JS_NAME in pod.labels else JOB_NAME
+        suggestion = f"{{{key}: {pod.labels[key]}}}"
+        if not svc.selector:
+            return (
+                f"Service '{svc.name}' has no selector, so it selects no pods",
+                f"set spec.selector on Service '{svc.name}' to {suggestion}",
+            )
+        diff = ", ".join(
+            f"{k}: {v!r} vs pod's {pod.labels.get(k, '<absent>')!r}"
+            for k, v in svc.selector.items()
+            if pod.labels.get(k) != v
+        )
+        return (
+            f"Service '{svc.name}' selector {dict(svc.selector)} does not select pod '{pod.hostname}' ({diff})",
+            f"set the Service selector to {suggestion}",
+        )
+
+    # --- ports --------------------------------------------------------------------------
+    def _ports(self, pod: model.Pod, address: Address, svc: Service | None) -> None:
+        port = address.port
+        bind = pod.env.get("JAX_COORDINATOR_BIND_ADDRESS")
+        if bind and split_hostport(bind)[1] != port:
+            self.findings.add(
+                "bind-port",
+                lambda: Problem(
+                    self._path(pod, "JAX_COORDINATOR_BIND_ADDRESS"),
+                    bind,
+                    f"rank 0 binds the coordinator on port {split_hostport(bind)[1]} "
+                    f"but processes connect to {address.raw}",
+                    f"use the same port in both, e.g. [::]:{port}",
+                ),
+            )
+        if self.rank0.container_ports and port not in self.rank0.container_ports:
+            self.findings.add(
+                "container-port",
+                lambda: Problem(
+                    f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} ports",
+                    list(self.rank0.container_ports),
+                    f"the coordinator listens on port {port} ({address.var}) "
+                    f"but rank 0's container declares only {list(self.rank0.container_ports)}",
+                    f"declare containerPort {port} or use one of the declared ports in {address.var}",
+                ),
+            )
+        if svc is not None and svc.ports and not any(port in (p, t) for p, t in svc.ports):
+            self.findings.add(
+                "service-port",
+                lambda: Problem(
+                    f"{svc.origin} ports",
+                    [p for p, _ in svc.ports],
+                    f"Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} "
+                    f"but not the coordinator port {port} ({address.var})",
+                    f"add port {port} (targetPort {port}) to Service '{svc.name}' or fix the port in {address.var}",
+                ),
+            )
+
+    # --- counts and ranks ---------------------------------------------------------------
+    def counts(self) -> None:
+        n = len(self.pods)
+        for pod in self.pods:
+            found = count_of(pod)
+            if found and found[1] != n:
+                source, _, raw = found
+                self.findings.add(
+                    f"count|{source}",
+                    lambda p=pod, s=source, r=raw: Problem(  # type: ignore[misc]  # python/mypy#15459
+                        self._path(p, s),
+                        r,
+                        f"the process count is {r} but the workload has {n} pods",
+                        f"set {s} to {n}"
+                        if s in ("JAX_NUM_PROCESSES", "NUM_PROCESSES")
+                        else "make the slices match the pods",
+                    ),
+                )
+
+    def ranks(self) -> None:
+        n = len(self.pods)
+        found = list(zip(self.pods, self.rank_of))
+        # A rank an entrypoint wrapper exports is known when it runs: the probe checks it then.
+        missing = [pod for pod, r in found if r is None and not pod.exports("JAX_PROCESS_ID")]
+        if missing and (n > 1 or len(missing) < n) and self.contract:
+            pod = missing[0]
+            several_jobs = self.pods[-1].job_index > 0
+            missing_fix = (
+                "set JAX_PROCESS_ID from a fieldRef to metadata.annotations['batch.kubernetes.io/job-completion-index']"
+                + (" plus job-index x pods per Job (compute it in the command)" if several_jobs else "")
+            )
+            tpu = (
+                " (GKE injects the TPU env only into pods of an Indexed Job with a subdomain and parallelism > 1)"
+                if pod.accelerator == "tpu"
+                else ""
+            )
+            self.findings.add(
+                "rank-missing",
+                lambda: Problem(
+                    self._path(pod, "JAX_PROCESS_ID"),
+                    None,
+                    "rank env missing: neither JAX_PROCESS_ID nor the TPU detector env "
+                    "(TPU_WORKER_ID + TPU_WORKER_HOSTNAMES) is set "
+                    f"on {len(missing)} of {n} pods, so JAX cannot know this process's rank{tpu}",
+                    missing_fix,
+                ),
+            )
+        ranks: dict[int, list[model.Pod]] = {}
+        for pod, r in found:
+            if r is None:
+                continue
+            source, rank, raw = r
+            if rank is None:
+                hint, fix = _appended_hint(raw)
+                self.findings.add(
+                    f"rank-not-int|{source}",
+                    lambda p=pod, s=source, v=raw, h=hint, f=fix: Problem(  # type: ignore[misc]  # python/mypy#15459
+                        self._path(p, s),
+                        v,
+                        f"the rank is not an integer after resolution{h}",
+                        f
+                        or "use valueFrom.fieldRef.fieldPath: "
+                        "metadata.annotations['batch.kubernetes.io/job-completion-index']",
+                    ),
+                )
+                continue
+            ranks.setdefault(rank, []).append(pod)
+        if not ranks:
+            return
+        source = next(r[0] for _, r in found if r)
+        dupes = {r: ps for r, ps in ranks.items() if len(ps) > 1}
+        if dupes:
+            dup, ps = min(dupes.items())
+            self.findings.add(
+                "rank-dup",
+                lambda: Problem(
+                    f"{self.id} env {source}",
+                    dup,
+                    f"rank {dup} is used by {len(ps)} pods "
+                    f"({ps[0].hostname}, {ps[1].hostname}{', …' if len(ps) > 2 else ''}); "
+                    f"{len(dupes)} ranks are duplicated in all",
+                    "ranks must be distinct: for a JobSet with several Jobs, "
+                    "add job-index x pods per Job to the completion index",
+                ),
+            )
+        gaps = sorted(set(range(n)) - set(ranks))
+        extra = sorted(r for r in ranks if not 0 <= r < n)
+        if gaps or extra:
+            self.findings.add(
+                "rank-cover",
+                lambda: Problem(
+                    f"{self.id} env {source}",
+                    (gaps or extra)[:5],
+                    f"ranks must cover 0..{n - 1} exactly: missing {gaps[:5]}{'…' if len(gaps) > 5 else ''}, "
+                    f"out of range {extra[:5]}",
+                    f"derive the rank from the completion index so that {n} pods get 0..{n - 1}",
+                ),
+            )

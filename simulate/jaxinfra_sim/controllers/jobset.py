@@ -1,0 +1,278 @@
+"""The JobSet controller and webhooks: one Indexed Job per replicatedJob replica, named
+`<jobset>-<replicatedJob>-<index>`, the labels and annotations it stamps on Jobs and pods, the
+headless Service it creates, and failurePolicy.maxRestarts.
+
+Source: kubernetes-sigs/jobset @ 08dfbdfd (the commit of jaxinfra/schemas/README.md):
+pkg/controllers/jobset_controller.go (constructJob, labelAndAnnotateObject,
+createHeadlessSvcIfNecessary, GetSubdomain, globalJobIndex, jobHashKey), volume_claim_policy.go,
+pkg/webhooks/jobset_webhook.go (Default), pkg/webhooks/pod_webhook.go (Default),
+api/jobset/v1alpha2/jobset_types.go (label keys, kubebuilder defaults).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from collections.abc import Mapping
+
+from jaxinfra.errors import Problem
+from jaxinfra_sim import model
+from jaxinfra_sim.controllers.base import (
+    SUPPORTED,
+    ChildJob,
+    Draft,
+    counts,
+    positions,
+    reference,
+    restart_policy,
+)
+from jaxinfra_sim.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
+
+JS = "jobset.sigs.k8s.io/"
+JS_NAME, JS_UID, JS_RJOB, JS_RJOB_REPLICAS = (
+    JS + "jobset-name",
+    JS + "jobset-uid",
+    JS + "replicatedjob-name",
+    JS + "replicatedjob-replicas",
+)
+JS_GLOBAL_REPLICAS, JS_JOB_INDEX, JS_JOB_GLOBAL_INDEX, JS_JOB_KEY = (
+    JS + "global-replicas",
+    JS + "job-index",
+    JS + "job-global-index",
+    JS + "job-key",
+)
+JS_RESTART, JS_GROUP, JS_GROUP_REPLICAS, JS_GROUP_INDEX = (
+    JS + "restart-attempt",
+    JS + "group-name",
+    JS + "group-replicas",
+    JS + "job-group-index",
+)
+JS_COORDINATOR, JS_PRIORITY = JS + "coordinator", JS + "priority"
+JS_EXCLUSIVE, JS_NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/exclusive-topology", "alpha.jobset.sigs.k8s.io/node-selector"
+
+
+def _jobset_stamp(
+    js: Mapping,
+    uid: str,
+    rjob: Mapping,
+    job_index: int,
+    global_index: int,
+    group_index: int,
+    group_replicas: int,
+    global_replicas: int,
+    restarts: int,
+) -> dict[str, str]:
+    """The keys labelAndAnnotateObject puts on child Jobs and their pods (as labels and as annotations)."""
+    ns, name, rjob_name = namespace_of(js), meta(js).get("name", ""), rjob.get("name", "")
+    job_name = f"{name}-{rjob_name}-{job_index}"
+    stamp = {
+        JS_NAME: name,
+        JS_UID: uid,
+        JS_RJOB: rjob_name,
+        JS_RESTART: str(restarts),
+        JS_RJOB_REPLICAS: str(to_int(rjob.get("replicas"), 1)),
+        JS_GLOBAL_REPLICAS: str(global_replicas),
+        JS_JOB_INDEX: str(job_index),
+        JS_JOB_KEY: hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
+        JS_JOB_GLOBAL_INDEX: str(global_index),
+        JS_GROUP: rjob.get("groupName") or "default",
+        JS_GROUP_REPLICAS: str(group_replicas),
+        JS_GROUP_INDEX: str(group_index),
+    }
+    coordinator = (js.get("spec") or {}).get("coordinator")
+    if coordinator:
+        stamp[JS_COORDINATOR] = (
+            f"{name}-{coordinator.get('replicatedJob')}-{to_int(coordinator.get('jobIndex'), 0)}-"
+            f"{to_int(coordinator.get('podIndex'), 0)}.{_jobset_subdomain(js)}"
+        )
+    return stamp
+
+
+def _jobset_subdomain(js: Mapping) -> str:
+    return ((js.get("spec") or {}).get("network") or {}).get("subdomain") or meta(js).get("name", "")
+
+
+def _jobset_exclusive(js: Mapping, rjob: Mapping) -> dict[str, str]:
+    """Exclusive-placement annotations copied from the JobSet or the replicatedJob template (annotations only)."""
+    out: dict[str, str] = {}
+    for source in (meta(js).get("annotations") or {}, meta(rjob.get("template") or {}).get("annotations") or {}):
+        if JS_EXCLUSIVE in source:
+            out[JS_EXCLUSIVE] = source[JS_EXCLUSIVE]
+            if JS_NODE_SELECTOR in source:
+                out[JS_NODE_SELECTOR] = source[JS_NODE_SELECTOR]
+    return out
+
+
+def _priority(pod_spec: Mapping, objects: Objects) -> str:
+    """spec.priority as the Priority admission plugin resolves it (0 without a known class)."""
+    if isinstance(pod_spec.get("priority"), int):
+        return str(pod_spec["priority"])
+    return str(objects.priority_classes.get(pod_spec.get("priorityClassName") or "", 0))
+
+
+def _claim_templates(spec: Mapping) -> list[str]:
+    """The names of the JobSet's volumeClaimPolicies templates: one PVC `<template>-<jobset>` each
+    (volume_claim_policy.go createPVCsIfNecessary, GeneratePVCName)."""
+    return [
+        str((t.get("metadata") or {}).get("name", ""))
+        for policy in spec.get("volumeClaimPolicies") or []
+        for t in policy.get("templates") or []
+    ]
+
+
+def _with_claims(pod_spec: dict, templates: list[str], jobset: str) -> dict:
+    """The pod spec with a volume for each claim template one of its containers (or init containers) mounts, as the
+    controller adds them to each child Job (volume_claim_policy.go addVolumes, hasVolumeMount)."""
+    mounted = {
+        str(m.get("name"))
+        for key in ("containers", "initContainers")
+        for c in pod_spec.get(key) or []
+        for m in c.get("volumeMounts") or []
+    }
+    added = [{"name": t, "persistentVolumeClaim": {"claimName": f"{t}-{jobset}"}} for t in templates if t in mounted]
+    return {**pod_spec, "volumes": [*(pod_spec.get("volumes") or []), *added]} if added else pod_spec
+
+
+def _positions(jobs: list[ChildJob]) -> list[tuple[str, tuple[int, ...]]]:
+    """Each child Job's replicatedJob and its pods' positions in the workload (`base.positions`)."""
+    return [(job.pod_labels.get(JS_RJOB, ""), pods) for job, pods in positions(jobs)]
+
+
+def _gates(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> tuple[model.Gate, ...]:
+    """When each replicatedJob's Jobs are created (jobset_controller.go reconcile, depends_on.go
+    dependencyReachedStatus, startup_policy.go allReplicasStarted): with `dependsOn`, once every Job of each
+    replicatedJob it names is Complete (succeeded) or Ready (its ready and succeeded pods reach its parallelism, or it
+    failed); with `startupPolicy: InOrder`, once every Job of the replicatedJob before it is Ready, in order. The
+    webhook has already refused a dependsOn that names no earlier replicatedJob."""
+    by_rjob: dict[str, list[tuple[int, ...]]] = {}
+    for rjob, pods in _positions(jobs):
+        by_rjob.setdefault(rjob, []).append(pods)
+    gates = []
+    in_order = (spec.get("startupPolicy") or {}).get("startupPolicyOrder") == "InOrder"
+    names = [str(r.get("name", "")) for r in rjobs]
+    for i, r in enumerate(rjobs):
+        pods = tuple(p for job in by_rjob.get(names[i], []) for p in job)
+        for dep in r.get("dependsOn") or []:
+            name, status = str(dep.get("name", "")), str(dep.get("status", ""))
+            gates.append(model.Gate(pods, tuple(by_rjob.get(name, [])), status, f"dependsOn {name}: {status}"))
+        if in_order and i:
+            before = tuple(by_rjob.get(names[i - 1], []))
+            gates.append(model.Gate(pods, before, "Ready", f"startupPolicy InOrder: after {names[i - 1]} is Ready"))
+    return tuple(g for g in gates if g.pods)
+
+
+def _success_policy(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> model.Success | None:
+    """successPolicy (webhook default: operator All over every replicatedJob): the JobSet completes once Any one
+    child Job of the target replicatedJobs has completed, or All of them (success_policy.go:
+    jobMatchesSuccessPolicy, numJobsExpectedToSucceed); None where that is every pod of every Job, the runner's
+    own rule. Each child Job's pods are its positions in the workload: placed Job by Job, in `jobs` order."""
+    policy = spec.get("successPolicy") or {}
+    operator, targets = policy.get("operator") or "All", [str(t) for t in policy.get("targetReplicatedJobs") or []]
+    names = [str(r.get("name", "")) for r in rjobs]
+    if operator == "All" and (not targets or set(names) <= set(targets)):
+        return None
+    matched = tuple(pods for rjob, pods in _positions(jobs) if not targets or rjob in targets)
+    return model.Success(
+        matched,
+        1 if operator == "Any" else len(matched),
+        f"successPolicy {operator} of {', '.join(targets) if targets else 'every replicatedJob'}",
+    )
+
+
+def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
+    """A JobSet: one Indexed Job per replicatedJob replica, named `<js>-<rjob>-<jobIndex>`."""
+    spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
+    network = spec.get("network") or {}
+    dns = network.get("enableDNSHostnames", True) is not False  # webhook default: true
+    subdomain = _jobset_subdomain(obj) if dns else None
+    uid = meta(obj).get("uid") or fake_uid("JobSet", ns, name)  # once: a JobSet may stamp a million child Jobs
+    rjobs = spec.get("replicatedJobs") or []
+    replicas = [to_int(r.get("replicas"), 1) for r in rjobs]
+    groups: Counter[str] = Counter()
+    for r, n in zip(rjobs, replicas):
+        groups[r.get("groupName") or "default"] += n
+    jobs: list[ChildJob] = []
+    problems: list[Problem] = []
+    jax_problems: list[Problem] = []
+    seen_groups: Counter[str] = Counter()
+    claim_templates = _claim_templates(spec)
+    for r, n in zip(rjobs, replicas):
+        job_spec = (r.get("template") or {}).get("spec") or {}
+        mode = job_spec.get("completionMode", "Indexed")  # webhook default: Indexed
+        where = f"{oid(obj)} replicatedJobs[{r.get('name')}]"
+        if mode != "Indexed":
+            return Problem(
+                where,
+                f"completionMode: {mode}",
+                f"NonIndexed child Jobs have no stable hostnames or ranks; supported: {SUPPORTED}",
+                "remove completionMode (JobSet defaults it to Indexed)",
+            )
+        completions, parallelism, count_problems, not_jax = counts(job_spec, f"{where}.template.spec")
+        problems += count_problems
+        jax_problems += not_jax
+        pod_template = job_spec.get("template") or {}
+        pod_spec = _with_claims(dict(pod_template.get("spec") or {}), claim_templates, name)
+        group = r.get("groupName") or "default"
+        for j in range(n):
+            stamp = _jobset_stamp(
+                obj, uid, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas), objects.restarts
+            )
+            seen_groups[group] += 1
+            labels = {**strings(meta(pod_template).get("labels")), **stamp}
+            annotations = {**strings(meta(pod_template).get("annotations")), **stamp, **_jobset_exclusive(obj, r)}
+            if JS_NODE_SELECTOR not in annotations:  # pod webhook: priority label
+                labels[JS_PRIORITY] = _priority(pod_spec, objects)
+            child = f"{name}-{r.get('name', '')}-{j}"
+            jobs.append(
+                ChildJob(
+                    child,
+                    fake_uid("Job", ns, child),
+                    j,
+                    completions,
+                    parallelism,
+                    labels,
+                    annotations,
+                    pod_spec,
+                    subdomain if dns else pod_spec.get("subdomain"),
+                    job_spec.get("backoffLimitPerIndex") is not None,
+                )
+            )
+    services = []
+    if (
+        subdomain is not None
+    ):  # enableDNSHostnames; createHeadlessSvcIfNecessary: only when no Service of that name exists in the namespace
+        services.append(
+            Service(
+                ns,
+                subdomain,
+                {JS_NAME: name},
+                True,
+                network.get("publishNotReadyAddresses", True) is not False,
+                (),
+                f"JobSet/{ns}/{name} (headless Service created by the JobSet controller)",
+            )
+        )
+    success = _success_policy(spec, rjobs, jobs)
+    failure = spec.get("failurePolicy") or {}
+    restart = model.RestartPolicy(
+        "jobset",
+        max_restarts=to_int(failure.get("maxRestarts"), 0),
+        jobset_rules=tuple(failure.get("rules") or ()),
+        child_jobs=tuple(
+            (str(r.get("name", "")), restart_policy((r.get("template") or {}).get("spec") or {})) for r in rjobs
+        ),
+    )
+    return Draft(
+        "JobSet",
+        ns,
+        name,
+        jobs,
+        restart,
+        services,
+        problems,
+        reference(obj, uid),
+        success=(success,) if success is not None else (),
+        gates=_gates(spec, rjobs, jobs),
+        claims=tuple((ns, f"{t}-{name}") for t in claim_templates),
+        jax_problems=jax_problems,
+    )

@@ -1,0 +1,207 @@
+"""The Kubeflow Trainer v2 for a TrainJob: the TrainJob plus its (Cluster)TrainingRuntime become
+the JobSet `<trainjob>` the Trainer would create, which the JobSet controller then runs. Only the
+runtime's `trainer` step (the replicatedJob labelled `trainer.kubeflow.org/trainjob-ancestor-step:
+trainer`) is simulated; initializer steps are left out.
+
+Source: kubeflow/trainer @ 8c0f5059 (the TrainJob CRD's commit): pkg/runtime/framework/plugins/
+jax/jax.go (EnforceMLPolicy), jobset/jobset.go (syncPodNetwork, syncParallelCount, Build),
+jobset/builder.go (Trainer), pkg/runtime/core/trainingruntime.go (newRuntimeInfo, runtimePatches),
+clustertrainingruntime.go, pkg/apply/apply.go (upsert = replace by name in place, else append),
+pkg/constants/constants.go, manifests/base/runtimes/jax_distributed.yaml.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from jaxinfra.admission.webhooks import jobset_default
+from jaxinfra.errors import Problem
+from jaxinfra_sim.controllers.base import Draft
+from jaxinfra_sim.controllers.job import COMPLETION_INDEX
+from jaxinfra_sim.controllers.jobset import jobset
+from jaxinfra_sim.inputs import JOBSET_API, UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
+
+# Trainer v2 (pkg/constants/constants.go).
+TRAINER_ANCESTOR, TRAINER_STEP, TRAINER_NODE, TRAINER_PORT = (
+    "trainer.kubeflow.org/trainjob-ancestor-step",
+    "trainer",
+    "node",
+    29500,
+)
+_UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
+
+
+def _upsert(items: list, item: Mapping, key: str = "name") -> None:
+    """Trainer's apply.Upsert*: replace the entry with the same key in place, else append."""
+    for i, existing in enumerate(items):
+        if existing.get(key) == item.get(key):
+            items[i] = item
+            return
+    items.append(item)
+
+
+def _strategic_merge(base: Any, patch: Any) -> Any:
+    """A strategic merge patch as far as runtimePatches use it: maps merge recursively (null deletes), lists of
+    named objects (replicatedJobs, containers, env, volumes) merge by name, other lists are replaced."""
+    if isinstance(base, Mapping) and isinstance(patch, Mapping):
+        out = dict(base)
+        for k, v in patch.items():
+            if v is None:
+                out.pop(k, None)
+            else:
+                out[k] = _strategic_merge(base.get(k), v)
+        return out
+    if (
+        isinstance(base, list)
+        and isinstance(patch, list)
+        and all(isinstance(x, Mapping) and "name" in x for x in base + patch)
+    ):
+        items = list(base)
+        for item in patch:
+            i = next((i for i, x in enumerate(items) if x["name"] == item["name"]), None)
+            if i is None:
+                items.append(item)
+            else:
+                items[i] = _strategic_merge(items[i], item)
+        return items
+    return copy.deepcopy(patch)
+
+
+def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
+    """A Trainer v2 TrainJob: the JobSet `<trainjob>` the Trainer builds from its runtime, run by the JobSet
+    emulation."""
+    spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
+    ref = spec.get("runtimeRef") or {}
+    kind, runtime_name = ref.get("kind") or "ClusterTrainingRuntime", ref.get("name", "")  # CRD default kind
+    where = f"{oid(obj)} spec.runtimeRef"
+    if (
+        kind not in ("ClusterTrainingRuntime", "TrainingRuntime")
+        or (ref.get("apiGroup") or "trainer.kubeflow.org") != "trainer.kubeflow.org"
+    ):
+        return Problem(
+            where,
+            ref,
+            f"runtimeRef must name a ClusterTrainingRuntime or TrainingRuntime of trainer.kubeflow.org, not {kind}",
+            "set runtimeRef.kind: ClusterTrainingRuntime (or TrainingRuntime)",
+        )
+    runtime = objects.runtime(kind, ns, runtime_name)
+    if runtime is None:
+        scope = f" in namespace '{ns}'" if kind == "TrainingRuntime" else ""
+        known = sorted(
+            {n for (k, k_ns, n) in objects.runtimes if k == kind and k_ns == (ns if kind == "TrainingRuntime" else "")}
+            | ({UPSTREAM_RUNTIME} if kind == "ClusterTrainingRuntime" else set())
+        )
+        said = (  # the Trainer's own message
+            "not found ClusterTrainingRuntime specified in TrainJob"
+            if scope == ""
+            else "TrainingRuntime specified in TrainJob is not found"
+        )
+        return Problem(
+            where,
+            runtime_name,
+            f"{kind} '{runtime_name}'{scope} is neither in the manifests nor the upstream '{UPSTREAM_RUNTIME}': "
+            f"the Trainer creates nothing for this TrainJob ({said})",
+            f"reference one of {known}, or add the {kind} to the manifests",
+        )
+    rt_spec = runtime.get("spec") or {}
+    ml = rt_spec.get("mlPolicy") or {}
+    rt_where = f"{oid(runtime)} spec"
+    other = [p for p in _UNSUPPORTED_POLICIES if p in ml]
+    if other:
+        return Problem(
+            f"{rt_where}.mlPolicy",
+            sorted(ml),
+            f"mlPolicy.{other[0]} is not a JAX runtime; the simulator emulates the JAX plugin (and no ML policy)",
+            "reference a runtime with mlPolicy.jax, e.g. the upstream 'jax-distributed'",
+        )
+    template = copy.deepcopy(dict(rt_spec.get("template") or {}))
+    rt_meta = dict(template.get("metadata") or {})
+    js_spec = dict(template.get("spec") or {})
+    for patch in spec.get("runtimePatches") or []:  # newRuntimeInfo: labels/annotations, then the spec
+        patched = ((patch or {}).get("trainingRuntimeSpec") or {}).get("template") or {}
+        for part in ("labels", "annotations"):
+            rt_meta[part] = {**(rt_meta.get(part) or {}), **((patched.get("metadata") or {}).get(part) or {})}
+        if patched.get("spec"):
+            order = [r.get("name") for r in js_spec.get("replicatedJobs") or []]
+            js_spec = _strategic_merge(js_spec, patched["spec"])
+            js_spec["replicatedJobs"] = sorted(
+                js_spec.get("replicatedJobs") or [],
+                key=lambda r: order.index(r.get("name")) if r.get("name") in order else len(order),
+            )
+    trainer = spec.get("trainer") or {}
+    trainer_jobs = [
+        r
+        for r in js_spec.get("replicatedJobs") or []
+        if (meta(r.get("template") or {}).get("labels") or {}).get(TRAINER_ANCESTOR) == TRAINER_STEP
+    ]
+    if not trainer_jobs:
+        return Problem(
+            f"{rt_where}.template.spec.replicatedJobs",
+            [r.get("name") for r in js_spec.get("replicatedJobs") or []],
+            f"no replicatedJob is labelled {TRAINER_ANCESTOR}: {TRAINER_STEP}, "
+            "so the Trainer applies nothing of the TrainJob",
+            f"label the training replicatedJob's template {TRAINER_ANCESTOR}: {TRAINER_STEP}",
+        )
+    problems: list[Problem] = []
+    count = to_int(trainer.get("numNodes"), to_int(ml.get("numNodes"), 1) if ml else 1)
+    for rjob in trainer_jobs:
+        rjob["replicas"] = 1  # builder.Trainer: one Job per trainer step
+        job_spec = rjob.setdefault("template", {}).setdefault("spec", {})
+        job_spec["parallelism"] = job_spec["completions"] = count  # syncParallelCount
+        pod_spec = job_spec.setdefault("template", {}).setdefault("spec", {})
+        node = next((c for c in pod_spec.get("containers") or [] if c.get("name") == TRAINER_NODE), None)
+        if node is None:
+            problems.append(
+                Problem(
+                    f"{rt_where}.template.spec.replicatedJobs[{rjob.get('name')}] containers",
+                    [c.get("name") for c in pod_spec.get("containers") or []],
+                    f"no container named '{TRAINER_NODE}': the Trainer applies the TrainJob's image, command, env, "
+                    "resources and the JAX env only to that container",
+                    f"name the training container '{TRAINER_NODE}'",
+                )
+            )
+            continue
+        if trainer.get("resourcesPerNode"):  # newRuntimeInfo: merged per resource name
+            res, extra = node.setdefault("resources", {}), trainer["resourcesPerNode"]
+            for part in ("limits", "requests"):
+                if extra.get(part):
+                    res[part] = {**(res.get(part) or {}), **extra[part]}
+        env = node.setdefault("env", [])
+        if "jax" in ml:  # JAX plugin: EnforceMLPolicy
+            for item in (
+                {"name": "JAX_NUM_PROCESSES", "value": str(count)},
+                {
+                    "name": "JAX_PROCESS_ID",
+                    "valueFrom": {"fieldRef": {"fieldPath": f"metadata.annotations['{COMPLETION_INDEX}']"}},
+                },
+                {"name": "JAX_COORDINATOR_ADDRESS", "value": f"{name}-{TRAINER_NODE}-0-0.{name}:{TRAINER_PORT}"},
+            ):
+                _upsert(env, item)
+            ports = node.setdefault("ports", [])
+            if not any(p.get("containerPort") == TRAINER_PORT for p in ports):
+                ports.append({"containerPort": TRAINER_PORT})
+        for key in ("image", "command", "args"):  # builder.Trainer
+            if trainer.get(key) is not None:
+                node[key] = copy.deepcopy(trainer[key])
+        for item in trainer.get("env") or []:
+            _upsert(env, copy.deepcopy(item))
+    built = {
+        "apiVersion": JOBSET_API,
+        "kind": "JobSet",
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "labels": rt_meta.get("labels") or {},
+            "annotations": rt_meta.get("annotations") or {},
+        },
+        "spec": {**js_spec, "replicatedJobs": trainer_jobs},
+    }
+    jobset_default(built)  # the Trainer creates it through the API server: JobSet's webhook defaults it
+    made = jobset(built, objects)
+    if isinstance(made, Problem):
+        return made
+    made.kind = "TrainJob"
+    made.problems[:0] = problems
+    return made

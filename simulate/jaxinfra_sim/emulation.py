@@ -1,0 +1,195 @@
+"""The emulated cluster: manifests in, `model.EmulatedCluster` out — every workload's pods as the
+controllers and the kubelet would start them, the DNS names the Services make resolvable, and
+every static contract problem.
+
+Data flows one way, each step in the module named for the component it emulates:
+`inputs` (the objects) -> `controllers/` (JobSet, Job, Training Operator v1, Trainer v2: which
+pods, named how) -> `platform/` (what GKE adds to TPU pods, `gke_tpu`; the Cloud Storage FUSE sidecar its
+webhook injects, `standins`) -> `kubelet` (env, command, devices) -> `dns` (what resolves) -> `contract`
+(would JAX find its group). The processes are then
+run by `engine` and `runner`, each pod inside its `sandbox`.
+
+The one deliberate difference from a cluster: pod names draw their random suffix from a seed,
+so runs are reproducible (a recreated pod still gets a new name).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from jaxinfra.admission.store import Store
+from jaxinfra.errors import Problem
+from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, model
+from jaxinfra_sim.dns import ClusterDns
+from jaxinfra_sim.errors import InvalidArgument
+from jaxinfra_sim.inputs import Objects, Service
+from jaxinfra_sim.platform import gcsfuse, gke_tpu
+
+API_PORT = 443
+"""The `kubernetes` Service's port, which every pod's env names (KUBERNETES_SERVICE_PORT)."""
+DEFAULT_API_HOST = "127.0.255.1"
+"""The API server's address when the caller names none (an address no pod is given)."""
+
+
+def _ip(ip_base: tuple[int, int], k: int) -> str:
+    """The k-th pod's loopback address: 127.b0.(b1 + k // 250).(k % 250 + 2), carrying into b0, never leaving 127/8."""
+    value = (127 << 24) + (ip_base[0] << 16) + ((ip_base[1] + k // 250) << 8) + k % 250 + 2
+    if value >= 128 << 24:
+        raise InvalidArgument(f"ip_base {ip_base} leaves no room for {k + 1} pods inside 127.0.0.0/8")
+    return str(ipaddress.IPv4Address(value))
+
+
+def _start_pods(
+    drafts: Sequence[controllers.Draft], objects: Objects, ip_base: tuple[int, int], api: tuple[str, int]
+) -> list[tuple[list[tuple[controllers.ChildJob, model.Pod]], list[tuple[str, Problem]]]]:
+    """Each draft's pods (with their Job) in global-index order, with the env problems the kubelet would hit; the
+    k-th pod of the whole call runs on node `sim-node-<k>` with the k-th address, so workloads never share one."""
+    out, k = [], 0
+    for draft in drafts:
+        placed: list[tuple[controllers.ChildJob, model.Pod]] = []
+        env_problems: list[tuple[str, Problem]] = []
+        for job in draft.jobs:
+            webhooked = gcsfuse.gcsfuse_webhook(job.pod_spec, job.pod_annotations)
+            job = job if webhooked is job.pod_spec else replace(job, pod_spec=webhooked)
+            token = admission.mounts_token(job.pod_spec, draft.namespace, objects)
+            for index in range(job.completions):
+                who = controllers.pod_identity(job, index, objects.recreated)
+                placed.append(
+                    (
+                        job,
+                        kubelet.start_pod(
+                            draft,
+                            job,
+                            who,
+                            index,
+                            len(placed),
+                            f"sim-node-{k}",
+                            _ip(ip_base, k),
+                            gke_tpu.pod_env(job, index),
+                            api,
+                            token,
+                            objects,
+                            env_problems,
+                        ),
+                    )
+                )
+                k += 1
+        out.append((placed, env_problems))
+    return out
+
+
+def _workload(
+    draft: controllers.Draft,
+    pods: list[model.Pod],
+    env_problems: list[tuple[str, Problem]],
+    dns: ClusterDns,
+    objects: Objects,
+    services: Mapping[tuple[str, str], Service],
+    check_all: bool,
+    store: Store,
+) -> model.Workload:
+    """The finished workload with its admission and static contract problems."""
+    checker = contract.Checker(draft.id, pods, dns, objects, services, check_all)
+    for job in draft.jobs[:1]:  # every Job of a workload shares the pod template's ServiceAccount
+        if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
+            checker.findings.add("service-account", problem)
+    checker.findings.extend(admission.pod_refusals(draft.id, draft.namespace, draft.jobs, store))
+    checker.findings.extend(env_problems)
+    queued = admission.kueue(
+        draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects
+    )
+    if queued is not None and not queued.admitted:
+        checker.findings.add(
+            "kueue",
+            lambda: Problem(
+                f"{draft.id} metadata.labels[{admission.QUEUE_LABEL}]",
+                draft.labels[admission.QUEUE_LABEL],
+                f"would stay suspended: {queued.note}",
+                queued.fix,
+            ),
+        )
+    if pods:
+        checker.coordinator()
+        checker.counts()
+        checker.ranks()
+    return model.Workload(
+        kind=draft.kind,
+        namespace=draft.namespace,
+        name=draft.name,
+        pods=tuple(pods),
+        groups=len(draft.jobs),
+        hosts_per_group=draft.jobs[0].completions if draft.jobs else 0,
+        chips_per_host=pods[0].devices if pods else 1,
+        restart=draft.restart,
+        problems=tuple(draft.problems + (draft.jax_problems if check_all else []) + checker.findings.problems()),
+        notes=((queued.note,) if queued is not None and queued.admitted else ())
+        + tuple(checker.notes.values())
+        + tuple(
+            f"{p.path} = {p.value}: --run-command runs its pods as the Job says; if they are one JAX group: {p.fix}"
+            for p in (() if check_all else draft.jax_problems)
+        ),
+        success=draft.success,
+        gates=draft.gates,
+        waves=_waves(draft),
+        suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
+    )
+
+
+def _waves(draft: controllers.Draft) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """Each Job whose parallelism is below its completions: its pods' positions and its parallelism."""
+    return tuple(
+        (pods, max(job.parallelism, 0))
+        for job, pods in controllers.positions(draft.jobs)
+        if job.parallelism < job.completions
+    )
+
+
+def emulate(
+    manifests: Sequence[Mapping],
+    ip_base: tuple[int, int] = (10, 0),
+    check_all: bool = True,
+    restarts: int = 0,
+    recreated: int = 0,
+    api: tuple[str, int] = (DEFAULT_API_HOST, API_PORT),
+    api_objects: bool = False,
+    before_pods: Callable[[Sequence[controllers.Draft]], None] | None = None,
+) -> model.EmulatedCluster:
+    """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
+    resolvable, and every admission and static contract problem, in manifest order (pods by global index, hosts
+    sorted).
+
+    `ip_base` picks the pods' loopback range (127.<b0>.<b1>.x upward) so concurrent simulations do not collide.
+    `check_all=False` (the containers' own commands run) does not require the coordinator and rank env;
+    what is set is still checked. `restarts`: how often the workloads have restarted (the JobSet
+    restart-attempt label and annotation, which pods may read through the downward API); `recreated`: how often
+    their pods were recreated (each time with new names). `api`: the API
+    server's address, which every container's env names. `api_objects`: also what the API server would hold.
+    `before_pods`: called with the controllers' drafts before any pod is made (the simulator's capacity check, which
+    a million-pod JobSet must meet before a million pod objects exist).
+    """
+    objects = Objects(restarts=restarts, recreated=recreated)
+    drafts, problems = controllers.drafts(manifests, objects)
+    if before_pods is not None:
+        before_pods(drafts)
+    services = dict(objects.services)
+    for draft in drafts:  # controller-created Services, only where none exists yet
+        for svc in draft.services:
+            services.setdefault((svc.namespace, svc.name), svc)
+    objects.claims.update(claim for draft in drafts for claim in draft.claims)  # before the kubelet looks for them
+    started = _start_pods(drafts, objects, ip_base, api)
+    dns = ClusterDns(services.values(), [p for placed, _ in started for _, p in placed])
+    store = Store(m for m in manifests if isinstance(m, Mapping))
+    workloads = tuple(
+        _workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all, store)
+        for d, (placed, env_problems) in zip(drafts, started)
+    )
+    served = (
+        apiview.api_objects(manifests, drafts, [placed for placed, _ in started], set(objects.services))
+        if api_objects
+        else ()
+    )
+    return model.EmulatedCluster(
+        workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()), objects=served
+    )

@@ -1,0 +1,226 @@
+"""The manifests as the API server would hold them: parsed, indexed by kind, namespace and name.
+
+Everything downstream reads objects through here: the workloads' controllers (`controllers/`),
+the kubelet (ConfigMaps and Secrets for env), the cluster DNS (Services). Also what a cluster has
+without the manifests: the `default` namespace, the system PriorityClasses, and the upstream
+`jax-distributed` ClusterTrainingRuntime that the Kubeflow Trainer installs
+(manifests/base/runtimes/jax_distributed.yaml at kubeflow/trainer@8c0f5059).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from jaxinfra import yamlio
+from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME
+from jaxinfra.errors import ManifestError
+from jaxinfra.quantity import parse as quantity
+from jaxinfra_sim import model
+
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+JOB_API = "batch/v1"
+JAXJOB_API = "kubeflow.org/v1"
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+UPSTREAM_RUNTIME = TRAINER_JAX_RUNTIME
+"""The ClusterTrainingRuntime installed with the Kubeflow Trainer, so present without the manifests."""
+
+# Kinds that create no pods; accepted silently (Services, ConfigMaps and Secrets are read).
+PASSIVE_KINDS = frozenset(
+    {
+        "Namespace",
+        "ServiceAccount",
+        "Service",
+        "ConfigMap",
+        "Secret",
+        "Role",
+        "RoleBinding",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "NetworkPolicy",
+        "PriorityClass",
+        # Kueue queueing objects (jaxinfra may emit them); they gate admission, not pod shape.
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+        "WorkloadPriorityClass",
+        "Topology",
+        # Trainer v2 runtimes: read by TrainJobs.
+        "TrainingRuntime",
+        "ClusterTrainingRuntime",
+        # Storage: what pods' volumes claim.
+        "PersistentVolumeClaim",
+        "PersistentVolume",
+        "StorageClass",
+    }
+)
+
+TPU, GPU = "google.com/tpu", "nvidia.com/gpu"
+
+
+def load_files(paths: Iterable[str | Path]) -> list[dict]:
+    """Every manifest of some multi-document YAML files; all unreadable files reported at once."""
+    manifests, problems = yamlio.read_manifests(paths)
+    if problems:
+        raise ManifestError(problems)
+    return manifests
+
+
+def meta(obj: Mapping) -> Mapping:
+    return obj.get("metadata") or {}
+
+
+def namespace_of(obj: Mapping) -> str:
+    return meta(obj).get("namespace") or "default"
+
+
+def oid(obj: Mapping) -> str:
+    """`Kind/namespace/name`: how problems and workloads name an object."""
+    return f"{obj.get('kind')}/{namespace_of(obj)}/{meta(obj).get('name')}"
+
+
+def fake_uid(*parts: str) -> str:
+    """A deterministic fake UID (metadata.uid is random upstream)."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, "jaxinfra-sim/" + "/".join(parts)))
+
+
+def b64(value: Any) -> str:
+    """A Secret's data value (base64); kept as written when it is not base64."""
+    try:
+        return base64.b64decode(str(value), validate=True).decode("utf-8", "replace")
+    except (binascii.Error, ValueError):
+        return str(value)
+
+
+def str_value(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+def strings(mapping: Mapping | None) -> dict[str, str]:
+    """Labels/annotations/data as the API stores them: string values."""
+    return {str(k): str_value(v) for k, v in (mapping or {}).items()}
+
+
+@dataclass(frozen=True)
+class Service:
+    """A Service as DNS sees it; `origin` says who creates it (the manifests or a controller)."""
+
+    namespace: str
+    name: str
+    selector: Mapping[str, str] | None
+    headless: bool
+    publish_not_ready: bool
+    ports: tuple[tuple[int, Any], ...]  # (port, targetPort)
+    origin: str
+    operator_owned: bool = False  # created by an operator with no setting for it (Training Operator v1)
+
+    def selects(self, pod: model.Pod) -> bool:
+        if not self.selector:
+            return False
+        return pod.namespace == self.namespace and all(pod.labels.get(k) == v for k, v in self.selector.items())
+
+
+def service_of(obj: Mapping) -> Service:
+    spec = obj.get("spec") or {}
+    ports = tuple((p.get("port"), p.get("targetPort", p.get("port"))) for p in spec.get("ports") or [])
+    selector = spec.get("selector")
+    return Service(
+        namespace_of(obj),
+        meta(obj).get("name", ""),
+        strings(selector) if selector else None,
+        spec.get("clusterIP") == "None",
+        bool(spec.get("publishNotReadyAddresses", False)),
+        ports,
+        oid(obj),
+    )
+
+
+@dataclass
+class Objects:
+    """The passive objects pods read: Services (DNS), ConfigMaps and Secrets (env), PriorityClasses,
+    ServiceAccounts (admission), Kueue's queues."""
+
+    services: dict[tuple[str, str], Service] = field(default_factory=dict)
+    config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    secrets: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
+    priority_classes: dict[str, int] = field(default_factory=lambda: dict(SYSTEM_PRIORITY_CLASSES))
+    namespaces: set[str] = field(default_factory=lambda: {"default"})
+    runtimes: dict[tuple[str, str, str], Mapping] = field(default_factory=dict)  # (kind, namespace or "", name)
+    service_accounts: dict[tuple[str, str], Mapping] = field(default_factory=dict)
+    namespace_labels: dict[str, dict[str, str]] = field(
+        default_factory=dict
+    )  # of the Namespace objects among the inputs
+    claims: set[tuple[str, str]] = field(default_factory=set)  # PersistentVolumeClaims
+    kueue: dict[tuple[str, str, str], Mapping] = field(
+        default_factory=dict
+    )  # (kind, namespace or "", name): Kueue's queues
+    restarts: int = 0  # JobSet status.restarts: stamped on its Jobs and pods
+    recreated: int = 0  # times the pods were recreated: each time, new pod names
+
+    def add(self, obj: Mapping) -> None:
+        kind, key = obj.get("kind"), (namespace_of(obj), meta(obj).get("name", ""))
+        self.namespaces.add(meta(obj).get("name", "") if kind == "Namespace" else key[0])
+        if kind == "Service":
+            self.services.setdefault(key, service_of(obj))
+        elif kind == "ConfigMap":
+            self.config_maps[key] = strings(obj.get("data"))
+        elif kind == "Secret":
+            data = {k: b64(v) for k, v in (obj.get("data") or {}).items()}
+            self.secrets[key] = data | strings(obj.get("stringData"))
+        elif kind == "ServiceAccount":
+            self.service_accounts[key] = obj
+        elif kind == "PersistentVolumeClaim":
+            self.claims.add(key)
+        elif kind == "Namespace":
+            self.namespace_labels[key[1]] = strings(meta(obj).get("labels"))
+        elif kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor") and str(obj.get("apiVersion", "")).startswith(
+            "kueue.x-k8s.io/"
+        ):
+            self.kueue[(kind, key[0] if kind == "LocalQueue" else "", key[1])] = obj
+        elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
+            self.priority_classes[key[1]] = obj["value"]
+        elif kind in ("TrainingRuntime", "ClusterTrainingRuntime") and obj.get("apiVersion") == TRAINER_API:
+            self.runtimes[(kind, key[0] if kind == "TrainingRuntime" else "", key[1])] = obj
+
+    def runtime(self, kind: str, namespace: str, name: str) -> Mapping | None:
+        """A TrainJob's runtimeRef: from the manifests, else the upstream `jax-distributed` ClusterTrainingRuntime."""
+        found = self.runtimes.get((kind, namespace if kind == "TrainingRuntime" else "", name))
+        if found is None and kind == "ClusterTrainingRuntime" and name == UPSTREAM_RUNTIME:
+            return upstream_runtime()
+        return found
+
+
+@lru_cache(maxsize=1)
+def upstream_runtime() -> Mapping:
+    """The upstream `jax-distributed` ClusterTrainingRuntime (package data, loaded on first use)."""
+    text = resources.files(__package__).joinpath("jax_distributed_runtime.yaml").read_text(encoding="utf-8")
+    [runtime] = yamlio.load(text)
+    return runtime
+
+
+def to_int(value: Any, default: int) -> int:
+    try:
+        return int(value) if value is not None else default
+    except (TypeError, ValueError):
+        return default
+
+
+def limit(container: Mapping, resource: str) -> Any:
+    """A container's limit for a resource, falling back to its request (extended resources need both equal)."""
+    res = container.get("resources") or {}
+    return (res.get("limits") or {}).get(resource, (res.get("requests") or {}).get(resource))
+
+
+def accelerator(container: Mapping) -> tuple[str, Any]:
+    for kind, resource in (("tpu", TPU), ("gpu", GPU)):
+        value = limit(container, resource)
+        if value is not None and quantity(value):
+            return kind, value
+    return "cpu", None

@@ -1,0 +1,417 @@
+"""The kubelet's prober: each container's startup, readiness and liveness probes, run as the kubelet runs them, and
+what their results decide (kubernetes/kubernetes @ 00421113 pkg/kubelet/prober/worker.go, prober.go; pkg/probe/exec,
+tcp, http).
+
+One worker per probe of a running container, ticking every periodSeconds from when its pod was created:
+- no probe before initialDelaySeconds have passed since the container started; readiness and liveness wait until
+  the startup probe (if any) has succeeded, which then stops;
+- a result counts once it came successThreshold (success) or failureThreshold (failure) times in a row; until then
+  the previous one stands: readiness starts as a failure, liveness as a success;
+- a liveness or startup failure that counts has the kubelet kill the container (its stop signal, then SIGKILL after
+  the probe's terminationGracePeriodSeconds, else the pod's) and restart it as the pod's restartPolicy says
+  (kuberuntime_manager.go computePodActions); the worker then holds until a new container runs.
+
+The handlers (pkg/probe):
+- exec: the command in the container itself, as containerd's ExecSync runs it: its namespaces (user, mount, UTS,
+  PID, the pod's network), its cgroup, its identity and capabilities, its env and working directory; success is
+  exit 0; past timeoutSeconds it is killed and fails;
+- tcpSocket: a TCP connection to host (default: the pod's IP) and port, made in the pods' network;
+- httpGet: GET scheme://host:port/path with httpHeaders (User-Agent kube-probe, Accept */*); a status from 200 to 399
+  succeeds (a redirect is not followed); HTTPS does not verify the certificate;
+- grpc is not run: a note says so, and the probe counts as passing.
+A named port is looked up among the container's ports; one it lacks is the kubelet's probe error, whose result is
+thrown away (worker.go doProbe): that probe never changes its result.
+
+Each probe runs in a process of its own, forked from the simulator (single-threaded, as setns(2) into a user
+namespace needs), so that no probe blocks the simulation; the simulator reaps it, or kills it at its timeout.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import http.client
+import os
+import signal
+import socket
+import ssl
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn, Protocol
+
+from jaxinfra_sim import model, sandbox
+
+MAX_OUTPUT = 10 * 1024
+"""How much of a probe's output the kubelet keeps (pkg/probe/exec maxReadLength, pkg/probe/http maxRespBodyLength)."""
+SUCCESS, FAILURE, UNKNOWN = "success", "failure", "unknown"
+INITIAL = {"readiness": FAILURE, "liveness": SUCCESS, "startup": UNKNOWN}
+"""Each kind's result before its first probe counts (worker.go newWorker initialValue)."""
+_PASSED, _FAILED, _ERROR = 0, 1, 2  # a probe process's exit status
+_POLL_S = 0.02
+
+
+Joins = tuple[Callable[[], None] | None, Callable[[], None] | None]
+"""A container's cgroup's `enter` and the pods' network's `join` (None: not there)."""
+USER_AGENT = "kube-probe/1.34"
+"""The kubelet's User-Agent for HTTP probes: kube-probe/<its major>.<minor> (pkg/probe/http/request.go)."""
+NAMESPACES = (("user", 0x10000000), ("mnt", 0x00020000), ("uts", 0x04000000), ("pid_for_children", 0x20000000))
+"""A container's namespaces a probe's command enters, in this order, from its shim (which holds them all: its PID
+namespace is the one its children are made in)."""
+
+
+class Target(Protocol):
+    """A container's process, as the runner keeps it."""
+
+    pid: int | None  # its shim's
+    pod: model.Pod  # the pod as the container sees it: its probes, security, named ports
+    cwd: Path | None  # its working directory, inside its root
+    env: Mapping[str, str]
+    group: Any  # its cgroup (`cgroups.PodGroup`: an exec probe's command joins it), None where there is none
+    reaped: bool
+    running: bool  # its sandbox is made and its program started
+    probed: dict[str, dict[str, Any]]
+    probe_failed: str | None
+
+    @property
+    def live(self) -> bool: ...
+
+    def request(self, signum: int) -> None: ...
+
+
+@dataclass(eq=False)
+class _Running:
+    pid: int
+    out: int
+    deadline: float
+    data: bytes = b""
+
+
+@dataclass(eq=False)
+class Worker:
+    """One probe of one container process (worker.go worker)."""
+
+    probe: model.Probe
+    target: Target
+    created: float  # when its pod was created (monotonic): its ticks count from there
+    started: float  # when its container started (monotonic)
+    result: str = ""
+    last: str | None = None  # the latest probe's own result
+    streak: int = 0  # how many times in a row `last` came
+    held: bool = False  # after a liveness or startup failure: no more probes of this container
+    tick: int = 0
+    running: _Running | None = None
+    failures: int = 0
+
+    def __post_init__(self) -> None:
+        self.result = INITIAL[self.probe.kind]
+
+    def due(self) -> float:
+        return self.created + self.tick * self.probe.period
+
+
+class Prober:
+    """Every probe worker of one attempt. `poll` runs those due and returns the containers whose liveness or startup
+    probe failed; `started` and `ready` are what the kubelet's status says of a container."""
+
+    def __init__(self, strategy: str, joins: Callable[[Target], Joins]):
+        """`strategy`: the sandbox's way in (`sandbox.preflight`); `joins`: what a probe process of a container
+        enters first, as the container did: its cgroup (exec only) and the pods' network."""
+        self.strategy = strategy
+        self.joins = joins
+        self.workers: list[Worker] = []
+
+    def watch(self, target: Target, created: float, started: float) -> None:
+        for probe in target.pod.probes:
+            target.probed[probe.kind] = {"handler": probe.handler, "result": INITIAL[probe.kind], "failures": 0}
+            if probe.action != "grpc":
+                self.workers.append(Worker(probe, target, created, started))
+            else:
+                target.probed[probe.kind].update(result=SUCCESS, note="grpc probes are not run here")
+
+    def _of(self, target: Target, kind: str) -> Worker | None:
+        return next((w for w in self.workers if w.target is target and w.probe.kind == kind), None)
+
+    def started(self, target: Target) -> bool:
+        """The container's `started`: running, and its startup probe (if any) succeeded."""
+        startup = self._of(target, "startup")
+        return target.live and (startup is None or startup.result == SUCCESS)
+
+    def ready(self, target: Target) -> bool:
+        """The container's `ready`: started, and its readiness probe (if any) succeeded (status_manager.go)."""
+        readiness = self._of(target, "readiness")
+        return self.started(target) and (readiness is None or readiness.result == SUCCESS)
+
+    def poll(self, now: float, wake: list[float]) -> list[Worker]:
+        """Reap the probes that ended, start those due; the workers whose liveness or startup failure counts now."""
+        failed = []
+        for w in self.workers:
+            if w.running is not None:
+                ended = _finish(w.running, now)
+                if ended is not None:
+                    w.running = None
+                    if self._count(w, *_outcome(w.probe, *ended)):
+                        failed.append(w)
+            if w.running is not None:
+                wake.append(min(w.running.deadline, now + _POLL_S))
+                continue
+            if not (w.target.live and w.target.running):
+                continue
+            while w.due() <= now:
+                w.tick += 1
+                if self._may_probe(w, now):
+                    w.running = self._spawn(w, now)
+                    wake.append(now + _POLL_S)
+                    break
+            if w.running is None:
+                wake.append(w.due())
+        return failed
+
+    def _may_probe(self, w: Worker, now: float) -> bool:
+        if w.held or int(now - w.started) < w.probe.initial_delay:
+            return False
+        if w.probe.kind == "startup":
+            return w.result != SUCCESS
+        return self.started(w.target)
+
+    def _count(self, w: Worker, outcome: str, message: str) -> bool:
+        """Record one probe's outcome (worker.go doProbe); True when it is a liveness or startup failure that counts."""
+        status = w.target.probed[w.probe.kind]
+        status["probes"] = status.get("probes", 0) + 1
+        if outcome == UNKNOWN:  # the kubelet's probe error: the result is thrown away
+            status["error"] = message
+            return False
+        w.streak = w.streak + 1 if outcome == w.last else 1
+        w.last = outcome
+        if outcome == FAILURE:
+            w.failures += 1
+            status.update(failures=w.failures, last_failure=message)
+        threshold = w.probe.failure_threshold if outcome == FAILURE else w.probe.success_threshold
+        if w.streak < threshold:
+            return False
+        w.result = status["result"] = outcome
+        if outcome == FAILURE and w.probe.kind in ("liveness", "startup"):
+            w.held, w.streak = True, 0
+            w.target.probe_failed = (
+                f"its {w.probe.kind} probe failed {w.probe.failure_threshold} time(s) in a row "
+                f"({w.probe.handler}: {message or 'no output'})"
+            )
+            return True
+        return False
+
+    def close(self) -> None:
+        """Kill and reap every probe still running: nothing outlives the attempt."""
+        for w in self.workers:
+            if w.running is not None:
+                _kill(w.running.pid)
+                os.waitpid(w.running.pid, 0)
+                os.close(w.running.out)
+                w.running = None
+
+    def _spawn(self, w: Worker, now: float) -> _Running | None:
+        """Fork the probe's process; None (the kubelet's probe error) where an exec probe has no sandbox to enter."""
+        joins = self.joins(w.target)
+        held = _namespaces(w.target) if w.probe.action == "exec" else []
+        if held is None:
+            w.target.probed[w.probe.kind]["error"] = "the container's sandbox is not there"
+            return None
+        r, wr = os.pipe()
+        try:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the probe's process
+                os.close(r)
+                _probe_process(w.probe, w.target, self.strategy, joins, held, wr)
+        finally:
+            os.close(wr)
+            for fd, _ in held:
+                os.close(fd)
+        os.set_blocking(r, False)
+        return _Running(pid, r, now + w.probe.timeout)
+
+
+def _finish(run: _Running, now: float) -> tuple[int | None, str] | None:
+    """(wait status, output) once the probe's process has ended (None for one killed at its timeout), else None."""
+    _read(run)
+    pid, status = os.waitpid(run.pid, os.WNOHANG)
+    if pid == 0 and now < run.deadline:
+        return None
+    if pid == 0:
+        _kill(run.pid)
+        os.waitpid(run.pid, 0)
+    _read(run)
+    os.close(run.out)
+    return (status if pid else None), run.data[:MAX_OUTPUT].decode("utf-8", "replace").strip()
+
+
+def _outcome(probe: model.Probe, status: int | None, text: str) -> tuple[str, str]:
+    if status is None:
+        return FAILURE, f"timed out after {probe.timeout} s"
+    code = os.waitstatus_to_exitcode(status)
+    return (SUCCESS if code == _PASSED else UNKNOWN if code == _ERROR else FAILURE), text
+
+
+def _read(run: _Running) -> None:
+    while True:
+        try:
+            chunk = os.read(run.out, 65536)
+        except BlockingIOError:
+            return
+        if not chunk:
+            return
+        if len(run.data) < MAX_OUTPUT:
+            run.data += chunk
+
+
+def _kill(pid: int) -> None:
+    """SIGKILL the probe's process group: its process and what it started (exec: the command in the container)."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+# --- in the probe's process ----------------------------------------------------------------------------------------
+
+
+def _namespaces(target: Target) -> list[tuple[int, int]] | None:
+    """The container's namespaces, opened from its shim while the simulator knows it lives (not reaped: its pid is
+    no one else's): (descriptor, setns flag) each. None where any is still this process's own — the sandbox not made
+    (an exec there would run on the machine): the `running` flag says it is made; this is checked regardless."""
+    held: list[tuple[int, int]] = []
+    try:
+        for name, flag in NAMESPACES:
+            held.append((os.open(f"/proc/{target.pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag))
+            own = os.stat(f"/proc/self/ns/{name.removesuffix('_for_children')}")
+            if os.fstat(held[-1][0]).st_ino == own.st_ino:
+                raise OSError("not its own")
+    except OSError:
+        for fd, _ in held:
+            os.close(fd)
+        return None
+    return held
+
+
+def _probe_process(
+    probe: model.Probe, target: Target, strategy: str, joins: Joins, held: list[tuple[int, int]], out: int
+) -> NoReturn:
+    """Run one probe and end with its outcome (_PASSED, _FAILED, _ERROR), its output on `out`."""
+    code = _ERROR
+    try:
+        os.setpgid(0, 0)
+        for fd in (1, 2):
+            os.dup2(out, fd)
+        os.close(out)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # fresh objects: nothing the simulator buffered
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        cgroup, network = joins
+        if probe.action == "exec":
+            code = _exec(probe, target, strategy, cgroup, network, held)
+        else:
+            if network is not None:
+                network()
+            host, port = probe.host or target.pod.ip, _port(probe, target.pod)
+            code = _tcp(host, port, probe.timeout) if probe.action == "tcpSocket" else _http(probe, host, port)
+    except _ProbeError as err:
+        print(err)
+    except BaseException as err:  # the kubelet's probe error: its result is thrown away
+        print(f"{type(err).__name__}: {err}")
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except BaseException:
+                pass
+        os._exit(code)
+
+
+class _ProbeError(Exception):
+    """The kubelet could not run the probe: its result is thrown away."""
+
+
+def _port(probe: model.Probe, pod: model.Pod) -> int:
+    """A probe's port: a number, or a name among its container's ports (probe.ResolveContainerPort)."""
+    if isinstance(probe.port, int):
+        return probe.port
+    if probe.port.isdigit():
+        return int(probe.port)
+    if probe.port in pod.named_ports:
+        return pod.named_ports[probe.port]
+    raise _ProbeError(f"couldn't find port {probe.port!r} among the container's ports")
+
+
+def _exec(
+    probe: model.Probe,
+    target: Target,
+    strategy: str,
+    cgroup: Callable[[], None] | None,
+    network: Callable[[], None] | None,
+    held: list[tuple[int, int]],
+) -> int:
+    """The command in the container (containerd's ExecSync, runc exec): its namespaces (`held`), cgroup, identity,
+    env and working directory; the command's exit 0 passes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if not probe.command:
+        raise _ProbeError("exec probe without a command")
+    for join in (cgroup, network):
+        if join is not None:
+            join()
+    keep = sorted({0, 1, 2, *(fd for fd, _ in held)})
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):  # nothing of the simulator's
+        os.closerange(low + 1, high)
+    for fd, flag in held:
+        if libc.setns(fd, flag) != 0:
+            raise _ProbeError(f"enter the container's namespaces: {os.strerror(ctypes.get_errno())}")
+        os.close(fd)
+    argv, env = list(probe.command), dict(target.env)
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the command, in the container's PID namespace
+        try:
+            os.chdir(str(target.cwd or "/"))
+            sandbox.become_user(libc, strategy, target.pod.security)
+            os.execvpe(argv[0], argv, env)
+        except OSError as err:  # as runc exec says it
+            print(
+                f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{argv[0]}": '
+                f"{err.strerror}"
+            )
+        finally:
+            os._exit(127)
+    _, status = os.waitpid(pid, 0)
+    return _PASSED if status == 0 else _FAILED
+
+
+def _tcp(host: str, port: int, timeout: int) -> int:
+    """pkg/probe/tcp DoTCPProbe: a connection that opens passes."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        print(f"dial tcp {host}:{port}: connect: {(err.strerror or str(err)).lower()}")
+        return _FAILED
+    return _PASSED
+
+
+def _http(probe: model.Probe, host: str, port: int) -> int:
+    """pkg/probe/http DoHTTPProbe: a status from 200 to 399 passes (redirects are not followed here)."""
+    url = f"{probe.scheme.lower()}://{host}:{port}{probe.path}"
+    conn: http.client.HTTPConnection = (
+        http.client.HTTPSConnection(host, port, timeout=probe.timeout, context=ssl._create_unverified_context())
+        if probe.scheme == "HTTPS"
+        else http.client.HTTPConnection(host, port, timeout=probe.timeout)
+    )
+    headers = {"User-Agent": USER_AGENT, "Accept": "*/*", **dict(probe.headers)}
+    try:
+        conn.request("GET", probe.path, headers=headers)
+        response = conn.getresponse()
+        body = response.read(MAX_OUTPUT).decode("utf-8", "replace")
+    except OSError as err:
+        print(f'Get "{url}": dial tcp {host}:{port}: connect: {(getattr(err, "strerror", None) or str(err)).lower()}')
+        return _FAILED
+    except http.client.HTTPException as err:
+        print(f'Get "{url}": {type(err).__name__}: {err}')
+        return _FAILED
+    finally:
+        conn.close()
+    if 200 <= response.status < 400:
+        return _PASSED
+    print(f"HTTP probe failed with statuscode: {response.status}" + (f": {body.strip()[:200]}" if body.strip() else ""))
+    return _FAILED

@@ -1,1 +1,0 @@
-"""jaxinfra.simulate: run synthesized (or any) JobSet / Indexed Job manifests as real JAX processes on the CPU."""
