@@ -32,9 +32,9 @@ app = typer.Typer(
 def _version(value: bool) -> None:
     """--version: its line, then exit (`jaxinfra.entry` answers it before typer loads; this lists it in --help)."""
     if value:
-        from jaxinfra.entry import version
+        from jaxinfra.init import version_line
 
-        print(version())
+        print(version_line())
         raise typer.Exit()
 
 

@@ -67,18 +67,6 @@ def _prefork(args: list[str]) -> Prefork | None:
     return Prefork(_warm_simulator, _simulate)
 
 
-def version() -> str:
-    """`jaxinfra --version`'s line: the installed distribution's version (no typer, no pydantic: it is instant)."""
-    from importlib import metadata
-
-    from jaxinfra.init import version
-
-    try:
-        return f"jaxinfra {version()}"
-    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "jaxinfra (version unknown: not installed)"
-
-
 def run(argv: list[str] | None) -> int:
     """Run the app on `argv` (default: this process's arguments); its exit status."""
     # Pydantic plugins observe validation for apps; this short-lived command needs none, and
@@ -87,7 +75,9 @@ def run(argv: list[str] | None) -> int:
     interrupts.install()
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["--version"]:
-        print(version())
+        from jaxinfra.init import version_line
+
+        print(version_line())
         return 0
     warm: list[Prefork] = []
 

@@ -50,6 +50,14 @@ def version() -> str:
     return metadata.version("jaxinfra")
 
 
+def version_line() -> str:
+    """`jaxinfra --version`'s line: the installed distribution's version (no typer, no pydantic: it is instant)."""
+    try:
+        return f"jaxinfra {version()}"
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return "jaxinfra (version unknown: not installed)"
+
+
 def render(template: str) -> dict[str, str]:
     """Every file of a new repository: path -> text. Pure: the same template and jaxinfra, the same bytes."""
     if template not in TEMPLATES:

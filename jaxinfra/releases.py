@@ -23,7 +23,7 @@ container-engine-accelerators commit.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -31,7 +31,9 @@ from jaxinfra import gpudirect
 from jaxinfra.admission.store import (
     TRAINER_JAX_RUNTIME as TRAINER_JAX_RUNTIME,
 )  # one name, read here by the Pulumi adapter
-from jaxinfra.plan import ClusterPlan
+
+if TYPE_CHECKING:  # the selection reads a plan; the data (read by the API server's front door) needs none
+    from jaxinfra.plan import ClusterPlan
 
 
 @dataclass(frozen=True)

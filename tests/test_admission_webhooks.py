@@ -12,7 +12,7 @@ import yaml
 
 from jaxinfra.admission import structural, webhooks
 from jaxinfra.admission.store import Finding, Store
-from jaxinfra.validate import crd_schema
+from jaxinfra.admission.schema import crd_schema
 
 pytestmark = pytest.mark.unit
 

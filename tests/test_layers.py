@@ -1,13 +1,15 @@
-"""The core's dependencies point one way (docs/design.md, "The core layers"): names -> backends -> spec -> plan ->
-render.
+"""The dependencies point one way (docs/design.md, "The core layers"): names -> backends -> spec -> plan -> render,
+and the simulator (`jaxinfra_sim`) beside them on the API server's front door, never on the model.
 
-Read from the source (every import, also inside functions; `if TYPE_CHECKING:` blocks are for
-readers of types only and are skipped), so a lazy import back up a layer fails here too.
+Read from the source (every import, also inside functions; `if TYPE_CHECKING:` blocks are for readers of types only
+and are skipped by the layer rules, but not by the cycle check), so a lazy import back up a layer fails here too;
+what each layer loads is checked transitively, and what the simulator loads also at run time, in a process of its own.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -222,3 +224,118 @@ def test_the_cycle_check_finds_one() -> None:
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
     assert module_graph(SIMULATE)["html"] >= {"runner", "trace"}
+
+
+# --- the whole graph: both distributions, every import, types too ---------------------------------------------------
+
+#: Each top-level import package -> its folder.
+TOP = {"jaxinfra": PACKAGE, "jaxinfra_sim": SIMULATE}
+#: Every module of both, dotted -> its file (a package is its `__init__`); the templates are data, never imported.
+MODULES_OF = {
+    ".".join((top, *path.relative_to(folder).with_suffix("").parts)).removesuffix(".__init__"): path
+    for top, folder in TOP.items()
+    for path in sorted(folder.rglob("*.py"))
+    if "templates" not in path.relative_to(folder).parts
+}
+
+
+def imported(path: Path, types: bool, lazy: bool = True) -> set[str]:
+    """The modules of `MODULES_OF` that the file imports (inside functions too when `lazy`; under `if TYPE_CHECKING:`
+    only when `types`): `from a.b import c` is the module a.b.c when there is one, else a.b (c is a name it defines)."""
+    found: set[str] = set()
+
+    def module(name: str) -> str | None:
+        while name and name not in MODULES_OF:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    def visit(node: ast.AST) -> None:
+        if not types and isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for child in node.orelse:
+                visit(child)
+            return
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.update(m for a in node.names if (m := module(f"{node.module}.{a.name}")))
+        elif isinstance(node, ast.Import):
+            found.update(m for a in node.names if (m := module(a.name)))
+        if lazy or not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for child in ast.iter_child_nodes(node):
+                visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+@functools.cache
+def graph(types: bool, lazy: bool = True) -> dict[str, set[str]]:
+    return {name: imported(path, types, lazy) - {name} for name, path in MODULES_OF.items()}
+
+
+def loads(start: str, edges: dict[str, set[str]], eager: dict[str, set[str]] | None = None) -> set[str]:
+    """Every module that importing `start` and running any of it can load: its imports' closure, functions' included.
+    Importing a module also runs the packages above it, but only their module-level code (`eager`'s edges): a
+    package's lazy names (`jaxinfra.manifests`) load the model only when called, which a lower layer never does."""
+    eager = graph(types=False, lazy=False) if eager is None else eager
+    seen: set[tuple[str, bool]] = set()  # (module, whether any of its functions may run)
+    todo = [(start, True)]
+    while todo:
+        name, whole = todo.pop()
+        if (name, whole) in seen or name not in MODULES_OF:
+            continue
+        seen.add((name, whole))
+        parents = [".".join(name.split(".")[:i]) for i in range(1, name.count(".") + 1)]
+        todo += [(m, whole) for m in (edges if whole else eager).get(name, ())] + [(m, False) for m in parents]
+    return {name for name, _ in seen}
+
+
+def test_no_module_imports_another_that_imports_it_back() -> None:
+    """No cycle anywhere in either distribution, at module level, type-only imports included: a cycle through
+    `if TYPE_CHECKING:` still means two modules know each other (the old backends <-> plan, kubelet <-> volumes)."""
+    found = cycle(graph(types=True))
+    assert not found, f"import cycle: {' -> '.join(found)}"
+
+
+def layer_of(module: str) -> str:
+    """The core layer a jaxinfra module belongs to: its top-level module or subpackage."""
+    return module.split(".")[1] if module.count(".") else module
+
+
+def allowed_closure(layer: str) -> set[str]:
+    """The layers `layer` may load, directly or through those it may import."""
+    seen, todo = set(), [layer]
+    while todo:
+        name = todo.pop()
+        if name not in seen:
+            seen.add(name)
+            todo += ALLOWED.get(name, set())
+    return seen
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_core_layers_load_only_the_layers_below_transitively(layer: str) -> None:
+    edges = graph(types=False)
+    starts = [m for m in MODULES_OF if m.startswith(f"jaxinfra.{layer}.") or m == f"jaxinfra.{layer}"]
+    loaded = {layer_of(m) for s in starts for m in loads(s, edges) if m.startswith("jaxinfra.")} - {"jaxinfra"}
+    assert loaded <= allowed_closure(layer), f"jaxinfra.{layer} loads {sorted(loaded - allowed_closure(layer))}"
+
+
+#: What the simulator must never load: jaxinfra's model (the layers that know what jaxinfra meant, not what the
+#: manifests say) and its adapters.
+THE_MODEL = {"spec", "plan", "render", "backends", "stack", "shadow", "explain", "cdk8s", "pulumi", "cli"}
+
+
+def test_the_simulator_never_loads_the_model_transitively() -> None:
+    edges = graph(types=False)
+    for start in (m for m in MODULES_OF if m.startswith("jaxinfra_sim")):
+        model = {layer_of(m) for m in loads(start, edges) if m.startswith("jaxinfra.")} & THE_MODEL
+        assert not model, f"{start} loads jaxinfra's {sorted(model)}"
+
+
+def test_the_transitive_check_follows_lazy_imports() -> None:
+    """The front door's lazy import of `releases` once pulled the plan into every simulation: the check sees such a
+    path (a function-level import, two steps away)."""
+    edges = {"jaxinfra.admission": {"jaxinfra.releases"}, "jaxinfra.releases": {"jaxinfra.plan"}}
+    assert "jaxinfra.plan" in loads("jaxinfra.admission", edges, eager={})
+    # ...while a package's lazy name (`jaxinfra.manifests` imports the plan when called) does not count for its modules
+    assert "jaxinfra.plan" not in loads("jaxinfra.errors", {"jaxinfra": {"jaxinfra.plan"}}, eager={"jaxinfra": set()})
+    assert imported(PACKAGE / "admission" / "__init__.py", types=False) >= {"jaxinfra.admission.schema"}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra import validate
+from jaxinfra.admission import schema as front_door_schema
 from jaxinfra.errors import ManifestError
 from jaxinfra.validate import K8S_VERSION, validate_files, validate_objects
 from jaxinfra.yamlio import load
@@ -394,8 +394,8 @@ def test_invalid_yaml_is_a_problem_naming_the_file(tmp_path: Path) -> None:
 
 def test_crd_index_matches_the_bundled_files() -> None:
     bundled = {f.name for f in files("jaxinfra.schemas").iterdir() if f.name.endswith(".yaml")}
-    assert bundled == set(validate._CRD_FILES.values())
-    for (group, kind), name in validate._CRD_FILES.items():
+    assert bundled == set(front_door_schema._CRD_FILES.values())
+    for (group, kind), name in front_door_schema._CRD_FILES.items():
         [crd] = load((files("jaxinfra.schemas") / name).read_text(encoding="utf-8"))  # libyaml: the files are large
         assert (crd["spec"]["group"], crd["spec"]["names"]["kind"]) == (group, kind)
 
@@ -414,7 +414,7 @@ def test_strict_transform() -> None:
             "port": {"x-kubernetes-int-or-string": True},
         },
     }
-    strict = validate._strict(schema)
+    strict = front_door_schema._strict(schema)
     assert strict["additionalProperties"] is False
     assert "additionalProperties" not in strict["properties"]["open"]
     assert strict["properties"]["empty"]["additionalProperties"] is False

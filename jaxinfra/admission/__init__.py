@@ -7,7 +7,7 @@ For each object, in apply order, against the objects stored before it (`store.St
    a kind or version of a known API group that is not served is refused (kubectl: "no matches for kind");
    a kind of a group jaxinfra has no schema for is stored as is, with a note (its CRD must be installed);
 2. custom resources: non-nullable nulls pruned and the CRD schema's defaults applied (`structural`);
-3. the schema, strict (`jaxinfra.validate`): unknown and mistyped fields are refused here, as decoding refuses
+3. the schema, strict (`jaxinfra.admission.schema`): unknown and mistyped fields are refused here, as decoding refuses
    them; a missing required field only after the next steps, which may fill it in (JobSet names its rules);
 4. built-in defaulting (`defaults`);
 5. mutating admission: the controllers' webhooks (`webhooks`);
@@ -82,13 +82,13 @@ def read(paths: Iterable[str | Path]) -> tuple[list[Request], list[Problem]]:
 
 def where(request: Request, obj: Any, at: Sequence[str | int] = ()) -> str:
     """How a problem names its object: `file#index Kind/name field.path`."""
-    from jaxinfra.validate import _json_path
+    from jaxinfra.admission.schema import json_path
 
     head = f"{request.file}#{request.index}"
     if isinstance(obj, Mapping):
         name = meta(obj).get("name") or (f"{meta(obj).get('generateName')}*" if meta(obj).get("generateName") else None)
         head += f" {obj.get('kind') or '?'}/{name or '?'}"
-    return f"{head} {_json_path(tuple(at))}" if at else head
+    return f"{head} {json_path(tuple(at))}" if at else head
 
 
 def admit(requests: Iterable[Request]) -> Admitted:
@@ -122,8 +122,7 @@ def admit(requests: Iterable[Request]) -> Admitted:
 
 def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, Any] | None, list[Finding], str]:
     """One object through every step: (the object as stored or None when refused, the findings, how it is served)."""
-    from jaxinfra import validate
-    from jaxinfra.admission import defaults, plugins, pod_security, structural, validation, webhooks
+    from jaxinfra.admission import defaults, plugins, pod_security, schema, structural, validation, webhooks
 
     if not isinstance(request.obj, Mapping):
         return (
@@ -131,7 +130,7 @@ def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, An
             [
                 Finding(
                     (),
-                    validate._short(request.obj),
+                    schema.short(request.obj),
                     "a manifest document must be a mapping (one Kubernetes object)",
                     "make each YAML document one object with apiVersion, kind and metadata",
                 )
@@ -139,17 +138,17 @@ def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, An
             "",
         )
     obj: dict[str, Any] = copy.deepcopy(dict(request.obj))
-    header = validate.header_findings(obj)
+    header = schema.header_findings(obj)
     if header:
         return None, [Finding(*f) for f in header], ""
-    kind, validator, schema = validate.resolve(
+    kind, validator, served = schema.resolve(
         obj["apiVersion"], obj["kind"], store.of_kind("CustomResourceDefinition")
     )
     if kind == "unserved":
-        return None, [Finding(*validate.unserved(obj["apiVersion"], obj["kind"]))], kind
-    if kind == "custom" and schema is not None:
-        structural.prune_and_default(obj, schema)
-    decoding = [Finding(*f) for f in validate.schema_findings(obj, validator)] if validator is not None else []
+        return None, [Finding(*schema.unserved(obj["apiVersion"], obj["kind"]))], kind
+    if kind == "custom" and served is not None:
+        structural.prune_and_default(obj, served)
+    decoding = [Finding(*f) for f in schema.schema_findings(obj, validator)] if validator is not None else []
     if undecodable := [f for f in decoding if not _missing(f)]:  # mistyped or unknown fields: refused at decoding
         return None, _dedupe(undecodable), kind
     if kind == "builtin":
@@ -159,9 +158,9 @@ def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, An
     findings = validation.validate(obj) if kind != "unknown" else validation.object_meta(meta(obj), "subdomain")
     if decoding:  # the schema's required fields the defaults and webhooks did not fill in, unless reported above
         reported = {f.at for f in findings}
-        findings = [Finding(*f) for f in validate.schema_findings(obj, validator) if f[0] not in reported] + findings
-    if kind == "custom" and schema is not None:
-        findings += structural.list_findings(obj, schema)  # list-type set/map: no duplicates, after defaulting
+        findings = [Finding(*f) for f in schema.schema_findings(obj, validator) if f[0] not in reported] + findings
+    if kind == "custom" and served is not None:
+        findings += structural.list_findings(obj, served)  # list-type set/map: no duplicates, after defaulting
     findings += webhooks.validate(obj, store)
     if store.get(str(obj["kind"]), namespace_of(obj), str(meta(obj).get("name"))) is None:  # a create, not an update
         findings += plugins.admit_object(obj, store, usage)

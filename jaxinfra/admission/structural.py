@@ -3,7 +3,7 @@ pruned and defaults applied (`prune_and_default`); at validation, the uniqueness
 and `set` promise (`list_findings`: two replicatedJobs of one name are refused there, not by a webhook).
 
 Unknown fields are not pruned here: with the strict field validation kubectl asks for by default, the API server
-reports them as errors instead (`jaxinfra.validate`).
+reports them as errors instead (`jaxinfra.admission.schema`).
 
 Sources (kubernetes/kubernetes, read at the commits the file index holds):
 - staging/src/k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting/prunenulls.go (008b3652959c):

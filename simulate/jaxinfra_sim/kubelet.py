@@ -11,22 +11,19 @@ none anyway) and node allocatable (resourceFieldRef falls back to requests).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 from jaxinfra.errors import Problem
 from jaxinfra_sim import cgroups, model, security, volumes
 from jaxinfra_sim.admission import service_account
 from jaxinfra_sim.controllers import ChildJob, Draft, Identity
-from jaxinfra_sim.inputs import Objects, fake_uid, limit, quantity, str_value, to_int
+from jaxinfra_sim.downward import PodFacts
+from jaxinfra_sim.inputs import Objects, fake_uid, quantity, str_value, to_int
 from jaxinfra_sim.platform import standins
 
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # kubelet IsEnvVarName
-_SUBSCRIPT = re.compile(r"metadata\.(labels|annotations)\['(.+)'\]")
 
 
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:
@@ -58,52 +55,6 @@ def expand(text: str, lookup: Callable[[str], str | None]) -> str:
         i += 1
     out.append(text[checkpoint:])
     return "".join(out)
-
-
-@dataclass
-class PodFacts:
-    """What the downward API can read from one pod. Each simulated pod has its own node `sim-node-<k>`, and
-    its host IP is its own loopback address (the simulator's "node" is the pod's address)."""
-
-    name: str
-    namespace: str
-    uid: str
-    labels: Mapping[str, str]
-    annotations: Mapping[str, str]
-    node: str
-    service_account: str
-    ip: str
-    containers: Sequence[Mapping]
-
-    def field_ref(self, path: str) -> str | None:
-        """A fieldRef's value (missing label/annotation keys read as ""), or None for an unsupported path."""
-        simple = {
-            "metadata.name": self.name,
-            "metadata.namespace": self.namespace,
-            "metadata.uid": self.uid,
-            "spec.nodeName": self.node,
-            "spec.serviceAccountName": self.service_account,
-            "status.podIP": self.ip,
-            "status.podIPs": self.ip,
-            "status.hostIP": self.ip,
-            "status.hostIPs": self.ip,
-        }
-        if path in simple:
-            return simple[path]
-        m = _SUBSCRIPT.fullmatch(path)
-        if m:
-            return (self.labels if m.group(1) == "labels" else self.annotations).get(m.group(2), "")
-        return None
-
-    def resource(self, ref: Mapping, container: Mapping) -> str:
-        """A resourceFieldRef, best effort: the limit, else the request, else 0 (node allocatable is unknown here)."""
-        if ref.get("containerName"):
-            container = next((c for c in self.containers if c.get("name") == ref["containerName"]), container)
-        kind, _, res = str(ref.get("resource", "")).partition(".")
-        res_map = (container.get("resources") or {}).get(kind) or {}
-        value = quantity(res_map.get(res, limit(container, res) or 0)) or Fraction(0)
-        divisor = quantity(ref.get("divisor", 1)) or Fraction(1)
-        return str(math.ceil(value / divisor))
 
 
 class EnvResolver:

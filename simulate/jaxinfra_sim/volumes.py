@@ -12,7 +12,7 @@ Pending: a problem before anything starts. What the volumes hold lives with them
 - a PersistentVolumeClaim: one folder per claim for the whole simulation, kept across restarts;
 - a GCS FUSE CSI volume: one folder per bucket, likewise;
 - `configMap`, `secret`, `downwardAPI` and `projected` (of those): their files, read-only;
-- `hostPath`: the path on the pod's node. Each simulated pod has a node of its own (`kubelet.PodFacts`), and each
+- `hostPath`: the path on the pod's node. Each simulated pod has a node of its own (`downward.PodFacts`), and each
   node a private, empty folder of the simulation standing in for its filesystem: a hostPath is the path inside
   it (so every container of a pod, and its restarts, share it; two hostPaths one inside the other nest, as on a
   node), never this machine's path; `--host-path PATH=DIR` (the manifest's path, exactly) makes it DIR instead,
@@ -51,16 +51,14 @@ import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jaxinfra.admission.validation import config_map_key, dns1123_label, local_descending_path, local_non_reserved_path
 from jaxinfra.errors import Problem, Refused
 from jaxinfra_sim import model, paths
+from jaxinfra_sim.downward import PodFacts
 from jaxinfra_sim.inputs import Objects
 from jaxinfra_sim.platform.gcsfuse import GCSFUSE_ANNOTATION, GCSFUSE_DRIVER, gcsfuse_requested
-
-if TYPE_CHECKING:
-    from jaxinfra_sim.kubelet import PodFacts
 
 FILE_SOURCES = ("configMap", "secret", "downwardAPI", "projected")
 SUPPORTED = (
