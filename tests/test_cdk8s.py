@@ -247,7 +247,7 @@ def test_cli_never_imports_cdk8s_nor_starts_node(argv: list[str], tmp_path: Path
     assert "[]" in r.stderr
 
 
-# --- `npx cdk8s synth` in the example project (its cdk8s.yaml runs `python -m jaxinfra.cdk8s`) ----------------
+# --- `npx cdk8s synth` at the root (its cdk8s.yaml runs `python -m jaxinfra.cdk8s`) ----------------------------
 
 CLI = ROOT / "node_modules" / ".bin" / "cdk8s"
 

@@ -112,6 +112,23 @@ def test_the_pyproject_list_wins_over_the_stacks_folder(tmp_path: Path) -> None:
     assert sorted(p.name for p in (tmp_path / "yaml").iterdir()) == ["first.yaml", "second.yaml", "third.yaml"]
 
 
+def test_simulate_takes_its_own_list_and_the_other_commands_every_stack(tmp_path: Path) -> None:
+    """A repository whose stacks are all synthesized but of which one is simulated by default (this checkout's root:
+    `[tool.jaxinfra.simulate] stacks`); a malformed list is named as that key."""
+    stack(tmp_path / "stacks", "small")
+    stack(tmp_path / "stacks", "large")
+    (tmp_path / "pyproject.toml").write_text('[tool.jaxinfra.simulate]\nstacks = ["stacks/small.py"]\n')
+    r = cli(tmp_path, "explain")
+    assert r.returncode == 0 and "stacks/small.py" in r.stdout and "stacks/large.py" in r.stdout, r.stderr
+    r = cli(tmp_path, "simulate", "--no-logs")
+    assert r.returncode == 0, r.stderr
+    assert "stacks/small.py: " in r.stdout and "stacks/large.py" not in r.stdout + r.stderr
+    (tmp_path / "pyproject.toml").write_text('[tool.jaxinfra.simulate]\nstacks = ["stacks/missing.py"]\n')
+    [line] = errors(cli(tmp_path, "simulate", "--no-logs"))
+    assert line.startswith("error: pyproject.toml [tool.jaxinfra.simulate] stacks = 'stacks/missing.py': no such file")
+    assert cli(tmp_path, "synth", "-o", "out").returncode == 0  # the other commands still take ./stacks
+
+
 def test_no_stack_anywhere_is_one_error_naming_what_was_looked_for(tmp_path: Path) -> None:
     (tmp_path / "stacks").mkdir()
     (tmp_path / "pyproject.toml").write_text('[tool.jaxinfra.simulate.images]\n"python:3.11" = "."\n')

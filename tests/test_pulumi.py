@@ -38,7 +38,7 @@ from tests.support.pulumi_harness import (
     WORKLOADS,
     Run,
     config_for,
-    example_config,
+    root_config,
     k8s_type,
     run_error,
     run_program,
@@ -221,7 +221,7 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
 
 
 def test_tpu_v5p_two_slices_two_pools_of_four() -> None:
-    run = run_program(example_config("tpu-v5p"))
+    run = run_program(root_config("tpu-v5p"))
     pools = sorted(run.pools.values(), key=lambda r: r.name)
     assert [p.name for p in pools] == ["v5p-2x2x4-0", "v5p-2x2x4-1"]
     for p in pools:
@@ -236,7 +236,7 @@ def test_tpu_v5p_two_slices_two_pools_of_four() -> None:
 
 
 def test_gpu_h100_one_pool_of_two_nodes_by_eight_gpus() -> None:
-    run = run_program(example_config("gpu-h100"))
+    run = run_program(root_config("gpu-h100"))
     [pool] = run.pools.values()
     assert (pool.name, pool.inputs["nodeCount"]) == ("h100", 2)
     assert pool.inputs["nodeConfig"]["machineType"] == "a3-highgpu-8g"
@@ -256,7 +256,7 @@ def test_pulumi_yaml_names_the_program() -> None:
     assert PROJECT["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": "../../.venv"}}
     assert (MAIN / "__main__.py").is_file()
     for name, path in (("tpu-v5p", "stacks/tpu_v5p_2x2x4_x2.py"), ("gpu-h100", "stacks/gpu_h100_2x8.py")):
-        cfg = example_config(name)
+        cfg = root_config(name)
         assert (cfg["jaxinfra:stack"], cfg["jaxinfra:provider"]) == (path, "gke")
 
 
@@ -363,7 +363,7 @@ def test_kueue_queues_are_created_before_the_jobs_that_name_them(tmp_path: Path)
 
 
 def test_existing_gke_cluster_is_looked_up_not_created() -> None:
-    run = run_program({**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"})
+    run = run_program({**root_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"})
     assert not run.of(GKE_T)
     [(token, args)] = [
         call for call in run.calls if call[0] != "gcp:organizations/getProject:getProject"

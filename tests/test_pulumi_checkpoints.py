@@ -28,7 +28,7 @@ from tests.support.pulumi_harness import (
     GKE_T,
     PROJECT_NUMBER,
     WORKLOADS,
-    example_config,
+    root_config,
     k8s_type,
     run_error,
     run_program,
@@ -56,7 +56,7 @@ def principal(namespace: str, ksa: str, project: str = "my-project") -> str:
 
 
 def test_the_bucket_its_grant_and_the_fuse_add_on_come_before_the_job() -> None:
-    run = run_program(example_config("tpu-v5p"))  # us-east5-a, project my-project; the stack checkpoints to a bucket
+    run = run_program(root_config("tpu-v5p"))  # us-east5-a, project my-project; the stack checkpoints to a bucket
     [bucket] = run.of(BUCKET_T)
     assert bucket.name == "my-project-tpu-v5p-checkpoints" and bucket.parent == (CLUSTER_T, "tpu-v5p")
     assert bucket.inputs == {
@@ -125,14 +125,14 @@ def test_one_bucket_many_jobs_and_existing_buckets(tmp_path: Path) -> None:
 
 
 def test_without_buckets_nothing_of_storage_is_declared() -> None:
-    run = run_program(example_config("gpu-h100"))  # the GPU stack declares no checkpoints
+    run = run_program(root_config("gpu-h100"))  # the GPU stack declares no checkpoints
     assert not run.of(BUCKET_T) and not run.of(BUCKET_IAM_T) and "checkpointBuckets" not in run.outputs
     assert "addonsConfig" not in run.one(GKE_T, "gpu-h100").inputs
     assert not any(token == "gcp:organizations/getProject:getProject" for token, _ in run.calls)
 
 
 def test_a_bucket_without_workload_identity_is_one_config_error() -> None:
-    text, run = run_error({**example_config("tpu-v5p"), "jaxinfra:workloadIdentity": False})
+    text, run = run_error({**root_config("tpu-v5p"), "jaxinfra:workloadIdentity": False})
     assert text.splitlines()[0] == "1 problem (invalid Pulumi config)"
     assert (
         "jaxinfra:workloadIdentity = False: jobs ml/train checkpoint to Cloud Storage through GKE's Cloud Storage FUSE "
@@ -153,7 +153,7 @@ def test_existing_provider_says_what_the_bucket_needs() -> None:
 
 
 def test_an_existing_cluster_without_the_fuse_driver_is_told_how() -> None:
-    config = {**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"}
+    config = {**root_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"}
     run = run_program(
         config,
         existing={
@@ -192,7 +192,7 @@ def test_the_claim_is_typed_not_awaited_and_before_the_workload(provider: dict[s
 
 
 def test_the_shadow_of_a_tpu_stack_on_one_cpu_pool_sized_for_it() -> None:
-    run = run_program({**example_config("tpu-v5p"), "jaxinfra:shadow": "cpu"})
+    run = run_program({**root_config("tpu-v5p"), "jaxinfra:shadow": "cpu"})
     cluster = shadow(stack.load(ROOT / V5P))
     rendered = {(k8s_type(m), m["metadata"]["name"], m["metadata"].get("namespace")): m for m in manifests(cluster)}
     got = {(r.type, r.inputs["metadata"]["name"], r.inputs["metadata"].get("namespace")): r for r in run.k8s}
@@ -253,7 +253,7 @@ def test_a_large_shadow_gets_the_nodes_all_its_pods_need(tmp_path: Path) -> None
 
 
 def test_bad_shadow_config_is_one_error(tmp_path: Path) -> None:
-    text, run = run_error({**example_config("tpu-v5p"), "jaxinfra:shadow": "gpu"})
+    text, run = run_error({**root_config("tpu-v5p"), "jaxinfra:shadow": "gpu"})
     assert "jaxinfra:shadow = 'gpu': not one of the choices; fix: use one of cpu" in text and not run.resources
     path = write_stack(
         tmp_path,

@@ -32,7 +32,7 @@ from tests.support.pulumi_harness import (
     SECURE_CLUSTER,
     SUBNET_T,
     Run,
-    example_config,
+    root_config,
     run_error,
     run_program,
     write_stack,
@@ -354,7 +354,7 @@ def test_a_cluster_without_gpudirect_pools_is_unchanged(tmp_path: Path, config: 
         )
         run = run_program({"jaxinfra:stack": str(path), **GKE})
     else:
-        run = run_program(example_config(config))
+        run = run_program(root_config(config))
     assert_no_gpudirect(run)
     [gke] = run.of(GKE_T)
     assert gke.inputs["datapathProvider"] == "ADVANCED_DATAPATH", "jaxinfra:networkPolicy's default, as before"

@@ -41,7 +41,7 @@ from tests.support.pulumi_harness import (
     SECURE_CLUSTER,
     SUBNET_T,
     Run,
-    example_config,
+    root_config,
     run_error,
     run_program,
     write_stack,
@@ -122,7 +122,7 @@ def test_zones_outside_the_cluster_region_are_refused() -> None:
 
 
 def test_created_cluster_enforces_network_policy_with_workload_identity_and_a_dedicated_node_account() -> None:
-    run = run_program(example_config("tpu-v5p"))
+    run = run_program(root_config("tpu-v5p"))
     [gke] = run.of(GKE_T)
     account = "tpu-v5p-nodes@my-project.iam.gserviceaccount.com"
     assert gke.inputs["datapathProvider"] == "ADVANCED_DATAPATH", "Dataplane V2: NetworkPolicy always enforced"
@@ -168,7 +168,7 @@ def test_every_security_default_has_a_config_key_to_opt_out(tmp_path: Path) -> N
                           jobs=[JaxJob("train", image="i", node_pool="h100", nodes=2)])
     """,
     )
-    gpu = {**example_config("gpu-h100"), "jaxinfra:stack": str(standard)}
+    gpu = {**root_config("gpu-h100"), "jaxinfra:stack": str(standard)}
     run = run_program(
         {
             **gpu,
@@ -203,7 +203,7 @@ def test_every_security_default_has_a_config_key_to_opt_out(tmp_path: Path) -> N
 
 
 def test_existing_gke_cluster_is_checked_for_what_it_must_have() -> None:
-    config = {**example_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"}
+    config = {**root_config("tpu-v5p"), "jaxinfra:existingCluster": True, "jaxinfra:clusterName": "shared"}
     assert not run_program(config, existing=SECURE_CLUSTER).warnings
     run = run_program(
         config,
@@ -248,7 +248,7 @@ def installed(run: Run) -> dict[str, Any]:
 
 
 def test_jobset_controller_after_the_node_pools_and_before_the_jobset() -> None:
-    run = run_program(example_config("tpu-v5p"))
+    run = run_program(root_config("tpu-v5p"))
     [js] = installed(run).values()
     assert (js.type, js.parent) == (CHART_T, (CONTROLLER_T, "jobset")), "no Kueue without kueue=True"
     c = releases.JOBSET
@@ -448,7 +448,7 @@ def test_system_pool_name_and_controller_namespaces_are_checked(tmp_path: Path) 
 
 
 def test_system_pool_runs_the_controllers() -> None:
-    run = run_program({**example_config("tpu-v5p"), "jaxinfra:systemPool": "n2-standard-8"})
+    run = run_program({**root_config("tpu-v5p"), "jaxinfra:systemPool": "n2-standard-8"})
     system = run.one(POOL_T, SYSTEM_POOL)
     assert system.inputs["nodeConfig"]["machineType"] == "n2-standard-8"
     assert (system.inputs["initialNodeCount"], system.inputs["autoscaling"]) == (
@@ -513,7 +513,7 @@ def test_readme_says_what_pulumi_up_creates(tmp_path: Path) -> None:
     )
     types = {
         r.type
-        for config in (example_config("tpu-v5p"), example_config("gpu-h100"), {"jaxinfra:stack": str(kubeflow), **GKE})
+        for config in (root_config("tpu-v5p"), root_config("gpu-h100"), {"jaxinfra:stack": str(kubeflow), **GKE})
         for r in run_program(config).resources
         if not r.type.startswith("kubernetes:") or r.type in README_NAMES
     }

@@ -33,10 +33,11 @@ def only(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def test_default_stack_passes_every_check(tmp_path: Path) -> None:
-    rc, report, _ = simulate(
-        "stacks/cpu_dev.py", tmp=tmp_path, cwd=ROOT
-    )  # the example project's default stack, from there
+    """`jaxinfra simulate` with no argument at the checkout's root, a training-infrastructure project: the default
+    stack its pyproject.toml names ([tool.jaxinfra.simulate] stacks), not every stack of stacks/."""
+    rc, report, _ = simulate(tmp=tmp_path, cwd=ROOT)
     assert rc == 0 and report["ok"]
+    assert [w["source"] for w in report["workloads"]] == ["stacks/cpu_dev.py"]
     w = only(report)
     assert (w["verdict"], w["restarts"], w["pods"]) == ("succeeded", 0, 2)
     for pod in w["attempts"][0]["pods"]:

@@ -252,7 +252,7 @@ def config_for(path: Path, provider: str) -> dict[str, Any]:
     }
 
 
-def example_config(name: str) -> dict[str, Any]:
+def root_config(name: str) -> dict[str, Any]:
     return yaml.safe_load((ROOT / f"Pulumi.{name}.yaml").read_text())["config"]
 
 
