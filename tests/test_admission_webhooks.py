@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from jaxinfra.admission import structural, webhooks
-from jaxinfra.admission.store import Finding, Store
 from jaxinfra.admission.schema import crd_schema
+from jaxinfra.admission.store import Finding, Store
 
 pytestmark = pytest.mark.unit
 

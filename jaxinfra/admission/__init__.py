@@ -141,9 +141,7 @@ def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, An
     header = schema.header_findings(obj)
     if header:
         return None, [Finding(*f) for f in header], ""
-    kind, validator, served = schema.resolve(
-        obj["apiVersion"], obj["kind"], store.of_kind("CustomResourceDefinition")
-    )
+    kind, validator, served = schema.resolve(obj["apiVersion"], obj["kind"], store.of_kind("CustomResourceDefinition"))
     if kind == "unserved":
         return None, [Finding(*schema.unserved(obj["apiVersion"], obj["kind"]))], kind
     if kind == "custom" and served is not None:

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from jaxinfra.errors import ManifestError
+from jaxinfra.errors import ManifestError, Problem
 from jaxinfra.schemas import K8S_VERSION
 
 if TYPE_CHECKING:
