@@ -106,7 +106,7 @@ def test_every_relative_link_resolves(path: Path) -> None:
 #: Where a path the prose names may live: the repository root, or (as the design's tables write them) the package.
 PATH_ROOTS = (ROOT, ROOT / "jaxinfra")
 NAMED_PATH = re.compile(
-    r"`((?:jaxinfra|simulate|stacks|train|infra|tests|benchmarks|examples|docs|admission|render|backends|spec|pulumi)/[^`\s]+)`"
+    r"`((?:jaxinfra|simulate|tests|benchmarks|examples|docs|admission|render|backends|spec|pulumi)/[^`\s]+)`"
 )
 
 

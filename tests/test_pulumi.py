@@ -253,7 +253,8 @@ def test_gpu_h100_one_pool_of_two_nodes_by_eight_gpus() -> None:
 
 
 def test_pulumi_yaml_names_the_program() -> None:
-    assert PROJECT["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": "../../.venv"}}
+    """The root's Pulumi project: its program, its virtualenv the root's .venv (the README's set-up), its stacks."""
+    assert PROJECT["runtime"] == {"name": "python", "options": {"toolchain": "pip", "virtualenv": ".venv"}}
     assert (MAIN / "__main__.py").is_file()
     for name, path in (("tpu-v5p", "stacks/tpu_v5p_2x2x4_x2.py"), ("gpu-h100", "stacks/gpu_h100_2x8.py")):
         cfg = root_config(name)

@@ -385,7 +385,9 @@ def test_versions_come_from_one_place() -> None:
             continue
         [c] = [c for c in releases.CONTROLLERS if file.strip().startswith(c.group + "_")]
         assert installs.strip() == f"`{c.name}` {c.tag}", file
-    sources = {p: p.read_text() for p in (ROOT / "src" / "jaxinfra").rglob("*.py") if p.name != "releases.py"}
+    code = [*(ROOT / "jaxinfra").rglob("*.py"), *(ROOT / "simulate").rglob("*.py")]
+    sources = {p: p.read_text() for p in code if p.name != "releases.py"}
+    assert len(sources) > 100  # the whole code base (a moved folder would leave nothing to search)
     for c in releases.CONTROLLERS:
         assert not [p for p, text in sources.items() if re.search(rf"\b{re.escape(c.version)}\b", text)], c.name
 

@@ -14,6 +14,7 @@ import pytest
 
 from jaxinfra import CPU, TPU, Cluster, JaxJob, NodePool, Shadow, SpecError, manifests, stack
 from jaxinfra import names as N
+from jaxinfra import upstream as U
 from jaxinfra.plan import BY_EXPANSION, BY_SHADOW_SHELL, plan
 from jaxinfra.shadow import CANNOT, PROVES, facts, notes, requests, shadow
 from jaxinfra.validate import validate_objects
@@ -33,7 +34,7 @@ ACCELERATOR_KEYS = {
     "tolerations",
     "hostNetwork",
     "privileged",
-    N.EXCLUSIVE_TOPOLOGY,
+    U.EXCLUSIVE_TOPOLOGY,
 }
 
 
@@ -83,8 +84,8 @@ def test_shadow_keeps_the_job_and_drops_the_accelerator(path: Path, backend: str
     assert "networking.gke.io/" not in text and "devices.gke.io/" not in text and "hostPath" not in text
     assert [o for o in after if o["kind"] == "Service"] == [o for o in before if o["kind"] == "Service"]
     assert restart_rules(after) == restart_rules(before)
-    assert [o["metadata"]["labels"].get(N.QUEUE_LABEL) for o in after if o["kind"] in WORKLOADS] == [
-        o["metadata"]["labels"].get(N.QUEUE_LABEL) for o in before if o["kind"] in WORKLOADS
+    assert [o["metadata"]["labels"].get(U.QUEUE_LABEL) for o in after if o["kind"] in WORKLOADS] == [
+        o["metadata"]["labels"].get(U.QUEUE_LABEL) for o in before if o["kind"] in WORKLOADS
     ]
     # no accelerator resource, selector, toleration or placement left; the workload says what it shadows
     assert not keys(after) & ACCELERATOR_KEYS
@@ -196,7 +197,7 @@ def test_kueue_queues_of_a_shadow_count_cpu_and_memory_on_any_node() -> None:
         {"name": "cpu", "nominalQuota": "800m"},
         {"name": "memory", "nominalQuota": "2048Mi"},
     ]
-    assert objects["JobSet"]["metadata"]["labels"][N.QUEUE_LABEL] == "p"
+    assert objects["JobSet"]["metadata"]["labels"][U.QUEUE_LABEL] == "p"
     assert validate_objects(list(objects.values()), source="kueue shadow") == []
 
 
@@ -233,6 +234,7 @@ def test_synth_shadow_cli(tmp_path: Path) -> None:
         assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+@pytest.mark.adapters  # cdk8s starts jsii's Node process (a unit test would pass only after another test started it)
 def test_cdk8s_chart_of_a_shadow_equals_its_manifests() -> None:
     pytest.importorskip("cdk8s")
     from cdk8s import App, Testing

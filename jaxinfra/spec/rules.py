@@ -6,20 +6,39 @@ side), so `Cluster` runs them after validation and reports every problem at once
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from jaxinfra import backends, gpudirect
 from jaxinfra.backends import JobNames
 from jaxinfra.errors import Problem
-from jaxinfra.names import BUILTIN_NAMESPACES, CHECKPOINT_ENV, MAX_NAME, QUEUE_LABEL, checkpoint_claim, queue_name
+from jaxinfra.names import CHECKPOINT_ENV, MAX_NAME, checkpoint_claim, queue_name
 from jaxinfra.spec.checkpoints import PVC
+from jaxinfra.upstream import QUEUE_LABEL, SYSTEM_NAMESPACES
 
 if TYPE_CHECKING:
-    from jaxinfra.spec.cluster import Cluster
-    from jaxinfra.spec.jobs import JaxJob, NodePool
+    from jaxinfra.spec.jobs import JaxJob, NodePool, Shadow
 
 
-def cross_object_problems(cluster: Cluster) -> list[Problem]:
+class Tree(Protocol):
+    """What the rules read of a validated `Cluster` (spec/cluster.py, which runs them on itself: the root imports the
+    rules, never the reverse)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def node_pools(self) -> Sequence[NodePool]: ...
+    @property
+    def jobs(self) -> Sequence[JaxJob]: ...
+    @property
+    def pod_security(self) -> str | None: ...
+    @property
+    def kueue(self) -> bool: ...
+    @property
+    def shadow(self) -> Shadow | None: ...
+
+
+def cross_object_problems(cluster: Tree) -> list[Problem]:
     """Rules that span objects (references, counts, backends, derived names); all reported."""
     out: list[Problem] = []
     pools = {p.name: p for p in cluster.node_pools}
@@ -208,10 +227,10 @@ def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     return out
 
 
-def _pod_security_problems(at: str, cluster: Cluster, job: JaxJob, pool: NodePool) -> list[Problem]:
+def _pod_security_problems(at: str, cluster: Tree, job: JaxJob, pool: NodePool) -> list[Problem]:
     """A job whose pods the Pod Security level of its (jaxinfra-created) namespace would reject."""
     level = cluster.pod_security
-    if level in (None, "privileged") or job.namespace in BUILTIN_NAMESPACES:
+    if level in (None, "privileged") or job.namespace in SYSTEM_NAMESPACES:
         return []
     out = []
     stack = getattr(pool.accelerator, "gpudirect", None)
