@@ -18,14 +18,7 @@ from math import prod
 from typing import Any, NamedTuple
 
 from jaxinfra.errors import CatalogError, Problem
-
-TPU_RESOURCE = "google.com/tpu"
-GPU_RESOURCE = "nvidia.com/gpu"
-TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
-#: The label (and taint) GKE puts on Spot VMs' nodes; a pool with `spot=True` selects and tolerates it.
-SPOT_LABEL = "cloud.google.com/gke-spot"
+from jaxinfra.upstream import GPU_RESOURCE, TPU_RESOURCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -564,11 +557,6 @@ def search(text: str | None) -> tuple[Accelerator, ...]:
 __all__ = [
     "Accelerator",
     "GENERATION_ALIASES",
-    "GPU_ACCELERATOR_LABEL",
-    "GPU_RESOURCE",
-    "TPU_ACCELERATOR_LABEL",
-    "TPU_RESOURCE",
-    "TPU_TOPOLOGY_LABEL",
     "XPK_SOURCE",
     "cpu",
     "gpu",

@@ -14,11 +14,10 @@ from functools import cached_property
 from typing import TYPE_CHECKING, cast
 
 from jaxinfra import backends, catalog, gpudirect
-from jaxinfra.backends import Backend, JobNames
+from jaxinfra.backends import Backend, EnvVar, JobNames
+from jaxinfra.backends.base import host_index
 from jaxinfra.names import (
     APP_NAME,
-    BUILTIN_NAMESPACES,
-    BY_DOWNWARD_API,
     BY_EXPANSION,
     BY_GKE_TPU,
     BY_JAXINFRA,
@@ -27,7 +26,6 @@ from jaxinfra.names import (
     CHECKPOINT_DIR,
     CHECKPOINT_ENV,
     INIT_TIMEOUT,
-    JOB_COMPLETION_INDEX,
     MANAGED_BY,
     MEGASCALE_SLICE_ID,
     NUM_CPU_DEVICES,
@@ -39,6 +37,7 @@ from jaxinfra.names import (
     queue_name,
 )
 from jaxinfra.quantity import scale, total
+from jaxinfra.upstream import JOB_COMPLETION_INDEX, SYSTEM_NAMESPACES
 
 if TYPE_CHECKING:
     from jaxinfra.spec import CPU, Cluster, JaxJob, NodePool, Shadow
@@ -343,41 +342,49 @@ class JobPlan:
     def derived_names(self) -> dict[str, str]:
         return self.names.derived()
 
-    def env_sources(self, rank: int) -> dict[str, tuple[str, str]]:
-        """Every env var of the contract that rank `rank` receives: name -> (value, who sets it).
+    @cached_property
+    def contract(self) -> tuple[EnvVar, ...]:
+        """The env contract, one row per variable: its value at each rank, who sets it and how the pod template
+        writes it, in the order it writes them (a later value may use `$(EARLIER)`).
 
         The one place that knows which variables jaxinfra writes into the manifest and which the
         controllers, the operator or the platform inject (docs/design.md, "Who sets what"); the
-        coordinator, count and rank are the backend's (`Backend.coordinator_env`).
+        coordinator, count and rank are the backend's (`Backend.coordinator_env`). `explain` reads it
+        per rank (`env_sources`), render writes it (`render.common.contract_env`).
         """
-        slice_index, host = divmod(rank, self.hosts_per_slice)
-        env = self.backend.coordinator_env(self, rank)
-        env[INIT_TIMEOUT] = (str(self.job.init_timeout_seconds), BY_JAXINFRA)
+        hosts = self.hosts_per_slice
+        env = [*self.backend.coordinator_env(self), EnvVar.literal(INIT_TIMEOUT, str(self.job.init_timeout_seconds))]
         if self.runs_on == "cpu":
-            env[NUM_CPU_DEVICES] = (str(self.devices_per_process), BY_JAXINFRA)
+            env.append(EnvVar.literal(NUM_CPU_DEVICES, str(self.devices_per_process)))
         if self.job.checkpoints is not None:
-            env[CHECKPOINT_ENV] = (CHECKPOINT_DIR, BY_JAXINFRA)
+            env.append(EnvVar.literal(CHECKPOINT_ENV, CHECKPOINT_DIR))
         if self.backend.indexed_pods:  # every pod of an Indexed Job (JobSet's children too)
-            env[JOB_COMPLETION_INDEX] = (str(host), BY_JOB_CONTROLLER)
+            env.append(EnvVar(JOB_COMPLETION_INDEX, host_index(hosts), BY_JOB_CONTROLLER))
         if self.tpu_platform_env and self.shadow is None:
-            env[TPU_WORKER_ID] = (str(host), BY_GKE_TPU)
+            env.append(EnvVar(TPU_WORKER_ID, host_index(hosts), BY_GKE_TPU))
         elif self.tpu_platform_env:  # the shadow writes GKE's TPU env out, per slice
-            env[TPU_WORKER_ID] = (str(host), BY_DOWNWARD_API)
-            env[TPU_WORKER_HOSTNAMES] = (
-                self.names.worker_hostnames(slice_index),
-                BY_EXPANSION if self.multi_slice else BY_JAXINFRA,
-            )
+            # One value for all slices: `$(MEGASCALE_SLICE_ID)` names the pod's, and Kubernetes expands it.
+            hostnames = self.names.worker_hostnames(f"$({MEGASCALE_SLICE_ID})" if self.multi_slice else 0)
+            env += [
+                EnvVar.completion_index(TPU_WORKER_ID, hosts),
+                EnvVar(
+                    TPU_WORKER_HOSTNAMES,
+                    lambda rank: self.names.worker_hostnames(rank // hosts),
+                    BY_EXPANSION if self.multi_slice else BY_JAXINFRA,
+                    value=hostnames,
+                ),
+            ]
         if self.shell_rank:
-            env[PROCESS_ID] = (str(rank), BY_SHADOW_SHELL)
-        return env
+            env.append(EnvVar(PROCESS_ID, str, BY_SHADOW_SHELL))  # the global rank itself
+        return tuple(env)
+
+    def env_sources(self, rank: int) -> dict[str, tuple[str, str]]:
+        """Every env var of the contract that rank `rank` receives: name -> (value, who sets it)."""
+        return {var.name: (var.at(rank), var.by) for var in self.contract}
 
     def rank_env(self, rank: int) -> dict[str, str]:
         """The env as rank `rank` sees it at run time (for `explain`); sources in `env_sources`."""
-        return {name: value for name, (value, _) in self.env_sources(rank).items()}
-
-    def manifest_env(self) -> tuple[str, ...]:
-        """Names of the contract variables jaxinfra itself writes into the pod template."""
-        return tuple(n for n, (_, by) in self.env_sources(0).items() if by in (BY_JAXINFRA, BY_DOWNWARD_API))
+        return {var.name: var.at(rank) for var in self.contract}
 
 
 def pod_requests(jp: JobPlan) -> dict[str, str | int]:
@@ -464,7 +471,7 @@ class ClusterPlan:
     @property
     def namespaces(self) -> tuple[str, ...]:
         """Namespaces to create: every one a job uses, except the built-in ones."""
-        return tuple(sorted({j.namespace for j in self.jobs} - BUILTIN_NAMESPACES))
+        return tuple(sorted({j.namespace for j in self.jobs} - SYSTEM_NAMESPACES))
 
     @property
     def gpudirect(self) -> tuple[gpudirect.Stack, ...]:

@@ -31,6 +31,7 @@ from jaxinfra import gpudirect
 from jaxinfra.admission.store import (
     TRAINER_JAX_RUNTIME as TRAINER_JAX_RUNTIME,
 )  # one name, read here by the Pulumi adapter
+from jaxinfra.upstream import JOBSET_API_GROUP, KUBEFLOW_API_GROUP, KUEUE_API_GROUP, KUEUE_SYSTEM, TRAINER_API_GROUP
 
 if TYPE_CHECKING:  # the selection reads a plan; the data (read by the API server's front door) needs none
     from jaxinfra.plan import ClusterPlan
@@ -66,7 +67,7 @@ JOBSET = Controller(
     "jobset",
     "0.12.0",
     "jobset-system",
-    "jobset.x-k8s.io",
+    JOBSET_API_GROUP,
     frozenset({"JobSet"}),
     chart="oci://registry.k8s.io/jobset/charts/jobset",
 )
@@ -77,7 +78,7 @@ TRAINING_OPERATOR = Controller(
     "training-operator",
     "1.9.4",
     "kubeflow",
-    "kubeflow.org",
+    KUBEFLOW_API_GROUP,
     frozenset({"JAXJob"}),
     kustomization="https://github.com/kubeflow/trainer/tree/{tag}/manifests/overlays/standalone",
 )
@@ -88,7 +89,7 @@ TRAINER = Controller(
     "trainer",
     "2.3.0",
     "kubeflow-system",
-    "trainer.kubeflow.org",
+    TRAINER_API_GROUP,
     frozenset({"TrainJob", "TrainingRuntime", "ClusterTrainingRuntime"}),
     chart="oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
     after=("jobset",),
@@ -99,8 +100,8 @@ TRAINER = Controller(
 KUEUE = Controller(
     "kueue",
     "0.19.2",
-    "kueue-system",
-    "kueue.x-k8s.io",
+    KUEUE_SYSTEM,
+    KUEUE_API_GROUP,
     frozenset({"ResourceFlavor", "ClusterQueue", "LocalQueue"}),
     chart="oci://registry.k8s.io/kueue/charts/kueue",
     after=("jobset", "training-operator", "trainer"),

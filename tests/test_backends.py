@@ -9,7 +9,7 @@ import importlib
 import inspect
 import pkgutil
 from pathlib import Path
-from typing import Any, get_args
+from typing import get_args
 
 import pytest
 
@@ -97,11 +97,8 @@ class LeaderWorkerSet:
     def dns_service(self, names: base.JobNames) -> str:
         return f"{names.service} (the controller's)"
 
-    def coordinator_env(self, jp: JobPlan, rank: int) -> base.EnvSources:
-        return {"JAX_COORDINATOR_ADDRESS": (jp.coordinator_address, BY_JAXINFRA)}
-
-    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
-        return [{"name": "JAX_COORDINATOR_ADDRESS", "value": jp.coordinator_address}]
+    def coordinator_env(self, jp: JobPlan) -> tuple[base.EnvVar, ...]:
+        return (base.EnvVar.literal("JAX_COORDINATOR_ADDRESS", jp.coordinator_address),)
 
     def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
         return [Problem(f"{at}.nodes", job.nodes, "too many", "fewer")] if job.num_nodes > 4 else []
@@ -136,6 +133,7 @@ def test_a_fifth_backend_flows_through_rules_plan_render_and_explain(monkeypatch
     )
     assert [jp.hostname(r) for r in range(3)] == ["train-0", "train-0-1", "train-0-2"]
     assert list(jp.env_sources(1)) == ["JAX_COORDINATOR_ADDRESS", "JAX_INITIALIZATION_TIMEOUT", "JAX_NUM_CPU_DEVICES"]
+    assert jp.env_sources(1)["JAX_COORDINATOR_ADDRESS"] == ("train-0.train:7777", BY_JAXINFRA)
     objects = render(plan(cluster))
     assert [o["kind"] for o in objects] == ["ServiceAccount", "NetworkPolicy", "Service", "LeaderWorkerSet"]
     [container] = objects[-1]["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]["containers"]

@@ -8,7 +8,7 @@ from math import prod
 
 import pytest
 
-from jaxinfra import catalog
+from jaxinfra import catalog, upstream
 from jaxinfra.catalog import Accelerator
 from jaxinfra.errors import CatalogError
 
@@ -31,7 +31,7 @@ def test_every_tpu_row_adds_up():
         dims = [int(d) for d in r.topology.split("x")]
         assert r.hosts * r.chips_per_host == r.chips == prod(dims), r
         assert r.machine_type and r.machine_type.endswith(f"-{r.chips_per_host}t"), r
-        assert r.resource == catalog.TPU_RESOURCE
+        assert r.resource == upstream.TPU_RESOURCE
         assert r.gke_accelerator
 
 
@@ -39,7 +39,7 @@ def test_gpu_and_cpu_rows_describe_one_node():
     for r in catalog.rows():
         if r.kind == "gpu":
             assert (r.hosts, r.chips_per_host, r.topology) == (1, r.chips, None), r
-            assert r.resource == catalog.GPU_RESOURCE
+            assert r.resource == upstream.GPU_RESOURCE
             assert r.gke_accelerator and r.gke_accelerator.startswith("nvidia-")
             assert r.name == f"{r.family}-{r.chips}"
     c = catalog.cpu()

@@ -21,15 +21,16 @@ PACKAGE = ROOT / "jaxinfra"
 
 #: Module -> the jaxinfra modules it may import at run time.
 ALLOWED = {
-    "errors": set(),
-    "names": set(),
-    "quantity": set(),
-    "catalog": {"errors"},
-    "gpudirect": set(),
+    "upstream": set(),  # upstream's names, spelled once: the lowest layer, allowed everywhere
+    "errors": {"upstream"},
+    "names": {"upstream"},
+    "quantity": {"upstream"},
+    "catalog": {"errors", "upstream"},
+    "gpudirect": {"upstream"},
     # One module per workload kind; the plan and the pod parts reach it as arguments (types only), never imports.
-    "backends": {"backends", "errors", "names"},
-    "spec": {"backends", "catalog", "errors", "gpudirect", "names", "quantity", "spec"},
-    "plan": {"backends", "catalog", "errors", "gpudirect", "names", "quantity"},
+    "backends": {"backends", "errors", "names", "upstream"},
+    "spec": {"backends", "catalog", "errors", "gpudirect", "names", "quantity", "spec", "upstream"},
+    "plan": {"backends", "catalog", "errors", "gpudirect", "names", "quantity", "upstream"},
     "render": {
         "backends",
         "catalog",
@@ -38,8 +39,9 @@ ALLOWED = {
         "names",
         "plan",
         "render",
+        "upstream",
     },  # errors: a pod patch that does not apply
-    "topology": set(),  # a pure drawing: a Layout comes from a plan (explain) or from simulated pods
+    "topology": {"upstream"},  # a pure drawing: a Layout comes from a plan (explain) or from simulated pods
 }
 
 #: Module of the spec package -> the spec modules it may import at run time: each concern builds on the
@@ -166,6 +168,7 @@ SIMULATOR_ALLOWED = {
     "schemas",  # K8S_VERSION, the release whose schemas are bundled (the API server's /version)
     "topology",  # a pure drawing of hosts (the HTML report's)
     "outputs",  # `report.run` writes its reports as every command writes its outputs: whole or not at all
+    "upstream",  # upstream's names (API groups, label keys), which a cluster's controllers spell
 }
 SIMULATE = ROOT / "simulate" / "jaxinfra_sim"
 

@@ -16,9 +16,10 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from jaxinfra import CPU, GPU, TPU, Cluster, JaxJob, NodePool, SpecError, catalog, manifests
-from jaxinfra.names import CONTRACT_ENV, MAX_NAME, OPERATOR_ENV
+from jaxinfra.names import CONTRACT_ENV, MAX_NAME
 from jaxinfra.plan import BY_JAXINFRA, plan
 from jaxinfra.spec import credential_literal
+from jaxinfra.upstream import OPERATOR_ENV
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump
 from jaxinfra_sim.emulation import emulate

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from jaxinfra.upstream import JOBSET_RJOB
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers.job_failure import Failures
-from jaxinfra_sim.controllers.jobset import JS_RJOB
 from jaxinfra_sim.engine import restart_decision
 from jaxinfra_sim.runner import ENDED_WITH_GROUP, Attempt, PodRun
 
@@ -26,7 +26,7 @@ def pod(index: int, rjob: str | None = None, job_index: int = 0) -> model.Pod:
         job_index=job_index,
         completion_index=index,
         global_index=index,
-        labels={} if rjob is None else {JS_RJOB: rjob},
+        labels={} if rjob is None else {JOBSET_RJOB: rjob},
         annotations={},
         container="c",
         image="i",

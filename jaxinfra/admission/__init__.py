@@ -38,11 +38,9 @@ from typing import Any
 
 from jaxinfra.admission.store import Finding, Store, meta, namespace_of
 from jaxinfra.errors import Problem, Refused
+from jaxinfra.upstream import KUEUE_API_GROUP, QUEUE_LABEL, SYSTEM_NAMESPACES
 
 __all__ = ["Admitted", "Request", "admit", "read", "where"]
-
-SYSTEM_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
-"""The namespaces every cluster has (the API server creates them)."""
 
 
 @dataclass(frozen=True)
@@ -202,8 +200,8 @@ def _assumed(stored: Sequence[tuple[Request, Mapping]]) -> list[str]:
         for ns in missing
     ]
     groups = {str(obj.get("apiVersion", "")).rpartition("/")[0] for _, obj in stored}
-    queued = any("kueue.x-k8s.io/queue-name" in (meta(obj).get("labels") or {}) for _, obj in stored)
-    needed = [c for c in CONTROLLERS if c.group in groups or (c.group == "kueue.x-k8s.io" and queued)]
+    queued = any(QUEUE_LABEL in (meta(obj).get("labels") or {}) for _, obj in stored)
+    needed = [c for c in CONTROLLERS if c.group in groups or (c.group == KUEUE_API_GROUP and queued)]
     if needed:
         notes.append(
             "the cluster must run "

@@ -57,6 +57,7 @@ from typing import Any
 from jaxinfra.admission.decoded import is_int
 from jaxinfra.admission.store import meta
 from jaxinfra.quantity import parse, suffix_of
+from jaxinfra.upstream import BATCH_API, NAMESPACE_NAME_LABEL, NETWORKING_API, RBAC_API, RBAC_API_GROUP
 
 __all__ = ["apply", "job_spec", "pod_spec"]
 
@@ -65,7 +66,6 @@ Table = Mapping[str, tuple[Any, bool]]
 """field -> (default, pointer?): a pointer field is unset only when missing/null, a plain one also at its zero."""
 
 MAX_INT32 = 2**31 - 1
-RBAC_GROUP = "rbac.authorization.k8s.io"
 
 # --- plain defaults, as data -------------------------------------------------------------------------------------
 
@@ -121,8 +121,8 @@ _SERVICE_SPEC: Table = {"sessionAffinity": ("None", _PLAIN), "type": ("ClusterIP
 _CLIENT_IP_TIMEOUT = 10800  # DefaultClientIPServiceAffinitySeconds: three hours
 _SECRET: Table = {"type": ("Opaque", _PLAIN)}
 _NAMESPACE_STATUS: Table = {"phase": ("Active", _PLAIN)}
-_ROLE_REF: Table = {"apiGroup": (RBAC_GROUP, _PLAIN)}
-_SUBJECT_GROUP = {"User": RBAC_GROUP, "Group": RBAC_GROUP}  # a ServiceAccount subject's group stays ""
+_ROLE_REF: Table = {"apiGroup": (RBAC_API_GROUP, _PLAIN)}
+_SUBJECT_GROUP = {"User": RBAC_API_GROUP, "Group": RBAC_API_GROUP}  # a ServiceAccount subject's group stays ""
 _POLICY_PORT: Table = {"protocol": ("TCP", _PTR)}
 _LIMIT_RANGE_COPIES = (("max", "default"), ("default", "defaultRequest"), ("min", "defaultRequest"))
 _LIMIT_RANGE_LISTS = ("max", "min", "default", "defaultRequest", "maxLimitRequestRatio")
@@ -463,7 +463,7 @@ def _namespace(obj: dict) -> None:
     if isinstance(name, str) and name:
         labels = _struct(_struct(obj, "metadata"), "labels")
         if labels is not None:
-            labels["kubernetes.io/metadata.name"] = name
+            labels[NAMESPACE_NAME_LABEL] = name
     _fill(_struct(obj, "status"), _NAMESPACE_STATUS)
 
 
@@ -523,8 +523,8 @@ def _network_policy(obj: dict) -> None:
 
 
 _BY_KIND: Mapping[tuple[str, str], Callable[[dict], None]] = {
-    ("batch/v1", "Job"): _job,
-    ("batch/v1", "CronJob"): _cron_job,
+    (BATCH_API, "Job"): _job,
+    (BATCH_API, "CronJob"): _cron_job,
     ("v1", "Pod"): _pod,
     ("v1", "PodTemplate"): _pod_template,
     ("v1", "Service"): _service,
@@ -534,9 +534,9 @@ _BY_KIND: Mapping[tuple[str, str], Callable[[dict], None]] = {
     ("v1", "PersistentVolume"): _persistent_volume,
     ("v1", "LimitRange"): _limit_range,
     ("v1", "ResourceQuota"): _resource_quota,
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): _role_binding,
-    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): _role_binding,
-    ("networking.k8s.io/v1", "NetworkPolicy"): _network_policy,
+    (RBAC_API, "RoleBinding"): _role_binding,
+    (RBAC_API, "ClusterRoleBinding"): _role_binding,
+    (NETWORKING_API, "NetworkPolicy"): _network_policy,
 }
 """(apiVersion, kind) -> its defaulter. v1 ServiceAccount, ConfigMap, Role and ClusterRole have none that shows."""
 

@@ -21,6 +21,13 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jaxinfra.errors import ManifestError, Problem
 from jaxinfra.schemas import K8S_VERSION
+from jaxinfra.upstream import (
+    GKE_NETWORKING_API_GROUP,
+    JOBSET_API_GROUP,
+    KUBEFLOW_API_GROUP,
+    KUEUE_API_GROUP,
+    TRAINER_API_GROUP,
+)
 
 if TYPE_CHECKING:
     from importlib.resources.abc import Traversable
@@ -32,17 +39,17 @@ if TYPE_CHECKING:
 # (group, kind) -> bundled CRD file, in the order the unknown-kind hint lists them. Static so a
 # lookup parses only the one file it needs; a test checks it against each file's group and kind.
 _CRD_FILES: dict[tuple[str, str], str] = {
-    ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
-    ("kubeflow.org", "JAXJob"): "kubeflow.org_jaxjobs.yaml",
-    ("trainer.kubeflow.org", "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
-    ("trainer.kubeflow.org", "ClusterTrainingRuntime"): "trainer.kubeflow.org_clustertrainingruntimes.yaml",
-    ("trainer.kubeflow.org", "TrainingRuntime"): "trainer.kubeflow.org_trainingruntimes.yaml",
-    ("kueue.x-k8s.io", "ClusterQueue"): "kueue.x-k8s.io_clusterqueues.yaml",
-    ("kueue.x-k8s.io", "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
-    ("kueue.x-k8s.io", "ResourceFlavor"): "kueue.x-k8s.io_resourceflavors.yaml",
-    ("kueue.x-k8s.io", "Topology"): "kueue.x-k8s.io_topologies.yaml",
-    ("networking.gke.io", "Network"): "networking.gke.io_networks.yaml",
-    ("networking.gke.io", "GKENetworkParamSet"): "networking.gke.io_gkenetworkparamsets.yaml",
+    (JOBSET_API_GROUP, "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
+    (KUBEFLOW_API_GROUP, "JAXJob"): "kubeflow.org_jaxjobs.yaml",
+    (TRAINER_API_GROUP, "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
+    (TRAINER_API_GROUP, "ClusterTrainingRuntime"): "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    (TRAINER_API_GROUP, "TrainingRuntime"): "trainer.kubeflow.org_trainingruntimes.yaml",
+    (KUEUE_API_GROUP, "ClusterQueue"): "kueue.x-k8s.io_clusterqueues.yaml",
+    (KUEUE_API_GROUP, "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
+    (KUEUE_API_GROUP, "ResourceFlavor"): "kueue.x-k8s.io_resourceflavors.yaml",
+    (KUEUE_API_GROUP, "Topology"): "kueue.x-k8s.io_topologies.yaml",
+    (GKE_NETWORKING_API_GROUP, "Network"): "networking.gke.io_networks.yaml",
+    (GKE_NETWORKING_API_GROUP, "GKENetworkParamSet"): "networking.gke.io_gkenetworkparamsets.yaml",
 }
 _UNKNOWN_KIND_FIX = "jaxinfra validates built-in kinds and: " + ", ".join(k for _, k in _CRD_FILES)
 _INSTALL_FIX = "pip install 'jaxinfra[validate]'"

@@ -7,6 +7,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from jaxinfra.upstream import NAMESPACE_NAME_LABEL
+
 Path = tuple[str | int, ...]
 """A field's location inside one object: ("spec", "template", "spec", "containers", 0, "image")."""
 
@@ -113,4 +115,4 @@ class Store:
         ns = self.get("Namespace", "", namespace) or {}
         labels = meta(ns).get("labels")
         out = {str(k): str(v) for k, v in labels.items()} if isinstance(labels, Mapping) else {}
-        return {**out, "kubernetes.io/metadata.name": namespace}
+        return {**out, NAMESPACE_NAME_LABEL: namespace}

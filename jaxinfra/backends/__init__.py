@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 
 from jaxinfra.backends import jaxjob, job, jobset, trainjob
-from jaxinfra.backends.base import Backend, EnvSources, JobNames, Manifest, Parts
+from jaxinfra.backends.base import Backend, EnvVar, JobNames, Manifest, Parts
 
-__all__ = ["BACKENDS", "NAMES", "Backend", "EnvSources", "JobNames", "Manifest", "Parts", "get", "words"]
+__all__ = ["BACKENDS", "NAMES", "Backend", "EnvVar", "JobNames", "Manifest", "Parts", "get", "words"]
 
 #: Every backend by name, in the order the spec, the CLI and the docs list them; the first is the default.
 BACKENDS: Mapping[str, Backend] = MappingProxyType(

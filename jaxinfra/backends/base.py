@@ -1,40 +1,203 @@
 """The backend protocol: everything that differs between the workload kinds a job renders as, in one place.
 
 A backend is one object (one module of this package each); the core reads its properties and calls its
-methods and never asks which backend it has (docs/backends.md). Its methods receive the plan and, to render,
-the shared pod parts (`Parts`, built by `jaxinfra.render.common`), so this package imports neither at run
-time: it sits just above `names`, and spec, plan and render build on it. `JobNames` lives here because a
-job's pod names are its backend's (the spec checks them before a plan exists).
+methods and never asks which backend it has (docs/backends.md). Its methods receive the plan, the job and its pool
+as the small protocols below (what a backend reads of `JobPlan`, `JaxJob` and `NodePool`, which satisfy them without
+inheriting) and, to render, the shared pod parts (`Parts`, built by `jaxinfra.render.common`), so this package
+imports nothing above it, not even for types: it sits just above `names`, and spec, plan and render build on it.
+`JobNames` lives here because a job's pod names are its backend's (the spec checks them before a plan exists), and
+`EnvVar` because the backend states the env contract's coordinator, count and rank.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from jaxinfra.names import (
     BY_DOWNWARD_API,
     BY_JAXINFRA,
-    COMPLETION_INDEX,
     COORDINATOR_ADDRESS,
-    JOBSET_JOB_INDEX,
-    JOBSET_REPLICAS,
     MEGASCALE_COORDINATOR,
     MEGASCALE_NUM_SLICES,
     MEGASCALE_SLICE_ID,
     NUM_PROCESSES,
     PROCESS_ID,
 )
+from jaxinfra.upstream import COMPLETION_INDEX, JOBSET_JOB_INDEX, JOBSET_REPLICAS
 
 if TYPE_CHECKING:
     from jaxinfra.errors import Problem
-    from jaxinfra.plan import JobPlan
-    from jaxinfra.spec import JaxJob, NodePool
 
 Manifest = dict[str, Any]
-#: Env var name -> (its value at one rank, who sets it): what `JobPlan.env_sources` returns and `explain` prints.
-EnvSources = dict[str, tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class EnvVar:
+    """One variable of the env contract (docs/design.md, "Who sets what"): its value at each global rank, who puts it in
+    front of the rank (a `BY_*` of `jaxinfra.names`), and how the pod template writes it, as Kubernetes' EnvVar does:
+    a literal `value`, a `field_path` of the downward API, or neither where a controller, the operator or the platform
+    injects it (or a shell computes it before the command)."""
+
+    name: str
+    at: Callable[[int], str]  # global rank -> its value
+    by: str
+    value: str | None = None
+    field_path: str | None = None
+
+    @classmethod
+    def literal(cls, name: str, value: str) -> EnvVar:
+        """A value jaxinfra writes, the same at every rank."""
+        return cls(name, constant(value), BY_JAXINFRA, value=value)
+
+    @classmethod
+    def downward(cls, name: str, field_path: str, at: Callable[[int], str]) -> EnvVar:
+        """A value the pod template takes from the pod itself (the downward API)."""
+        return cls(name, at, BY_DOWNWARD_API, field_path=field_path)
+
+    @classmethod
+    def completion_index(cls, name: str, hosts_per_slice: int) -> EnvVar:
+        """The pod's completion index in its Indexed Job (its host within its slice), from the downward API."""
+        return cls.downward(name, f"metadata.annotations['{COMPLETION_INDEX}']", host_index(hosts_per_slice))
+
+    @property
+    def entry(self) -> dict[str, Any] | None:
+        """Its entry in the pod template's env; None where it is not written there."""
+        if self.field_path is not None:
+            return {"name": self.name, "valueFrom": {"fieldRef": {"fieldPath": self.field_path}}}
+        return None if self.value is None else {"name": self.name, "value": self.value}
+
+
+def constant(value: str) -> Callable[[int], str]:
+    """The same value at every rank."""
+    return lambda rank: value
+
+
+def host_index(hosts_per_slice: int) -> Callable[[int], str]:
+    """A rank's host within its slice: its pod's completion index in its Indexed Job."""
+    return lambda rank: str(rank % hosts_per_slice)
+
+
+# What a backend reads of a job plan, a job and its pool: the core's types satisfy these structurally.
+
+
+class CatalogRow(Protocol):
+    """An accelerator's catalog row (`jaxinfra.catalog.Accelerator`)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def family(self) -> str: ...
+
+    @property
+    def topology(self) -> str | None: ...
+
+    @property
+    def multi_host(self) -> bool: ...
+
+
+class AcceleratorSpec(Protocol):
+    """A node pool's accelerator (`TPU`, `GPU`, `CPU` of `jaxinfra.spec`)."""
+
+    @property
+    def row(self) -> CatalogRow: ...
+
+
+class PoolSpec(Protocol):
+    """A node pool (`jaxinfra.spec.NodePool`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def accelerator(self) -> AcceleratorSpec: ...
+
+    @property
+    def spot(self) -> bool: ...
+
+
+class JobSpec(Protocol):
+    """A job (`jaxinfra.spec.JaxJob`)."""
+
+    @property
+    def backend(self) -> str: ...
+
+    @property
+    def image(self) -> str: ...
+
+    @property
+    def args(self) -> Sequence[str]: ...
+
+    @property
+    def env(self) -> Mapping[str, object]: ...
+
+    @property
+    def coordinator_port(self) -> int: ...
+
+    @property
+    def runtime(self) -> str | None: ...
+
+    @property
+    def max_restarts(self) -> int: ...
+
+    @property
+    def num_slices(self) -> int: ...
+
+    @property
+    def model_fields_set(self) -> Collection[str]:
+        """The fields the user set."""
+        ...
+
+
+class Plan(Protocol):
+    """A job's plan (`jaxinfra.plan.JobPlan`)."""
+
+    @property
+    def job(self) -> JobSpec: ...
+
+    @property
+    def labels(self) -> dict[str, str]: ...
+
+    @property
+    def slices(self) -> int: ...
+
+    @property
+    def hosts_per_slice(self) -> int: ...
+
+    @property
+    def processes(self) -> int: ...
+
+    @property
+    def multi_slice(self) -> bool: ...
+
+    @property
+    def exclusive_placement(self) -> bool: ...
+
+    @property
+    def command(self) -> Sequence[str] | None: ...
+
+    @property
+    def replicated_job(self) -> str | None: ...
+
+    @property
+    def service(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def coordinator_host(self) -> str: ...
+
+    @property
+    def coordinator_address(self) -> str: ...
+
+    @property
+    def runtime(self) -> str: ...
+
+    @property
+    def renders_runtime(self) -> bool: ...
 
 
 class Parts(Protocol):
@@ -63,7 +226,8 @@ class Parts(Protocol):
 
 @runtime_checkable
 class Backend(Protocol):
-    """One workload kind: its names, its env sources, its spec rules, its objects, and what it needs in the cluster."""
+    """One workload kind: its names, its rows of the env contract, its spec rules, its objects, and what it needs in
+    the cluster."""
 
     @property
     def name(self) -> str:
@@ -178,20 +342,16 @@ class Backend(Protocol):
         """The Service that gives the pods DNS, in words (the topology picture)."""
         ...
 
-    def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
-        """The coordinator, process count and rank as rank `rank` receives them, and who sets each."""
+    def coordinator_env(self, jp: Plan) -> tuple[EnvVar, ...]:
+        """The coordinator, process count and rank: the env contract's first rows (`JobPlan.contract`), each with its
+        value per rank, who sets it and how the pod template writes it (not at all where an operator injects it)."""
         ...
 
-    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
-        """The coordinator, count and rank as jaxinfra writes them into the pod template (none where an operator
-        injects them)."""
-        ...
-
-    def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    def problems(self, at: str, job: JobSpec, pool: PoolSpec) -> list[Problem]:
         """What this kind cannot express of a job on its pool (`jaxinfra.spec.rules`), at spec path `at`."""
         ...
 
-    def render(self, jp: JobPlan, parts: Parts) -> list[Manifest]:
+    def render(self, jp: Plan, parts: Parts) -> list[Manifest]:
         """Its own objects, the workload last, from the shared pod parts."""
         ...
 
@@ -272,47 +432,20 @@ def indexed_names(names: JobNames, pod_suffix: bool) -> dict[str, str]:
     return out
 
 
-def field_ref(path: str) -> dict[str, Any]:
-    """An env var's value from the downward API."""
-    return {"valueFrom": {"fieldRef": {"fieldPath": path}}}
-
-
-def jaxinfra_coordinator(jp: JobPlan, rank: int) -> EnvSources:
+def jaxinfra_coordinator(jp: Plan) -> tuple[EnvVar, ...]:
     """jaxinfra's own contract (docs/design.md, "jaxinfra's own contract"): the coordinator and count written out,
-    the rank from the pod's completion index, or across slices JAX's own rule over the slice's labels."""
-    slice_index, host = divmod(rank, jp.hosts_per_slice)
-    env = {
-        COORDINATOR_ADDRESS: (jp.coordinator_address, BY_JAXINFRA),
-        NUM_PROCESSES: (str(jp.processes), BY_JAXINFRA),
-    }
-    if jp.multi_slice:
-        env |= {
-            MEGASCALE_COORDINATOR: (jp.coordinator_host, BY_JAXINFRA),
-            MEGASCALE_NUM_SLICES: (str(jp.slices), BY_DOWNWARD_API),
-            MEGASCALE_SLICE_ID: (str(slice_index), BY_DOWNWARD_API),
-        }
-    else:
-        env[PROCESS_ID] = (str(host), BY_DOWNWARD_API)
-    return env
-
-
-def jaxinfra_coordinator_env(jp: JobPlan) -> list[dict[str, Any]]:
-    """`jaxinfra_coordinator` as the pod template writes it: values, and the downward API where the value is the
-    pod's."""
-    env: list[dict[str, Any]] = [
-        {"name": COORDINATOR_ADDRESS, "value": jp.coordinator_address},
-        {"name": NUM_PROCESSES, "value": str(jp.processes)},
-    ]
-    if jp.multi_slice:
-        # JAX derives the rank itself: TPU_WORKER_ID (from the platform) + slice id x hosts.
-        env += [
-            {"name": MEGASCALE_COORDINATOR, "value": jp.coordinator_host},
-            {"name": MEGASCALE_NUM_SLICES, **field_ref(f"metadata.labels['{JOBSET_REPLICAS}']")},
-            {"name": MEGASCALE_SLICE_ID, **field_ref(f"metadata.labels['{JOBSET_JOB_INDEX}']")},
-        ]
-    else:
-        env.append({"name": PROCESS_ID, **field_ref(f"metadata.annotations['{COMPLETION_INDEX}']")})
-    return env
+    the rank from the pod's completion index, or across slices JAX's own rule over the slice's labels (it derives the
+    rank itself: TPU_WORKER_ID, from the platform, + slice id x hosts)."""
+    hosts = jp.hosts_per_slice
+    head = EnvVar.literal(COORDINATOR_ADDRESS, jp.coordinator_address), EnvVar.literal(NUM_PROCESSES, str(jp.processes))
+    if not jp.multi_slice:
+        return (*head, EnvVar.completion_index(PROCESS_ID, hosts))
+    return (
+        *head,
+        EnvVar.literal(MEGASCALE_COORDINATOR, jp.coordinator_host),
+        EnvVar.downward(MEGASCALE_NUM_SLICES, f"metadata.labels['{JOBSET_REPLICAS}']", constant(str(jp.slices))),
+        EnvVar.downward(MEGASCALE_SLICE_ID, f"metadata.labels['{JOBSET_JOB_INDEX}']", lambda rank: str(rank // hosts)),
+    )
 
 
 class IndexedPods:
@@ -339,16 +472,13 @@ class IndexedPods:
     def dns_service(self, names: JobNames) -> str:
         return f"{names.service} (headless)"
 
-    def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
-        return jaxinfra_coordinator(jp, rank)
+    def coordinator_env(self, jp: Plan) -> tuple[EnvVar, ...]:
+        return jaxinfra_coordinator(jp)
 
-    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
-        return jaxinfra_coordinator_env(jp)
-
-    def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    def problems(self, at: str, job: JobSpec, pool: PoolSpec) -> list[Problem]:
         return []
 
 
-def tpu_multi_slice(job: JaxJob, pool: NodePool) -> bool:
+def tpu_multi_slice(job: JobSpec, pool: PoolSpec) -> bool:
     """A multi-slice TPU job, which a kind without one Job per slice cannot express (no MEGASCALE_SLICE_ID)."""
     return pool.accelerator.row.kind == "tpu" and job.num_slices > 1

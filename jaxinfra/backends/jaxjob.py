@@ -4,15 +4,19 @@ own headless Service (the operator's), and the coordinator, count and rank injec
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jaxinfra import names as N
-from jaxinfra.backends.base import Backend, EnvSources, JobNames, Manifest, Parts
+from jaxinfra.backends.base import Backend, EnvVar, JobNames, JobSpec, Manifest, Parts, Plan, PoolSpec, constant
 from jaxinfra.errors import Problem
-
-if TYPE_CHECKING:
-    from jaxinfra.plan import JobPlan
-    from jaxinfra.spec import JaxJob, NodePool
+from jaxinfra.upstream import (
+    JAXJOB_API,
+    JAXJOB_CONTAINER,
+    JAXJOB_NAME_LABEL,
+    JAXJOB_PORT_NAME,
+    JAXJOB_REPLICA,
+    OPERATOR_ENV,
+)
 
 
 class JAXJob:
@@ -21,14 +25,14 @@ class JAXJob:
     name = "jaxjob"
     title = "JAXJob"
     summary = "Kubeflow Training Operator v1 JAXJob"
-    api_version = "kubeflow.org/v1"
+    api_version = JAXJOB_API
     kind = "JAXJob"
     kueue_framework = "kubeflow.org/jaxjob"  # off in the Kueue chart's default
     controllers = ("training-operator",)
-    container = N.JAXJOB_CONTAINER
-    port_name = N.JAXJOB_PORT_NAME
+    container = JAXJOB_CONTAINER
+    port_name = JAXJOB_PORT_NAME
     fixed_port = None
-    name_label = N.JAXJOB_NAME_LABEL
+    name_label = JAXJOB_NAME_LABEL
     owns_dns = False
     indexed_pods = False
     runtimes = False
@@ -41,7 +45,7 @@ class JAXJob:
 
     def hostname(self, names: JobNames, rank: int) -> str:
         """The pod and its per-replica Service: `<job>-worker-<i>`."""
-        return f"{names.name}-{N.JAXJOB_REPLICA.lower()}-{rank}"
+        return f"{names.name}-{JAXJOB_REPLICA.lower()}-{rank}"
 
     def coordinator_host(self, names: JobNames) -> str:
         """Rank 0's own Service."""
@@ -57,19 +61,17 @@ class JAXJob:
     def dns_service(self, names: JobNames) -> str:
         return f"{names.hostname(0)} (the operator's, per replica)"
 
-    def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
-        return {
-            "COORDINATOR_ADDRESS": (jp.coordinator_host, N.BY_OPERATOR),
-            "COORDINATOR_PORT": (str(jp.port), N.BY_OPERATOR),
-            "NUM_PROCESSES": (str(jp.processes), N.BY_OPERATOR),
-            "PROCESS_ID": (str(rank), N.BY_OPERATOR),
-            "PYTHONUNBUFFERED": ("1", N.BY_OPERATOR),
-        }
+    def coordinator_env(self, jp: Plan) -> tuple[EnvVar, ...]:
+        """All the operator's, none written: the rank is the replica index, the global rank."""
+        return (
+            EnvVar("COORDINATOR_ADDRESS", constant(jp.coordinator_host), N.BY_OPERATOR),
+            EnvVar("COORDINATOR_PORT", constant(str(jp.port)), N.BY_OPERATOR),
+            EnvVar("NUM_PROCESSES", constant(str(jp.processes)), N.BY_OPERATOR),
+            EnvVar("PROCESS_ID", str, N.BY_OPERATOR),
+            EnvVar("PYTHONUNBUFFERED", constant("1"), N.BY_OPERATOR),
+        )
 
-    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
-        return []
-
-    def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    def problems(self, at: str, job: JobSpec, pool: PoolSpec) -> list[Problem]:
         """Plain pods cannot form a multi-host TPU slice; the operator's own env is not the user's to set."""
         row = pool.accelerator.row
         out = []
@@ -94,7 +96,7 @@ class JAXJob:
                     "use backend='jobset' (or 'trainjob', or a single-host topology)",
                 )
             )
-        for name in sorted(set(job.env) & set(N.OPERATOR_ENV)):
+        for name in sorted(set(job.env) & set(OPERATOR_ENV)):
             out.append(
                 Problem(
                     f"{at}.env.{name}", job.env[name], "set by the Training Operator for backend='jaxjob'", "remove it"
@@ -102,7 +104,7 @@ class JAXJob:
             )
         return out
 
-    def render(self, jp: JobPlan, parts: Parts) -> list[Manifest]:
+    def render(self, jp: Plan, parts: Parts) -> list[Manifest]:
         """Restarts: with `max_restarts` 0 the replicas use `Never` (the operator's default): the first
         failed pod fails the JAXJob. Otherwise `OnFailure`: the kubelet restarts a failed container
         in place (same pod, name and Service), the others follow when the coordinator goes away,
@@ -120,7 +122,7 @@ class JAXJob:
             "spec": {
                 "runPolicy": run_policy,
                 "jaxReplicaSpecs": {
-                    N.JAXJOB_REPLICA: {
+                    JAXJOB_REPLICA: {
                         "replicas": jp.processes,
                         "restartPolicy": restart,
                         "template": parts.pod_template(restart_policy=restart),

@@ -3,21 +3,19 @@ install. One group of hosts only: multi-slice needs one Job per slice."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jaxinfra import names as N
 from jaxinfra.backends.base import (
     Backend,
     IndexedPods,
+    JobSpec,
     Manifest,
     Parts,
+    Plan,
+    PoolSpec,
     tpu_multi_slice,
 )
 from jaxinfra.errors import Problem
-
-if TYPE_CHECKING:
-    from jaxinfra.plan import JobPlan
-    from jaxinfra.spec import JaxJob, NodePool
+from jaxinfra.upstream import BATCH_API, JOB_NAME_LABEL
 
 
 class Job(IndexedPods):
@@ -26,14 +24,14 @@ class Job(IndexedPods):
     name = "job"
     title = "Indexed Job"
     summary = "Indexed Job"
-    api_version = "batch/v1"
+    api_version = BATCH_API
     kind = "Job"
     kueue_framework = "batch/job"
     controllers: tuple[str, ...] = ()
     container = N.CONTAINER
     port_name = N.PORT_NAME
     fixed_port = None
-    name_label = N.JOB_NAME_LABEL
+    name_label = JOB_NAME_LABEL
     owns_dns = True
     pod_suffix = False  # a plain Job's pods get no JobSet webhook
     runtimes = False
@@ -44,7 +42,7 @@ class Job(IndexedPods):
     def replicated_job(self, tpu: bool) -> str | None:
         return None
 
-    def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    def problems(self, at: str, job: JobSpec, pool: PoolSpec) -> list[Problem]:
         if not tpu_multi_slice(job, pool):
             return []
         return [
@@ -56,7 +54,7 @@ class Job(IndexedPods):
             )
         ]
 
-    def render(self, jp: JobPlan, parts: Parts) -> list[Manifest]:
+    def render(self, jp: Plan, parts: Parts) -> list[Manifest]:
         """An Indexed Job cannot restart the group as one; the budget counts pod failures.
 
         A group failure costs one failure per pod (the survivors fail once the coordinator

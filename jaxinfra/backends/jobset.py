@@ -3,18 +3,15 @@ nodes; jaxinfra renders the headless Service and writes the env contract itself.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from jaxinfra import names as N
 from jaxinfra.backends.base import (
     Backend,
     IndexedPods,
     Manifest,
     Parts,
+    Plan,
 )
-
-if TYPE_CHECKING:
-    from jaxinfra.plan import JobPlan
+from jaxinfra.upstream import EXCLUSIVE_TOPOLOGY, JOBSET_API, JOBSET_NAME_LABEL, NODEPOOL_LABEL
 
 
 class JobSet(IndexedPods):
@@ -23,14 +20,14 @@ class JobSet(IndexedPods):
     name = "jobset"
     title = "JobSet"
     summary = "JobSet"
-    api_version = "jobset.x-k8s.io/v1alpha2"
+    api_version = JOBSET_API
     kind = "JobSet"
     kueue_framework = "jobset.x-k8s.io/jobset"
     controllers = ("jobset",)
     container = N.CONTAINER
     port_name = N.PORT_NAME
     fixed_port = None
-    name_label = N.JOBSET_NAME_LABEL
+    name_label = JOBSET_NAME_LABEL
     owns_dns = True
     runtimes = False
     writes_container = True
@@ -40,9 +37,9 @@ class JobSet(IndexedPods):
     def replicated_job(self, tpu: bool) -> str | None:
         return "slice" if tpu else "node"
 
-    def render(self, jp: JobPlan, parts: Parts) -> list[Manifest]:
+    def render(self, jp: Plan, parts: Parts) -> list[Manifest]:
         """Any pod failure fails its Job (backoffLimit 0), which restarts the whole JobSet."""
-        annotations = {N.EXCLUSIVE_TOPOLOGY: N.NODEPOOL_LABEL} if jp.exclusive_placement else {}
+        annotations = {EXCLUSIVE_TOPOLOGY: NODEPOOL_LABEL} if jp.exclusive_placement else {}
         jobset = {
             "apiVersion": self.api_version,
             "kind": self.kind,

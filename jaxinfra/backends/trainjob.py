@@ -4,24 +4,32 @@ the coordinator (port 29500), count and rank (kubeflow/trainer pkg/runtime/frame
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from jaxinfra import names as N
 from jaxinfra.backends.base import (
     Backend,
-    EnvSources,
+    EnvVar,
     IndexedPods,
+    JobSpec,
     Manifest,
     Parts,
+    Plan,
+    PoolSpec,
+    constant,
+    host_index,
     tpu_multi_slice,
 )
 from jaxinfra.errors import Problem
-
-if TYPE_CHECKING:
-    from jaxinfra.plan import JobPlan
-    from jaxinfra.spec import JaxJob, NodePool
-
-TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+from jaxinfra.upstream import (
+    JOBSET_NAME_LABEL,
+    TRAINER_ANCESTOR,
+    TRAINER_ANCESTOR_LABEL,
+    TRAINER_API,
+    TRAINER_API_GROUP,
+    TRAINER_NODE,
+    TRAINER_PORT,
+)
 
 
 class TrainJob(IndexedPods):
@@ -35,10 +43,10 @@ class TrainJob(IndexedPods):
     kind = "TrainJob"
     kueue_framework = "trainer.kubeflow.org/trainjob"
     controllers = ("jobset", "trainer")  # a TrainJob runs as a JobSet
-    container = N.TRAINER_NODE
+    container = TRAINER_NODE
     port_name = N.PORT_NAME
-    fixed_port = N.TRAINER_PORT
-    name_label = N.JOBSET_NAME_LABEL
+    fixed_port = TRAINER_PORT
+    name_label = JOBSET_NAME_LABEL
     owns_dns = False
     runtimes = True
     writes_container = False
@@ -46,20 +54,17 @@ class TrainJob(IndexedPods):
     rank_rule = "JAX_PROCESS_ID = the pod's completion index (set by Trainer's JAX plugin)"
 
     def replicated_job(self, tpu: bool) -> str | None:
-        return N.TRAINER_NODE
+        return TRAINER_NODE
 
-    def coordinator_env(self, jp: JobPlan, rank: int) -> EnvSources:
-        host = rank % jp.hosts_per_slice
-        return {
-            N.COORDINATOR_ADDRESS: (jp.coordinator_address, N.BY_TRAINER),
-            N.NUM_PROCESSES: (str(jp.processes), N.BY_TRAINER),
-            N.PROCESS_ID: (str(host), N.BY_TRAINER),
-        }
+    def coordinator_env(self, jp: Plan) -> tuple[EnvVar, ...]:
+        """All the JAX plugin's, none written: the rank is the pod's completion index."""
+        return (
+            EnvVar(N.COORDINATOR_ADDRESS, constant(jp.coordinator_address), N.BY_TRAINER),
+            EnvVar(N.NUM_PROCESSES, constant(str(jp.processes)), N.BY_TRAINER),
+            EnvVar(N.PROCESS_ID, host_index(jp.hosts_per_slice), N.BY_TRAINER),
+        )
 
-    def written_coordinator_env(self, jp: JobPlan) -> list[dict[str, Any]]:
-        return []
-
-    def problems(self, at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
+    def problems(self, at: str, job: JobSpec, pool: PoolSpec) -> list[Problem]:
         """One replica of `node`, a fixed port, and a ClusterTrainingRuntime that knows no pool."""
         row = pool.accelerator.row
         out = []
@@ -73,12 +78,12 @@ class TrainJob(IndexedPods):
                     "use backend='jobset'",
                 )
             )
-        if "coordinator_port" in job.model_fields_set and job.coordinator_port != N.TRAINER_PORT:
+        if "coordinator_port" in job.model_fields_set and job.coordinator_port != TRAINER_PORT:
             out.append(
                 Problem(
                     f"{at}.coordinator_port",
                     job.coordinator_port,
-                    f"Trainer's JAX plugin fixes the coordinator port at {N.TRAINER_PORT}",
+                    f"Trainer's JAX plugin fixes the coordinator port at {TRAINER_PORT}",
                     "remove coordinator_port",
                 )
             )
@@ -103,12 +108,12 @@ class TrainJob(IndexedPods):
             )
         return out
 
-    def render(self, jp: JobPlan, parts: Parts) -> list[Manifest]:
+    def render(self, jp: Plan, parts: Parts) -> list[Manifest]:
         """The TrainingRuntime it runs on, when jaxinfra renders it, then the TrainJob."""
         return [*([training_runtime(jp, parts)] if jp.renders_runtime else []), trainjob(jp, parts)]
 
 
-def training_runtime(jp: JobPlan, parts: Parts) -> Manifest:
+def training_runtime(jp: Plan, parts: Parts) -> Manifest:
     """The TrainingRuntime a TrainJob runs on: `mlPolicy.jax` plus what the upstream
     `jax-distributed` runtime lacks: the pool's node selectors and tolerations, the accelerator
     resources, /dev/shm for GPUs, the job's ServiceAccount, and the restart policy.
@@ -129,10 +134,10 @@ def training_runtime(jp: JobPlan, parts: Parts) -> Manifest:
                     "network": {"enableDNSHostnames": True, "publishNotReadyAddresses": True},
                     "replicatedJobs": [
                         {
-                            "name": N.TRAINER_NODE,
+                            "name": TRAINER_NODE,
                             "replicas": 1,
                             "template": {
-                                "metadata": {"labels": {**jp.labels, N.TRAINER_ANCESTOR_LABEL: N.TRAINER_ANCESTOR}},
+                                "metadata": {"labels": {**jp.labels, TRAINER_ANCESTOR_LABEL: TRAINER_ANCESTOR}},
                                 "spec": {
                                     "backoffLimit": 0,
                                     "completionMode": "Indexed",
@@ -149,7 +154,7 @@ def training_runtime(jp: JobPlan, parts: Parts) -> Manifest:
     }
 
 
-def trainjob(jp: JobPlan, parts: Parts) -> Manifest:
+def trainjob(jp: Plan, parts: Parts) -> Manifest:
     """A TrainJob: image, command, env and resources per node go to the runtime's `node` container.
 
     The env goes here rather than into the runtime so that it follows the JAX plugin's
@@ -168,7 +173,7 @@ def trainjob(jp: JobPlan, parts: Parts) -> Manifest:
         "kind": "TrainJob",
         "metadata": parts.workload_metadata(),
         "spec": {
-            "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": kind, "name": jp.runtime},
+            "runtimeRef": {"apiGroup": TRAINER_API_GROUP, "kind": kind, "name": jp.runtime},
             "trainer": trainer,
         },
     }

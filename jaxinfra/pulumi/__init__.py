@@ -66,7 +66,6 @@ from jaxinfra.pulumi.gke import (
     CLOUD_PLATFORM_SCOPE,
     NODE_ROLES,
     RESERVATION_KEY,
-    SPOT_LABEL,
     base_node_config,
     cluster_addons,
     cluster_networking,
@@ -101,6 +100,7 @@ from jaxinfra.pulumi.pools import (
     shadow_nodes,
     shadow_pods_per_node,
 )
+from jaxinfra.upstream import SPOT_LABEL
 
 __all__ = [
     "BUCKET_ROLE",

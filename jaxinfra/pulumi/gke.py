@@ -14,11 +14,11 @@ from typing import Any
 import pulumi
 import pulumi_gcp as gcp
 
-from jaxinfra.catalog import SPOT_LABEL
 from jaxinfra.gpudirect import Stack
 from jaxinfra.plan import pool_gpudirect
 from jaxinfra.pulumi.config import DEFAULT_CPU_MACHINE_TYPE, Settings
 from jaxinfra.pulumi.pools import PoolSlice
+from jaxinfra.upstream import SPOT_LABEL
 
 RESERVATION_KEY = "compute.googleapis.com/reservation-name"
 CLOUD_PLATFORM_SCOPE = "https://www.googleapis.com/auth/cloud-platform"

@@ -18,6 +18,7 @@ import pulumi_kubernetes as k8s
 from jaxinfra import backends, gpudirect, releases
 from jaxinfra.plan import ClusterPlan, JobPlan
 from jaxinfra.render import render_job
+from jaxinfra.upstream import BATCH_API, NETWORKING_API, RBAC_API
 
 #: The annotation this adapter adds (see the package docstring); the value must be the string "true".
 SKIP_AWAIT = "pulumi.com/skipAwait"
@@ -33,10 +34,10 @@ _TYPED: dict[tuple[str, str], Any] = {
     ("v1", "ServiceAccount"): k8s.core.v1.ServiceAccount,
     ("v1", "Service"): k8s.core.v1.Service,
     ("v1", "PersistentVolumeClaim"): k8s.core.v1.PersistentVolumeClaim,
-    ("batch/v1", "Job"): k8s.batch.v1.Job,
-    ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
-    ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
-    ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
+    (BATCH_API, "Job"): k8s.batch.v1.Job,
+    (RBAC_API, "Role"): k8s.rbac.v1.Role,
+    (RBAC_API, "RoleBinding"): k8s.rbac.v1.RoleBinding,
+    (NETWORKING_API, "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
 }
 
 

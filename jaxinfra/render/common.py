@@ -8,9 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from jaxinfra import catalog
 from jaxinfra import names as N
-from jaxinfra.backends.base import field_ref
+from jaxinfra import upstream as U
 from jaxinfra.errors import Problem, SpecError
 from jaxinfra.plan import JobPlan, pod_requests
 from jaxinfra.render import gpudirect
@@ -48,7 +47,7 @@ def workload_metadata(jp: JobPlan, **extra: Any) -> dict[str, Any]:
         extra["annotations"] = {**extra.get("annotations", {}), N.SHADOW_OF: jp.shadow_of}
     meta = metadata(jp, **extra)
     if jp.queue is not None:
-        meta["labels"][N.QUEUE_LABEL] = jp.queue
+        meta["labels"][U.QUEUE_LABEL] = jp.queue
     return meta
 
 
@@ -56,7 +55,7 @@ def namespace(name: str, pod_security: str | None = None) -> Manifest:
     """A namespace jaxinfra creates; Pod Security admission enforces `pod_security` on it."""
     labels = {N.MANAGED_BY: "jaxinfra"}
     if pod_security:
-        labels[N.POD_SECURITY_ENFORCE] = pod_security
+        labels[U.POD_SECURITY_ENFORCE] = pod_security
     return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}
 
 
@@ -73,7 +72,7 @@ def service_account(jp: JobPlan) -> Manifest:
 def role(jp: JobPlan) -> Manifest:
     """What JAX's Kubernetes auto-detection reads, in the job's namespace only: get/list/watch, no wildcards."""
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "apiVersion": U.RBAC_API,
         "kind": "Role",
         "metadata": metadata(jp),
         "rules": [{k: list(v) for k, v in rule.items()} for rule in N.API_RULES],
@@ -82,10 +81,10 @@ def role(jp: JobPlan) -> Manifest:
 
 def role_binding(jp: JobPlan) -> Manifest:
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "apiVersion": U.RBAC_API,
         "kind": "RoleBinding",
         "metadata": metadata(jp),
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": jp.name},
+        "roleRef": {"apiGroup": U.RBAC_API_GROUP, "kind": "Role", "name": jp.name},
         "subjects": [{"kind": "ServiceAccount", "name": jp.name, "namespace": jp.namespace}],
     }
 
@@ -94,7 +93,7 @@ def network_policy(jp: JobPlan) -> Manifest:
     """Only the job's own pods may connect to its pods, on any port: the coordinator's and the
     collectives' (gloo / NCCL / DCN use ephemeral ports). Egress is not restricted."""
     return {
-        "apiVersion": "networking.k8s.io/v1",
+        "apiVersion": U.NETWORKING_API,
         "kind": "NetworkPolicy",
         "metadata": metadata(jp),
         "spec": {
@@ -131,7 +130,7 @@ def checkpoint_volume(jp: JobPlan) -> dict[str, Any]:
     attributes = {"bucketName": jp.checkpoint_bucket, "mountOptions": options}
     if jp.host_network:
         attributes["hostNetworkPodKSA"] = "true"
-    return {"name": N.CHECKPOINT_VOLUME, "csi": {"driver": N.GCSFUSE_DRIVER, "volumeAttributes": attributes}}
+    return {"name": N.CHECKPOINT_VOLUME, "csi": {"driver": U.GCSFUSE_DRIVER, "volumeAttributes": attributes}}
 
 
 def headless_service(jp: JobPlan) -> Manifest:
@@ -150,31 +149,10 @@ def headless_service(jp: JobPlan) -> Manifest:
 
 
 def contract_env(jp: JobPlan) -> list[dict[str, Any]]:
-    """The env contract (docs/design.md, "jaxinfra's own contract"), in an order where later values may use $(EARLIER).
-
-    The coordinator, count and rank are the backend's to write (`Backend.written_coordinator_env`): none where
-    the operator injects them itself (`JobPlan.env_sources`); then what no controller sets: the init timeout,
-    the CPU device count, the checkpoint path, a shadow's TPU env and the user's env.
-    """
-    env = jp.backend.written_coordinator_env(jp)
-    env.append({"name": N.INIT_TIMEOUT, "value": str(jp.job.init_timeout_seconds)})
-    if jp.runs_on == "cpu":
-        env.append({"name": N.NUM_CPU_DEVICES, "value": str(jp.devices_per_process)})
-    if jp.job.checkpoints is not None:
-        env.append({"name": N.CHECKPOINT_ENV, "value": N.CHECKPOINT_DIR})
-    return env + shadow_tpu_env(jp) + user_env(jp)
-
-
-def shadow_tpu_env(jp: JobPlan) -> list[dict[str, Any]]:
-    """A shadow's stand-in for what GKE's TPU webhook injects into a multi-host slice's pods: the worker's index
-    in its slice, and its slice's hostnames (for multi-slice, `$(MEGASCALE_SLICE_ID)` names the pod's slice)."""
-    if jp.shadow is None or not jp.tpu_platform_env:
-        return []
-    hostnames = jp.names.worker_hostnames(f"$({N.MEGASCALE_SLICE_ID})" if jp.multi_slice else 0)
-    return [
-        {"name": N.TPU_WORKER_ID, **field_ref(f"metadata.annotations['{N.COMPLETION_INDEX}']")},
-        {"name": N.TPU_WORKER_HOSTNAMES, "value": hostnames},
-    ]
+    """The env jaxinfra writes (docs/design.md, "jaxinfra's own contract"), in an order where later values may use
+    $(EARLIER): the contract's variables that the pod template writes (`JobPlan.contract`; none of those the operator,
+    a controller or the platform injects), then the user's env."""
+    return [entry for var in jp.contract if (entry := var.entry) is not None] + user_env(jp)
 
 
 def user_env(jp: JobPlan) -> list[dict[str, Any]]:
@@ -232,16 +210,16 @@ def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]
     tolerations: list[dict[str, str]] = []
     if a.kind == "tpu":
         selector = {
-            catalog.TPU_ACCELERATOR_LABEL: a.gke_accelerator or "",
-            catalog.TPU_TOPOLOGY_LABEL: a.topology or "",
+            U.TPU_ACCELERATOR_LABEL: a.gke_accelerator or "",
+            U.TPU_TOPOLOGY_LABEL: a.topology or "",
         }
     elif a.kind == "gpu":
-        selector = {catalog.GPU_ACCELERATOR_LABEL: a.gke_accelerator or ""}
+        selector = {U.GPU_ACCELERATOR_LABEL: a.gke_accelerator or ""}
     if a.resource:
         tolerations.append({"key": a.resource, "operator": "Exists", "effect": "NoSchedule"})
     if pool.spot:
-        selector[catalog.SPOT_LABEL] = "true"
-        tolerations.append({"key": catalog.SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+        selector[U.SPOT_LABEL] = "true"
+        tolerations.append({"key": U.SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
     return selector, tolerations
 
 
@@ -302,7 +280,7 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
     meta: dict[str, Any] = {"labels": dict(jp.labels)}
     annotations = dict(jp.job.annotations)
     if jp.checkpoint_bucket is not None:
-        annotations[N.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
+        annotations[U.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
     if (stack := jp.gpudirect) is not None:
         gpudirect.decorate(stack, spec, container, annotations)
     if annotations:

@@ -14,8 +14,7 @@ from typing import Any
 
 from jaxinfra import gpudirect as G
 from jaxinfra.gpudirect import Stack
-
-GKE_NETWORKING = "networking.gke.io/v1"
+from jaxinfra.upstream import GKE_NETWORKING_API, GKE_NETWORKING_API_GROUP
 
 
 def decorate(stack: Stack, spec: dict[str, Any], container: dict[str, Any], annotations: dict[str, str]) -> None:
@@ -71,7 +70,7 @@ def network_objects(stack: Stack, gke_cluster: str) -> list[dict[str, Any]]:
     for n in G.node_networks(stack, gke_cluster):
         out.append(
             {
-                "apiVersion": GKE_NETWORKING,
+                "apiVersion": GKE_NETWORKING_API,
                 "kind": "GKENetworkParamSet",
                 "metadata": {"name": n.name},
                 "spec": {"vpc": n.vpc, "vpcSubnet": n.subnet, "deviceMode": n.device_mode},
@@ -79,12 +78,12 @@ def network_objects(stack: Stack, gke_cluster: str) -> list[dict[str, Any]]:
         )
         out.append(
             {
-                "apiVersion": GKE_NETWORKING,
+                "apiVersion": GKE_NETWORKING_API,
                 "kind": "Network",
                 "metadata": {"name": n.name},
                 "spec": {
                     "type": "Device",
-                    "parametersRef": {"group": "networking.gke.io", "kind": "GKENetworkParamSet", "name": n.name},
+                    "parametersRef": {"group": GKE_NETWORKING_API_GROUP, "kind": "GKENetworkParamSet", "name": n.name},
                 },
             }
         )

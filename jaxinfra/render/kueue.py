@@ -10,9 +10,7 @@ from __future__ import annotations
 from jaxinfra import names as N
 from jaxinfra.plan import PoolQueue
 from jaxinfra.render.common import Manifest, pool_placement
-
-#: Namespaces carry this label with their name (Kubernetes sets it on every namespace).
-NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+from jaxinfra.upstream import KUEUE_API, NAMESPACE_NAME_LABEL
 
 #: The value GKE gives the accelerator taints of TPU and GPU nodes (`google.com/tpu=present:NoSchedule`).
 _GKE_TAINT_VALUE = "present"
@@ -36,7 +34,7 @@ def resource_flavor(q: PoolQueue) -> Manifest:
     if taints:
         spec["nodeTaints"] = taints
     return {
-        "apiVersion": N.KUEUE_API,
+        "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
         "metadata": {"name": q.flavor, "labels": _labels(q.cluster)},
         "spec": spec,
@@ -47,7 +45,7 @@ def cluster_queue(q: PoolQueue) -> Manifest:
     """The pool's capacity as quota in one flavor, open to the namespaces of its jobs only."""
     quota = q.quota
     return {
-        "apiVersion": N.KUEUE_API,
+        "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
         "metadata": {"name": q.cluster_queue, "labels": _labels(q.cluster)},
         "spec": {
@@ -73,7 +71,7 @@ def cluster_queue(q: PoolQueue) -> Manifest:
 
 def local_queue(q: PoolQueue, namespace: str) -> Manifest:
     return {
-        "apiVersion": N.KUEUE_API,
+        "apiVersion": KUEUE_API,
         "kind": "LocalQueue",
         "metadata": {"name": q.local_queue, "namespace": namespace, "labels": _labels(q.cluster)},
         "spec": {"clusterQueue": q.cluster_queue},

@@ -14,18 +14,18 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from jaxinfra import catalog
 from jaxinfra.spec.base import LABEL_KEY_FIX, LABEL_VALUE_FIX, Spec, label_key_problem, label_value_ok, subdomain
 from jaxinfra.spec.problems import problem
+from jaxinfra.upstream import GPU_ACCELERATOR_LABEL, SPOT_LABEL, TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL
 
 _POINTER = re.compile(r"^(/([^~]|~[01])*)*$")
 
 #: Node selector keys jaxinfra sets from the node pool, each with the way to change it.
 POOL_SELECTORS: dict[str, str] = {
-    catalog.TPU_ACCELERATOR_LABEL: "the pool's accelerator",
-    catalog.TPU_TOPOLOGY_LABEL: "the pool's TPU topology",
-    catalog.GPU_ACCELERATOR_LABEL: "the pool's accelerator",
-    catalog.SPOT_LABEL: "NodePool(spot=True)",
+    TPU_ACCELERATOR_LABEL: "the pool's accelerator",
+    TPU_TOPOLOGY_LABEL: "the pool's TPU topology",
+    GPU_ACCELERATOR_LABEL: "the pool's accelerator",
+    SPOT_LABEL: "NodePool(spot=True)",
 }
 
 #: RFC 6902 operations and the members each one needs (beside `op`).

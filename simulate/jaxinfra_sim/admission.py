@@ -25,6 +25,7 @@ from typing import Any
 from jaxinfra.admission import admit_pods
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import NAMESPACE_NAME_LABEL, QUEUE_LABEL
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
 from jaxinfra_sim.selectors import label_selector, matches
 
@@ -93,8 +94,6 @@ def pod_refusals(workload: str, namespace: str, jobs: Sequence[Any], store: Stor
 
 
 # --- Kueue ---------------------------------------------------------------------------------------
-
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 @dataclass(frozen=True)
@@ -208,7 +207,7 @@ def kueue(
             f"ClusterQueue {cq_name} is inactive: ResourceFlavor {', '.join(missing)} does not exist",
             f"add the ResourceFlavor {', '.join(missing)} to the manifests",
         )
-    ns_labels = {**objects.namespace_labels.get(namespace, {}), "kubernetes.io/metadata.name": namespace}
+    ns_labels = {**objects.namespace_labels.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
     if not matches(label_selector(spec.get("namespaceSelector")), ns_labels):
         return Admission(
             False,

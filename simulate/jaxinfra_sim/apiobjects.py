@@ -11,6 +11,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from jaxinfra.admission.store import CLUSTER_SCOPED
+from jaxinfra.upstream import (
+    BATCH_API,
+    JAXJOB_API,
+    JOBSET_API,
+    NAMESPACE_NAME_LABEL,
+    RBAC_API,
+    SYSTEM_NAMESPACES,
+    TRAINER_API,
+)
 from jaxinfra_sim.inputs import meta, namespace_of, strings
 from jaxinfra_sim.rbac import RBAC_KINDS, Policy
 from jaxinfra_sim.selectors import fields_match, matches, parse_fields, parse_labels, selectable_fields
@@ -50,13 +59,13 @@ KNOWN_KINDS = (
     ("v1", "ConfigMap"),
     ("v1", "Secret"),
     ("v1", "Namespace"),
-    ("batch/v1", "Job"),
-    ("jobset.x-k8s.io/v1alpha2", "JobSet"),
-    ("kubeflow.org/v1", "JAXJob"),
-    ("trainer.kubeflow.org/v1alpha1", "TrainJob"),
-    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"),
-    ("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime"),
-    *(("rbac.authorization.k8s.io/v1", k) for k in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")),
+    (BATCH_API, "Job"),
+    (JOBSET_API, "JobSet"),
+    (JAXJOB_API, "JAXJob"),
+    (TRAINER_API, "TrainJob"),
+    (TRAINER_API, "TrainingRuntime"),
+    (TRAINER_API, "ClusterTrainingRuntime"),
+    *((RBAC_API, k) for k in ("Role", "RoleBinding", "ClusterRole", "ClusterRoleBinding")),
 )
 
 
@@ -168,9 +177,6 @@ def _identity(obj: Mapping) -> tuple[str, str, str]:
     return kind, namespace_of(obj) if kind not in CLUSTER_SCOPED else "", str(meta(obj).get("name", ""))
 
 
-SYSTEM_NAMESPACES = ("default", "kube-node-lease", "kube-public", "kube-system")
-
-
 def cluster_objects(objects: Sequence[Mapping], host: str, port: int) -> list[dict]:
     """What every cluster holds besides the inputs: its namespaces (the system ones and each the
     inputs use) and the `kubernetes` Service in `default` with its Endpoints, here this server."""
@@ -179,7 +185,7 @@ def cluster_objects(objects: Sequence[Mapping], host: str, port: int) -> list[di
         {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}},
+            "metadata": {"name": ns, "labels": {NAMESPACE_NAME_LABEL: ns}},
             "spec": {"finalizers": ["kubernetes"]},
             "status": {"phase": "Active"},
         }

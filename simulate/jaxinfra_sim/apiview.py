@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 
+from jaxinfra.upstream import BATCH_API, JOB_UID_LABEL, JOBSET_KEY_PREFIX
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers import ChildJob, Draft
 from jaxinfra_sim.controllers import job as job_controller
@@ -54,16 +55,16 @@ def _stored_job(obj: Mapping, job: ChildJob) -> dict:
     template_md["labels"] = {**(template_md.get("labels") or {}), **selector}
     md.update(uid=job.uid, creationTimestamp=CREATED_AT)
     md["labels"] = md.get("labels") or dict(template_md["labels"])
-    spec.setdefault("selector", {"matchLabels": {job_controller.JOB_UID: job.uid}})
+    spec.setdefault("selector", {"matchLabels": {JOB_UID_LABEL: job.uid}})
     stored["status"] = {"active": job.parallelism, "startTime": CREATED_AT}
     return stored
 
 
 def _job(draft: Draft, job: ChildJob) -> dict:
     """A child Job as its controller (JobSet) creates it: the stamp's labels on the Job, the template's spec."""
-    labels = {k: v for k, v in job.pod_labels.items() if k.startswith("jobset.sigs.k8s.io/")}
+    labels = {k: v for k, v in job.pod_labels.items() if k.startswith(JOBSET_KEY_PREFIX)}
     return {
-        "apiVersion": "batch/v1",
+        "apiVersion": BATCH_API,
         "kind": "Job",
         "metadata": {
             "name": job.name,
@@ -93,7 +94,7 @@ def _pod(draft: Draft, job: ChildJob, pod: model.Pod) -> dict:
     owner = (
         draft.owner
         if job.operator is not None
-        else {"apiVersion": "batch/v1", "kind": "Job", "name": job.name, "uid": job.uid}
+        else {"apiVersion": BATCH_API, "kind": "Job", "name": job.name, "uid": job.uid}
     )
     spec = copy.deepcopy(dict(job.pod_spec))
     spec.update(nodeName=pod.node, serviceAccountName=pod.service_account, hostname=pod.hostname)
@@ -140,8 +141,7 @@ def api_objects(
     }
     out = [
         _stored_job(m, jobs[(namespace_of(m), meta(m).get("name"))])
-        if (m.get("apiVersion"), m.get("kind")) == ("batch/v1", "Job")
-        and (namespace_of(m), meta(m).get("name")) in jobs
+        if (m.get("apiVersion"), m.get("kind")) == (BATCH_API, "Job") and (namespace_of(m), meta(m).get("name")) in jobs
         else copy.deepcopy(dict(m))
         for m in manifests
         if isinstance(m, Mapping) and m.get("kind")

@@ -28,10 +28,8 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX, JOB_NAME_LABEL, JOBSET_NAME_LABEL, OPERATOR_ENV
 from jaxinfra_sim import model
-from jaxinfra_sim.controllers.jaxjob import JAXJOB_ENV, JAXJOB_PORT_NAME
-from jaxinfra_sim.controllers.job import COMPLETION_INDEX_ENV, JOB_NAME
-from jaxinfra_sim.controllers.jobset import JS_NAME
 from jaxinfra_sim.dns import CLUSTER_DOMAIN, ClusterDns
 from jaxinfra_sim.inputs import Objects, Service, to_int
 from jaxinfra_sim.platform.gke_tpu import JAX_DEFAULT_TPU_PORT
@@ -161,7 +159,7 @@ def count_of(pod: model.Pod) -> tuple[str, int | None, str] | None:
 
 
 #: Env a controller appends after the container's own env: `$(VAR)` to them in env stays verbatim (kubelet order).
-_APPENDED = {COMPLETION_INDEX_ENV: "the Job controller", **{v: "the Training Operator" for v in JAXJOB_ENV}}
+_APPENDED = {JOB_COMPLETION_INDEX: "the Job controller", **{v: "the Training Operator" for v in OPERATOR_ENV}}
 
 
 def _appended_hint(raw: str) -> tuple[str, str | None]:
@@ -439,7 +437,7 @@ class Checker:
 
     @staticmethod
     def _selector_mismatch(svc: Service, pod: model.Pod) -> tuple[str, str]:
-        key = JS_NAME if JS_NAME in pod.labels else JOB_NAME
+        key = JOBSET_NAME_LABEL if JOBSET_NAME_LABEL in pod.labels else JOB_NAME_LABEL
         suggestion = f"{{{key}: {pod.labels[key]}}}"
         if not svc.selector:
             return (

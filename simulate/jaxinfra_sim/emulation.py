@@ -21,6 +21,7 @@ from dataclasses import replace
 
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import QUEUE_LABEL
 from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, model
 from jaxinfra_sim.dns import ClusterDns
 from jaxinfra_sim.errors import InvalidArgument
@@ -104,8 +105,8 @@ def _workload(
         checker.findings.add(
             "kueue",
             lambda: Problem(
-                f"{draft.id} metadata.labels[{admission.QUEUE_LABEL}]",
-                draft.labels[admission.QUEUE_LABEL],
+                f"{draft.id} metadata.labels[{QUEUE_LABEL}]",
+                draft.labels[QUEUE_LABEL],
                 f"would stay suspended: {queued.note}",
                 queued.fix,
             ),

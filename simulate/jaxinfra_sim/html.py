@@ -13,13 +13,12 @@ from collections.abc import Sequence
 from html import escape
 
 from jaxinfra.topology import Layout, svg
+from jaxinfra.upstream import JOB_NAME_LABEL
 from jaxinfra_sim.engine import Report, WorkloadResult
 from jaxinfra_sim.options import Faults
 from jaxinfra_sim.runner import Attempt, Logs
 from jaxinfra_sim.trace import Lane, timeline
 
-# The Job controller's label on its pods (kubernetes.io/docs/reference/labels-annotations-taints).
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 PHASE_COLOUR = {
     "created": "#c8c8c8",
     "started": "#9fb3c8",

@@ -23,12 +23,9 @@ from jaxinfra import yamlio
 from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME
 from jaxinfra.errors import ManifestError
 from jaxinfra.quantity import parse as quantity
+from jaxinfra.upstream import GPU_RESOURCE, KUEUE_API_GROUP, TPU_RESOURCE, TRAINER_API
 from jaxinfra_sim import model
 
-JOBSET_API = "jobset.x-k8s.io/v1alpha2"
-JOB_API = "batch/v1"
-JAXJOB_API = "kubeflow.org/v1"
-TRAINER_API = "trainer.kubeflow.org/v1alpha1"
 UPSTREAM_RUNTIME = TRAINER_JAX_RUNTIME
 """The ClusterTrainingRuntime installed with the Kubeflow Trainer, so present without the manifests."""
 
@@ -61,8 +58,6 @@ PASSIVE_KINDS = frozenset(
         "StorageClass",
     }
 )
-
-TPU, GPU = "google.com/tpu", "nvidia.com/gpu"
 
 
 def load_files(paths: Iterable[str | Path]) -> list[dict]:
@@ -181,7 +176,7 @@ class Objects:
         elif kind == "Namespace":
             self.namespace_labels[key[1]] = strings(meta(obj).get("labels"))
         elif kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor") and str(obj.get("apiVersion", "")).startswith(
-            "kueue.x-k8s.io/"
+            f"{KUEUE_API_GROUP}/"
         ):
             self.kueue[(kind, key[0] if kind == "LocalQueue" else "", key[1])] = obj
         elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
@@ -219,7 +214,7 @@ def limit(container: Mapping, resource: str) -> Any:
 
 
 def accelerator(container: Mapping) -> tuple[str, Any]:
-    for kind, resource in (("tpu", TPU), ("gpu", GPU)):
+    for kind, resource in (("tpu", TPU_RESOURCE), ("gpu", GPU_RESOURCE)):
         value = limit(container, resource)
         if value is not None and quantity(value):
             return kind, value

@@ -74,9 +74,9 @@ from jaxinfra_sim.netns_holder import (
     LOW_PORTS,  # noqa: F401 - the holder's own, offered here with the rest of the pods' network
     PING_GROUPS,  # noqa: F401 - likewise
     STRATEGIES,
-    _libc,
     egress_command,  # noqa: F401
     has_default_route,  # noqa: F401
+    load_libc,
 )
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_holder.py")
@@ -160,7 +160,7 @@ class Network:
         """Enter the pods' network namespace: call it in a freshly forked, single-threaded process (a pod's,
         before its sandbox; the API server's). Two setns(2) calls; then this process's copies of the network's
         descriptors are closed (it is in the namespace now) and `close` here does nothing. Raises NetworkError."""
-        libc = _libc()
+        libc = load_libc()
         if self._user_fd >= 0 and libc.setns(self._user_fd, CLONE_NEWUSER) != 0:
             raise NetworkError("setns(user namespace of the pods' network)", ctypes.get_errno())
         if libc.setns(self._net_fd, CLONE_NEWNET) != 0:
@@ -279,7 +279,7 @@ class _Launch:
         cls, strategies: Sequence[str], egress: bool, which: Callable[[str], str | None], egress_timeout: float
     ) -> _Launch:
         tool, path, note = find_egress(which) if egress else (None, None, "egress off: not asked for")
-        _libc()  # loaded here, once: a forked child's join() finds it
+        load_libc()  # loaded here, once: a forked child's join() finds it
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [
             sys.executable,

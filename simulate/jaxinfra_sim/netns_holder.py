@@ -42,7 +42,7 @@ EGRESS_TOOLS = ("pasta", "slirp4netns")
 _LIBC: list[ctypes.CDLL] = []
 
 
-def _libc() -> ctypes.CDLL:
+def load_libc() -> ctypes.CDLL:
     if not _LIBC:
         _LIBC.append(ctypes.CDLL(None, use_errno=True))
     return _LIBC[0]
@@ -147,7 +147,7 @@ def lo_up() -> None:
 
 def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
     """Leave the machine's network namespace by the first strategy that works; the report for the simulator."""
-    libc = _libc()
+    libc = load_libc()
     uid, gid = os.getuid(), os.getgid()
     attempts: list[dict[str, Any]] = []
     for strategy in strategies:
@@ -196,7 +196,7 @@ class _Egress:
                     os.close(fd)
                 word = os.read(go_r, 64).decode()
                 if word in STRATEGIES:
-                    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+                    load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
                     if os.getppid() == holder:
                         null = os.open(os.devnull, os.O_RDWR)
                         os.dup2(null, 0)
@@ -319,7 +319,7 @@ def _holder(argv: Sequence[str]) -> None:
     if deathsig == "1" and len(tool_path) < 2:
         # With an egress tool the pidfd below is the only watch: the holder then ends the tool on its way out
         # (pasta, dropping root to nobody, loses its own PR_SET_PDEATHSIG; see egress_command).
-        _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        load_libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     try:
         parent = os.pidfd_open(int(parent_pid))
     except OSError:

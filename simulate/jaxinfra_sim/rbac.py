@@ -27,12 +27,12 @@ from functools import lru_cache
 from importlib import resources
 
 from jaxinfra import yamlio
+from jaxinfra.upstream import RBAC_API_GROUP
 from jaxinfra_sim.inputs import meta, namespace_of
 from jaxinfra_sim.selectors import label_selector, matches
 
 __all__ = ["Subject", "Attributes", "Decision", "Policy", "authorize", "default_policy"]
 
-RBAC_GROUP = "rbac.authorization.k8s.io"
 RBAC_KINDS = frozenset({"Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding"})
 
 
@@ -118,7 +118,7 @@ class Policy:
     def __init__(self, objects: Sequence[Mapping]):
         index: dict[tuple[str, str, str], Mapping] = {}
         for obj in (*default_policy(), *objects):
-            if obj.get("kind") in RBAC_KINDS and str(obj.get("apiVersion", "")).startswith(RBAC_GROUP + "/"):
+            if obj.get("kind") in RBAC_KINDS and str(obj.get("apiVersion", "")).startswith(RBAC_API_GROUP + "/"):
                 index[_key(obj)] = obj
         self._index = index
         self._cluster_roles = {k[2]: v for k, v in index.items() if k[0] == "ClusterRole"}
@@ -153,9 +153,9 @@ class Policy:
         kind, name = ref.get("kind"), ref.get("name", "")
         if kind == "Role":
             role = self._index.get(("Role", namespace, name))
-            return tuple(role.get("rules") or ()) if role else f'role.{RBAC_GROUP} "{name}" not found'
+            return tuple(role.get("rules") or ()) if role else f'role.{RBAC_API_GROUP} "{name}" not found'
         if kind == "ClusterRole":
-            return self._rules[name] if name in self._rules else f'clusterrole.{RBAC_GROUP} "{name}" not found'
+            return self._rules[name] if name in self._rules else f'clusterrole.{RBAC_API_GROUP} "{name}" not found'
         return f'unsupported role reference kind: "{kind}"'
 
     @staticmethod

@@ -55,10 +55,11 @@ from typing import Any
 
 from jaxinfra.admission.validation import config_map_key, dns1123_label, local_descending_path, local_non_reserved_path
 from jaxinfra.errors import Problem, Refused
+from jaxinfra.upstream import GCSFUSE_ANNOTATION, GCSFUSE_DRIVER
 from jaxinfra_sim import model, paths
 from jaxinfra_sim.downward import PodFacts
 from jaxinfra_sim.inputs import Objects
-from jaxinfra_sim.platform.gcsfuse import GCSFUSE_ANNOTATION, GCSFUSE_DRIVER, gcsfuse_requested
+from jaxinfra_sim.platform.gcsfuse import gcsfuse_requested
 
 FILE_SOURCES = ("configMap", "secret", "downwardAPI", "projected")
 SUPPORTED = (

@@ -26,22 +26,22 @@ from collections.abc import Mapping
 from jaxinfra.admission import defaults
 from jaxinfra.admission.decoded import as_str
 from jaxinfra.admission.plugins.limitranger import (
-    _claim_limits,
-    _limit_defaults,
-    _limit_ranges,
-    _limit_validate,
+    claim_limits,
+    limit_defaults,
+    limit_ranges,
+    limit_validate,
 )
-from jaxinfra.admission.plugins.priority import _priority, _priority_class
+from jaxinfra.admission.plugins.priority import pod_priority, priority_class_check
 from jaxinfra.admission.plugins.resourcequota import (
-    _IGNORED,
+    IGNORED,
+    Charge,
     Usage,
-    _Charge,
-    _claim_facts,
-    _group_resource,
-    _object_usage,
-    _pod_facts,
-    _pod_usage,
-    _quota_check,
+    claim_facts,
+    group_resource_of,
+    object_usage,
+    pod_facts,
+    pod_usage,
+    quota_check,
 )
 from jaxinfra.admission.store import Finding, Store, namespace_of
 
@@ -58,12 +58,12 @@ def admit_pod(pod: dict, store: Store, usage: Usage) -> list[Finding]:
     namespace = namespace_of(pod)
     if isinstance(pod.get("spec"), dict):
         defaults.requests_from_limits(pod["spec"])  # SetDefaults_Pod, which runs before admission
-    ranges = _limit_ranges(store, namespace)
-    _limit_defaults(pod, ranges)
-    found = _priority(pod, store) or _limit_validate(pod, ranges)
+    ranges = limit_ranges(store, namespace)
+    limit_defaults(pod, ranges)
+    found = pod_priority(pod, store) or limit_validate(pod, ranges)
     if found:
         return found
-    return _quota_check(pod, store, usage, _Charge("pods", _pod_usage(pod), _pod_facts(pod)))
+    return quota_check(pod, store, usage, Charge("pods", pod_usage(pod), pod_facts(pod)))
 
 
 def admit_object(obj: Mapping, store: Store, usage: Usage) -> list[Finding]:
@@ -73,23 +73,23 @@ def admit_object(obj: Mapping, store: Store, usage: Usage) -> list[Finding]:
     if kind == "Pod":
         return admit_pod(obj, store, usage) if isinstance(obj, dict) else []
     if kind == "PriorityClass":
-        return _priority_class(obj, store)
+        return priority_class_check(obj, store)
     namespace = namespace_of(obj)
     if not kind or not namespace:
         return []
-    group_resource = _group_resource(obj, store)
-    if group_resource in _IGNORED:
+    group_resource = group_resource_of(obj, store)
+    if group_resource in IGNORED:
         return []
     if group_resource == "persistentvolumeclaims":
-        if found := _claim_limits(obj, store, namespace):
+        if found := claim_limits(obj, store, namespace):
             return found
-    return _quota_check(
+    return quota_check(
         obj,
         store,
         usage,
-        _Charge(
+        Charge(
             group_resource,
-            _object_usage(obj, group_resource),
-            _claim_facts(obj) if group_resource == "persistentvolumeclaims" else None,
+            object_usage(obj, group_resource),
+            claim_facts(obj) if group_resource == "persistentvolumeclaims" else None,
         ),
     )

@@ -19,14 +19,14 @@ from typing import Any
 
 from jaxinfra.admission.decoded import as_list, as_map, as_str
 from jaxinfra.admission.plugins.resources import (
-    _CONTAINER_KINDS,
-    _Q,
-    _aggregate,
-    _container_resources,
-    _containers,
-    _quantity,
-    _resources,
-    _show,
+    CONTAINER_KINDS,
+    Amount,
+    aggregate,
+    container_resources,
+    parse_amount,
+    pod_containers,
+    resource_amounts,
+    show_amount,
 )
 from jaxinfra.admission.store import Finding, Path, Store, meta
 
@@ -55,9 +55,9 @@ class _LimitItem:
     """One spec.limits[] entry after SetDefaults_LimitRangeItem, with the raw default values for writing back."""
 
     type: str
-    min: dict[str, _Q]
-    max: dict[str, _Q]
-    ratio: dict[str, _Q]
+    min: dict[str, Amount]
+    max: dict[str, Amount]
+    ratio: dict[str, Amount]
     default: dict[str, Any]
     default_request: dict[str, Any]
 
@@ -69,14 +69,14 @@ def _limit_items(limit_range: Mapping) -> list[_LimitItem]:
     for raw in as_list(as_map(limit_range.get("spec")).get("limits")):
         if not isinstance(raw, Mapping):
             continue
-        default = {k: v for k, v in as_map(raw.get("default")).items() if _quantity(v) is not None}
-        request = {k: v for k, v in as_map(raw.get("defaultRequest")).items() if _quantity(v) is not None}
+        default = {k: v for k, v in as_map(raw.get("default")).items() if parse_amount(v) is not None}
+        request = {k: v for k, v in as_map(raw.get("defaultRequest")).items() if parse_amount(v) is not None}
         items.append(
             _LimitItem(
                 as_str(raw.get("type")),
-                _resources(raw.get("min")),
-                _resources(raw.get("max")),
-                _resources(raw.get("maxLimitRequestRatio")),
+                resource_amounts(raw.get("min")),
+                resource_amounts(raw.get("max")),
+                resource_amounts(raw.get("maxLimitRequestRatio")),
                 default,
                 request,
             )
@@ -84,11 +84,11 @@ def _limit_items(limit_range: Mapping) -> list[_LimitItem]:
     return items
 
 
-def _limit_ranges(store: Store, namespace: str) -> list[tuple[str, list[_LimitItem]]]:
+def limit_ranges(store: Store, namespace: str) -> list[tuple[str, list[_LimitItem]]]:
     return [(as_str(meta(lr).get("name")), _limit_items(lr)) for lr in store.of_kind("LimitRange", namespace)]
 
 
-def _limit_defaults(pod: dict, ranges: list[tuple[str, list[_LimitItem]]]) -> None:
+def limit_defaults(pod: dict, ranges: list[tuple[str, list[_LimitItem]]]) -> None:
     """Mutating LimitRanger: fill each container's missing requests/limits from every LimitRange in turn."""
     spec = pod.get("spec")
     if not isinstance(spec, dict):
@@ -101,7 +101,7 @@ def _limit_defaults(pod: dict, ranges: list[tuple[str, list[_LimitItem]]]) -> No
                 limits.update(item.default)
                 requests.update(item.default_request)
         notes: list[str] = []
-        for field, label in _CONTAINER_KINDS:
+        for field, label in CONTAINER_KINDS:
             for c in as_list(spec.get(field)):
                 for key, values, word in (("limits", limits, "limit"), ("requests", requests, "request")):
                     if added := _fill(c, key, values):
@@ -117,34 +117,40 @@ _Violation = tuple[str, str] | None
 """A LimitRange rule's verdict: (upstream message, the field to change: requests or limits), or None."""
 
 
-def _min(kind: str, name: str, enforced: _Q, requests: Mapping[str, _Q], limits: Mapping[str, _Q] | None) -> _Violation:
-    head = f"minimum {name} usage per {kind} is {_show(enforced)}"
+def _min(
+    kind: str, name: str, enforced: Amount, requests: Mapping[str, Amount], limits: Mapping[str, Amount] | None
+) -> _Violation:
+    head = f"minimum {name} usage per {kind} is {show_amount(enforced)}"
     if name not in requests:
         return f"{head}.  No request is specified", "requests"
     if enforced[0] > requests[name][0]:
-        return f"{head}, but request is {_show(requests[name])}", "requests"
+        return f"{head}, but request is {show_amount(requests[name])}", "requests"
     if limits is not None and name in limits and enforced[0] > limits[name][0]:
-        return f"{head}, but limit is {_show(limits[name])}", "limits"
+        return f"{head}, but limit is {show_amount(limits[name])}", "limits"
     return None
 
 
-def _max(kind: str, name: str, enforced: _Q, requests: Mapping[str, _Q], limits: Mapping[str, _Q] | None) -> _Violation:
+def _max(
+    kind: str, name: str, enforced: Amount, requests: Mapping[str, Amount], limits: Mapping[str, Amount] | None
+) -> _Violation:
     """maxConstraint, or maxRequestConstraint when `limits` is None (a claim has requests only)."""
-    head = f"maximum {name} usage per {kind} is {_show(enforced)}"
+    head = f"maximum {name} usage per {kind} is {show_amount(enforced)}"
     if limits is not None:
         if name not in limits:
             return f"{head}.  No limit is specified", "limits"
         if limits[name][0] > enforced[0]:
-            return f"{head}, but limit is {_show(limits[name])}", "limits"
+            return f"{head}, but limit is {show_amount(limits[name])}", "limits"
     elif name not in requests:
         return f"{head}.  No request is specified", "requests"
     if name in requests and requests[name][0] > enforced[0]:
-        return f"{head}, but request is {_show(requests[name])}", "requests"
+        return f"{head}, but request is {show_amount(requests[name])}", "requests"
     return None
 
 
-def _ratio(kind: str, name: str, enforced: _Q, requests: Mapping[str, _Q], limits: Mapping[str, _Q]) -> _Violation:
-    head = f"{name} max limit to request ratio per {kind} is {_show(enforced)}"
+def _ratio(
+    kind: str, name: str, enforced: Amount, requests: Mapping[str, Amount], limits: Mapping[str, Amount]
+) -> _Violation:
+    head = f"{name} max limit to request ratio per {kind} is {show_amount(enforced)}"
     if name not in requests or requests[name][0] == 0:
         return f"{head}, but no request is specified or request is 0", "requests"
     if name not in limits or limits[name][0] == 0:
@@ -155,7 +161,9 @@ def _ratio(kind: str, name: str, enforced: _Q, requests: Mapping[str, _Q], limit
     return None
 
 
-def _check(item: _LimitItem, at: Path, requests: Mapping[str, _Q], limits: Mapping[str, _Q]) -> Iterator[Finding]:
+def _check(
+    item: _LimitItem, at: Path, requests: Mapping[str, Amount], limits: Mapping[str, Amount]
+) -> Iterator[Finding]:
     """One LimitRange item's min, max and ratio on one set of requests/limits, resources in name order."""
     for rule, bounds in ((_min, item.min), (_max, item.max), (_ratio, item.ratio)):
         for name in sorted(bounds):
@@ -163,45 +171,45 @@ def _check(item: _LimitItem, at: Path, requests: Mapping[str, _Q], limits: Mappi
                 message, field = verdict
                 yield Finding(
                     (*at, field, name),
-                    _show(bounds[name]),
+                    show_amount(bounds[name]),
                     message,
                     f"set resources.{field}.{name} within the LimitRange's bounds for type {item.type}, "
                     "or change the LimitRange",
                 )
 
 
-def _limit_validate(pod: Mapping, ranges: list[tuple[str, list[_LimitItem]]]) -> list[Finding]:
+def limit_validate(pod: Mapping, ranges: list[tuple[str, list[_LimitItem]]]) -> list[Finding]:
     """Validating LimitRanger: the first LimitRange with violations refuses the pod with all of them."""
     for _, items in ranges:
         found: list[Finding] = []
         for item in items:
             if item.type == "Container":
-                for at, c in _containers(pod):
-                    found.extend(_check(item, (*at, "resources"), *_container_resources(c)))
+                for at, c in pod_containers(pod):
+                    found.extend(_check(item, (*at, "resources"), *container_resources(c)))
             elif item.type == "Pod":
-                found.extend(_check(item, ("spec", "resources"), _aggregate(pod, 0, False), _aggregate(pod, 1, False)))
+                found.extend(_check(item, ("spec", "resources"), aggregate(pod, 0, False), aggregate(pod, 1, False)))
         if found:
             return found
     return []
 
 
-def _claim_limits(claim: Mapping, store: Store, namespace: str) -> list[Finding]:
+def claim_limits(claim: Mapping, store: Store, namespace: str) -> list[Finding]:
     """Validating LimitRanger on a claim: min and max of type PersistentVolumeClaim on spec.resources.requests."""
-    requests = _resources(as_map(as_map(claim.get("spec")).get("resources")).get("requests"))
+    requests = resource_amounts(as_map(as_map(claim.get("spec")).get("resources")).get("requests"))
     at: Path = ("spec", "resources", "requests")
-    for _, items in _limit_ranges(store, namespace):
+    for _, items in limit_ranges(store, namespace):
         found = []
         for item in items:
             if item.type != "PersistentVolumeClaim":
                 continue
             for rule, bounds in ((_min, item.min), (_max, item.max)):
                 for name in sorted(bounds):
-                    limits: dict[str, _Q] | None = {} if rule is _min else None
+                    limits: dict[str, Amount] | None = {} if rule is _min else None
                     if (verdict := rule(item.type, name, bounds[name], requests, limits)) is not None:
                         found.append(
                             Finding(
                                 (*at, name),
-                                _show(bounds[name]),
+                                show_amount(bounds[name]),
                                 verdict[0],
                                 f"request {name} within the LimitRange's bounds, or change it",
                             )

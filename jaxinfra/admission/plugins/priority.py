@@ -43,7 +43,7 @@ def _global_default(store: Store) -> Mapping | None:
     return best
 
 
-def _priority(pod: dict, store: Store) -> list[Finding]:
+def pod_priority(pod: dict, store: Store) -> list[Finding]:
     """Mutating Priority: resolve spec.priority and spec.preemptionPolicy from the pod's class."""
     spec = pod.setdefault("spec", {})
     if not isinstance(spec, dict):
@@ -95,7 +95,7 @@ def _priority(pod: dict, store: Store) -> list[Finding]:
     return []
 
 
-def _priority_class(obj: Mapping, store: Store) -> list[Finding]:
+def priority_class_check(obj: Mapping, store: Store) -> list[Finding]:
     """Validating Priority on a PriorityClass: only one class may be the global default."""
     if obj.get("globalDefault") is not True:
         return []

@@ -35,22 +35,22 @@ from typing import Any
 
 from jaxinfra.admission.decoded import as_list, as_map, as_str
 from jaxinfra.admission.plugins.resources import (
-    _POD_LEVEL,
-    _Q,
-    _ZERO,
-    _add,
-    _aggregate,
-    _container_resources,
-    _containers,
-    _resources,
-    _show,
+    POD_LEVEL,
+    ZERO,
+    Amount,
+    add_amounts,
+    aggregate,
+    container_resources,
+    pod_containers,
+    resource_amounts,
+    show_amount,
 )
 from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
 
 
-def _pretty(items: Mapping[str, _Q]) -> str:
+def _pretty(items: Mapping[str, Amount]) -> str:
     """controller.go prettyPrint: `name=quantity` sorted by name, comma-joined."""
-    return ",".join(f"{name}={_show(items[name])}" for name in sorted(items))
+    return ",".join(f"{name}={show_amount(items[name])}" for name in sorted(items))
 
 
 # --- ResourceQuota: what each kind is charged, and which quotas it falls under ------------------------------------
@@ -80,7 +80,7 @@ _ALIASES = {
     "resourcequotas": "resourcequotas",
     "replicationcontrollers": "replicationcontrollers",
 }
-_IGNORED = frozenset(
+IGNORED = frozenset(
     {
         "bindings",
         "componentstatuses",
@@ -132,13 +132,13 @@ def _matching(group_resource: str, names: Iterable[str]) -> list[str]:
     return out
 
 
-def _pod_usage(pod: Mapping, computing: bool = True) -> dict[str, _Q]:
+def pod_usage(pod: Mapping, computing: bool = True) -> dict[str, Amount]:
     """PodUsageFunc: count/pods always; pods and compute resources while the pod is not terminal."""
-    usage: dict[str, _Q] = {"count/pods": (Fraction(1), "DecimalSI")}
+    usage: dict[str, Amount] = {"count/pods": (Fraction(1), "DecimalSI")}
     if not computing:
         return usage
     usage["pods"] = (Fraction(1), "DecimalSI")
-    requests, limits = _aggregate(pod, 0), _aggregate(pod, 1)
+    requests, limits = aggregate(pod, 0), aggregate(pod, 1)
     for name in ("cpu", "memory", "ephemeral-storage"):
         if name in requests:
             usage[name] = usage[f"requests.{name}"] = requests[name]
@@ -156,8 +156,8 @@ def _missing(pod: Mapping, required: set[str]) -> tuple[str, Path] | None:
     """podEvaluator.Constraints: each container must state the cpu/memory requests and limits a quota tracks."""
     missing: dict[str, set[str]] = {}
     first: Path | None = None
-    for at, c in _containers(pod):
-        requests, limits = _container_resources(c)
+    for at, c in pod_containers(pod):
+        requests, limits = container_resources(c)
         have = {f"{w}{r}" for r in ("cpu", "memory") if r in requests for w in ("", "requests.")}
         have |= {f"limits.{r}" for r in ("cpu", "memory") if r in limits}
         for name in sorted(required - have):
@@ -169,15 +169,15 @@ def _missing(pod: Mapping, required: set[str]) -> tuple[str, Path] | None:
     return f"must specify {parts}", first
 
 
-def _pod_facts(pod: Mapping) -> dict[str, bool | str]:
+def pod_facts(pod: Mapping) -> dict[str, bool | str]:
     """What the pod scopes look at (podMatchesScopeFunc), taken when the pod is charged."""
     spec = as_map(pod.get("spec"))
     deadline = spec.get("activeDeadlineSeconds")
     terminating = isinstance(deadline, int) and not isinstance(deadline, bool) and deadline >= 0
-    compute = [_container_resources(c) for _, c in _containers(pod)]
+    compute = [container_resources(c) for _, c in pod_containers(pod)]
     pod_level = as_map(spec.get("resources"))
-    compute.append((_resources(pod_level.get("requests")), _resources(pod_level.get("limits"))))
-    best_effort = not any(q[0] != 0 for pair in compute for side in pair for n, q in side.items() if n in _POD_LEVEL)
+    compute.append((resource_amounts(pod_level.get("requests")), resource_amounts(pod_level.get("limits"))))
+    best_effort = not any(q[0] != 0 for pair in compute for side in pair for n, q in side.items() if n in POD_LEVEL)
     affinity = as_map(spec.get("affinity"))
     terms = []
     for kind in ("podAffinity", "podAntiAffinity"):
@@ -221,7 +221,7 @@ def _scope_matches(selector: Mapping, facts: Mapping[str, bool | str] | None) ->
 @dataclass(frozen=True)
 class _Quota:
     name: str
-    hard: dict[str, _Q]
+    hard: dict[str, Amount]
     selectors: tuple[Mapping, ...]
 
     @classmethod
@@ -233,7 +233,7 @@ class _Quota:
         selectors += [
             s for s in as_list(as_map(spec.get("scopeSelector")).get("matchExpressions")) if isinstance(s, Mapping)
         ]
-        return cls(as_str(meta(obj).get("name")), _resources(spec.get("hard")), tuple(selectors))
+        return cls(as_str(meta(obj).get("name")), resource_amounts(spec.get("hard")), tuple(selectors))
 
     def covers(self, group_resource: str, facts: Mapping[str, bool | str] | None) -> bool:
         """generic.Matches: one hard resource is tracked for the object and every scope matches it."""
@@ -241,9 +241,9 @@ class _Quota:
 
 
 @dataclass
-class _Charge:
+class Charge:
     group_resource: str
-    usage: dict[str, _Q]
+    usage: dict[str, Amount]
     facts: dict[str, bool | str] | None
 
 
@@ -253,16 +253,16 @@ class Usage:
     still sees them). Starts empty."""
 
     def __init__(self) -> None:
-        self._charges: dict[str, dict[tuple[str, str], _Charge]] = {}
+        self._charges: dict[str, dict[tuple[str, str], Charge]] = {}
         self._unnamed = 0
         # status.used already summed, by namespace and quota, kept up to date as charges arrive (a namespace's
         # entries are dropped when a charge leaves or changes), so admitting n pods costs n, not n squared.
-        self._sums: dict[str, dict[str, tuple[_Quota, dict[str, _Q]]]] = {}
+        self._sums: dict[str, dict[str, tuple[_Quota, dict[str, Amount]]]] = {}
 
     def used(self, quota: Mapping) -> dict[str, str]:
         """A ResourceQuota's status.used: every hard resource, shown as the API server prints it."""
         q = _Quota.of(quota)
-        return {name: _show(used) for name, used in sorted(self._used(namespace_of(quota), q).items())}
+        return {name: show_amount(used) for name, used in sorted(self._used(namespace_of(quota), q).items())}
 
     def release(self, obj: Mapping) -> None:
         """The object was deleted: its charge goes back to every quota."""
@@ -273,19 +273,19 @@ class Usage:
         """The pod reached Succeeded or Failed: it keeps only its count/pods charge."""
         charge = self._charges.get(namespace_of(pod), {}).get(_key(pod))
         if charge is not None and charge.group_resource == "pods":
-            charge.usage = _pod_usage(pod, computing=False)
+            charge.usage = pod_usage(pod, computing=False)
             self._sums.pop(namespace_of(pod), None)
 
-    def _used(self, namespace: str, quota: _Quota) -> dict[str, _Q]:
+    def _used(self, namespace: str, quota: _Quota) -> dict[str, Amount]:
         sums = self._sums.setdefault(namespace, {})
         if (cached := sums.get(repr(quota))) is None:
-            used = {name: _ZERO for name in quota.hard}
+            used = {name: ZERO for name in quota.hard}
             for charge in self._charges.get(namespace, {}).values():
                 _count(used, quota, charge)
             cached = sums[repr(quota)] = (quota, used)
         return dict(cached[1])
 
-    def _charge(self, obj: Mapping, charge: _Charge) -> None:
+    def _charge(self, obj: Mapping, charge: Charge) -> None:
         namespace, key = namespace_of(obj), _key(obj)
         if not key[1]:
             self._unnamed += 1
@@ -298,19 +298,19 @@ class Usage:
             _count(used, quota, charge)
 
 
-def _count(used: dict[str, _Q], quota: _Quota, charge: _Charge) -> None:
+def _count(used: dict[str, Amount], quota: _Quota, charge: Charge) -> None:
     """Add one charge to a quota's used, where the quota covers it."""
     if quota.covers(charge.group_resource, charge.facts):
         for name in _matching(charge.group_resource, quota.hard):
             if name in charge.usage:
-                used[name] = _add(used[name], charge.usage[name])
+                used[name] = add_amounts(used[name], charge.usage[name])
 
 
 def _key(obj: Mapping) -> tuple[str, str]:
     return as_str(obj.get("kind")) or "Pod", as_str(meta(obj).get("name"))
 
 
-def _quota_check(obj: Mapping, store: Store, usage: Usage, charge: _Charge) -> list[Finding]:
+def quota_check(obj: Mapping, store: Store, usage: Usage, charge: Charge) -> list[Finding]:
     """ResourceQuota's CheckRequest for one created object, then its charge when admitted."""
     namespace = namespace_of(obj)
     quotas = [
@@ -347,7 +347,7 @@ def _quota_check(obj: Mapping, store: Store, usage: Usage, charge: _Charge) -> l
         if not requested:
             continue
         used = usage._used(namespace, q)
-        exceeded = sorted(n for n, v in requested.items() if _add(used[n], v)[0] > q.hard[n][0])
+        exceeded = sorted(n for n, v in requested.items() if add_amounts(used[n], v)[0] > q.hard[n][0])
         if exceeded:
             pick = {n: requested[n] for n in exceeded}
             return [
@@ -365,7 +365,7 @@ def _quota_check(obj: Mapping, store: Store, usage: Usage, charge: _Charge) -> l
     return []
 
 
-def _group_resource(obj: Mapping, store: Store) -> str:
+def group_resource_of(obj: Mapping, store: Store) -> str:
     """`<resource>` or `<resource>.<group>`: the plural from the input CRD for the kind, else the RESTMapper's guess."""
     api_version, kind = as_str(obj.get("apiVersion")), as_str(obj.get("kind"))
     group = api_version.rpartition("/")[0]
@@ -389,8 +389,8 @@ def _group_resource(obj: Mapping, store: Store) -> str:
     return f"{plural}.{group}" if group else plural
 
 
-def _object_usage(obj: Mapping, group_resource: str) -> dict[str, _Q]:
-    one: _Q = (Fraction(1), "DecimalSI")
+def object_usage(obj: Mapping, group_resource: str) -> dict[str, Amount]:
+    one: Amount = (Fraction(1), "DecimalSI")
     spec = as_map(obj.get("spec"))
     if group_resource == "services":
         ports = as_list(spec.get("ports"))
@@ -413,7 +413,7 @@ def _object_usage(obj: Mapping, group_resource: str) -> dict[str, _Q]:
         )
         if storage_class:
             out[f"{storage_class}{_CLASS_SUFFIX}persistentvolumeclaims"] = one
-        storage = _resources(as_map(spec.get("resources")).get("requests")).get("storage")
+        storage = resource_amounts(as_map(spec.get("resources")).get("requests")).get("storage")
         if storage is not None:
             storage = (Fraction(math.ceil(storage[0])), storage[1])
             out["requests.storage"] = storage
@@ -424,6 +424,6 @@ def _object_usage(obj: Mapping, group_resource: str) -> dict[str, _Q]:
     return {name: one for name in names}
 
 
-def _claim_facts(claim: Mapping) -> dict[str, bool | str]:
+def claim_facts(claim: Mapping) -> dict[str, bool | str]:
     """The one claim scope, VolumeAttributesClass."""
     return {"VolumeAttributesClass": as_str(as_map(claim.get("spec")).get("volumeAttributesClassName"))}

@@ -5,7 +5,7 @@ summed requests/limits (PodRequests / PodLimits).
 Emulated from (facts, not code):
 - kubernetes/apimachinery pkg/api/resource/quantity.go facts for showing a quantity back (CanonicalizeBytes): the
   format follows the suffix written, binary below 1024 or fractional shows as decimal, precision is nano rounded up.
-- kubernetes/kubernetes pkg/api/v1/resource PodRequests / PodLimits (`_aggregate`).
+- kubernetes/kubernetes pkg/api/v1/resource PodRequests / PodLimits (`aggregate`).
 
 Knowingly not emulated: pod-level resources defaulting (pod-level requests/limits are honoured as written).
 """
@@ -23,13 +23,13 @@ from jaxinfra.quantity import parse, suffix_of
 
 # --- quantities: (exact value, format), added and shown back as resource.Quantity does -----------------------------
 
-_Q = tuple[Fraction, str]
+Amount = tuple[Fraction, str]
 _BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
 _DECIMAL = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
-_ZERO: _Q = (Fraction(0), "DecimalSI")
+ZERO: Amount = (Fraction(0), "DecimalSI")
 
 
-def _quantity(value: Any) -> _Q | None:
+def parse_amount(value: Any) -> Amount | None:
     """A quantity as written, with the format its suffix implies; None for one the schema step reports."""
     amount = parse(value)
     if amount is None:
@@ -48,7 +48,7 @@ def _digits(number: int) -> str:
     return f"{number // 10**exponent if number > 0 else -(-number // 10**exponent)}e{exponent}"
 
 
-def _show(q: _Q) -> str:
+def show_amount(q: Amount) -> str:
     """What the API server prints for a quantity (its canonical form: `8`, `500m`, `1536Mi`, `2k`)."""
     amount, fmt = q
     if amount == 0:
@@ -68,70 +68,70 @@ def _show(q: _Q) -> str:
     return f"{_digits(number)}{_DECIMAL[exponent]}"
 
 
-def _add(a: _Q, b: _Q) -> _Q:
+def add_amounts(a: Amount, b: Amount) -> Amount:
     """Quantity.Add: the sum keeps the first operand's format unless that operand is zero."""
     return a[0] + b[0], (b[1] if a[0] == 0 else a[1])
 
 
-def _add_into(total: dict[str, _Q], more: Mapping[str, _Q]) -> None:
+def _add_into(total: dict[str, Amount], more: Mapping[str, Amount]) -> None:
     for name, q in more.items():
-        total[name] = _add(total[name], q) if name in total else q
+        total[name] = add_amounts(total[name], q) if name in total else q
 
 
-def _max_into(total: dict[str, _Q], more: Mapping[str, _Q]) -> None:
+def _max_into(total: dict[str, Amount], more: Mapping[str, Amount]) -> None:
     for name, q in more.items():
         if name not in total or q[0] > total[name][0]:
             total[name] = q
 
 
-def _resources(value: Any) -> dict[str, _Q]:
+def resource_amounts(value: Any) -> dict[str, Amount]:
     """A ResourceList (requests or limits) parsed; entries of an odd type are skipped (the schema step reports)."""
     if not isinstance(value, Mapping):
         return {}
     out = {}
     for name, raw in value.items():
-        if isinstance(name, str) and (q := _quantity(raw)) is not None:
+        if isinstance(name, str) and (q := parse_amount(raw)) is not None:
             out[name] = q
     return out
 
 
 # --- the pod's containers -----------------------------------------------------------------------------------------
 
-_CONTAINER_KINDS = (("containers", "container"), ("initContainers", "init container"))
+CONTAINER_KINDS = (("containers", "container"), ("initContainers", "init container"))
 
 
-def _containers(pod: Mapping) -> Iterator[tuple[Path, Mapping]]:
+def pod_containers(pod: Mapping) -> Iterator[tuple[Path, Mapping]]:
     """Every container and init container, with its path, in field order."""
     spec = as_map(pod.get("spec"))
-    for field, _ in _CONTAINER_KINDS:
+    for field, _ in CONTAINER_KINDS:
         for i, c in enumerate(as_list(spec.get(field))):
             if isinstance(c, Mapping):
                 yield ("spec", field, i), c
 
 
-def _container_resources(c: Mapping) -> tuple[dict[str, _Q], dict[str, _Q]]:
+def container_resources(c: Mapping) -> tuple[dict[str, Amount], dict[str, Amount]]:
     res = as_map(c.get("resources"))
-    return _resources(res.get("requests")), _resources(res.get("limits"))
+    return resource_amounts(res.get("requests")), resource_amounts(res.get("limits"))
 
 
-_POD_LEVEL = ("cpu", "memory")
+POD_LEVEL = ("cpu", "memory")
 
 
-def _aggregate(pod: Mapping, which: int, overhead: bool = True) -> dict[str, _Q]:
+def aggregate(pod: Mapping, which: int, overhead: bool = True) -> dict[str, Amount]:
     """PodRequests (which=0) / PodLimits (which=1) from pkg/api/v1/resource: containers and sidecars add up, a plain
     init container counts alone (with the sidecars started before it), the larger wins; pod-level values replace
     cpu/memory/hugepages; overhead (quota's sum, not LimitRanger's) adds to every request and to limits present."""
     spec = as_map(pod.get("spec"))
-    total: dict[str, _Q] = {}
+    total: dict[str, Amount] = {}
     for c in as_list(spec.get("containers")):
         if isinstance(c, Mapping):
-            _add_into(total, _container_resources(c)[which])
-    sidecars: dict[str, _Q] = {}
-    init: dict[str, _Q] = {}
+            _add_into(total, container_resources(c)[which])
+    sidecars: dict[str, Amount] = {}
+    init: dict[str, Amount] = {}
     for c in as_list(spec.get("initContainers")):
         if not isinstance(c, Mapping):
             continue
-        own = _container_resources(c)[which]
+        own = container_resources(c)[which]
         if c.get("restartPolicy") == "Always":
             _add_into(total, own)
             _add_into(sidecars, own)
@@ -141,11 +141,11 @@ def _aggregate(pod: Mapping, which: int, overhead: bool = True) -> dict[str, _Q]
             _add_into(alone, sidecars)
             _max_into(init, alone)
     _max_into(total, init)
-    pod_level = _resources(as_map(spec.get("resources")).get(("requests", "limits")[which]))
+    pod_level = resource_amounts(as_map(spec.get("resources")).get(("requests", "limits")[which]))
     for name, q in pod_level.items():
-        if name in _POD_LEVEL or name.startswith("hugepages-"):
+        if name in POD_LEVEL or name.startswith("hugepages-"):
             total[name] = q
-    for name, q in _resources(spec.get("overhead") if overhead else None).items():
+    for name, q in resource_amounts(spec.get("overhead") if overhead else None).items():
         if which == 0 or name in total:
-            total[name] = _add(total[name], q) if name in total else q
+            total[name] = add_amounts(total[name], q) if name in total else q
     return total

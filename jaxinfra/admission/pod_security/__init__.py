@@ -37,7 +37,7 @@ from typing import Any
 
 from jaxinfra.admission.decoded import as_map
 from jaxinfra.admission.goformat import go_quote
-from jaxinfra.admission.pod_security.checks import CHECKS, NEWEST, Check, Revision, _failed, _set, violations
+from jaxinfra.admission.pod_security.checks import CHECKS, NEWEST, Check, Revision, failed_checks, is_set, violations
 from jaxinfra.admission.pod_security.levels import (
     AUDIT,
     AUDIT_VERSION,
@@ -51,11 +51,11 @@ from jaxinfra.admission.pod_security.levels import (
     WARN,
     WARN_VERSION,
     Levels,
-    _parse_level,
-    _parse_version,
-    _version_text,
     label_errors,
     levels,
+    parse_level,
+    parse_version,
+    version_text,
 )
 from jaxinfra.admission.store import Finding, Path, meta, namespace_of
 
@@ -88,7 +88,7 @@ __all__ = [
 
 
 def _level_version(level: str, version: str) -> str:
-    return go_quote(f"{_parse_level(level)[0]}:{_version_text(_parse_version(version)[0])}")
+    return go_quote(f"{parse_level(level)[0]}:{version_text(parse_version(version)[0])}")
 
 
 def refusal(level: str, version: str, reasons: list[str]) -> str:
@@ -127,7 +127,7 @@ def pod_template(obj: Mapping) -> tuple[Path, Mapping, Mapping] | None:
     node: Any = obj
     for key in _TEMPLATE_PATHS[kind]:
         node = as_map(node).get(key)
-    if not _set(node):
+    if not is_set(node):
         return None
     return _TEMPLATE_PATHS[kind] + ("spec",), as_map(node.get("metadata")), as_map(node.get("spec"))
 
@@ -159,7 +159,7 @@ def admit(obj: Mapping, namespace_labels: Mapping[str, str], exemptions: Exempti
         return []
     policy = levels(namespace_labels)
     if obj.get("kind") == "Pod":
-        lvl, ver, failed = _failed(policy.enforce, policy.enforce_version, pod_meta, pod_spec)
+        lvl, ver, failed = failed_checks(policy.enforce, policy.enforce_version, pod_meta, pod_spec)
         if failed:
             return [
                 Finding(
@@ -169,7 +169,7 @@ def admit(obj: Mapping, namespace_labels: Mapping[str, str], exemptions: Exempti
                     _fix(failed, f"or create the pod in a namespace whose {ENFORCE} label allows it"),
                 )
             ]
-    lvl, ver, failed = _failed(policy.warn, policy.warn_version, pod_meta, pod_spec)
+    lvl, ver, failed = failed_checks(policy.warn, policy.warn_version, pod_meta, pod_spec)
     if not failed:
         return []
     return [

@@ -27,9 +27,9 @@ from jaxinfra.admission.pod_security.levels import (
     PRIVILEGED,
     RESTRICTED,
     Version,
-    _parse_level,
-    _parse_version,
-    _version_text,
+    parse_level,
+    parse_version,
+    version_text,
 )
 
 # --- Go's text helpers ---------------------------------------------------------------------------------------------
@@ -52,7 +52,7 @@ def _named(singular: str, plural: str, names: list[str]) -> str:
 # --- reading a pod spec the way Go decodes it (absent, null and a wrong type all read as unset) -------------------
 
 
-def _set(value: Any) -> TypeGuard[Mapping[str, Any]]:
+def is_set(value: Any) -> TypeGuard[Mapping[str, Any]]:
     """A pointer-to-struct field is set: present as an object (JSON null decodes to nil)."""
     return isinstance(value, Mapping)
 
@@ -115,7 +115,7 @@ def _app_armor_profile(pod_meta: Mapping, spec: Mapping) -> Result:
 
     def bad(sc: Mapping | None) -> str | None:
         profile = as_map(sc).get("appArmorProfile")
-        kind = as_str(profile.get("type")) if _set(profile) else None
+        kind = as_str(profile.get("type")) if is_set(profile) else None
         return kind if kind is not None and kind not in ("RuntimeDefault", "Localhost") else None
 
     pod_value = bad(_sc(spec))
@@ -193,7 +193,7 @@ def _host_namespaces(pod_meta: Mapping, spec: Mapping) -> Result:
 
 def _host_path_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
     """hostPathVolumes 1.0: any hostPath volume."""
-    names = [as_str(v.get("name")) for v in _volumes(spec) if _set(v.get("hostPath"))]
+    names = [as_str(v.get("name")) for v in _volumes(spec) if is_set(v.get("hostPath"))]
     return ("hostPath volumes", _named("volume", "volumes", names)) if names else None
 
 
@@ -302,7 +302,7 @@ def _se_linux_options(allowed: frozenset[str]) -> CheckFn:
         def bad(sc: Mapping | None) -> bool:
             nonlocal user, role
             opts = as_map(sc).get("seLinuxOptions")
-            if not _set(opts):
+            if not is_set(opts):
                 return False
             kind = as_str(opts.get("type"))
             has_user, has_role = bool(as_str(opts.get("user"))), bool(as_str(opts.get("role")))
@@ -355,7 +355,7 @@ def _seccomp_annotations(pod_meta: Mapping, spec: Mapping) -> Result:
 def _seccomp_type(sc: Mapping | None) -> str | None:
     """The seccompProfile.type a securityContext sets ("" when the profile is set without a type), None if unset."""
     profile = as_map(sc).get("seccompProfile")
-    return as_str(profile.get("type")) if _set(profile) else None
+    return as_str(profile.get("type")) if is_set(profile) else None
 
 
 def _seccomp(required: bool) -> CheckFn:
@@ -462,7 +462,7 @@ def _capabilities_restricted(pod_meta: Mapping, spec: Mapping) -> Result:
     missing, adding, caps = [], [], set()
     for c in _containers(spec):
         capabilities = as_map(_sc(c)).get("capabilities")
-        if not _set(capabilities):
+        if not is_set(capabilities):
             missing.append(_name(c))
             continue
         if "ALL" not in _strings(capabilities.get("drop")):
@@ -526,10 +526,10 @@ def _restricted_volumes(pod_meta: Mapping, spec: Mapping) -> Result:
     """restrictedVolumes 1.0: volume sources other than the nine allowed ones (an unrecognised one is "unknown")."""
     names, kinds = [], set()
     for v in _volumes(spec):
-        if any(_set(v.get(key)) for key in _ALLOWED_VOLUMES):
+        if any(is_set(v.get(key)) for key in _ALLOWED_VOLUMES):
             continue
         names.append(as_str(v.get("name")))
-        kinds.add(next((key for key in _RESTRICTED_VOLUMES if _set(v.get(key))), "unknown"))
+        kinds.add(next((key for key in _RESTRICTED_VOLUMES if is_set(v.get(key))), "unknown"))
     if not names:
         return None
     return (
@@ -742,19 +742,21 @@ def _active(level: str, version: Version | None) -> tuple[tuple[Check, CheckFn],
     return tuple((c, r.check) for c, r in current if c.id not in overridden)
 
 
-def _failed(level: str, version: str, pod_meta: Mapping, pod_spec: Mapping) -> tuple[str, str, list[tuple[Check, str]]]:
+def failed_checks(
+    level: str, version: str, pod_meta: Mapping, pod_spec: Mapping
+) -> tuple[str, str, list[tuple[Check, str]]]:
     """The parsed level, version text, and each failed check with its "reason (detail)"."""
-    lvl, ver = _parse_level(level)[0], _parse_version(version)[0]
+    lvl, ver = parse_level(level)[0], parse_version(version)[0]
     pod_meta, pod_spec = as_map(pod_meta), as_map(pod_spec)
     failed = []
     for check, fn in _active(lvl, ver):
         if (result := fn(pod_meta, pod_spec)) is not None:
             reason, detail = result
             failed.append((check, f"{reason} ({detail})" if detail else reason))
-    return lvl, _version_text(ver), failed
+    return lvl, version_text(ver), failed
 
 
 def violations(level: str, version: str, pod_meta: Mapping, pod_spec: Mapping) -> list[str]:
     """The forbidden reasons of a pod (its metadata and spec) at `level`:`version`, in upstream's order, each as
     "reason (detail)". A level upstream cannot parse is evaluated as restricted, a version as latest."""
-    return [text for _, text in _failed(level, version, pod_meta, pod_spec)[2]]
+    return [text for _, text in failed_checks(level, version, pod_meta, pod_spec)[2]]

@@ -44,12 +44,12 @@ _VERSION_ERROR = 'must be "latest" or "v1.x"'
 # --- levels -------------------------------------------------------------------------------------------------------
 
 
-def _parse_level(value: Any) -> tuple[str, bool]:
+def parse_level(value: Any) -> tuple[str, bool]:
     """ParseLevel: the level, and whether it was valid (an invalid one reads as restricted)."""
     return (value, True) if value in _LEVELS else (RESTRICTED, False)
 
 
-def _parse_version(value: Any) -> tuple[Version | None, bool]:
+def parse_version(value: Any) -> tuple[Version | None, bool]:
     """ParseVersion: (1, minor) or None for latest, and whether it was valid (an invalid one reads as latest)."""
     if value == LATEST:
         return None, True
@@ -57,7 +57,7 @@ def _parse_version(value: Any) -> tuple[Version | None, bool]:
     return ((1, int(m.group(1))), True) if m else (None, False)
 
 
-def _version_text(version: Version | None) -> str:
+def version_text(version: Version | None) -> str:
     return LATEST if version is None else f"v{version[0]}.{version[1]}"
 
 
@@ -85,11 +85,11 @@ def levels(namespace_labels: Mapping[str, str]) -> Levels:
         (AUDIT, AUDIT_VERSION, True),
         (WARN, WARN_VERSION, True),
     ):
-        level, ok = _parse_level(labels[level_label]) if level_label in labels else (PRIVILEGED, True)
+        level, ok = parse_level(labels[level_label]) if level_label in labels else (PRIVILEGED, True)
         mode[level_label] = PRIVILEGED if fail_open and not ok else level
-        version = _parse_version(labels[version_label])[0] if version_label in labels else None
-        mode[version_label] = _version_text(version)
-    enforce_set = ENFORCE in labels and _parse_level(labels[ENFORCE])[1]
+        version = parse_version(labels[version_label])[0] if version_label in labels else None
+        mode[version_label] = version_text(version)
+    enforce_set = ENFORCE in labels and parse_level(labels[ENFORCE])[1]
     if WARN not in labels and enforce_set and _LEVELS.index(mode[ENFORCE]) > _LEVELS.index(mode[WARN]):
         mode[WARN] = mode[ENFORCE]
         if WARN_VERSION not in labels:
@@ -105,12 +105,12 @@ def label_errors(namespace_labels: Mapping[str, Any]) -> list[Finding]:
     labels = namespace_labels if isinstance(namespace_labels, Mapping) else {}
     out: list[Finding] = []
     for label, parse, detail, fix in (
-        (ENFORCE, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
-        (ENFORCE_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
-        (AUDIT, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
-        (AUDIT_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
-        (WARN, _parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
-        (WARN_VERSION, _parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
+        (ENFORCE, parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
+        (ENFORCE_VERSION, parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
+        (AUDIT, parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
+        (AUDIT_VERSION, parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
+        (WARN, parse_level, _LEVEL_ERROR, "use privileged, baseline or restricted"),
+        (WARN_VERSION, parse_version, _VERSION_ERROR, 'use "latest" or a version such as "v1.30"'),
     ):
         value = labels.get(label)
         if isinstance(value, str) and not parse(value)[1]:

@@ -27,7 +27,12 @@ from collections.abc import Mapping
 from jaxinfra.admission.decoded import as_map, as_str
 from jaxinfra.admission.store import CLUSTER_SCOPED, Finding
 from jaxinfra.admission.validation.core import MAX_SECRET_BYTES as MAX_SECRET_BYTES
-from jaxinfra.admission.validation.core import _config_map, _namespace, _secret, _service
+from jaxinfra.admission.validation.core import (
+    validate_config_map,
+    validate_namespace,
+    validate_secret,
+    validate_service,
+)
 from jaxinfra.admission.validation.job import (
     COMPLETIONS_SOFT_LIMIT as COMPLETIONS_SOFT_LIMIT,
 )
@@ -40,8 +45,8 @@ from jaxinfra.admission.validation.job import (
 from jaxinfra.admission.validation.job import (
     MAX_INDEXED_PARALLELISM as MAX_INDEXED_PARALLELISM,
 )
-from jaxinfra.admission.validation.job import _job
-from jaxinfra.admission.validation.messages import _distinct
+from jaxinfra.admission.validation.job import validate_job
+from jaxinfra.admission.validation.messages import distinct
 
 # the other public limits, importable here as before the split (outside `__all__`, as they were)
 from jaxinfra.admission.validation.meta import TOTAL_ANNOTATION_BYTES as TOTAL_ANNOTATION_BYTES
@@ -61,7 +66,8 @@ from jaxinfra.admission.validation.names import (
     local_non_reserved_path,
     qualified_name,
 )
-from jaxinfra.admission.validation.pod import _pod, pod_spec, pod_template
+from jaxinfra.admission.validation.pod import pod_spec, pod_template, validate_pod
+from jaxinfra.upstream import BATCH_API
 
 __all__ = [
     "validate",
@@ -85,12 +91,12 @@ __all__ = [
 
 
 _BUILTIN = {  # (apiVersion, kind) -> (the name rule, the kind's own rules)
-    ("batch/v1", "Job"): (SUBDOMAIN, _job),
-    ("v1", "Pod"): (SUBDOMAIN, _pod),
-    ("v1", "Service"): (DNS1035, _service),
-    ("v1", "ConfigMap"): (SUBDOMAIN, _config_map),
-    ("v1", "Secret"): (SUBDOMAIN, _secret),
-    ("v1", "Namespace"): (LABEL, _namespace),
+    (BATCH_API, "Job"): (SUBDOMAIN, validate_job),
+    ("v1", "Pod"): (SUBDOMAIN, validate_pod),
+    ("v1", "Service"): (DNS1035, validate_service),
+    ("v1", "ConfigMap"): (SUBDOMAIN, validate_config_map),
+    ("v1", "Secret"): (SUBDOMAIN, validate_secret),
+    ("v1", "Namespace"): (LABEL, validate_namespace),
     ("v1", "ServiceAccount"): (SUBDOMAIN, None),
 }
 
@@ -105,4 +111,4 @@ def validate(obj: Mapping) -> list[Finding]:
     group = api_version.rpartition("/")[0]
     builtin = "." not in group or (group.endswith(".k8s.io") and not group.endswith(".x-k8s.io"))
     out = object_meta(as_map(obj.get("metadata")), rule, namespaced=kind not in CLUSTER_SCOPED, kube=builtin)
-    return _distinct(out + (rules(obj) if rules else []))
+    return distinct(out + (rules(obj) if rules else []))

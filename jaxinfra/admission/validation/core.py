@@ -17,33 +17,33 @@ from typing import Any
 from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
 from jaxinfra.admission.store import Finding, Path
 from jaxinfra.admission.validation.messages import (
-    _duplicate,
-    _each,
-    _forbidden,
-    _invalid,
-    _not_supported,
-    _Raw,
-    _required,
-    _strings,
-    _too_long,
+    Raw,
+    duplicate_value,
+    forbidden,
+    invalid_each,
+    invalid_value,
+    not_supported,
+    required_value,
+    string_map,
+    too_long,
 )
-from jaxinfra.admission.validation.meta import _NAME_FIX, _kube_finalizer, _labels
+from jaxinfra.admission.validation.meta import NAME_FIX, kube_finalizer, validate_labels
 from jaxinfra.admission.validation.names import (
-    _PORT_RANGE,
     LABEL,
-    _port_name,
-    _size,
+    PORT_RANGE,
+    byte_size,
     config_map_key,
     dns1123_label,
     dns1123_subdomain,
+    port_name,
 )
-from jaxinfra.admission.validation.pod import _PROTOCOLS
+from jaxinfra.admission.validation.pod import PROTOCOLS
 
 MAX_SECRET_BYTES = 1024 * 1024
 _SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
 
 
-def _service(obj: Mapping) -> list[Finding]:
+def validate_service(obj: Mapping) -> list[Finding]:
     """ValidateService: ports (required unless headless or ExternalName; names, numbers, protocols, uniqueness),
     the selector, the type and externalName."""
     spec = as_map(obj.get("spec"))
@@ -54,42 +54,44 @@ def _service(obj: Mapping) -> list[Finding]:
     headless = spec.get("clusterIP") == "None" or (ips[:1] == ["None"])
     ports = list(entries(spec.get("ports")))
     if not ports and not headless and kind != "ExternalName":
-        out.append(_required(at + ("ports",), "list the ports the Service exposes"))
+        out.append(required_value(at + ("ports",), "list the ports the Service exposes"))
     if kind == "ExternalName":
         cname = as_str(spec.get("externalName")).removesuffix(".")
         if cname:
-            out += _each(at + ("externalName",), cname, dns1123_subdomain(cname), "use a DNS name")
+            out += invalid_each(at + ("externalName",), cname, dns1123_subdomain(cname), "use a DNS name")
         else:
-            out.append(_required(at + ("externalName",), "set the DNS name the Service aliases"))
+            out.append(required_value(at + ("externalName",), "set the DNS name the Service aliases"))
     names: set[str] = set()
     for i, port in ports:
         where = at + ("ports", i)
         name = as_str(port.get("name"))
         if len(ports) > 1 and not name:
-            out.append(_required(where + ("name",), "name every port of a multi-port Service"))
+            out.append(required_value(where + ("name",), "name every port of a multi-port Service"))
         elif name:
-            out += _each(where + ("name",), name, dns1123_label(name), _NAME_FIX[LABEL])
+            out += invalid_each(where + ("name",), name, dns1123_label(name), NAME_FIX[LABEL])
             if name in names:
-                out.append(_duplicate(where + ("name",), name, "give each port its own name"))
+                out.append(duplicate_value(where + ("name",), name, "give each port its own name"))
             names.add(name)
         number = as_int(port.get("port")) or 0
         if not 1 <= number <= 65535:
-            out.append(_invalid(where + ("port",), number, _PORT_RANGE, "use a port from 1 to 65535"))
+            out.append(invalid_value(where + ("port",), number, PORT_RANGE, "use a port from 1 to 65535"))
         protocol = port.get("protocol", "TCP")
-        if isinstance(protocol, str) and protocol not in _PROTOCOLS:
-            out.append(_not_supported(where + ("protocol",), protocol, _PROTOCOLS, "use TCP, UDP or SCTP"))
+        if isinstance(protocol, str) and protocol not in PROTOCOLS:
+            out.append(not_supported(where + ("protocol",), protocol, PROTOCOLS, "use TCP, UDP or SCTP"))
         target = port.get("targetPort")
         if isinstance(target, str):
-            out += _each(where + ("targetPort",), target, _port_name(target), "name a container port, or give a number")
+            out += invalid_each(
+                where + ("targetPort",), target, port_name(target), "name a container port, or give a number"
+            )
         elif (target_port := as_int(target)) and not 1 <= target_port <= 65535:  # 0 is defaulted to the port
-            out.append(_invalid(where + ("targetPort",), target, _PORT_RANGE, "use a port from 1 to 65535"))
+            out.append(invalid_value(where + ("targetPort",), target, PORT_RANGE, "use a port from 1 to 65535"))
     if isinstance(spec.get("selector"), Mapping):
-        out += _labels(spec["selector"], at + ("selector",))
+        out += validate_labels(spec["selector"], at + ("selector",))
     if isinstance(kind, str) and kind not in _SERVICE_TYPES:
-        out.append(_not_supported(at + ("type",), kind, _SERVICE_TYPES, "use ClusterIP (the default)"))
+        out.append(not_supported(at + ("type",), kind, _SERVICE_TYPES, "use ClusterIP (the default)"))
     if kind == "ClusterIP":
         out += [
-            _forbidden(
+            forbidden(
                 at + ("ports", i, "nodePort"),
                 "may not be used when `type` is 'ClusterIP'",
                 "drop nodePort, or use type: NodePort",
@@ -102,7 +104,7 @@ def _service(obj: Mapping) -> list[Finding]:
         key = (as_str(port.get("protocol")) or "TCP", as_int(port.get("port")) or 0)
         if key in seen:
             out.append(
-                _duplicate(at + ("ports", i), _Raw(f"{{{key[1]} {key[0]}}}"), "expose each port once per protocol")
+                duplicate_value(at + ("ports", i), Raw(f"{{{key[1]} {key[0]}}}"), "expose each port once per protocol")
             )
         seen.add(key)
     return out
@@ -117,16 +119,16 @@ def _decoded_size(value: Any) -> int:
         return len(value)
 
 
-def _config_map(obj: Mapping) -> list[Finding]:
+def validate_config_map(obj: Mapping) -> list[Finding]:
     """ValidateConfigMap: keys of data and binaryData, no key in both, 1 MiB in all."""
     data, binary = as_map(obj.get("data")), as_map(obj.get("binaryData"))
     out: list[Finding] = []
     fix = "use letters, digits, '-', '_' and '.' (not '.', '..' or a leading '..'); items[].path names the file"
     for key in data:
-        out += _each(("data", str(key)), str(key), config_map_key(str(key)), fix)
+        out += invalid_each(("data", str(key)), str(key), config_map_key(str(key)), fix)
         if key in binary:
             out.append(
-                _invalid(
+                invalid_value(
                     ("data", str(key)),
                     str(key),
                     "duplicate of key present in binaryData",
@@ -134,10 +136,10 @@ def _config_map(obj: Mapping) -> list[Finding]:
                 )
             )
     for key in binary:
-        out += _each(("binaryData", str(key)), str(key), config_map_key(str(key)), fix)
-    total = sum(_size(v) for v in data.values() if isinstance(v, str)) + sum(map(_decoded_size, binary.values()))
+        out += invalid_each(("binaryData", str(key)), str(key), config_map_key(str(key)), fix)
+    total = sum(byte_size(v) for v in data.values() if isinstance(v, str)) + sum(map(_decoded_size, binary.values()))
     if total > MAX_SECRET_BYTES:
-        out.append(_too_long((), MAX_SECRET_BYTES, "keep a ConfigMap under 1 MiB: mount large files from a volume"))
+        out.append(too_long((), MAX_SECRET_BYTES, "keep a ConfigMap under 1 MiB: mount large files from a volume"))
     return out
 
 
@@ -149,48 +151,48 @@ _SECRET_KEYS = {  # type -> the keys it requires (ValidateSecret)
 }
 
 
-def _secret(obj: Mapping) -> list[Finding]:
+def validate_secret(obj: Mapping) -> list[Finding]:
     """ValidateSecret: keys (stringData is merged into data first), 1 MiB, the keys each type requires."""
     data = {str(k): _decoded_size(v) for k, v in as_map(obj.get("data")).items()}
-    data.update({str(k): _size(v) for k, v in as_map(obj.get("stringData")).items() if isinstance(v, str)})
+    data.update({str(k): byte_size(v) for k, v in as_map(obj.get("stringData")).items() if isinstance(v, str)})
     out: list[Finding] = []
     for key in data:
-        out += _each(
+        out += invalid_each(
             ("data", key),
             key,
             config_map_key(key),
             "use letters, digits, '-', '_' and '.' (not '.', '..' or a leading '..')",
         )
     if sum(data.values()) > MAX_SECRET_BYTES:
-        out.append(_too_long(("data",), MAX_SECRET_BYTES, "keep a Secret under 1 MiB"))
+        out.append(too_long(("data",), MAX_SECRET_BYTES, "keep a Secret under 1 MiB"))
     kind = obj.get("type")
     if kind == "kubernetes.io/service-account-token":
         if not as_str(
-            _strings(as_map(obj.get("metadata")).get("annotations")).get("kubernetes.io/service-account.name")
+            string_map(as_map(obj.get("metadata")).get("annotations")).get("kubernetes.io/service-account.name")
         ):
             out.append(
-                _required(
+                required_value(
                     ("metadata", "annotations", "kubernetes.io/service-account.name"),
                     "name the ServiceAccount in the annotation kubernetes.io/service-account.name",
                 )
             )
     elif kind == "kubernetes.io/basic-auth":
         if "username" not in data and "password" not in data:
-            out += [_required(("data", k), "set username or password") for k in ("username", "password")]
+            out += [required_value(("data", k), "set username or password") for k in ("username", "password")]
     elif kind == "kubernetes.io/ssh-auth":
         if not data.get("ssh-privatekey"):
-            out.append(_required(("data", "ssh-privatekey"), "set the private key"))
+            out.append(required_value(("data", "ssh-privatekey"), "set the private key"))
     elif isinstance(kind, str) and kind in _SECRET_KEYS:
-        out += [_required(("data", k), f"set data[{k}]") for k in _SECRET_KEYS[kind] if k not in data]
+        out += [required_value(("data", k), f"set data[{k}]") for k in _SECRET_KEYS[kind] if k not in data]
     return out
 
 
-def _namespace(obj: Mapping) -> list[Finding]:
+def validate_namespace(obj: Mapping) -> list[Finding]:
     """ValidateNamespace's spec: its finalizers are standard or qualified names."""
     finalizers = as_list(as_map(obj.get("spec")).get("finalizers"))
     return [
         f
         for i, name in enumerate(finalizers)
         if isinstance(name, str)
-        for f in _kube_finalizer(name, ("spec", "finalizers", i))
+        for f in kube_finalizer(name, ("spec", "finalizers", i))
     ]

@@ -17,35 +17,36 @@ from collections.abc import Mapping
 from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
 from jaxinfra.admission.store import Finding, Path
 from jaxinfra.admission.validation.messages import (
-    _duplicate,
-    _each,
-    _go_list,
-    _invalid,
-    _nonnegative,
-    _not_supported,
-    _omitted,
-    _Raw,
-    _required,
-    _strings,
-    _too_many,
+    Raw,
+    duplicate_value,
+    go_list,
+    invalid_each,
+    invalid_value,
+    nonnegative,
+    not_supported,
+    omitted_value,
+    required_value,
+    string_map,
+    too_many,
 )
-from jaxinfra.admission.validation.meta import _matches, _selector
+from jaxinfra.admission.validation.meta import selector_matches, validate_selector
 from jaxinfra.admission.validation.names import (
-    _HTTP_PATH_FMT,
-    _regex_error,
-    _size,
+    HTTP_PATH_FMT,
+    byte_size,
     dns1123_label,
     dns1123_subdomain,
     qualified_name,
+    regex_error,
 )
 from jaxinfra.admission.validation.pod import pod_template
+from jaxinfra.upstream import JOB_NAME_LABEL, JOB_NAME_LEGACY_LABEL, JOB_UID_LABEL, JOB_UID_LEGACY_LABEL
 
 MAX_INDEXED_PARALLELISM = 100_000
 MAX_FAILED_INDEXES = 100_000
 COMPLETIONS_SOFT_LIMIT = 100_000
 HIGH_COMPLETIONS_LIMIT = 10_000
-_JOB_NAME_LABELS = ("job-name", "batch.kubernetes.io/job-name")
-_JOB_UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+_JOB_NAME_LABELS = (JOB_NAME_LEGACY_LABEL, JOB_NAME_LABEL)
+_JOB_UID_LABELS = (JOB_UID_LEGACY_LABEL, JOB_UID_LABEL)
 _UID = "<uid>"  # the Job's uid, unknown before it is stored
 
 
@@ -62,7 +63,7 @@ def _job_selector(obj: Mapping, spec: Mapping, labels: Mapping[str, str]) -> tup
             # the registry keeps a label the user set, and validation compares it (a uid nobody can know yet)
             if key in labels and (labels[key] != expected or expected == _UID):
                 first.append(
-                    _invalid(
+                    invalid_value(
                         ("spec", "template", "metadata", "labels", key),
                         labels,
                         f"must be '{expected}'",
@@ -70,9 +71,9 @@ def _job_selector(obj: Mapping, spec: Mapping, labels: Mapping[str, str]) -> tup
                     )
                 )
         labels = {**generated, **labels}
-        if isinstance(selector, Mapping) and selector and not _matches(selector, generated):
+        if isinstance(selector, Mapping) and selector and not selector_matches(selector, generated):
             first.append(
-                _invalid(
+                invalid_value(
                     ("spec", "selector"),
                     selector,
                     "`selector` not auto-generated",
@@ -80,19 +81,19 @@ def _job_selector(obj: Mapping, spec: Mapping, labels: Mapping[str, str]) -> tup
                 )
             )
         selector = {
-            "matchLabels": {_JOB_UID_LABELS[1]: _UID, **_strings(as_map(selector).get("matchLabels"))},
+            "matchLabels": {_JOB_UID_LABELS[1]: _UID, **string_map(as_map(selector).get("matchLabels"))},
             "matchExpressions": as_map(selector).get("matchExpressions") or [],
         }
     last: list[Finding] = []
     if not isinstance(selector, Mapping):
         last.append(
-            _required(("spec", "selector"), "give spec.selector with manualSelector: true, or drop manualSelector")
+            required_value(("spec", "selector"), "give spec.selector with manualSelector: true, or drop manualSelector")
         )
         return first, last
-    last += _selector(given if isinstance(given, Mapping) else {}, ("spec", "selector"))
-    if not _matches(selector, labels):
+    last += validate_selector(given if isinstance(given, Mapping) else {}, ("spec", "selector"))
+    if not selector_matches(selector, labels):
         last.append(
-            _invalid(
+            invalid_value(
                 ("spec", "template", "metadata", "labels"),
                 dict(labels),
                 "`selector` does not match template `labels`",
@@ -111,17 +112,17 @@ def _pod_failure_policy(spec: Mapping, at: Path) -> list[Finding]:
     }
     out: list[Finding] = []
     if len(rules) > 20:
-        out.append(_too_many(at + ("rules",), len(rules), 20, "merge rules: at most 20"))
+        out.append(too_many(at + ("rules",), len(rules), 20, "merge rules: at most 20"))
     actions = ("Count", "FailIndex", "FailJob", "Ignore")
     for i, rule in rules:
         where = at + ("rules", i)
         action = as_str(rule.get("action"))
         if not action:
-            out.append(_required(where + ("action",), "set the action", f"valid values: {_go_list(actions)}"))
+            out.append(required_value(where + ("action",), "set the action", f"valid values: {go_list(actions)}"))
         elif action == "FailIndex":
             if spec.get("backoffLimitPerIndex") is None:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         where + ("action",),
                         action,
                         "requires the backoffLimitPerIndex to be set",
@@ -129,40 +130,42 @@ def _pod_failure_policy(spec: Mapping, at: Path) -> list[Finding]:
                     )
                 )
         elif action not in actions:
-            out.append(_not_supported(where + ("action",), action, actions, "use Count, FailIndex, FailJob or Ignore"))
+            out.append(not_supported(where + ("action",), action, actions, "use Count, FailIndex, FailJob or Ignore"))
         codes = rule.get("onExitCodes")
         if isinstance(codes, Mapping):
             out += _on_exit_codes(codes, where + ("onExitCodes",), containers)
         conditions = list(entries(rule.get("onPodConditions")))
         if len(conditions) > 20:
-            out.append(_too_many(where + ("onPodConditions",), len(conditions), 20, "at most 20 patterns"))
+            out.append(too_many(where + ("onPodConditions",), len(conditions), 20, "at most 20 patterns"))
         for j, pattern in conditions:
             ptype, status = as_str(pattern.get("type")), as_str(pattern.get("status"))
-            out += _each(where + ("onPodConditions", j, "type"), ptype, qualified_name(ptype), "use a condition type")
+            out += invalid_each(
+                where + ("onPodConditions", j, "type"), ptype, qualified_name(ptype), "use a condition type"
+            )
             statuses = ("False", "True", "Unknown")
             if not status:
                 out.append(
-                    _required(
+                    required_value(
                         where + ("onPodConditions", j, "status"),
                         'set status: "True"',
-                        f"valid values: {_go_list(statuses)}",
+                        f"valid values: {go_list(statuses)}",
                     )
                 )
             elif status not in statuses:
                 out.append(
-                    _not_supported(
+                    not_supported(
                         where + ("onPodConditions", j, "status"), status, statuses, 'use "True", "False" or "Unknown"'
                     )
                 )
         if isinstance(codes, Mapping) and conditions:
             out.append(
-                _omitted(
+                omitted_value(
                     where, "specifying both OnExitCodes and OnPodConditions is not supported", "split it into two rules"
                 )
             )
         if not isinstance(codes, Mapping) and not conditions:
             out.append(
-                _omitted(
+                omitted_value(
                     where,
                     "specifying one of OnExitCodes and OnPodConditions is required",
                     "add onExitCodes or onPodConditions",
@@ -175,13 +178,13 @@ def _on_exit_codes(codes: Mapping, at: Path, containers: set[str]) -> list[Findi
     out: list[Finding] = []
     op = as_str(codes.get("operator"))
     if not op:
-        out.append(_required(at + ("operator",), "set operator: In", f"valid values: {_go_list(('In', 'NotIn'))}"))
+        out.append(required_value(at + ("operator",), "set operator: In", f"valid values: {go_list(('In', 'NotIn'))}"))
     elif op not in ("In", "NotIn"):
-        out.append(_not_supported(at + ("operator",), op, ("In", "NotIn"), "use In or NotIn"))
+        out.append(not_supported(at + ("operator",), op, ("In", "NotIn"), "use In or NotIn"))
     container = codes.get("containerName")
     if isinstance(container, str) and container not in containers:
         out.append(
-            _invalid(
+            invalid_value(
                 at + ("containerName",),
                 container,
                 "must be one of the container or initContainer names in the pod template",
@@ -190,16 +193,18 @@ def _on_exit_codes(codes: Mapping, at: Path, containers: set[str]) -> list[Findi
         )
     values = [v for v in as_list(codes.get("values")) if as_int(v) is not None]
     if not values:
-        out.append(_invalid(at + ("values",), values, "at least one value is required", "list the exit codes"))
+        out.append(invalid_value(at + ("values",), values, "at least one value is required", "list the exit codes"))
     elif len(values) > 255:
-        out.append(_too_many(at + ("values",), len(values), 255, "list at most 255 exit codes"))
+        out.append(too_many(at + ("values",), len(values), 255, "list at most 255 exit codes"))
     for j, v in enumerate(values):
         if op == "In" and v == 0:
-            out.append(_invalid(at + ("values", j), v, "must not be 0 for the In operator", "drop 0: it is success"))
+            out.append(
+                invalid_value(at + ("values", j), v, "must not be 0 for the In operator", "drop 0: it is success")
+            )
         if v in values[:j]:
-            out.append(_duplicate(at + ("values", j), v, "list each exit code once"))
+            out.append(duplicate_value(at + ("values", j), v, "list each exit code once"))
     if values != sorted(values):
-        out.append(_invalid(at + ("values",), values, "must be ordered", "sort the exit codes"))
+        out.append(invalid_value(at + ("values",), values, "must be ordered", "sort the exit codes"))
     return out
 
 
@@ -208,34 +213,34 @@ def _success_policy(spec: Mapping, at: Path, indexed: bool, completions: int | N
     if not isinstance(policy, Mapping):
         return []
     if not indexed:
-        return [_invalid(at, _Raw("{...}"), "requires indexed completion mode", "set completionMode: Indexed")]
+        return [invalid_value(at, Raw("{...}"), "requires indexed completion mode", "set completionMode: Indexed")]
     rules = list(entries(policy.get("rules")))
     out: list[Finding] = []
     if not rules:
         out.append(
-            _required(
+            required_value(
                 at + ("rules",),
                 "add a rule",
                 "at least one rules must be specified when the successPolicy is specified",
             )
         )
     if len(rules) > 20:
-        out.append(_too_many(at + ("rules",), len(rules), 20, "at most 20 rules"))
+        out.append(too_many(at + ("rules",), len(rules), 20, "at most 20 rules"))
     for i, rule in rules:
         count = as_int(rule.get("succeededCount"))
         if count is None and rule.get("succeededIndexes") is None:
             out.append(
-                _required(
+                required_value(
                     at + ("rules", i),
                     "set succeededCount or succeededIndexes",
                     "at least one of succeededCount or succeededIndexes must be specified",
                 )
             )
         if count is not None:
-            out += _nonnegative(at + ("rules", i, "succeededCount"), count, "use 0 or more")
+            out += nonnegative(at + ("rules", i, "succeededCount"), count, "use 0 or more")
             if completions is not None and count > completions:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         at + ("rules", i, "succeededCount"),
                         count,
                         f"must be less than or equal to {completions} (the number of specified completions)",
@@ -259,19 +264,19 @@ def _job_spec(spec: Mapping) -> list[Finding]:
         "maxFailedIndexes": "use 0 or more indexes",
     }
     for key, fix in fixes.items():
-        out += _nonnegative(at + (key,), spec.get(key), fix)
+        out += nonnegative(at + (key,), spec.get(key), fix)
     parallelism, completions = as_int(spec.get("parallelism")), as_int(spec.get("completions"))
     per_index, max_failed = spec.get("backoffLimitPerIndex"), as_int(spec.get("maxFailedIndexes"))
     if max_failed is not None and per_index is None:
         out.append(
-            _required(
+            required_value(
                 at + ("backoffLimitPerIndex",), "set backoffLimitPerIndex too", "when maxFailedIndexes is specified"
             )
         )
     managed = spec.get("managedBy")
     if isinstance(managed, str):
         out += _domain_prefixed_path(at + ("managedBy",), managed)
-        if _size(managed) > 63:
+        if byte_size(managed) > 63:
             out.append(
                 Finding(
                     at + ("managedBy",), managed, "Too long: may not be longer than 63", "use a shorter controller name"
@@ -281,18 +286,18 @@ def _job_spec(spec: Mapping) -> list[Finding]:
     indexed = mode == "Indexed"
     if isinstance(mode, str) and mode not in ("NonIndexed", "Indexed"):
         out.append(
-            _not_supported(at + ("completionMode",), mode, ("NonIndexed", "Indexed"), "use NonIndexed or Indexed")
+            not_supported(at + ("completionMode",), mode, ("NonIndexed", "Indexed"), "use NonIndexed or Indexed")
         )
     if indexed:
         if spec.get("completions") is None:
             out.append(
-                _required(
+                required_value(
                     at + ("completions",), "set completions: the number of indexes", "when completion mode is Indexed"
                 )
             )
         if parallelism is not None and parallelism > MAX_INDEXED_PARALLELISM:
             out.append(
-                _invalid(
+                invalid_value(
                     at + ("parallelism",),
                     parallelism,
                     f"must be less than or equal to {MAX_INDEXED_PARALLELISM} when completion mode is Indexed",
@@ -301,7 +306,7 @@ def _job_spec(spec: Mapping) -> list[Finding]:
             )
         if completions is not None and max_failed is not None and max_failed > completions:
             out.append(
-                _invalid(
+                invalid_value(
                     at + ("maxFailedIndexes",),
                     max_failed,
                     "must be less than or equal to completions",
@@ -310,7 +315,7 @@ def _job_spec(spec: Mapping) -> list[Finding]:
             )
         if max_failed is not None and max_failed > MAX_FAILED_INDEXES:
             out.append(
-                _invalid(
+                invalid_value(
                     at + ("maxFailedIndexes",),
                     max_failed,
                     f"must be less than or equal to {MAX_FAILED_INDEXES}",
@@ -324,21 +329,21 @@ def _job_spec(spec: Mapping) -> list[Finding]:
             )
             if max_failed is None:
                 out.append(
-                    _required(
+                    required_value(
                         at + ("maxFailedIndexes",),
                         "set maxFailedIndexes (at most 10000)",
                         f"must be specified when completions is above {COMPLETIONS_SOFT_LIMIT}",
                     )
                 )
             if parallelism is not None and parallelism > HIGH_COMPLETIONS_LIMIT:
-                out.append(_invalid(at + ("parallelism",), parallelism, above, "run at most 10000 pods at a time"))
+                out.append(invalid_value(at + ("parallelism",), parallelism, above, "run at most 10000 pods at a time"))
             if max_failed is not None and max_failed > HIGH_COMPLETIONS_LIMIT:
-                out.append(_invalid(at + ("maxFailedIndexes",), max_failed, above, "lower maxFailedIndexes"))
+                out.append(invalid_value(at + ("maxFailedIndexes",), max_failed, above, "lower maxFailedIndexes"))
     elif mode in (None, "NonIndexed"):
         for key, value in (("backoffLimitPerIndex", as_int(per_index)), ("maxFailedIndexes", max_failed)):
             if value is not None:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         at + (key,),
                         value,
                         "requires indexed completion mode",
@@ -353,14 +358,14 @@ def _job_spec(spec: Mapping) -> list[Finding]:
         with_policy = isinstance(spec.get("podFailurePolicy"), Mapping)
         allowed = ("Failed",) if with_policy else ("Failed", "TerminatingOrFailed")
         if replacement not in allowed:
-            out.append(_not_supported(at + ("podReplacementPolicy",), replacement, allowed, "use Failed"))
+            out.append(not_supported(at + ("podReplacementPolicy",), replacement, allowed, "use Failed"))
     template = as_map(spec.get("template"))
     out += pod_template(template, at + ("template",))
     restart = as_map(template.get("spec")).get("restartPolicy", "Always")
     where = at + ("template", "spec", "restartPolicy")
     if restart in ("Always", ""):
         out.append(
-            _required(
+            required_value(
                 where,
                 "set spec.template.spec.restartPolicy: Never (or OnFailure); a pod's default, "
                 "Always, never lets a Job finish",
@@ -369,10 +374,10 @@ def _job_spec(spec: Mapping) -> list[Finding]:
             )
         )
     elif isinstance(restart, str) and restart not in ("OnFailure", "Never"):
-        out.append(_not_supported(where, restart, ("OnFailure", "Never"), "use Never or OnFailure"))
+        out.append(not_supported(where, restart, ("OnFailure", "Never"), "use Never or OnFailure"))
     elif isinstance(spec.get("podFailurePolicy"), Mapping) and restart != "Never":
         out.append(
-            _invalid(
+            invalid_value(
                 where,
                 restart,
                 'only "Never" is supported when podFailurePolicy is specified',
@@ -385,29 +390,29 @@ def _job_spec(spec: Mapping) -> list[Finding]:
 def _domain_prefixed_path(at: Path, value: str) -> list[Finding]:
     """IsDomainPrefixedPath (spec.managedBy)."""
     if not value:
-        return [_required(at, "name the controller: example.com/name")]
+        return [required_value(at, "name the controller: example.com/name")]
     host, sep, path = value.partition("/")
     if not sep or not host or not path:
         return [
-            _invalid(
+            invalid_value(
                 at,
                 value,
                 'must be a domain-prefixed path (such as "acme.io/foo")',
                 "name the controller as domain/name",
             )
         ]
-    out = _each(at, host, dns1123_subdomain(host), "use a DNS domain before the '/'")
-    if not re.fullmatch(_HTTP_PATH_FMT, path):
-        out.append(_invalid(at, path, _regex_error("Invalid path", _HTTP_PATH_FMT), "use URL path characters"))
+    out = invalid_each(at, host, dns1123_subdomain(host), "use a DNS domain before the '/'")
+    if not re.fullmatch(HTTP_PATH_FMT, path):
+        out.append(invalid_value(at, path, regex_error("Invalid path", HTTP_PATH_FMT), "use URL path characters"))
     return out
 
 
-def _job(obj: Mapping) -> list[Finding]:
+def validate_job(obj: Mapping) -> list[Finding]:
     """ValidateJob (after the registry generated the selector): selector, spec, and the longest pod hostname of
     an Indexed Job."""
     spec = as_map(obj.get("spec"))
     template = as_map(spec.get("template"))
-    labels = _strings(as_map(template.get("metadata")).get("labels"))
+    labels = string_map(as_map(template.get("metadata")).get("labels"))
     first, last = _job_selector(obj, spec, labels)
     name = as_str(as_map(obj.get("metadata")).get("name"))
     if spec.get("manualSelector") is not True:  # the template is validated with the job-name labels added
@@ -420,7 +425,7 @@ def _job(obj: Mapping) -> list[Finding]:
         hostname = f"{name}-{completions - 1}"
         if dns1123_label(hostname):
             out.append(
-                _invalid(
+                invalid_value(
                     ("metadata", "name"),
                     name,
                     f"will not able to create pod with invalid DNS label: {hostname}",

@@ -17,19 +17,19 @@ from jaxinfra.admission import naming
 from jaxinfra.admission.decoded import as_list, as_map, as_str, entries
 from jaxinfra.admission.store import Finding, Path
 from jaxinfra.admission.validation.messages import (
-    _each,
-    _forbidden,
-    _invalid,
-    _nonnegative,
-    _required,
-    _strings,
-    _too_long,
+    forbidden,
+    invalid_each,
+    invalid_value,
+    nonnegative,
+    required_value,
+    string_map,
+    too_long,
 )
 from jaxinfra.admission.validation.names import (
     DNS1035,
     LABEL,
     SUBDOMAIN,
-    _size,
+    byte_size,
     dns1035_label,
     dns1123_label,
     dns1123_subdomain,
@@ -38,7 +38,7 @@ from jaxinfra.admission.validation.names import (
 )
 
 _NAME_RULES = {SUBDOMAIN: dns1123_subdomain, LABEL: dns1123_label, DNS1035: dns1035_label}
-_NAME_FIX = {
+NAME_FIX = {
     SUBDOMAIN: "use lowercase letters, digits, '-' and '.', starting and ending with a letter or digit, at most 253",
     LABEL: "use at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit",
     DNS1035: "use at most 63 lowercase letters, digits and '-', starting with a letter, ending with a letter or digit",
@@ -47,7 +47,7 @@ _STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 TOTAL_ANNOTATION_BYTES = 256 * 1024
 
 
-def _name_errors(rule: str, name: str, prefix: bool = False) -> list[str]:
+def name_errors(rule: str, name: str, prefix: bool = False) -> list[str]:
     """A ValidateNameFunc; a generateName prefix may end in '-' (maskTrailingDash, which also drops the character
     before it)."""
     if prefix and name.endswith("-"):
@@ -55,17 +55,17 @@ def _name_errors(rule: str, name: str, prefix: bool = False) -> list[str]:
     return _NAME_RULES.get(rule, dns1123_subdomain)(name)
 
 
-def _labels(labels: Any, at: Path) -> list[Finding]:
+def validate_labels(labels: Any, at: Path) -> list[Finding]:
     """ValidateLabels: every key a qualified name, every value a label value (the path is the map's)."""
     out: list[Finding] = []
-    for k, v in _strings(labels).items():
-        out += _each(
+    for k, v in string_map(labels).items():
+        out += invalid_each(
             at,
             k,
             qualified_name(k),
             "label keys are an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.'",
         )
-        out += _each(
+        out += invalid_each(
             at,
             v,
             label_value(v),
@@ -75,20 +75,20 @@ def _labels(labels: Any, at: Path) -> list[Finding]:
     return out
 
 
-def _annotations(annotations: Any, at: Path) -> list[Finding]:
+def validate_annotations(annotations: Any, at: Path) -> list[Finding]:
     """ValidateAnnotations: keys are qualified names whatever their case; keys and values 256 KiB in all."""
-    values = _strings(annotations)
+    values = string_map(annotations)
     out: list[Finding] = []
     for k in values:
-        out += _each(
+        out += invalid_each(
             at,
             k,
             qualified_name(k.lower()),
             "annotation keys are an optional DNS prefix and '/', then at most 63 letters, digits, '-', '_' or '.'",
         )
-    if sum(_size(k) + _size(v) for k, v in values.items()) > TOTAL_ANNOTATION_BYTES:
+    if sum(byte_size(k) + byte_size(v) for k, v in values.items()) > TOTAL_ANNOTATION_BYTES:
         out.append(
-            _too_long(
+            too_long(
                 at, TOTAL_ANNOTATION_BYTES, "keep annotations under 256 KiB in all: move large data into a ConfigMap"
             )
         )
@@ -102,16 +102,20 @@ def _owner_references(refs: Any, at: Path) -> list[Finding]:
         api_version = as_str(ref.get("apiVersion"))
         if not api_version.rpartition("/")[2]:
             out.append(
-                _invalid(at + ("apiVersion",), api_version, "version must not be empty", "set the owner's apiVersion")
+                invalid_value(
+                    at + ("apiVersion",), api_version, "version must not be empty", "set the owner's apiVersion"
+                )
             )
         for key in ("kind", "name", "uid"):
             if not as_str(ref.get(key)):
-                out.append(_invalid(at + (key,), as_str(ref.get(key)), "must not be empty", f"set the owner's {key}"))
+                out.append(
+                    invalid_value(at + (key,), as_str(ref.get(key)), "must not be empty", f"set the owner's {key}")
+                )
         if ref.get("controller") is True:
             this = f"{as_str(ref.get('kind'))}/{as_str(ref.get('name'))}"
             if controller:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         at,
                         refs,
                         'Only one reference can have Controller set to true. Found "true" in '
@@ -129,26 +133,26 @@ def _finalizers(finalizers: Any, at: Path, kube: bool) -> list[Finding]:
     names = [f for f in as_list(finalizers) if isinstance(f, str)]
     out: list[Finding] = []
     for name in names:
-        out += _each(at, name, qualified_name(name), _FINALIZER_FIX)
+        out += invalid_each(at, name, qualified_name(name), _FINALIZER_FIX)
     if "orphan" in names and "foregroundDeletion" in names:
         out.append(
-            _invalid(at, names, "finalizer orphan and foregroundDeletion cannot be both set", "keep one of them")
+            invalid_value(at, names, "finalizer orphan and foregroundDeletion cannot be both set", "keep one of them")
         )
     if kube:
         for i, name in enumerate(names):
-            out += _kube_finalizer(name, at + (i,))
+            out += kube_finalizer(name, at + (i,))
     return out
 
 
 _FINALIZER_FIX = "a finalizer is a qualified name such as example.com/cleanup"
 
 
-def _kube_finalizer(name: str, at: Path) -> list[Finding]:
+def kube_finalizer(name: str, at: Path) -> list[Finding]:
     """validateKubeFinalizerName: a qualified name, and standard unless it has a domain prefix."""
-    out = _each(at, name, qualified_name(name), _FINALIZER_FIX)
+    out = invalid_each(at, name, qualified_name(name), _FINALIZER_FIX)
     if "/" not in name and name not in _STANDARD_FINALIZERS:
         out.append(
-            _invalid(
+            invalid_value(
                 at,
                 name,
                 "name is neither a standard finalizer name nor is it fully qualified",
@@ -167,43 +171,41 @@ def object_meta(
     qualified)."""
     meta = as_map(meta)
     out: list[Finding] = []
-    fix = _NAME_FIX.get(name_rule, _NAME_FIX[SUBDOMAIN])
+    fix = NAME_FIX.get(name_rule, NAME_FIX[SUBDOMAIN])
     generate = as_str(meta.get("generateName"))
     name = as_str(meta.get("name"))
     if generate:
-        out += _each(at + ("generateName",), generate, _name_errors(name_rule, generate, prefix=True), fix)
+        out += invalid_each(at + ("generateName",), generate, name_errors(name_rule, generate, prefix=True), fix)
         name = name or naming.generate(generate, generate)  # the registry names it before validation
     if not name:
         out.append(
-            _required(
+            required_value(
                 at + ("name",), "set metadata.name (or metadata.generateName)", "name or generateName is required"
             )
         )
     else:
-        out += _each(at + ("name",), name, _name_errors(name_rule, name), fix)
+        out += invalid_each(at + ("name",), name, name_errors(name_rule, name), fix)
     namespace = as_str(meta.get("namespace"))
     if namespaced and namespace:
-        out += _each(at + ("namespace",), namespace, dns1123_label(namespace), _NAME_FIX[LABEL])
-    out += _nonnegative(
-        at + ("generation",), meta.get("generation"), "drop metadata.generation: the API server sets it"
-    )
-    out += _labels(meta.get("labels"), at + ("labels",))
-    out += _annotations(meta.get("annotations"), at + ("annotations",))
+        out += invalid_each(at + ("namespace",), namespace, dns1123_label(namespace), NAME_FIX[LABEL])
+    out += nonnegative(at + ("generation",), meta.get("generation"), "drop metadata.generation: the API server sets it")
+    out += validate_labels(meta.get("labels"), at + ("labels",))
+    out += validate_annotations(meta.get("annotations"), at + ("annotations",))
     out += _owner_references(meta.get("ownerReferences"), at + ("ownerReferences",))
     out += _finalizers(meta.get("finalizers"), at + ("finalizers",), kube)
     return out
 
 
-def _selector(selector: Any, at: Path) -> list[Finding]:
+def validate_selector(selector: Any, at: Path) -> list[Finding]:
     """ValidateLabelSelector."""
     sel = as_map(selector)
-    out = _labels(sel.get("matchLabels"), at + ("matchLabels",))
+    out = validate_labels(sel.get("matchLabels"), at + ("matchLabels",))
     for i, expr in entries(sel.get("matchExpressions")):
         where = at + ("matchExpressions", i)
         op, values = as_str(expr.get("operator")), as_list(expr.get("values"))
         if op in ("In", "NotIn") and not values:
             out.append(
-                _required(
+                required_value(
                     where + ("values",),
                     "list the values to match",
                     "must be specified when `operator` is 'In' or 'NotIn'",
@@ -211,7 +213,7 @@ def _selector(selector: Any, at: Path) -> list[Finding]:
             )
         elif op in ("Exists", "DoesNotExist") and values:
             out.append(
-                _forbidden(
+                forbidden(
                     where + ("values",),
                     "may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
                     "drop the values",
@@ -219,21 +221,21 @@ def _selector(selector: Any, at: Path) -> list[Finding]:
             )
         elif op not in ("In", "NotIn", "Exists", "DoesNotExist"):
             out.append(
-                _invalid(
+                invalid_value(
                     where + ("operator",), op, "not a valid selector operator", "use In, NotIn, Exists or DoesNotExist"
                 )
             )
         key = as_str(expr.get("key"))
-        out += _each(where + ("key",), key, qualified_name(key), "use a valid label key")
+        out += invalid_each(where + ("key",), key, qualified_name(key), "use a valid label key")
         for j, value in enumerate(values):  # AllowInvalidLabelValueInSelector is off for new objects
             if isinstance(value, str):
-                out += _each(where + ("values", j), value, label_value(value), "use a valid label value")
+                out += invalid_each(where + ("values", j), value, label_value(value), "use a valid label value")
     return out
 
 
-def _matches(selector: Mapping, labels: Mapping[str, str]) -> bool:
+def selector_matches(selector: Mapping, labels: Mapping[str, str]) -> bool:
     """metav1.LabelSelectorAsSelector(...).Matches(labels)."""
-    if any(labels.get(k) != v for k, v in _strings(selector.get("matchLabels")).items()):
+    if any(labels.get(k) != v for k, v in string_map(selector.get("matchLabels")).items()):
         return False
     for _, expr in entries(selector.get("matchExpressions")):
         key, op = as_str(expr.get("key")), expr.get("operator")

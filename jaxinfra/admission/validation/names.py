@@ -37,13 +37,13 @@ _KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
 _VALUE_FMT = "(" + _KEY_FMT + ")?"
 _CONFIG_KEY_FMT = "[-._a-zA-Z0-9]+"
 _ENV_FMT = "[-._a-zA-Z][-._a-zA-Z0-9]*"
-_HTTP_PATH_FMT = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
+HTTP_PATH_FMT = r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+"
 _KEY_MSG = (
     "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
 )
 
 
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+def regex_error(msg: str, fmt: str, *examples: str) -> str:
     """apimachinery RegexError, spacing included (each example is followed by ', ', then ' or ')."""
     if not examples:
         return f"{msg} (regex used for validation is '{fmt}')"
@@ -54,19 +54,19 @@ def _max_len(n: int) -> str:
     return f"must be no more than {n} characters"
 
 
-def _size(value: str) -> int:
+def byte_size(value: str) -> int:
     return len(value.encode())
 
 
 def dns1123_label(value: str) -> list[str]:
     """IsDNS1123Label: at most 63 bytes of [a-z0-9-], alphanumeric at both ends ("must not contain dots" for a
     subdomain)."""
-    errs = [_max_len(63)] if _size(value) > 63 else []
+    errs = [_max_len(63)] if byte_size(value) > 63 else []
     if not re.fullmatch(_LABEL_FMT, value):
         errs.append(
             "must not contain dots"
             if re.fullmatch(_SUBDOMAIN_FMT, value)
-            else _regex_error(
+            else regex_error(
                 "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start "
                 "and end with an alphanumeric character",
                 _LABEL_FMT,
@@ -79,10 +79,10 @@ def dns1123_label(value: str) -> list[str]:
 
 def dns1123_subdomain(value: str) -> list[str]:
     """IsDNS1123Subdomain: at most 253 bytes of dot-separated DNS-1123 labels."""
-    errs = [_max_len(253)] if _size(value) > 253 else []
+    errs = [_max_len(253)] if byte_size(value) > 253 else []
     if not re.fullmatch(_SUBDOMAIN_FMT, value):
         errs.append(
-            _regex_error(
+            regex_error(
                 "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and "
                 "must start and end with an alphanumeric character",
                 _SUBDOMAIN_FMT,
@@ -94,10 +94,10 @@ def dns1123_subdomain(value: str) -> list[str]:
 
 def dns1035_label(value: str) -> list[str]:
     """IsDNS1035Label: a DNS-1123 label that starts with a letter (Service names)."""
-    errs = [_max_len(63)] if _size(value) > 63 else []
+    errs = [_max_len(63)] if byte_size(value) > 63 else []
     if not re.fullmatch(_DNS1035_FMT, value):
         errs.append(
-            _regex_error(
+            regex_error(
                 "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic "
                 "character, and end with an alphanumeric character",
                 _DNS1035_FMT,
@@ -116,7 +116,7 @@ def qualified_name(value: str) -> list[str]:
     if len(parts) > 2:
         return [
             "a valid label key "
-            + _regex_error(_KEY_MSG, _KEY_FMT, "MyName", "my.name", "123-abc")
+            + regex_error(_KEY_MSG, _KEY_FMT, "MyName", "my.name", "123-abc")
             + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
         ]
     if len(parts) == 2:
@@ -127,19 +127,19 @@ def qualified_name(value: str) -> list[str]:
     name = parts[-1]
     if not name:
         errs.append("name part must be non-empty")
-    elif _size(name) > 63:
+    elif byte_size(name) > 63:
         errs.append("name part " + _max_len(63))
     if not re.fullmatch(_KEY_FMT, name):
-        errs.append("name part " + _regex_error(_KEY_MSG, _KEY_FMT, "MyName", "my.name", "123-abc"))
+        errs.append("name part " + regex_error(_KEY_MSG, _KEY_FMT, "MyName", "my.name", "123-abc"))
     return errs
 
 
 def label_value(value: str) -> list[str]:
     """IsValidLabelValue: empty, or at most 63 bytes of [A-Za-z0-9-_.], alphanumeric at both ends."""
-    errs = [_max_len(63)] if _size(value) > 63 else []
+    errs = [_max_len(63)] if byte_size(value) > 63 else []
     if not re.fullmatch(_VALUE_FMT, value):
         errs.append(
-            _regex_error(
+            regex_error(
                 "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
                 "and must start and end with an alphanumeric character",
                 _VALUE_FMT,
@@ -159,10 +159,10 @@ def _chdir_prefix(value: str) -> list[str]:
 
 def config_map_key(value: str) -> list[str]:
     """IsConfigMapKey: a ConfigMap's or Secret's key (and so a projected file's name)."""
-    errs = [_max_len(253)] if _size(value) > 253 else []
+    errs = [_max_len(253)] if byte_size(value) > 253 else []
     if not re.fullmatch(_CONFIG_KEY_FMT, value):
         errs.append(
-            _regex_error(
+            regex_error(
                 "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
                 _CONFIG_KEY_FMT,
                 "key.name",
@@ -186,7 +186,7 @@ def env_var_name(value: str, relaxed: bool = RELAXED_ENV_VAR_NAMES) -> list[str]
         []
         if re.fullmatch(_ENV_FMT, value)
         else [
-            _regex_error(
+            regex_error(
                 "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or "
                 "'.', and must not start with a digit",
                 _ENV_FMT,
@@ -199,9 +199,9 @@ def env_var_name(value: str, relaxed: bool = RELAXED_ENV_VAR_NAMES) -> list[str]
     return errs + _chdir_prefix(value)
 
 
-def _port_name(value: str) -> list[str]:
+def port_name(value: str) -> list[str]:
     """IsValidPortName: an IANA service name."""
-    errs = [_max_len(15)] if _size(value) > 15 else []
+    errs = [_max_len(15)] if byte_size(value) > 15 else []
     if not re.fullmatch("[-a-z0-9]+", value):
         errs.append("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)")
     if not re.search("[a-z]", value):
@@ -213,7 +213,7 @@ def _port_name(value: str) -> list[str]:
     return errs
 
 
-_PORT_RANGE = "must be between 1 and 65535, inclusive"
+PORT_RANGE = "must be between 1 and 65535, inclusive"
 
 
 def local_descending_path(value: str) -> list[str]:

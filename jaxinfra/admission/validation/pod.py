@@ -25,29 +25,34 @@ from jaxinfra import quantity
 from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
 from jaxinfra.admission.store import Finding, Path
 from jaxinfra.admission.validation.messages import (
-    _distinct,
-    _duplicate,
-    _each,
-    _forbidden,
-    _invalid,
-    _not_supported,
-    _Raw,
-    _required,
+    Raw,
+    distinct,
+    duplicate_value,
+    forbidden,
+    invalid_each,
+    invalid_value,
+    not_supported,
+    required_value,
 )
-from jaxinfra.admission.validation.meta import _NAME_FIX, _annotations, _labels, _name_errors
+from jaxinfra.admission.validation.meta import NAME_FIX, name_errors, validate_annotations, validate_labels
 from jaxinfra.admission.validation.names import (
-    _PORT_RANGE,
     LABEL,
+    PORT_RANGE,
     SUBDOMAIN,
-    _port_name,
     config_map_key,
     dns1123_label,
     dns1123_subdomain,
     env_var_name,
     label_value,
+    port_name,
     qualified_name,
 )
-from jaxinfra.admission.validation.volumes import _field_ref, _mounts, _resource_ref, _volumes
+from jaxinfra.admission.validation.volumes import (
+    validate_field_ref,
+    validate_mounts,
+    validate_resource_ref,
+    validate_volumes,
+)
 
 _ENV_FIELD_PATHS = (
     "metadata.name",
@@ -62,7 +67,7 @@ _ENV_FIELD_PATHS = (
 )
 
 
-_PROTOCOLS = ("SCTP", "TCP", "UDP")
+PROTOCOLS = ("SCTP", "TCP", "UDP")
 
 
 def _ports(ports: Any, at: Path) -> list[Finding]:
@@ -73,27 +78,27 @@ def _ports(ports: Any, at: Path) -> list[Finding]:
         where = at + (i,)
         name = as_str(port.get("name"))
         if name:
-            if errs := _port_name(name):
-                out += _each(
+            if errs := port_name(name):
+                out += invalid_each(
                     where + ("name",),
                     name,
                     errs,
                     "use at most 15 lowercase letters, digits and single '-', with at least one letter",
                 )
             elif name in names:
-                out.append(_duplicate(where + ("name",), name, "give each port its own name"))
+                out.append(duplicate_value(where + ("name",), name, "give each port its own name"))
             names.add(name)
         number = as_int(port.get("containerPort"))
         if not number:
-            out.append(_required(where + ("containerPort",), "set the port the container listens on"))
+            out.append(required_value(where + ("containerPort",), "set the port the container listens on"))
         elif not 1 <= number <= 65535:
-            out.append(_invalid(where + ("containerPort",), number, _PORT_RANGE, "use a port from 1 to 65535"))
+            out.append(invalid_value(where + ("containerPort",), number, PORT_RANGE, "use a port from 1 to 65535"))
         host = as_int(port.get("hostPort"))
         if host and not 1 <= host <= 65535:
-            out.append(_invalid(where + ("hostPort",), host, _PORT_RANGE, "use a port from 1 to 65535"))
+            out.append(invalid_value(where + ("hostPort",), host, PORT_RANGE, "use a port from 1 to 65535"))
         protocol = port.get("protocol", "TCP")
-        if isinstance(protocol, str) and protocol not in _PROTOCOLS:
-            out.append(_not_supported(where + ("protocol",), protocol, _PROTOCOLS, "use TCP, UDP or SCTP"))
+        if isinstance(protocol, str) and protocol not in PROTOCOLS:
+            out.append(not_supported(where + ("protocol",), protocol, PROTOCOLS, "use TCP, UDP or SCTP"))
     return out
 
 
@@ -107,7 +112,7 @@ def _host_ports(containers: Iterable[tuple[int, Mapping]], at: Path, seen: set[s
                 continue
             key = f"{as_str(port.get('protocol')) or 'TCP'}/{as_str(port.get('hostIP'))}/{host}"
             if key in seen:
-                out.append(_duplicate(at + (i, "ports", j, "hostPort"), key, "use another hostPort"))
+                out.append(duplicate_value(at + (i, "ports", j, "hostPort"), key, "use another hostPort"))
             seen.add(key)
     return out
 
@@ -119,9 +124,9 @@ def _env(env: Any, at: Path) -> list[Finding]:
         where = at + (i,)
         name = as_str(var.get("name"))
         if not name:
-            out.append(_required(where + ("name",), "name the variable"))
+            out.append(required_value(where + ("name",), "name the variable"))
         else:
-            out += _each(where + ("name",), name, env_var_name(name), "use printable ASCII without '='")
+            out += invalid_each(where + ("name",), name, env_var_name(name), "use printable ASCII without '='")
         source = var.get("valueFrom")
         if not isinstance(source, Mapping):
             continue
@@ -134,12 +139,12 @@ def _env(env: Any, at: Path) -> list[Finding]:
         for kind in kinds:
             ref = source[kind]
             if kind == "fieldRef":
-                out += _field_ref(ref, src_at + (kind,), _ENV_FIELD_PATHS)
+                out += validate_field_ref(ref, src_at + (kind,), _ENV_FIELD_PATHS)
             elif kind == "resourceFieldRef":
-                out += _resource_ref(ref, src_at + (kind,), volume=False)
+                out += validate_resource_ref(ref, src_at + (kind,), volume=False)
             else:
                 ref_name = as_str(ref.get("name"))
-                out += _each(
+                out += invalid_each(
                     src_at + (kind, "name"),
                     ref_name,
                     dns1123_subdomain(ref_name),
@@ -147,12 +152,12 @@ def _env(env: Any, at: Path) -> list[Finding]:
                 )
                 key = as_str(ref.get("key"))
                 if not key:
-                    out.append(_required(src_at + (kind, "key"), "name the key to read"))
+                    out.append(required_value(src_at + (kind, "key"), "name the key to read"))
                 else:
-                    out += _each(src_at + (kind, "key"), key, config_map_key(key), "use a valid key")
+                    out += invalid_each(src_at + (kind, "key"), key, config_map_key(key), "use a valid key")
         if not kinds:
             out.append(
-                _invalid(
+                invalid_value(
                     src_at,
                     "",
                     "must specify one of: `fieldRef`, `resourceFieldRef`, `configMapKeyRef` or `secretKeyRef`",
@@ -161,10 +166,14 @@ def _env(env: Any, at: Path) -> list[Finding]:
             )
         elif as_str(var.get("value")):
             out.append(
-                _invalid(src_at, "", "may not be specified when `value` is not empty", "keep either value or valueFrom")
+                invalid_value(
+                    src_at, "", "may not be specified when `value` is not empty", "keep either value or valueFrom"
+                )
             )
         elif len(kinds) > 1:
-            out.append(_invalid(src_at, "", "may not have more than one field specified at a time", "keep one source"))
+            out.append(
+                invalid_value(src_at, "", "may not have more than one field specified at a time", "keep one source")
+            )
     return out
 
 
@@ -174,20 +183,20 @@ def _env_from(env_from: Any, at: Path) -> list[Finding]:
     for i, entry in entries(env_from):
         prefix = as_str(entry.get("prefix"))
         if prefix:
-            out += _each(at + (i, "prefix"), prefix, env_var_name(prefix), "use printable ASCII without '='")
+            out += invalid_each(at + (i, "prefix"), prefix, env_var_name(prefix), "use printable ASCII without '='")
         kinds = [k for k in ("configMapRef", "secretRef") if isinstance(entry.get(k), Mapping)]
         for kind in kinds:
             name = as_str(entry[kind].get("name"))
             if not name:
-                out.append(_required(at + (i, kind, "name"), "name the object to read"))
+                out.append(required_value(at + (i, kind, "name"), "name the object to read"))
             else:
-                out += _each(
-                    at + (i, kind, "name"), name, _name_errors(SUBDOMAIN, name, prefix=True), _NAME_FIX[SUBDOMAIN]
+                out += invalid_each(
+                    at + (i, kind, "name"), name, name_errors(SUBDOMAIN, name, prefix=True), NAME_FIX[SUBDOMAIN]
                 )
         if not kinds:
-            out.append(_invalid(at, "", "must specify one of: `configMapRef` or `secretRef`", "set one source"))
+            out.append(invalid_value(at, "", "must specify one of: `configMapRef` or `secretRef`", "set one source"))
         elif len(kinds) > 1:
-            out.append(_invalid(at, "", "may not have more than one field specified at a time", "keep one source"))
+            out.append(invalid_value(at, "", "may not have more than one field specified at a time", "keep one source"))
     return out
 
 
@@ -229,13 +238,13 @@ def _extended(name: str) -> bool:
 
 def _resource_name(name: str, at: Path) -> list[Finding]:
     """validateContainerResourceName."""
-    out = _each(at, name, qualified_name(name), "use cpu, memory, ephemeral-storage or a vendor/resource name")
+    out = invalid_each(at, name, qualified_name(name), "use cpu, memory, ephemeral-storage or a vendor/resource name")
     if out:
         return out
     if "/" not in name:
         if name not in _STANDARD_RESOURCES and not _hugepages(name):
             out.append(
-                _invalid(
+                invalid_value(
                     at,
                     name,
                     "must be a standard resource type or fully qualified",
@@ -244,7 +253,7 @@ def _resource_name(name: str, at: Path) -> list[Finding]:
             )
         if name not in _CONTAINER_RESOURCES and not _hugepages(name):
             out.append(
-                _invalid(
+                invalid_value(
                     at,
                     name,
                     "must be a standard resource for containers",
@@ -253,7 +262,7 @@ def _resource_name(name: str, at: Path) -> list[Finding]:
             )
     elif not _native(name) and not _extended(name):
         out.append(
-            _invalid(
+            invalid_value(
                 at,
                 name,
                 "doesn't follow extended resource name standard",
@@ -278,7 +287,7 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
             amount = quantity.parse(value)
             if amount is None:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         where,
                         value,
                         quantity.MESSAGE,
@@ -289,10 +298,10 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
             parsed[part][name] = amount
             if amount < 0:
                 out.append(
-                    _invalid(where, str(value), "must be greater than or equal to 0", "use a non-negative amount")
+                    invalid_value(where, str(value), "must be greater than or equal to 0", "use a non-negative amount")
                 )
             elif _extended(name) and amount.denominator != 1:
-                out.append(_invalid(where, _Raw(value), "must be an integer", f"request whole {name} devices"))
+                out.append(invalid_value(where, Raw(value), "must be an integer", f"request whole {name} devices"))
             cpu_or_memory |= name in ("cpu", "memory")
             hugepages |= _hugepages(name)
             if part != "requests":
@@ -303,7 +312,7 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
             if limit is not None:
                 if amount != limit and not overcommit:
                     out.append(
-                        _invalid(
+                        invalid_value(
                             at + ("requests",),
                             str(value),
                             f"must be equal to {name} limit of {written}",
@@ -312,7 +321,7 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
                     )
                 elif amount > limit:
                     out.append(
-                        _invalid(
+                        invalid_value(
                             at + ("requests",),
                             str(value),
                             f"must be less than or equal to {name} limit of {written}",
@@ -321,14 +330,14 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
                     )
             elif not overcommit and name not in as_map(res.get("limits")):
                 out.append(
-                    _required(
+                    required_value(
                         at + ("limits",),
                         f"set limits.{name} equal to the request (or set only the limit: the request defaults to it)",
                         "Limit must be set for non overcommitable resources",
                     )
                 )
     if hugepages and not cpu_or_memory:
-        out.append(_forbidden(at, "HugePages require cpu or memory", "request cpu or memory too"))
+        out.append(forbidden(at, "HugePages require cpu or memory", "request cpu or memory too"))
     return out
 
 
@@ -337,15 +346,15 @@ def _container(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> 
     out: list[Finding] = []
     name = as_str(container.get("name"))
     if not name:
-        out.append(_required(at + ("name",), "name the container"))
+        out.append(required_value(at + ("name",), "name the container"))
     else:
-        out += _each(at + ("name",), name, dns1123_label(name), _NAME_FIX[LABEL])
+        out += invalid_each(at + ("name",), name, dns1123_label(name), NAME_FIX[LABEL])
     if not as_str(container.get("image")):
-        out.append(_required(at + ("image",), "set the container image, e.g. python:3.11"))
+        out.append(required_value(at + ("image",), "set the container image, e.g. python:3.11"))
     policy = container.get("terminationMessagePolicy")
     if isinstance(policy, str) and policy not in ("File", "FallbackToLogsOnError"):
         out.append(
-            _not_supported(
+            not_supported(
                 at + ("terminationMessagePolicy",),
                 policy,
                 ("File", "FallbackToLogsOnError"),
@@ -355,11 +364,11 @@ def _container(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> 
     out += _ports(container.get("ports"), at + ("ports",))
     out += _env(container.get("env"), at + ("env",))
     out += _env_from(container.get("envFrom"), at + ("envFrom",))
-    out += _mounts(container, volumes, at + ("volumeMounts",))
+    out += validate_mounts(container, volumes, at + ("volumeMounts",))
     pull = container.get("imagePullPolicy")
     if isinstance(pull, str) and pull not in ("Always", "IfNotPresent", "Never"):
         out.append(
-            _not_supported(
+            not_supported(
                 at + ("imagePullPolicy",),
                 pull,
                 ("Always", "IfNotPresent", "Never"),
@@ -378,17 +387,17 @@ def _containers(spec: Mapping, volumes: Mapping[str, Mapping], at: Path) -> list
     out: list[Finding] = []
     containers = list(entries(spec.get("containers")))
     if not containers:
-        out.append(_required(at + ("containers",), "list at least one container"))
+        out.append(required_value(at + ("containers",), "list at least one container"))
     names: set[str] = set()
     for i, c in containers:
         where = at + ("containers", i)
         out += _container(c, volumes, where)
         if as_str(c.get("name")) in names:
-            out.append(_duplicate(where + ("name",), as_str(c.get("name")), "give each container its own name"))
+            out.append(duplicate_value(where + ("name",), as_str(c.get("name")), "give each container its own name"))
         names.add(as_str(c.get("name")))
         if "restartPolicy" in c:
             out.append(
-                _forbidden(
+                forbidden(
                     where + ("restartPolicy",),
                     "may not be set for non-init containers",
                     "drop it, or move the container to initContainers as a sidecar",
@@ -401,17 +410,17 @@ def _containers(spec: Mapping, volumes: Mapping[str, Mapping], at: Path) -> list
         policy = c.get("restartPolicy")
         if isinstance(policy, str) and policy != "Always":
             out.append(
-                _not_supported(where + ("restartPolicy",), policy, ("Always",), "use Always (a sidecar) or drop it")
+                not_supported(where + ("restartPolicy",), policy, ("Always",), "use Always (a sidecar) or drop it")
             )
         name = as_str(c.get("name"))
         if name in names:
-            out.append(_duplicate(where + ("name",), name, "give each container, init or not, its own name"))
+            out.append(duplicate_value(where + ("name",), name, "give each container, init or not, its own name"))
         elif name:
             names.add(name)
         out += _host_ports([(i, c)], at + ("initContainers",), set())
         if policy != "Always":
             out += [
-                _forbidden(
+                forbidden(
                     where + (hook,),
                     "may not be set for init containers without restartPolicy=Always",
                     "drop it, or make the init container a sidecar (restartPolicy: Always)",
@@ -429,10 +438,10 @@ def _tolerations(tolerations: Any, at: Path) -> list[Finding]:
         where = at + (i,)
         key, op, effect = as_str(t.get("key")), as_str(t.get("operator")), as_str(t.get("effect"))
         if key:
-            out += _each(where + ("key",), key, qualified_name(key), "use the taint's key")
+            out += invalid_each(where + ("key",), key, qualified_name(key), "use the taint's key")
         if not key and op != "Exists":
             out.append(
-                _invalid(
+                invalid_value(
                     where + ("operator",),
                     op,
                     'operator must be Exists when `key` is empty, which means "match all values and all keys"',
@@ -441,7 +450,7 @@ def _tolerations(tolerations: Any, at: Path) -> list[Finding]:
             )
         if t.get("tolerationSeconds") is not None and effect != "NoExecute":
             out.append(
-                _invalid(
+                invalid_value(
                     where + ("effect",),
                     effect,
                     "effect must be 'NoExecute' when `tolerationSeconds` is set",
@@ -451,11 +460,11 @@ def _tolerations(tolerations: Any, at: Path) -> list[Finding]:
         value = as_str(t.get("value"))
         if op in ("Equal", ""):
             if errs := label_value(value):
-                out.append(_invalid(where + ("operator",), value, ";".join(errs), "use the taint's value"))
+                out.append(invalid_value(where + ("operator",), value, ";".join(errs), "use the taint's value"))
         elif op == "Exists":
             if value:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         where + ("operator",),
                         value,
                         "value must be empty when `operator` is 'Exists'",
@@ -463,10 +472,10 @@ def _tolerations(tolerations: Any, at: Path) -> list[Finding]:
                     )
                 )
         else:
-            out.append(_not_supported(where + ("operator",), op, ("Equal", "Exists"), "use Equal or Exists"))
+            out.append(not_supported(where + ("operator",), op, ("Equal", "Exists"), "use Equal or Exists"))
         if effect and effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
             out.append(
-                _not_supported(
+                not_supported(
                     where + ("effect",),
                     effect,
                     ("NoSchedule", "PreferNoSchedule", "NoExecute"),
@@ -485,28 +494,28 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
     nodeSelector, names it refers to, activeDeadlineSeconds, hostname/subdomain, tolerations; a negative
     terminationGracePeriodSeconds is a warning (the API server treats it as 1)."""
     spec = as_map(spec)
-    volumes, out = _volumes(spec.get("volumes"), at + ("volumes",))
+    volumes, out = validate_volumes(spec.get("volumes"), at + ("volumes",))
     out += _containers(spec, volumes, at)
     restart = spec.get("restartPolicy", "Always")
     if isinstance(restart, str) and restart not in _RESTART:
         out.append(
-            _required(at + ("restartPolicy",), "use Always, OnFailure or Never")
+            required_value(at + ("restartPolicy",), "use Always, OnFailure or Never")
             if not restart
-            else _not_supported(at + ("restartPolicy",), restart, _RESTART, "use Always, OnFailure or Never")
+            else not_supported(at + ("restartPolicy",), restart, _RESTART, "use Always, OnFailure or Never")
         )
     dns = spec.get("dnsPolicy", "ClusterFirst")
     if isinstance(dns, str) and dns not in _DNS:
         out.append(
-            _required(at + ("dnsPolicy",), "use ClusterFirst")
+            required_value(at + ("dnsPolicy",), "use ClusterFirst")
             if not dns
-            else _not_supported(at + ("dnsPolicy",), dns, _DNS, "use ClusterFirst (the default)")
+            else not_supported(at + ("dnsPolicy",), dns, _DNS, "use ClusterFirst (the default)")
         )
-    out += _labels(spec.get("nodeSelector"), at + ("nodeSelector",))
+    out += validate_labels(spec.get("nodeSelector"), at + ("nodeSelector",))
     if dns == "None":
         config = spec.get("dnsConfig")
         if not isinstance(config, Mapping):
             out.append(
-                _required(
+                required_value(
                     at + ("dnsConfig",),
                     "give dnsConfig.nameservers, or use dnsPolicy: ClusterFirst",
                     "must provide `dnsConfig` when `dnsPolicy` is None",
@@ -514,7 +523,7 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
             )
         elif not as_list(config.get("nameservers")):
             out.append(
-                _required(
+                required_value(
                     at + ("dnsConfig", "nameservers"),
                     "list at least one nameserver",
                     "must provide at least one DNS nameserver when `dnsPolicy` is None",
@@ -523,11 +532,11 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
     for key, rule in (("serviceAccountName", SUBDOMAIN), ("nodeName", SUBDOMAIN)):
         value = as_str(spec.get(key))
         if value:
-            out += _each(at + (key,), value, _name_errors(rule, value), _NAME_FIX[rule])
+            out += invalid_each(at + (key,), value, name_errors(rule, value), NAME_FIX[rule])
     deadline = as_int(spec.get("activeDeadlineSeconds"))
     if deadline is not None and not 1 <= deadline <= 2**31 - 1:
         out.append(
-            _invalid(
+            invalid_value(
                 at + ("activeDeadlineSeconds",),
                 deadline,
                 "must be between 1 and 2147483647, inclusive",
@@ -537,11 +546,11 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
     for key in ("hostname", "subdomain"):
         value = as_str(spec.get(key))
         if value:
-            out += _each(at + (key,), value, dns1123_label(value), _NAME_FIX[LABEL])
+            out += invalid_each(at + (key,), value, dns1123_label(value), NAME_FIX[LABEL])
     out += _tolerations(spec.get("tolerations"), at + ("tolerations",))
     priority = as_str(spec.get("priorityClassName"))
     if priority:
-        out += _each(at + ("priorityClassName",), priority, dns1123_subdomain(priority), _NAME_FIX[SUBDOMAIN])
+        out += invalid_each(at + ("priorityClassName",), priority, dns1123_subdomain(priority), NAME_FIX[SUBDOMAIN])
     grace = as_int(spec.get("terminationGracePeriodSeconds"))
     if grace is not None and grace < 0:
         out.append(
@@ -561,22 +570,22 @@ def pod_template(template: Mapping, at: Path) -> list[Finding]:
     spec, and no ephemeral containers."""
     template = as_map(template)
     meta = as_map(template.get("metadata"))
-    out = _labels(meta.get("labels"), at + ("labels",))
-    out += _annotations(meta.get("annotations"), at + ("annotations",))
+    out = validate_labels(meta.get("labels"), at + ("labels",))
+    out += validate_annotations(meta.get("annotations"), at + ("annotations",))
     spec = as_map(template.get("spec"))
     out += pod_spec(spec, at + ("spec",))
     if as_list(spec.get("ephemeralContainers")):
         out.append(
-            _forbidden(
+            forbidden(
                 at + ("spec", "ephemeralContainers"),
                 "ephemeral containers not allowed in pod template",
                 "drop ephemeralContainers: they are added to running pods only",
             )
         )
-    return _distinct(out)
+    return distinct(out)
 
 
-def _pod(obj: Mapping) -> list[Finding]:
+def validate_pod(obj: Mapping) -> list[Finding]:
     """ValidatePodCreate: the spec, images without surrounding blanks, and the name warning of WarningsOnCreate."""
     spec = as_map(obj.get("spec"))
     out = pod_spec(spec, ("spec",))
@@ -585,7 +594,7 @@ def _pod(obj: Mapping) -> list[Finding]:
             image = as_str(c.get("image"))
             if image != image.strip():
                 out.append(
-                    _invalid(
+                    invalid_value(
                         ("spec", part, i, "image"),
                         image,
                         "must not have leading or trailing whitespace",

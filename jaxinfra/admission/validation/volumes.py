@@ -20,19 +20,19 @@ from jaxinfra import quantity
 from jaxinfra.admission.decoded import as_int, as_map, as_str, entries
 from jaxinfra.admission.store import Finding, Path
 from jaxinfra.admission.validation.messages import (
-    _duplicate,
-    _each,
-    _forbidden,
-    _invalid,
-    _not_found,
-    _not_supported,
-    _required,
-    _too_long,
+    duplicate_value,
+    forbidden,
+    invalid_each,
+    invalid_value,
+    not_found,
+    not_supported,
+    required_value,
+    too_long,
 )
-from jaxinfra.admission.validation.meta import _NAME_FIX
+from jaxinfra.admission.validation.meta import NAME_FIX
 from jaxinfra.admission.validation.names import (
     LABEL,
-    _size,
+    byte_size,
     dns1123_label,
     dns1123_subdomain,
     local_descending_path,
@@ -92,7 +92,7 @@ _PATH_FIX = {
 def _mode(at: Path, value: Any) -> list[Finding]:
     n = as_int(value)
     return (
-        [_invalid(at, n, _FILE_MODE, "use an octal mode such as 0644 (420 in decimal)")]
+        [invalid_value(at, n, _FILE_MODE, "use an octal mode such as 0644 (420 in decimal)")]
         if n is not None and not 0 <= n <= 0o777
         else []
     )
@@ -100,17 +100,17 @@ def _mode(at: Path, value: Any) -> list[Finding]:
 
 def _item_path(at: Path, path: str, reserved_ok: bool = False) -> list[Finding]:
     reasons = local_descending_path(path) if reserved_ok else local_non_reserved_path(path)
-    return [_invalid(at, path, r, _PATH_FIX[r]) for r in reasons]
+    return [invalid_value(at, path, r, _PATH_FIX[r]) for r in reasons]
 
 
 def _key_to_path(item: Mapping, at: Path) -> list[Finding]:
     """validateKeyToPath: a configMap/secret item."""
     out: list[Finding] = []
     if not as_str(item.get("key")):
-        out.append(_required(at + ("key",), "name the key of the ConfigMap or Secret to project"))
+        out.append(required_value(at + ("key",), "name the key of the ConfigMap or Secret to project"))
     path = as_str(item.get("path"))
     if not path:
-        out.append(_required(at + ("path",), "name the file the key becomes"))
+        out.append(required_value(at + ("path",), "name the file the key becomes"))
     return out + _item_path(at + ("path",), path) + _mode(at + ("mode",), item.get("mode"))
 
 
@@ -134,17 +134,17 @@ _FIELD_LABELS = frozenset(
 )
 
 
-def _field_ref(ref: Mapping, at: Path, allowed: Sequence[str]) -> list[Finding]:
+def validate_field_ref(ref: Mapping, at: Path, allowed: Sequence[str]) -> list[Finding]:
     """validateObjectFieldSelector (apiVersion defaults to v1)."""
     path = as_str(ref.get("fieldPath"))
     if not path:
-        return [_required(at + ("fieldPath",), "name the pod field, e.g. metadata.name")]
+        return [required_value(at + ("fieldPath",), "name the pod field, e.g. metadata.name")]
     if m := re.fullmatch(r"(metadata\.(?:annotations|labels))\['(.*)'\]", path):
         key = m.group(2).lower() if m.group(1).endswith("annotations") else m.group(2)
-        return _each(at, key, qualified_name(key), "subscript a valid label or annotation key")
+        return invalid_each(at, key, qualified_name(key), "subscript a valid label or annotation key")
     if path not in _FIELD_LABELS:
         return [
-            _invalid(
+            invalid_value(
                 at + ("fieldPath",),
                 path,
                 f"error converting fieldPath: field label not supported: {path}",
@@ -152,19 +152,19 @@ def _field_ref(ref: Mapping, at: Path, allowed: Sequence[str]) -> list[Finding]:
             )
         ]
     if path not in allowed:
-        return [_not_supported(at + ("fieldPath",), path, allowed, "use one of the supported pod fields")]
+        return [not_supported(at + ("fieldPath",), path, allowed, "use one of the supported pod fields")]
     return []
 
 
-def _resource_ref(ref: Mapping, at: Path, volume: bool) -> list[Finding]:
+def validate_resource_ref(ref: Mapping, at: Path, volume: bool) -> list[Finding]:
     """validateContainerResourceFieldSelector (hugepages prefixes allowed)."""
     resource = as_str(ref.get("resource"))
     if volume and not as_str(ref.get("containerName")):
-        return [_required(at + ("containerName",), "name the container whose resources to expose")]
+        return [required_value(at + ("containerName",), "name the container whose resources to expose")]
     if not resource:
-        return [_required(at + ("resource",), "name the resource, e.g. limits.cpu")]
+        return [required_value(at + ("resource",), "name the resource, e.g. limits.cpu")]
     if resource not in _RESOURCE_FIELDS and not resource.startswith(("requests.hugepages-", "limits.hugepages-")):
-        return [_not_supported(at + ("resource",), resource, _RESOURCE_FIELDS, "expose one of the supported fields")]
+        return [not_supported(at + ("resource",), resource, _RESOURCE_FIELDS, "expose one of the supported fields")]
     return []
 
 
@@ -173,14 +173,14 @@ def _downward_file(item: Mapping, at: Path) -> list[Finding]:
     out: list[Finding] = []
     path = as_str(item.get("path"))
     if not path:
-        out.append(_required(at + ("path",), "name the file the field becomes"))
+        out.append(required_value(at + ("path",), "name the file the field becomes"))
     out += _item_path(at + ("path",), path)
     field_ref, resource_ref = item.get("fieldRef"), item.get("resourceFieldRef")
     if isinstance(field_ref, Mapping):
-        out += _field_ref(field_ref, at + ("fieldRef",), _VOLUME_FIELD_PATHS)
+        out += validate_field_ref(field_ref, at + ("fieldRef",), _VOLUME_FIELD_PATHS)
         if isinstance(resource_ref, Mapping):
             out.append(
-                _invalid(
+                invalid_value(
                     at,
                     "resource",
                     "fieldRef and resourceFieldRef can not be specified simultaneously",
@@ -188,10 +188,10 @@ def _downward_file(item: Mapping, at: Path) -> list[Finding]:
                 )
             )
     elif isinstance(resource_ref, Mapping):
-        out += _resource_ref(resource_ref, at + ("resourceFieldRef",), volume=True)
+        out += validate_resource_ref(resource_ref, at + ("resourceFieldRef",), volume=True)
     else:
         out.append(
-            _required(at, "set fieldRef or resourceFieldRef", "one of fieldRef and resourceFieldRef is required")
+            required_value(at, "set fieldRef or resourceFieldRef", "one of fieldRef and resourceFieldRef is required")
         )
     return out + _mode(at + ("mode",), item.get("mode"))
 
@@ -203,7 +203,7 @@ def _projected(source: Mapping, at: Path) -> list[Finding]:
 
     def claim(path: str, value: Any) -> None:
         if path in seen:
-            out.append(_invalid(at, value, "conflicting duplicate paths", "give each projected file its own path"))
+            out.append(invalid_value(at, value, "conflicting duplicate paths", "give each projected file its own path"))
         seen.add(path)
 
     for i, src in entries(source.get("sources")):
@@ -225,7 +225,7 @@ def _projected(source: Mapping, at: Path) -> list[Finding]:
             if kind not in kinds:
                 continue
             if not as_str(ref.get("name")):
-                out.append(_required(where + (kind, "name"), f"name the {kind} to project"))
+                out.append(required_value(where + (kind, "name"), f"name the {kind} to project"))
             for j, item in entries(ref.get("items")):
                 out += _key_to_path(item, where + (kind, "items", j))
                 if as_str(item.get("path")):
@@ -240,7 +240,7 @@ def _projected(source: Mapping, at: Path) -> list[Finding]:
             seconds = as_int(token.get("expirationSeconds"))
             if seconds is not None and seconds < 600:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         where + ("serviceAccountToken", "expirationSeconds"),
                         seconds,
                         "may not specify a duration less than 10 minutes",
@@ -249,7 +249,7 @@ def _projected(source: Mapping, at: Path) -> list[Finding]:
                 )
             if seconds is not None and seconds > 1 << 32:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         where + ("serviceAccountToken", "expirationSeconds"),
                         seconds,
                         "may not specify a duration larger than 2^32 seconds",
@@ -258,12 +258,12 @@ def _projected(source: Mapping, at: Path) -> list[Finding]:
                 )
             path = as_str(token.get("path"))
             if not path:
-                out.append(_required(at + ("path",), "name the token's file"))
+                out.append(required_value(at + ("path",), "name the token's file"))
             else:
                 out += _item_path(at + ("path",), path)
         if len(kinds) > 1:
             out.append(
-                _forbidden(
+                forbidden(
                     where, "may not specify more than 1 volume type per source", "split it into one source per kind"
                 )
             )
@@ -279,7 +279,7 @@ def _volume_source(volume: Mapping, at: Path) -> list[Finding]:
             continue
         if count:
             out.append(
-                _forbidden(
+                forbidden(
                     at + (named,),
                     "may not specify more than 1 volume type",
                     "split it into two volumes, one source each",
@@ -289,7 +289,7 @@ def _volume_source(volume: Mapping, at: Path) -> list[Finding]:
         count += 1
         out += _source_rules(key, as_map(volume[key]), at + (key,))
     if not count:
-        out.append(_required(at, "give the volume a source, e.g. emptyDir: {}", "must specify a volume type"))
+        out.append(required_value(at, "give the volume a source, e.g. emptyDir: {}", "must specify a volume type"))
     return out
 
 
@@ -298,28 +298,28 @@ def _source_rules(key: str, src: Mapping, at: Path) -> list[Finding]:
     if key == "emptyDir" and "sizeLimit" in src:
         size = quantity.parse(src["sizeLimit"])
         if size is None:
-            out.append(_invalid(at + ("sizeLimit",), src["sizeLimit"], quantity.MESSAGE, "write a quantity: 1Gi"))
+            out.append(invalid_value(at + ("sizeLimit",), src["sizeLimit"], quantity.MESSAGE, "write a quantity: 1Gi"))
         elif size < 0:
             out.append(
-                _forbidden(
+                forbidden(
                     at + ("sizeLimit",), "SizeLimit field must be a valid resource quantity", "use a non-negative size"
                 )
             )
     elif key == "hostPath":
         path = as_str(src.get("path"))
         if not path:
-            out.append(_required(at + ("path",), "name the node's path"))
+            out.append(required_value(at + ("path",), "name the node's path"))
         elif ".." in path.split("/"):
-            out.append(_invalid(at + ("path",), path, "must not contain '..'", "name the path without '..'"))
+            out.append(invalid_value(at + ("path",), path, "must not contain '..'", "name the path without '..'"))
     elif key in ("secret", "configMap"):
         name_key = "secretName" if key == "secret" else "name"
         if not as_str(src.get(name_key)):
-            out.append(_required(at + (name_key,), f"name the {key} to mount"))
+            out.append(required_value(at + (name_key,), f"name the {key} to mount"))
         out += _mode(at + ("defaultMode",), src.get("defaultMode"))
         for i, item in entries(src.get("items")):
             out += _key_to_path(item, at + ("items", i))
     elif key == "persistentVolumeClaim" and not as_str(src.get("claimName")):
-        out.append(_required(at + ("claimName",), "name the PersistentVolumeClaim"))
+        out.append(required_value(at + ("claimName",), "name the PersistentVolumeClaim"))
     elif key == "downwardAPI":
         out += _mode(at + ("defaultMode",), src.get("defaultMode"))
         for _, item in entries(src.get("items")):
@@ -329,17 +329,19 @@ def _source_rules(key: str, src: Mapping, at: Path) -> list[Finding]:
     elif key == "csi":
         driver = as_str(src.get("driver"))
         if not driver:
-            out.append(_required(at + ("driver",), "name the CSI driver, e.g. gcsfuse.csi.storage.gke.io"))
-        if _size(driver) > 63:
-            out.append(_too_long(at + ("driver",), 63, "use the driver's registered name"))
-        out += _each(at + ("driver",), driver, dns1123_subdomain(driver.lower()), "use the driver's registered name")
+            out.append(required_value(at + ("driver",), "name the CSI driver, e.g. gcsfuse.csi.storage.gke.io"))
+        if byte_size(driver) > 63:
+            out.append(too_long(at + ("driver",), 63, "use the driver's registered name"))
+        out += invalid_each(
+            at + ("driver",), driver, dns1123_subdomain(driver.lower()), "use the driver's registered name"
+        )
     elif key == "nfs":
         for field in ("server", "path"):
             if not as_str(src.get(field)):
-                out.append(_required(at + (field,), f"set the NFS {field}"))
+                out.append(required_value(at + (field,), f"set the NFS {field}"))
         if not as_str(src.get("path")).startswith("/"):
             out.append(
-                _invalid(
+                invalid_value(
                     at + ("path",),
                     as_str(src.get("path")),
                     "must be an absolute path",
@@ -347,11 +349,11 @@ def _source_rules(key: str, src: Mapping, at: Path) -> list[Finding]:
                 )
             )
     elif key == "ephemeral" and not isinstance(src.get("volumeClaimTemplate"), Mapping):
-        out.append(_required(at + ("volumeClaimTemplate",), "give the ephemeral volume a volumeClaimTemplate"))
+        out.append(required_value(at + ("volumeClaimTemplate",), "give the ephemeral volume a volumeClaimTemplate"))
     return out
 
 
-def _volumes(volumes: Any, at: Path) -> tuple[dict[str, Mapping], list[Finding]]:
+def validate_volumes(volumes: Any, at: Path) -> tuple[dict[str, Mapping], list[Finding]]:
     """ValidateVolumes: the volumes that passed (mounts may name only those) and what was wrong."""
     valid: dict[str, Mapping] = {}
     out: list[Finding] = []
@@ -359,11 +361,11 @@ def _volumes(volumes: Any, at: Path) -> tuple[dict[str, Mapping], list[Finding]]
         name = as_str(volume.get("name"))
         errs = _volume_source(volume, at + (i,))
         if not name:
-            errs.append(_required(at + (i, "name"), "name the volume, e.g. scratch"))
+            errs.append(required_value(at + (i, "name"), "name the volume, e.g. scratch"))
         else:
-            errs += _each(at + (i, "name"), name, dns1123_label(name), _NAME_FIX[LABEL])
+            errs += invalid_each(at + (i, "name"), name, dns1123_label(name), NAME_FIX[LABEL])
         if name in valid:
-            errs.append(_duplicate(at + (i, "name"), name, "give each volume its own name"))
+            errs.append(duplicate_value(at + (i, "name"), name, "give each volume its own name"))
         if errs:
             out += errs
         else:
@@ -374,7 +376,7 @@ def _volumes(volumes: Any, at: Path) -> tuple[dict[str, Mapping], list[Finding]]
 _PROPAGATIONS = ("Bidirectional", "HostToContainer", "None")
 
 
-def _mounts(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> list[Finding]:
+def validate_mounts(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> list[Finding]:
     """ValidateVolumeMounts (subPath and subPathExpr errors name the list, not the entry, as upstream does)."""
     out: list[Finding] = []
     seen: set[str] = set()
@@ -383,21 +385,21 @@ def _mounts(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> lis
         where = at + (i,)
         name, path = as_str(mount.get("name")), as_str(mount.get("mountPath"))
         if not name:
-            out.append(_required(where + ("name",), "name the volume to mount"))
+            out.append(required_value(where + ("name",), "name the volume to mount"))
         if name not in volumes:
-            out.append(
-                _not_found(where + ("name",), name, "add a volume of this name to spec.volumes, or fix the name")
-            )
+            out.append(not_found(where + ("name",), name, "add a volume of this name to spec.volumes, or fix the name"))
         if not path:
-            out.append(_required(where + ("mountPath",), "set the path where the container sees the volume"))
+            out.append(required_value(where + ("mountPath",), "set the path where the container sees the volume"))
         if path in seen:
-            out.append(_invalid(where + ("mountPath",), path, "must be unique", "mount each volume at its own path"))
+            out.append(
+                invalid_value(where + ("mountPath",), path, "must be unique", "mount each volume at its own path")
+            )
         seen.add(path)
         if isinstance(volumes.get(name, {}).get("image"), Mapping):
             for key in ("subPath", "subPathExpr"):
                 if as_str(mount.get(key)):
                     out.append(
-                        _invalid(
+                        invalid_value(
                             where + (key,),
                             mount[key],
                             "not allowed in image volume sources",
@@ -409,7 +411,7 @@ def _mounts(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> lis
         if expr:
             if sub:
                 out.append(
-                    _invalid(
+                    invalid_value(
                         where + ("subPathExpr",),
                         expr,
                         "subPathExpr and subPath are mutually exclusive",
@@ -421,13 +423,11 @@ def _mounts(container: Mapping, volumes: Mapping[str, Mapping], at: Path) -> lis
         if isinstance(propagation, str):
             if propagation not in _PROPAGATIONS:
                 out.append(
-                    _not_supported(
-                        at + ("mountPropagation",), propagation, _PROPAGATIONS, "use None or HostToContainer"
-                    )
+                    not_supported(at + ("mountPropagation",), propagation, _PROPAGATIONS, "use None or HostToContainer")
                 )
             elif propagation == "Bidirectional" and not privileged:
                 out.append(
-                    _forbidden(
+                    forbidden(
                         at + ("mountPropagation",),
                         "Bidirectional mount propagation is available only to privileged containers",
                         "use HostToContainer",

@@ -21,33 +21,39 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jaxinfra.admission.store import Finding, Store
-from jaxinfra.admission.webhooks.jobset import _jobset_validate, jobset_default
-from jaxinfra.admission.webhooks.kueue import _KUEUE_KINDS, _kueue_default, _kueue_selects, _kueue_validate
-from jaxinfra.admission.webhooks.shared import CLUSTER_TRAINING_RUNTIME, JOBSET, TRAINING_RUNTIME, TRAINJOB, _group_kind
-from jaxinfra.admission.webhooks.trainer import _runtime_validate, _trainer_selects, _trainjob_validate
+from jaxinfra.admission.webhooks.jobset import jobset_default, jobset_validate
+from jaxinfra.admission.webhooks.kueue import KUEUE_KINDS, kueue_default, kueue_selects, kueue_validate
+from jaxinfra.admission.webhooks.shared import (
+    CLUSTER_TRAINING_RUNTIME,
+    JOBSET,
+    TRAINING_RUNTIME,
+    TRAINJOB,
+    group_kind_of,
+)
+from jaxinfra.admission.webhooks.trainer import runtime_validate, trainer_selects, trainjob_validate
 
 __all__ = ["jobset_default", "mutate", "validate"]
 
 
 def mutate(obj: dict, store: Store) -> None:
     """Apply, in place, the mutating webhooks that match `obj` (a create), in the API server's order."""
-    group_kind = _group_kind(obj)
+    group_kind = group_kind_of(obj)
     if group_kind == JOBSET:
         jobset_default(obj)
-    if group_kind in _KUEUE_KINDS and _kueue_selects(obj):
-        _kueue_default(obj, store, group_kind)
+    if group_kind in KUEUE_KINDS and kueue_selects(obj):
+        kueue_default(obj, store, group_kind)
 
 
 def validate(obj: Mapping, store: Store) -> list[Finding]:
     """What the validating webhooks that match `obj` (a create) refuse or warn about."""
-    group_kind = _group_kind(obj)
+    group_kind = group_kind_of(obj)
     findings: list[Finding] = []
     if group_kind == JOBSET:
-        findings += _jobset_validate(obj, store)
+        findings += jobset_validate(obj, store)
     elif group_kind == TRAINJOB:
-        findings += _trainjob_validate(obj, store)
-    elif group_kind in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME) and _trainer_selects(obj):
-        findings += _runtime_validate(obj, group_kind)
-    if group_kind in _KUEUE_KINDS and _kueue_selects(obj):
-        findings += _kueue_validate(obj, group_kind)
+        findings += trainjob_validate(obj, store)
+    elif group_kind in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME) and trainer_selects(obj):
+        findings += runtime_validate(obj, group_kind)
+    if group_kind in KUEUE_KINDS and kueue_selects(obj):
+        findings += kueue_validate(obj, group_kind)
     return findings

@@ -1,4 +1,4 @@
-"""JobSet's admission webhooks: its Default() (`jobset_default`) and ValidateCreate() (`_jobset_validate`).
+"""JobSet's admission webhooks: its Default() (`jobset_default`) and ValidateCreate() (`jobset_validate`).
 
 Assumed configuration: JobSet's default manifests and feature gates at the commit read: InPlaceRestart and
 RestartJob gates off.
@@ -28,7 +28,8 @@ from jaxinfra.admission.decoded import as_list, as_map, as_str, dig, is_int
 from jaxinfra.admission.goformat import go_repr
 from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
 from jaxinfra.admission.validation import dns1035_label, dns1123_subdomain, label_value
-from jaxinfra.admission.webhooks.shared import _child, _int, _invalid
+from jaxinfra.admission.webhooks.shared import child_of, int_or, invalid_text
+from jaxinfra.upstream import JOBSET_COORDINATOR
 
 MAX_INT32 = 2**31 - 1
 
@@ -41,7 +42,6 @@ TOO_LONG_63 = "must be no more than 63 characters"
 """IsDNS1035Label's length message, which JobSet's webhook rewords for derived names."""
 
 
-_COORDINATOR_KEY = "jobset.sigs.k8s.io/coordinator"
 _JOB_FAILURE_REASONS = (
     "BackoffLimitExceeded",
     "DeadlineExceeded",
@@ -56,7 +56,7 @@ _RENAME = "shorten the JobSet or replicatedJob name; start each with a letter"
 def jobset_default(obj: dict) -> None:
     """JobSet's Default(): success policy All, startup AnyOrder, Indexed Jobs whose pods restart OnFailure, DNS
     hostnames published before ready, failure-policy rules named by index, volume claims deleted with the JobSet."""
-    spec = _child(obj, "spec")
+    spec = child_of(obj, "spec")
     if spec is None:
         return
     if spec.get("successPolicy") is None:
@@ -64,15 +64,15 @@ def jobset_default(obj: dict) -> None:
     if spec.get("startupPolicy") is None:
         spec["startupPolicy"] = {"startupPolicyOrder": "AnyOrder"}
     for rjob in as_list(spec.get("replicatedJobs")):
-        job_spec = _child(_child(rjob, "template"), "spec")
+        job_spec = child_of(child_of(rjob, "template"), "spec")
         if job_spec is None:
             continue
         if job_spec.get("completionMode") is None:
             job_spec["completionMode"] = "Indexed"
-        pod_spec = _child(_child(job_spec, "template"), "spec")
+        pod_spec = child_of(child_of(job_spec, "template"), "spec")
         if pod_spec is not None and not pod_spec.get("restartPolicy"):
             pod_spec["restartPolicy"] = "OnFailure"
-    network = _child(spec, "network")
+    network = child_of(spec, "network")
     if network is not None:
         for field in ("enableDNSHostnames", "publishNotReadyAddresses"):
             if network.get(field) is None:
@@ -85,7 +85,7 @@ def jobset_default(obj: dict) -> None:
             policy["retentionPolicy"] = {"whenDeleted": "Delete"}
 
 
-def _jobset_validate(obj: Mapping, store: Store) -> list[Finding]:
+def jobset_validate(obj: Mapping, store: Store) -> list[Finding]:
     """JobSet's ValidateCreate(), in its order."""
     spec = as_map(obj.get("spec"))
     name = as_str(meta(obj).get("name"))
@@ -114,14 +114,18 @@ def _jobset_validate(obj: Mapping, store: Store) -> list[Finding]:
     if subdomain:
         at: Path = ("spec", "network", "subdomain")
         for message in dns1123_subdomain(subdomain):
-            out.append(Finding(at, subdomain, _invalid(subdomain, message), "use a DNS-1035 label as the subdomain"))
+            out.append(
+                Finding(at, subdomain, invalid_text(subdomain, message), "use a DNS-1035 label as the subdomain")
+            )
         for message in dns1035_label(subdomain):
             message = (
                 ".spec.network.subdomain is too long, must be less than 63 characters"
                 if TOO_LONG_63 in message
                 else message
             )
-            out.append(Finding(at, subdomain, _invalid(subdomain, message), "use a DNS-1035 label as the subdomain"))
+            out.append(
+                Finding(at, subdomain, invalid_text(subdomain, message), "use a DNS-1035 label as the subdomain")
+            )
     if isinstance(spec.get("managedBy"), str):
         out += _managed_by(spec["managedBy"])
     names: set[str] = set()
@@ -157,12 +161,12 @@ def _managed_by(manager: str) -> list[Finding]:
         out.append(Finding(at, manager, "Required value", fix))
     elif not slash or not host or not path:
         detail = 'must be a domain-prefixed path (such as "acme.io/foo")'
-        out.append(Finding(at, manager, _invalid(manager, detail), fix))
+        out.append(Finding(at, manager, invalid_text(manager, detail), fix))
     else:
-        out += [Finding(at, host, _invalid(host, m), fix) for m in dns1123_subdomain(host)]
+        out += [Finding(at, host, invalid_text(host, m), fix) for m in dns1123_subdomain(host)]
         if not re.fullmatch(r"[A-Za-z0-9/\-._~%!$&'()*+,;=:]+", path):
             detail = "Invalid path (regex used for validation is '[A-Za-z0-9/\\-._~%!$&'()*+,;=:]+')"
-            out.append(Finding(at, path, _invalid(path, detail), fix))
+            out.append(Finding(at, path, invalid_text(path, detail), fix))
     if len(manager) > 63:
         out.append(Finding(at, manager, "Too long: may not be longer than 63", fix))
     return out
@@ -173,10 +177,10 @@ def _replicated_job(jobset: str, rjob: Mapping, i: int, names: set[str]) -> list
     at: Path = ("spec", "replicatedJobs", i)
     rname = as_str(rjob.get("name"))
     names.add(rname)
-    replicas = _int(rjob.get("replicas"), 1)  # the CRD's default, applied before
+    replicas = int_or(rjob.get("replicas"), 1)  # the CRD's default, applied before
     job_spec = dig(rjob, "template", "spec")
     out: list[Finding] = []
-    if _int(job_spec.get("parallelism"), 1) * replicas > MAX_INT32:
+    if int_or(job_spec.get("parallelism"), 1) * replicas > MAX_INT32:
         out.append(
             Finding(
                 (*at, "replicas"),
@@ -192,7 +196,7 @@ def _replicated_job(jobset: str, rjob: Mapping, i: int, names: set[str]) -> list
             if TOO_LONG_63 in message
             else message
         )
-        out.append(Finding((*at, "groupName"), group, _invalid(group, message), "use a DNS-1035 label"))
+        out.append(Finding((*at, "groupName"), group, invalid_text(group, message), "use a DNS-1035 label"))
     job = f"{jobset}-{rname}-{replicas - 1}"
     for message in dns1035_label(job):
         message = (
@@ -200,7 +204,7 @@ def _replicated_job(jobset: str, rjob: Mapping, i: int, names: set[str]) -> list
             if TOO_LONG_63 in message
             else message
         )
-        out.append(Finding((*at, "name"), job, _invalid(job, message), _RENAME))
+        out.append(Finding((*at, "name"), job, invalid_text(job, message), _RENAME))
     completions = job_spec.get("completions")
     if job_spec.get("completionMode") == "Indexed" and is_int(completions):
         pod = f"{job}-{completions - 1}-abcde"  # the 5 random characters of the Pod's generateName
@@ -210,7 +214,7 @@ def _replicated_job(jobset: str, rjob: Mapping, i: int, names: set[str]) -> list
                 if TOO_LONG_63 in message
                 else message
             )
-            out.append(Finding((*at, "name"), job, _invalid(job, message), _RENAME))
+            out.append(Finding((*at, "name"), job, invalid_text(job, message), _RENAME))
     for j, dependency in enumerate(as_list(rjob.get("dependsOn"))):
         other = as_str(as_map(dependency).get("name"))
         if other not in names:
@@ -306,14 +310,14 @@ def _coordinator(jobset: str, spec: Mapping, coordinator: Mapping, rjobs: list[M
     """validateCoordinator (the first problem only, as upstream) and the coordinator label value it derives."""
     at: Path = ("spec", "coordinator")
     target = as_str(coordinator.get("replicatedJob"))
-    job_index, pod_index = _int(coordinator.get("jobIndex"), 0), _int(coordinator.get("podIndex"), 0)
+    job_index, pod_index = int_or(coordinator.get("jobIndex"), 0), int_or(coordinator.get("podIndex"), 0)
     rjob = next((r for r in rjobs if r.get("name") == target), None)
     job_spec = dig(rjob, "template", "spec")
     completions = job_spec.get("completions")
     problem: tuple[Path, Any, str] | None = None
     if rjob is None:
         problem = (*at, "replicatedJob"), target, f"coordinator replicatedJob {target} does not exist"
-    elif not 0 <= job_index < _int(rjob.get("replicas"), 1):
+    elif not 0 <= job_index < int_or(rjob.get("replicas"), 1):
         problem = (
             (*at, "jobIndex"),
             job_index,
@@ -325,7 +329,7 @@ def _coordinator(jobset: str, spec: Mapping, coordinator: Mapping, rjobs: list[M
             target,
             ("job for coordinator pod must be indexed completion mode, and completions number must be set"),
         )
-    elif not 0 <= pod_index < _int(completions, 0):
+    elif not 0 <= pod_index < int_or(completions, 0):
         problem = (
             (*at, "podIndex"),
             pod_index,
@@ -341,7 +345,7 @@ def _coordinator(jobset: str, spec: Mapping, coordinator: Mapping, rjobs: list[M
                 at,
                 value,
                 f"spec will lead to invalid label value {go_repr(value)} for coordinator label "
-                f"{go_repr(_COORDINATOR_KEY)} (long JobSet / ReplicatedJob / SubDomain name?): "
+                f"{go_repr(JOBSET_COORDINATOR)} (long JobSet / ReplicatedJob / SubDomain name?): "
                 f"{', '.join(errors)}",
                 "shorten the JobSet, replicatedJob or subdomain name",
             )
@@ -364,12 +368,12 @@ def _volume_claim_policies(obj: Mapping, jobset: str, rjobs: list[Mapping], stor
                     Finding(
                         where,
                         name,
-                        _invalid(name, "names must be unique for VolumeClaimPolicies template"),
+                        invalid_text(name, "names must be unique for VolumeClaimPolicies template"),
                         "give each claim template its own name",
                     )
                 )
             out += [
-                Finding(where, name, _invalid(name, m), "use a DNS-1123 subdomain") for m in dns1123_subdomain(name)
+                Finding(where, name, invalid_text(name, m), "use a DNS-1123 subdomain") for m in dns1123_subdomain(name)
             ]
             pvc = f"{name}-{jobset}"
             if len(pvc) > 63:
@@ -377,7 +381,7 @@ def _volume_claim_policies(obj: Mapping, jobset: str, rjobs: list[Mapping], stor
                     Finding(
                         where,
                         name,
-                        _invalid(name, "VolumeClaimPolicies template name is too long"),
+                        invalid_text(name, "VolumeClaimPolicies template name is too long"),
                         f"shorten it: the PVC is named {pvc!r}, at most 63 characters",
                     )
                 )
@@ -388,7 +392,7 @@ def _volume_claim_policies(obj: Mapping, jobset: str, rjobs: list[Mapping], stor
                     Finding(
                         (*at, "retentionPolicy", "whenDeleted"),
                         when,
-                        _invalid(when, "retentionPolicy must be retain when PVC exists"),
+                        invalid_text(when, "retentionPolicy must be retain when PVC exists"),
                         f"set whenDeleted: Retain (PVC {pvc!r} already exists)",
                     )
                 )
@@ -407,7 +411,7 @@ def _claim_mounts(rjobs: list[Mapping], claim: str) -> list[Finding]:
                     Finding(
                         ("spec", "replicatedJobs", i, "template", "spec", "template", "spec", "volumes", k, "name"),
                         claim,
-                        _invalid(claim, f"volume name conflicts with VolumeClaimPolicy template name: {claim}"),
+                        invalid_text(claim, f"volume name conflicts with VolumeClaimPolicy template name: {claim}"),
                         "rename the volume or the claim template (JobSet adds the claim's volume itself)",
                     )
                 )

@@ -1,5 +1,5 @@
 """Kueue's job-framework admission webhooks for the integrations jaxinfra renders (batch/v1 Job, JobSet,
-TrainJob): Default (`_kueue_default`) and validateCreate (`_kueue_validate`).
+TrainJob): Default (`kueue_default`) and validateCreate (`kueue_validate`).
 
 Assumed configuration: Kueue's default manifests and feature gates at the commit read, and its default
 Configuration (manageJobsWithoutQueueName false, managedJobsNamespaceSelector excluding kube-system and
@@ -30,27 +30,46 @@ from jaxinfra.admission.decoded import as_list, as_map, as_str, dig, is_int
 from jaxinfra.admission.goformat import go_repr
 from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
 from jaxinfra.admission.validation import dns1123_subdomain
-from jaxinfra.admission.webhooks.shared import JOB, JOBSET, TRAINJOB, _annotations, _child, _int, _invalid, _labels
+from jaxinfra.admission.webhooks.shared import (
+    JOB,
+    JOBSET,
+    TRAINJOB,
+    annotations_of,
+    child_of,
+    int_or,
+    invalid_text,
+    labels_of,
+)
+from jaxinfra.upstream import (
+    BATCH_API,
+    JOB_CONTROLLER,
+    JOBSET_API,
+    JOBSET_CONTROLLER,
+    KUBE_SYSTEM,
+    KUEUE_SYSTEM,
+    MULTIKUEUE,
+    PRIORITY_LABEL,
+    QUEUE_LABEL,
+    TRAINER_API,
+    TRAINJOB_CONTROLLER,
+)
 
-QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
-PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
 _MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 _PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"  # a label, and (preferred) an annotation
 _ELASTIC = "kueue.x-k8s.io/elastic-job"  # the annotation and the scheduling gate
 _MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 _SYNC_COMPLETIONS = "kueue.x-k8s.io/job-completions-equal-parallelism"
-MULTIKUEUE = "kueue.x-k8s.io/multikueue"
-_KUEUE_SYSTEM = ("kube-system", "kueue-system")
+_KUEUE_SYSTEM = (KUBE_SYSTEM, KUEUE_SYSTEM)
 
-_KUEUE_KINDS: dict[tuple[str, str], tuple[str, str]] = {
-    JOB: ("batch/v1", "kubernetes.io/job-controller"),
-    JOBSET: ("jobset.x-k8s.io/v1alpha2", "jobset.sigs.k8s.io/jobset-controller"),
-    TRAINJOB: ("trainer.kubeflow.org/v1alpha1", "trainer.kubeflow.org/trainjob-controller"),
+KUEUE_KINDS: dict[tuple[str, str], tuple[str, str]] = {
+    JOB: (BATCH_API, JOB_CONTROLLER),
+    JOBSET: (JOBSET_API, JOBSET_CONTROLLER),
+    TRAINJOB: (TRAINER_API, TRAINJOB_CONTROLLER),
 }
 """The default integrations jaxinfra renders: (group, kind) -> (the GVK's apiVersion, the default managedBy)."""
 
 
-def _kueue_selects(obj: Mapping) -> bool:
+def kueue_selects(obj: Mapping) -> bool:
     """Every Kueue webhook's namespaceSelector leaves out kube-system and kueue-system."""
     return namespace_of(obj) not in _KUEUE_SYSTEM
 
@@ -60,7 +79,7 @@ def _owner_managed(obj: Mapping) -> bool:
     for ref in as_list(meta(obj).get("ownerReferences")):
         ref = as_map(ref)
         if ref.get("controller") is True:
-            return (as_str(ref.get("apiVersion")).rpartition("/")[0], ref.get("kind")) in _KUEUE_KINDS
+            return (as_str(ref.get("apiVersion")).rpartition("/")[0], ref.get("kind")) in KUEUE_KINDS
     return False
 
 
@@ -77,49 +96,49 @@ def _ancestor_managed(obj: Mapping, store: Store) -> bool:
             return False
         group_kind = (as_str(ref.get("apiVersion")).rpartition("/")[0], as_str(ref.get("kind")))
         key = (group_kind[1], as_str(ref.get("name")))
-        if group_kind not in _KUEUE_KINDS or key in seen:
+        if group_kind not in KUEUE_KINDS or key in seen:
             return False
         seen.add(key)
         owner = store.get(key[0], namespace_of(obj), key[1])
         if owner is None:
             return False
-        if as_str(_labels(owner).get(QUEUE_LABEL)):
+        if as_str(labels_of(owner).get(QUEUE_LABEL)):
             return True
         current = owner
 
 
 def _set_label(obj: dict, key: str, value: str) -> None:
-    metadata = _child(obj, "metadata")
-    labels = _child(metadata, "labels") if metadata is not None else None
+    metadata = child_of(obj, "metadata")
+    labels = child_of(metadata, "labels") if metadata is not None else None
     if labels is not None:
         labels[key] = value
 
 
-def _kueue_default(obj: dict, store: Store, group_kind: tuple[str, str]) -> None:
+def kueue_default(obj: dict, store: Store, group_kind: tuple[str, str]) -> None:
     """Kueue's Default() for Job, JobSet and TrainJob: default LocalQueue and WorkloadPriorityClass labels, then
     suspend (a queued workload starts suspended until admitted), and managedBy for a MultiKueue ClusterQueue."""
     namespace = namespace_of(obj)
     if (
-        not as_str(_labels(obj).get(QUEUE_LABEL))
+        not as_str(labels_of(obj).get(QUEUE_LABEL))
         and store.get("LocalQueue", namespace, "default") is not None
         and not _owner_managed(obj)
     ):
         _set_label(obj, QUEUE_LABEL, "default")
     if (
-        not as_str(_labels(obj).get(PRIORITY_LABEL))
+        not as_str(labels_of(obj).get(PRIORITY_LABEL))
         and not _owner_managed(obj)
         and store.get("WorkloadPriorityClass", "", "default") is not None
     ):
         _set_label(obj, PRIORITY_LABEL, "default")
-    spec = _child(obj, "spec")
+    spec = child_of(obj, "spec")
     if spec is None:
         return
-    suspend = bool(as_str(_labels(obj).get(QUEUE_LABEL))) and not _ancestor_managed(obj, store)
+    suspend = bool(as_str(labels_of(obj).get(QUEUE_LABEL))) and not _ancestor_managed(obj, store)
     if group_kind != TRAINJOB and suspend and spec.get("suspend") is not True:
         spec["suspend"] = True
     _default_managed_by(obj, spec, store, group_kind)
-    if group_kind == JOB and _annotations(obj).get(_ELASTIC) == "true":
-        pod_spec = _child(_child(spec, "template"), "spec")
+    if group_kind == JOB and annotations_of(obj).get(_ELASTIC) == "true":
+        pod_spec = child_of(child_of(spec, "template"), "spec")
         gates = pod_spec.setdefault("schedulingGates", []) if pod_spec is not None else None
         if isinstance(gates, list) and not any(as_map(g).get("name") == _ELASTIC for g in gates):
             gates.append({"name": _ELASTIC})
@@ -133,9 +152,9 @@ def _kueue_default(obj: dict, store: Store, group_kind: tuple[str, str]) -> None
 
 def _default_managed_by(obj: Mapping, spec: dict, store: Store, group_kind: tuple[str, str]) -> None:
     """ApplyDefaultForManagedBy: managedBy MultiKueue when the LocalQueue's ClusterQueue has a MultiKueue check."""
-    if spec.get("managedBy") not in (None, _KUEUE_KINDS[group_kind][1]):
+    if spec.get("managedBy") not in (None, KUEUE_KINDS[group_kind][1]):
         return
-    queue = as_str(_labels(obj).get(QUEUE_LABEL))
+    queue = as_str(labels_of(obj).get(QUEUE_LABEL))
     local_queue = store.get("LocalQueue", namespace_of(obj), queue) if queue else None
     cluster_queue = as_str(dig(local_queue, "spec").get("clusterQueue"))
     cq_spec = dig(store.get("ClusterQueue", "", cluster_queue), "spec") if cluster_queue else {}
@@ -165,9 +184,9 @@ def _atoi_error(text: str) -> str:
     return f"strconv.Atoi: parsing {go_repr(text)}: {reason}"
 
 
-def _kueue_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
+def kueue_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
     """ValidateJobOnCreate (every integration), then the Job webhook's partial-admission and sync-completions rules."""
-    labels, annotations = _labels(obj), _annotations(obj)
+    labels, annotations = labels_of(obj), annotations_of(obj)
     out: list[Finding] = []
     names = [(("metadata", "labels", QUEUE_LABEL), labels.get(QUEUE_LABEL), "the name of a LocalQueue")]
     if as_str(annotations.get(_PREBUILT)):
@@ -176,20 +195,20 @@ def _kueue_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
         names.append((("metadata", "labels", _PREBUILT), labels.get(_PREBUILT), "a Workload's name"))
     for at, value, what in names:
         if isinstance(value, str) and (errors := dns1123_subdomain(value)):
-            out.append(Finding(at, value, _invalid(value, ",".join(errors)), f"use {what}: a DNS-1123 subdomain"))
+            out.append(Finding(at, value, invalid_text(value, ",".join(errors)), f"use {what}: a DNS-1123 subdomain"))
     max_exec = labels.get(_MAX_EXEC_LABEL)
     if isinstance(max_exec, str):
         at = ("metadata", "labels", _MAX_EXEC_LABEL)
         seconds = _atoi(max_exec)
         if seconds is None:
             out.append(
-                Finding(at, max_exec, _invalid(max_exec, _atoi_error(max_exec)), "use a whole number of seconds")
+                Finding(at, max_exec, invalid_text(max_exec, _atoi_error(max_exec)), "use a whole number of seconds")
             )
         elif seconds <= 0:
-            out.append(Finding(at, seconds, _invalid(seconds, "should be greater than 0"), "use at least 1 second"))
+            out.append(Finding(at, seconds, invalid_text(seconds, "should be greater than 0"), "use at least 1 second"))
     elastic = annotations.get(_ELASTIC) == "true"
     if elastic and group_kind != JOB:
-        gvk = f"{_KUEUE_KINDS[group_kind][0]}, Kind={group_kind[1]}"
+        gvk = f"{KUEUE_KINDS[group_kind][0]}, Kind={group_kind[1]}"
         out.append(
             Finding(
                 ("metadata", "annotations", _ELASTIC),
@@ -205,7 +224,7 @@ def _kueue_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
 
 def _job_annotations(obj: Mapping, annotations: Mapping, elastic: bool) -> list[Finding]:
     spec = as_map(obj.get("spec"))
-    parallelism = _int(spec.get("parallelism"), 1)
+    parallelism = int_or(spec.get("parallelism"), 1)
     completions = spec.get("completions")
     pods = min(parallelism, completions) if is_int(completions) else parallelism
     out: list[Finding] = []
@@ -214,13 +233,13 @@ def _job_annotations(obj: Mapping, annotations: Mapping, elastic: bool) -> list[
         at: Path = ("metadata", "annotations", _MIN_PARALLELISM)
         value = _atoi(minimum)
         if value is None:
-            out.append(Finding(at, minimum, _invalid(minimum, _atoi_error(minimum)), "use a whole number of pods"))
+            out.append(Finding(at, minimum, invalid_text(minimum, _atoi_error(minimum)), "use a whole number of pods"))
         elif value >= pods or value <= 0:
             out.append(
                 Finding(
                     at,
                     value,
-                    _invalid(value, f"should be between 0 and {pods - 1}"),
+                    invalid_text(value, f"should be between 0 and {pods - 1}"),
                     "use fewer pods than the Job runs in parallel, at least 1",
                 )
             )
@@ -229,7 +248,7 @@ def _job_annotations(obj: Mapping, annotations: Mapping, elastic: bool) -> list[
                 Finding(
                     at,
                     minimum,
-                    _invalid(minimum, "partial admission and elastic job cannot be used together"),
+                    invalid_text(minimum, "partial admission and elastic job cannot be used together"),
                     "remove one of the two annotations",
                 )
             )
@@ -255,7 +274,7 @@ def _job_annotations(obj: Mapping, annotations: Mapping, elastic: bool) -> list[
                 Finding(
                     at,
                     sync,
-                    _invalid(sync, f"strconv.ParseBool: parsing {go_repr(sync)}: invalid syntax"),
+                    invalid_text(sync, f"strconv.ParseBool: parsing {go_repr(sync)}: invalid syntax"),
                     "use true or false",
                 )
             )
@@ -265,16 +284,16 @@ def _job_annotations(obj: Mapping, annotations: Mapping, elastic: bool) -> list[
                     Finding(
                         at,
                         sync,
-                        _invalid(sync, "should not be enabled for NonIndexed jobs"),
+                        invalid_text(sync, "should not be enabled for NonIndexed jobs"),
                         "set completionMode: Indexed, or remove the annotation",
                     )
                 )
-            if parallelism != _int(completions, 1):
+            if parallelism != int_or(completions, 1):
                 out.append(
                     Finding(
                         ("spec", "completions"),
                         completions,
-                        _invalid(
+                        invalid_text(
                             completions, f"should be equal to parallelism when {_SYNC_COMPLETIONS} annotation is true"
                         ),
                         "set completions equal to parallelism",

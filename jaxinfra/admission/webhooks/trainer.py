@@ -1,5 +1,5 @@
-"""Kubeflow Trainer's validating admission webhooks: the TrainJob validator (`_trainjob_validate`) and the
-TrainingRuntime and ClusterTrainingRuntime validators (`_runtime_validate`). Trainer's defaulter changes nothing
+"""Kubeflow Trainer's validating admission webhooks: the TrainJob validator (`trainjob_validate`) and the
+TrainingRuntime and ClusterTrainingRuntime validators (`runtime_validate`). Trainer's defaulter changes nothing
 jaxinfra renders: the runtimeRef apiGroup/kind defaults are the CRD schema's (`structural`), not a webhook's.
 
 Assumed configuration: Trainer's default manifests and feature gates at the commit read.
@@ -21,7 +21,8 @@ from collections.abc import Mapping
 from jaxinfra.admission.decoded import as_list, as_map, as_str, dig
 from jaxinfra.admission.goformat import go_repr
 from jaxinfra.admission.store import INSTALLED_RUNTIMES, Finding, Path, Store, meta, namespace_of
-from jaxinfra.admission.webhooks.shared import CLUSTER_TRAINING_RUNTIME, _invalid, _labels
+from jaxinfra.admission.webhooks.shared import CLUSTER_TRAINING_RUNTIME, invalid_text, labels_of
+from jaxinfra.upstream import TRAINER_ANCESTOR, TRAINER_ANCESTOR_LABEL, TRAINER_NODE
 
 _RUNTIMES = {
     "TrainingRuntime.trainer.kubeflow.org": "TrainingRuntime",
@@ -29,24 +30,23 @@ _RUNTIMES = {
 }
 _SUPPORT_LABEL = "trainer.kubeflow.org/support"
 _DEPRECATION_POLICY = "https://trainer.kubeflow.org/en/latest/operator-guides/runtime.html#runtime-deprecation-policy"
-_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 _ANCESTOR_CONTAINERS = {
-    "trainer": "node",
+    TRAINER_ANCESTOR: TRAINER_NODE,
     "model-initializer": "model-initializer",
     "dataset-initializer": "dataset-initializer",
 }
 
 
-def _trainer_selects(obj: Mapping) -> bool:
+def trainer_selects(obj: Mapping) -> bool:
     """The runtimes' validating webhooks skip objects labelled trainer.kubeflow.org/webhook-validation: disabled."""
-    return _labels(obj).get("trainer.kubeflow.org/webhook-validation") != "disabled"
+    return labels_of(obj).get("trainer.kubeflow.org/webhook-validation") != "disabled"
 
 
 def _deprecated(runtime: Mapping) -> bool:
-    return _labels(runtime).get(_SUPPORT_LABEL) == "deprecated"
+    return labels_of(runtime).get(_SUPPORT_LABEL) == "deprecated"
 
 
-def _trainjob_validate(obj: Mapping, store: Store) -> list[Finding]:
+def trainjob_validate(obj: Mapping, store: Store) -> list[Finding]:
     """Trainer's TrainJob validator: the runtimeRef's kind must be a registered runtime, and that runtime must exist
     (a ClusterTrainingRuntime by name, a TrainingRuntime in the TrainJob's namespace)."""
     ref = dig(obj, "spec", "runtimeRef")
@@ -95,7 +95,7 @@ def _trainjob_validate(obj: Mapping, store: Store) -> list[Finding]:
     return []
 
 
-def _runtime_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
+def runtime_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
     """The (Cluster)TrainingRuntime validators: a replicatedJob labelled as a TrainJob step (trainer, model- or
     dataset-initializer) has 1 replica and the container that step needs (node, or the initializer's name)."""
     out: list[Finding] = []
@@ -114,7 +114,7 @@ def _runtime_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding
         )
     for i, rjob in enumerate(as_list(dig(obj, "spec", "template", "spec").get("replicatedJobs"))):
         at: Path = ("spec", "template", "spec", "replicatedJobs", i)
-        ancestor = as_map(dig(rjob, "template", "metadata").get("labels")).get(_ANCESTOR_LABEL)
+        ancestor = as_map(dig(rjob, "template", "metadata").get("labels")).get(TRAINER_ANCESTOR_LABEL)
         if ancestor not in _ANCESTOR_CONTAINERS:
             continue
         replicas = as_map(rjob).get("replicas", 1)
@@ -123,7 +123,7 @@ def _runtime_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding
                 Finding(
                     (*at, "replicas"),
                     replicas,
-                    _invalid(replicas, "always must be 1"),
+                    invalid_text(replicas, "always must be 1"),
                     "set replicas: 1 (scale with the Job's parallelism instead)",
                 )
             )

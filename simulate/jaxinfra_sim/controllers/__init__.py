@@ -6,29 +6,20 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import BATCH_API, JAXJOB_API, JOBSET_API, TRAINER_API
 from jaxinfra_sim.controllers import job as job_controller
 from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, positions
 from jaxinfra_sim.controllers.jaxjob import jaxjob
 from jaxinfra_sim.controllers.job import indexed_job
 from jaxinfra_sim.controllers.jobset import jobset
 from jaxinfra_sim.controllers.trainjob import trainjob
-from jaxinfra_sim.inputs import (
-    JAXJOB_API,
-    JOB_API,
-    JOBSET_API,
-    PASSIVE_KINDS,
-    TRAINER_API,
-    Objects,
-    meta,
-    oid,
-    strings,
-)
+from jaxinfra_sim.inputs import PASSIVE_KINDS, Objects, meta, oid, strings
 
 __all__ = ["SUPPORTED", "WORKLOAD_KINDS", "ChildJob", "Draft", "Identity", "drafts", "pod_identity", "positions"]
 
 WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, Objects], Draft | Problem]] = {
     (JOBSET_API, "JobSet"): jobset,
-    (JOB_API, "Job"): indexed_job,
+    (BATCH_API, "Job"): indexed_job,
     (JAXJOB_API, "JAXJob"): jaxjob,
     (TRAINER_API, "TrainJob"): trainjob,
 }

@@ -25,26 +25,21 @@ from collections.abc import Mapping
 from typing import Any
 
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import (
+    JAXJOB_CONTAINER,
+    JAXJOB_CONTROLLER,
+    JAXJOB_DEFAULT_PORT,
+    JAXJOB_NAME_LABEL,
+    JAXJOB_OPERATOR_LABEL,
+    JAXJOB_PORT_NAME,
+    JAXJOB_REPLICA_INDEX_LABEL,
+    JAXJOB_REPLICA_TYPE_LABEL,
+    JAXJOB_ROLE_LABEL,
+    OPERATOR_ENV,
+)
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import ChildJob, Draft, OperatorPods, reference
 from jaxinfra_sim.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
-
-# Training Operator v1 (pkg/apis/kubeflow.org/v1: common_types.go, jax_types.go; jaxjob_controller.go).
-KF = "training.kubeflow.org/"
-KF_OPERATOR, KF_JOB_NAME, KF_REPLICA_TYPE, KF_REPLICA_INDEX, KF_JOB_ROLE = (
-    KF + "operator-name",
-    KF + "job-name",
-    KF + "replica-type",
-    KF + "replica-index",
-    KF + "job-role",
-)
-JAXJOB_CONTROLLER, JAXJOB_CONTAINER, JAXJOB_PORT_NAME, JAXJOB_DEFAULT_PORT = (
-    "jaxjob-controller",
-    "jax",
-    "jaxjob-port",
-    6666,
-)
-JAXJOB_ENV = ("PYTHONUNBUFFERED", "COORDINATOR_PORT", "COORDINATOR_ADDRESS", "NUM_PROCESSES", "PROCESS_ID")
 
 
 def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
@@ -118,14 +113,14 @@ def jaxjob(obj: Mapping, objects: Objects) -> Draft | Problem:
         "Never" if restart_policy == "ExitCode" else restart_policy
     )  # replica spec overrides the template
     coordinator = f"{name}-worker-0"
-    selector = {KF_OPERATOR: JAXJOB_CONTROLLER, KF_JOB_NAME: name, KF_REPLICA_TYPE: "worker"}
+    selector = {JAXJOB_OPERATOR_LABEL: JAXJOB_CONTROLLER, JAXJOB_NAME_LABEL: name, JAXJOB_REPLICA_TYPE_LABEL: "worker"}
 
     def labels(i: int) -> dict[str, str]:
-        return {**selector, KF_REPLICA_INDEX: str(i), **({KF_JOB_ROLE: "master"} if i == 0 else {})}
+        return {**selector, JAXJOB_REPLICA_INDEX_LABEL: str(i), **({JAXJOB_ROLE_LABEL: "master"} if i == 0 else {})}
 
     def env(i: int) -> list[Mapping]:
         values = ("1", str(port), coordinator, str(replicas), str(i))
-        return [{"name": k, "value": v} for k, v in zip(JAXJOB_ENV, values)]
+        return [{"name": k, "value": v} for k, v in zip(OPERATOR_ENV, values)]
 
     job = ChildJob(
         f"{name}-worker",
@@ -146,7 +141,7 @@ def jaxjob(obj: Mapping, objects: Objects) -> Draft | Problem:
         Service(
             ns,
             f"{name}-worker-{i}",
-            {**selector, KF_REPLICA_INDEX: str(i)},
+            {**selector, JAXJOB_REPLICA_INDEX_LABEL: str(i)},
             True,
             False,
             svc_ports,

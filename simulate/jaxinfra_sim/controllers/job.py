@@ -9,16 +9,18 @@ from collections.abc import Mapping
 
 from jaxinfra.admission import naming
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import (
+    COMPLETION_INDEX,
+    INDEX_FAILURE_COUNT,
+    JOB_COMPLETION_INDEX,
+    JOB_NAME_LABEL,
+    JOB_NAME_LEGACY_LABEL,
+    JOB_UID_LABEL,
+    JOB_UID_LEGACY_LABEL,
+)
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, counts, reference, restart_policy
 from jaxinfra_sim.inputs import Objects, fake_uid, meta, namespace_of, oid, strings, to_int
-
-# Job controller / Job API keys.
-JOB_NAME, JOB_NAME_LEGACY = "batch.kubernetes.io/job-name", "job-name"
-JOB_UID, JOB_UID_LEGACY = "batch.kubernetes.io/controller-uid", "controller-uid"
-COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
-COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
 
 
 def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
@@ -107,11 +109,11 @@ def controller_env(container: Mapping) -> list[Mapping]:
     """The Job controller appends JOB_COMPLETION_INDEX (a fieldRef to the index label) to every container of an
     Indexed Job unless it is already declared. Appended last, so earlier `$(JOB_COMPLETION_INDEX)` references in env
     do NOT expand (kubelet order); command/args do see it."""
-    if any(e.get("name") == COMPLETION_INDEX_ENV for e in container.get("env") or []):
+    if any(e.get("name") == JOB_COMPLETION_INDEX for e in container.get("env") or []):
         return []
     return [
         {
-            "name": COMPLETION_INDEX_ENV,
+            "name": JOB_COMPLETION_INDEX,
             "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{COMPLETION_INDEX}']"}},
         }
     ]
@@ -120,7 +122,12 @@ def controller_env(container: Mapping) -> list[Mapping]:
 def selector_labels(job: ChildJob) -> dict[str, str]:
     """The labels the Job API's strategy adds to an Indexed Job's pod template (its generated selector's and the
     name)."""
-    return {JOB_UID: job.uid, JOB_UID_LEGACY: job.uid, JOB_NAME: job.name, JOB_NAME_LEGACY: job.name}
+    return {
+        JOB_UID_LABEL: job.uid,
+        JOB_UID_LEGACY_LABEL: job.uid,
+        JOB_NAME_LABEL: job.name,
+        JOB_NAME_LEGACY_LABEL: job.name,
+    }
 
 
 def identity(job: ChildJob, index: int, recreated: int) -> Identity:

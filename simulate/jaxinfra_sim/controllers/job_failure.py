@@ -19,8 +19,8 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from jaxinfra.upstream import JOBSET_RJOB
 from jaxinfra_sim import model
-from jaxinfra_sim.controllers.jobset import JS_RJOB
 
 Failures = dict[tuple[str, int], dict[int, int]]
 """Pod failures so far, per child Job ((replicatedJob, job index); ("", 0) for a Job) and completion index."""
@@ -52,7 +52,7 @@ class JobFailure:
 
 def job_of(pod: model.Pod) -> tuple[str, int]:
     """Which child Job a pod belongs to: (its replicatedJob, its job index); ("", 0) for a Job's own pods."""
-    return pod.labels.get(JS_RJOB, ""), pod.job_index
+    return pod.labels.get(JOBSET_RJOB, ""), pod.job_index
 
 
 def pod_failure_action(

@@ -16,6 +16,24 @@ from collections import Counter
 from collections.abc import Mapping
 
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import (
+    EXCLUSIVE_TOPOLOGY,
+    JOBSET_COORDINATOR,
+    JOBSET_GLOBAL_REPLICAS,
+    JOBSET_GROUP_INDEX,
+    JOBSET_GROUP_NAME,
+    JOBSET_GROUP_REPLICAS,
+    JOBSET_JOB_GLOBAL_INDEX,
+    JOBSET_JOB_INDEX,
+    JOBSET_JOB_KEY,
+    JOBSET_NAME_LABEL,
+    JOBSET_NODE_SELECTOR,
+    JOBSET_PRIORITY,
+    JOBSET_REPLICAS,
+    JOBSET_RESTART,
+    JOBSET_RJOB,
+    JOBSET_UID,
+)
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import (
     SUPPORTED,
@@ -27,28 +45,6 @@ from jaxinfra_sim.controllers.base import (
     restart_policy,
 )
 from jaxinfra_sim.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
-
-JS = "jobset.sigs.k8s.io/"
-JS_NAME, JS_UID, JS_RJOB, JS_RJOB_REPLICAS = (
-    JS + "jobset-name",
-    JS + "jobset-uid",
-    JS + "replicatedjob-name",
-    JS + "replicatedjob-replicas",
-)
-JS_GLOBAL_REPLICAS, JS_JOB_INDEX, JS_JOB_GLOBAL_INDEX, JS_JOB_KEY = (
-    JS + "global-replicas",
-    JS + "job-index",
-    JS + "job-global-index",
-    JS + "job-key",
-)
-JS_RESTART, JS_GROUP, JS_GROUP_REPLICAS, JS_GROUP_INDEX = (
-    JS + "restart-attempt",
-    JS + "group-name",
-    JS + "group-replicas",
-    JS + "job-group-index",
-)
-JS_COORDINATOR, JS_PRIORITY = JS + "coordinator", JS + "priority"
-JS_EXCLUSIVE, JS_NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/exclusive-topology", "alpha.jobset.sigs.k8s.io/node-selector"
 
 
 def _jobset_stamp(
@@ -66,22 +62,22 @@ def _jobset_stamp(
     ns, name, rjob_name = namespace_of(js), meta(js).get("name", ""), rjob.get("name", "")
     job_name = f"{name}-{rjob_name}-{job_index}"
     stamp = {
-        JS_NAME: name,
-        JS_UID: uid,
-        JS_RJOB: rjob_name,
-        JS_RESTART: str(restarts),
-        JS_RJOB_REPLICAS: str(to_int(rjob.get("replicas"), 1)),
-        JS_GLOBAL_REPLICAS: str(global_replicas),
-        JS_JOB_INDEX: str(job_index),
-        JS_JOB_KEY: hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
-        JS_JOB_GLOBAL_INDEX: str(global_index),
-        JS_GROUP: rjob.get("groupName") or "default",
-        JS_GROUP_REPLICAS: str(group_replicas),
-        JS_GROUP_INDEX: str(group_index),
+        JOBSET_NAME_LABEL: name,
+        JOBSET_UID: uid,
+        JOBSET_RJOB: rjob_name,
+        JOBSET_RESTART: str(restarts),
+        JOBSET_REPLICAS: str(to_int(rjob.get("replicas"), 1)),
+        JOBSET_GLOBAL_REPLICAS: str(global_replicas),
+        JOBSET_JOB_INDEX: str(job_index),
+        JOBSET_JOB_KEY: hashlib.sha1(f"{ns}/{job_name}".encode()).hexdigest(),
+        JOBSET_JOB_GLOBAL_INDEX: str(global_index),
+        JOBSET_GROUP_NAME: rjob.get("groupName") or "default",
+        JOBSET_GROUP_REPLICAS: str(group_replicas),
+        JOBSET_GROUP_INDEX: str(group_index),
     }
     coordinator = (js.get("spec") or {}).get("coordinator")
     if coordinator:
-        stamp[JS_COORDINATOR] = (
+        stamp[JOBSET_COORDINATOR] = (
             f"{name}-{coordinator.get('replicatedJob')}-{to_int(coordinator.get('jobIndex'), 0)}-"
             f"{to_int(coordinator.get('podIndex'), 0)}.{_jobset_subdomain(js)}"
         )
@@ -96,10 +92,10 @@ def _jobset_exclusive(js: Mapping, rjob: Mapping) -> dict[str, str]:
     """Exclusive-placement annotations copied from the JobSet or the replicatedJob template (annotations only)."""
     out: dict[str, str] = {}
     for source in (meta(js).get("annotations") or {}, meta(rjob.get("template") or {}).get("annotations") or {}):
-        if JS_EXCLUSIVE in source:
-            out[JS_EXCLUSIVE] = source[JS_EXCLUSIVE]
-            if JS_NODE_SELECTOR in source:
-                out[JS_NODE_SELECTOR] = source[JS_NODE_SELECTOR]
+        if EXCLUSIVE_TOPOLOGY in source:
+            out[EXCLUSIVE_TOPOLOGY] = source[EXCLUSIVE_TOPOLOGY]
+            if JOBSET_NODE_SELECTOR in source:
+                out[JOBSET_NODE_SELECTOR] = source[JOBSET_NODE_SELECTOR]
     return out
 
 
@@ -135,7 +131,7 @@ def _with_claims(pod_spec: dict, templates: list[str], jobset: str) -> dict:
 
 def _positions(jobs: list[ChildJob]) -> list[tuple[str, tuple[int, ...]]]:
     """Each child Job's replicatedJob and its pods' positions in the workload (`base.positions`)."""
-    return [(job.pod_labels.get(JS_RJOB, ""), pods) for job, pods in positions(jobs)]
+    return [(job.pod_labels.get(JOBSET_RJOB, ""), pods) for job, pods in positions(jobs)]
 
 
 def _gates(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> tuple[model.Gate, ...]:
@@ -220,8 +216,8 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
             seen_groups[group] += 1
             labels = {**strings(meta(pod_template).get("labels")), **stamp}
             annotations = {**strings(meta(pod_template).get("annotations")), **stamp, **_jobset_exclusive(obj, r)}
-            if JS_NODE_SELECTOR not in annotations:  # pod webhook: priority label
-                labels[JS_PRIORITY] = _priority(pod_spec, objects)
+            if JOBSET_NODE_SELECTOR not in annotations:  # pod webhook: priority label
+                labels[JOBSET_PRIORITY] = _priority(pod_spec, objects)
             child = f"{name}-{r.get('name', '')}-{j}"
             jobs.append(
                 ChildJob(
@@ -245,7 +241,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
             Service(
                 ns,
                 subdomain,
-                {JS_NAME: name},
+                {JOBSET_NAME_LABEL: name},
                 True,
                 network.get("publishNotReadyAddresses", True) is not False,
                 (),

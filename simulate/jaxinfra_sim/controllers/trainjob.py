@@ -18,18 +18,19 @@ from typing import Any
 
 from jaxinfra.admission.webhooks import jobset_default
 from jaxinfra.errors import Problem
-from jaxinfra_sim.controllers.base import Draft
-from jaxinfra_sim.controllers.job import COMPLETION_INDEX
-from jaxinfra_sim.controllers.jobset import jobset
-from jaxinfra_sim.inputs import JOBSET_API, UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
-
-# Trainer v2 (pkg/constants/constants.go).
-TRAINER_ANCESTOR, TRAINER_STEP, TRAINER_NODE, TRAINER_PORT = (
-    "trainer.kubeflow.org/trainjob-ancestor-step",
-    "trainer",
-    "node",
-    29500,
+from jaxinfra.upstream import (
+    COMPLETION_INDEX,
+    JOBSET_API,
+    TRAINER_ANCESTOR,
+    TRAINER_ANCESTOR_LABEL,
+    TRAINER_API_GROUP,
+    TRAINER_NODE,
+    TRAINER_PORT,
 )
+from jaxinfra_sim.controllers.base import Draft
+from jaxinfra_sim.controllers.jobset import jobset
+from jaxinfra_sim.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
+
 _UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
 
 
@@ -78,7 +79,7 @@ def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
     where = f"{oid(obj)} spec.runtimeRef"
     if (
         kind not in ("ClusterTrainingRuntime", "TrainingRuntime")
-        or (ref.get("apiGroup") or "trainer.kubeflow.org") != "trainer.kubeflow.org"
+        or (ref.get("apiGroup") or TRAINER_API_GROUP) != TRAINER_API_GROUP
     ):
         return Problem(
             where,
@@ -134,15 +135,15 @@ def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
     trainer_jobs = [
         r
         for r in js_spec.get("replicatedJobs") or []
-        if (meta(r.get("template") or {}).get("labels") or {}).get(TRAINER_ANCESTOR) == TRAINER_STEP
+        if (meta(r.get("template") or {}).get("labels") or {}).get(TRAINER_ANCESTOR_LABEL) == TRAINER_ANCESTOR
     ]
     if not trainer_jobs:
         return Problem(
             f"{rt_where}.template.spec.replicatedJobs",
             [r.get("name") for r in js_spec.get("replicatedJobs") or []],
-            f"no replicatedJob is labelled {TRAINER_ANCESTOR}: {TRAINER_STEP}, "
+            f"no replicatedJob is labelled {TRAINER_ANCESTOR_LABEL}: {TRAINER_ANCESTOR}, "
             "so the Trainer applies nothing of the TrainJob",
-            f"label the training replicatedJob's template {TRAINER_ANCESTOR}: {TRAINER_STEP}",
+            f"label the training replicatedJob's template {TRAINER_ANCESTOR_LABEL}: {TRAINER_ANCESTOR}",
         )
     problems: list[Problem] = []
     count = to_int(trainer.get("numNodes"), to_int(ml.get("numNodes"), 1) if ml else 1)

@@ -13,11 +13,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
-"""The pod annotation that asks GKE's webhook for the sidecar (mutatingwebhook.go); the simulator's own copy of the
-fact, as it reads manifests without jaxinfra's model (`jaxinfra.names`)."""
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-"""The CSI driver whose volumes the sidecar serves."""
+from jaxinfra.upstream import GCSFUSE_ANNOTATION
+
 GCSFUSE_SIDECAR = "gke-gcsfuse-sidecar"
 """The sidecar's container name (sidecar_spec.go GcsFuseSidecarName)."""
 GCSFUSE_IMAGE = "gke.gcr.io/gcs-fuse-csi-driver-sidecar-mounter"

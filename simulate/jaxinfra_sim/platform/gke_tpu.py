@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from jaxinfra.upstream import JOBSET_NAME_LABEL, JOBSET_REPLICAS, JOBSET_RJOB
 from jaxinfra_sim.controllers import ChildJob
-from jaxinfra_sim.controllers.jobset import JS_NAME, JS_RJOB, JS_RJOB_REPLICAS
 from jaxinfra_sim.inputs import to_int
 
 JAX_DEFAULT_TPU_PORT = 8482
@@ -49,10 +49,12 @@ def pod_env(job: ChildJob, index: int) -> dict[str, str]:
         return {}
     env = {"TPU_WORKER_ID": str(index), "TPU_WORKER_HOSTNAMES": job.worker_hostnames, "TPU_SKIP_MDS_QUERY": "true"}
     labels = job.pod_labels
-    slices = to_int(labels.get(JS_RJOB_REPLICAS), 1)
-    if JS_NAME in labels and slices > 1:
+    slices = to_int(labels.get(JOBSET_REPLICAS), 1)
+    if JOBSET_NAME_LABEL in labels and slices > 1:
         env |= {
-            "MEGASCALE_COORDINATOR_ADDRESS": f"{labels[JS_NAME]}-{labels.get(JS_RJOB, '')}-0-0.{job.subdomain}",
+            "MEGASCALE_COORDINATOR_ADDRESS": (
+                f"{labels[JOBSET_NAME_LABEL]}-{labels.get(JOBSET_RJOB, '')}-0-0.{job.subdomain}"
+            ),
             "MEGASCALE_NUM_SLICES": str(slices),
             "MEGASCALE_SLICE_ID": str(job.job_index),
         }

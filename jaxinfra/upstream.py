@@ -1,0 +1,138 @@
+"""Upstream's names, each spelled once: the API groups and versions, label and annotation keys, controller names,
+namespaces and env vars that Kubernetes, GKE, JobSet, Kueue and Kubeflow define, and jaxinfra renders or reads.
+
+The lowest layer (it imports nothing of jaxinfra): the spec, backends, plan, render, the Pulumi program, the
+admission emulation and the simulator all take these names from here, so a name upstream changes is changed in one
+place. jaxinfra's own names (its env contract, its labels, who sets what) are in `jaxinfra.names`.
+"""
+
+from __future__ import annotations
+
+# --- Kubernetes (kubernetes/kubernetes) -------------------------------------------------------------------------------
+
+#: API groups and versions of the built-in kinds jaxinfra renders or the API server emulation knows.
+BATCH_API = "batch/v1"
+RBAC_API_GROUP = "rbac.authorization.k8s.io"
+RBAC_API = "rbac.authorization.k8s.io/v1"
+NETWORKING_API = "networking.k8s.io/v1"
+
+#: Namespaces every cluster has (staging/src/k8s.io/api/core/v1/types.go NamespaceDefault, NamespaceSystem,
+#: NamespacePublic, NamespaceNodeLease): jaxinfra never renders (or labels) them.
+KUBE_SYSTEM = "kube-system"
+SYSTEM_NAMESPACES = frozenset({"default", KUBE_SYSTEM, "kube-public", "kube-node-lease"})
+#: The label the API server puts on every namespace, with its name (core/v1 well_known_labels.go LabelMetadataName).
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+#: The Job controller's and the Job API's keys (pkg/apis/batch/types.go; kubernetes.io/docs/reference/
+#: labels-annotations-taints): the selector labels the API server puts on a Job's pod template (each also under its
+#: legacy unprefixed name), an Indexed Job's completion index (a label and an annotation on each pod) and its
+#: per-index failure count (job_controller.go, indexed_job_utils.go).
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+JOB_NAME_LEGACY_LABEL = "job-name"
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+JOB_UID_LEGACY_LABEL = "controller-uid"
+COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+INDEX_FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+#: Set by the Job controller in every pod of an Indexed Job (JobSet's children too).
+JOB_COMPLETION_INDEX = "JOB_COMPLETION_INDEX"
+#: The Job controller's name, a Job's default `spec.managedBy` (batch/v1 JobControllerName).
+JOB_CONTROLLER = "kubernetes.io/job-controller"
+
+#: Pod Security admission (kubernetes.io/docs/concepts/security/pod-security-admission).
+POD_SECURITY_ENFORCE = "pod-security.kubernetes.io/enforce"
+
+# --- GKE (cloud.google.com/kubernetes-engine/docs) --------------------------------------------------------------------
+
+#: The extended resources of accelerator nodes (GKE's TPU and NVIDIA GPU device plugins).
+TPU_RESOURCE = "google.com/tpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+#: The node labels GKE sets on a node pool's nodes.
+NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
+TPU_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
+#: The label (and taint) GKE puts on Spot VMs' nodes; a pool with `spot=True` selects and tolerates it.
+SPOT_LABEL = "cloud.google.com/gke-spot"
+#: GKE's Cloud Storage FUSE CSI driver (cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
+#: cloud-storage-fuse-csi-driver; GoogleCloudPlatform/gcs-fuse-csi-driver pkg/webhook/mutatingwebhook.go): a `csi`
+#: volume with this driver and `volumeAttributes.bucketName`, and the pod annotation that makes GKE's webhook inject
+#: the driver's sidecar.
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+GCSFUSE_ANNOTATION = "gke-gcsfuse/volumes"
+#: GKE multi-networking's API (the Network and GKENetworkParamSet kinds of the GPUDirect stacks).
+GKE_NETWORKING_API_GROUP = "networking.gke.io"
+GKE_NETWORKING_API = "networking.gke.io/v1"
+
+# --- JobSet (kubernetes-sigs/jobset api/jobset/v1alpha2/jobset_types.go) ---------------------------------------------
+
+JOBSET_API_GROUP = "jobset.x-k8s.io"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+#: JobSet's controller name, a JobSet's default `spec.managedBy`.
+JOBSET_CONTROLLER = "jobset.sigs.k8s.io/jobset-controller"
+#: The keys the JobSet controller stamps on child Jobs and their pods, as labels and as annotations
+#: (pkg/controllers/jobset_controller.go labelAndAnnotateObject); all share this prefix.
+JOBSET_KEY_PREFIX = "jobset.sigs.k8s.io/"
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
+JOBSET_RJOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
+JOBSET_GLOBAL_REPLICAS = "jobset.sigs.k8s.io/global-replicas"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+JOBSET_JOB_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+JOBSET_JOB_KEY = "jobset.sigs.k8s.io/job-key"
+JOBSET_RESTART = "jobset.sigs.k8s.io/restart-attempt"
+JOBSET_GROUP_NAME = "jobset.sigs.k8s.io/group-name"
+JOBSET_GROUP_REPLICAS = "jobset.sigs.k8s.io/group-replicas"
+JOBSET_GROUP_INDEX = "jobset.sigs.k8s.io/job-group-index"
+JOBSET_COORDINATOR = "jobset.sigs.k8s.io/coordinator"
+JOBSET_PRIORITY = "jobset.sigs.k8s.io/priority"
+#: Exclusive placement: one child Job per value of the named node label (a TPU slice's node pool).
+EXCLUSIVE_TOPOLOGY = "alpha.jobset.sigs.k8s.io/exclusive-topology"
+JOBSET_NODE_SELECTOR = "alpha.jobset.sigs.k8s.io/node-selector"
+
+# --- Kueue (kubernetes-sigs/kueue pkg/controller/constants/constants.go) ---------------------------------------------
+
+KUEUE_API_GROUP = "kueue.x-k8s.io"
+KUEUE_API = "kueue.x-k8s.io/v1beta2"  # the storage version of the bundled CRDs; v1beta1 is deprecated
+#: Kueue reads the LocalQueue of every integration (JobSet, Job, JAXJob, TrainJob) from this label on the workload's
+#: own metadata (pkg/controller/jobframework QueueNameForObject).
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: MultiKueue's controller name (an AdmissionCheck's controllerName, a workload's managedBy).
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+#: Kueue's namespace (charts/kueue/README.md), which its webhooks' namespaceSelector leaves out.
+KUEUE_SYSTEM = "kueue-system"
+
+# --- Kubeflow Training Operator v1: JAXJob (kubeflow/training-operator pkg/apis/kubeflow.org/v1) ---------------------
+
+KUBEFLOW_API_GROUP = "kubeflow.org"
+JAXJOB_API = "kubeflow.org/v1"
+#: The operator reads the coordinator port from the container named `jax`, port named `jaxjob-port` (6666 only when
+#: absent) (jax_types.go, pkg/controller.v1/jax/envvar.go getPortFromJAXJob), and runs the `Worker` replicas.
+JAXJOB_CONTAINER = "jax"
+JAXJOB_PORT_NAME = "jaxjob-port"
+JAXJOB_DEFAULT_PORT = 6666
+JAXJOB_REPLICA = "Worker"
+#: The env vars the operator appends to every container, in its order (envvar.go setPodEnv).
+OPERATOR_ENV = ("PYTHONUNBUFFERED", "COORDINATOR_PORT", "COORDINATOR_ADDRESS", "NUM_PROCESSES", "PROCESS_ID")
+#: Its controller name (jaxjob_controller.go controllerName) and the labels it puts on its pods (common_types.go).
+JAXJOB_CONTROLLER = "jaxjob-controller"
+JAXJOB_OPERATOR_LABEL = "training.kubeflow.org/operator-name"
+JAXJOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JAXJOB_REPLICA_TYPE_LABEL = "training.kubeflow.org/replica-type"
+JAXJOB_REPLICA_INDEX_LABEL = "training.kubeflow.org/replica-index"
+JAXJOB_ROLE_LABEL = "training.kubeflow.org/job-role"
+
+# --- Kubeflow Trainer v2: TrainJob (kubeflow/trainer pkg/constants/constants.go, plugins/jax/jax.go) ------------------
+
+TRAINER_API_GROUP = "trainer.kubeflow.org"
+TRAINER_API = "trainer.kubeflow.org/v1alpha1"
+#: Trainer's controller name, a TrainJob's default `spec.managedBy`.
+TRAINJOB_CONTROLLER = "trainer.kubeflow.org/trainjob-controller"
+#: The trainer replicatedJob and container are both `node`, found by the ancestor label's value `trainer`; the JAX
+#: plugin fixes the coordinator port at 29500 (and injects JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and
+#: JAX_PROCESS_ID).
+TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINER_ANCESTOR = "trainer"
+TRAINER_NODE = "node"
+TRAINER_PORT = 29500
