@@ -22,6 +22,7 @@ from jaxinfra_sim import controllers, emulation, model
 from jaxinfra_sim.emulation import emulate
 from jaxinfra_sim.inputs import load_files
 from jaxinfra_sim.kubelet import expand
+from tests.support.admitted import stored
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
 from tests.support.stacks import PAIR_IDS, PAIRS, rendered
@@ -146,7 +147,8 @@ spec:
 
 
 def load(text: str) -> list[dict]:
-    return yamlio.load(text)
+    """The manifests as the API server stores them (`tests.support.admitted.stored`)."""
+    return stored(yamlio.load(text))
 
 
 def edit(text: str, old: str, new: str) -> str:
@@ -296,7 +298,9 @@ def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     assert p.annotations["alpha.jobset.sigs.k8s.io/exclusive-topology"] == "cloud.google.com/gke-nodepool"
     assert "alpha.jobset.sigs.k8s.io/exclusive-topology" not in p.labels
     assert w.restart == model.RestartPolicy(
-        "jobset", max_restarts=4, child_jobs=(("slice", model.RestartPolicy("job", backoff_limit=0)),)
+        "jobset",
+        max_restarts=4,
+        child_jobs=(("slice", model.RestartPolicy("job", backoff_limit=0, in_place=True)),),  # webhook: OnFailure
     )
 
 
@@ -407,7 +411,7 @@ def test_indexed_job_pods_env_and_dns() -> None:
     assert c.hosts["train-0.workers"] == w.pods[0].ip
     assert c.hosts["workers.research.svc.cluster.local"] == w.pods[0].ip
     assert (w.kind, w.groups, w.hosts_per_group, w.chips_per_host) == ("Job", 1, 3, 2)
-    assert w.restart.backoff_limit is None and w.restart.backoff_limit_per_index == 1
+    assert w.restart.backoff_limit == 2**31 - 1 and w.restart.backoff_limit_per_index == 1  # SetDefaults_Job
     assert w.restart.pod_failure_rules == ({"action": "FailIndex", "onExitCodes": {"operator": "In", "values": [42]}},)
 
 

@@ -17,6 +17,9 @@ For each object, in apply order, against the objects stored before it (`store.St
    is refused, a built-in workload such as a Job only warned; its pods are refused when a controller creates them:
    `admit_pods`).
 
+Objects a controller creates through the API server (the JobSet controller's child Jobs) take the same path
+(`admit_created`), against the applied objects.
+
 An object refused at any step is not stored; every step still runs on what it can, so every problem is reported
 at once. Not emulated: other admission webhooks and plugins, CEL validation rules (x-kubernetes-validations,
 ValidatingAdmissionPolicy), RBAC of the applying user, updates' immutability rules beyond workloads
@@ -40,7 +43,7 @@ from jaxinfra.admission.store import Finding, Store, meta, namespace_of
 from jaxinfra.errors import Problem, Refused
 from jaxinfra.upstream import KUEUE_API_GROUP, QUEUE_LABEL, SYSTEM_NAMESPACES
 
-__all__ = ["Admitted", "Request", "admit", "read", "where"]
+__all__ = ["Admitted", "Request", "admit", "admit_created", "read", "where"]
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,22 @@ def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, An
     findings += pod_security.admit(obj, store.namespace_labels(namespace_of(obj)))
     refused = [f for f in findings if not f.warning]
     return (None if refused else obj), _dedupe(findings), kind
+
+
+def admit_created(
+    objs: Sequence[dict[str, Any]], store: Store, by: str
+) -> list[tuple[dict[str, Any] | None, list[Finding]]]:
+    """Objects a controller creates (`by` names it), each through the same front door as an applied object, against
+    the applied objects in `store`, one quota usage for them all: (the object as stored, or None when refused; the
+    findings), in order."""
+    from jaxinfra.admission import plugins
+
+    usage = plugins.Usage()
+    out: list[tuple[dict[str, Any] | None, list[Finding]]] = []
+    for i, obj in enumerate(objs):
+        stored, findings, _ = _admit_one(Request(by, i, obj), store, usage)
+        out.append((stored, findings))
+    return out
 
 
 def _missing(finding: Finding) -> bool:

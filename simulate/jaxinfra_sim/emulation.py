@@ -170,7 +170,8 @@ def emulate(
     `before_pods`: called with the controllers' drafts before any pod is made (the simulator's capacity check, which
     a million-pod JobSet must meet before a million pod objects exist).
     """
-    objects = Objects(restarts=restarts, recreated=recreated)
+    store = Store(m for m in manifests if isinstance(m, Mapping))
+    objects = Objects(restarts=restarts, recreated=recreated, store=store)
     drafts, problems = controllers.drafts(manifests, objects)
     if before_pods is not None:
         before_pods(drafts)
@@ -181,7 +182,6 @@ def emulate(
     objects.claims.update(claim for draft in drafts for claim in draft.claims)  # before the kubelet looks for them
     started = _start_pods(drafts, objects, ip_base, api)
     dns = ClusterDns(services.values(), [p for placed, _ in started for _, p in placed])
-    store = Store(m for m in manifests if isinstance(m, Mapping))
     workloads = tuple(
         _workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all, store)
         for d, (placed, env_problems) in zip(drafts, started)

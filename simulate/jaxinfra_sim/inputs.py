@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import yamlio
-from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME
+from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME, Store
 from jaxinfra.errors import ManifestError
 from jaxinfra.quantity import parse as quantity
 from jaxinfra.upstream import GPU_RESOURCE, KUEUE_API_GROUP, TPU_RESOURCE, TRAINER_API
@@ -140,7 +140,8 @@ def service_of(obj: Mapping) -> Service:
 @dataclass
 class Objects:
     """The passive objects pods read: Services (DNS), ConfigMaps and Secrets (env), PriorityClasses,
-    ServiceAccounts (admission), Kueue's queues."""
+    ServiceAccounts (admission), Kueue's queues; and the API server's store of every applied object, against which
+    what the controllers create is admitted."""
 
     services: dict[tuple[str, str], Service] = field(default_factory=dict)
     config_maps: dict[tuple[str, str], dict[str, str]] = field(default_factory=dict)
@@ -158,6 +159,7 @@ class Objects:
     )  # (kind, namespace or "", name): Kueue's queues
     restarts: int = 0  # JobSet status.restarts: stamped on its Jobs and pods
     recreated: int = 0  # times the pods were recreated: each time, new pod names
+    store: Store = field(default_factory=Store)  # every applied object, as the front door stored it
 
     def add(self, obj: Mapping) -> None:
         kind, key = obj.get("kind"), (namespace_of(obj), meta(obj).get("name", ""))

@@ -133,21 +133,14 @@ def reference(obj: Mapping, uid: str) -> dict[str, str]:
     }
 
 
-def counts(job_spec: Mapping, where: str, indexed: bool = True) -> tuple[int, int, list[Problem], list[Problem]]:
-    """(completions, parallelism, problems, jax_problems): parallelism defaults to 1 (Job API), completions to
-    parallelism (to 1 for a NonIndexed Job); `jax_problems` keep the pods from being one JAX group (`Draft`)."""
+def counts(job_spec: Mapping, where: str, indexed: bool = True) -> tuple[int, int, list[Problem]]:
+    """(completions, parallelism, jax_problems) of a Job as stored: the front door has defaulted both (to 1 where
+    neither is set, kubernetes pkg/apis/batch/v1/defaults.go SetDefaults_Job) and refused an Indexed Job without
+    completions (pkg/apis/batch/validation/validation.go), so neither is checked again here; a NonIndexed Job without
+    completions counts 1. `jax_problems` keep the pods from being one JAX group (`Draft`)."""
     parallelism = to_int(job_spec.get("parallelism"), 1)
     completions = to_int(job_spec.get("completions"), parallelism if indexed else 1)
-    problems, jax_problems = [], []
-    if job_spec.get("completions") is None and indexed:
-        problems.append(
-            Problem(
-                f"{where} completions",
-                None,
-                "an Indexed Job needs completions: the API server rejects it without",
-                f"set completions: {parallelism} (one per JAX process)",
-            )
-        )
+    jax_problems: list[Problem] = []
     if parallelism < completions:
         jax_problems.append(
             Problem(
@@ -158,7 +151,7 @@ def counts(job_spec: Mapping, where: str, indexed: bool = True) -> tuple[int, in
                 f"set parallelism: {completions}",
             )
         )
-    return completions, parallelism, problems, jax_problems
+    return completions, parallelism, jax_problems
 
 
 def restart_policy(job_spec: Mapping) -> model.RestartPolicy:

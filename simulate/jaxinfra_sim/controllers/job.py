@@ -30,7 +30,7 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
     mode = spec.get("completionMode", "NonIndexed")
     indexed = mode == "Indexed"
     template = spec.get("template") or {}
-    completions, parallelism, problems, jax_problems = counts(spec, f"{oid(obj)} spec", indexed)
+    completions, parallelism, jax_problems = counts(spec, f"{oid(obj)} spec", indexed)
     if not indexed:
         jax_problems.insert(
             0,
@@ -62,7 +62,6 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
         name,
         [job],
         restart_policy(spec),
-        problems=problems,
         owner=reference(obj, uid),
         success=success_policy(spec, completions) if indexed else (),
         jax_problems=jax_problems,

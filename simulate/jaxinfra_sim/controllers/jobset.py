@@ -4,19 +4,28 @@ headless Service it creates, and failurePolicy.maxRestarts.
 
 Source: kubernetes-sigs/jobset @ 08dfbdfd (the commit of jaxinfra/schemas/README.md):
 pkg/controllers/jobset_controller.go (constructJob, labelAndAnnotateObject,
-createHeadlessSvcIfNecessary, GetSubdomain, globalJobIndex, jobHashKey), volume_claim_policy.go,
+createHeadlessSvcIfNecessary, GetSubdomain, globalJobIndex, jobHashKey, createJobs: a refused create is the
+JobCreationFailed event of pkg/constants/constants.go), volume_claim_policy.go,
 pkg/webhooks/jobset_webhook.go (Default), pkg/webhooks/pod_webhook.go (Default),
 api/jobset/v1alpha2/jobset_types.go (label keys, kubebuilder defaults).
+
+The child Jobs are created through the API server's front door (`jaxinfra.admission.admit_created`), as on a
+cluster: the JobSet webhook does not look into their templates, the Job API's defaulting and validation do
+(kubernetes pkg/apis/batch/v1/defaults.go SetDefaults_Job, pkg/apis/batch/validation/validation.go ValidateJob).
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
 
+from jaxinfra.admission import admit_created
+from jaxinfra.admission.schema import json_path
 from jaxinfra.errors import Problem
 from jaxinfra.upstream import (
+    BATCH_API,
     EXCLUSIVE_TOPOLOGY,
     JOBSET_COORDINATOR,
     JOBSET_GLOBAL_REPLICAS,
@@ -175,6 +184,70 @@ def _success_policy(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -
     )
 
 
+def _create(
+    js: Mapping,
+    owner: Mapping[str, str],
+    rjob: Mapping,
+    pod_spec: Mapping,
+    subdomain: str | None,
+    stamped: Sequence[tuple[str, Mapping[str, str], Mapping[str, str]]],
+    objects: Objects,
+) -> Mapping | Problem:
+    """A replicatedJob's Jobs as constructJob builds them (`stamped`: each one's name, labels and annotations, which it
+    puts on the Job and its pod template; the claims' volumes and the subdomain in the pod spec; the JobSet their
+    controlling owner), created through the API server's front door against the applied objects. They differ only in
+    name and index labels, so the first stands for all unless a ResourceQuota counts them one by one (as
+    `admission.pod_refusals` does for pods). The first one's spec as stored (defaulted), or the controller's
+    JobSet event when the API server refuses one: then none of the replicatedJob's Jobs exists, so the JobSet
+    never runs."""
+    ns, template = namespace_of(js), (rjob.get("template") or {}).get("spec") or {}
+    pod_template = template.get("template") or {}
+    counted = any(objects.store.of_kind("ResourceQuota", ns))
+    jobs: list[dict[str, Any]] = [
+        {
+            "apiVersion": BATCH_API,
+            "kind": "Job",
+            "metadata": {
+                "name": name,
+                "namespace": ns,
+                "labels": {**strings(meta(rjob.get("template") or {}).get("labels")), **labels},
+                "annotations": {**strings(meta(rjob.get("template") or {}).get("annotations")), **annotations},
+                "ownerReferences": [{**owner, "controller": True, "blockOwnerDeletion": True}],
+            },
+            "spec": {
+                **template,
+                "template": {
+                    **pod_template,
+                    "metadata": {**meta(pod_template), "labels": dict(labels), "annotations": dict(annotations)},
+                    "spec": {**pod_spec, **({"subdomain": subdomain} if subdomain else {})},
+                },
+            },
+        }
+        for name, labels, annotations in (stamped if counted else stamped[:1])
+    ]
+    created = admit_created(jobs, objects.store, "the JobSet controller")
+    for job, (stored, findings) in zip(jobs, created):
+        if stored is None:
+            refused = [f for f in findings if not f.warning]
+            name = meta(job)["name"]
+            errors = [f"{json_path(f.at)}: {f.message}" for f in refused if f.at]
+            forbidden = [f.message for f in refused if not f.at]  # an admission plugin's, not a field's
+            said = (
+                f'jobs.batch "{name}" is forbidden: {forbidden[0]}'
+                if forbidden
+                else f'Job.batch "{name}" is invalid: '
+                + (errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
+            )
+            return Problem(
+                f"{oid(js)} replicatedJobs[{rjob.get('name')}]",
+                name,
+                f"the API server refuses the JobSet controller's Job (event JobCreationFailed), so replicatedJob "
+                f"{rjob.get('name')} has no Jobs and the JobSet never runs: {said}",
+                refused[0].fix,
+            )
+    return created[0][0]["spec"] if created and created[0][0] is not None else {}
+
+
 def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
     """A JobSet: one Indexed Job per replicatedJob replica, named `<js>-<rjob>-<jobIndex>`."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
@@ -192,6 +265,7 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
     jax_problems: list[Problem] = []
     seen_groups: Counter[str] = Counter()
     claim_templates = _claim_templates(spec)
+    made = 0  # the Jobs of the replicatedJobs before this one: its global job index starts there
     for r, n in zip(rjobs, replicas):
         job_spec = (r.get("template") or {}).get("spec") or {}
         mode = job_spec.get("completionMode", "Indexed")  # webhook default: Indexed
@@ -203,22 +277,29 @@ def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
                 f"NonIndexed child Jobs have no stable hostnames or ranks; supported: {SUPPORTED}",
                 "remove completionMode (JobSet defaults it to Indexed)",
             )
-        completions, parallelism, count_problems, not_jax = counts(job_spec, f"{where}.template.spec")
-        problems += count_problems
-        jax_problems += not_jax
         pod_template = job_spec.get("template") or {}
         pod_spec = _with_claims(dict(pod_template.get("spec") or {}), claim_templates, name)
         group = r.get("groupName") or "default"
+        stamped: list[tuple[str, dict[str, str], dict[str, str]]] = []
         for j in range(n):
             stamp = _jobset_stamp(
-                obj, uid, r, j, len(jobs), seen_groups[group], groups[group], sum(replicas), objects.restarts
+                obj, uid, r, j, made + j, seen_groups[group], groups[group], sum(replicas), objects.restarts
             )
             seen_groups[group] += 1
             labels = {**strings(meta(pod_template).get("labels")), **stamp}
             annotations = {**strings(meta(pod_template).get("annotations")), **stamp, **_jobset_exclusive(obj, r)}
+            stamped.append((f"{name}-{r.get('name', '')}-{j}", labels, annotations))
+        made += n
+        stored = _create(obj, reference(obj, uid), r, pod_spec, subdomain, stamped, objects)
+        if isinstance(stored, Problem):
+            problems.append(stored)
+            continue
+        completions, parallelism, not_jax = counts(stored, f"{where}.template.spec")
+        jax_problems += not_jax
+        pod_spec = (stored.get("template") or {}).get("spec") or pod_spec
+        for j, (child, labels, annotations) in enumerate(stamped):
             if JOBSET_NODE_SELECTOR not in annotations:  # pod webhook: priority label
                 labels[JOBSET_PRIORITY] = _priority(pod_spec, objects)
-            child = f"{name}-{r.get('name', '')}-{j}"
             jobs.append(
                 ChildJob(
                     child,
