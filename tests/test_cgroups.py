@@ -267,9 +267,16 @@ def test_v2_in_the_root_of_a_cgroup_namespace_enforces_both(kernel: FakeKernel) 
         (p / "cgroup.procs").write_text("")
 
         assert not pod.oom_killed() and pod.peak_bytes() == 0
+        (p / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 1\noom_group_kill 0\n")
+        assert pod.machine_oom_killed() and not pod.oom_killed()  # killed within its limit: the machine's OOM killer
         (p / "memory.events").write_text("low 0\nhigh 0\nmax 9\noom 1\noom_kill 1\noom_group_kill 1\n")
         (p / "memory.peak").write_text(f"{512 * MiB}\n")
-        assert pod.oom_killed() and pod.peak_bytes() == 512 * MiB
+        assert pod.oom_killed() and pod.peak_bytes() == 512 * MiB and not pod.machine_oom_killed()
+        watched = session.pod("default/free-1", None, None, watch=True)  # no limit: a memory group to watch
+        assert watched is not None and not watched.enforced and watched.memory_bytes is None
+        assert (watched.paths[0] / "memory.max").read_text() == "max\n"
+        (watched.paths[0] / "memory.events").write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 2\n")
+        assert watched.machine_oom_killed() and not watched.oom_killed()
     assert [p for p in root.iterdir() if p.is_dir()] == []
     assert session.closed
 
@@ -340,7 +347,10 @@ def test_v1_memory_and_comounted_cpu(kernel: FakeKernel) -> None:
             mem / "memory.memsw.limit_in_bytes",
         ]
         assert not pod.oom_killed()
+        (mem / "memory.failcnt").write_text("0\n")  # v1: the times its own limit was hit
         (mem / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+        assert pod.machine_oom_killed() and not pod.oom_killed()
+        (mem / "memory.failcnt").write_text("3\n")
         (mem / "memory.max_usage_in_bytes").write_text(f"{64 * MiB}\n")
         assert pod.oom_killed() and pod.peak_bytes() == 64 * MiB
         cpu_only = session.pod("ns/q-0", None, 100)

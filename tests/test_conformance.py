@@ -23,6 +23,7 @@ from tests.support.jobsets import indexed_job, jobset, rjob
 pytestmark = pytest.mark.simulator
 
 K8S_JOB = "kubernetes/kubernetes @ 003e8629 test/integration/job/job_test.go"
+K8S_DOCS = "kubernetes/website content/en/docs/concepts/workloads/controllers/job.md"
 JOBSET = "kubernetes-sigs/jobset @ 08dfbdfd test/integration/controller/jobset_controller_test.go"
 CLAIM = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "state"}, "spec": {}}
 ONCE = "m=/state/failed-$JOB_COMPLETION_INDEX; if [ ! -e $m ]; then touch $m; exit {code}; fi"
@@ -36,6 +37,7 @@ class Case:
     verdict: str  # succeeded | failed | not finished
     reason: tuple[str, ...] = ()  # in the workload's reason: the condition's reason, the rule
     restarts: int | None = None  # JobSet restarts and recreated pods
+    failed_pods: int | None = None  # the Job's status.failed: its failed pods, over all attempts
     phases: dict[str, str] = field(default_factory=dict)  # hostname -> phase, in the last attempt
     order: tuple[tuple[str, str], ...] = ()  # (a, b): replicatedJob a's first pod started before b's
     args: tuple[str, ...] = ()
@@ -150,6 +152,31 @@ CASES = {
         ("FailedIndexes",),
         restarts=0,
         phases={"work-0": "failed", "work-1": "succeeded"},
+    ),
+    "job-backoff-limit-per-index-docs-example": Case(
+        f"{K8S_DOCS} Backoff limit per index: odd indexes fail; each fails twice (its first failure and one retry), "
+        "the even ones succeed; status failed 10, succeeded 5, failedIndexes 1,3,5,7,9, condition FailedIndexes",
+        lambda: job(
+            "exit $((JOB_COMPLETION_INDEX % 2))", pods=10, parallelism=3, backoffLimitPerIndex=1, maxFailedIndexes=5
+        ),
+        "failed",
+        ("FailedIndexes", "Job has failed indexes", "backoffLimitPerIndex (1) exceeded", "(failedIndexes 1,3,5,7,9)"),
+        restarts=5,
+        failed_pods=10,
+        phases={f"work-{i}": "failed" if i % 2 else "succeeded" for i in range(10)},
+    ),
+    "job-backoff-limit-per-index-each-retry-succeeds": Case(
+        f"{K8S_DOCS} Backoff limit per index, its passing twin: odd indexes fail once, their one retry succeeds",
+        lambda: job(
+            "test $((JOB_COMPLETION_INDEX % 2)) = 0 || { " + ONCE.format(code=1) + "; }",
+            pods=10,
+            parallelism=3,
+            backoffLimitPerIndex=1,
+        ),
+        "succeeded",
+        restarts=5,
+        failed_pods=5,
+        phases={f"work-{i}": "succeeded" for i in range(10)},
     ),
     "job-max-failed-indexes": Case(
         f"{K8S_JOB} TestBackoffLimitPerIndex: job execution terminated early due to exceeding max failed indexes",
@@ -374,6 +401,9 @@ def test_the_simulator_gives_the_verdict_upstream_tests_expect(tmp_path: Path, c
         assert words in (workload["reason"] or ""), case.source + out
     if case.restarts is not None:
         assert workload["restarts"] == case.restarts, case.source + out
+    if case.failed_pods is not None:
+        pods = [p for a in workload["attempts"] for p in [*a["pods"], *a.get("replaced", ())]]
+        assert sum(p["phase"] == "failed" for p in pods) == case.failed_pods, case.source + out
     last = workload["attempts"][-1]["pods"] if workload["attempts"] else []
     phases = {p["hostname"]: p["phase"] for p in last}
     assert {k: phases.get(k) for k in case.phases} == case.phases, case.source + out

@@ -25,6 +25,7 @@ ALLOWED = {
     "errors": {"upstream"},
     "names": {"upstream"},
     "quantity": {"upstream"},
+    "podresources": set(),  # a pod's effective requests (PodRequests): admission's plugins and the simulator's Kueue
     "catalog": {"errors", "upstream"},
     "gpudirect": {"upstream"},
     # One module per workload kind; the plan and the pod parts reach it as arguments (types only), never imports.
@@ -164,6 +165,7 @@ SIMULATOR_ALLOWED = {
     "yamlsurvey",
     "interrupts",  # signal handling
     "quantity",
+    "podresources",  # a pod's effective requests, as Kueue and ResourceQuota count them
     "admission",  # the API server's steps (defaulting, webhooks, validation, admission)
     "schemas",  # K8S_VERSION, the release whose schemas are bundled (the API server's /version)
     "topology",  # a pure drawing of hosts (the HTML report's)

@@ -22,9 +22,9 @@ pytestmark = pytest.mark.simulator
 MiB = 2**20
 
 
-def indexed_job(n: int, *, command: str | None = None, backoff_limit: int = 0) -> str:
+def indexed_job(n: int, *, command: str | None = None, shell: str | None = None, backoff_limit: int = 0) -> str:
     """An Indexed Job of n pods with its headless Service, as the Kubernetes docs write one for a JAX group; its
-    container runs `command` (Python) when given, else the built-in probe stands in for it."""
+    container runs `command` (Python) or `shell` (`sh -c`) when given, else the built-in probe stands in for it."""
     container: dict = {
         "name": "jax",
         "image": "python:3.11",
@@ -41,6 +41,8 @@ def indexed_job(n: int, *, command: str | None = None, backoff_limit: int = 0) -
     }
     if command is not None:
         container |= {"command": ["python", "-c"], "args": [command]}
+    if shell is not None:
+        container |= {"command": ["sh", "-c"], "args": [shell]}
     service = {
         "apiVersion": "v1",
         "kind": "Service",
@@ -161,6 +163,49 @@ def test_a_job_that_exhausts_the_machines_memory_ends_with_the_machines_verdict_
     pods = {p["rank"]: p for p in workload["attempts"][0]["pods"]}
     assert pods[0]["signal"] == "SIGKILL" and "the kernel's OOM killer" in pods[0]["reason"], pods[0]
     assert pods[1]["reason"] == "ended with its group", pods[1]
+
+
+# A shell whose child the OOM killer ends lives on: it says so, then waits (the machine's verdict stops it at once)
+# or exits 137 itself, as bash reports its killed child.
+HUNGRY_CHILD = 'chunks = []\nwhile True: chunks.append(bytearray(b"\\x01") * (64 << 20))'
+
+
+@pytest.mark.parametrize(
+    ("child", "then"),
+    [("print(1)", None), (HUNGRY_CHILD, "sleep 30"), (HUNGRY_CHILD, "exit 137")],
+    ids=[
+        "its child exits: the job's verdict",
+        "the OOM killer ends its child: the machine's, at once",
+        "the OOM killer ends its child and the shell exits 137: the machine's",
+    ],
+)
+def test_the_machines_oom_killer_ending_a_shells_child_is_the_machines_verdict_though_the_shell_survives(
+    controllers: cgroups.Controllers, tmp_path: Path, child: str, then: str | None
+) -> None:
+    """The container's own process (sh) is not the one killed: its pod's memory group (one per pod, limit or not)
+    counted the kill (oom_kill) without reaching a limit of its own, so this machine ran out, at once."""
+    if controllers.memory is None:
+        pytest.skip(f"no usable memory controller: {controllers.memory_reason}")
+    job = tmp_path / "shell.yaml"
+    script = f"python -c '{child}'; echo survived >&2" + (f"; {then}" if then else "")
+    job.write_text(indexed_job(1, shell=script, backoff_limit=4))  # restarts allowed: none may happen
+    with cgroups.Session.create("test-machine-oom-shell") as session:
+        group = session.pod("simulation", 1536 * MiB, None)  # this "machine": the simulation and its pods
+        assert group is not None
+        rc, report, out = simulate_cli(str(job), "--run-command", tmp=tmp_path, timeout=120, preexec=group.enter)
+    (workload,) = report["workloads"]
+    (pod,) = workload["attempts"][0]["pods"]
+    if then is None:
+        assert "survived" in pod["stderr_tail"], pod
+        assert rc == 0 and workload["verdict"] == "succeeded" and report["machine"] is None, out
+        assert pod["exit_code"] == 0 and pod["reason"] is None, pod
+        return
+    assert rc == 3, out
+    assert out.strip().splitlines()[-1].startswith("jaxinfra: this machine ran out of memory ("), out
+    assert len(workload["attempts"]) == 1 and workload["verdict"] == "failed", workload
+    assert report["machine"] == workload["reason"] == workload["attempts"][0]["reason"]
+    assert pod["reason"].startswith("a process in it was killed by the kernel's OOM killer: this machine ran out"), pod
+    assert max(pod["timings"].values()) < 25, pod  # stopped by the verdict, not at its exit
 
 
 def _read(path: Path) -> str:

@@ -12,6 +12,7 @@ import yaml
 from jaxinfra_sim import model
 from jaxinfra_sim.emulation import emulate
 from jaxinfra_sim.inputs import load_files
+from tests.support.admitted import stored
 from tests.support.cli import simulate_cli as simulate
 from tests.support.paths import MANIFESTS
 from tests.support.problems import problems_of
@@ -30,8 +31,9 @@ def only(cluster: model.EmulatedCluster) -> model.Workload:
 
 
 def test_gke_supplies_the_multislice_env_per_slice() -> None:
-    w = only(emulate(load_files([MULTISLICE])))
-    assert problems_of(emulate(load_files([MULTISLICE]))) == []
+    cluster = emulate(stored(load_files([MULTISLICE])))
+    w = only(cluster)
+    assert problems_of(cluster) == []
     assert (len(w.pods), w.groups, w.hosts_per_group, w.chips_per_host) == (8, 2, 4, 4)
     for pod in w.pods:
         slice_id, worker = divmod(pod.global_index, 4)
@@ -47,7 +49,7 @@ def test_the_manifests_own_multislice_env_wins() -> None:
     docs = load_files([MULTISLICE])
     container = docs[0]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["containers"][0]
     container["env"] = [{"name": "MEGASCALE_NUM_SLICES", "value": "3"}]
-    cluster = emulate(docs)
+    cluster = emulate(stored(docs))
     assert only(cluster).pods[0].env["MEGASCALE_NUM_SLICES"] == "3"
     [problem] = problems_of(cluster)  # and the count no longer adds up
     assert "the process count is 4 hosts x 3 slices but the workload has 8 pods" in str(problem)
@@ -56,7 +58,7 @@ def test_the_manifests_own_multislice_env_wins() -> None:
 def test_a_single_slice_gets_no_multislice_env() -> None:
     docs = load_files([MULTISLICE])
     docs[0]["spec"]["replicatedJobs"][0]["replicas"] = 1
-    pod = only(emulate(docs)).pods[0]
+    pod = only(emulate(stored(docs))).pods[0]
     assert "MEGASCALE_NUM_SLICES" not in pod.env and pod.env["TPU_WORKER_ID"] == "0"
 
 
@@ -267,6 +269,85 @@ def test_kueue_keeps_it_suspended_when_the_quota_is_short_for_all_pods_at_once()
 def test_kueue_refuses_a_resource_no_group_covers_and_a_namespace_the_queue_does_not_admit() -> None:
     assert "resource nvidia.com/gpu unavailable in ClusterQueue cluster-queue" in suspended(queued("gpu"))
     assert "namespaceSelector does not admit namespace default" in suspended(queued("no-namespace"))  # nil selects none
+
+
+SIDECAR_JOB = """
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ResourceFlavor
+metadata: {name: default-flavor}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: ClusterQueue
+metadata: {name: cluster-queue}
+spec:
+  namespaceSelector: {}
+  resourceGroups:
+  - coveredResources: [cpu]
+    flavors:
+    - name: default-flavor
+      resources:
+      - {name: cpu, nominalQuota: CPUS}
+---
+apiVersion: kueue.x-k8s.io/v1beta2
+kind: LocalQueue
+metadata: {name: user-queue, namespace: default}
+spec: {clusterQueue: cluster-queue}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: with-sidecar
+  labels: {kueue.x-k8s.io/queue-name: user-queue}
+spec:
+  suspend: true
+  backoffLimit: 0
+  template:
+    spec:
+      restartPolicy: Never
+      initContainers:
+      - name: prepare
+        image: busybox:1.36
+        command: [sh, -c, "echo ready"]
+        resources:
+          requests: {cpu: "2"}
+      - name: log-shipper
+        image: busybox:1.36
+        restartPolicy: Always
+        command: [sh, -c, "trap 'exit 0' TERM; sleep 30 & wait"]
+        resources:
+          requests: {cpu: "1"}
+      containers:
+      - name: main
+        image: busybox:1.36
+        command: [sh, -c, "echo trained"]
+        resources:
+          requests: {cpu: "3"}
+"""
+"""A Job whose pod holds 4 cpu while it runs (3 for its container, 1 for its native sidecar, a restartable init
+container running beside it), more than its regular init container (2) needs."""
+
+
+def test_kueue_counts_a_native_sidecar_with_the_containers_and_keeps_the_job_suspended_on_3_cpu() -> None:
+    """On a cluster Kueue counts the pod at 4 cpu (kubernetes pkg/api/v1/resource/helpers.go PodRequests, KEP-753:
+    restartable init containers add to the containers' sum), more than a 3-cpu ClusterQueue holds: the Job stays
+    suspended. Not 3 cpu, as max(init containers, containers) would count it."""
+    [problem] = problems_of(emulate(list(yaml.safe_load_all(SIDECAR_JOB.replace("CPUS", "3"))), check_all=False))
+    assert problem.path == "Job/default/with-sidecar metadata.labels[kueue.x-k8s.io/queue-name]"
+    assert problem.message.startswith("would stay suspended: ")
+    assert "insufficient quota for cpu 4 > 3" in problem.message
+
+
+def test_kueue_admits_the_job_with_a_native_sidecar_on_4_cpu_and_it_runs(tmp_path: Path) -> None:
+    text = SIDECAR_JOB.replace("CPUS", "4")
+    w = only(emulate(list(yaml.safe_load_all(text)), check_all=False))
+    assert w.problems == () and w.notes[0] == (
+        "admitted by Kueue to ClusterQueue cluster-queue via LocalQueue default/user-queue (default-flavor: cpu 4 of 4)"
+    )
+    path = tmp_path / "sidecar.yaml"
+    path.write_text(text)
+    rc, report, out = simulate(str(path), "--run-command", tmp=tmp_path)
+    assert rc == 0 and report["workloads"][0]["verdict"] == "succeeded", out
+    assert report["workloads"][0]["notes"] == list(w.notes)
 
 
 def test_without_kueue_objects_it_runs_and_says_admission_was_not_checked() -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from jaxinfra.upstream import JOBSET_RJOB
 from jaxinfra_sim import model
+from jaxinfra_sim.controllers import job_failure
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.engine import restart_decision
 from jaxinfra_sim.runner import ENDED_WITH_GROUP, Attempt, PodRun
@@ -99,6 +100,25 @@ def test_backoff_limit_per_index() -> None:
     failures: Failures = {}
     assert decide(policy, [failed_attempt(2)], failures) is None
     assert "backoffLimitPerIndex (1) exceeded" in decide(policy, [failed_attempt(2)] * 2, failures)
+
+
+def test_each_index_is_held_to_its_own_failure_count() -> None:
+    """backoffLimitPerIndex compares each index's own count (its pods' job-index-failure-count annotation, kubernetes
+    pkg/controller/job/indexed_job_utils.go getIndexFailureCount) with the limit, never the largest count of any
+    index: with index 1 already failed for good, index 3's first failure is within the limit and its second is not."""
+    policy = model.RestartPolicy("job", backoff_limit=None, backoff_limit_per_index=1)
+    failures = {1: 2}
+    index_3 = PodRun(pod(3), phase="failed", reason="exit code 1", exit_code=1)
+    assert job_failure.job_failed(policy, [index_3], index_3, failures) is None  # within its limit: recreated
+    failed = job_failure.job_failed(policy, [index_3], index_3, failures)
+    assert failed is not None and failed.reason == "FailedIndexes" and failures == {1: 2, 3: 2}
+    assert "(failedIndexes 3)" in failed.summary
+
+
+def test_failed_indexes_are_written_as_the_job_status_writes_them() -> None:
+    assert job_failure.index_intervals([9, 1, 3, 5, 7]) == "1,3,5,7,9"
+    assert job_failure.index_intervals([0, 1, 4, 5, 6, 8]) == "0,1,4-6,8"
+    assert job_failure.index_intervals([]) == ""
 
 
 def test_a_job_restarting_in_place_fails_when_its_restarts_reach_the_backoff_limit() -> None:

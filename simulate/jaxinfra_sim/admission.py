@@ -25,6 +25,7 @@ from typing import Any
 from jaxinfra.admission import admit_pods
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
+from jaxinfra.podresources import exact_pod_requests
 from jaxinfra.upstream import NAMESPACE_NAME_LABEL, QUEUE_LABEL
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
 from jaxinfra_sim.selectors import label_selector, matches
@@ -106,22 +107,11 @@ class Admission:
 
 
 def pod_requests(pod_spec: Mapping) -> dict[str, Fraction]:
-    """A pod's effective requests as Kueue counts them: the containers' sum, or the largest init container's
-    where that is more, per resource; a container's limit stands in for a request it does not make."""
-
-    def of(container: Mapping) -> dict[str, Fraction]:
-        res = container.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return {k: q for k, v in merged.items() if (q := quantity(v)) is not None}
-
-    total: dict[str, Fraction] = {}
-    for container in pod_spec.get("containers") or []:
-        for k, v in of(container).items():
-            total[k] = total.get(k, Fraction(0)) + v
-    for container in pod_spec.get("initContainers") or []:
-        for k, v in of(container).items():
-            total[k] = max(total.get(k, Fraction(0)), v)
-    return total
+    """A pod's effective requests as Kueue counts them (kubernetes-sigs/kueue reads them through kubernetes
+    pkg/api/v1/resource/helpers.go PodRequests): native sidecars (restartable init containers) add to the
+    containers' sum, a regular init container counts with the sidecars started before it, the larger wins, overhead
+    adds (`jaxinfra.podresources`); a container's limit stands in for a request it does not make."""
+    return exact_pod_requests(pod_spec, quantity)
 
 
 def _fits_flavor(flavor: Mapping, pod_spec: Mapping) -> str | None:

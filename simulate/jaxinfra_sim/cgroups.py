@@ -24,8 +24,9 @@ Documentation/admin-guide/cgroup-v2.rst):
   Moving pods out of this process's group needs write access to its cgroup.procs (delegation:
   systemd's Delegate=yes hands a user that).
 
-Layout: <this process's group>/jaxinfra-<pid>-<name>/<pod>, per controller hierarchy. Only a pod
-with a limit gets a group; the others stay in the simulator's own. The pod process moves itself
+Layout: <this process's group>/jaxinfra-<pid>-<name>/<pod>, per controller hierarchy. A pod with a
+limit gets a group; one without gets a memory group with no limit where asked (`watch`: as every
+container has a cgroup on a node), for its OOM kills alone. The pod process moves itself
 in right after the fork (`PodGroup.enter`); what its parent had already touched stays charged to
 the parent (moving a task does not move its charges), as a container starts with nothing charged.
 
@@ -33,6 +34,18 @@ Leftovers: `Session.close` (also on `with`, and at interpreter exit in the creat
 kills what is left in its groups and removes them; a simulator killed outright leaves its groups,
 which the next `Session.create` sweeps: any jaxinfra-<pid>-* group whose creator pid is no longer
 alive (in this pid namespace) is emptied and removed (`sweep`).
+
+Whose OOM kill: the kernel counts each process its OOM killer ends, whichever OOM (the machine's
+memory exhausted, or a memory cgroup's limit reached), machine-wide (/proc/vmstat oom_kill) and in
+the victim's own memory group (v1: memory.oom_control oom_kill; v2: memory.events oom_kill, "the
+number of processes belonging to this cgroup killed by any kind of OOM killer", kernel 4.13 on:
+mm/oom_kill.c __oom_kill_process), even when the process was a child its container's process
+survives (a shell). Its own limit reached is told apart by the group's own count of that (v2:
+memory.events oom, "the cgroup's memory usage was reached the limit"; v1: memory.failcnt and
+memory.memsw.failcnt, the times a charge failed at this group's own limits, not an ancestor's, or,
+where the kernel keeps those at 0 as this 6.18 one does, its peak, memory.max_usage_in_bytes,
+within `LIMIT_SLACK_BYTES` of its limit): an OOM kill in a pod's group without one is the
+machine's (or an ancestor group's limit: the machine the simulation was given), `machine_oom_killed`.
 """
 
 from __future__ import annotations
@@ -59,6 +72,9 @@ CFS_PERIOD_US = 100_000
 """The CFS period the kubelet uses (its default cpuCFSQuotaPeriod, 100 ms)."""
 MIN_QUOTA_US = 1_000
 """kubelet's MinQuotaPeriod: a quota below 1 ms is raised to it (the kernel refuses less)."""
+LIMIT_SLACK_BYTES = 1 << 20
+"""v1: a pod whose peak came this close to its memory limit reached it (the kernel charges in batches of 64 pages;
+kernels that keep memory.failcnt at 0 leave only the peak, memory.max_usage_in_bytes, to tell)."""
 _STALE = re.compile(rf"{PREFIX}(\d+)[-.]")
 _SETTLE_S = 2.0
 
@@ -134,6 +150,19 @@ def _field(path: Path, key: str) -> int | None:
     except (OSError, ValueError):
         pass
     return None
+
+
+def _failures(group: Path) -> int | None:
+    """v1: the times a charge failed at the group's own limit, memory's or (with swap accounting, runc's
+    memory+swap limit, the one reached first) memory+swap's (memory.failcnt + memory.memsw.failcnt), or None."""
+    try:
+        count = int(_read(group / "memory.failcnt"))
+    except (OSError, ValueError):
+        return None
+    try:
+        return count + int(_read(group / "memory.memsw.failcnt"))
+    except (OSError, ValueError):
+        return count
 
 
 def _why(err: OSError, uid: int) -> str:
@@ -348,6 +377,7 @@ class PodGroup:
     _procs: tuple[bytes, ...] = ()  # their cgroup.procs, ready for `enter`
     _memory: Path | None = None  # the group holding the memory controller
     _oom_base: int = 0
+    _limit_base: int = 0  # its own limit's count (v2: memory.events oom; v1: memory.failcnt) when made
     closed: bool = False
 
     def enter(self) -> None:
@@ -365,14 +395,44 @@ class PodGroup:
             finally:
                 os.close(fd)
 
-    def oom_killed(self) -> bool:
-        """Whether the kernel's OOM killer killed a process of this pod (read once the pod has ended): its
-        group's oom_kill count rose, as containerd decides (v1: memory.oom_control, kernel 4.13 on; v2:
+    def _oom_kills(self) -> bool:
+        """Whether the kernel's OOM killer ended a process of this pod, any of them, for whatever OOM: its
+        group's oom_kill count rose, as containerd reads it (v1: memory.oom_control, kernel 4.13 on; v2:
         memory.events)."""
         if self._memory is None:
             return False
         count = _field(self._memory / ("memory.oom_control" if self.version == 1 else "memory.events"), "oom_kill")
         return count is not None and count > self._oom_base
+
+    def _own_limit_reached(self) -> bool:
+        """Whether the pod reached its own memory limit (v2: memory.events oom; v1: `_failures`, which only this
+        group's limits raise, not an ancestor's, else its peak within `LIMIT_SLACK_BYTES` of its limit); where
+        neither can be read, a pod with a limit did."""
+        if self.memory_bytes is None or self._memory is None:
+            return False
+        if self.version == 2:
+            count = _field(self._memory / "memory.events", "oom")
+            return count is None or count > self._limit_base
+        count, peak = _failures(self._memory), self.peak_bytes()
+        if count is not None and count > self._limit_base:
+            return True
+        return peak is None or peak > self.memory_bytes - LIMIT_SLACK_BYTES
+
+    def oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer killed a process of this pod for its own memory limit (the cluster's
+        OOMKilled; read once the pod has ended)."""
+        return self._oom_kills() and self._own_limit_reached()
+
+    def machine_oom_killed(self) -> bool:
+        """Whether the kernel's OOM killer killed a process of this pod (any: a shell's child too) while the pod
+        was within its own limit, or had none: this machine's memory ran out (or its given group's), not the pod's.
+        Readable while the pod runs."""
+        return self._oom_kills() and not self._own_limit_reached()
+
+    @property
+    def enforced(self) -> bool:
+        """Whether it enforces a limit (a watched group without one enforces none)."""
+        return self.memory_bytes is not None or self.cpu_millis is not None
 
     def peak_bytes(self) -> int | None:
         """The most memory the pod had charged at once (v1: memory.max_usage_in_bytes; v2: memory.peak, kernel
@@ -429,14 +489,17 @@ class Session:
         atexit.register(session.close)
         return session
 
-    def pod(self, pod_id: str, memory_bytes: int | None, cpu_millis: int | None) -> PodGroup | None:
+    def pod(
+        self, pod_id: str, memory_bytes: int | None, cpu_millis: int | None, watch: bool = False
+    ) -> PodGroup | None:
         """A group for one pod with its limits (bytes; millicores), or None when it has none this session
-        enforces. Each call makes a fresh group (a restarted pod gets a new one, as a new container does).
-        Raises OSError where the kernel refuses: a limit that cannot be set is not silently dropped."""
+        enforces; with `watch`, a memory group without a memory limit too (to see its OOM kills). Each call makes
+        a fresh group (a restarted pod gets a new one, as a new container does). Raises OSError where the kernel
+        refuses: a limit that cannot be set is not silently dropped."""
         for value in (memory_bytes, cpu_millis):
             if value is not None and value <= 0:
                 raise InvalidArgument(f"a limit must be positive, not {value}")
-        memory = self.controllers.memory if memory_bytes is not None else None
+        memory = self.controllers.memory if memory_bytes is not None or watch else None
         cpu = self.controllers.cpu if cpu_millis is not None else None
         wanted = [c for c in (memory, cpu) if c is not None]
         if not wanted or self.closed:
@@ -449,7 +512,9 @@ class Session:
                 paths.append(path)
                 for c in wanted:
                     if c.group == parent:
-                        _limit(path, c, memory_bytes if c.name == "memory" else cpu_millis)  # type: ignore[arg-type]
+                        value = memory_bytes if c.name == "memory" else cpu_millis
+                        if value is not None:  # (a watched group without a memory limit: none to write)
+                            _limit(path, c, value)
                         if c.name == "memory":
                             pod._memory = path
         except OSError:
@@ -462,6 +527,9 @@ class Session:
             pod._oom_base = (
                 _field(pod._memory / ("memory.oom_control" if pod.version == 1 else "memory.events"), "oom_kill") or 0
             )
+            pod._limit_base = (
+                _failures(pod._memory) if pod.version == 1 else _field(pod._memory / "memory.events", "oom")
+            ) or 0
         self.pods.append(pod)
         return pod
 

@@ -1,5 +1,5 @@
 """The node a simulation's pods share on this machine: the kernel's memory and CPU controller
-groups that enforce their limits (`cgroups`), and the pod network they listen on (`netns`).
+groups that enforce their limits and see their OOM kills (`cgroups`), and the pod network they listen on (`netns`).
 
 Made once per simulation, before any pod starts, and closed after the last one, whatever happens;
 what this machine does not allow (no delegated controller, no user-mode network stack) becomes a
@@ -27,11 +27,12 @@ class Node:
 
     @classmethod
     def create(cls, name: str, limited: bool) -> Node:
-        """`limited`: some pod has a memory or CPU limit (only then are cgroups made)."""
+        """`limited`: some pod has a memory or CPU limit (only then is what this machine does not enforce a note).
+        Groups are made either way: every pod's memory group tells whose process an OOM killer ended."""
         node = cls()
         try:
+            node.groups = cgroups.Session.create(name)
             if limited:
-                node.groups = cgroups.Session.create(name)
                 node.notes += node.groups.controllers.unenforced()
             from jaxinfra_sim import netns
 
@@ -45,11 +46,12 @@ class Node:
 
     def cgroup(self, pod: model.Pod, attempt: int, slot: int = 0) -> cgroups.PodGroup | None:
         """The group enforcing the limits of this pod's container (`slot` 0: its JAX container's, else its other
-        container's at that place) in this attempt, if it has any and this machine allows it."""
-        if self.groups is None or (pod.memory_limit is None and pod.cpu_millis is None):
+        container's at that place) in this attempt, and watching its OOM kills (a memory group without a limit
+        for a container without one), where this machine allows it."""
+        if self.groups is None:
             return None
         name = f"{attempt}-{pod.global_index}" + (f"-{slot}" if slot else "")
-        return self.groups.pod(name, pod.memory_limit, pod.cpu_millis)
+        return self.groups.pod(name, pod.memory_limit, pod.cpu_millis, watch=True)
 
     def connect(self, ip: str, port: int) -> bool:
         """Whether something listens at ip:port, seen from inside the pod network."""

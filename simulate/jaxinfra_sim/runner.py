@@ -178,7 +178,7 @@ class PodRun(Process):
             "limits": {
                 "memory": self.pod.memory_limit,
                 "cpu_millis": self.pod.cpu_millis,
-                "enforced": self.group is not None,
+                "enforced": self.group is not None and self.group.enforced,
             },
             "memory_peak": self.group.peak_bytes() if self.group is not None else None,
             "memory_pss_peak": self.pss_peak,
@@ -383,6 +383,7 @@ class Runner:
             for r in runs
         }
         self.oom_baseline, self.memory = capacity.oom_kills(), MemorySampler(runs)
+        self.oom_seen, self.oom_next = self.oom_baseline, 0.0
         self.machine: str | None = None
         self.prober = prober.Prober(self.isolation, self._probe_joins)
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
@@ -425,6 +426,7 @@ class Runner:
                 self._reap(runs)
                 self._probes(runs, now, wake)
                 self.memory.sample(now)
+                self._oom_watch(runs, now)
                 if self.machine is not None:
                     attempt.reason = attempt.machine = self.machine
                     break
@@ -584,7 +586,8 @@ class Runner:
             lost, limit = sum(r.index_failed for r in mine), policy.max_failed_indexes
             if (limit is not None and lost > limit) or all(r.index_failed or r.phase == "succeeded" for r in mine):
                 # job_controller.go: past maxFailedIndexes at once, else once no index is left running
-                attempt.job_failure = (key[0], job_failure.failed_indexes(policy, lost))
+                gone = [r.pod.completion_index for r in mine if r.index_failed]
+                attempt.job_failure = (key[0], job_failure.failed_indexes(policy, lost, gone))
                 return False
         return True
 
@@ -895,10 +898,10 @@ class Runner:
             return f"{p.probe_failed}, so the kubelet stopped it: {how or 'exit code 0'}"
         return how
 
-    def _how(self, p: PodRun | ContainerRun, runs: list[PodRun]) -> str | None:
-        if p.group is not None and p.group.oom_killed():
-            return oom_reason(p.pod, p.group.peak_bytes())
-        if p.signal == "SIGKILL" and not p.killed and capacity.oom_kills() > self.oom_baseline:
+    def _out_of_memory(self, p: Process, runs: list[PodRun]) -> str:
+        """The machine's verdict (once: the first OOM kill tells it), and the container's reason: the kernel's OOM
+        killer ended a process of it, for this machine's memory, not its own limit."""
+        if self.machine is None:
             live = sum(any(q.live for q in r.processes) for r in runs) + 1
             self.machine = (
                 f"this machine ran out of memory ({self.memory.in_use() / capacity.GIB:.1f} GiB in use by {live} "
@@ -906,7 +909,33 @@ class Runner:
                 f"{self.memory.limit.source}): the kernel's OOM killer ended a pod's process; fix: fewer devices "
                 f"per process or fewer processes here, or {capacity.AT_SCALE}"
             )
-            return "killed by the kernel's OOM killer: this machine ran out of memory (not its own limit)"
+        which = "killed" if p.signal == "SIGKILL" and not p.killed else "a process in it was killed"
+        return f"{which} by the kernel's OOM killer: this machine ran out of memory (not its own limit)"
+
+    def _oom_watch(self, runs: list[PodRun], now: float) -> None:
+        """The machine's OOM killer ending a process of a running pod (a shell's child: the shell lives on) is the
+        machine's verdict at once. Only when the machine-wide count (/proc/vmstat oom_kill) rose are the pods'
+        groups read (their memory.events or memory.oom_control oom_kill), each living container's."""
+        if now < self.oom_next:
+            return
+        self.oom_next, count = now + MEMORY_EVERY_S, capacity.oom_kills()
+        if count == self.oom_seen:
+            return
+        self.oom_seen = count
+        for r in runs:
+            for p in r.processes if r.others else (r,):
+                if p.pid is not None and not p.reaped and p.group is not None and p.group.machine_oom_killed():
+                    p.reason = self._out_of_memory(p, runs)
+                    if isinstance(p, ContainerRun) and not r.done:
+                        r.reason = f"container {p.container.name}: {p.reason}"
+
+    def _how(self, p: PodRun | ContainerRun, runs: list[PodRun]) -> str | None:
+        if p.group is not None and p.group.oom_killed():
+            return oom_reason(p.pod, p.group.peak_bytes())
+        if p.group is not None and p.group.machine_oom_killed():  # any process of it, whatever survived
+            return self._out_of_memory(p, runs)
+        if p.signal == "SIGKILL" and not p.killed and capacity.oom_kills() > self.oom_baseline:
+            return self._out_of_memory(p, runs)  # no group to tell whose: its own process's SIGKILL
         if p.signal == "SIGKILL" and not p.killed:
             return (
                 "killed by a SIGKILL that neither the simulator, its memory limit nor the machine's OOM killer "

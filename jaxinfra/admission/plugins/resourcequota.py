@@ -35,7 +35,6 @@ from typing import Any
 
 from jaxinfra.admission.decoded import as_list, as_map, as_str
 from jaxinfra.admission.plugins.resources import (
-    POD_LEVEL,
     ZERO,
     Amount,
     add_amounts,
@@ -46,6 +45,7 @@ from jaxinfra.admission.plugins.resources import (
     show_amount,
 )
 from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
+from jaxinfra.podresources import POD_LEVEL
 
 
 def _pretty(items: Mapping[str, Amount]) -> str:

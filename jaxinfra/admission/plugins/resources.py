@@ -5,7 +5,8 @@ summed requests/limits (PodRequests / PodLimits).
 Emulated from (facts, not code):
 - kubernetes/apimachinery pkg/api/resource/quantity.go facts for showing a quantity back (CanonicalizeBytes): the
   format follows the suffix written, binary below 1024 or fractional shows as decimal, precision is nano rounded up.
-- kubernetes/kubernetes pkg/api/v1/resource PodRequests / PodLimits (`aggregate`).
+- kubernetes/kubernetes pkg/api/v1/resource PodRequests / PodLimits (`aggregate`, through `jaxinfra.podresources`,
+  which Kueue's count in the simulator shares).
 
 Knowingly not emulated: pod-level resources defaulting (pod-level requests/limits are honoured as written).
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from jaxinfra.admission.decoded import as_list, as_map
 from jaxinfra.admission.store import Path
+from jaxinfra.podresources import pod_resources
 from jaxinfra.quantity import parse, suffix_of
 
 # --- quantities: (exact value, format), added and shown back as resource.Quantity does -----------------------------
@@ -73,17 +75,6 @@ def add_amounts(a: Amount, b: Amount) -> Amount:
     return a[0] + b[0], (b[1] if a[0] == 0 else a[1])
 
 
-def _add_into(total: dict[str, Amount], more: Mapping[str, Amount]) -> None:
-    for name, q in more.items():
-        total[name] = add_amounts(total[name], q) if name in total else q
-
-
-def _max_into(total: dict[str, Amount], more: Mapping[str, Amount]) -> None:
-    for name, q in more.items():
-        if name not in total or q[0] > total[name][0]:
-            total[name] = q
-
-
 def resource_amounts(value: Any) -> dict[str, Amount]:
     """A ResourceList (requests or limits) parsed; entries of an odd type are skipped (the schema step reports)."""
     if not isinstance(value, Mapping):
@@ -114,38 +105,18 @@ def container_resources(c: Mapping) -> tuple[dict[str, Amount], dict[str, Amount
     return resource_amounts(res.get("requests")), resource_amounts(res.get("limits"))
 
 
-POD_LEVEL = ("cpu", "memory")
-
-
 def aggregate(pod: Mapping, which: int, overhead: bool = True) -> dict[str, Amount]:
-    """PodRequests (which=0) / PodLimits (which=1) from pkg/api/v1/resource: containers and sidecars add up, a plain
-    init container counts alone (with the sidecars started before it), the larger wins; pod-level values replace
-    cpu/memory/hugepages; overhead (quota's sum, not LimitRanger's) adds to every request and to limits present."""
+    """PodRequests (which=0) / PodLimits (which=1) from pkg/api/v1/resource (`jaxinfra.podresources`): containers
+    and sidecars add up, a plain init container counts alone (with the sidecars started before it), the larger wins;
+    pod-level values replace cpu/memory/hugepages; overhead (quota's sum, not LimitRanger's) adds to every request and
+    to limits present."""
     spec = as_map(pod.get("spec"))
-    total: dict[str, Amount] = {}
-    for c in as_list(spec.get("containers")):
-        if isinstance(c, Mapping):
-            _add_into(total, container_resources(c)[which])
-    sidecars: dict[str, Amount] = {}
-    init: dict[str, Amount] = {}
-    for c in as_list(spec.get("initContainers")):
-        if not isinstance(c, Mapping):
-            continue
-        own = container_resources(c)[which]
-        if c.get("restartPolicy") == "Always":
-            _add_into(total, own)
-            _add_into(sidecars, own)
-            _max_into(init, sidecars)
-        else:
-            alone = dict(own)
-            _add_into(alone, sidecars)
-            _max_into(init, alone)
-    _max_into(total, init)
-    pod_level = resource_amounts(as_map(spec.get("resources")).get(("requests", "limits")[which]))
-    for name, q in pod_level.items():
-        if name in POD_LEVEL or name.startswith("hugepages-"):
-            total[name] = q
-    for name, q in resource_amounts(spec.get("overhead") if overhead else None).items():
-        if which == 0 or name in total:
-            total[name] = add_amounts(total[name], q) if name in total else q
-    return total
+    return pod_resources(
+        spec,
+        lambda c: container_resources(c)[which],
+        add_amounts,
+        lambda q: q[0],
+        pod_level=resource_amounts(as_map(spec.get("resources")).get(("requests", "limits")[which])),
+        overhead=resource_amounts(spec.get("overhead")) if overhead else None,
+        limits=which == 1,
+    )

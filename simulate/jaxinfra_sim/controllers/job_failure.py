@@ -15,7 +15,7 @@ before it recreates a failed pod (10 s, doubling), which a cluster waits and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -85,9 +85,22 @@ def tolerated(policy: model.RestartPolicy) -> int | None:
     return max(policy.backoff_limit - 1, 0) if policy.in_place else policy.backoff_limit
 
 
-def failed_indexes(policy: model.RestartPolicy, lost: int = 1) -> JobFailure:
-    """The Failed condition of a Job whose indexes (`lost` of them) failed past backoffLimitPerIndex: at once past
-    maxFailedIndexes, else once none of its indexes is left running."""
+def index_intervals(indexes: Iterable[int]) -> str:
+    """Completion indexes as a Job's status writes them (status.failedIndexes, completedIndexes): ascending, runs of
+    three or more as `first-last`, e.g. "1,3,5-7" (kubernetes pkg/controller/job/indexed_job_utils.go,
+    orderedIntervals)."""
+    runs: list[list[int]] = []
+    for i in sorted(set(indexes)):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    return ",".join(str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}" for a, b in runs)
+
+
+def failed_indexes(policy: model.RestartPolicy, lost: int = 1, indexes: Iterable[int] = ()) -> JobFailure:
+    """The Failed condition of a Job whose indexes (`lost` of them; `indexes`, where known) failed past
+    backoffLimitPerIndex: at once past maxFailedIndexes, else once none of its indexes is left running."""
     limit = policy.max_failed_indexes
     summary = (
         f"maxFailedIndexes ({limit}) exceeded: {lost} failed indexes"
@@ -95,6 +108,8 @@ def failed_indexes(policy: model.RestartPolicy, lost: int = 1) -> JobFailure:
         else f"backoffLimitPerIndex ({policy.backoff_limit_per_index}) exceeded"
         + (f" on {lost} indexes" if lost > 1 else "")
     )
+    if written := index_intervals(indexes):
+        summary += f" (failedIndexes {written})"
     return JobFailure("FailedIndexes", "Job has failed indexes", summary)
 
 
@@ -124,12 +139,15 @@ def job_failed(
             return JobFailure("PodFailurePolicy", f"{matched} matching FailJob rule at index {index}", said)
         # FailIndex: the index fails for good; its JAX group cannot complete without it
         return JobFailure("FailedIndexes", "Job has failed indexes", said)
-    for r in runs:
-        if not (r is first and action == "Ignore"):
-            failures[r.pod.completion_index] = failures.get(r.pod.completion_index, 0) + 1
+    counted = [r.pod.completion_index for r in runs if not (r is first and action == "Ignore")]
+    for index in counted:
+        failures[index] = failures.get(index, 0) + 1
     per_index = policy.backoff_limit_per_index
-    if per_index is not None and max(failures.values(), default=0) > per_index:
-        return failed_indexes(policy)
+    # each index against its own count (the pods' job-index-failure-count annotation, indexed_job_utils.go
+    # getIndexFailureCount), never another index's: an index fails once it has failed backoffLimitPerIndex + 1 times
+    over = sorted({i for i in counted if per_index is not None and failures[i] > per_index})
+    if over:
+        return failed_indexes(policy, len(over), over)
     total, limit = sum(failures.values()), tolerated(policy)
     if limit is not None and total > limit:
         return JobFailure(
