@@ -164,29 +164,38 @@ def test_an_image_flag_without_a_folder_is_an_input_error(tmp_path: Path) -> Non
 
 # --- Kueue admission -----------------------------------------------------------------------------
 
-QUEUED = """
+
+def kueue_queue(**quota: str) -> str:
+    """Kueue's single-cluster set-up in the style of its docs' sample: a ResourceFlavor, a ClusterQueue whose one
+    resource group covers `quota` (resource -> nominalQuota) and admits every namespace, its LocalQueue `user-queue`
+    in `default`."""
+    resources = "".join(f"\n      - {{name: {name}, nominalQuota: {q}}}" for name, q in quota.items())
+    return f"""
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ResourceFlavor
-metadata: {name: default-flavor}
+metadata: {{name: default-flavor}}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: ClusterQueue
-metadata: {name: cluster-queue}
+metadata: {{name: cluster-queue}}
 spec:
-  namespaceSelector: {}
+  namespaceSelector: {{}}
   resourceGroups:
-  - coveredResources: [cpu, memory]
+  - coveredResources: [{", ".join(quota)}]
     flavors:
     - name: default-flavor
-      resources:
-      - {name: cpu, nominalQuota: 2}
-      - {name: memory, nominalQuota: 2Gi}
+      resources:{resources}
 ---
 apiVersion: kueue.x-k8s.io/v1beta2
 kind: LocalQueue
-metadata: {name: user-queue, namespace: default}
-spec: {clusterQueue: cluster-queue}
----
+metadata: {{name: user-queue, namespace: default}}
+spec: {{clusterQueue: cluster-queue}}
+"""
+
+
+QUEUED = (
+    kueue_queue(cpu="2", memory="2Gi")
+    + """---
 apiVersion: jobset.x-k8s.io/v1alpha2
 kind: JobSet
 metadata:
@@ -210,6 +219,7 @@ spec:
               resources:
                 requests: {cpu: 500m, memory: 512Mi}
 """
+)
 
 
 def queued(edit: str = "") -> list[dict]:
@@ -271,28 +281,7 @@ def test_kueue_refuses_a_resource_no_group_covers_and_a_namespace_the_queue_does
     assert "namespaceSelector does not admit namespace default" in suspended(queued("no-namespace"))  # nil selects none
 
 
-SIDECAR_JOB = """
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default-flavor}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cluster-queue}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu]
-    flavors:
-    - name: default-flavor
-      resources:
-      - {name: cpu, nominalQuota: CPUS}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: user-queue, namespace: default}
-spec: {clusterQueue: cluster-queue}
----
+SIDECAR_JOB = """---
 apiVersion: batch/v1
 kind: Job
 metadata:
@@ -331,14 +320,14 @@ def test_kueue_counts_a_native_sidecar_with_the_containers_and_keeps_the_job_sus
     """On a cluster Kueue counts the pod at 4 cpu (kubernetes pkg/api/v1/resource/helpers.go PodRequests, KEP-753:
     restartable init containers add to the containers' sum), more than a 3-cpu ClusterQueue holds: the Job stays
     suspended. Not 3 cpu, as max(init containers, containers) would count it."""
-    [problem] = problems_of(emulate(list(yaml.safe_load_all(SIDECAR_JOB.replace("CPUS", "3"))), check_all=False))
+    [problem] = problems_of(emulate(list(yaml.safe_load_all(kueue_queue(cpu="3") + SIDECAR_JOB)), check_all=False))
     assert problem.path == "Job/default/with-sidecar metadata.labels[kueue.x-k8s.io/queue-name]"
     assert problem.message.startswith("would stay suspended: ")
     assert "insufficient quota for cpu 4 > 3" in problem.message
 
 
 def test_kueue_admits_the_job_with_a_native_sidecar_on_4_cpu_and_it_runs(tmp_path: Path) -> None:
-    text = SIDECAR_JOB.replace("CPUS", "4")
+    text = kueue_queue(cpu="4") + SIDECAR_JOB
     w = only(emulate(list(yaml.safe_load_all(text)), check_all=False))
     assert w.problems == () and w.notes[0] == (
         "admitted by Kueue to ClusterQueue cluster-queue via LocalQueue default/user-queue (default-flavor: cpu 4 of 4)"

@@ -923,8 +923,8 @@ class Runner:
             return
         self.oom_seen = count
         for r in runs:
-            for p in r.processes if r.others else (r,):
-                if p.pid is not None and not p.reaped and p.group is not None and p.group.machine_oom_killed():
+            for p in r.processes:
+                if p.live and p.group is not None and p.group.machine_oom_killed():
                     p.reason = self._out_of_memory(p, runs)
                     if isinstance(p, ContainerRun) and not r.done:
                         r.reason = f"container {p.container.name}: {p.reason}"
