@@ -65,8 +65,8 @@ _Finding = tuple[_JsonPath, Any, str, str]
 
 Kind = tuple[str, "Validator | None", "Mapping[str, Any] | None"]
 """How the API server serves an apiVersion and kind: ("builtin", validator, None), ("custom", validator, schema),
-("unserved", None, None) for a kind or version a known API group does not serve, ("unknown", None, None) for a
-group jaxinfra has no schema of."""
+("unserved", None, None) for a kind or version a known API group does not serve, ("unknown", validator, None) for a
+group jaxinfra has no schema of, its validator checking only what every object has (`_unknown_validator`)."""
 
 
 def resolve(api_version: str, kind: str, crds: Iterable[Mapping] = ()) -> Kind:
@@ -86,7 +86,17 @@ def resolve(api_version: str, kind: str, crds: Iterable[Mapping] = ()) -> Kind:
     if validator is not None:
         return "builtin", validator, None
     known = group in {g for g, _ in _CRD_FILES} or group in _builtin_groups() or kind in {k for _, k in _CRD_FILES}
-    return ("unserved" if known else "unknown"), None, None  # a known kind in another group: a typo, refused
+    if known:
+        return "unserved", None, None  # a known kind in another group: a typo, refused
+    return "unknown", _unknown_validator(), None
+
+
+@functools.cache
+def _unknown_validator() -> Validator:
+    """What the API server checks of any custom resource, whatever its CRD's schema: apiVersion and kind strings,
+    `metadata` a strict ObjectMeta (customresource_handler.go decodes it into metav1.ObjectMeta, so `annotations: 5`
+    or a label value that is no string is refused there), the rest as it is."""
+    return _schema_validator({"type": "object", "x-kubernetes-preserve-unknown-fields": True})
 
 
 def schema_findings(doc: Mapping, validator: Validator) -> list[_Finding]:

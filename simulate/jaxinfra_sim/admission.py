@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -142,7 +143,10 @@ def _tolerates(toleration: Mapping, taint: Mapping) -> bool:
 
 
 def _show(value: Fraction, resource: str) -> str:
-    """A quantity as people write it: memory in Gi or Mi where it divides."""
+    """A quantity as people write it: memory in Gi or Mi where it divides; one past 1e21, only its magnitude (the API
+    server stores `cpu: 1e5000` as written; Python's str() refuses an int of 4,300 digits, float() one past 1e308)."""
+    if abs(value) >= 10**21:
+        return f"{'-' if value < 0 else ''}about 1e{math.floor(math.log10(int(abs(value))))}"
     for unit, size in (("Gi", 2**30), ("Mi", 2**20)):
         if resource in ("memory", "ephemeral-storage") and value and value % size == 0:
             return f"{int(value / size)}{unit}"

@@ -62,4 +62,8 @@ class PodFacts:
         res_map = (container.get("resources") or {}).get(kind) or {}
         value = quantity(res_map.get(res, limit(container, res) or 0)) or Fraction(0)
         divisor = quantity(ref.get("divisor", 1)) or Fraction(1)
-        return str(math.ceil(value / divisor))
+        ceiling = math.ceil(value / divisor)
+        # The kubelet's int64(math.Ceil(float64(q.Value()) / float64(divisor.Value()))) (helpers.go
+        # convertResourceMemoryToString and the like): past int64, Go's float-to-int conversion gives amd64's
+        # 0x8000000000000000 (a quantity the API server stores, `memory: 1e5000`: Value() saturates at 2^63 - 1).
+        return str(ceiling if -(2**63) <= ceiling < 2**63 else -(2**63))

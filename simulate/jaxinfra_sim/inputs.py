@@ -99,8 +99,9 @@ def str_value(value: Any) -> str:
 
 
 def strings(mapping: Mapping | None) -> dict[str, str]:
-    """Labels/annotations/data as the API stores them: string values."""
-    return {str(k): str_value(v) for k, v in (mapping or {}).items()}
+    """Labels/annotations/data as the API stores them: string values (a null one "": JSON's null decodes into a Go
+    map[string]string's value as the zero string, encoding/json's "null ... has no effect on the value")."""
+    return {str(k): "" if v is None else str_value(v) for k, v in (mapping or {}).items()}
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,24 @@ def upstream_runtime() -> Mapping:
     text = resources.files(__package__).joinpath("jax_distributed_runtime.yaml").read_text(encoding="utf-8")
     [runtime] = yamlio.load(text)
     return runtime
+
+
+INIT_TIMEOUT = "JAX_INITIALIZATION_TIMEOUT"
+JAX_INIT_TIMEOUT = 300
+"""jax.distributed.initialize's own default `initialization_timeout` (jax/_src/distributed.py, jax 0.10.2)."""
+
+
+def jax_init_timeout(raw: str) -> int | None:
+    """The seconds a program following the env contract hands JAX for JAX_INITIALIZATION_TIMEOUT, or None where it
+    cannot. JAX itself reads no such variable (jax 0.10.2: only `initialization_timeout: int = 300`, an argument);
+    the contract's programs pass `int(os.environ["JAX_INITIALIZATION_TIMEOUT"])` (docs/env-contract.md), as the
+    built-in probe does, and jaxlib's `get_distributed_runtime_client(init_timeout=...)` takes a C++ int: Python's
+    int() refuses "abc" or "1.5" (ValueError), jaxlib 2**31 and past (TypeError, measured with jaxlib 0.10.2)."""
+    try:
+        value = int(raw)
+    except ValueError:
+        return None
+    return value if -(2**31) <= value < 2**31 else None
 
 
 def to_int(value: Any, default: int) -> int:

@@ -113,7 +113,10 @@ def label_selector(selector: Mapping | None) -> tuple[Requirement, ...] | None:
     `metav1.LabelSelectorAsSelector(nil)` gives labels.Nothing(); `{}` selects everything."""
     if selector is None:
         return None
-    found = [Requirement(str(k), "=", (str(v),)) for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    found = [  # a null value is Go's "" (map[string]string)
+        Requirement(str(k), "=", ("" if v is None else str(v),))
+        for k, v in sorted((selector.get("matchLabels") or {}).items())
+    ]
     for expr in selector.get("matchExpressions") or []:
         op = _EXPRESSION_OPS.get(expr.get("operator", ""))
         if op is None:

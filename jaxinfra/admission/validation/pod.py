@@ -272,6 +272,13 @@ def _resource_name(name: str, at: Path) -> list[Finding]:
     return out
 
 
+def _milli_value(amount: Fraction) -> int:
+    """Quantity.MilliValue() of a non-negative quantity: rounded up, saturated at int64 (apimachinery
+    pkg/api/resource/math.go @ 13ab804c6d76), so ValidateResourceQuantityValue's `MilliValue() % 1000 != 0` refuses
+    an extended resource of 2^63 / 1000 or more as "must be an integer" (`google.com/tpu: 1e5000`)."""
+    return min(-(-amount.numerator * 1000 // amount.denominator), 2**63 - 1)
+
+
 def _resources(resources: Any, at: Path) -> list[Finding]:
     """validateResourceRequirements: names, quantities (non-negative; extended resources whole), requests <=
     limits, and requests == limits (limits required) for what cannot be overcommitted."""
@@ -300,7 +307,7 @@ def _resources(resources: Any, at: Path) -> list[Finding]:
                 out.append(
                     invalid_value(where, str(value), "must be greater than or equal to 0", "use a non-negative amount")
                 )
-            elif _extended(name) and amount.denominator != 1:
+            elif _extended(name) and _milli_value(amount) % 1000:
                 out.append(invalid_value(where, Raw(value), "must be an integer", f"request whole {name} devices"))
             cpu_or_memory |= name in ("cpu", "memory")
             hugepages |= _hugepages(name)

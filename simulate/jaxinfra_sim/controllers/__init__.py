@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from jaxinfra.errors import Problem
 from jaxinfra.upstream import BATCH_API, JAXJOB_API, JOBSET_API, TRAINER_API
 from jaxinfra_sim.controllers import job as job_controller
-from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, positions
+from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, init_timeout_problems, positions
 from jaxinfra_sim.controllers.jaxjob import jaxjob
 from jaxinfra_sim.controllers.job import indexed_job
 from jaxinfra_sim.controllers.jobset import jobset
@@ -73,6 +73,7 @@ def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft],
         else:
             made.labels = strings(meta(obj).get("labels"))
             made.suspended = _suspended(obj)
+            made.jax_problems += init_timeout_problems(made)
             made_drafts.append(made)
     return made_drafts, [p for _, p in sorted(problems, key=lambda item: item[0])]
 

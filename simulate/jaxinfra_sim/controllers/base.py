@@ -10,7 +10,7 @@ from typing import Any
 
 from jaxinfra.errors import Problem
 from jaxinfra_sim import model
-from jaxinfra_sim.inputs import Service, accelerator, meta, to_int
+from jaxinfra_sim.inputs import INIT_TIMEOUT, JAX_INIT_TIMEOUT, Service, accelerator, jax_init_timeout, meta, to_int
 
 SUPPORTED = (
     "JobSet (jobset.x-k8s.io/v1alpha2), Indexed Job (batch/v1 with completionMode: Indexed), "
@@ -152,6 +152,37 @@ def counts(job_spec: Mapping, where: str, indexed: bool = True) -> tuple[int, in
             )
         )
     return completions, parallelism, jax_problems
+
+
+def init_timeout_problems(draft: Draft) -> list[Problem]:
+    """JAX_INITIALIZATION_TIMEOUT written into a JAX container's env (its last entry of that name, which the kubelet
+    keeps) as a value a program following the env contract cannot hand JAX (`inputs.jax_init_timeout`): under the
+    built-in probe, which reads it as such a program does, its pods would fail at start. One problem per container
+    and value; a value from a ConfigMap or Secret is read when the pod starts."""
+    out: list[Problem] = []
+    seen: set[tuple[str, str]] = set()
+    for job in draft.jobs:
+        container = job.container
+        entries = [e for e in container.get("env") or () if isinstance(e, Mapping) and e.get("name") == INIT_TIMEOUT]
+        last: Mapping = entries[-1] if entries else {}
+        value, name = last.get("value"), str(container.get("name", ""))
+        if not isinstance(value, str) or (not value and last.get("valueFrom")):  # unset, or read from its source
+            continue
+        if jax_init_timeout(value) is not None or (name, value) in seen:
+            continue
+        seen.add((name, value))
+        out.append(
+            Problem(
+                f"{draft.id} pods of {job.name} container {name} env {INIT_TIMEOUT}",
+                value,
+                "not a whole number of seconds JAX can take: the env contract's programs (and the built-in probe) "
+                f"call jax.distributed.initialize(initialization_timeout=int(os.environ[{INIT_TIMEOUT!r}])) "
+                "(docs/env-contract.md), where int() refuses it or jaxlib's client, which takes a 32-bit int, does; "
+                "JAX itself reads no such variable",
+                f'set it to a whole number of seconds, such as "{JAX_INIT_TIMEOUT}" (JAX\'s default)',
+            )
+        )
+    return out
 
 
 def restart_policy(job_spec: Mapping) -> model.RestartPolicy:
