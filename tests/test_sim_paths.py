@@ -406,8 +406,8 @@ def test_folders_are_named_by_the_simulator(tmp_path: Path) -> None:
         pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "claims" / paths.safe_name(m.key)
     )
     for source, _, _ in got:
-        assert source.resolve().is_relative_to(tmp_path.resolve())
-    assert (got[1][0] / "x" / "y").read_text() == "1"
+        assert source.path.resolve().is_relative_to(tmp_path.resolve())
+    assert (got[1][0].path / "x" / "y").read_text() == "1"
     assert sorted(p.name for p in (tmp_path / "claims").iterdir()) == [paths.safe_name("../../k")]
 
 

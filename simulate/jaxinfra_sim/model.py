@@ -28,8 +28,11 @@ class Mount:
     kind: str = "emptyDir"  # "emptyDir" | "claim" | "bucket" | "files" | "hostPath"
     key: str = ""  # claim: its name; bucket: the bucket's name; hostPath: the node's path, as the manifest writes it
     files: tuple[tuple[str, str], ...] = ()  # "files": (relative path, content)
+    modes: tuple[tuple[str, int], ...] = ()  # "files": (relative path, mode): defaultMode or items[].mode (0644 unset)
     host_type: str = ""  # hostPath: its `type` ("" unset, Directory, DirectoryOrCreate, File, FileOrCreate, ...)
     node: str = ""  # hostPath: the node whose path it is (spec.nodeName: one simulated node per pod)
+    size_limit: str = ""  # emptyDir: its sizeLimit, the quantity as the manifest writes it ("" none)
+    medium: str = ""  # emptyDir: its medium ("" the node's disk, "Memory" a tmpfs)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Container:
     cpu_millis: int | None
     probes: tuple[Probe, ...] = ()
     ports: Mapping[str, int] = field(default_factory=dict)  # its named containerPorts, which probes may name
+    ephemeral_limit: str = ""  # resources.limits.ephemeral-storage, the quantity as the manifest writes it ("" none)
 
     def pod_fields(self) -> dict[str, object]:
         """Its fields under the names a `Pod` gives its JAX container's."""
@@ -95,6 +99,7 @@ class Container:
             "cpu_millis": self.cpu_millis,
             "probes": self.probes,
             "named_ports": self.ports,
+            "ephemeral_limit": self.ephemeral_limit,
         }
 
 
@@ -137,6 +142,7 @@ class Pod:
     security: Security = field(default_factory=Security)  # its JAX container's securityContext, resolved
     memory_limit: int | None = None  # its JAX container's resources.limits.memory, in bytes
     cpu_millis: int | None = None  # its JAX container's resources.limits.cpu, in millicores
+    ephemeral_limit: str = ""  # its JAX container's resources.limits.ephemeral-storage, as written ("" none)
     others: tuple[Container, ...] = ()  # its other containers in the kubelet's order: init containers, then mains
     restart_policy: str = "Never"  # spec.restartPolicy: what the kubelet does when one of its containers exits
 

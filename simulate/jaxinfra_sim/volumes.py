@@ -83,6 +83,11 @@ KERNEL_VIEWS = ("/sys", "/proc/sys")
 """The node's kernel filesystems a hostPath may name: the container's own, read-only, stands in."""
 
 MAX_PATH_BYTES, MAX_NAME_BYTES = 4096, 255  # the kubelet's atomic writer (validatePath)
+DEFAULT_MODE = 0o644
+"""A configMap, secret, downwardAPI or projected volume's files' mode where neither defaultMode nor the item's mode
+says (kubernetes pkg/apis/core/v1/defaults.go: SecretVolumeSourceDefaultMode, ConfigMapVolumeSourceDefaultMode,
+DownwardAPIVolumeSourceDefaultMode, ProjectedVolumeSourceDefaultMode, all 0644)."""
+Files = dict[str, tuple[str, int]]  # a file volume's payload: relative path -> (content, mode)
 Rejection = tuple[str, Any, str, str]  # (field, value, why the API server rejects it, fix)
 
 
@@ -173,7 +178,7 @@ def _rejected_mount(vm: Mapping, field: str) -> Iterator[Rejection]:
         )
 
 
-def _unwritable(files: Mapping[str, str]) -> str | None:
+def _unwritable(files: Mapping[str, object]) -> str | None:
     """Why the kubelet cannot write a file volume's payload (atomic_writer.go validatePath; a path that is the volume
     itself or lies under another file), or None."""
     for name in sorted(files):
@@ -199,8 +204,17 @@ def _unwritable(files: Mapping[str, str]) -> str | None:
     return None
 
 
-def _object_files(kind: str, source: Mapping, namespace: str, objects: Objects) -> tuple[dict[str, str], str | None]:
-    """A configMap/secret source's files (all keys, or `items` key -> path), and why it cannot be set up, if so."""
+def _mode(value: object, default: int) -> int:
+    """A defaultMode or an item's mode: the value where it is one (0 to 0777: the API server rejects others),
+    else `default`."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 0o777 else default
+
+
+def _object_files(
+    kind: str, source: Mapping, namespace: str, objects: Objects, default: int
+) -> tuple[Files, str | None]:
+    """A configMap/secret source's files (all keys, or `items` key -> path), each with its mode (the item's, else
+    `default`: the volume's defaultMode; secret.go and configmap.go `MakePayload`), and why it cannot be set up."""
     name = source.get("name") or source.get("secretName") or ""
     data = (objects.config_maps if kind == "configMap" else objects.secrets).get((namespace, name))
     what = "configmap" if kind == "configMap" else "secret"
@@ -211,12 +225,13 @@ def _object_files(kind: str, source: Mapping, namespace: str, objects: Objects) 
         return {}, (f'the API server rejects {what} "{name}" (data key {bad[0]!r}: {bad[1]}), so it does not exist')
     items = source.get("items")
     if not items:
-        return dict(data), None
-    files, missing = {}, []
+        return {key: (value, default) for key, value in data.items()}, None
+    files: Files = {}
+    missing = []
     for item in items if isinstance(items, list) else []:
         key = item.get("key") if isinstance(item, Mapping) else None
         if isinstance(key, str) and key in data:
-            files[str(item.get("path"))] = data[key]
+            files[str(item.get("path"))] = (data[key], _mode(item.get("mode"), default))
         else:
             missing.append(str(key))
     return files, (
@@ -224,9 +239,10 @@ def _object_files(kind: str, source: Mapping, namespace: str, objects: Objects) 
     )
 
 
-def _downward_files(items: Sequence[Mapping], facts: PodFacts) -> dict[str, str]:
-    """A downwardAPI source's files: whole label/annotation maps as `key="value"` lines, or single fields."""
-    files = {}
+def _downward_files(items: Sequence[Mapping], facts: PodFacts, default: int) -> Files:
+    """A downwardAPI source's files: whole label/annotation maps as `key="value"` lines, or single fields; each with
+    its mode (the item's, else `default`: downwardapi.go `CollectData`)."""
+    files: Files = {}
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, Mapping):
             continue
@@ -234,34 +250,41 @@ def _downward_files(items: Sequence[Mapping], facts: PodFacts) -> dict[str, str]
         path = ref.get("fieldPath", "")
         if path in ("metadata.labels", "metadata.annotations"):
             values = facts.labels if path == "metadata.labels" else facts.annotations
-            files[str(item.get("path"))] = "\n".join(f'{k}="{v}"' for k, v in sorted(values.items()))
+            content = "\n".join(f'{k}="{v}"' for k, v in sorted(values.items()))
         elif item.get("resourceFieldRef"):
-            files[str(item.get("path"))] = facts.resource(item["resourceFieldRef"], facts.containers[0])
+            content = facts.resource(item["resourceFieldRef"], facts.containers[0])
         else:
-            files[str(item.get("path"))] = facts.field_ref(path) or ""
+            content = facts.field_ref(path) or ""
+        files[str(item.get("path"))] = (content, _mode(item.get("mode"), default))
     return files
 
 
-def _files(volume: Mapping, namespace: str, facts: PodFacts, objects: Objects) -> tuple[dict[str, str], str | None]:
+def _files(volume: Mapping, namespace: str, facts: PodFacts, objects: Objects) -> tuple[Files, str | None]:
+    """A file volume's payload, each file with its mode: the item's, else the volume's defaultMode (a projected
+    volume's for all its sources: projected.go), else 0644."""
     if "downwardAPI" in volume:
-        return _downward_files((volume["downwardAPI"] or {}).get("items") or [], facts), None
+        downward = volume["downwardAPI"] or {}
+        default = _mode(downward.get("defaultMode"), DEFAULT_MODE)
+        return _downward_files(downward.get("items") or [], facts, default), None
     if "projected" in volume:
-        files: dict[str, str] = {}
+        files: Files = {}
+        default = _mode((volume["projected"] or {}).get("defaultMode"), DEFAULT_MODE)
         for source in (volume["projected"] or {}).get("sources") or []:
             kind = next((k for k in ("configMap", "secret", "downwardAPI") if k in source), None)
             if kind is None:
                 return {}, f"projected source {sorted(source)} is not emulated"
             made, why = (
-                (_downward_files((source[kind] or {}).get("items") or [], facts), None)
+                (_downward_files((source[kind] or {}).get("items") or [], facts, default), None)
                 if kind == "downwardAPI"
-                else _object_files(kind, source[kind] or {}, namespace, objects)
+                else _object_files(kind, source[kind] or {}, namespace, objects, default)
             )
             if why:
                 return {}, why
             files.update(made)
         return files, None
     kind = "configMap" if "configMap" in volume else "secret"
-    return _object_files(kind, volume[kind] or {}, namespace, objects)
+    source = volume[kind] or {}
+    return _object_files(kind, source, namespace, objects, _mode(source.get("defaultMode"), DEFAULT_MODE))
 
 
 def _source(
@@ -270,7 +293,9 @@ def _source(
     """A volume as a Mount template (no mount path yet), and why the kubelet could not set it up."""
     name = str(volume.get("name", ""))
     if "emptyDir" in volume:
-        return model.Mount(name, "", kind="emptyDir"), None
+        source = volume["emptyDir"] if isinstance(volume["emptyDir"], Mapping) else {}
+        size, medium = source.get("sizeLimit"), str(source.get("medium") or "")
+        return model.Mount(name, "", kind="emptyDir", size_limit="" if size is None else str(size), medium=medium), None
     if "persistentVolumeClaim" in volume:
         claim = str((volume["persistentVolumeClaim"] or {}).get("claimName", ""))
         found = (namespace, claim) in objects.claims
@@ -300,8 +325,10 @@ def _source(
     if any(k in volume for k in FILE_SOURCES):
         files, why = _files(volume, namespace, facts, objects)
         why = why or _unwritable(files)
-        safe = {path: content for path, content in files.items() if paths.why_unsafe(path) is None}  # never a host path
-        return model.Mount(name, "", kind="files", read_only=True, files=tuple(sorted(safe.items()))), why
+        safe = {path: made for path, made in files.items() if paths.why_unsafe(path) is None}  # never a host path
+        payload = tuple((path, content) for path, (content, _) in sorted(safe.items()))
+        modes = tuple((path, mode) for path, (_, mode) in sorted(safe.items()))
+        return model.Mount(name, "", kind="files", read_only=True, files=payload, modes=modes), why
     if "hostPath" in volume:
         source = volume["hostPath"] if isinstance(volume["hostPath"], Mapping) else {}
         path, host_type = str(source.get("path") or ""), str(source.get("type") or "")
