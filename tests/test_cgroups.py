@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import cgroups
+from jaxinfra_sim import capacity, cgroups
 from jaxinfra_sim.cgroups import Controller, Controllers, Session
 from jaxinfra_sim.paths import safe_name
 from tests.support import unprivileged
@@ -159,6 +159,8 @@ class FakeKernel:
             }
         if "cpu" in hierarchy.split(","):
             files |= {"cpu.cfs_period_us": "100000\n", "cpu.cfs_quota_us": "-1\n"}
+        if "pids" in hierarchy.split(","):
+            files |= {"pids.max": "max\n", "pids.current": "0\n", "pids.peak": "0\n"}
         return files
 
     def v2_files(self, path: Path) -> dict[str, str]:
@@ -179,6 +181,8 @@ class FakeKernel:
             }
         if "cpu" in enabled:
             files["cpu.max"] = "max 100000\n"
+        if "pids" in enabled:
+            files |= {"pids.max": "max\n", "pids.current": "0\n", "pids.peak": "0\n"}
         return files
 
     def mkdir(self, path: Path) -> None:
@@ -235,22 +239,25 @@ def test_v2_in_the_root_of_a_cgroup_namespace_enforces_both(kernel: FakeKernel) 
         root, "/", "cpuset cpu io memory pids", "", "1\n7\n"
     )  # a container's own namespace: the root may have processes
     found = cgroups.probe(root, "0::/\n")
-    assert found == Controllers(Controller("memory", 2, root), Controller("cpu", 2, root))
+    assert found == Controllers(
+        Controller("memory", 2, root), Controller("cpu", 2, root), pids=Controller("pids", 2, root)
+    )
     assert found.unenforced() == []
-    assert (root / "cgroup.subtree_control").read_text().split() == ["cpu", "memory"]
+    assert (root / "cgroup.subtree_control").read_text().split() == ["cpu", "memory", "pids"]
     assert [p.name for p in root.iterdir() if p.is_dir()] == []  # the trial groups are gone
 
     with Session.create("sim/1", found) as session:
         [group] = session.groups.values()
         assert group.name == f"jaxinfra-{os.getpid()}-{safe_name('sim/1')}" and "/" not in safe_name("sim/1")
-        assert (group / "cgroup.subtree_control").read_text().split() == ["cpu", "memory"]
-        pod = session.pod("default/trainer-0", 512 * MiB, 1500)
+        assert (group / "cgroup.subtree_control").read_text().split() == ["cpu", "memory", "pids"]
+        pod = session.pod("default/trainer-0", 512 * MiB, 1500, pids_max=1024)
         assert pod is not None and pod.paths == (group / safe_name("default/trainer-0"),)
         p = pod.paths[0]
         assert (p / "memory.max").read_text() == str(512 * MiB)
         assert (p / "memory.swap.max").read_text() == "0"
         assert (p / "memory.oom.group").read_text() == "1"
         assert (p / "cpu.max").read_text() == "150000 100000"
+        assert (p / "pids.max").read_text() == "1024" and pod.pids_max == 1024 and pod.pids_peak() == 0
         again = session.pod("default/trainer-0", None, 5)  # a restart: a fresh group; 5m is raised to the 1 ms minimum
         assert again is not None and again.paths == (group / (safe_name("default/trainer-0") + "-2"),)
         assert again.memory_bytes is None and (again.paths[0] / "cpu.max").read_text() == "1000 100000"
@@ -332,7 +339,10 @@ def test_v1_memory_and_comounted_cpu(kernel: FakeKernel) -> None:
     (root / "unified").mkdir()
     v2_group(root / "unified", "/", "hugetlb")
     found = cgroups.probe(root, "5:memory:/process_api/abc\n2:cpu,cpuacct:/\n0::/\n")
-    assert found == Controllers(Controller("memory", 1, memory), Controller("cpu", 1, cpu))
+    assert (found.memory, found.cpu) == (Controller("memory", 1, memory), Controller("cpu", 1, cpu))
+    assert found.pids is None and found.pids_reason.endswith(
+        "the pids controller is not delegated to it (cgroup.controllers: hugetlb)"
+    )
 
     with Session.create("v1", found) as session:
         pod = session.pod("ns/p-0", 64 * MiB, 250)
@@ -362,6 +372,51 @@ def test_v1_without_the_controller_mounted(kernel: FakeKernel) -> None:
     found = cgroups.probe(kernel.root, "4:memory:/x\n1:cpu:/\n")
     assert found.memory_reason == f"cgroup v1 memory controller is not mounted under {kernel.root}"
     assert cgroups.probe(kernel.root, "").memory_reason.startswith("no cgroup memory controller")
+
+
+def test_v1_pids_limit_and_its_note_where_it_is_not_enforced(kernel: FakeKernel) -> None:
+    """The per-pod process limit on the v1 pids hierarchy (the kubelet's podPidsLimit as pids.max), its peak read
+    back; where no pids controller can be used it is one note of its own, whatever the pods' limits."""
+    root = kernel.root
+    (root / "memory").mkdir()
+    (root / "pids").mkdir()
+    found = cgroups.probe(root, "5:memory:/\n3:pids:/\n")
+    assert found.pids == Controller("pids", 1, root / "pids") and found.unenforced() == [
+        "cpu limits not enforced: no cgroup cpu controller: /proc/self/cgroup names neither a v1 cpu hierarchy nor v2"
+    ]
+    assert capacity.nproc_limit(found) is None  # the cgroup enforces it: no RLIMIT_NPROC needed
+    with Session.create("v1-pids", found) as session:
+        pod = session.pod("ns/p-0", None, None, watch=True, pids_max=capacity.POD_PIDS_LIMIT)
+        assert pod is not None and len(pod.paths) == 2 and not pod.enforced
+        pids = next(p for p in pod.paths if p.is_relative_to(root / "pids"))
+        assert (pids / "pids.max").read_text() == str(capacity.POD_PIDS_LIMIT)
+        (pids / "pids.peak").write_text("35\n")
+        assert pod.pids_max == capacity.POD_PIDS_LIMIT and pod.pids_peak() == 35
+    off = Controllers(None, None, "m", "c", None, "not writable by uid 65534 (no delegation)")
+    assert off.unenforced(limited=False) == ["pids limits not enforced: not writable by uid 65534 (no delegation)"]
+    assert off.unenforced() == [
+        "memory limits not enforced: m",
+        "cpu limits not enforced: c",
+        "pids limits not enforced: not writable by uid 65534 (no delegation)",
+    ]
+    assert capacity.nproc_limit(off) == capacity.POD_PIDS_LIMIT
+
+
+def test_v1_oom_kills_of_a_group_under_the_pods_count(kernel: FakeKernel) -> None:
+    """v1 counts an OOM kill in the victim's own group only: one in the runtime's group for the container, made
+    under the pod's, is the pod's too."""
+    root = kernel.root
+    memory = root / "memory"
+    memory.mkdir()
+    found = cgroups.probe(root, "5:memory:/\n")
+    with Session.create("v1-nested", found) as session:
+        pod = session.pod("ns/p-0", 64 * MiB, None)
+        assert pod is not None and not pod.oom_killed()
+        [group] = pod.paths
+        kernel.mkdir(group / "runc-container")
+        (group / "runc-container" / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+        (group / "memory.failcnt").write_text("2\n")  # charges of the nested group failed at the pod's limit
+        assert pod.oom_killed() and not pod.machine_oom_killed()
 
 
 def test_stale_groups_of_a_dead_simulator_are_swept(kernel: FakeKernel) -> None:

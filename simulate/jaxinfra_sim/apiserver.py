@@ -21,7 +21,11 @@ The HTTP surface follows kube-apiserver (staging/src/k8s.io/apiserver/pkg/endpoi
 - lists as `<Kind>List` with `metadata.resourceVersion`, selectors as selectors.py; a watch
   streams ADDED events for the current objects (none when the client resumes from the current
   resourceVersion), then holds until `timeoutSeconds`, a new attempt, or `close`;
-- discovery: /api, /api/v1, /apis, /apis/<group>[/<version>], /version, /healthz|livez|readyz.
+- discovery: /api, /api/v1, /apis, /apis/<group>[/<version>], /version, /healthz|livez|readyz;
+- at most `MAX_CONNECTIONS` connections served at once, each on a thread of its own; one more is answered as
+  kube-apiserver answers a request past its in-flight limits (staging/src/k8s.io/apiserver/pkg/server/filters/
+  maxinflight.go @ 04791b49 `tooManyRequests`: 429, `Retry-After: 1`, "Too many requests, please try again later.")
+  and closed, so a pod that opens connections without end holds a bounded number of the server's threads.
 What it holds, and how it lists and selects, is apiobjects.py's; who may read what, rbac.py's.
 Not served: subresources other than `status` (pods/log, exec, ...), EndpointSlices,
 Table/protobuf output, server-side paging (`limit` returns everything, as a server may).
@@ -34,11 +38,13 @@ import datetime
 import gc
 import json
 import os
+import queue
 import signal
 import socket
 import ssl
 import struct
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -62,6 +68,26 @@ SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "
 
 START_TIMEOUT_S = 10.0
 """How long `start` and `publish` wait for the server's answer before giving up on it."""
+MAX_REQUESTS_INFLIGHT = 400
+"""kube-apiserver's `--max-requests-inflight` default: the read-only requests it serves at once."""
+MAX_MUTATING_REQUESTS_INFLIGHT = 200
+"""kube-apiserver's `--max-mutating-requests-inflight` default: the writes it serves at once."""
+MAX_CONNECTIONS = MAX_REQUESTS_INFLIGHT + MAX_MUTATING_REQUESTS_INFLIGHT
+"""The most connections this server serves at once, each holding a thread of its own until it closes. kube-apiserver
+bounds requests, not connections (its goroutines are cheap): read-only ones at 400, writes at 200 (maxinflight.go,
+watches exempt as long-running), or under API Priority and Fairness, on by default, their sum, 600, as the server's
+whole concurrency limit (kube-apiserver's BuildPriorityAndFairness hands utilflowcontrol.New MaxRequestsInFlight +
+MaxMutatingRequestsInFlight). Here a connection's thread is what a request in flight costs, a watch's too, so the
+connections are capped at that sum."""
+RETRY_AFTER_S = 1
+"""The Retry-After of a 429 (maxinflight.go `retryAfter`)."""
+TOO_MANY = b"Too many requests, please try again later.\n"
+"""A 429's body, as Go's http.Error writes maxinflight.go's message (text/plain, a newline added)."""
+OVERFLOW_QUEUE = 64
+"""Connections past the cap waiting for their 429; past these the server accepts nothing more until one is answered
+(the kernel's listen backlog holds them)."""
+REFUSE_TIMEOUT_S = 2.0
+"""How long a connection past the cap may take to send its request before it is closed unanswered."""
 
 
 def status_body(code: int, reason: str, message: str, details: Mapping[str, str] | None = None) -> dict:
@@ -188,7 +214,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, listener: socket.socket, context: ssl.SSLContext, tokens: Mapping[str, Subject], address: str, log_fd: int
+        self,
+        listener: socket.socket,
+        context: ssl.SSLContext,
+        tokens: Mapping[str, Subject],
+        address: str,
+        log_fd: int,
+        max_connections: int = MAX_CONNECTIONS,
     ):
         self.bound: tuple[str, int] = listener.getsockname()[:2]  # (host, port), which the Endpoints name
         super().__init__(self.bound, _Handler, bind_and_activate=False)
@@ -198,6 +230,64 @@ class _Server(ThreadingHTTPServer):
         self.changed = threading.Condition()
         self.generation = 0
         self.snapshot: Snapshot | None = None
+        self.max_connections = max_connections
+        self.slots = threading.BoundedSemaphore(max_connections)  # one per connection served on a thread of its own
+        self.overflow: queue.Queue[Any] = queue.Queue(OVERFLOW_QUEUE)  # connections past the cap, for their 429
+        threading.Thread(target=self._refuse_overflow, name="apiserver-429", daemon=True).start()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        """A thread for the connection while fewer than `max_connections` are served; else it waits for its 429
+        (`_refuse_overflow`), and while that queue is full nothing more is accepted."""
+        if not self.slots.acquire(blocking=False):
+            self.overflow.put((request, client_address))
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+    def _refuse_overflow(self) -> None:
+        """One thread answering each connection past the cap with 429, one at a time, each within
+        `REFUSE_TIMEOUT_S` (a client that sends nothing is closed unanswered)."""
+        while True:
+            request, _ = self.overflow.get()
+            try:
+                self._too_many(request)
+            except (OSError, ValueError):  # a failed handshake (ssl.SSLError is an OSError), a timeout, a reset
+                pass
+            finally:
+                self.shutdown_request(request)
+
+    def _too_many(self, connection: ssl.SSLSocket) -> None:
+        deadline = time.monotonic() + REFUSE_TIMEOUT_S
+        connection.settimeout(REFUSE_TIMEOUT_S)
+        connection.do_handshake()
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 65536:
+            connection.settimeout(max(deadline - time.monotonic(), 0.001))
+            chunk = connection.recv(4096)
+            if not chunk:
+                return
+            head += chunk
+        method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
+        path = rest.rpartition(" ")[0] or rest
+        headers = (
+            "HTTP/1.1 429 Too Many Requests\r\n"
+            "Content-Type: text/plain; charset=utf-8\r\n"
+            "X-Content-Type-Options: nosniff\r\n"
+            f"Retry-After: {RETRY_AFTER_S}\r\n"
+            f"Content-Length: {len(TOO_MANY)}\r\n"
+            "Connection: close\r\n\r\n"
+        ).encode()
+        connection.sendall(headers + (b"" if method == "HEAD" else TOO_MANY))
+        self.log(f"429 {method} {path} - too many connections ({self.max_connections} served at once)")
 
     def publish(self, objects: Sequence[Mapping]) -> None:
         snapshot = Snapshot(objects, self.generation + 1, *self.bound)
@@ -463,8 +553,9 @@ class ApiServer:
     a CA made for the run (trustme), in a process of its own (forked; the simulator itself must
     stay single-threaded because it forks pods), serving `objects` to bearer tokens."""
 
-    def __init__(self, host: str, tokens: Mapping[str, Subject], log: Path):
+    def __init__(self, host: str, tokens: Mapping[str, Subject], log: Path, max_connections: int = MAX_CONNECTIONS):
         self.host, self.tokens, self.log = host, dict(tokens), Path(log)
+        self.max_connections = max_connections
         self._pid: int | None = None
         self._port = 0
         self._ca_pem = b""
@@ -508,7 +599,9 @@ class ApiServer:
                         self._port = listener.getsockname()[1]
                     assert listener is not None
                     _become_server_process((listener.fileno(), from_parent, to_parent), log_fd, parent)
-                    server = _Server(listener, context, self.tokens, f"{self.host}:{self._port}", log_fd)
+                    server = _Server(
+                        listener, context, self.tokens, f"{self.host}:{self._port}", log_fd, self.max_connections
+                    )
                     server.publish(objects)
                     threading.Thread(target=server.serve_forever, name="apiserver", daemon=True).start()
                     server.log(f"serving https://{self.host}:{self._port} (read-only; CA made for this run)")

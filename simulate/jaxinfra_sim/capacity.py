@@ -31,6 +31,15 @@ DEVICE_BYTES = 2 * MIB
 """More per CPU device a process has (its device's buffers and threads)."""
 TASKS_PER_POD = 28
 """Tasks (processes and threads) a pod holds: its shim, and a JAX process's 23 to 26 threads here."""
+POD_PIDS_LIMIT = 1024
+"""The most tasks (processes and threads) one pod may hold: the pids.max of its group (`cgroups`), as the kubelet's
+`--pod-max-pids` (podPidsLimit) sets it on a node. A cluster's default is no limit; here one pod must not fork this
+machine empty (1,500 `sleep` processes from a shell loop did, before). Measured with `jaxinfra simulate
+stacks/cpu_dev.py` (pids.peak of each pod's group, as the report's `limits.pids_peak` shows it): 24 tasks for rank 1,
+35 for rank 0, which also serves the coordination service, on this 2-core machine; 24 and 33 on one core (`taskset -c
+0`). A JAX process's thread pools grow with the cores it may run on, here about 2 tasks a core: extrapolated (not
+measured), a pod on a 256-core machine holds about 550. 1024 fits that with room for a program's own data-loader
+threads and helper processes, and still stops a fork loop at about 1,000."""
 DESCRIPTORS_PER_POD = 6
 """The simulator's descriptors per pod: its control, status, stdout and stderr pipes, its shim's pidfd, its cgroup."""
 DESCRIPTORS_BASE = 256
@@ -135,6 +144,19 @@ def tasks() -> Limit:
         if soft != resource.RLIM_INFINITY and soft - running < best.left:
             best = Limit(max(soft - running, 0), f"ulimit -u {soft}")
     return best
+
+
+def nproc_limit(controllers: cgroups.Controllers | None = None) -> int | None:
+    """The RLIMIT_NPROC to give a pod's container where no pids controller enforces `POD_PIDS_LIMIT` (an
+    unprivileged simulator: nothing delegated), so that a fork loop still stops inside the pod (fork(2) fails with
+    EAGAIN); None where the pids cgroup enforces it (`controllers`: what the session got, else `cgroups.probe()`).
+
+    RLIMIT_NPROC counts the tasks of the process's real uid, and since Linux 5.14 in each user namespace on its own
+    (kernel/ucount.c: the innermost namespace's count against the process's own limit): set in a container's own
+    user namespace it bounds the container's tasks alone. Set without one, it would count every
+    process of the caller's uid (the simulator's and the other pods' too). Root outside a user namespace is exempt."""
+    found = controllers if controllers is not None else cgroups.probe()
+    return None if found.pids is not None else POD_PIDS_LIMIT
 
 
 def _running_tasks() -> int:

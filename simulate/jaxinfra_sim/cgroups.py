@@ -45,7 +45,19 @@ memory.events oom, "the cgroup's memory usage was reached the limit"; v1: memory
 memory.memsw.failcnt, the times a charge failed at this group's own limits, not an ancestor's, or,
 where the kernel keeps those at 0 as this 6.18 one does, its peak, memory.max_usage_in_bytes,
 within `LIMIT_SLACK_BYTES` of its limit): an OOM kill in a pod's group without one is the
-machine's (or an ancestor group's limit: the machine the simulation was given), `machine_oom_killed`.
+machine's (or an ancestor group's limit: the machine the simulation was given), `machine_oom_killed`. On v1 a
+group's count is its own alone (mm/memcontrol.c memcg_memory_event stops at the group outside the default hierarchy),
+so a pod's count sums its group and the groups under it (the OCI runtime's group for its container, made under the
+pod's); on v2 memory.events counts the whole subtree already.
+
+The process limit (the kubelet's `--pod-max-pids`, podPidsLimit: kubernetes pkg/kubelet/cm/
+pod_container_manager_linux.go EnsureExists sets ResourceConfig.PidsLimit on the pod's group, cgroup_manager_linux.go
+writes it as the pids controller's pids.max, v1 and v2 alike): a cluster's default is none (-1), but this machine
+must not be forked empty by one pod, so every pod's group gets `capacity.POD_PIDS_LIMIT` (each container's group
+here, a pod's group on a node). A fork or a new thread past it fails with EAGAIN in that pod only
+(kernel/cgroup/pids.c pids_can_fork). Where no pids controller can be used (unprivileged, nothing delegated),
+`capacity.nproc_limit` gives the value for the container's RLIMIT_NPROC instead, and the report's notes say the
+cgroup does not enforce it.
 """
 
 from __future__ import annotations
@@ -83,27 +95,29 @@ _SETTLE_S = 2.0
 class Controller:
     """One controller this process may make groups for: its cgroup version and this process's own group."""
 
-    name: str  # "memory" or "cpu"
+    name: str  # "memory", "cpu" or "pids"
     version: int  # 1 or 2
     group: Path  # this process's group in the controller's hierarchy: session groups go under it
 
 
 @dataclass(frozen=True)
 class Controllers:
-    """What `probe` found: a usable controller each for memory and cpu, or why there is none (one line)."""
+    """What `probe` found: a usable controller each for memory, cpu and pids, or why there is none (one line)."""
 
     memory: Controller | None
     cpu: Controller | None
     memory_reason: str = ""
     cpu_reason: str = ""
+    pids: Controller | None = None
+    pids_reason: str = ""  # "" with no pids controller: none was looked for (a hand-made Controllers)
 
-    def unenforced(self) -> list[str]:
-        """Lines for the report: which limits the kernel will not enforce here, and why."""
-        return [
-            f"{what} limits not enforced: {why}"
-            for what, c, why in (("memory", self.memory, self.memory_reason), ("cpu", self.cpu, self.cpu_reason))
-            if c is None
-        ]
+    def unenforced(self, limited: bool = True) -> list[str]:
+        """Lines for the report: which limits the kernel will not enforce here, and why, one per limit: memory's and
+        cpu's where a pod has such a limit (`limited`), the simulator's own per-pod process limit always."""
+        asked = [("memory", self.memory, self.memory_reason), ("cpu", self.cpu, self.cpu_reason)] if limited else []
+        if self.pids_reason:
+            asked.append(("pids", self.pids, self.pids_reason))
+        return [f"{what} limits not enforced: {why}" for what, c, why in asked if c is None]
 
 
 _LIMIT_FILE = {
@@ -111,6 +125,8 @@ _LIMIT_FILE = {
     (1, "cpu"): "cpu.cfs_quota_us",
     (2, "memory"): "memory.max",
     (2, "cpu"): "cpu.max",
+    (1, "pids"): "pids.max",
+    (2, "pids"): "pids.max",
 }
 
 
@@ -195,7 +211,7 @@ def membership(self_cgroup: str | None = None) -> tuple[dict[str, tuple[str, str
 
 @functools.cache
 def probe(root: Path = ROOT, self_cgroup: str | None = None) -> Controllers:
-    """Which memory and cpu controllers this process can make limited child groups with, found by trying
+    """Which memory, cpu and pids controllers this process can make limited child groups with, found by trying
     (a throwaway group, made and removed), or why not. Memoised: the answer does not change during a run.
 
     `root` is where the hierarchies are mounted and `self_cgroup` the text of /proc/self/cgroup (read when
@@ -203,7 +219,7 @@ def probe(root: Path = ROOT, self_cgroup: str | None = None) -> Controllers:
     v1, v2_path = membership(self_cgroup)
     found: dict[str, Controller | None] = {}
     reasons: dict[str, str] = {}
-    for name in ("memory", "cpu"):
+    for name in ("memory", "cpu", "pids"):
         if name in v1:
             found[name], reasons[name] = _probe_v1(root, name, *v1[name])
         elif v2_path is not None:
@@ -213,7 +229,7 @@ def probe(root: Path = ROOT, self_cgroup: str | None = None) -> Controllers:
                 None,
                 f"no cgroup {name} controller: /proc/self/cgroup names neither a v1 {name} hierarchy nor v2",
             )
-    return Controllers(found["memory"], found["cpu"], reasons["memory"], reasons["cpu"])
+    return Controllers(found["memory"], found["cpu"], reasons["memory"], reasons["cpu"], found["pids"], reasons["pids"])
 
 
 def _trial(group: Path, limit_file: str, *more: str) -> str:
@@ -350,7 +366,7 @@ def sweep(controllers: Controllers) -> list[Path]:
     A group's creator is the pid in its name; a live pid (possibly reused) keeps it. Simulators in another
     pid namespace sharing the same parent group would look dead: not a layout this project runs."""
     removed = []
-    for parent in {c.group for c in (controllers.memory, controllers.cpu) if c is not None}:
+    for parent in {c.group for c in (controllers.memory, controllers.cpu, controllers.pids) if c is not None}:
         try:
             entries = [Path(e.path) for e in os.scandir(parent) if e.is_dir(follow_symlinks=False)]
         except OSError:
@@ -379,6 +395,8 @@ class PodGroup:
     _oom_base: int = 0
     _limit_base: int = 0  # its own limit's count (v2: memory.events oom; v1: memory.failcnt) when made
     closed: bool = False
+    pids_max: int | None = None  # its process limit (pids.max), where the pids controller enforces one
+    _pids: Path | None = None  # the group holding the pids controller
 
     def enter(self) -> None:
         """Move the calling process (and every thread of it) into the pod's groups: call it in the forked pod
@@ -395,14 +413,28 @@ class PodGroup:
             finally:
                 os.close(fd)
 
+    def adopt(self, pid: int) -> None:
+        """Move process `pid` (a container's first process, made by the OCI runtime in a group of its own beneath
+        this one, not started yet) into the pod's groups, where v1 counts its OOM kills (v1 does not add a child
+        group's to its parent's memory.oom_control)."""
+        for path in self._procs:
+            fd = os.open(path, os.O_WRONLY)
+            try:
+                os.write(fd, str(pid).encode())
+            finally:
+                os.close(fd)
+
     def _oom_kills(self) -> bool:
         """Whether the kernel's OOM killer ended a process of this pod, any of them, for whatever OOM: its
         group's oom_kill count rose, as containerd reads it (v1: memory.oom_control, kernel 4.13 on; v2:
         memory.events)."""
         if self._memory is None:
             return False
-        count = _field(self._memory / ("memory.oom_control" if self.version == 1 else "memory.events"), "oom_kill")
-        return count is not None and count > self._oom_base
+        if self.version == 2:  # the whole subtree's already
+            count = _field(self._memory / "memory.events", "oom_kill")
+            return count is not None and count > self._oom_base
+        counts = [_field(Path(folder) / "memory.oom_control", "oom_kill") for folder, _, _ in os.walk(self._memory)]
+        return sum(c for c in counts if c is not None) > self._oom_base
 
     def _own_limit_reached(self) -> bool:
         """Whether the pod reached its own memory limit (v2: memory.events oom; v1: `_failures`, which only this
@@ -444,6 +476,15 @@ class PodGroup:
         except (OSError, ValueError):
             return None
 
+    def pids_peak(self) -> int | None:
+        """The most tasks (processes and threads) the pod held at once (pids.peak, kernel 6.1 on), or None."""
+        if self._pids is None:
+            return None
+        try:
+            return int(_read(self._pids / "pids.peak"))
+        except (OSError, ValueError):
+            return None
+
     def close(self) -> None:
         """Remove the pod's groups, killing what is left in them (idempotent). Read `oom_killed` first."""
         if not self.closed:
@@ -467,8 +508,8 @@ class Session:
         (after sweeping stale ones). Never raises for want of cgroups: `controllers` then says what is off."""
         controllers = controllers if controllers is not None else probe()
         sweep(controllers)
-        found = {"memory": controllers.memory, "cpu": controllers.cpu}
-        reasons = {"memory": controllers.memory_reason, "cpu": controllers.cpu_reason}
+        found = {"memory": controllers.memory, "cpu": controllers.cpu, "pids": controllers.pids}
+        reasons = {"memory": controllers.memory_reason, "cpu": controllers.cpu_reason, "pids": controllers.pids_reason}
         groups: dict[Path, Path] = {}
         for parent in dict.fromkeys(c.group for c in found.values() if c is not None):
             users = [c for c in found.values() if c is not None and c.group == parent]
@@ -485,38 +526,53 @@ class Session:
                         None,
                         f"cgroup v{c.version} {c.name} at {group}: {_why(e, os.geteuid())}",
                     )
-        session = cls(Controllers(found["memory"], found["cpu"], reasons["memory"], reasons["cpu"]), groups)
+        session = cls(
+            Controllers(
+                found["memory"], found["cpu"], reasons["memory"], reasons["cpu"], found["pids"], reasons["pids"]
+            ),
+            groups,
+        )
         atexit.register(session.close)
         return session
 
     def pod(
-        self, pod_id: str, memory_bytes: int | None, cpu_millis: int | None, watch: bool = False
+        self,
+        pod_id: str,
+        memory_bytes: int | None,
+        cpu_millis: int | None,
+        watch: bool = False,
+        pids_max: int | None = None,
     ) -> PodGroup | None:
-        """A group for one pod with its limits (bytes; millicores), or None when it has none this session
+        """A group for one pod with its limits (bytes; millicores; tasks), or None when it has none this session
         enforces; with `watch`, a memory group without a memory limit too (to see its OOM kills). Each call makes
         a fresh group (a restarted pod gets a new one, as a new container does). Raises OSError where the kernel
         refuses: a limit that cannot be set is not silently dropped."""
-        for value in (memory_bytes, cpu_millis):
+        for value in (memory_bytes, cpu_millis, pids_max):
             if value is not None and value <= 0:
                 raise InvalidArgument(f"a limit must be positive, not {value}")
         memory = self.controllers.memory if memory_bytes is not None or watch else None
         cpu = self.controllers.cpu if cpu_millis is not None else None
-        wanted = [c for c in (memory, cpu) if c is not None]
+        pids = self.controllers.pids if pids_max is not None else None
+        wanted = [c for c in (memory, cpu, pids) if c is not None]
         if not wanted or self.closed:
             return None
         paths: list[Path] = []
         pod = PodGroup(pod_id, wanted[0].version, memory_bytes if memory else None, cpu_millis if cpu else None, ())
+        pod.pids_max = pids_max if pids else None
+        values = {"memory": memory_bytes, "cpu": cpu_millis, "pids": pids_max}
         try:
             for parent in dict.fromkeys(c.group for c in wanted):
                 path = _fresh(self.groups[parent] / safe_name(pod_id))
                 paths.append(path)
                 for c in wanted:
                     if c.group == parent:
-                        value = memory_bytes if c.name == "memory" else cpu_millis
+                        value = values[c.name]
                         if value is not None:  # (a watched group without a memory limit: none to write)
                             _limit(path, c, value)
                         if c.name == "memory":
                             pod._memory = path
+                        elif c.name == "pids":
+                            pod._pids = path
         except OSError:
             for path in paths:
                 _remove_tree(path)
@@ -572,6 +628,8 @@ def _limit(group: Path, c: Controller, value: int) -> None:
             _write(group / "memory.memsw.limit_in_bytes", str(value))
         elif (group / "memory.swappiness").exists():  # no swap accounting: keep the group out of swap
             _write(group / "memory.swappiness", "0")
+    elif c.name == "pids":  # the kubelet's podPidsLimit, v1 and v2 alike (runc fs/pids.go, fs2/pids.go)
+        _write(group / "pids.max", str(value))
     elif c.name == "memory":
         _write(group / "memory.max", str(value))
         if (group / "memory.swap.max").exists():
@@ -589,8 +647,10 @@ def _limit(group: Path, c: Controller, value: int) -> None:
 
 def container_limits(container: Mapping) -> tuple[int | None, int | None]:
     """(memory bytes, cpu millicores) of a container's `resources.limits`, rounded up as the kubelet's
-    Quantity.Value() and MilliValue() do; None where there is none (a request is not a limit), it does not
-    parse, or it is not positive."""
+    Quantity.Value() and MilliValue() do, and as they do saturated at 2**63 - 1 (an int64; the API server stores
+    `memory: 1e5000` as written; kubernetes staging/src/k8s.io/apimachinery/pkg/api/resource/math.go @ 13ab804c6d76,
+    scaledValue and positiveScaleInt64: "Value saturates for a quantity outside int64"); None where there is none (a
+    request is not a limit), it does not parse, or it is not positive."""
     from jaxinfra_sim.inputs import (
         quantity,
     )  # the project's one Quantity parser; imported here to keep this module light
@@ -599,5 +659,9 @@ def container_limits(container: Mapping) -> tuple[int | None, int | None]:
     out: list[int | None] = []
     for key, scale in (("memory", 1), ("cpu", 1000)):
         q = quantity(limits[key]) if key in limits else None
-        out.append(-(-q.numerator * scale // q.denominator) if q is not None and q > 0 else None)
+        out.append(min(-(-q.numerator * scale // q.denominator), MAX_INT64) if q is not None and q > 0 else None)
     return out[0], out[1]
+
+
+MAX_INT64 = 2**63 - 1
+"""The most a limit can be as the kubelet reads it (bytes, millicores)."""

@@ -24,6 +24,10 @@ from jaxinfra_sim.inputs import Objects, fake_uid, quantity, str_value, to_int
 from jaxinfra_sim.platform import standins
 
 _ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # kubelet IsEnvVarName
+MAX_CFS_QUOTA_US = 2**44 - 1
+"""The largest CFS quota the kernel takes (cpu.max, cpu.cfs_quota_us): kernel/sched/core.c tg_set_cfs_bandwidth
+refuses a quota over max_cfs_runtime = MAX_BW microseconds (EINVAL); kernel/sched/sched.h MAX_BW = 2^(64 - BW_SHIFT)
+- 1, BW_SHIFT 20."""
 
 
 def expand(text: str, lookup: Callable[[str], str | None]) -> str:
@@ -309,6 +313,22 @@ def _container(
             )
         )
     memory, cpu = cgroups.container_limits(container)
+    if cpu is not None and cpu * cgroups.CFS_PERIOD_US // 1000 > MAX_CFS_QUOTA_US:
+        problems.append(
+            (
+                "limit|cpu",
+                Problem(
+                    f"{where} container {name} resources.limits.cpu",
+                    ((container.get("resources") or {}).get("limits") or {}).get("cpu"),
+                    "RunContainerError: its CFS quota (millicores x 100 us a 100 ms period, the kubelet's "
+                    "MilliCPUToQuota) is past the most the kernel takes, 2^44 - 1 us (about 175.9 million CPUs), "
+                    "so the container runtime cannot create the container (and past 2^63 / 100,000 millicores "
+                    "the kubelet's int64 quota overflows)",
+                    "set a CPU limit a node can give, or none",
+                ),
+            )
+        )
+        cpu = None
     init = path.startswith("spec.initContainers")
     return model.Container(
         name=name,
@@ -323,6 +343,7 @@ def _container(
         memory_limit=memory,
         cpu_millis=cpu,
         probes=probes(container),
+        ephemeral_limit=str(((container.get("resources") or {}).get("limits") or {}).get("ephemeral-storage") or ""),
         ports={
             str(p["name"]): int(p["containerPort"])
             for p in container.get("ports") or ()

@@ -1,4 +1,4 @@
-"""The node a simulation's pods share on this machine: the kernel's memory and CPU controller
+"""The node a simulation's pods share on this machine: the kernel's memory, CPU and pids controller
 groups that enforce their limits and see their OOM kills (`cgroups`), and the pod network they listen on (`netns`).
 
 Made once per simulation, before any pod starts, and closed after the last one, whatever happens;
@@ -11,10 +11,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from jaxinfra_sim import cgroups, model
+from jaxinfra_sim import capacity, cgroups, model
 
 if TYPE_CHECKING:
     from jaxinfra_sim.netns import Network
+
+
+def _nproc(note: str) -> str:
+    """Where no pids group can be had, each container's own RLIMIT_NPROC stands in (`Node.nproc`): the note says so."""
+    head = "pids limits not enforced: "
+    if not note.startswith(head):
+        return note
+    return (
+        f"pids limits enforced by RLIMIT_NPROC ({capacity.POD_PIDS_LIMIT} tasks, counted in each container's own "
+        f"user namespace), not by a pids cgroup: {note.removeprefix(head)}"
+    )
 
 
 @dataclass
@@ -27,13 +38,13 @@ class Node:
 
     @classmethod
     def create(cls, name: str, limited: bool) -> Node:
-        """`limited`: some pod has a memory or CPU limit (only then is what this machine does not enforce a note).
-        Groups are made either way: every pod's memory group tells whose process an OOM killer ended."""
+        """`limited`: some pod has a memory or CPU limit (only then is what this machine does not enforce of those a
+        note; the per-pod process limit, every pod's, is a note whenever it is not enforced). Groups are made either
+        way: every pod's memory group tells whose process an OOM killer ended."""
         node = cls()
         try:
             node.groups = cgroups.Session.create(name)
-            if limited:
-                node.notes += node.groups.controllers.unenforced()
+            node.notes += [_nproc(n) for n in node.groups.controllers.unenforced(limited)]
             from jaxinfra_sim import netns
 
             node.network = netns.Network.create()
@@ -47,11 +58,19 @@ class Node:
     def cgroup(self, pod: model.Pod, attempt: int, slot: int = 0) -> cgroups.PodGroup | None:
         """The group enforcing the limits of this pod's container (`slot` 0: its JAX container's, else its other
         container's at that place) in this attempt, and watching its OOM kills (a memory group without a limit
-        for a container without one), where this machine allows it."""
+        for a container without one), where this machine allows it. Its process limit is the simulator's per-pod
+        one (`capacity.POD_PIDS_LIMIT`), given to each container's group: a pod of several containers may hold that
+        many tasks in each."""
         if self.groups is None:
             return None
         name = f"{attempt}-{pod.global_index}" + (f"-{slot}" if slot else "")
-        return self.groups.pod(name, pod.memory_limit, pod.cpu_millis, watch=True)
+        return self.groups.pod(name, pod.memory_limit, pod.cpu_millis, watch=True, pids_max=capacity.POD_PIDS_LIMIT)
+
+    @property
+    def nproc(self) -> int | None:
+        """The process limit a container sets itself (RLIMIT_NPROC) where no pids group enforces the per-pod one
+        (`capacity.nproc_limit`); None where one does."""
+        return capacity.nproc_limit(self.groups.controllers) if self.groups is not None else capacity.POD_PIDS_LIMIT
 
     def connect(self, ip: str, port: int) -> bool:
         """Whether something listens at ip:port, seen from inside the pod network."""

@@ -18,6 +18,7 @@ from jaxinfra import outputs
 from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, CommandFailed
 from jaxinfra_sim.engine import Report, Sources, WorkloadResult, simulate
 from jaxinfra_sim.options import Options
+from jaxinfra_sim.printable import printable
 from jaxinfra_sim.runner import Attempt, Logs, PodRun
 
 STYLE = {
@@ -51,9 +52,9 @@ class Reporter:
             run, stream, line = payload
             if self.keep_logs:
                 self.kept.setdefault(id(run), []).append((stream, line))
-            if self.logs:
+            if self.logs:  # its controls are escaped already (runner._line); again here, as everything a pod said
                 self.console.print(
-                    f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(line)}",
+                    f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(printable(line))}",
                     highlight=False,
                     soft_wrap=True,
                 )
@@ -74,7 +75,7 @@ class Reporter:
             self.live.update(self._table(), refresh=True)
         elif run.phase in ("succeeded", "failed"):
             self.console.print(
-                escape(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else "")),
+                escape(printable(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else ""))),
                 highlight=False,
                 soft_wrap=True,
             )
@@ -90,7 +91,7 @@ class Reporter:
             self.live.stop()
             self.live = None
         self.runs = []
-        verdict = "[green]ok[/]" if attempt.ok else f"[red]failed[/]: {escape(attempt.reason or '')}"
+        verdict = "[green]ok[/]" if attempt.ok else f"[red]failed[/]: {escape(printable(attempt.reason or ''))}"
         self.console.print(
             f"{escape(result.workload.id)} attempt {attempt.index}: {verdict} in {attempt.seconds:.2f} s",
             highlight=False,
@@ -146,8 +147,8 @@ class Reporter:
                 )
             if table.row_count:
                 self.console.print(table)
-            if result.reason:
-                self.console.print(f"  reason: {escape(result.reason)}", highlight=False, soft_wrap=True)
+            if result.reason:  # a reason may quote what a pod said (its last stderr line, a probe's output)
+                self.console.print(f"  reason: {escape(printable(result.reason))}", highlight=False, soft_wrap=True)
             for note in result.workload.notes:
                 self.console.print(f"  note: {escape(note)}", highlight=False, soft_wrap=True)
 
