@@ -393,7 +393,7 @@ def _folders(values: list[str], flag: str, name_of: str, example: str, problems:
 
 def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
     """--image IMAGE=DIR (defaults: [tool.jaxinfra.simulate.images] of ./pyproject.toml, relative to it) and
-    --volume NAME=DIR (created where missing: it is meant to outlive the simulation)."""
+    --volume NAME=DIR (created where missing when a pod mounts it: it is meant to outlive the simulation)."""
     from jaxinfra import stack
 
     table = stack.settings().get("simulate", {})
@@ -421,8 +421,7 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dic
     ]
     if problems:
         raise SpecError(problems)
-    for folder in claims.values():
-        folder.mkdir(parents=True, exist_ok=True)
+    # A missing one is made by the simulator's kubelet when a pod first mounts it, as the container's root's.
     return (
         {image: folder.resolve() for image, folder in images.items()},
         {name: folder.resolve() for name, folder in claims.items()},

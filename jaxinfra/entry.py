@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from jaxinfra import interrupts
+from jaxinfra import descriptors, interrupts
 from jaxinfra.errors import INPUT_ERROR, CommandFailed, JaxinfraError
 
 if TYPE_CHECKING:
@@ -72,6 +72,7 @@ def run(argv: list[str] | None) -> int:
     # Pydantic plugins observe validation for apps; this short-lived command needs none, and
     # discovering them (an entry-point scan) is a tenth of its start-up. Typer does the same.
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "1")
+    descriptors.record()  # before this process opens any of its own
     interrupts.install()
     args = sys.argv[1:] if argv is None else list(argv)
     if args[:1] == ["--version"]:

@@ -164,6 +164,7 @@ SIMULATOR_ALLOWED = {
     "yamlio",  # decoding, as the API server's front door does
     "yamlsurvey",
     "interrupts",  # signal handling
+    "descriptors",  # what the caller passed down, which no pod may hold
     "quantity",
     "podresources",  # a pod's effective requests, as Kueue and ResourceQuota count them
     "admission",  # the API server's steps (defaulting, webhooks, validation, admission)

@@ -26,7 +26,7 @@ import pytest
 
 from jaxinfra import cli, yamlio
 from jaxinfra.errors import SpecError
-from jaxinfra_sim import rootfs
+from jaxinfra_sim import rootfs, runtime
 from jaxinfra_sim.emulation import emulate
 from jaxinfra_sim.inputs import load_files
 from jaxinfra_sim.platform import gcsfuse, standins
@@ -168,6 +168,7 @@ def test_a_read_only_host_path_cannot_be_written(tmp_path: Path) -> None:
 def test_host_path_maps_a_folder_of_yours(tmp_path: Path) -> None:
     mine = tmp_path / "shared"
     mine.mkdir()
+    mine.chmod(0o777)  # as root the container's root is a shifted id (runtime.id_base()): the folder must let it write
     (mine / "canary").write_text("from the user\n")
     text = job(
         "grep -q 'from the user' /mnt/shared/canary && echo written > /mnt/shared/out",
@@ -180,6 +181,9 @@ def test_host_path_maps_a_folder_of_yours(tmp_path: Path) -> None:
     assert rc == 0, out
     assert (mine / "out").read_text() == "written\n", "the pod wrote into the folder the user mapped"
     assert any(f"is {mine} (--host-path), read-write" in n for n in report["notes"]), report["notes"]
+    if os.getuid() == 0:
+        assert (mine / "out").stat().st_uid == runtime.id_base()  # the container's root's, not the machine's
+        assert any(f"{mine} is written as that id" in n for n in report["notes"]), report["notes"]
 
 
 def test_a_mapped_host_path_of_the_wrong_type_stops_before_anything_starts(tmp_path: Path) -> None:

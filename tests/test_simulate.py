@@ -264,24 +264,26 @@ def test_indexed_job_budget_counts_every_pod_of_the_group(tmp_path: Path) -> Non
     assert rc == 1 and w["restarts"] == 0 and "backoffLimit (0) exceeded" in w["reason"]
 
 
-def _session(sid: int) -> dict[int, int]:
-    """Every live process of a session, by pid, with its process group (a pod is its own process group,
-    not its own session)."""
+def _marked(marker: str) -> dict[int, int]:
+    """Every live process whose environment names `marker` (the run's TMPDIR: the command, its prefork child and every
+    pod's process, forks of it), by pid, with its session."""
     found = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for entry in Path("/proc").glob("[0-9]*"):
         try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if marker.encode() not in (entry / "environ").read_bytes():
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found[int(stat.parent.name)] = int(fields[2])
+        if fields[0] != "Z":
+            found[int(entry.name)] = int(fields[3])
     return found
 
 
-def _pod_processes(sid: int) -> int:
-    """The processes of the pods (each pod's shim and its container, in a process group of their own). The
-    command's own short-lived helpers (ctypes' ldconfig, the sandbox check) stay in its group: not counted."""
-    return sum(group != sid for group in _session(sid).values())
+def _pod_processes(sid: int, marker: str) -> int:
+    """The processes of the pods: each pod's shim and its container, in a session of their own (no terminal of the
+    caller's), unlike the command's own (its session, `sid`)."""
+    return sum(session != sid for session in _marked(marker).values())
 
 
 @pytest.mark.parametrize(
@@ -314,15 +316,15 @@ def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: boo
     )
     try:
         deadline = time.monotonic() + 60
-        while _pod_processes(proc.pid) < 4 and time.monotonic() < deadline:  # two pods: shim and container each
+        while _pod_processes(proc.pid, str(scratch)) < 4 and time.monotonic() < deadline:  # 2 pods: shim, container
             time.sleep(0.05)
-        assert _pod_processes(proc.pid) >= 4, f"the pods never started: {_session(proc.pid)}"
+        assert _pod_processes(proc.pid, str(scratch)) >= 4, f"the pods never started: {_marked(str(scratch))}"
         (os.killpg if whole_group else os.kill)(proc.pid, signum)
         assert proc.wait(timeout=20) == status
         assert "Traceback" not in proc.stderr.read().decode()
-        assert _session(proc.pid) == {} and list(scratch.iterdir()) == []
+        assert _marked(str(scratch)) == {} and list(scratch.iterdir()) == []
     finally:  # whatever the outcome, nothing of this test outlives it
-        for pid in _session(proc.pid):
+        for pid in _marked(str(scratch)):
             os.kill(pid, signal.SIGKILL)
         proc.wait()
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import gc
 import json
 import os
+import resource
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -23,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from jaxinfra import interrupts
-from jaxinfra_sim import dns, image, model, paths, rootfs, sandbox, shim, volumes
+from jaxinfra import descriptors, interrupts
+from jaxinfra_sim import dns, image, model, paths, rootfs, runtime, sandbox, shim, subpath, volumes
 from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.platform import gke_tpu, standins
 from jaxinfra_sim.security import Security
@@ -66,6 +69,8 @@ class Container:
     fail: bool = False  # --fail: exit 1 at start
     hang: bool = False  # --hang: stop making progress
     own_command: bool = False  # run its own command (--run-command; every container but the probe's)
+    runtime: runtime.Runtime | None = None  # the OCI runtime its own command runs under
+    name: str = ""  # its id for the runtime, unique in the simulation
 
     @property
     def cwd(self) -> Path:
@@ -84,12 +89,16 @@ def prepare(
     storage: Callable[[model.Mount], Path],
     sandbox_name: str = "sandbox",
     own_command: bool = False,
+    oci: runtime.Runtime | None = None,
 ) -> Container:
     """A (re)started container's files: a fresh sandbox folder `pod_dir/sandbox_name` (one per container of the pod;
     an emptyDir, in `pod_dir`, is the pod's and outlives them), the hosts file with the cluster's DNS `records`, the
     token volume, each volume's source; for a platform image the simulator stands in for, its image's top layer
     (`platform.standins`) unless --image names one."""
     folder = pod_dir / sandbox_name
+    # As root under the OCI runtime the container's ids are the machine's from runtime.id_base() on: what the kubelet
+    # makes as root is made as the container's root.
+    shift = runtime.id_base() if oci is not None and own_command and os.geteuid() == 0 else 0
     shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True)
     hosts = folder / "hosts"
@@ -100,7 +109,7 @@ def prepare(
         folder,
         hosts,
         token,
-        _volumes(pod, pod_dir, folder, storage),
+        _volumes(pod, pod_dir, folder, storage, shift),
         options.images.get(pod.image) or standins.layer(pod.image, folder / "image"),
         pod.working_dir or "/",
         pod.security,
@@ -114,63 +123,106 @@ def prepare(
         bool(faults.lookup(faults.fail, pod)),
         bool(faults.lookup(faults.hang, pod)),
         own_command,
+        oci if own_command else None,
+        "-".join(folder.parts[-3:]),
     )
 
 
 def _volumes(
-    pod: model.Pod, pod_dir: Path, folder: Path, storage: Callable[[model.Mount], Path]
-) -> list[tuple[Path, str, bool]]:
+    pod: model.Pod, pod_dir: Path, folder: Path, storage: Callable[[model.Mount], Path], shift: int = 0
+) -> list[tuple[subpath.Source, str, bool]]:
     """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
     bucket with the simulation (or in --volume's folder), a hostPath with its node (or in --host-path's folder), a
-    configMap/secret/downwardAPI volume's files are written afresh at each start. Folders are named by
-    `paths.safe_name`, and every path the manifest joins onto one (a file's, a subPath, a hostPath's path) stays
-    inside it (`paths.inside`, which raises `paths.UnsafePath` otherwise). A hostPath of the node's kernel
-    filesystems is not among them (`_views`)."""
+    configMap/secret/downwardAPI volume's files are written afresh at each start, each with its mode (defaultMode,
+    items[].mode: 0644 unless set). Folders are named by `paths.safe_name`, and every path the manifest joins onto one
+    (a file's, a subPath, a hostPath's path) stays inside it (`paths.inside`, which raises `paths.UnsafePath`
+    otherwise), its symlinks evaluated once, here; from then on it is reached by descriptor only (`subpath`): what is
+    created beneath a volume is made without following a symlink, and the container's start binds each source from
+    a descriptor opened beneath its trusted folder (`subpath.Source`), so a container that swaps a folder for a
+    symlink meanwhile gets its start refused, never a folder of this machine. A hostPath of the node's kernel
+    filesystems is not among them (`_views`). `shift`: the machine's id of the container's 0 (its ids are shifted
+    under the OCI runtime as root), which owns what the kubelet makes as root (`_own`)."""
     out = []
     for m in pod.mounts:
         what = f"{pod.workload} pod {pod.hostname} volume {m.volume}"
         if m.kind == "hostPath" and volumes.kernel_view(m.key) is not None:
             continue
         if m.kind == "hostPath":
-            source = storage(m)
             with _guarded(what, m.key):
-                _host_path(source, m)
-        elif m.kind == "emptyDir":
-            source = pod_dir / "volumes" / paths.safe_name(m.volume)
-        elif m.kind == "files":
-            source = folder / "volumes" / paths.safe_name(m.volume)
-            source.mkdir(parents=True, exist_ok=True)
-            for relative, content in m.files:
-                target = paths.inside(source, relative, f"{what} file")
-                with _guarded(f"{what} file", relative):
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(content, encoding="utf-8", errors="surrogateescape")
+                source = _host_path(storage, m, what, shift)
         else:
-            source = storage(m)
-        if m.kind != "hostPath":
-            source.mkdir(parents=True, exist_ok=True)
-            _own(source, m, pod.security)
-        if m.sub_path:  # the kubelet creates a missing subPath as a folder
-            source = paths.inside(source, m.sub_path, f"{what} subPath")
+            if m.kind == "emptyDir":
+                root = pod_dir / "volumes" / paths.safe_name(m.volume)
+            elif m.kind == "files":
+                root = folder / "volumes" / paths.safe_name(m.volume)
+            else:
+                root = storage(m)
+            made = not root.exists()  # a folder of the simulation's (a user's --volume DIR stays as it is)
+            root.mkdir(parents=True, exist_ok=True)
+            if made and shift:
+                os.chown(root, shift, shift)
+            source = subpath.Source(Path(os.path.realpath(root)), "", what)
+            if m.kind == "files":  # the kubelet's atomic writer: each file with its mode (fchmod, not the umask)
+                modes = dict(m.modes)
+                top = subpath.open_root(source.root)
+                try:
+                    for relative, content in m.files:
+                        paths.inside(source.root, relative, f"{what} file")
+                        with _guarded(f"{what} file", relative):
+                            data = content.encode("utf-8", "surrogateescape")
+                            subpath.write_file(top, relative, data, modes.get(relative, volumes.DEFAULT_MODE))
+                finally:
+                    os.close(top)
+            _own(source.root, m, pod.security, shift)
+        if m.sub_path:  # the kubelet creates a missing subPath as a folder, with its volume's mode (SafeMakeDir)
+            inner = subpath.resolve(source.path, m.sub_path, f"{what} subPath")  # within the volume, links read once
             with _guarded(f"{what} subPath", m.sub_path):
-                source.mkdir(parents=True, exist_ok=True)
+                top = subpath.open_root(source.root)
+                try:
+                    volume = subpath.open_beneath(top, source.relative)
+                finally:
+                    os.close(top)
+                try:
+                    mode = stat.S_IMODE(os.fstat(volume).st_mode)
+                    os.close(subpath.make_dirs(volume, os.path.relpath(inner.path, source.path), mode, shift or None))
+                finally:
+                    os.close(volume)
+            source = subpath.Source(source.root, os.path.relpath(inner.path, source.root), inner.what)
         out.append((source, m.path, m.read_only))
     return out
 
 
-def _host_path(source: Path, mount: model.Mount) -> None:
+def _host_path(storage: Callable[[model.Mount], Path], mount: model.Mount, what: str, shift: int) -> subpath.Source:
     """A hostPath's path on its node's own folder as the kubelet and containerd leave it before the mount
     (`volumes.py` cites them): a missing one made, a file for the types whose path is not a folder (an empty file
-    stands in for a node's File, Socket or device), else a folder. What exists is left as it is (a mapped folder,
+    stands in for a node's File, Socket or device), else a folder, each folder on the way 0755 — all beneath the
+    node's folder, never through a symlink (`subpath.make_dirs`). What exists is left as it is (a mapped folder,
     what an earlier container left on the node), its type checked before anything started (mapped) or the
-    container's own doing; neither ownership nor mode is changed (the kubelet manages no hostPath)."""
-    if source.exists() or source.is_symlink():
-        return
-    source.parent.mkdir(parents=True, exist_ok=True)
-    if mount.host_type in volumes.HOST_PATH_FILES:
-        source.touch(mode=0o644)
-    else:
-        source.mkdir(mode=0o755)
+    container's own doing; neither ownership nor mode is changed (the kubelet manages no hostPath). Its source: the
+    node's folder and the path beneath it (`storage` evaluated its symlinks once, within the node's folder), or the
+    folder (or file) --host-path names, the user's own."""
+    found = storage(mount)
+    node = storage(dataclasses.replace(mount, key=""))  # the node's folder itself: "" is never a --host-path
+    if found != node and not found.is_relative_to(node):  # --host-path: the user's folder, trusted as it is
+        return subpath.Source(found.parent, found.name, what)
+    source = subpath.Source(node, os.path.relpath(found, node), what)
+    if not node.exists():  # the node's own root folder, its root's (the container's, shifted)
+        node.mkdir(parents=True)
+        if shift:
+            os.chown(node, shift, shift)
+    top = subpath.open_root(node)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.close(subpath.open_beneath(top, source.relative))
+            return source
+        if mount.host_type in volumes.HOST_PATH_FILES:
+            with contextlib.suppress(FileExistsError):  # made meanwhile: left as it is
+                subpath.write_file(top, source.relative, b"", 0o644, shift or None)
+        else:  # made by the node's root: as root under the OCI runtime, the container's (`shift`)
+            os.close(subpath.make_dirs(top, source.relative, 0o755, shift or None))
+    finally:
+        os.close(top)
+    return source
 
 
 def _views(pod: model.Pod) -> tuple[tuple[str, str], ...]:
@@ -184,32 +236,48 @@ def _views(pod: model.Pod) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _own(source: Path, mount: model.Mount, security: Security) -> None:
-    """A writable volume's ownership as the kubelet leaves it: an emptyDir is world-writable (pkg/volume/emptydir:
-    0777); with the pod's fsGroup, its files and a claim's or bucket's are that group's, group-writable and setgid on
-    folders (pkg/volume/volume_linux.go SetVolumeOwnership), else as they are — a `--volume NAME=DIR` too, as the
-    kubelet does to the disk it stands for. Only root can give them away; unprivileged, the container's ids are the
-    caller's, who owns them already."""
-    if mount.read_only or mount.kind == "files":
+def _own(source: Path, mount: model.Mount, security: Security, shift: int = 0) -> None:
+    """A volume's ownership as the kubelet leaves it: an emptyDir is world-writable (pkg/volume/emptydir: 0777);
+    with the pod's fsGroup, its files and a claim's or bucket's are that group's, group-writable and setgid on
+    folders, and a configMap/secret/downwardAPI volume's files that group's and group-readable whatever their mode
+    (pkg/volume/volume_linux.go SetVolumeOwnership, changeFilePermission: roMask 0440 for a read-only volume), else as
+    they are — a `--volume NAME=DIR` too, as the kubelet does to the disk it stands for. The walk goes by descriptors
+    (`subpath.give_tree`): a symlink is never followed, not even one a container swaps in while it runs, and an entry
+    gone meanwhile is skipped. Only root can give them away; unprivileged, the container's ids are the caller's, who
+    owns them already. With a `shift`, the kubelet's root is the container's (the machine's `shift`), and so is the
+    fsGroup: `shift` + fsGroup."""
+    files = mount.kind == "files"
+    if (mount.read_only and not files) or mount.kind == "hostPath":
         return
     if mount.kind == "emptyDir":
         source.chmod(0o777)
-    if security.fs_group is None or os.geteuid() != 0:
+    if os.geteuid() != 0 or (security.fs_group is None and not (shift and files)):
         return
-    for folder, _dirs, files in os.walk(source):
-        for name in [folder, *(os.path.join(folder, f) for f in files)]:
-            if os.path.islink(name):
-                continue
-            os.chown(name, -1, security.fs_group, follow_symlinks=False)
-            mode = os.stat(name, follow_symlinks=False).st_mode
-            os.chmod(name, (mode | 0o060 | (0o2010 if name == folder else 0)) & 0o7777)
+    top = subpath.open_root(source)
+    try:
+        if security.fs_group is None:  # the kubelet's files, root's: the container's root's
+            subpath.give_tree(top, shift, 0, 0, owner=shift)
+        else:
+            group = shift + security.fs_group
+            owner = shift if files and shift else None  # only the kubelet's own files change owner
+            subpath.give_tree(top, group, 0o440 if files else 0o060, 0o2550 if files else 0o2070, owner=owner)
+    finally:
+        os.close(top)
 
 
 @contextlib.contextmanager
 def _guarded(what: str, relative: str) -> Iterator[None]:
-    """Around creating what a manifest path names: an OSError (a file in the way, a name too long) is its problem."""
+    """Around creating what a manifest path names: a symlink met on the way (a container swapped a folder for one
+    since its path was checked) or another OSError (a file in the way, a name too long) is its problem."""
     try:
         yield
+    except subpath.Unsafe as err:
+        raise paths.UnsafePath(
+            what,
+            relative,
+            f"{err.strerror}: it changed since the kubelet checked it, and the kubelet never follows a symlink there",
+            "leave no symlink on the way to a volume's path (a container that swaps one in: the kubelet refuses it)",
+        ) from None
     except OSError as err:
         raise paths.UnsafePath(
             what,
@@ -231,6 +299,9 @@ def become(
     workload: model.Workload,
     handshake: sandbox.Handshake | None = None,
     joins: Sequence[Callable[[], None]] = (),
+    subordinate: tuple[tuple[int, int], tuple[int, int]] | None = None,
+    adopt: Callable[[int], None] | None = None,
+    nproc: int | None = None,
 ) -> NoReturn:
     """In the forked pod process: join what the simulation shares (`joins`: its cgroup, its pod network), enter the
     pod's sandbox, fork the container's PID 1 there (this process stays as its shim, serving `control`), become the
@@ -239,8 +310,11 @@ def become(
     try:
         for signum in interrupts.STOPS:  # the simulator's own handlers are not the container's
             signal.signal(signum, signal.SIG_DFL)
-        os.setpgid(0, 0)
+        os.setsid()  # a session of its own: the caller's terminal is not the container's
         interrupts.release()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         pod, env = c.pod, c.env
@@ -251,7 +325,16 @@ def become(
         # Only those: libraries' own descriptors (gRPC's at-fork state, for one) must survive.
         for fd in inherited:
             os.close(fd)
+        for fd in descriptors.caller():  # the caller's own (a shell's `3>file`): never a container's
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if c.runtime is not None:
+            if handshake is not None:  # its ids are the runtime's to map
+                handshake.close()
+            _contained(c, c.runtime, control, status_w, subordinate, adopt, nproc)
         cwd = sandbox.enter(isolation, c.spec, handshake)  # while this process has one thread
+        if nproc is not None:  # no pids group: counted in the pod's own user namespace, made just now (`runtime`)
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         shim.fork_init(control)
         sandbox.start(isolation, c.spec, cwd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # fresh objects: the parent's locks stay behind
@@ -305,6 +388,42 @@ def become(
             os._exit(code)
 
 
+def _contained(
+    c: Container,
+    rt: runtime.Runtime,
+    control: int,
+    status_w: int,
+    subordinate: tuple[tuple[int, int], tuple[int, int]] | None,
+    adopt: Callable[[int], None] | None,
+    nproc: int | None,
+) -> NoReturn:
+    """The container under the OCI runtime: its root built in a mount namespace of this process's (its volumes bound
+    by descriptor), its bundle written, then `runc create` and `start`; this process stays as its shim."""
+    # The simulator's objects this fork inherited must never close a descriptor: once their numbers are closed
+    # below and reused (for /dev/null, a runc pipe), a file object's finalizer run by the collector would close ours.
+    gc.disable()
+    keep = sorted({0, 1, 2, control, status_w})
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)  # nothing of the simulator's reaches the runtime or the container
+    root = os.geteuid() == 0  # the machine's root (the container's ids shifted), not root of a user namespace
+    sandbox.node_mounts(subordinate)
+    libc = ctypes.CDLL(None, use_errno=True)
+    owner = (runtime.id_base(), runtime.id_base()) if root else None
+    idmap = rootfs.id_namespace(libc, runtime.id_base(), runtime.ID_COUNT) if root else None
+    cwd = sandbox.build(libc, c.spec, owner, runtime=True, idmap=idmap)
+    bundle = c.spec.scratch / "bundle"
+    bundle.mkdir()
+    argv = [*c.pod.command, *c.pod.args]
+    proc = runtime.process(argv, c.env, cwd, c.pod.security, nproc)
+    config = runtime.config(proc, c.spec.scratch / "root", c.spec.hostname, c.pod.security, c.spec.views, root, c.name)
+    runtime.write(bundle, "config.json", config)
+
+    def started() -> None:
+        os.write(status_w, (json.dumps({"phase": "running"}) + "\n").encode())
+
+    shim.run_container(rt, c.name, bundle, control, started, adopt)
+
+
 def _wrapped_env(pod: model.Pod, env: Mapping[str, str]) -> dict[str, str]:
     """Run the pod's entrypoint wrapper with `env -0` as the program it execs: the environment the program would get."""
     done = subprocess.run(
@@ -318,7 +437,16 @@ def _wrapped_env(pod: model.Pod, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def init_timeout(env: Mapping[str, str], options: Options) -> float:
-    value = float(env.get("JAX_INITIALIZATION_TIMEOUT", "300") or 300)
+    """The seconds a pod's JAX waits for its group (capped by --init-timeout): JAX_INITIALIZATION_TIMEOUT as a program
+    following the env contract passes it (`inputs.jax_init_timeout`: `int()`, within jaxlib's C++ int), else JAX's
+    own default, 300 s (jax/_src/distributed.py): JAX reads no such variable itself. A value that program cannot pass
+    is the workload's problem before anything starts (`controllers.init_timeout_problems`); never an exception here,
+    which the runner's stuck check and the probe's spec both call."""
+    from jaxinfra_sim.inputs import INIT_TIMEOUT, JAX_INIT_TIMEOUT, jax_init_timeout
+
+    raw = env.get(INIT_TIMEOUT)
+    parsed = jax_init_timeout(raw) if raw else None
+    value = float(JAX_INIT_TIMEOUT if parsed is None else parsed)
     return min(value, options.init_timeout) if options.init_timeout else value
 
 

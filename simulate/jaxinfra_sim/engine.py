@@ -20,12 +20,12 @@ from jaxinfra.errors import Problem, Refused
 
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
-from jaxinfra_sim import capacity, controllers, model, paths, rootfs, sandbox, volumes
+from jaxinfra_sim import capacity, controllers, eviction, model, paths, rootfs, runtime, sandbox, volumes
 from jaxinfra_sim.container import Credentials
 from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
 from jaxinfra_sim.emulation import API_PORT, emulate
-from jaxinfra_sim.errors import MachineLimit
+from jaxinfra_sim.errors import MachineLimit, Unavailable
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Options
 from jaxinfra_sim.platform import standins
@@ -336,6 +336,40 @@ def _start_api_server(sim: _Simulation, runnable: Sequence[WorkloadResult]) -> N
     sim.credentials = Credentials(sim.server.ca_pem, tokens)
 
 
+def _shifted_folders(options: Options) -> list[str]:
+    """As root, the folders the user mapped are written as the containers' shifted ids, not the machine's root: the
+    one note that says so."""
+    mapped = sorted({str(p) for p in [*options.volumes.values(), *options.host_paths.values()]})
+    if os.geteuid() != 0 or not mapped:
+        return []
+    return [
+        f"a container's root is this machine's uid {runtime.id_base()} here (its own user namespace, never the "
+        f"machine's root): {', '.join(mapped)} is written as that id, so a folder it must write needs to be writable "
+        "by it (chmod o+w), and what it leaves there is that id's"
+    ]
+
+
+def _check_ids(runnable: Sequence[WorkloadResult], node: Node) -> None:
+    """Unprivileged, every container's uid, gid and groups must be ids the pods' user namespace maps (0, the caller,
+    and its subordinate ids): `Unavailable` (exit 3) names the first container that needs more, and the fix."""
+    if os.geteuid() == 0:
+        return
+    subordinate = node.network.subordinate if node.network is not None else None
+    for r in runnable:
+        for pod in r.workload.pods:
+            for c in (pod, *(pod.as_container(o) for o in pod.others)):
+                s = c.security
+                missing = runtime.unmapped({s.uid, s.gid, *s.groups}, subordinate)
+                if missing:
+                    have = f"only {subordinate[0][1]} subordinate ids" if subordinate else "none (/etc/subuid)"
+                    raise Unavailable(
+                        f"pod {pod.hostname} runs as ids {sorted(missing)}, which a container of an unprivileged user "
+                        f"needs from its subordinate ids, and this user has {have}",
+                        "sudo usermod --add-subuids 100000-165535 --add-subgids 100000-165535 $USER (and Debian's "
+                        "uidmap package), or run jaxinfra simulate as root",
+                    )
+
+
 def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (all the YAML, or one stack) is one cluster."""
     started = time.monotonic()
@@ -348,7 +382,13 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     if runnable and not report.problems and not report.refused:
         admit(runnable, options)
         isolation = sandbox.preflight()  # before anything runs: can pods get their own /etc/hosts here?
-        with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-") as tmp:
+        if options.run_command:
+            runtime.binary()  # the OCI runtime their own commands run under
+        parent = runtime.scratch_parent() if options.run_command else None
+        with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-", dir=parent) as tmp:
+            # Searchable (not readable) by others: as root, the OCI runtime reaches each container's root as the
+            # container's own ids (`runtime.ID_BASE`), not the machine's root.
+            os.chmod(tmp, 0o711)
             seed = random.SystemRandom().randrange(1, 255)
             sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (f"127.{seed}.255.1", API_PORT))
             try:
@@ -363,6 +403,10 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                 )
                 sim.node = Node.create(f"{os.getpid()}-{seed}", limited)
                 report.notes.extend(sim.node.notes)
+                report.notes.extend(eviction.notes(p for r in runnable for p in r.workload.pods))
+                if options.run_command:
+                    _check_ids(runnable, sim.node)
+                    report.notes.extend(_shifted_folders(options))
                 _start_api_server(sim, runnable)
                 if not options.run_command:
                     preload()

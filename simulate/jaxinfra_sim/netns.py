@@ -117,6 +117,12 @@ class Network:
         self.egress_note: str = report.get("note", NO_EGRESS)
         self.low_ports: bool = bool(report.get("low_ports"))
         self.ping: bool = bool(report.get("ping"))
+        found = report.get("subordinate")
+        # The caller's subordinate (uid, gid) ranges, (first, count) each, that its user namespace maps as themselves
+        # (`netns_holder.subordinate_ids`); None: only the caller's own ids.
+        self.subordinate: tuple[tuple[int, int], tuple[int, int]] | None = (
+            ((found[0][0], found[0][1]), (found[1][0], found[1][1])) if found else None
+        )
         self._owner = os.getpid()
         self._lock = threading.Lock()
         self._seq = 0

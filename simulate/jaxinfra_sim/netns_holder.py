@@ -15,13 +15,16 @@ import errno
 import fcntl
 import json
 import os
+import pwd
 import select
+import shutil
 import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 CLONE_NEWUSER = 0x10000000
@@ -145,20 +148,79 @@ def lo_up() -> None:
             fcntl.ioctl(s, SIOCSIFFLAGS, _IFREQ.pack(b"lo", flags | IFF_UP))
 
 
+def subordinate_ids(uid: int) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """The caller's subordinate uid and gid ranges, (first, count) each, from /etc/subuid and /etc/subgid (by name or
+    number), where newuidmap and newgidmap (shadow's uidmap package) can hand them out; None otherwise."""
+    if not (shutil.which("newuidmap") and shutil.which("newgidmap")):
+        return None
+    try:
+        name = pwd.getpwuid(uid).pw_name
+    except KeyError:
+        name = str(uid)
+    found = []
+    for path in ("/etc/subuid", "/etc/subgid"):
+        try:
+            lines = open(path, encoding="utf-8").read().splitlines()
+        except OSError:
+            return None
+        ranges = [
+            (int(f[1]), int(f[2]))
+            for f in (line.split(":") for line in lines)
+            if len(f) == 3 and f[0] in (name, str(uid)) and f[1].isdigit() and f[2].isdigit() and int(f[2]) > 0
+        ]
+        if not ranges:
+            return None
+        found.append(ranges[0])
+    return found[0], found[1]
+
+
+def _map_by_helper(uid: int, gid: int, ids: tuple[tuple[int, int], tuple[int, int]]) -> Callable[[bool], bool]:
+    """Fork, before unshare(2), the child that will write this process's id maps with newuidmap and newgidmap once
+    asked (only a process outside a user namespace may): the caller's own ids and its subordinate ranges, each as
+    itself. Returns the call that asks it and says whether it worked."""
+    ask_r, ask_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ask_w)
+        ok = os.read(ask_r, 1) == b"m"
+        target = str(os.getppid())
+        (us, uc), (gs, gc) = ids
+        for tool, own, first, count in (("newuidmap", uid, us, uc), ("newgidmap", gid, gs, gc)):
+            argv = [tool, target, str(own), str(own), "1", str(first), str(first), str(count)]
+            ok = ok and subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False).returncode == 0
+        os._exit(0 if ok else 1)
+    os.close(ask_r)
+
+    def ask(go: bool) -> bool:
+        os.write(ask_w, b"m" if go else b"x")
+        os.close(ask_w)
+        _, status = os.waitpid(pid, 0)
+        return status == 0
+
+    return ask
+
+
 def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
-    """Leave the machine's network namespace by the first strategy that works; the report for the simulator."""
+    """Leave the machine's network namespace by the first strategy that works; the report for the simulator.
+    Unprivileged, the user namespace also maps the caller's subordinate ids where it has some (`subordinate_ids`), so
+    that pods' containers, nested in it, may run as other ids than the caller's."""
     libc = load_libc()
     uid, gid = os.getuid(), os.getgid()
+    ids = subordinate_ids(uid) if os.geteuid() != 0 else None
     attempts: list[dict[str, Any]] = []
     for strategy in strategies:
+        helper = _map_by_helper(uid, gid, ids) if strategy == "user" and ids is not None else None
         if libc.unshare(STRATEGIES[strategy]) == 0:
             break
         attempts.append({"strategy": strategy, "step": f"unshare({strategy})", "errno": ctypes.get_errno()})
+        if helper is not None:
+            helper(False)
     else:
         return {"ok": False, "attempts": attempts}
     step = ""
+    mapped = helper(True) if helper is not None else False
     try:
-        if strategy == "user":  # only ourselves: nothing is gained outside the namespace
+        if strategy == "user" and not mapped:  # only ourselves: nothing is gained outside the namespace
             for step, path, text in (  # noqa: B007 - `step` is read below, when a write fails
                 ("write /proc/self/setgroups", "/proc/self/setgroups", "deny"),
                 ("write /proc/self/uid_map", "/proc/self/uid_map", f"{uid} {uid} 1"),
@@ -177,7 +239,8 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
         name: _try_write(path, text)
         for name, path, text in (("low_ports", LOW_PORTS, "0"), ("ping", PING_GROUPS, groups))
     }
-    return {"ok": True, "strategy": strategy, **opened, "attempts": attempts}
+    subordinate = [list(r) for r in ids] if mapped and ids is not None else None
+    return {"ok": True, "strategy": strategy, **opened, "attempts": attempts, "subordinate": subordinate}
 
 
 class _Egress:

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
-from jaxinfra_sim import model, sandbox
+from jaxinfra_sim import fds, model, runtime
 
 MAX_OUTPUT = 10 * 1024
 """How much of a probe's output the kubelet keeps (pkg/probe/exec maxReadLength, pkg/probe/http maxRespBodyLength)."""
@@ -55,9 +55,10 @@ Joins = tuple[Callable[[], None] | None, Callable[[], None] | None]
 """A container's cgroup's `enter` and the pods' network's `join` (None: not there)."""
 USER_AGENT = "kube-probe/1.34"
 """The kubelet's User-Agent for HTTP probes: kube-probe/<its major>.<minor> (pkg/probe/http/request.go)."""
-NAMESPACES = (("user", 0x10000000), ("mnt", 0x00020000), ("uts", 0x04000000), ("pid_for_children", 0x20000000))
-"""A container's namespaces a probe's command enters, in this order, from its shim (which holds them all: its PID
-namespace is the one its children are made in)."""
+PR_SET_CHILD_SUBREAPER = 36
+CLONE_NEWUSER = 0x10000000
+EXEC_GRACE = 1.0
+"""Seconds an exec probe's process has past its timeout to kill its command and say so, before it is killed."""
 
 
 class Target(Protocol):
@@ -66,6 +67,7 @@ class Target(Protocol):
     pid: int | None  # its shim's
     pod: model.Pod  # the pod as the container sees it: its probes, security, named ports
     cwd: Path | None  # its working directory, inside its root
+    name: str  # its id for the OCI runtime
     env: Mapping[str, str]
     group: Any  # its cgroup (`cgroups.PodGroup`: an exec probe's command joins it), None where there is none
     reaped: bool
@@ -114,11 +116,13 @@ class Prober:
     """Every probe worker of one attempt. `poll` runs those due and returns the containers whose liveness or startup
     probe failed; `started` and `ready` are what the kubelet's status says of a container."""
 
-    def __init__(self, strategy: str, joins: Callable[[Target], Joins]):
+    def __init__(self, strategy: str, joins: Callable[[Target], Joins], oci: runtime.Runtime | None = None):
         """`strategy`: the sandbox's way in (`sandbox.preflight`); `joins`: what a probe process of a container
-        enters first, as the container did: its cgroup (exec only) and the pods' network."""
+        enters first, as the container did: the pods' network (tcpSocket, httpGet); `oci`: the runtime an exec
+        probe's command runs under (`runc exec`)."""
         self.strategy = strategy
         self.joins = joins
+        self.runtime = oci
         self.workers: list[Worker] = []
 
     def watch(self, target: Target, created: float, started: float) -> None:
@@ -211,8 +215,7 @@ class Prober:
     def _spawn(self, w: Worker, now: float) -> _Running | None:
         """Fork the probe's process; None (the kubelet's probe error) where an exec probe has no sandbox to enter."""
         joins = self.joins(w.target)
-        held = _namespaces(w.target) if w.probe.action == "exec" else []
-        if held is None:
+        if w.probe.action == "exec" and (self.runtime is None or not w.target.running):
             w.target.probed[w.probe.kind]["error"] = "the container's sandbox is not there"
             return None
         r, wr = os.pipe()
@@ -220,13 +223,12 @@ class Prober:
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the probe's process
                 os.close(r)
-                _probe_process(w.probe, w.target, self.strategy, joins, held, wr)
+                _probe_process(w.probe, w.target, self.runtime, joins, wr)
         finally:
             os.close(wr)
-            for fd, _ in held:
-                os.close(fd)
         os.set_blocking(r, False)
-        return _Running(pid, r, now + w.probe.timeout)
+        # An exec probe's process ends its command at the timeout itself (its command is not in its process group).
+        return _Running(pid, r, now + w.probe.timeout + (EXEC_GRACE if w.probe.action == "exec" else 0.0))
 
 
 def _finish(run: _Running, now: float) -> tuple[int | None, str] | None:
@@ -273,27 +275,7 @@ def _kill(pid: int) -> None:
 # --- in the probe's process ----------------------------------------------------------------------------------------
 
 
-def _namespaces(target: Target) -> list[tuple[int, int]] | None:
-    """The container's namespaces, opened from its shim while the simulator knows it lives (not reaped: its pid is
-    no one else's): (descriptor, setns flag) each. None where any is still this process's own — the sandbox not made
-    (an exec there would run on the machine): the `running` flag says it is made; this is checked regardless."""
-    held: list[tuple[int, int]] = []
-    try:
-        for name, flag in NAMESPACES:
-            held.append((os.open(f"/proc/{target.pid}/ns/{name}", os.O_RDONLY | os.O_CLOEXEC), flag))
-            own = os.stat(f"/proc/self/ns/{name.removesuffix('_for_children')}")
-            if os.fstat(held[-1][0]).st_ino == own.st_ino:
-                raise OSError("not its own")
-    except OSError:
-        for fd, _ in held:
-            os.close(fd)
-        return None
-    return held
-
-
-def _probe_process(
-    probe: model.Probe, target: Target, strategy: str, joins: Joins, held: list[tuple[int, int]], out: int
-) -> NoReturn:
+def _probe_process(probe: model.Probe, target: Target, oci: runtime.Runtime | None, joins: Joins, out: int) -> NoReturn:
     """Run one probe and end with its outcome (_PASSED, _FAILED, _ERROR), its output on `out`."""
     code = _ERROR
     try:
@@ -303,9 +285,9 @@ def _probe_process(
         os.close(out)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # fresh objects: nothing the simulator buffered
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        cgroup, network = joins
-        if probe.action == "exec":
-            code = _exec(probe, target, strategy, cgroup, network, held)
+        _cgroup, network = joins
+        if probe.action == "exec" and oci is not None:
+            code = _exec(probe, target, oci, network)
         else:
             if network is not None:
                 network()
@@ -339,43 +321,39 @@ def _port(probe: model.Probe, pod: model.Pod) -> int:
     raise _ProbeError(f"couldn't find port {probe.port!r} among the container's ports")
 
 
-def _exec(
-    probe: model.Probe,
-    target: Target,
-    strategy: str,
-    cgroup: Callable[[], None] | None,
-    network: Callable[[], None] | None,
-    held: list[tuple[int, int]],
-) -> int:
-    """The command in the container (containerd's ExecSync, runc exec): its namespaces (`held`), cgroup, identity,
-    env and working directory; the command's exit 0 passes."""
-    libc = ctypes.CDLL(None, use_errno=True)
+def _exec(probe: model.Probe, target: Target, oci: runtime.Runtime, network: Callable[[], None] | None) -> int:
+    """The command in the container, as containerd's ExecSync runs it: `runc exec` (its namespaces, cgroup, identity,
+    env and working directory; a fresh runc process, nothing of the simulator's memory), this process the child
+    subreaper its command is reparented to; past the timeout it is killed and the probe fails. Exit 0 passes.
+    Unprivileged, runc runs where the container's shim ran it: in the user namespace its shim made (through the pods'
+    network's, `sandbox.node_mounts`), as its root."""
     if not probe.command:
         raise _ProbeError("exec probe without a command")
-    for join in (cgroup, network):
-        if join is not None:
-            join()
-    keep = sorted({0, 1, 2, *(fd for fd, _ in held)})
-    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):  # nothing of the simulator's
-        os.closerange(low + 1, high)
-    for fd, flag in held:
-        if libc.setns(fd, flag) != 0:
-            raise _ProbeError(f"enter the container's namespaces: {os.strerror(ctypes.get_errno())}")
-        os.close(fd)
-    argv, env = list(probe.command), dict(target.env)
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the command, in the container's PID namespace
-        try:
-            os.chdir(str(target.cwd or "/"))
-            sandbox.become_user(libc, strategy, target.pod.security)
-            os.execvpe(argv[0], argv, env)
-        except OSError as err:  # as runc exec says it
-            print(
-                f'OCI runtime exec failed: exec failed: unable to start container process: exec: "{argv[0]}": '
-                f"{err.strerror}"
-            )
-        finally:
-            os._exit(127)
+    if os.geteuid() != 0 and network is not None and target.pid is not None:
+        network()
+        shim = os.open(f"/proc/{target.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+        if ctypes.CDLL(None, use_errno=True).setns(shim, CLONE_NEWUSER) != 0:
+            raise _ProbeError(f"enter the container's user namespace: {os.strerror(ctypes.get_errno())}")
+        os.close(shim)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    security = target.pod.security
+    spec = runtime.process(list(probe.command), target.env, str(target.cwd or "/"), security)
+    job = runtime.write(oci.state, f"exec-{os.getpid()}.json", spec)
+    pid_file = oci.state / f"exec-{os.getpid()}.pid"
+    try:
+        argv = oci.argv("exec", "--detach", "--pid-file", str(pid_file), "--process", str(job), target.name)
+        if runtime.run(argv, 1, 2) != 0:
+            return _FAILED
+        pid = int(pid_file.read_text())
+    finally:
+        for made in (job, pid_file):
+            made.unlink(missing_ok=True)
+    handle = os.pidfd_open(pid)
+    if not fds.readable([handle], probe.timeout):
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        print(f"timed out after {probe.timeout} s")
+        return _FAILED
     _, status = os.waitpid(pid, 0)
     return _PASSED if status == 0 else _FAILED
 

@@ -36,6 +36,7 @@ import functools
 import os
 import platform
 import shutil
+import struct
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -53,8 +54,11 @@ MS_BIND = 4096
 MS_REC = 16384
 MNT_DETACH = 2
 
-HIDDEN = ("root", "home", "tmp", "run", "mnt", "media")
-"""Top-level folders of the machine that a container sees empty: its users' files and other processes' state."""
+SYSTEM = ("bin", "etc", "lib", "lib32", "lib64", "libx32", "sbin", "usr")
+"""The machine's top-level entries a container's root takes (an allowlist: the system an image would hold); every
+other top-level folder of the machine is absent, but those in `HIDDEN`."""
+HIDDEN = ("root", "home", "tmp", "run", "mnt", "media", "var")
+"""Top-level folders every image has, which a container sees empty: its users' files and other processes' state."""
 HIDDEN_NESTED = ("var/tmp",)
 SPECIAL = ("proc", "dev", "sys")
 """Built for the container, never taken from the machine as they are."""
@@ -92,6 +96,46 @@ COPY_LIMIT = 16 << 20
 MAX_LINKS = 255
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 """pivot_root(2) has no glibc wrapper."""
+SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
+"""The new mount API's calls (the same number on every architecture: include/uapi/asm-generic/unistd.h)."""
+AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = -100, 0x1000, 0x8000
+OPEN_TREE_CLONE, O_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH, MOUNT_ATTR_IDMAP = 1, 0o2000000, 4, 0x00100000
+CLONE_NEWUSER = 0x10000000
+IDS = 65536
+"""The ids a container's user namespace maps (`runtime.ID_COUNT`)."""
+
+
+def id_namespace(libc: ctypes.CDLL, first: int, count: int) -> int:
+    """A descriptor of a user namespace mapping ids 0..count-1 to the machine's first.. (for `Builder.mapped`): made by
+    a child that unshares one and waits, its maps written from here (root), the child then gone."""
+    ready_r, ready_w = os.pipe()
+    done_r, done_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(ready_r)
+        os.close(done_w)
+        code = 1
+        try:
+            if libc.unshare(CLONE_NEWUSER) == 0:
+                os.write(ready_w, b"u")
+                os.read(done_r, 1)
+                code = 0
+        finally:
+            os._exit(code)
+    os.close(ready_w)
+    os.close(done_r)
+    try:
+        if os.read(ready_r, 1) != b"u":
+            raise RootError("make the user namespace of the container's ids", errno.EPERM)
+        for name in ("uid_map", "gid_map"):
+            Path(f"/proc/{pid}/{name}").write_text(f"0 {first} {count}")
+        return os.open(f"/proc/{pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
+    except OSError as err:
+        raise RootError("map the container's ids", err.errno or errno.EPERM) from None
+    finally:
+        os.close(done_w)
+        os.close(ready_r)
+        os.waitpid(pid, 0)
 
 
 @dataclass(frozen=True)
@@ -99,7 +143,7 @@ class Machine:
     """What the machine's root holds, read once per simulation (the same for every pod)."""
 
     entries: tuple[tuple[str, str], ...]  # top-level (name, "dir" | "file" | "link:<target>")
-    mounted: frozenset[str]  # top-level folders with other mounts at or beneath them
+    mounted: frozenset[str]  # top-level folders with other mounts beneath them
     hidden: tuple[str, ...]  # absolute paths shown empty (HIDDEN, $HOME, the scratch folder)
     python: tuple[str, ...]  # the simulator's Python inside hidden paths, put back at the same path
     sys_mounts: tuple[str, ...]  # mounts beneath /sys, each made read-only
@@ -127,7 +171,8 @@ def _python_paths() -> set[str]:
         sys.base_exec_prefix,
         str(Path(sys.executable).resolve().parent),
     }
-    paths |= {p for p in sys.path if p and os.path.isdir(p)}
+    here = os.getcwd()
+    paths |= {p for p in sys.path if p and p != here and os.path.isdir(p)}  # not the caller's folder (`python -m`)
     for name in ("jaxinfra", "jaxinfra_sim"):
         module = sys.modules.get(name)
         paths |= set(getattr(module, "__path__", []) or [])
@@ -152,12 +197,14 @@ def _outermost(paths: Iterable[str]) -> tuple[str, ...]:
 def machine() -> Machine:
     entries = []
     for entry in sorted(os.scandir("/"), key=lambda e: e.name):
-        if entry.name in SPECIAL:
+        if entry.name not in SYSTEM + HIDDEN:
             continue
         kind = f"link:{os.readlink(entry.path)}" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
         entries.append((entry.name, kind))
+    system = [os.path.realpath(f"/{name}") for name in SYSTEM if os.path.exists(f"/{name}")]
     points = _mount_points()
-    mounted = frozenset(name for name, _ in entries if any(_inside(p, [f"/{name}"]) for p in points))
+    # A folder with mounts beneath it: an overlay of it in a user namespace would show what they cover (EINVAL).
+    mounted = frozenset(n for n, _ in entries if any(_inside(p, [f"/{n}"]) and p != f"/{n}" for p in points))
     home = os.path.realpath(os.environ.get("HOME") or "/")
     scratch = os.path.realpath(tempfile.gettempdir())
     hidden = _outermost(
@@ -167,7 +214,7 @@ def machine() -> Machine:
             *(p for p in (home, scratch) if p != "/" and not _inside(p, ["/usr", "/etc"])),
         ]
     )
-    python = _outermost(p for p in _python_paths() if _inside(p, hidden) and os.path.isdir(p))
+    python = _outermost(p for p in _python_paths() if not _inside(p, system) and os.path.isdir(p))
     sys_mounts = tuple(p for p in points if p.startswith("/sys/"))
     return Machine(tuple(entries), mounted, hidden, python, sys_mounts)
 
@@ -201,8 +248,21 @@ def join(root: Path, path: str) -> Path:
 class Builder:
     """Builds one container's root under `root` (an empty folder), in the pod's own mount namespace."""
 
-    def __init__(self, libc: ctypes.CDLL, root: Path, layers: Path, read_only: bool):
-        self.libc, self.root, self.layers, self.read_only = libc, root, layers, read_only
+    def __init__(
+        self,
+        libc: ctypes.CDLL,
+        root: Path,
+        layers: Path,
+        read_only: bool,
+        owner: tuple[int, int] | None = None,
+        idmap: int | None = None,
+    ):
+        """`owner`: this machine's (uid, gid) for the container's root, which owns the folders made for it (its
+        `/`, the users' empty folders, `/dev`), where its ids are not the machine's; `idmap`: then a user namespace
+        (a descriptor) whose id maps the machine's files are seen through, so that what the machine's root owns the
+        container's root owns (`id_namespace`)."""
+        self.libc, self.root, self.layers, self.read_only, self.owner = libc, root, layers, read_only, owner
+        self.idmap = idmap
         self.count = 0
 
     def mount(
@@ -220,19 +280,48 @@ class Builder:
         ):
             raise RootError(step, ctypes.get_errno())
 
-    def tmpfs(self, target: Path, mode: str = "0755") -> None:
-        self.mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, f"mode={mode}", f"tmpfs at {target}")
+    def tmpfs(self, target: Path, mode: str = "0755", owned: bool = True) -> None:
+        data = f"mode={mode}" + (f",uid={self.owner[0]},gid={self.owner[1]}" if self.owner and owned else "")
+        self.mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data, f"tmpfs at {target}")
 
-    def bind(self, source: str, target: Path, read_only: bool, recursive: bool = True) -> None:
+    def bind(self, source: str, target: Path, read_only: bool, recursive: bool = True, volume: bool = False) -> None:
+        """`source` at `target`; a `volume` nosuid and nodev, as the issue's hostile manifests need (containerd adds
+        neither): no setuid program or device node a container leaves in one works through it."""
         self.mount(source, target, None, MS_BIND | (MS_REC if recursive else 0), None, f"bind {source} at {target}")
-        if read_only:
+        if volume:
+            flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (MS_RDONLY if read_only else 0)
+            self.mount(None, target, None, flags, None, f"make {target} nosuid, nodev")
+        elif read_only:
             self.remount_read_only(target)
 
     def remount_read_only(self, target: Path) -> None:
         self.mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None, f"make {target} read-only")
 
+    def mapped(self, source: str) -> str:
+        """`source` as the container's ids see it: an idmapped mount of it (mount_setattr(2) MOUNT_ATTR_IDMAP, as
+        containerd gives a user-namespaced pod's layers), made in the layers' folder; `source` itself without an
+        idmap."""
+        if self.idmap is None:
+            return source
+        self.count += 1
+        target = self.layers / f"{self.count}m"
+        self.place(target, os.path.isdir(source))
+        fd = self.libc.syscall(SYS_OPEN_TREE, AT_FDCWD, source.encode(), OPEN_TREE_CLONE | O_CLOEXEC | AT_RECURSIVE)
+        if fd < 0:
+            raise RootError(f"clone {source}", ctypes.get_errno())
+        try:
+            attr = ctypes.create_string_buffer(struct.pack("QQQQ", MOUNT_ATTR_IDMAP, 0, 0, self.idmap))
+            if self.libc.syscall(SYS_MOUNT_SETATTR, fd, b"", AT_EMPTY_PATH | AT_RECURSIVE, attr, len(attr.raw)) != 0:
+                raise RootError(f"idmap {source} (its filesystem must allow idmapped mounts)", ctypes.get_errno())
+            if self.libc.syscall(SYS_MOVE_MOUNT, fd, b"", AT_FDCWD, str(target).encode(), MOVE_MOUNT_F_EMPTY_PATH):
+                raise RootError(f"mount {source} at {target}", ctypes.get_errno())
+        finally:
+            os.close(fd)
+        return str(target)
+
     def overlay(self, lowers: Sequence[str], target: Path) -> None:
         """Copy-on-write over `lowers` (the first on top); read-only (no upper layer) under readOnlyRootFilesystem."""
+        lowers = [self.mapped(s) for s in lowers]
         lower = ":".join(s.replace(":", "\\:") for s in lowers)
         if self.read_only and len(lowers) == 1:
             self.bind(lowers[0], target, read_only=True)
@@ -244,6 +333,10 @@ class Builder:
         upper, work = self.layers / f"{self.count}u", self.layers / f"{self.count}w"
         upper.mkdir()
         work.mkdir()
+        if self.idmap is not None:  # the merged folder's own owner and mode are its upper layer's: the top lower's
+            top = os.stat(lowers[0])
+            os.chown(upper, top.st_uid, top.st_gid)
+            os.chmod(upper, top.st_mode & 0o7777)
         self.mount(
             "overlay",
             target,
@@ -281,7 +374,7 @@ class Builder:
                 hidden = f"/{name}" in m.hidden
                 host = [] if hidden or kind is None else [os.path.realpath(f"/{name}")]
                 if host and name in m.mounted:
-                    self.bind(host[0], target, read_only=True)  # the image's files are not merged over it then
+                    self.bind(self.mapped(host[0]), target, read_only=True)  # no image files merged over it then
                 elif mine is not None or host:
                     self.overlay(([mine.path] if mine is not None else []) + host, target)
                 else:
@@ -289,7 +382,8 @@ class Builder:
                     emptied.append(target)
         for folder in m.hidden:
             target = join(self.root, folder)
-            if folder.count("/") > 1 and target.is_dir():
+            if folder.count("/") > 1 and target.parent.is_dir() and not target.is_symlink():
+                self.place(target, True)
                 self.tmpfs(target, "1777" if folder.endswith("tmp") else "0755")
                 emptied.append(target)
         for path in m.python:
@@ -311,22 +405,29 @@ class Builder:
             os.symlink(os.readlink(source), target)
         elif self.read_only or os.path.getsize(source) > COPY_LIMIT:
             self.place(target, False)
-            self.bind(source, target, read_only=True)
+            self.bind(self.mapped(source), target, read_only=True)
         else:
             try:
                 shutil.copy2(source, target, follow_symlinks=False)
             except PermissionError:
-                pass  # a file this user may not read: not in the container either
+                return  # a file this user may not read: not in the container either
+            mine = os.stat(source)
+            if self.owner is not None and max(mine.st_uid, mine.st_gid) < IDS:  # its owner as the container sees it
+                os.chown(target, self.owner[0] + mine.st_uid, self.owner[1] + mine.st_gid)
 
     def _blank(self, target: Path) -> None:
         if target.is_file() and not target.is_symlink():
             self.bind("/dev/null", target, read_only=True)
 
-    def devices(self) -> None:
+    def devices(self, runtime: bool = False) -> None:
+        """A small /dev: its device nodes bound from the machine's, unless the OCI runtime makes them (`runtime`: runc
+        binds its default devices itself, and opening a bound tty there fails), its links, `pts`, a tmpfs `shm`."""
         dev = self.root / "dev"
         dev.mkdir(exist_ok=True)
         self.tmpfs(dev)
-        for name in DEVICES:
+        if runtime:
+            (dev / "mqueue").mkdir()
+        for name in () if runtime else DEVICES:
             if os.path.exists(f"/dev/{name}"):
                 (dev / name).touch()
                 self.bind(f"/dev/{name}", dev / name, read_only=False, recursive=False)

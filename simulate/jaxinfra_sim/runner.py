@@ -23,13 +23,14 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import interrupts
-from jaxinfra_sim import capacity, container, fds, image, model, paths, prober, sandbox, shim
+from jaxinfra_sim import capacity, container, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
 from jaxinfra_sim.cgroups import PodGroup
 from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers import job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Faults, Options
+from jaxinfra_sim.printable import printable
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
 ENDED_WITH_GROUP = "ended with its group"
@@ -62,6 +63,7 @@ class Process:
         default_factory=lambda: deque(maxlen=STDERR_TAIL)
     )  # its last non-empty stderr lines
     cwd: Path | None = None  # the folder its container ran in
+    name: str = ""  # its container's id for the OCI runtime (--run-command)
     killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
     group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
@@ -70,6 +72,9 @@ class Process:
     probed: dict[str, dict[str, Any]] = field(default_factory=dict)  # each of its probes' results (`prober`)
     probe_failed: str | None = None  # why the kubelet stopped it: a liveness or startup probe's failure
     running: bool = False  # its sandbox is made and its program started (it said so): probes may enter it
+    pids_peak: int | None = None  # the most tasks its group held at once (read once it has exited)
+    logged: int = 0  # bytes it wrote to stdout and stderr: its logs, which count toward its ephemeral storage
+    oom_group: bool = False  # its memory limit's OOM killer ended a process of it: the whole container was killed
 
     @property
     def last_stderr(self) -> str | None:
@@ -136,6 +141,7 @@ class PodRun(Process):
     index_failed: bool = False  # past its Job's backoffLimitPerIndex: its index failed for good, the others run on
     created: float | None = None  # when its controller created it (monotonic): its probes tick from then
     ready_at: float | None = None  # when it first became Ready (seconds since the attempt began)
+    evicted: str | None = None  # why the kubelet's eviction manager evicted it (`eviction`): it fails, Evicted
 
     @property
     def done(self) -> bool:
@@ -179,6 +185,8 @@ class PodRun(Process):
                 "memory": self.pod.memory_limit,
                 "cpu_millis": self.pod.cpu_millis,
                 "enforced": self.group is not None and self.group.enforced,
+                "pids": self.group.pids_max if self.group is not None else None,  # the simulator's own, every pod's
+                "pids_peak": self.pids_peak,
             },
             "memory_peak": self.group.peak_bytes() if self.group is not None else None,
             "memory_pss_peak": self.pss_peak,
@@ -358,6 +366,7 @@ class Runner:
         self.deadline = deadline
         self.selector = selectors.DefaultSelector()
         self.sitecustomize = image.sitecustomize_dir(workdir / "_site") if options.run_command else None
+        self.runtime = runtime.create(workdir / "runc") if options.run_command else None
         self.listening = False
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
         self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
@@ -384,8 +393,10 @@ class Runner:
         }
         self.oom_baseline, self.memory = capacity.oom_kills(), MemorySampler(runs)
         self.oom_seen, self.oom_next = self.oom_baseline, 0.0
+        self.storage_next = 0.0
+        self.storage_limits: dict[int, eviction.Limits] = {}  # by id() of the PodRun
         self.machine: str | None = None
-        self.prober = prober.Prober(self.isolation, self._probe_joins)
+        self.prober = prober.Prober(self.isolation, self._probe_joins, self.runtime)
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         try:
             while True:
@@ -399,7 +410,7 @@ class Runner:
                         r.created = now if r.begun else None
                     if r.begun and (r.others or not r.initialized) and not r.done and self.machine is None:
                         self._kubelet(r, runs, now - t0, wake)
-                due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending"]
+                due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending" and not r.evicted]
                 if coordinator in due:
                     self._start_or_stop(coordinator, coordinator, runs)
                 hold = self._coordinator_warming(coordinator, now)
@@ -427,6 +438,7 @@ class Runner:
                 self._probes(runs, now, wake)
                 self.memory.sample(now)
                 self._oom_watch(runs, now)
+                self._storage_watch(runs, now)
                 if self.machine is not None:
                     attempt.reason = attempt.machine = self.machine
                     break
@@ -512,7 +524,10 @@ class Runner:
         pkg/kubelet/kuberuntime/kuberuntime_container.go computeInitContainerActions); once every main container has
         exited, the sidecars are stopped, the last one first, each once the later ones have exited, SIGKILL at the end
         of the pod's grace period (kuberuntime_termination_order.go newTerminationOrdering). Under the probe only the
-        JAX container runs (`_others`)."""
+        JAX container runs (`_others`). An evicted pod starts nothing more (`_evict` stops what runs)."""
+        if r.evicted is not None:
+            self._settle(r)
+            return
         if r.exited is None:
             self._restart_sidecars(r, runs, wake)
         if not r.initialized:
@@ -742,10 +757,11 @@ class Runner:
             self.storage,
             sandbox_name=f"sandbox-{slot}" if slot else "sandbox",
             own_command=self.options.run_command or not own,
+            oci=self.runtime,
         )
-        p.cwd, p.env = c.cwd, c.env
+        p.cwd, p.env, p.name = c.cwd, c.env, c.name
         p.group = self.node.cgroup(p.pod, self.attempt_index, slot) if self.node is not None else None
-        p.unapplied = sandbox.unapplied(self.isolation, p.pod.security)
+        p.unapplied = sandbox.unapplied(self.isolation, p.pod.security, c.runtime is not None)
         network = self.node.network if self.node else None
         joins = [j for j in (p.group.enter if p.group else None, network.join if network else None) if j]
         privileged = self.isolation == "privileged"  # root maps all ids: over a handshake of two more pipes
@@ -778,11 +794,10 @@ class Runner:
                     self.workload,
                     mine,
                     joins,
+                    network.subordinate if network is not None else None,
+                    p.group.adopt if p.group else None,
+                    self.node.nproc if self.node is not None else None,
                 )
-            try:
-                os.setpgid(pid, pid)  # also here: no race with an early kill
-            except OSError:
-                pass
             for fd in (control_r, status_w, out_w, err_w):
                 os.close(fd)
             if mine is not None:
@@ -845,6 +860,7 @@ class Runner:
             if rest:
                 self._line(p, stream, rest)
             return False
+        p.logged += len(data) if stream in ("stdout", "stderr") else 0
         buf = p.buffers.get(fd, b"") + data
         *lines, buf = buf.split(b"\n")
         p.buffers[fd] = buf
@@ -855,6 +871,7 @@ class Runner:
     def _line(self, p: Process, stream: str, raw: bytes) -> None:
         text = raw.decode("utf-8", "replace")
         if stream != "status":
+            text = printable(text)  # what the pod wrote steers no terminal, here or where its report is read
             if stream == "stderr" and text.strip():
                 p.stderr_tail.append(text.strip())
             if isinstance(p, ContainerRun):  # as `kubectl logs --all-containers --prefix` tells them apart
@@ -883,6 +900,7 @@ class Runner:
                     continue
                 reaped = True
                 self._exited(p, status)
+                self._oom_group(p)
                 p.reason = self._why(p, runs)
                 if isinstance(p, ContainerRun):
                     p.ended = time.monotonic() - self.t0
@@ -915,7 +933,18 @@ class Runner:
     def _oom_watch(self, runs: list[PodRun], now: float) -> None:
         """The machine's OOM killer ending a process of a running pod (a shell's child: the shell lives on) is the
         machine's verdict at once. Only when the machine-wide count (/proc/vmstat oom_kill) rose are the pods'
-        groups read (their memory.events or memory.oom_control oom_kill), each living container's."""
+        groups read (their memory.events or memory.oom_control oom_kill), each living container's.
+
+        A process killed for its container's own memory limit kills the whole container, as on a node: since
+        Kubernetes 1.28 the kubelet asks for memory.oom.group=1 on each container's cgroup v2 group (kubernetes v1.33.6
+        pkg/kubelet/kuberuntime/kuberuntime_container_linux.go generateLinuxContainerResources: `Unified` gets
+        "memory.oom.group": "1" unless the kubelet's singleProcessOOMKill is true, which pkg/kubelet/kubelet.go
+        defaults to false on cgroup v2; runc writes a `unified` key as is, libcontainer/cgroups/fs2 setUnified), so the
+        kernel's OOM killer ends every process of the group together (mm/oom_kill.c mem_cgroup_get_oom_group) and the
+        container is OOMKilled, exit 137, whatever its PID 1 would have done next.
+        cgroup v1 has no memory.oom.group (`cgroups._limit` writes it on v2): there a shell whose child the OOM
+        killer ended goes on, so its container is killed here (its shim's SIGKILL) once its group's count shows it,
+        and `_reap` records a container that exited first as the kernel would have ended it (`_oom_group`)."""
         if now < self.oom_next:
             return
         self.oom_next, count = now + MEMORY_EVERY_S, capacity.oom_kills()
@@ -928,6 +957,61 @@ class Runner:
                     p.reason = self._out_of_memory(p, runs)
                     if isinstance(p, ContainerRun) and not r.done:
                         r.reason = f"container {p.container.name}: {p.reason}"
+                elif p.live and p.group is not None and not p.oom_group and p.group.oom_killed():
+                    p.oom_group = True
+                    p.request(signal.SIGKILL)
+
+    def _oom_group(self, p: Process) -> None:
+        """A reaped container of which its own memory limit's OOM killer ended a process: on a node the kernel ends
+        the whole group at once (memory.oom.group, `_oom_watch`), so it ended by SIGKILL, exit 137, even where its
+        PID 1 exited first here (cgroup v1: a shell that went on to `exit 0` before the watch saw the kill)."""
+        if p.signal is None and p.group is not None and p.group.oom_killed():
+            p.oom_group = True
+            p.signal, p.exit_code = signal.Signals.SIGKILL.name, 128 + signal.SIGKILL
+
+    def _storage_watch(self, runs: list[PodRun], now: float) -> None:
+        """The kubelet's local storage eviction (`eviction`), every `eviction.STORAGE_EVERY_S`: each running pod with
+        an emptyDir sizeLimit or an ephemeral-storage limit is measured (its emptyDirs, each container's writable
+        layer and logs) and, past a limit, evicted (`_evict`)."""
+        if now < self.storage_next:
+            return
+        self.storage_next = now + eviction.STORAGE_EVERY_S
+        for r in runs:
+            if r.done or r.evicted is not None or not any(p.live for p in r.processes):
+                continue
+            found = self.storage_limits.get(id(r))
+            if found is None:
+                found = self.storage_limits[id(r)] = eviction.limits(r.pod)
+            if not found.any:
+                continue
+            volumes = self._pod_dir(r) / "volumes"
+            dirs = {v: eviction.usage(volumes / paths.safe_name(v)) for v, _, _ in found.empty_dirs}
+            disk = sum(dirs[v] for v, _, on_disk in found.empty_dirs if on_disk)
+            used: dict[str, int] = {}
+            if found.pod is not None:  # the containers' own: their logs and their writable layers
+                for p in r.processes:
+                    name = p.container.name if isinstance(p, ContainerRun) else r.pod.container
+                    layer = self._layer(r, p) if p.live and p.running else 0
+                    used[name] = used.get(name, 0) + min(p.logged, eviction.LOG_MAX_BYTES) + layer
+            why = eviction.verdict(found, dirs, used, disk)
+            if why is not None:
+                self._evict(r, why, now)
+
+    def _layer(self, r: PodRun, p: Process) -> int:
+        """The bytes a running container has written to its root filesystem (`eviction.writable_layer`)."""
+        scratch = self._pod_dir(r) / (f"sandbox-{p.slot}" if isinstance(p, ContainerRun) else "sandbox")
+        return eviction.writable_layer(p.pid or 0, scratch.resolve())
+
+    def _evict(self, r: PodRun, why: str, now: float) -> None:
+        """Evict a pod as the kubelet's eviction manager does: each running container gets its stop signal, then
+        SIGKILL after `eviction.EVICTION_GRACE_S` (capped by --grace-cap), whatever the pod's own grace period; the
+        pod fails with reason Evicted once they have all ended (`_settle`)."""
+        r.evicted = why
+        grace = min(eviction.EVICTION_GRACE_S, self.options.grace_cap)
+        for p in r.processes:
+            if p.live:
+                p.request(signal.SIGTERM)
+                self.stops.append((now + grace, p))
 
     def _how(self, p: PodRun | ContainerRun, runs: list[PodRun]) -> str | None:
         if p.group is not None and p.group.oom_killed():
@@ -956,6 +1040,11 @@ class Runner:
         OnFailure (or Always) the kubelet restarts a failed container in place at once: the pod counts as failed here
         already, and the engine restarts it in place (its whole group, with a JAX group's peers)."""
         if r.done:
+            return
+        if r.evicted is not None:  # Failed once its containers have ended, whatever their exit codes
+            if not any(p.live for p in r.processes):
+                r.reason = f"{eviction.REASON}: {r.evicted}"
+                self._phase(r, "failed")
             return
         failed_init = next((c for c in r.others if c.container.role == "init" and c.reaped and c.exit_code), None)
         if failed_init is not None:
@@ -1092,6 +1181,7 @@ class Runner:
         """A reaped container: what it wrote last, and how it ended (the signal, if any, and exit code) from its shim's
         wait status, which is its container's."""
         p.reaped = True
+        p.pids_peak = p.group.pids_peak() if p.group is not None else None
         self._drain(p)
         for fd in [fd for fd, stream in p.fds.items() if stream == "exit"]:
             self.selector.unregister(fd)

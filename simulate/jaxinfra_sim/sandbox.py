@@ -39,6 +39,7 @@ import errno
 import functools
 import json
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Mapping, Sequence
@@ -46,12 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxinfra.errors import MACHINE_LIMIT
-from jaxinfra_sim import fds, paths, rootfs
+from jaxinfra_sim import fds, paths, rootfs, subpath
 from jaxinfra_sim.errors import SandboxError, Unavailable
 from jaxinfra_sim.security import CAPABILITIES, Security
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
+CLONE_NEWIPC = 0x08000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 MS_BIND = 4096
@@ -66,7 +68,7 @@ CAPSET_VERSION_3 = 0x20080522
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 """Where the ServiceAccount token volume is mounted in every container that gets one."""
 
-FLAGS = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID
+FLAGS = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_NEWPID
 STRATEGIES: tuple[str, ...] = ("privileged", "user")
 """The ways in, tried in this order: both unshare(2) FLAGS; they differ in the ids they map."""
 
@@ -89,7 +91,7 @@ class Spec:
     scratch: Path  # the container's own folder (its root and layers are made in it)
     hosts: Path  # its /etc/hosts
     token: Path | None = None  # its ServiceAccount token volume (token, ca.crt, namespace), if any
-    mounts: Sequence[tuple[Path, str, bool]] = ()  # its volumes: (source, mount path, read-only)
+    mounts: Sequence[tuple[subpath.Source, str, bool]] = ()  # its volumes: (source, mount path, read-only)
     image: Path | None = None  # the folder standing in for its image (--image)
     workdir: str = "/"  # its workingDir, resolved inside its root
     security: Security = field(default_factory=Security)
@@ -211,17 +213,31 @@ def _depth(path: str) -> int:
 
 def _volumes(b: rootfs.Builder, spec: Spec) -> None:
     """/etc/hosts, the token volume and each volume, as containerd mounts them: in order of their paths' depth (a
-    stable sort, so the kubelet's order otherwise), each at its path resolved inside the root. Then what is the
-    simulator's own, wherever a volume went over it: its sitecustomize and its Python, put back on top (an image's
-    own Python is not in the way of a volume at /tmp or /root; the simulator's may live there)."""
+    stable sort, so the kubelet's order otherwise), each at its path resolved inside the root, each bound from a
+    descriptor (`subpath.Source.open`: beneath the folder the simulator made, no symlink followed) through
+    /proc/self/fd, never from its path string (the kubelet's doBindSubPath). A source that is no longer there as it
+    was prepared (a container swapped a folder for a symlink since) fails the container's start, as the kubelet's
+    CreateContainerConfigError does. Then what is the simulator's own, wherever a volume went over it: its
+    sitecustomize and its Python, put back on top (an image's own Python is not in the way of a volume at /tmp or
+    /root; the simulator's may live there)."""
     mounts = [(path, source, read_only, True) for source, path, read_only in spec.mounts]
     if spec.token is not None:
-        mounts.append((SERVICE_ACCOUNT_DIR, spec.token, True, False))
-    mounts.append(("/etc/hosts", spec.hosts, False, False))
+        mounts.append((SERVICE_ACCOUNT_DIR, subpath.Source(spec.token.parent, spec.token.name, "token"), True, False))
+    mounts.append(("/etc/hosts", subpath.Source(spec.hosts.parent, spec.hosts.name, "/etc/hosts"), False, False))
     for path, source, read_only, recursive in sorted(mounts, key=lambda m: _depth(m[0])):
         target = rootfs.join(b.root, path)
-        _place(b, target, source.is_dir())
-        b.bind(str(source), target, read_only=read_only, recursive=recursive)
+        try:
+            fd = source.open()
+        except OSError as err:
+            raise SandboxError(
+                f"CreateContainerConfigError: failed to prepare {source.what or source.path}: {err.strerror or err}",
+                err.errno or errno.EIO,
+            ) from None
+        try:
+            _place(b, target, stat.S_ISDIR(os.fstat(fd).st_mode))
+            b.bind(subpath.proc_path(fd), target, read_only=read_only, recursive=recursive, volume=True)
+        finally:
+            os.close(fd)
     if spec.site is not None:
         target = rootfs.join(b.root, rootfs.SITE)
         _place(b, target, True)
@@ -252,7 +268,54 @@ def enter(strategy: str, spec: Spec, handshake: Handshake | None = None) -> str:
     _namespaces(libc, strategy, spec.security, handshake)
     name = spec.hostname.encode()
     _call(libc.sethostname(name, len(name)), "sethostname")
-    return _build(libc, spec)
+    return build(libc, spec)
+
+
+def node_mounts(subordinate: tuple[tuple[int, int], tuple[int, int]] | None = None) -> None:
+    """In a pod's process that runs its container under the OCI runtime: a mount namespace of its own, in which its
+    root is built and its volumes bound (nothing of the machine's mounts changes). Root makes it at once. An
+    unprivileged user, inside the pods' network's user namespace (holding every capability there), makes a user
+    namespace of its own too, in which it is root: the caller's uid and gid are its 0, and with `subordinate` ranges
+    (mapped by that namespace) its 1 and on are theirs, written by a child left outside (a process may map more than
+    its own id only from the parent namespace, user_namespaces(7)), as rootless Podman's user namespace is made."""
+    libc = _libc()
+    if os.geteuid() == 0:
+        _call(libc.unshare(CLONE_NEWNS), "unshare(mount)")
+        _call(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        return
+    uid, gid = os.getuid(), os.getgid()
+    helper = None
+    if subordinate is not None:
+        ask_r, ask_w = os.pipe()
+        helper = os.fork()
+        if helper == 0:
+            code = 1
+            try:
+                os.close(ask_w)
+                if os.read(ask_r, 1) == b"m":
+                    target = os.getppid()
+                    (us, uc), (gs, gc) = subordinate
+                    Path(f"/proc/{target}/uid_map").write_text(f"0 {uid} 1\n1 {us} {uc}\n")
+                    Path(f"/proc/{target}/gid_map").write_text(f"0 {gid} 1\n1 {gs} {gc}\n")
+                    code = 0
+            finally:
+                os._exit(code)
+        os.close(ask_r)
+    made = libc.unshare(CLONE_NEWUSER | CLONE_NEWNS)
+    error = ctypes.get_errno()
+    if helper is not None:
+        os.write(ask_w, b"m" if made == 0 else b"x")
+        os.close(ask_w)
+        _, status = os.waitpid(helper, 0)
+        if made == 0 and status != 0:
+            raise SandboxError("map the pod's ids", errno.EPERM)
+    if made != 0:
+        raise SandboxError("unshare(user, mount)", error)
+    if helper is None:
+        _write("/proc/self/setgroups", "deny")
+        _write("/proc/self/uid_map", f"0 {uid} 1")
+        _write("/proc/self/gid_map", f"0 {gid} 1")
+    _call(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
 
 
 def start(strategy: str, spec: Spec, cwd: str) -> None:
@@ -292,10 +355,11 @@ def become_user(libc: ctypes.CDLL, strategy: str, s: Security) -> None:
         _call(libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-def unapplied(strategy: str, s: Security) -> list[str]:
-    """What of a container's securityContext this way in cannot give it, for the report."""
+def unapplied(strategy: str, s: Security, runtime: bool = False) -> list[str]:
+    """What of a container's securityContext this way in cannot give it, for the report; `runtime`: it runs under
+    the OCI runtime, whose user namespace maps the caller's subordinate ids (`node_mounts`), groups included."""
     out = list(s.notes)
-    if strategy == "user" and s.groups:
+    if strategy == "user" and s.groups and not runtime:
         out.append(
             f"supplementary groups {list(s.groups)} (fsGroup, supplementalGroups) not set: setgroups(2) is denied "
             "in an unprivileged user namespace without newuidmap"
@@ -328,7 +392,7 @@ def _rehearse(strategy: str, handshake: Handshake) -> None:
     scratch.mkdir()
     (scratch / "hosts").write_text("127.0.0.1 localhost\n")
     spec = Spec("jaxinfra-preflight", scratch, scratch / "hosts", security=security)
-    cwd = _build(libc, spec)
+    cwd = build(libc, spec)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -350,16 +414,25 @@ def _rehearse(strategy: str, handshake: Handshake) -> None:
         raise SandboxError(found["step"], found["errno"])
 
 
-def _build(libc: ctypes.CDLL, spec: Spec) -> str:
-    """The container's root under `spec.scratch`, in a mount namespace of its own already; its working directory."""
+def build(
+    libc: ctypes.CDLL,
+    spec: Spec,
+    owner: tuple[int, int] | None = None,
+    runtime: bool = False,
+    idmap: int | None = None,
+) -> str:
+    """The container's root under `spec.scratch`, in a mount namespace of its own already; its working directory.
+    `owner`: the machine's ids of the container's root, where they are not the machine's (`rootfs.Builder`);
+    `runtime`: the OCI runtime makes its device nodes (`runtime.config`); `idmap`: the machine's files seen through it
+    (`rootfs.Builder`)."""
     root, layers = spec.scratch / "root", spec.scratch / "layers"
     for folder in (root, layers):
         folder.mkdir(parents=True, exist_ok=True)
     try:
-        b = rootfs.Builder(libc, root, layers, spec.security.read_only_root)
-        b.tmpfs(layers, "0700")  # every layer's writes in memory of this mount namespace: gone with it
+        b = rootfs.Builder(libc, root, layers, spec.security.read_only_root, owner, idmap)
+        b.tmpfs(layers, "0700", owned=False)  # every layer's writes in memory of this mount namespace: gone with it
         b.system(rootfs.machine(), spec.image)
-        b.devices()
+        b.devices(runtime)
         b.sysfs(rootfs.machine())
         _volumes(b, spec)
         for own, path in spec.views:  # their mount points, made while the layers above may still be written

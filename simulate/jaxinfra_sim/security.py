@@ -111,6 +111,7 @@ class Security:
     no_new_privs: bool = False  # allowPrivilegeEscalation: false
     read_only_root: bool = False  # readOnlyRootFilesystem
     privileged: bool = False
+    seccomp: str | None = None  # seccompProfile.type (the container's, else the pod's): `seccomp.profile`
     notes: tuple[str, ...] = field(default=(), compare=False)
 
     @property
@@ -198,6 +199,10 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, problems: list[tu
     )
     privileged = sc.get("privileged") is True
     caps = sc.get("capabilities")
+    profile = pick("seccompProfile")
+    kind = profile.get("type") if isinstance(profile, Mapping) and isinstance(profile.get("type"), str) else None
+    if kind == "Localhost":
+        notes.append("seccompProfile Localhost: the node's profile file is not here; the container runs unconfined")
     return Security(
         uid=uid,
         gid=gid or 0,
@@ -207,5 +212,6 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, problems: list[tu
         no_new_privs=sc.get("allowPrivilegeEscalation") is False,
         read_only_root=sc.get("readOnlyRootFilesystem") is True,
         privileged=privileged,
+        seccomp=kind,
         notes=tuple(notes),
     )

@@ -26,12 +26,16 @@ import ctypes
 import os
 import resource
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
-from jaxinfra_sim import fds
+from jaxinfra_sim import fds, runtime
 
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+START_ERROR = 128
+"""The exit code a container that never started gets (containerd's and the kubelet's StartError)."""
 
 
 def fork_init(control: int) -> None:
@@ -55,8 +59,51 @@ def fork_init(control: int) -> None:
     _serve(pid, control, keep={alive_w})
 
 
-def _serve(pid: int, control: int, keep: set[int]) -> NoReturn:
-    """The shim's loop: pass each requested signal to PID 1 until it exits, then end as it did."""
+def run_container(
+    rt: runtime.Runtime,
+    name: str,
+    bundle: Path,
+    control: int,
+    started: Callable[[], None],
+    adopt: Callable[[int], None] | None = None,
+) -> NoReturn:
+    """In the pod's process, its root built and its bundle written: the container made and started by the OCI
+    runtime (`runc create`, `runc start`) as containerd-shim-runc-v2 does, this process its child subreaper, so
+    the container's PID 1 is its child; then the shim's loop, and `runc delete` once it has exited. A container the
+    runtime could not make ends 128 (StartError), runc's message on its stderr."""
+    signals = set(signal.valid_signals()) - {signal.SIGKILL, signal.SIGSTOP}
+    signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    pid_file, log = bundle / "pid", bundle / "runc.log"
+    null = os.open(os.devnull, os.O_WRONLY)
+
+    def delete() -> None:
+        runtime.run(rt.argv("delete", "--force", name, log=log), null, null)
+
+    create = rt.argv("create", "--bundle", str(bundle), "--pid-file", str(pid_file), name, log=log)
+    if runtime.run(create, 1, 2) != 0:
+        _start_error(runtime.failure(log), delete)
+    pid = int(pid_file.read_text())
+    if adopt is not None:  # into the pod's own groups before its program starts
+        adopt(pid)
+    if runtime.run(rt.argv("start", name, log=log), null, null) != 0:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        _start_error(runtime.failure(log), delete)
+    started()
+    _serve(pid, control, keep={null}, after=delete)
+
+
+def _start_error(message: str, delete: Callable[[], None]) -> NoReturn:
+    """A container the runtime could not start: its message on the container's stderr as the kubelet reports it
+    (reason StartError), exit 128."""
+    os.write(2, f"Error: failed to create containerd task: OCI runtime create failed: {message}\n".encode())
+    delete()
+    os._exit(START_ERROR)
+
+
+def _serve(pid: int, control: int, keep: set[int], after: Callable[[], object] | None = None) -> NoReturn:
+    """The shim's loop: pass each requested signal to PID 1 until it exits, then end as it did (after `after`)."""
     code = 128 + signal.SIGKILL
     try:
         null = os.open(os.devnull, os.O_RDWR)
@@ -74,6 +121,8 @@ def _serve(pid: int, control: int, keep: set[int]) -> NoReturn:
             for signum in asked:
                 os.kill(pid, signum)  # not yet reaped: never a stranger's pid
         _, status = os.waitpid(pid, 0)  # returns once every process of the namespace is gone
+        if after is not None:
+            after()
         if os.WIFSIGNALED(status):
             signum = os.WTERMSIG(status)
             resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # end by the same signal, without a core of the shim

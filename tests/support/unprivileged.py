@@ -31,6 +31,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 NOBODY = 65534
+SUBORDINATE = (100000, 65536)
+"""The unprivileged user's subordinate ids (first, count): useradd's defaults (login.defs SUB_UID_START and _COUNT)."""
 
 
 def _closed_dirs(paths: Sequence[Path]) -> dict[Path, set[str]]:
@@ -71,10 +73,11 @@ def scratch_home() -> Path:
 
 
 def command(
-    argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False
+    argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False, subordinate: bool = True
 ) -> tuple[list[str], dict[str, str], Path | None]:
     """(argv, env, folder to remove afterwards) that run `argv` unprivileged (unless `as_root`), HOME and TMPDIR in
-    `home`."""
+    `home`; with `subordinate`, the user has subordinate ids (/etc/subuid and /etc/subgid, `SUBORDINATE`) as a
+    user made by useradd has, else none."""
     argv = list(argv)
     if deny_unshare:
         argv = [sys.executable, str(Path(__file__).resolve()), "--exec-denied", "--", *argv]
@@ -89,19 +92,32 @@ def command(
         f"--reuid={NOBODY}",
         f"--regid={NOBODY}",
         "--clear-groups",
-        "--inh-caps=-all",
-        "--bounding-set=-all",
+        "--inh-caps=-all",  # a login's bounding set stays whole: newuidmap (setuid root) works as for any user
         "--",
     ]
-    script = _open_script(_closed_dirs(needed), save) + '\nexec "$@"'
+    script = _open_script(_closed_dirs(needed), save)
+    if subordinate:  # as useradd gives every new user (login.defs SUB_UID_START, SUB_UID_COUNT), here only: a copy of
+        # /etc bound over it whole (one mount, nothing bound beneath, which a user namespace could not overlay)
+        etc = shlex.quote(str(save / "etc"))
+        script += f"\ncp -a /etc {etc}"
+        for name in ("subuid", "subgid"):
+            script += f"\necho nobody:{SUBORDINATE[0]}:{SUBORDINATE[1]} > {etc}/{name}"
+        script += f"\nmount --bind {etc} /etc"
+    script += '\nexec "$@"'
     return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-ec", script, "sh", *drop, *argv], env, save
 
 
 def run(
-    argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False, **kwargs: Any
+    argv: Sequence[str],
+    home: Path,
+    *,
+    as_root: bool = False,
+    deny_unshare: bool = False,
+    subordinate: bool = True,
+    **kwargs: Any,
 ) -> subprocess.CompletedProcess[Any]:
     """`subprocess.run` of `argv` as the unprivileged user (see `command`)."""
-    full, env, save = command(argv, home, as_root=as_root, deny_unshare=deny_unshare)
+    full, env, save = command(argv, home, as_root=as_root, deny_unshare=deny_unshare, subordinate=subordinate)
     try:
         return subprocess.run(full, env={**env, **kwargs.pop("env", {})}, **kwargs)
     finally:
