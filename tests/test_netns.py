@@ -383,7 +383,9 @@ def test_connect_check_is_fast_and_thread_safe(network: Network) -> None:
     with held_port() as held:
         port = held.getsockname()[1]
         with pod_listener(network, port):
-            closed = port + 1 if port < 65535 else port - 1
+            # Below the ephemeral range: a port in it may be the source port a connect picks, and TCP's simultaneous
+            # open then connects the socket to itself (a check of a closed port answering True, 1 run in ~150).
+            closed = 1
             times, baseline = [], []
             for _ in range(
                 200
