@@ -170,7 +170,8 @@ def _volumes(
                         paths.inside(source.root, relative, f"{what} file")
                         with _guarded(f"{what} file", relative):
                             data = content.encode("utf-8", "surrogateescape")
-                            subpath.write_file(top, relative, data, modes.get(relative, volumes.DEFAULT_MODE))
+                            mode = modes.get(relative, volumes.DEFAULT_MODE)
+                            subpath.write_file(top, relative, data, mode, shift or None)  # the kubelet's root's
                 finally:
                     os.close(top)
             _own(source.root, m, pod.security, shift)
@@ -244,23 +245,19 @@ def _own(source: Path, mount: model.Mount, security: Security, shift: int = 0) -
     they are — a `--volume NAME=DIR` too, as the kubelet does to the disk it stands for. The walk goes by descriptors
     (`subpath.give_tree`): a symlink is never followed, not even one a container swaps in while it runs, and an entry
     gone meanwhile is skipped. Only root can give them away; unprivileged, the container's ids are the caller's, who
-    owns them already. With a `shift`, the kubelet's root is the container's (the machine's `shift`), and so is the
-    fsGroup: `shift` + fsGroup."""
+    owns them already. With a `shift` the fsGroup is the machine's `shift` + fsGroup (the kubelet's own files and
+    folders are made as the container's root already: `_volumes`)."""
     files = mount.kind == "files"
     if (mount.read_only and not files) or mount.kind == "hostPath":
         return
     if mount.kind == "emptyDir":
         source.chmod(0o777)
-    if os.geteuid() != 0 or (security.fs_group is None and not (shift and files)):
+    if security.fs_group is None or os.geteuid() != 0:
         return
     top = subpath.open_root(source)
     try:
-        if security.fs_group is None:  # the kubelet's files, root's: the container's root's
-            subpath.give_tree(top, shift, 0, 0, owner=shift)
-        else:
-            group = shift + security.fs_group
-            owner = shift if files and shift else None  # only the kubelet's own files change owner
-            subpath.give_tree(top, group, 0o440 if files else 0o060, 0o2550 if files else 0o2070, owner=owner)
+        group = shift + security.fs_group
+        subpath.give_tree(top, group, 0o440 if files else 0o060, 0o2550 if files else 0o2070)
     finally:
         os.close(top)
 

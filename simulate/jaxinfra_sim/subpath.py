@@ -292,15 +292,15 @@ def _entries(at: int) -> tuple[list[str], list[str]]:
     return folders, others
 
 
-def give_tree(root: int, group: int, files: int, folders: int, owner: int | None = None) -> None:
+def give_tree(root: int, group: int, files: int, folders: int) -> None:
     """The kubelet's fsGroup ownership change (pkg/volume/volume_linux.go `changeFilePermission`, which skips
     symlinks) by descriptors: the tree open at `root`, itself included, given to `group`, each file's mode OR'd with
     `files`, each folder's with `folders`. Each entry is opened O_PATH|O_NOFOLLOW and changed through its own
     descriptor (`proc_path`), so a symlink is never followed, not even one swapped in after the listing; an entry
-    gone or changed meanwhile is skipped. Root only (chown). `owner`: each entry's owner too (None: as it is)."""
+    gone or changed meanwhile is skipped. Root only (chown)."""
     for at, others in walk(root):
         with contextlib.suppress(OSError):
-            os.fchown(at, -1 if owner is None else owner, group)
+            os.fchown(at, -1, group)
             os.fchmod(at, (os.fstat(at).st_mode | folders) & 0o7777)
         for name in others:
             try:
@@ -310,7 +310,7 @@ def give_tree(root: int, group: int, files: int, folders: int, owner: int | None
             try:
                 mode = os.fstat(fd).st_mode
                 if not (stat.S_ISLNK(mode) or stat.S_ISDIR(mode)):  # a folder swapped in: not walked, not changed
-                    os.chown(proc_path(fd), -1 if owner is None else owner, group)
+                    os.chown(proc_path(fd), -1, group)
                     os.chmod(proc_path(fd), (mode | files) & 0o7777)
             except OSError:
                 pass  # gone meanwhile
