@@ -51,8 +51,6 @@ _PASSED, _FAILED, _ERROR = 0, 1, 2  # a probe process's exit status
 _POLL_S = 0.02
 
 
-Joins = tuple[Callable[[], None] | None, Callable[[], None] | None]
-"""A container's cgroup's `enter` and the pods' network's `join` (None: not there)."""
 USER_AGENT = "kube-probe/1.34"
 """The kubelet's User-Agent for HTTP probes: kube-probe/<its major>.<minor> (pkg/probe/http/request.go)."""
 PR_SET_CHILD_SUBREAPER = 36
@@ -69,7 +67,6 @@ class Target(Protocol):
     cwd: Path | None  # its working directory, inside its root
     name: str  # its id for the OCI runtime
     env: Mapping[str, str]
-    group: Any  # its cgroup (`cgroups.PodGroup`: an exec probe's command joins it), None where there is none
     reaped: bool
     running: bool  # its sandbox is made and its program started
     probed: dict[str, dict[str, Any]]
@@ -116,12 +113,11 @@ class Prober:
     """Every probe worker of one attempt. `poll` runs those due and returns the containers whose liveness or startup
     probe failed; `started` and `ready` are what the kubelet's status says of a container."""
 
-    def __init__(self, strategy: str, joins: Callable[[Target], Joins], oci: runtime.Runtime | None = None):
-        """`strategy`: the sandbox's way in (`sandbox.preflight`); `joins`: what a probe process of a container
-        enters first, as the container did: the pods' network (tcpSocket, httpGet); `oci`: the runtime an exec
-        probe's command runs under (`runc exec`)."""
-        self.strategy = strategy
-        self.joins = joins
+    def __init__(self, network: Callable[[], None] | None, oci: runtime.Runtime | None = None):
+        """`network`: the pods' network's `join` (None: none), which a probe process enters as its container did
+        (tcpSocket, httpGet; unprivileged, also its way to an exec probe's user namespace); `oci`: the runtime an
+        exec probe's command runs under (`runc exec`: the container's namespaces and cgroup are runc's to join)."""
+        self.network = network
         self.runtime = oci
         self.workers: list[Worker] = []
 
@@ -214,7 +210,6 @@ class Prober:
 
     def _spawn(self, w: Worker, now: float) -> _Running | None:
         """Fork the probe's process; None (the kubelet's probe error) where an exec probe has no sandbox to enter."""
-        joins = self.joins(w.target)
         if w.probe.action == "exec" and (self.runtime is None or not w.target.running):
             w.target.probed[w.probe.kind]["error"] = "the container's sandbox is not there"
             return None
@@ -223,7 +218,7 @@ class Prober:
             pid = os.fork()
             if pid == 0:  # pragma: no cover - the probe's process
                 os.close(r)
-                _probe_process(w.probe, w.target, self.runtime, joins, wr)
+                _probe_process(w.probe, w.target, self.runtime, self.network, wr)
         finally:
             os.close(wr)
         os.set_blocking(r, False)
@@ -275,7 +270,9 @@ def _kill(pid: int) -> None:
 # --- in the probe's process ----------------------------------------------------------------------------------------
 
 
-def _probe_process(probe: model.Probe, target: Target, oci: runtime.Runtime | None, joins: Joins, out: int) -> NoReturn:
+def _probe_process(
+    probe: model.Probe, target: Target, oci: runtime.Runtime | None, network: Callable[[], None] | None, out: int
+) -> NoReturn:
     """Run one probe and end with its outcome (_PASSED, _FAILED, _ERROR), its output on `out`."""
     code = _ERROR
     try:
@@ -285,7 +282,6 @@ def _probe_process(probe: model.Probe, target: Target, oci: runtime.Runtime | No
         os.close(out)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # fresh objects: nothing the simulator buffered
         sys.stderr = open(2, "w", buffering=1, closefd=False)
-        _cgroup, network = joins
         if probe.action == "exec" and oci is not None:
             code = _exec(probe, target, oci, network)
         else:

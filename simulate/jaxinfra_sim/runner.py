@@ -396,7 +396,8 @@ class Runner:
         self.storage_next = 0.0
         self.storage_limits: dict[int, eviction.Limits] = {}  # by id() of the PodRun
         self.machine: str | None = None
-        self.prober = prober.Prober(self.isolation, self._probe_joins, self.runtime)
+        network = self.node.network if self.node is not None else None
+        self.prober = prober.Prober(network.join if network is not None else None, self.runtime)
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         try:
             while True:
@@ -666,10 +667,6 @@ class Runner:
         for r in runs:
             if r.ready_at is None and r.begun and not r.done and self._ready(r):
                 r.ready_at = now - self.t0
-
-    def _probe_joins(self, p: prober.Target) -> prober.Joins:
-        network = self.node.network if self.node else None
-        return (p.group.enter if p.group else None, network.join if network else None)
 
     def _others(self, r: PodRun) -> tuple[model.Container, ...]:
         """The pod's containers besides the JAX one that run here: all of them under --run-command; none under the
