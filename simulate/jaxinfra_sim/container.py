@@ -71,6 +71,7 @@ class Container:
     own_command: bool = False  # run its own command (--run-command; every container but the probe's)
     runtime: runtime.Runtime | None = None  # the OCI runtime its own command runs under
     name: str = ""  # its id for the runtime, unique in the simulation
+    shift: int = 0  # the machine's id of its uid 0 where the runtime shifts its ids (as root), else 0
 
     @property
     def cwd(self) -> Path:
@@ -125,6 +126,7 @@ def prepare(
         own_command,
         oci if own_command else None,
         "-".join(folder.parts[-3:]),
+        shift,
     )
 
 
@@ -402,17 +404,17 @@ def _contained(
     keep = sorted({0, 1, 2, control, status_w})
     for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
         os.closerange(low + 1, high)  # nothing of the simulator's reaches the runtime or the container
-    root = os.geteuid() == 0  # the machine's root (the container's ids shifted), not root of a user namespace
     sandbox.node_mounts(subordinate)
     libc = ctypes.CDLL(None, use_errno=True)
-    owner = (runtime.id_base(), runtime.id_base()) if root else None
-    idmap = rootfs.id_namespace(libc, runtime.id_base(), runtime.ID_COUNT) if root else None
+    owner = (c.shift, c.shift) if c.shift else None
+    idmap = rootfs.id_namespace(libc, c.shift, runtime.ID_COUNT) if c.shift else None
     cwd = sandbox.build(libc, c.spec, owner, runtime=True, idmap=idmap)
     bundle = c.spec.scratch / "bundle"
     bundle.mkdir()
     argv = [*c.pod.command, *c.pod.args]
     proc = runtime.process(argv, c.env, cwd, c.pod.security, nproc)
-    config = runtime.config(proc, c.spec.scratch / "root", c.spec.hostname, c.pod.security, c.spec.views, root, c.name)
+    spec, shifted = c.spec, bool(c.shift)
+    config = runtime.config(proc, spec.scratch / "root", spec.hostname, c.pod.security, spec.views, shifted, c.name)
     runtime.write(bundle, "config.json", config)
 
     def started() -> None:
