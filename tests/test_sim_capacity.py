@@ -78,6 +78,19 @@ def test_the_estimate_grows_with_pods_devices_and_a_fresh_interpreter() -> None:
 
 
 @pytest.mark.unit
+def test_the_probes_timeouts_stretch_only_past_the_processes_a_core_can_hold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """256 processes on 2 cores lost heartbeats under the probe's 10 s: its timeouts grow with processes per core,
+    never past JAX's own defaults; a job this machine holds keeps them (a broken group still fails fast)."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1})
+    per_machine = 2 * capacity.PROCESSES_PER_CORE
+    assert capacity.dilated(10, 8, ceiling=100) == 10
+    assert capacity.dilated(10, per_machine, ceiling=100) == 10
+    assert capacity.dilated(10, per_machine + 1, ceiling=100) == 20
+    assert capacity.dilated(10, 256, ceiling=100) == 10 * 256 // per_machine
+    assert capacity.dilated(10, 1024, ceiling=100) == 100
+    assert capacity.dilated(10, 512, ceiling=300) == 10 * 512 // per_machine
+
+
 def test_a_job_that_fits_is_admitted_and_one_that_does_not_is_told_every_shortfall(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

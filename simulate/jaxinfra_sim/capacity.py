@@ -48,6 +48,23 @@ AT_SCALE = "rehearse at full scale on a cluster's CPU nodes with its shadow (jax
 """The fix every verdict of this machine's ends with: where a job too large for it can run."""
 
 
+PROCESSES_PER_CORE = 16
+"""Processes a core can hold before their wall-clock timeouts stretch: past it, the probe's heartbeat and shutdown
+timeouts grow with the processes per core (`dilated`). On a cluster each process has its own machine; here N share
+this machine's cores, and a JAX process's heartbeat thread or the coordination service in process 0 can wait seconds
+for a core. Measured (`benchmarks/scale.py` sizes, this 2-core VM on a slow day): 256 processes with the probe's 10 s
+heartbeat lost 2 tasks' heartbeats ("DEADLINE_EXCEEDED ... CoordinationService/Heartbeat") in 2 of 4 runs and the
+whole group with them; 64 never did."""
+
+
+def dilated(seconds: int, processes: int, ceiling: int) -> int:
+    """A wall-clock timeout for one of `processes` sharing this machine's cores: `seconds` up to PROCESSES_PER_CORE a
+    core, then in proportion, never past `ceiling` (JAX's own default for it, what a cluster would use)."""
+    cores = len(os.sched_getaffinity(0))
+    factor = -(-processes // (cores * PROCESSES_PER_CORE))  # ceil
+    return min(ceiling, seconds * max(1, factor))
+
+
 @dataclass(frozen=True)
 class Need:
     """What the largest workload of a simulation takes of the machine, at least (its workloads run one at a time)."""

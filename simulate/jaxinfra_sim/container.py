@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from jaxinfra import descriptors, interrupts
-from jaxinfra_sim import dns, image, model, paths, rootfs, runtime, sandbox, shim, subpath, volumes
+from jaxinfra_sim import capacity, dns, image, model, paths, rootfs, runtime, sandbox, shim, subpath, volumes
 from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.platform import gke_tpu, standins
 from jaxinfra_sim.security import Security
@@ -450,6 +450,7 @@ def init_timeout(env: Mapping[str, str], options: Options) -> float:
 
 
 def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
+    from jaxinfra_sim.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT
     from jaxinfra_sim.probe import ProbeSpec
 
     return ProbeSpec(
@@ -459,8 +460,8 @@ def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str]
         groups=workload.groups,
         hosts_per_group=workload.hosts_per_group,
         init_timeout=int(init_timeout(env, options)),
-        heartbeat_timeout=options.heartbeat_timeout,
-        shutdown_timeout=options.shutdown_timeout,
+        heartbeat_timeout=capacity.dilated(options.heartbeat_timeout, len(workload.pods), JAX_HEARTBEAT_TIMEOUT),
+        shutdown_timeout=capacity.dilated(options.shutdown_timeout, len(workload.pods), JAX_SHUTDOWN_TIMEOUT),
     )
 
 

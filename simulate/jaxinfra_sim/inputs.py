@@ -206,6 +206,10 @@ def upstream_runtime() -> Mapping:
 INIT_TIMEOUT = "JAX_INITIALIZATION_TIMEOUT"
 JAX_INIT_TIMEOUT = 300
 """jax.distributed.initialize's own default `initialization_timeout` (jax/_src/distributed.py, jax 0.10.2)."""
+JAX_HEARTBEAT_TIMEOUT = 100
+"""Its `heartbeat_timeout_seconds` default (the same file)."""
+JAX_SHUTDOWN_TIMEOUT = 300
+"""Its `shutdown_timeout_seconds` default (the same file)."""
 
 
 def jax_init_timeout(raw: str) -> int | None:
