@@ -1,7 +1,7 @@
 """The Job controller for pods that are not one JAX group (kubernetes/kubernetes @ 6ae037f1
 pkg/controller/job/job_controller.go): each failed pod counts against its Job while the others run on, and is
 recreated at its index under a new name within the Job's limits; waves of `parallelism`; NonIndexed Jobs; a
-successPolicy (backoffLimitPerIndex and maxFailedIndexes: test_conformance.py, from upstream's own cases). Jobs in
+successPolicy (backoffLimitPerIndex and maxFailedIndexes: tests/conformance, from upstream's own cases). Jobs in
 the style of the Kubernetes docs' Job examples (busybox shell lines sharing a claim), run with --run-command; a JAX
 group still ends at its first failure (`runner._loaded_jax`)."""
 
