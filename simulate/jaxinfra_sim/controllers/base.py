@@ -38,7 +38,7 @@ class ChildJob:
     indexed: bool = True  # completionMode Indexed: each pod has its index (label, annotation, env) and hostname
 
     @cached_property
-    def container(self) -> Mapping:
+    def container(self) -> Mapping[str, Any]:
         """The container that runs JAX: the named one (JAXJob: `jax`), else the first."""
         containers = self.pod_spec.get("containers") or [{}]
         return next((c for c in containers if c.get("name") == self.container_name), containers[0])
@@ -63,7 +63,7 @@ class Identity:
     hostname: str
     labels: Mapping[str, str]
     annotations: Mapping[str, str]
-    appended: Sequence[Mapping]
+    appended: Sequence[Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,7 @@ class OperatorPods:
     and the env it appends to every container."""
 
     labels: Callable[[int], Mapping[str, str]]
-    env: Callable[[int], Sequence[Mapping]]
+    env: Callable[[int], Sequence[Mapping[str, Any]]]
 
     def identity(self, job: ChildJob, index: int) -> Identity:
         """The operator names the pod exactly; the kubelet makes the pod name its hostname unless spec.hostname is
@@ -123,7 +123,7 @@ def positions(jobs: Sequence[ChildJob]) -> list[tuple[ChildJob, tuple[int, ...]]
     return out
 
 
-def reference(obj: Mapping, uid: str) -> dict[str, str]:
+def reference(obj: Mapping[str, Any], uid: str) -> dict[str, str]:
     """An ownerReference's identifying fields for `obj` (its controller sets `controller: true`)."""
     return {
         "apiVersion": str(obj.get("apiVersion", "")),
@@ -133,7 +133,7 @@ def reference(obj: Mapping, uid: str) -> dict[str, str]:
     }
 
 
-def counts(job_spec: Mapping, where: str, indexed: bool = True) -> tuple[int, int, list[Problem]]:
+def counts(job_spec: Mapping[str, Any], where: str, indexed: bool = True) -> tuple[int, int, list[Problem]]:
     """(completions, parallelism, jax_problems) of a Job as stored: the front door has defaulted both (to 1 where
     neither is set, kubernetes pkg/apis/batch/v1/defaults.go SetDefaults_Job) and refused an Indexed Job without
     completions (pkg/apis/batch/validation/validation.go), so neither is checked again here; a NonIndexed Job without
@@ -164,7 +164,7 @@ def init_timeout_problems(draft: Draft) -> list[Problem]:
     for job in draft.jobs:
         container = job.container
         entries = [e for e in container.get("env") or () if isinstance(e, Mapping) and e.get("name") == INIT_TIMEOUT]
-        last: Mapping = entries[-1] if entries else {}
+        last: Mapping[str, Any] = entries[-1] if entries else {}
         value, name = last.get("value"), str(container.get("name", ""))
         if not isinstance(value, str) or (not value and last.get("valueFrom")):  # unset, or read from its source
             continue
@@ -185,7 +185,7 @@ def init_timeout_problems(draft: Draft) -> list[Problem]:
     return out
 
 
-def restart_policy(job_spec: Mapping) -> model.RestartPolicy:
+def restart_policy(job_spec: Mapping[str, Any]) -> model.RestartPolicy:
     """A Job's failure semantics (controllers/job_failure.py): backoffLimit defaults to 6 (the Job API's default), or
     to unlimited (None) under backoffLimitPerIndex. Pods with restartPolicy OnFailure (the JobSet webhook's default)
     restart their container in place (same pod, name and IP)."""

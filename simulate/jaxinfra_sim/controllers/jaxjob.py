@@ -73,7 +73,7 @@ def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
     )
 
 
-def jaxjob(obj: Mapping, objects: Objects) -> Draft | Problem:
+def jaxjob(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
     """A Training Operator v1 JAXJob: Worker pods `<job>-worker-<i>` created directly by the operator, one headless
     Service per replica, and the operator's env appended to every container."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
@@ -118,7 +118,7 @@ def jaxjob(obj: Mapping, objects: Objects) -> Draft | Problem:
     def labels(i: int) -> dict[str, str]:
         return {**selector, JAXJOB_REPLICA_INDEX_LABEL: str(i), **({JAXJOB_ROLE_LABEL: "master"} if i == 0 else {})}
 
-    def env(i: int) -> list[Mapping]:
+    def env(i: int) -> list[Mapping[str, Any]]:
         values = ("1", str(port), coordinator, str(replicas), str(i))
         return [{"name": k, "value": v} for k, v in zip(OPERATOR_ENV, values)]
 

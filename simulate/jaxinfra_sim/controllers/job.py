@@ -6,6 +6,7 @@ and the JOB_COMPLETION_INDEX env it appends."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from jaxinfra.admission import naming
 from jaxinfra.errors import Problem
@@ -23,7 +24,7 @@ from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, 
 from jaxinfra_sim.inputs import Objects, fake_uid, meta, namespace_of, oid, strings, to_int
 
 
-def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
+def indexed_job(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
     """A batch/v1 Job. Only an Indexed Job gives its pods a completion index and a stable hostname, which a JAX group
     needs; a NonIndexed one (the Job API's default) runs its pods too, as interchangeable completions."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
@@ -68,7 +69,7 @@ def indexed_job(obj: Mapping, objects: Objects) -> Draft | Problem:
     )
 
 
-def success_policy(spec: Mapping, completions: int) -> tuple[model.Success, ...]:
+def success_policy(spec: Mapping[str, Any], completions: int) -> tuple[model.Success, ...]:
     """An Indexed Job's successPolicy (pkg/controller/job/success_policy.go matchSuccessPolicy): the Job completes
     (reason SuccessPolicy) once any rule is met — every index of its `succeededIndexes` succeeded, or
     `succeededCount` of them (of all indexes where it names none); its pods still running are then deleted."""
@@ -104,7 +105,7 @@ def pod_name(job: str, index: int, seed: str) -> str:
     return prefix + naming.suffix(seed)
 
 
-def controller_env(container: Mapping) -> list[Mapping]:
+def controller_env(container: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     """The Job controller appends JOB_COMPLETION_INDEX (a fieldRef to the index label) to every container of an
     Indexed Job unless it is already declared. Appended last, so earlier `$(JOB_COMPLETION_INDEX)` references in env
     do NOT expand (kubelet order); command/args do see it."""

@@ -57,9 +57,9 @@ from jaxinfra_sim.inputs import Objects, Service, fake_uid, meta, namespace_of, 
 
 
 def _jobset_stamp(
-    js: Mapping,
+    js: Mapping[str, Any],
     uid: str,
-    rjob: Mapping,
+    rjob: Mapping[str, Any],
     job_index: int,
     global_index: int,
     group_index: int,
@@ -93,11 +93,11 @@ def _jobset_stamp(
     return stamp
 
 
-def _jobset_subdomain(js: Mapping) -> str:
-    return ((js.get("spec") or {}).get("network") or {}).get("subdomain") or meta(js).get("name", "")
+def _jobset_subdomain(js: Mapping[str, Any]) -> str:
+    return str(((js.get("spec") or {}).get("network") or {}).get("subdomain") or meta(js).get("name", ""))
 
 
-def _jobset_exclusive(js: Mapping, rjob: Mapping) -> dict[str, str]:
+def _jobset_exclusive(js: Mapping[str, Any], rjob: Mapping[str, Any]) -> dict[str, str]:
     """Exclusive-placement annotations copied from the JobSet or the replicatedJob template (annotations only)."""
     out: dict[str, str] = {}
     for source in (meta(js).get("annotations") or {}, meta(rjob.get("template") or {}).get("annotations") or {}):
@@ -108,14 +108,14 @@ def _jobset_exclusive(js: Mapping, rjob: Mapping) -> dict[str, str]:
     return out
 
 
-def _priority(pod_spec: Mapping, objects: Objects) -> str:
+def _priority(pod_spec: Mapping[str, Any], objects: Objects) -> str:
     """spec.priority as the Priority admission plugin resolves it (0 without a known class)."""
     if isinstance(pod_spec.get("priority"), int):
         return str(pod_spec["priority"])
     return str(objects.priority_classes.get(pod_spec.get("priorityClassName") or "", 0))
 
 
-def _claim_templates(spec: Mapping) -> list[str]:
+def _claim_templates(spec: Mapping[str, Any]) -> list[str]:
     """The names of the JobSet's volumeClaimPolicies templates: one PVC `<template>-<jobset>` each
     (volume_claim_policy.go createPVCsIfNecessary, GeneratePVCName)."""
     return [
@@ -125,7 +125,7 @@ def _claim_templates(spec: Mapping) -> list[str]:
     ]
 
 
-def _with_claims(pod_spec: dict, templates: list[str], jobset: str) -> dict:
+def _with_claims(pod_spec: dict[str, Any], templates: list[str], jobset: str) -> dict[str, Any]:
     """The pod spec with a volume for each claim template one of its containers (or init containers) mounts, as the
     controller adds them to each child Job (volume_claim_policy.go addVolumes, hasVolumeMount)."""
     mounted = {
@@ -143,7 +143,7 @@ def _positions(jobs: list[ChildJob]) -> list[tuple[str, tuple[int, ...]]]:
     return [(job.pod_labels.get(JOBSET_RJOB, ""), pods) for job, pods in positions(jobs)]
 
 
-def _gates(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> tuple[model.Gate, ...]:
+def _gates(spec: Mapping[str, Any], rjobs: list[Mapping[str, Any]], jobs: list[ChildJob]) -> tuple[model.Gate, ...]:
     """When each replicatedJob's Jobs are created (jobset_controller.go reconcile, depends_on.go
     dependencyReachedStatus, startup_policy.go allReplicasStarted): with `dependsOn`, once every Job of each
     replicatedJob it names is Complete (succeeded) or Ready (its ready and succeeded pods reach its parallelism, or it
@@ -166,7 +166,9 @@ def _gates(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> tuple[m
     return tuple(g for g in gates if g.pods)
 
 
-def _success_policy(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -> model.Success | None:
+def _success_policy(
+    spec: Mapping[str, Any], rjobs: list[Mapping[str, Any]], jobs: list[ChildJob]
+) -> model.Success | None:
     """successPolicy (webhook default: operator All over every replicatedJob): the JobSet completes once Any one
     child Job of the target replicatedJobs has completed, or All of them (success_policy.go:
     jobMatchesSuccessPolicy, numJobsExpectedToSucceed); None where that is every pod of every Job, the runner's
@@ -185,14 +187,14 @@ def _success_policy(spec: Mapping, rjobs: list[Mapping], jobs: list[ChildJob]) -
 
 
 def _create(
-    js: Mapping,
+    js: Mapping[str, Any],
     owner: Mapping[str, str],
-    rjob: Mapping,
-    pod_spec: Mapping,
+    rjob: Mapping[str, Any],
+    pod_spec: Mapping[str, Any],
     subdomain: str | None,
     stamped: Sequence[tuple[str, Mapping[str, str], Mapping[str, str]]],
     objects: Objects,
-) -> Mapping | Problem:
+) -> Mapping[str, Any] | Problem:
     """A replicatedJob's Jobs as constructJob builds them (`stamped`: each one's name, labels and annotations, which it
     puts on the Job and its pod template; the claims' volumes and the subdomain in the pod spec; the JobSet their
     controlling owner), created through the API server's front door against the applied objects. They differ only in
@@ -248,7 +250,7 @@ def _create(
     return created[0][0]["spec"] if created and created[0][0] is not None else {}
 
 
-def jobset(obj: Mapping, objects: Objects) -> Draft | Problem:
+def jobset(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
     """A JobSet: one Indexed Job per replicatedJob replica, named `<js>-<rjob>-<jobIndex>`."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
     network = spec.get("network") or {}
