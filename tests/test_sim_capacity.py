@@ -273,7 +273,7 @@ def test_a_job_that_exhausts_the_machines_processes_ends_with_the_machines_verdi
             str(job),
             "--run-command",
             "--delay",
-            "1=3",
+            "1=10",  # long enough for pod 0's interpreter to take every task on a loaded machine (3 s was not once)
             tmp=tmp_path,
             timeout=120,
             preexec=lambda: (group / "cgroup.procs").write_text(str(os.getpid())),

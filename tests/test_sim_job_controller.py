@@ -3,7 +3,7 @@ pkg/controller/job/job_controller.go): each failed pod counts against its Job wh
 recreated at its index under a new name within the Job's limits; waves of `parallelism`; NonIndexed Jobs; a
 successPolicy (backoffLimitPerIndex and maxFailedIndexes: tests/conformance, from upstream's own cases). Jobs in
 the style of the Kubernetes docs' Job examples (busybox shell lines sharing a claim), run with --run-command; a JAX
-group still ends at its first failure (`runner._loaded_jax`)."""
+group still ends at its first failure (`controllers.running._loaded_jax`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from jaxinfra.yamlio import dump
-from jaxinfra_sim.runner import _loaded_jax
+from jaxinfra_sim.controllers.running import _loaded_jax
 from tests.support.cli import simulate_cli
 from tests.support.jobsets import indexed_job
 

@@ -29,7 +29,8 @@ from jaxinfra_sim.errors import MachineLimit, Unavailable
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Options
 from jaxinfra_sim.platform import standins
-from jaxinfra_sim.runner import Attempt, Listener, PodRun, Runner, first_failure
+from jaxinfra_sim.podrun import Attempt, Listener, PodRun, first_failure
+from jaxinfra_sim.runner import Runner
 from jaxinfra_sim.sources import Source
 
 #: Each attempt's pods get fresh IPs (as recreated pods do): blocks of 40 x 250 addresses.

@@ -17,8 +17,9 @@ pkg/kubelet/eviction/helpers.go (kubernetes @ 008b3652: `emptyDirMessageFmt`, `p
 DisruptionTarget condition comes with it (`evictPod`'s condition is nil here): for a Job it is a failed pod like any
 other, counted against its backoffLimit.
 
-Here (`runner.Runner._storage_watch`) each running pod that has such a limit is measured every `STORAGE_EVERY_S`: the
-kubelet's eviction manager runs every 10 s (pkg/kubelet/kubelet.go evictionMonitoringPeriod) on cAdvisor's disk
+Here (`StorageWatch`, polled by the runner) each running pod that has such a limit is measured every
+`STORAGE_EVERY_S`: the kubelet's eviction manager runs every 10 s (pkg/kubelet/kubelet.go evictionMonitoringPeriod) on
+cAdvisor's disk
 figures (10 s housekeeping), so a pod here is evicted sooner after it crosses the line than on a node, never for less.
 Usage is what the file system allocated (st_blocks x 512, each inode once, one file system: `du -x`), walked by
 descriptor without following links (`os.fwalk`): an emptyDir's folder, the container's writable layer (the tmpfs
@@ -35,13 +36,14 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from jaxinfra.quantity import suffix_of
-from jaxinfra_sim import model
+from jaxinfra_sim import model, paths
 from jaxinfra_sim.inputs import quantity
+from jaxinfra_sim.podrun import ContainerRun, PodRun, Process
 
 REASON = "Evicted"
 """The pod's status.reason (helpers.go `Reason`)."""
@@ -211,6 +213,43 @@ def verdict(found: Limits, empty_dirs: dict[str, int], containers: dict[str, int
         if q is not None and containers.get(name, 0) > q.bytes:
             return f'Container {name} exceeded its local ephemeral storage limit "{q}".'
     return None
+
+
+class StorageWatch:
+    """The eviction manager over one attempt's pods: every `STORAGE_EVERY_S`, each running pod with an emptyDir
+    sizeLimit or an ephemeral-storage limit is measured (its emptyDirs, each container's writable layer and logs);
+    `poll` yields those past a limit, with the kubelet's message. `pod_dir` is where a pod's volumes are, `scratch`
+    where a container's sandbox keeps its writable layer (the runner's layout)."""
+
+    def __init__(self, pod_dir: Callable[[PodRun], Path], scratch: Callable[[PodRun, Process], Path]):
+        self.pod_dir, self.scratch = pod_dir, scratch
+        self.next = 0.0
+        self.limits: dict[int, Limits] = {}  # by id() of the PodRun
+
+    def poll(self, runs: list[PodRun], now: float) -> Iterator[tuple[PodRun, str]]:
+        if now < self.next:
+            return
+        self.next = now + STORAGE_EVERY_S
+        for r in runs:
+            if r.done or r.evicted is not None or not any(p.live for p in r.processes):
+                continue
+            found = self.limits.get(id(r))
+            if found is None:
+                found = self.limits[id(r)] = limits(r.pod)
+            if not found.any:
+                continue
+            volumes = self.pod_dir(r) / "volumes"
+            dirs = {v: usage(volumes / paths.safe_name(v)) for v, _, _ in found.empty_dirs}
+            disk = sum(dirs[v] for v, _, on_disk in found.empty_dirs if on_disk)
+            used: dict[str, int] = {}
+            if found.pod is not None:  # the containers' own: their logs and their writable layers
+                for p in r.processes:
+                    name = p.container.name if isinstance(p, ContainerRun) else r.pod.container
+                    layer = writable_layer(p.pid or 0, self.scratch(r, p).resolve()) if p.live and p.running else 0
+                    used[name] = used.get(name, 0) + min(p.logged, LOG_MAX_BYTES) + layer
+            why = verdict(found, dirs, used, disk)
+            if why is not None:
+                yield r, why
 
 
 def notes(pods: Iterable[model.Pod]) -> list[str]:

@@ -16,7 +16,7 @@ from jaxinfra.topology import Layout, svg
 from jaxinfra.upstream import JOB_NAME_LABEL
 from jaxinfra_sim.engine import Report, WorkloadResult
 from jaxinfra_sim.options import Faults
-from jaxinfra_sim.runner import Attempt, Logs
+from jaxinfra_sim.podrun import Attempt, Logs
 from jaxinfra_sim.trace import Lane, timeline
 
 PHASE_COLOUR = {

@@ -18,8 +18,8 @@ from jaxinfra import outputs
 from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, CommandFailed
 from jaxinfra_sim.engine import Report, Sources, WorkloadResult, simulate
 from jaxinfra_sim.options import Options
+from jaxinfra_sim.podrun import Attempt, Logs, PodRun
 from jaxinfra_sim.printable import printable
-from jaxinfra_sim.runner import Attempt, Logs, PodRun
 
 STYLE = {
     "pending": "dim",

@@ -21,7 +21,7 @@ from typing import Any
 
 from jaxinfra_sim.engine import Report
 from jaxinfra_sim.options import Faults
-from jaxinfra_sim.runner import Attempt, PodRun
+from jaxinfra_sim.podrun import Attempt, PodRun
 
 #: Phases as the runner records them, in the order a pod goes through them; each lasts until the next.
 PHASES = ("created", "started", "initializing", "running")

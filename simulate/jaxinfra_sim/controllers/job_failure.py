@@ -27,7 +27,7 @@ Failures = dict[tuple[str, int], dict[int, int]]
 
 
 class FailedPod(Protocol):
-    """What of a failed pod the Job controller reads (a runner.PodRun)."""
+    """What of a failed pod the Job controller reads (a podrun.PodRun)."""
 
     @property
     def pod(self) -> model.Pod: ...
