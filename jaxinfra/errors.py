@@ -29,6 +29,13 @@ class Refused(Problem):
     """A problem the API server itself refuses: the object is never stored, so `simulate` starts nothing (exit 2)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Unserved(Problem):
+    """An object the API server stores and a cluster would run pods for, that the simulator does not emulate (a kind
+    no emulated controller runs, a TrainJob whose runtime is not JAX): `simulate` starts nothing (exit 2), since no
+    verdict it gave would be the cluster's. `validate` never raises it: the API server stores these objects."""
+
+
 INPUT_ERROR = 2
 """The exit status of a command stopped by its input (every problem listed, nothing written)."""
 MACHINE_LIMIT = 3

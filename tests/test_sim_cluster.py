@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from jaxinfra import manifests, stack, yamlio
-from jaxinfra.errors import ManifestError
+from jaxinfra.errors import ManifestError, Unserved
 from jaxinfra_sim import controllers, emulation, model
 from jaxinfra_sim.emulation import emulate
 from jaxinfra_sim.inputs import load_files
@@ -779,10 +779,10 @@ def test_parallelism_below_completions() -> None:
     assert len(only_workload(c).pods) == 3
 
 
-def test_kinds_no_emulated_controller_runs_are_stored_not_simulated() -> None:
-    """A Deployment is stored and run by its controller on a cluster; the simulator says it does not run it. A
-    NonIndexed Job runs, but gives its pods no index, which the JAX contract needs: a problem under the probe, a note
-    where the containers' own commands run."""
+def test_kinds_no_emulated_controller_runs_are_input_problems() -> None:
+    """A Deployment is stored and run by its controller on a cluster; the simulator does not run it, which is an input
+    problem (`Unserved`: exit 2, issue #39), not a note. A NonIndexed Job runs, but gives its pods no index, which the
+    JAX contract needs: a problem under the probe, a note where the containers' own commands run."""
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "x"}}
     plain_job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain"}, "spec": {"completions": 2}}
     objects = [deployment, plain_job, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}]
@@ -791,7 +791,9 @@ def test_kinds_no_emulated_controller_runs_are_stored_not_simulated() -> None:
     assert first.path == "Job/default/plain" and "NonIndexed" in first.value and "completionMode: Indexed" in first.fix
     [run] = emulate(objects, check_all=False).workloads
     assert run.problems == () and "NonIndexed" in run.notes[0] and len(run.pods) == 2
-    assert controllers.not_simulated(objects) == ["Deployment/x/web"]
+    [unserved] = emulate(objects).problems
+    assert isinstance(unserved, Unserved) and unserved.path == "Deployment/x/web"
+    assert controllers.not_simulated(objects) == []
 
 
 # --------------------------------------------------------------------------------------------

@@ -27,7 +27,20 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from jaxinfra import descriptors, interrupts
-from jaxinfra_sim import capacity, dns, image, model, paths, rootfs, runtime, sandbox, shim, subpath, volumes
+from jaxinfra_sim import (
+    capacity,
+    dns,
+    image,
+    k8s_detection,
+    model,
+    paths,
+    rootfs,
+    runtime,
+    sandbox,
+    shim,
+    subpath,
+    volumes,
+)
 from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.platform import gke_tpu, standins
 from jaxinfra_sim.security import Security
@@ -119,7 +132,7 @@ def prepare(
     )
     return Container(
         pod,
-        process_env(pod, sitecustomize, options.k8s_client),
+        process_env(pod, sitecustomize, options.k8s_client, probe=not own_command),
         spec,
         bool(faults.lookup(faults.fail, pod)),
         bool(faults.lookup(faults.hang, pod)),
@@ -450,24 +463,41 @@ def init_timeout(env: Mapping[str, str], options: Options) -> float:
 
 
 def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
+    """What the probe checks: the workload's group as the manifests define it; where JAX's Kubernetes detection finds
+    the rank (no env names it: `k8s_detection.k8s_detects`), the group K8sCluster forms, the pod's own Job's pods,
+    with its completion index as the rank (each child Job of a JobSet is a group of its own, as on a cluster)."""
     from jaxinfra_sim.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT
     from jaxinfra_sim.probe import ProbeSpec
 
+    rank, processes, groups, hosts, rank_from = (
+        pod.global_index,
+        len(workload.pods),
+        workload.groups,
+        workload.hosts_per_group,
+        "",
+    )
+    if k8s_detection.k8s_detects(pod, env, options.k8s_client):
+        job = k8s_detection.k8s_job(pod)
+        processes = sum(1 for p in workload.pods if k8s_detection.k8s_job(p) == job)
+        rank, groups, hosts, rank_from = pod.completion_index, 1, processes, k8s_detection.K8S_DETECTED
     return ProbeSpec(
-        expected_rank=pod.global_index,
-        num_processes=len(workload.pods),
+        expected_rank=rank,
+        num_processes=processes,
         devices_per_process=pod.devices,
-        groups=workload.groups,
-        hosts_per_group=workload.hosts_per_group,
+        groups=groups,
+        hosts_per_group=hosts,
+        rank_from=rank_from,
         init_timeout=int(init_timeout(env, options)),
         heartbeat_timeout=capacity.dilated(options.heartbeat_timeout, len(workload.pods), JAX_HEARTBEAT_TIMEOUT),
         shutdown_timeout=capacity.dilated(options.shutdown_timeout, len(workload.pods), JAX_SHUTDOWN_TIMEOUT),
     )
 
 
-def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True) -> dict[str, str]:
+def process_env(
+    pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True, probe: bool = False
+) -> dict[str, str]:
     """The pod's env plus what stands in for its machine and image: the CPU as its accelerator, its own IP,
-    whether its Python has the `kubernetes` package."""
+    whether its Python has the `kubernetes` package. `probe`: the built-in probe runs in it."""
     env = dict(pod.env)
     env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     # The runtime's HOME for a uid the image's /etc/passwd does not name: / (root's is /root).
@@ -478,6 +508,11 @@ def process_env(pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = T
     # where the port is known from the env (a script may hard-code its own: then the wildcard).
     if port := coordinator_port(pod):
         env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{port}")
+    elif probe and "JAX_COORDINATOR_ADDRESS" not in env and k8s_detection.k8s_detects(pod, env, k8s_client):
+        # The coordinator JAX's Kubernetes detection names, port 55527 in every group: the pods of a simulation share
+        # one network namespace, where a second group's rank 0 could not bind the same wildcard port.
+        if address := k8s_detection.k8s_coordinator(pod, env):
+            env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{address.port}")
     if pod.accelerator == "tpu":
         env[gke_tpu.MARKER] = "1"
     if not k8s_client:

@@ -2,8 +2,9 @@
 (the name resolves, to rank 0, on a port rank 0 listens on and the Service exposes), agree on the
 process count, and each know a distinct rank in 0..N-1 — read from the env exactly as
 `jax.distributed.initialize()` and its cluster detectors read it (jax/_src/distributed.py,
-jax/_src/clusters/cluster.py and cloud_tpu_cluster.py, 0.10.2), plus the Training Operator v1's
-COORDINATOR_* contract.
+jax/_src/clusters/cluster.py, cloud_tpu_cluster.py and k8s_cluster.py, 0.10.2), plus the Training Operator v1's
+COORDINATOR_* contract. Where no env names the ranks, JAX's Kubernetes detection (`K8sCluster`) may: then each Job
+is a group of its own, checked by itself (`Checker.k8s_groups`).
 
 What JAX reads, and so what is checked (jax-ml/jax v0.10.2): `State.initialize` (jax/_src/distributed.py) takes
 JAX_COORDINATOR_ADDRESS as it is, port and all; JAX_COORDINATOR_PORT is read only by
@@ -28,11 +29,26 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
 from jaxinfra.errors import Problem
-from jaxinfra.upstream import JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX, JOB_NAME_LABEL, JOBSET_NAME_LABEL, OPERATOR_ENV
+from jaxinfra.upstream import (
+    JAXJOB_PORT_NAME,
+    JOB_COMPLETION_INDEX,
+    JOB_NAME_LABEL,
+    JOBSET_NAME_LABEL,
+    OPERATOR_ENV,
+)
 from jaxinfra_sim import model
 from jaxinfra_sim.dns import CLUSTER_DOMAIN, ClusterDns
 from jaxinfra_sim.inputs import Objects, Service, to_int
+from jaxinfra_sim.k8s_detection import (
+    K8S_DETECTED,
+    K8S_DETECTOR,
+    Unmet,
+    k8s_coordinator,
+    k8s_job,
+    k8s_unmet,
+)
 from jaxinfra_sim.platform.gke_tpu import JAX_DEFAULT_TPU_PORT
+from jaxinfra_sim.rbac import RBAC_KINDS, Attributes, Policy, Subject
 
 
 @dataclass(frozen=True)
@@ -189,12 +205,17 @@ class Checker:
         objects: Objects,
         services: Mapping[tuple[str, str], Service],
         contract: bool = True,
+        k8s_client: bool = True,
+        parallelism: Mapping[str, int] | None = None,
     ):
         self.id, self.pods, self.dns, self.objects, self.services = wl_id, pods, dns, objects, services
         self.contract = contract  # False: the containers' own commands may find rank and coordinator elsewhere
+        self.k8s_client = k8s_client  # the pods' Python can import `kubernetes` (Options.k8s_client)
+        self.parallelism = parallelism or {}  # each Job's spec.parallelism, by name: K8sCluster's process count
         self.findings = model.Findings()
         self.notes: dict[str, str] = {}  # what the checks could not know, and assumed (one per kind)
         self.rank_of = [rank_of(p) for p in pods]
+        self._rbac: dict[tuple[str, str, str], Unmet | None] = {}
 
     @cached_property
     def rank0(self) -> model.Pod:
@@ -209,8 +230,98 @@ class Checker:
     def _fqdn(self, pod: model.Pod) -> str:
         return f"{pod.hostname}.{pod.subdomain}" if pod.subdomain else pod.hostname
 
+    # --- JAX's Kubernetes detection -----------------------------------------------------
+    def _k8s_unmet(self, pod: model.Pod) -> Unmet | None:
+        """`k8s_unmet`, with where the token's automount was turned off, and RBAC: K8sCluster lists the pods of the
+        namespace and gets the pod's Job as its ServiceAccount."""
+        unmet = k8s_unmet(pod, k8s_client=self.k8s_client)
+        if unmet is not None and not pod.token:
+            account = self.objects.service_accounts.get((pod.namespace, pod.service_account)) or {}
+            where = (
+                f"ServiceAccount '{pod.service_account}' sets automountServiceAccountToken: false and the pod template "
+                "does not set it true"
+                if account.get("automountServiceAccountToken") is False
+                else "the pod template sets automountServiceAccountToken: false"
+            )
+            return Unmet(unmet.condition.replace("(automountServiceAccountToken: false)", f"({where})"), unmet.fix)
+        if unmet is not None:
+            return unmet
+        key = (pod.namespace, pod.service_account, k8s_job(pod) or "")
+        if key not in self._rbac:
+            self._rbac[key] = self._k8s_rbac(*key)
+        return self._rbac[key]
+
+    @cached_property
+    def _policy(self) -> Policy:
+        """The inputs' RBAC objects over the default policy, as the API server authorizes requests."""
+        return Policy([o for kind in sorted(RBAC_KINDS) for o in self.objects.store.of_kind(kind)])
+
+    def _k8s_rbac(self, namespace: str, account: str, job: str) -> Unmet | None:
+        policy = self._policy
+        for verb, group, resource, name in (("list", "", "pods", ""), ("get", "batch", "jobs", job)):
+            if not policy.decide(
+                Subject(namespace, account), Attributes(verb, group, resource, namespace, name)
+            ).allowed:
+                return Unmet(
+                    f"ServiceAccount '{account}' may not {verb} {resource} in namespace '{namespace}', as K8sCluster "
+                    "does to find its pod and Job (the API server answers 403 Forbidden)",
+                    f"bind ServiceAccount '{account}' to a Role that allows list on pods and get on jobs "
+                    "(apiGroups: [batch])",
+                )
+        return None
+
+    @cached_property
+    def k8s_groups(self) -> dict[str, list[model.Pod]] | None:
+        """The JAX groups K8sCluster forms, one per Job (each pod's Job by name, pods in index order), where no pod's
+        env names its rank (the probe then leaves it to JAX's detection) and K8sCluster finds every pod's; else None.
+        Only under the probe: under --run-command, what the programs pass JAX is not known here."""
+        if not self.contract or any(
+            r is not None or p.exports("JAX_PROCESS_ID") for p, r in zip(self.pods, self.rank_of)
+        ):
+            return None
+        if any(self._k8s_unmet(p) is not None for p in self.pods):
+            return None
+        groups: dict[str, list[model.Pod]] = {}
+        for pod in self.pods:
+            groups.setdefault(k8s_job(pod) or "", []).append(pod)
+        return groups
+
+    def _k8s_coordinators(self, groups: Mapping[str, list[model.Pod]]) -> None:
+        """Each group's coordinator as K8sCluster names it, checked as an env's address is, against the group's own
+        rank 0 (its Job's pod of index 0); problems collapse across groups (one line, "and N more pods")."""
+        for pods in groups.values():
+            sub = Checker(self.id, pods, self.dns, self.objects, self.services, self.contract, self.k8s_client)
+            sub.findings, sub.notes = self.findings, self.notes
+            sub.rank_of = [(JOB_COMPLETION_INDEX, p.completion_index, str(p.completion_index)) for p in pods]
+            for pod in pods:
+                found = k8s_coordinator(pod)
+                if found is not None:
+                    sub._address(pod, Address(K8S_DETECTOR, found.raw, found.host, found.port), key=K8S_DETECTOR)
+
+    def _k8s_note(self, groups: Mapping[str, list[model.Pod]]) -> None:
+        first = next(iter(groups.values()))[0]
+        address = coordinator(first) or k8s_coordinator(first)
+        where = address.raw if address is not None else "?"
+        note = (
+            f"{self.id}: no env names the ranks, so {K8S_DETECTED} finds each pod's from its Job "
+            f"(jax 0.10.2): rank JOB_COMPLETION_INDEX, process count the Job's parallelism, coordinator {where}"
+        )
+        if len(groups) > 1:
+            sizes = sorted({len(ps) for ps in groups.values()})
+            each = f"{sizes[0]} process{'es' if sizes[0] > 1 else ''} each" if len(sizes) == 1 else f"{sizes} processes"
+            note += (
+                f"; so each of its {len(groups)} child Jobs is a JAX group of its own ({each}), not one "
+                f"group of {len(self.pods)}, and the probe checks each group by itself (for one group, set "
+                "JAX_COORDINATOR_ADDRESS, JAX_NUM_PROCESSES and JAX_PROCESS_ID)"
+            )
+        self.notes.setdefault("k8s", note)
+
     # --- coordinator --------------------------------------------------------------------
     def coordinator(self) -> None:
+        groups = self.k8s_groups
+        if groups is not None and all(coordinator(p) is None for p in self.pods):
+            self._k8s_coordinators(groups)
+            return
         for pod in self.pods:
             address = coordinator(pod)
             if address is None:
@@ -234,8 +345,15 @@ class Checker:
                 raw = pod.env["MEGASCALE_COORDINATOR_ADDRESS"]  # libtpu's DCN coordinator: also rank 0
                 self._address(pod, Address("MEGASCALE_COORDINATOR_ADDRESS", raw, raw.split(":")[0], None))
 
-    def _address(self, pod: model.Pod, address: Address) -> None:
-        path = self._path(pod, address.var)
+    def _address(self, pod: model.Pod, address: Address, key: str | None = None) -> None:
+        """Check one pod's coordinator `address`; `key`: what its problems collapse by in place of the host (the
+        coordinators K8sCluster names differ per group)."""
+        path = (
+            f"{self.id} pod {pod.hostname} K8sCluster coordinator"
+            if address.var == K8S_DETECTOR
+            else self._path(pod, address.var)
+        )
+        host_key = key or address.host
         pair = joined(pod) if address.var == "JAX_COORDINATOR_ADDRESS" and not self.contract else None
         if pair is not None and not reads_env(pod):
             if pair.port is None:
@@ -291,14 +409,22 @@ class Checker:
 
             def unresolved() -> Problem:  # diagnosed once, not once per pod
                 message, fix = self._diagnose(address.host, pod)
+                if address.var == K8S_DETECTOR and fix.startswith("address rank 0 as "):
+                    fix = fix.partition(", or ")[2] or fix  # JAX names the host: only the Service can change
+                named = (
+                    "K8sCluster names the coordinator <job>-0.<jobset name> (a JobSet's child Job) or "
+                    "<job>-0.<subdomain>, and "
+                    if address.var == K8S_DETECTOR
+                    else ""
+                )
                 return Problem(
                     path,
                     address.raw,
-                    f"host '{address.host}' does not resolve from namespace '{pod.namespace}': {message}",
+                    f"{named}host '{address.host}' does not resolve from namespace '{pod.namespace}': {message}",
                     fix,
                 )
 
-            self.findings.add(f"{address.var}|unresolved|{address.host}", unresolved)
+            self.findings.add(f"{address.var}|unresolved|{host_key}", unresolved)
             return
         if svc is not None and not svc.publish_not_ready and not svc.operator_owned:
             self.findings.add(
@@ -329,7 +455,7 @@ class Checker:
             other = self.dns.by_ip.get(ip)
             what = f"pod {other.hostname} of {other.workload}" if other else ip
             self.findings.add(
-                f"{address.var}|not-rank0|{address.host}",
+                f"{address.var}|not-rank0|{host_key}",
                 lambda: Problem(
                     path,
                     address.raw,
@@ -477,7 +603,8 @@ class Checker:
                     list(self.rank0.container_ports),
                     f"the coordinator listens on port {port} ({address.var}) "
                     f"but rank 0's container declares only {list(self.rank0.container_ports)}",
-                    f"declare containerPort {port} or use one of the declared ports in {address.var}",
+                    f"declare containerPort {port} or use one of the declared ports in "
+                    + ("JAX_COORDINATOR_PORT" if address.var == K8S_DETECTOR else address.var),
                 ),
             )
         if svc is not None and svc.ports and not any(port in (p, t) for p, t in svc.ports):
@@ -495,6 +622,20 @@ class Checker:
     # --- counts and ranks ---------------------------------------------------------------
     def counts(self) -> None:
         n = len(self.pods)
+        for job, pods in (self.k8s_groups or {}).items():
+            # parallelism < completions is the controller's problem already (the group never initializes)
+            size = len(pods)
+            if (parallelism := self.parallelism.get(job)) is not None and parallelism > size:
+                self.findings.add(
+                    "count|K8sCluster",
+                    lambda j=job, k=parallelism, m=size: Problem(  # type: ignore[misc]  # python/mypy#15459
+                        f"{self.id} Job {j} parallelism",
+                        k,
+                        f"{K8S_DETECTED} takes the process count from the Job's parallelism ({k}), but the Job has "
+                        f"{m} pods, so its group waits for processes that never start",
+                        f"set parallelism: {m}",
+                    ),
+                )
         for pod in self.pods:
             found = count_of(pod)
             if found and found[1] != n:
@@ -513,6 +654,10 @@ class Checker:
 
     def ranks(self) -> None:
         n = len(self.pods)
+        if (groups := self.k8s_groups) is not None:
+            # each group's ranks are its Job's completion indexes: distinct, and 0..pods-1 (counts checks the count)
+            self._k8s_note(groups)
+            return
         found = list(zip(self.pods, self.rank_of))
         # A rank an entrypoint wrapper exports is known when it runs: the probe checks it then.
         missing = [pod for pod, r in found if r is None and not pod.exports("JAX_PROCESS_ID")]
@@ -528,6 +673,17 @@ class Checker:
                 if pod.accelerator == "tpu"
                 else ""
             )
+            unmet = next((u for p in missing if (u := self._k8s_unmet(p)) is not None), None)
+            if unmet is not None:
+                why = f"; {K8S_DETECTED}, the detector that would find it, cannot work here: {unmet.condition}"
+                rank_fix = (
+                    f"{unmet.fix}, so that {K8S_DETECTED} finds the rank; or {missing_fix}"
+                    if unmet.fix
+                    else missing_fix
+                )
+            else:  # K8sCluster would find these pods' ranks, but the other pods' env names theirs
+                why = f"; {K8S_DETECTED} would find theirs, but the other pods' env names their ranks"
+                rank_fix = missing_fix
             self.findings.add(
                 "rank-missing",
                 lambda: Problem(
@@ -535,8 +691,8 @@ class Checker:
                     None,
                     "rank env missing: neither JAX_PROCESS_ID nor the TPU detector env "
                     "(TPU_WORKER_ID + TPU_WORKER_HOSTNAMES) is set "
-                    f"on {len(missing)} of {n} pods, so JAX cannot know this process's rank{tpu}",
-                    missing_fix,
+                    f"on {len(missing)} of {n} pods, so JAX cannot know this process's rank{tpu}{why}",
+                    rank_fix,
                 ),
             )
         ranks: dict[int, list[model.Pod]] = {}

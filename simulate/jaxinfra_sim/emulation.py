@@ -51,7 +51,7 @@ def _start_pods(
     for draft in drafts:
         placed: list[tuple[controllers.ChildJob, model.Pod]] = []
         env_problems: list[tuple[str, Problem]] = []
-        for job in draft.jobs:
+        for job in draft.jobs if draft.unserved is None else ():  # what is not emulated starts no pod
             webhooked = gcsfuse.gcsfuse_webhook(job.pod_spec, job.pod_annotations)
             job = job if webhooked is job.pod_spec else replace(job, pod_spec=webhooked)
             token = admission.mounts_token(job.pod_spec, draft.namespace, objects)
@@ -90,9 +90,14 @@ def _workload(
     services: Mapping[tuple[str, str], Service],
     check_all: bool,
     store: Store,
+    k8s_client: bool = True,
 ) -> model.Workload:
     """The finished workload with its admission and static contract problems."""
-    checker = contract.Checker(draft.id, pods, dns, objects, services, check_all)
+    if draft.unserved is not None:
+        return _unserved(draft, draft.unserved, objects)
+    checker = contract.Checker(
+        draft.id, pods, dns, objects, services, check_all, k8s_client, {job.name: job.parallelism for job in draft.jobs}
+    )
     for job in draft.jobs[:1]:  # every Job of a workload shares the pod template's ServiceAccount
         if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
             checker.findings.add("service-account", problem)
@@ -138,6 +143,41 @@ def _workload(
     )
 
 
+def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> model.Workload:
+    """A workload whose controller is not emulated (a TrainJob on a non-JAX runtime), with no pod: the verdict a cluster
+    gives before what it runs matters, else the simulator's refusal (`Draft.unserved`, exit 2). Kueue first: a
+    workload it never admits stays suspended, its runtime never used (the same verdict as a served workload's); then
+    its own suspend field, outside Kueue (`engine.SUSPENDED`); else the refusal."""
+    queued = admission.kueue(
+        draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects
+    )
+    problems: tuple[Problem, ...] = ()
+    if queued is not None and not queued.admitted:
+        problems = (
+            Problem(
+                f"{draft.id} metadata.labels[{QUEUE_LABEL}]",
+                draft.labels[QUEUE_LABEL],
+                f"would stay suspended: {queued.note}",
+                queued.fix,
+            ),
+        )
+    elif queued is not None or draft.suspended is None:
+        problems = (unserved,)
+    return model.Workload(
+        kind=draft.kind,
+        namespace=draft.namespace,
+        name=draft.name,
+        pods=(),
+        groups=len(draft.jobs),
+        hosts_per_group=draft.jobs[0].completions if draft.jobs else 0,
+        chips_per_host=1,
+        restart=draft.restart,
+        problems=problems,
+        notes=(queued.note,) if queued is not None and queued.admitted else (),
+        suspended=draft.suspended if queued is None else None,
+    )
+
+
 def _waves(draft: controllers.Draft) -> tuple[tuple[tuple[int, ...], int], ...]:
     """Each Job whose parallelism is below its completions: its pods' positions and its parallelism."""
     return tuple(
@@ -156,6 +196,7 @@ def emulate(
     api: tuple[str, int] = (DEFAULT_API_HOST, API_PORT),
     api_objects: bool = False,
     before_pods: Callable[[Sequence[controllers.Draft]], None] | None = None,
+    k8s_client: bool = True,
 ) -> model.EmulatedCluster:
     """Every workload's pods as the controllers and kubelet would start them, the DNS names the Services make
     resolvable, and every admission and static contract problem, in manifest order (pods by global index, hosts
@@ -168,7 +209,8 @@ def emulate(
     their pods were recreated (each time with new names). `api`: the API
     server's address, which every container's env names. `api_objects`: also what the API server would hold.
     `before_pods`: called with the controllers' drafts before any pod is made (the simulator's capacity check, which
-    a million-pod JobSet must meet before a million pod objects exist).
+    a million-pod JobSet must meet before a million pod objects exist). `k8s_client`: the pods' Python can import
+    `kubernetes` (Options.k8s_client), which JAX's Kubernetes detection needs to find a rank no env names.
     """
     store = Store(m for m in manifests if isinstance(m, Mapping))
     objects = Objects(restarts=restarts, recreated=recreated, store=store)
@@ -183,7 +225,7 @@ def emulate(
     started = _start_pods(drafts, objects, ip_base, api)
     dns = ClusterDns(services.values(), [p for placed, _ in started for _, p in placed])
     workloads = tuple(
-        _workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all, store)
+        _workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all, store, k8s_client)
         for d, (placed, env_problems) in zip(drafts, started)
     )
     served = (

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jaxinfra.errors import Problem, Refused
+from jaxinfra.errors import Problem, Refused, Unserved
 
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
@@ -127,6 +127,16 @@ class Report:
             if isinstance(p, Refused)
         ]
 
+    @property
+    def unserved(self) -> list[Problem]:
+        """What the simulator does not serve (`errors.Unserved`: a kind it does not run), among every problem: then
+        nothing runs, and the command stops on its input."""
+        return [
+            p
+            for p in (*self.problems, *(q for r in self.results for q in r.workload.problems))
+            if isinstance(p, Unserved)
+        ]
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
@@ -189,13 +199,20 @@ def _probed(pod: model.Pod) -> list[tuple[str, tuple[model.Probe, ...]]]:
     return [(pod.container, pod.probes), *((c.name, c.probes) for c in pod.others)]
 
 
-def _plan(sources: Sources, check_all: bool, host_paths: Mapping[str, Path] | None = None) -> Report:
+def _plan(
+    sources: Sources, check_all: bool, host_paths: Mapping[str, Path] | None = None, k8s_client: bool = True
+) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file
-    (`host_paths`: the hostPaths --host-path maps, checked as the kubelet checks a node's path)."""
+    (`host_paths`: the hostPaths --host-path maps, checked as the kubelet checks a node's path; `k8s_client`: the
+    pods' Python has `kubernetes`, which JAX's Kubernetes detection needs)."""
     report = Report([])
     for source in sources:
         cluster = emulate(
-            source.manifests, (1, 0), check_all, before_pods=functools.partial(_refuse_drafts, not check_all)
+            source.manifests,
+            (1, 0),
+            check_all,
+            before_pods=functools.partial(_refuse_drafts, not check_all),
+            k8s_client=k8s_client,
         )
         report.problems += source.problems + tuple(source.where(p) for p in cluster.problems)
         report.problems += tuple(
@@ -375,7 +392,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (all the YAML, or one stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
-    report = _plan(sources, check_all=not options.run_command, host_paths=options.host_paths)
+    report = _plan(sources, not options.run_command, options.host_paths, options.k8s_client)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
@@ -439,6 +456,8 @@ def _refuse_drafts(run_command: bool, drafts: Sequence[controllers.Draft]) -> No
     """Capacity admission before any pod object exists (a JobSet of a million pods is refused, not built): each
     workload's pods at one device each, the least they can be."""
     for draft in drafts:
+        if draft.unserved is not None:  # it starts no pod here
+            continue
         pods = sum(job.completions for job in draft.jobs)
         _refuse_past(capacity.need(draft.id, pods, pods, run_command))
 
@@ -510,6 +529,7 @@ def _respawn(
         restarts=sum(r.jobset for r in restarts),
         recreated=result.recreated + REPLACEMENT_SEEDS * result.replacements,
         api=sim.api,
+        k8s_client=sim.options.k8s_client,
     )
     return next(w for w in cluster.workloads if w.id == result.workload.id).pods[position]
 
@@ -554,6 +574,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
             recreated=result.recreated,
             api=sim.api,
             api_objects=sim.server is not None,
+            k8s_client=options.k8s_client,
         )
         if sim.server is not None:
             sim.server.publish(cluster.objects)

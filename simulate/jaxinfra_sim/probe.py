@@ -72,6 +72,7 @@ class ProbeSpec:
     init_timeout: int = 60
     heartbeat_timeout: int = 10
     shutdown_timeout: int = 10
+    rank_from: str = ""  # where JAX finds the rank when no env names it (JAX's Kubernetes detection), for the detail
 
 
 class CheckFailed(Exception):
@@ -110,8 +111,9 @@ def init_kwargs(spec: ProbeSpec, env: Mapping[str, str]) -> dict[str, Any]:
     name everything: then cluster detection is switched off (docs/env-contract.md: JAX
     runs it whenever an argument is unset, and its Kubernetes detector then needs a mounted
     ServiceAccount token as soon as the `kubernetes` package is importable). Otherwise only
-    timeouts are passed and JAX's cluster detection (the GKE TPU detector on TPU pods) supplies
-    the rest, as it would on the cluster.
+    timeouts are passed and JAX's cluster detection (the GKE TPU detector on TPU pods, its
+    Kubernetes detector, K8sCluster, on the pods of an Indexed Job that may read the API server)
+    supplies the rest, as it would on the cluster.
     """
     requested = int(env.get("JAX_INITIALIZATION_TIMEOUT", spec.init_timeout))
     kwargs: dict[str, Any] = {
@@ -170,7 +172,20 @@ def check_rank(spec: ProbeSpec) -> str:
     wrong = [f"{k}={got} (expected {want})" for k, (got, want) in seen.items() if want is not None and got != want]
     if wrong:
         raise CheckFailed("; ".join(wrong))
-    return ", ".join(f"{k}={got}" for k, (got, _) in seen.items())
+    detail = ", ".join(f"{k}={got}" for k, (got, _) in seen.items())
+    if spec.rank_from:
+        where = getattr(getattr(_distributed(), "global_state", None), "coordinator_address", None)
+        detail += f"; rank from {spec.rank_from}" + (f", coordinator {where}" if where else "")
+    return detail
+
+
+def _distributed() -> Any:
+    """JAX's distributed module (its state: the coordinator address it used), or None where this JAX has none."""
+    try:
+        from jax._src import distributed
+    except ImportError:
+        return None
+    return distributed
 
 
 def build_mesh(spec: ProbeSpec) -> Mesh:
@@ -344,11 +359,7 @@ def _compile(program: Any, args: Any) -> jax.stages.Compiled:
 def _kv_store() -> Any:
     """The group's key-value store client, which JAX has no public handle for yet; None if this
     JAX keeps it elsewhere (each process then compiles its own program, as before)."""
-    try:
-        from jax._src import distributed
-    except ImportError:
-        return None
-    return getattr(getattr(distributed, "global_state", None), "client", None)
+    return getattr(getattr(_distributed(), "global_state", None), "client", None)
 
 
 def compile_once(program: Any, args: Any, mesh: Mesh) -> tuple[jax.stages.Compiled, str]:

@@ -182,11 +182,16 @@ def run(
 
         written.append(("--html", html, html_report(report, options.faults, reporter.kept)))
     outputs.write(written)
-    if report.refused:
-        n = len(report.refused)
-        raise CommandFailed(
-            f"{n} {'problem' if n == 1 else 'problems'} the API server refuses; nothing started", INPUT_ERROR
-        )
+    if report.refused or report.unserved:  # input problems: the API server's refusals, then what is not emulated
+        said = [
+            f"{n} {one if n == 1 else f'{one}s'} {what}"
+            for n, one, what in (
+                (len(report.refused), "problem", "the API server refuses"),
+                (len(report.unserved), "object", "the simulator does not run (a kind or runtime it does not emulate)"),
+            )
+            if n
+        ]
+        raise CommandFailed(f"{'; '.join(said)}; nothing started", INPUT_ERROR)
     if report.machine is not None:
         raise CommandFailed(report.machine, MACHINE_LIMIT)
     if not report.ok:

@@ -72,8 +72,8 @@ class Source:
             if i < len(self.files):
                 file = self.files[i]
                 path = f"manifest {self.files[:i].count(file)}{path[m.end() :]}"
-                return Problem(f"{file}: {path}", problem.value, problem.message, problem.fix)
-        return Problem(f"{self.file_of(path)}: {path}", problem.value, problem.message, problem.fix)
+                return replace(problem, path=f"{file}: {path}")
+        return replace(problem, path=f"{self.file_of(path)}: {path}")  # of its own class (`errors.Unserved`)
 
     def inputs(self) -> dict[str, list[str]]:
         """Per file, the objects the cluster holds from it (`name_of`), in apply order."""

@@ -4,8 +4,9 @@ creates. Adding a workload kind is one module here and one line in `WORKLOAD_KIN
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
-from jaxinfra.errors import Problem
+from jaxinfra.errors import Problem, Unserved
 from jaxinfra.upstream import BATCH_API, JAXJOB_API, JOBSET_API, TRAINER_API
 from jaxinfra_sim.controllers import job as job_controller
 from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, init_timeout_problems, positions
@@ -15,15 +16,59 @@ from jaxinfra_sim.controllers.jobset import jobset
 from jaxinfra_sim.controllers.trainjob import trainjob
 from jaxinfra_sim.inputs import PASSIVE_KINDS, Objects, meta, oid, strings
 
-__all__ = ["SUPPORTED", "WORKLOAD_KINDS", "ChildJob", "Draft", "Identity", "drafts", "pod_identity", "positions"]
+__all__ = [
+    "SUPPORTED",
+    "UNSERVED_KINDS",
+    "WORKLOAD_KINDS",
+    "ChildJob",
+    "Draft",
+    "Identity",
+    "drafts",
+    "pod_identity",
+    "positions",
+]
 
-WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping, Objects], Draft | Problem]] = {
+WORKLOAD_KINDS: dict[tuple[str, str], Callable[[Mapping[str, Any], Objects], Draft | Problem]] = {
     (JOBSET_API, "JobSet"): jobset,
     (BATCH_API, "Job"): indexed_job,
     (JAXJOB_API, "JAXJob"): jaxjob,
     (TRAINER_API, "TrainJob"): trainjob,
 }
 """Which controller makes what of a manifest, by (apiVersion, kind)."""
+
+UNSERVED_KINDS: frozenset[tuple[str, str]] = frozenset(
+    {
+        ("", "Pod"),  # the kubelet runs it as it is, with no controller: nothing here runs a bare Pod
+        ("", "ReplicationController"),
+        ("apps", "Deployment"),
+        ("apps", "ReplicaSet"),
+        ("apps", "StatefulSet"),
+        ("apps", "DaemonSet"),
+        ("batch", "CronJob"),  # its Jobs come on a schedule; the Job kind itself is served (a NonIndexed one too)
+        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+        ("ray.io", "RayJob"),
+        ("ray.io", "RayCluster"),
+        ("ray.io", "RayService"),
+        ("kubeflow.org", "PyTorchJob"),  # Training Operator v1: only its JAXJob is emulated
+        ("kubeflow.org", "TFJob"),
+        ("kubeflow.org", "MPIJob"),  # v1, and the MPI Operator's v2beta1
+        ("kubeflow.org", "XGBoostJob"),
+        ("kubeflow.org", "PaddleJob"),
+        ("kubeflow.org", "MXJob"),
+        ("batch.volcano.sh", "Job"),
+        ("argoproj.io", "Workflow"),
+        ("argoproj.io", "CronWorkflow"),
+        ("sparkoperator.k8s.io", "SparkApplication"),
+    }
+)
+"""Kinds, by (API group, kind), whose controller creates pods on a cluster and that no emulated controller serves:
+an input problem (`errors.Unserved`, exit 2), never a stored-and-noted object. Kinds that run no pods (ConfigMaps,
+Services, Kueue's queues, custom resources that are not workloads) stay stored, with a note (`not_simulated`).
+
+An input holding one of these alongside a served workload is refused too, nothing started: a pass would vouch for
+manifests whose pods partly never ran, and the served workload may need those pods (a Service selecting a
+Deployment's pods resolves on a cluster, not here), so even its own verdict might not be the cluster's. `jaxinfra
+validate` is unaffected: it checks what the API server stores, and the API server stores these."""
 
 SUSPEND: dict[str, tuple[str, ...]] = {
     "JobSet": ("spec", "suspend"),  # jobset api/jobset/v1alpha2 JobSetSpec.Suspend
@@ -34,7 +79,7 @@ SUSPEND: dict[str, tuple[str, ...]] = {
 """Where each workload kind says it is suspended: while true, its controller starts no pod."""
 
 
-def _suspended(obj: Mapping) -> str | None:
+def _suspended(obj: Mapping[str, Any]) -> str | None:
     """The suspend field's path where it is true, else None."""
     path = SUSPEND.get(str(obj.get("kind")), ())
     node: object = obj
@@ -43,10 +88,10 @@ def _suspended(obj: Mapping) -> str | None:
     return ".".join(path) if node is True else None
 
 
-def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft], list[Problem]]:
+def drafts(manifests: Sequence[Mapping[str, Any]], objects: Objects) -> tuple[list[Draft], list[Problem]]:
     """Index every passive object first (workloads read them), then let each workload kind's controller
     draft its Jobs, in manifest order; other kinds are stored and not simulated (`not_simulated`)."""
-    found: list[tuple[int, Mapping]] = []
+    found: list[tuple[int, Mapping[str, Any]]] = []
     problems: list[tuple[int, Problem]] = []
     for i, obj in enumerate(manifests):
         if not isinstance(obj, Mapping) or not obj.get("kind"):
@@ -65,6 +110,8 @@ def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft],
             objects.add(obj)
         elif (obj.get("apiVersion", ""), obj["kind"]) in WORKLOAD_KINDS:
             found.append((i, obj))
+        elif unserved := unserved_kind(obj):
+            problems.append((i, unserved))
     made_drafts = []
     for i, obj in found:
         made = WORKLOAD_KINDS[(obj.get("apiVersion", ""), obj["kind"])](obj, objects)
@@ -78,15 +125,45 @@ def drafts(manifests: Sequence[Mapping], objects: Objects) -> tuple[list[Draft],
     return made_drafts, [p for _, p in sorted(problems, key=lambda item: item[0])]
 
 
-def not_simulated(manifests: Sequence[Mapping]) -> list[str]:
-    """The objects no emulated controller reads or runs (a Deployment, an operator's custom resource): on a cluster
-    their controllers act on them; here they are only stored."""
+def _group(obj: Mapping[str, Any]) -> str:
+    """The API group of an object's apiVersion ("" for the core group's `v1`)."""
+    api_version = str(obj.get("apiVersion", ""))
+    return api_version.rsplit("/", 1)[0] if "/" in api_version else ""
+
+
+def unserved_kind(obj: Mapping[str, Any]) -> Unserved | None:
+    """The input problem of an object whose kind runs pods on a cluster but that the simulator does not run
+    (`UNSERVED_KINDS`), else None."""
+    kind = str(obj.get("kind"))
+    if (_group(obj), kind) not in UNSERVED_KINDS or (obj.get("apiVersion", ""), kind) in WORKLOAD_KINDS:
+        return None
+    runs = (
+        "a bare Pod runs on a cluster (its node's kubelet starts it), but the simulator runs only the pods of the "
+        "workloads whose controllers it emulates: it would not run here"
+        if kind == "Pod"
+        else f"a {kind} runs pods on a cluster, but the simulator does not emulate its controller: its pods would not "
+        "run here"
+    )
+    return Unserved(
+        oid(obj),
+        f"{kind} ({obj.get('apiVersion', '')})",
+        f"{runs}, so no verdict would be the cluster's (nothing started)",
+        "the simulator runs JobSet, Indexed Job, JAXJob and TrainJob; simulate the workload as one of those, or leave "
+        "it out of the simulation's inputs",
+    )
+
+
+def not_simulated(manifests: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The objects no emulated controller reads or runs and that run no pods themselves (an operator's custom resource
+    that is not a workload): on a cluster their controllers act on them; here they are only stored. A kind that runs
+    pods is an input problem instead (`unserved_kind`)."""
     return [
         oid(obj)
         for obj in manifests
         if isinstance(obj, Mapping)
         and obj.get("kind") not in PASSIVE_KINDS
         and (obj.get("apiVersion", ""), obj.get("kind")) not in WORKLOAD_KINDS
+        and unserved_kind(obj) is None
     ]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jaxinfra.admission.webhooks import jobset_default
-from jaxinfra.errors import Problem
+from jaxinfra.errors import Problem, Unserved
 from jaxinfra.upstream import (
     COMPLETION_INDEX,
     JOBSET_API,
@@ -27,6 +27,7 @@ from jaxinfra.upstream import (
     TRAINER_NODE,
     TRAINER_PORT,
 )
+from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import Draft
 from jaxinfra_sim.controllers.jobset import jobset
 from jaxinfra_sim.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
@@ -34,7 +35,7 @@ from jaxinfra_sim.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, o
 _UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
 
 
-def _upsert(items: list, item: Mapping, key: str = "name") -> None:
+def _upsert(items: list[Any], item: Mapping[str, Any], key: str = "name") -> None:
     """Trainer's apply.Upsert*: replace the entry with the same key in place, else append."""
     for i, existing in enumerate(items):
         if existing.get(key) == item.get(key):
@@ -70,7 +71,7 @@ def _strategic_merge(base: Any, patch: Any) -> Any:
     return copy.deepcopy(patch)
 
 
-def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
+def trainjob(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
     """A Trainer v2 TrainJob: the JobSet `<trainjob>` the Trainer builds from its runtime, run by the JobSet
     emulation."""
     spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
@@ -106,17 +107,34 @@ def trainjob(obj: Mapping, objects: Objects) -> Draft | Problem:
             f"the Trainer creates nothing for this TrainJob ({said})",
             f"reference one of {known}, or add the {kind} to the manifests",
         )
-    rt_spec = runtime.get("spec") or {}
-    ml = rt_spec.get("mlPolicy") or {}
-    rt_where = f"{oid(runtime)} spec"
+    ml = (runtime.get("spec") or {}).get("mlPolicy") or {}
     other = [p for p in _UNSUPPORTED_POLICIES if p in ml]
-    if other:
-        return Problem(
-            f"{rt_where}.mlPolicy",
-            sorted(ml),
-            f"mlPolicy.{other[0]} is not a JAX runtime; the simulator emulates the JAX plugin (and no ML policy)",
-            "reference a runtime with mlPolicy.jax, e.g. the upstream 'jax-distributed'",
+    if other:  # the Trainer's other plugins are not emulated: the TrainJob starts no pod here (`Draft.unserved`)
+        made = _build(obj, runtime, ml, objects)
+        unserved = Unserved(
+            where,
+            f"{kind} {runtime_name} (mlPolicy.{other[0]})",
+            f"mlPolicy.{other[0]} is not a JAX runtime: the Trainer would run this TrainJob with its {other[0]} "
+            "plugin, which the simulator does not emulate (it emulates the JAX plugin, and runtimes with no ML "
+            "policy), so no verdict on its pods would be the cluster's (nothing started)",
+            "reference a runtime with mlPolicy.jax (e.g. the upstream 'jax-distributed') or none, or leave this "
+            "TrainJob out of the simulation's inputs",
         )
+        if isinstance(made, Problem):  # its runtime's shape is wrong too: no pods for Kueue to count
+            made = Draft("TrainJob", ns, name, [], model.RestartPolicy("jobset"))
+        made.problems, made.jax_problems, made.unserved = [], [], unserved  # the runtime first: nothing else counts
+        return made
+    return _build(obj, runtime, ml, objects)
+
+
+def _build(
+    obj: Mapping[str, Any], runtime: Mapping[str, Any], ml: Mapping[str, Any], objects: Objects
+) -> Draft | Problem:
+    """The JobSet the Trainer builds for TrainJob `obj` from `runtime` (its mlPolicy `ml`), handed to the JobSet
+    emulation; the JAX plugin's env only where the runtime's policy is JAX."""
+    spec, name, ns = obj.get("spec") or {}, meta(obj).get("name", ""), namespace_of(obj)
+    rt_spec = runtime.get("spec") or {}
+    rt_where = f"{oid(runtime)} spec"
     template = copy.deepcopy(dict(rt_spec.get("template") or {}))
     rt_meta = dict(template.get("metadata") or {})
     js_spec = dict(template.get("spec") or {})
