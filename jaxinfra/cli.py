@@ -615,7 +615,7 @@ def simulate(
 
     All the YAML given is one cluster (a Job and its ServiceAccount, a workload and its Kueue queues, a TrainJob and its
     runtime may be in different files); each stack is its own. The report names the file each object came from."""
-    from jaxinfra_sim.options import Options
+    from jaxinfra_sim.options import Options, Request
 
     inputs = _start(inputs, {"--json": json_report, "--trace": trace, "--html": html}, command="simulate")
     images, claims = _images(image, volume)
@@ -631,9 +631,9 @@ def simulate(
         k8s_client=k8s_client,
     )
     sources = _sources(inputs, backend)
-    notes = _shadow_notes(sources)
+    request = Request(sources, options, logs, json_report, trace, html, tuple(_shadow_notes(sources)))
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
-        raise typer.Exit(ctx.obj.hand_over(sources, options, logs, json_report, trace, html, notes))
+        raise typer.Exit(ctx.obj.hand_over(request))
     from jaxinfra_sim.report import run
 
-    run(sources, options, logs, json_report, trace, html, notes)
+    run(request)

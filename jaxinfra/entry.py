@@ -16,6 +16,7 @@ from jaxinfra.errors import INPUT_ERROR, CommandFailed, JaxinfraError
 
 if TYPE_CHECKING:
     from jaxinfra.prefork import Prefork
+    from jaxinfra_sim.options import Request
 
 
 def status(call: Callable[[], Any]) -> int:
@@ -51,11 +52,11 @@ def _warm_simulator() -> None:
     engine.preload()
 
 
-def _simulate(*args: Any) -> int:
+def _simulate(request: Request) -> int:
     """The prefork child's work: the rest of `jaxinfra simulate`, once the parent has read the inputs."""
     from jaxinfra_sim.report import run
 
-    return status(lambda: run(*args))
+    return status(lambda: run(request))
 
 
 def _prefork(args: list[str]) -> Prefork | None:

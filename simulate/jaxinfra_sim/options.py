@@ -1,15 +1,19 @@
 """What a simulation was asked for: faults to inject, timeouts, the images' code, volumes kept
-across simulations, the hostPaths mapped to this machine's folders, and the image's Python. Read by
-the engine, the runner and the report."""
+across simulations, the hostPaths mapped to this machine's folders, and the image's Python (`Options`,
+read by the engine, the runner and the report); and the whole request from the command line to the
+simulator (`Request`: the inputs, those options, the reports to write)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jaxinfra_sim import model
+
+if TYPE_CHECKING:
+    from jaxinfra_sim.sources import Source
 
 
 @dataclass(frozen=True)
@@ -54,3 +58,17 @@ class Options:
     heartbeat_timeout: int = 10
     shutdown_timeout: int = 10
     faults: Faults = field(default_factory=Faults)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One `jaxinfra simulate`, as the command line hands it to the simulator (across the prefork's pipe too): the
+    inputs, each source its own cluster; how to run them; and what to write once the verdict is in."""
+
+    sources: Sequence[Source]
+    options: Options = field(default_factory=lambda: Options())
+    logs: bool = True  # the pods' output, live
+    json_report: Path | None = None
+    trace: Path | None = None
+    html: Path | None = None
+    notes: tuple[str, ...] = ()  # what the run cannot tell (a CPU shadow's limits), printed and reported

@@ -8,11 +8,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jaxinfra_sim import model, sandbox, shim
 from jaxinfra_sim.cgroups import PodGroup
-from jaxinfra_sim.controllers.job_failure import JobFailure
+
+if TYPE_CHECKING:  # a type only: the controllers read these records (`controllers.running`), not the reverse
+    from jaxinfra_sim.controllers.job_failure import JobFailure
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
 ENDED_WITH_GROUP = "ended with its group"

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,8 +14,8 @@ from rich.table import Column, Table
 
 from jaxinfra import outputs
 from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, CommandFailed
-from jaxinfra_sim.engine import Report, Sources, WorkloadResult, simulate
-from jaxinfra_sim.options import Options
+from jaxinfra_sim.engine import Report, WorkloadResult, simulate
+from jaxinfra_sim.options import Request
 from jaxinfra_sim.podrun import Attempt, Logs, PodRun
 from jaxinfra_sim.printable import printable
 
@@ -153,22 +151,14 @@ class Reporter:
                 self.console.print(f"  note: {escape(note)}", highlight=False, soft_wrap=True)
 
 
-def run(
-    sources: Sources,
-    options: Options,
-    logs: bool,
-    json_report: Path | None,
-    trace: Path | None = None,
-    html: Path | None = None,
-    notes: Sequence[str] = (),
-) -> None:
+def run(request: Request) -> None:
     """`jaxinfra simulate` once its inputs are read: simulate them with a live report, write the
     JSON report, the trace and the HTML page asked for (also of a failed run: that is when they
-    matter), and end with the verdict's summary line (CommandFailed when any workload failed). `notes`:
-    what the run cannot tell (a CPU shadow's limits), printed and reported."""
-    reporter = Reporter(Console(stderr=False), logs=logs, keep_logs=html is not None)
-    report = simulate(sources, options, reporter)
-    report.notes.extend(notes)
+    matter), and end with the verdict's summary line (CommandFailed when any workload failed)."""
+    options, json_report, trace, html = request.options, request.json_report, request.trace, request.html
+    reporter = Reporter(Console(stderr=False), logs=request.logs, keep_logs=html is not None)
+    report = simulate(request.sources, options, reporter)
+    report.notes.extend(request.notes)
     reporter.summary(report)
     written = []  # all or nothing, once the verdict is in: a bad path was refused before the run
     if json_report is not None:

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jaxinfra.errors import Problem, Unserved
-from jaxinfra.upstream import BATCH_API, JAXJOB_API, JOBSET_API, TRAINER_API
+from jaxinfra.upstream import BATCH_API, JAXJOB_API, JOBSET_API, KUBEFLOW_API_GROUP, TRAINER_API
 from jaxinfra_sim.controllers import job as job_controller
 from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, init_timeout_problems, positions
 from jaxinfra_sim.controllers.jaxjob import jaxjob
@@ -49,12 +49,12 @@ UNSERVED_KINDS: frozenset[tuple[str, str]] = frozenset(
         ("ray.io", "RayJob"),
         ("ray.io", "RayCluster"),
         ("ray.io", "RayService"),
-        ("kubeflow.org", "PyTorchJob"),  # Training Operator v1: only its JAXJob is emulated
-        ("kubeflow.org", "TFJob"),
-        ("kubeflow.org", "MPIJob"),  # v1, and the MPI Operator's v2beta1
-        ("kubeflow.org", "XGBoostJob"),
-        ("kubeflow.org", "PaddleJob"),
-        ("kubeflow.org", "MXJob"),
+        (KUBEFLOW_API_GROUP, "PyTorchJob"),  # Training Operator v1: only its JAXJob is emulated
+        (KUBEFLOW_API_GROUP, "TFJob"),
+        (KUBEFLOW_API_GROUP, "MPIJob"),  # v1, and the MPI Operator's v2beta1
+        (KUBEFLOW_API_GROUP, "XGBoostJob"),
+        (KUBEFLOW_API_GROUP, "PaddleJob"),
+        (KUBEFLOW_API_GROUP, "MXJob"),
         ("batch.volcano.sh", "Job"),
         ("argoproj.io", "Workflow"),
         ("argoproj.io", "CronWorkflow"),
