@@ -13,6 +13,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +30,7 @@ from jaxinfra_sim.errors import MachineLimit, Unavailable
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Options
 from jaxinfra_sim.platform import standins
-from jaxinfra_sim.podrun import Attempt, Listener, PodRun, first_failure
+from jaxinfra_sim.podrun import Attempt, Listener, Phase, PodRun, first_failure
 from jaxinfra_sim.runner import Runner
 from jaxinfra_sim.sources import Source
 
@@ -43,9 +44,19 @@ CRASH_LOOP_REPEATS = 3
 """Identical failures in a row after which a restart loop that no limit would end is a crash loop."""
 MIN_ATTEMPT_INTERVAL_S = 0.25
 """Back-off is not waited, so this bounds a fast loop: at most four attempts a second of wall time."""
-NOT_FINISHED = "not finished"
-"""The verdict of a workload still running (or about to restart) at --timeout: neither a success nor a failure its
-controller would report. The simulation does not pass: nothing proved the job ends well."""
+
+
+class Verdict(StrEnum):
+    """A workload's verdict: `pending` until it is decided; `not finished` for one still running (or about to
+    restart) at --timeout, or one that would wait (suspended): neither a success nor a failure its controller would
+    report. The simulation passes only when every workload `succeeded`: nothing else proved the job ends well."""
+
+    PENDING = "pending"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    NOT_FINISHED = "not finished"
+
+
 ON_A_CLUSTER = "on a cluster it would keep running (raise --timeout to see it end)"
 SUSPENDED = (
     "suspended, its controller creates no pod until it is resumed (set it to false, or label the workload "
@@ -58,7 +69,7 @@ class WorkloadResult:
     source: str  # the file (or stack) its workload object came from
     workload: model.Workload
     attempts: list[Attempt] = field(default_factory=list)
-    verdict: str = "pending"  # succeeded | failed | not finished (NOT_FINISHED)
+    verdict: Verdict = Verdict.PENDING
     reason: str | None = None
     recreated: int = 0  # times its pods were recreated (new names and IPs); in-place restarts keep them
     replacements: int = 0  # pods its Jobs created in place of failed ones while the others ran on
@@ -116,7 +127,7 @@ class Report:
 
     @property
     def ok(self) -> bool:
-        return not self.problems and bool(self.results) and all(r.verdict == "succeeded" for r in self.results)
+        return not self.problems and bool(self.results) and all(r.verdict == Verdict.SUCCEEDED for r in self.results)
 
     @property
     def refused(self) -> list[Problem]:
@@ -165,7 +176,7 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     last = attempts[-1]
     jobs: dict[tuple[str, int], list[PodRun]] = {}
     for r in last.pods:
-        if r.phase == "failed":
+        if r.phase == Phase.FAILED:
             jobs.setdefault(job_failure.job_of(r.pod), []).append(r)
     mine = job_failure.job_of(last.first_failure.pod)
     failed: list[tuple[str, JobFailure]] = [last.job_failure] if last.job_failure else []  # the runner's Job controller
@@ -396,7 +407,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
-            r.verdict, r.reason = "failed", f"{len(r.workload.problems)} problems; not started"
+            r.verdict, r.reason = Verdict.FAILED, f"{len(r.workload.problems)} problems; not started"
     if runnable and not report.problems and not report.refused:
         admit(runnable, options)
         isolation = sandbox.preflight()  # before anything runs: can pods get their own /etc/hosts here?
@@ -544,7 +555,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
     A restart recreates the pods (new names and IPs), except where the kubelet restarts the container in
     place (pod restartPolicy OnFailure): same pods, after a CrashLoopBackOff delay that is recorded, not waited."""
     if result.workload.suspended is not None:
-        result.verdict, result.reason = NOT_FINISHED, f"{result.workload.suspended} is true: {SUSPENDED}"
+        result.verdict, result.reason = Verdict.NOT_FINISHED, f"{result.workload.suspended} is true: {SUSPENDED}"
         return
     options = sim.options
     failures: Failures = {}
@@ -603,21 +614,21 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         result.attempts.append(attempt)
         sim.listener("attempt", (result, attempt))
         if attempt.ok:
-            result.verdict = "succeeded"
+            result.verdict = Verdict.SUCCEEDED
             return
         if attempt.machine is not None:  # the machine's verdict, not the job's: no restart would fare better
-            result.verdict, result.reason = "failed", attempt.machine
+            result.verdict, result.reason = Verdict.FAILED, attempt.machine
             return
         if attempt.unfinished:
-            result.verdict, result.reason = NOT_FINISHED, f"{attempt.reason}; {ON_A_CLUSTER}"
+            result.verdict, result.reason = Verdict.NOT_FINISHED, f"{attempt.reason}; {ON_A_CLUSTER}"
             return
         why = restart_decision(workload.restart, result.attempts, failures) or crash_loop(
             workload.restart, result.attempts
         )
         if why is not None:
-            result.verdict, result.reason = "failed", f"{attempt.reason}; {why}"
+            result.verdict, result.reason = Verdict.FAILED, f"{attempt.reason}; {why}"
             return
         if time.monotonic() >= sim.deadline:  # its controller would restart it: the workload is not over
-            result.verdict = NOT_FINISHED
+            result.verdict = Verdict.NOT_FINISHED
             result.reason = f"{attempt.reason}; --timeout reached before restart {index + 1}; {ON_A_CLUSTER}"
             return

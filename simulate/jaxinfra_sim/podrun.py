@@ -7,6 +7,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,23 @@ from jaxinfra_sim.cgroups import PodGroup
 
 if TYPE_CHECKING:  # a type only: the controllers read these records (`controllers.running`), not the reverse
     from jaxinfra_sim.controllers.job_failure import JobFailure
+
+
+class Phase(StrEnum):
+    """A pod's phase as the runner tracks it: Kubernetes' PodPhase (Pending, Running, Succeeded, Failed), with the
+    probe's `initializing` (its JAX process is joining the group) between Pending and Running, and `deleted` (its
+    controller deleted it while it ran: the workload had completed)."""
+
+    PENDING = "pending"
+    INITIALIZING = "initializing"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    DELETED = "deleted"
+
+
+ENDS = frozenset({Phase.SUCCEEDED, Phase.FAILED, Phase.DELETED})
+"""The phases a pod does not leave."""
 
 #: Why a pod that did not fail itself was stopped: the group ended at another pod's failure.
 ENDED_WITH_GROUP = "ended with its group"
@@ -101,7 +119,7 @@ class PodRun(Process):
     """One pod in one attempt, as the runner saw it; its own process is its JAX container's."""
 
     pod: model.Pod
-    phase: str = "pending"  # pending -> initializing -> running -> succeeded | failed
+    phase: Phase = Phase.PENDING  # pending -> initializing -> running -> succeeded | failed (| deleted)
     timings: dict[str, float] = field(default_factory=dict)  # phase -> seconds since the attempt began
     result: dict[str, Any] | None = None
     preempted: float | None = None  # when it got SIGTERM for --preempt (seconds since the attempt began)
@@ -121,7 +139,7 @@ class PodRun(Process):
 
     @property
     def done(self) -> bool:
-        return self.phase in ("succeeded", "failed", "deleted")
+        return self.phase in ENDS
 
     @property
     def processes(self) -> list[PodRun | ContainerRun]:
@@ -217,7 +235,7 @@ class Attempt:
 def first_failure(runs: list[PodRun]) -> PodRun:
     """Of `runs`, the pod that failed by itself (the others were ended with it; a preempted one first, since the
     others' exits follow from it), else the first failed one."""
-    failed = [r for r in runs if r.phase == "failed"] or runs
+    failed = [r for r in runs if r.phase == Phase.FAILED] or runs
     own = [r for r in failed if r.reason != ENDED_WITH_GROUP] or failed
     return next((r for r in own if r.preempted is not None), own[0])
 

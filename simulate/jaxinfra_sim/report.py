@@ -14,9 +14,9 @@ from rich.table import Column, Table
 
 from jaxinfra import outputs
 from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, CommandFailed
-from jaxinfra_sim.engine import Report, WorkloadResult, simulate
+from jaxinfra_sim.engine import Report, Verdict, WorkloadResult, simulate
 from jaxinfra_sim.options import Request
-from jaxinfra_sim.podrun import Attempt, Logs, PodRun
+from jaxinfra_sim.podrun import Attempt, Logs, Phase, PodRun
 from jaxinfra_sim.printable import printable
 
 STYLE = {
@@ -71,7 +71,7 @@ class Reporter:
                 self.live = Live(self._table(), console=self.console, auto_refresh=False, transient=True)
                 self.live.start()
             self.live.update(self._table(), refresh=True)
-        elif run.phase in ("succeeded", "failed"):
+        elif run.phase in (Phase.SUCCEEDED, Phase.FAILED):
             self.console.print(
                 escape(printable(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else ""))),
                 highlight=False,
@@ -185,6 +185,6 @@ def run(request: Request) -> None:
     if report.machine is not None:
         raise CommandFailed(report.machine, MACHINE_LIMIT)
     if not report.ok:
-        failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != "succeeded"]
+        failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != Verdict.SUCCEEDED]
         raise CommandFailed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)
     print(f"jaxinfra: simulation passed: {len(report.results)} workload(s) in {report.seconds:.2f} s", file=sys.stderr)

@@ -26,7 +26,7 @@ from jaxinfra_sim.controllers.running import Running
 from jaxinfra_sim.machine import Machine, oom_group
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Faults, Options
-from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, ContainerRun, Listener, PodRun, Process
+from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, ContainerRun, Listener, Phase, PodRun, Process
 from jaxinfra_sim.printable import printable
 
 #: The longest the other pods wait for a started rank 0 to listen before starting anyway.
@@ -110,7 +110,9 @@ class Runner:
                         r.created = now if r.begun else None
                     if r.begun and (r.others or not r.initialized) and not r.done and self.machine.verdict is None:
                         self._kubelet(r, runs, now - t0, wake)
-                due = [r for r in runs if r.initialized and r.pid is None and r.phase == "pending" and not r.evicted]
+                due = [
+                    r for r in runs if r.initialized and r.pid is None and r.phase == Phase.PENDING and not r.evicted
+                ]
                 if coordinator in due:
                     self._start_or_stop(coordinator, coordinator, runs)
                 hold = self._coordinator_warming(coordinator, now)
@@ -142,7 +144,7 @@ class Runner:
                 if self.machine.verdict is not None:
                     attempt.reason = attempt.machine = self.machine.verdict
                     break
-                if any(r.phase == "failed" for r in runs):
+                if any(r.phase == Phase.FAILED for r in runs):
                     created = self.controllers.replace_failed(runs, attempt, self._end)
                     if created is None:
                         break
@@ -323,7 +325,7 @@ class Runner:
         except OSError as err:
             if not self.machine.refused(err, r):
                 raise
-            r.phase, r.reason = "failed", f"not started: {self.machine.verdict}"
+            r.phase, r.reason = Phase.FAILED, f"not started: {self.machine.verdict}"
             self.listener("phase", r)
             return
         if p is r:
@@ -399,7 +401,7 @@ class Runner:
                 self._watch(p, theirs.ask, "grant")
             self._watch(p, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what p.fds holds
         if isinstance(p, PodRun):
-            self._phase(p, "started", quiet=True)
+            p.timings["started"] = time.monotonic() - self.t0
         else:
             p.started = time.monotonic() - self.t0
         if self.options.run_command:
@@ -420,11 +422,11 @@ class Runner:
         os.set_blocking(fd, False)
         self.selector.register(fd, selectors.EVENT_READ, p)
 
-    def _phase(self, r: PodRun, phase: str, quiet: bool = False) -> None:
+    def _phase(self, r: PodRun, phase: Phase) -> None:
+        """The pod's new phase, when it came (its timings) and to the listener."""
         r.timings[phase] = time.monotonic() - self.t0
-        if not quiet:
-            r.phase = phase
-            self.listener("phase", r)
+        r.phase = phase
+        self.listener("phase", r)
 
     def _read(self, p: Process, fd: int) -> bool:
         """Consume what the pipe holds now; False once it has nothing more (drained or at EOF)."""
@@ -469,13 +471,13 @@ class Runner:
             return
         msg = json.loads(text)
         phase = msg.pop("phase")
-        p.running = p.running or phase == "running"
+        p.running = p.running or phase == Phase.RUNNING
         if not isinstance(p, PodRun):  # the probe's phases and result: the JAX container's alone
             return
         if phase == "result":
             p.result = msg["result"]
         elif not p.done:
-            self._phase(p, phase)
+            self._phase(p, Phase(phase))  # initializing, running: what the container says of itself
 
     def _reap(self, runs: list[PodRun]) -> None:
         for r in runs:
@@ -542,12 +544,12 @@ class Runner:
         if r.evicted is not None:  # Failed once its containers have ended, whatever their exit codes
             if not any(p.live for p in r.processes):
                 r.reason = f"{eviction.REASON}: {r.evicted}"
-                self._phase(r, "failed")
+                self._phase(r, Phase.FAILED)
             return
         failed_init = next((c for c in r.others if c.container.role == "init" and c.reaped and c.exit_code), None)
         if failed_init is not None:
             r.reason = f"init container {failed_init.container.name}: {failed_init.reason}"
-            self._phase(r, "failed")
+            self._phase(r, Phase.FAILED)
             return
         mains: list[Process] = [r, *(c for c in r.others if c.container.role == "main")]
         restarts = r.pod.restart_policy != "Never"  # a container a probe stopped restarts, however it exited
@@ -569,14 +571,14 @@ class Runner:
         if any(c.live for c in r.others):  # its sidecars: `_kubelet` stops them
             return
         if failed is None:
-            self._phase(r, "succeeded")
+            self._phase(r, Phase.SUCCEEDED)
         else:
             self._failed(r, failed)
 
     def _failed(self, r: PodRun, failed: Process) -> None:
         if isinstance(failed, ContainerRun):
             r.reason = f"container {failed.container.name}: {failed.reason}"
-        self._phase(r, "failed")
+        self._phase(r, Phase.FAILED)
 
     def _preemption(self, r: PodRun) -> str:
         """How a preempted pod ended, for its reason."""
@@ -603,13 +605,13 @@ class Runner:
     def _stuck(self, runs: list[PodRun], now: float) -> str | None:
         """A pod that makes no progress by its deadline ends the group (JAX would wait minutes)."""
         for r in runs:
-            if r.phase == "initializing" and not self.options.run_command:
+            if r.phase == Phase.INITIALIZING and not self.options.run_command:
                 limit = init_timeout(r.pod.env, self.options) + INIT_GRACE_S
                 if now - self.t0 - r.timings.get("started", 0.0) > limit:
-                    pending = [p.pod.hostname for p in runs if p.phase == "pending"]
+                    pending = [p.pod.hostname for p in runs if p.phase == Phase.PENDING]
                     why = f"; not started yet: {', '.join(pending)}" if pending else ""
                     r.phase, r.reason = (
-                        "failed",
+                        Phase.FAILED,
                         f"no progress: still initializing after its init timeout ({limit - INIT_GRACE_S:g} s){why}",
                     )
                     self.listener("phase", r)
@@ -658,7 +660,7 @@ class Runner:
             if not p.reaped:  # its container was SIGKILLed: its shim ends once the pod's namespace is empty
                 self._ended(r, p, os.waitpid(pid, 0)[1])
         for r in runs:
-            if r.pid is None and r.phase == "pending":
+            if r.pid is None and r.phase == Phase.PENDING:
                 r.reason = self.controllers.never_created(r, gates.get(id(r)))
                 if r.reason == "never started" and r.others and not r.initialized:
                     r.reason += f": {ENDED_WITH_GROUP} in its init containers"
@@ -696,4 +698,4 @@ class Runner:
             return
         r.reason = r.reason or (self._preemption(r) if r.preempted is not None else ENDED_WITH_GROUP)
         if not r.done:
-            self._phase(r, "deleted" if r.deleted else "failed")
+            self._phase(r, Phase.DELETED if r.deleted else Phase.FAILED)

@@ -15,7 +15,7 @@ from pathlib import Path
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers import job_failure
 from jaxinfra_sim.controllers.job_failure import Failures
-from jaxinfra_sim.podrun import Attempt, PodRun
+from jaxinfra_sim.podrun import Attempt, Phase, PodRun
 
 JAX_ENV = frozenset({"JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES"})
 """Env that gives JAX processes a group: a pod with any of it is a JAX process (contract.py reads the same)."""
@@ -96,7 +96,7 @@ class Running:
         """Every pod succeeded, or the workload's success rule is met: then its controller deletes the pods still
         running (jobset_controller.go Reconcile: a finished JobSet deletes its active Jobs), stopped as a deleted
         pod is, SIGTERM and its grace period (the runner's `_end`)."""
-        succeeded = [r.phase == "succeeded" for r in runs]
+        succeeded = [r.phase == Phase.SUCCEEDED for r in runs]
         if all(succeeded):
             return True
         rule = next((s for s in self.workload.success if s.met(succeeded)), None)
@@ -127,7 +127,7 @@ class Running:
             return None
         created: list[PodRun] = []
         for i, r in enumerate(runs):
-            if r.phase != "failed" or r.index_failed:
+            if r.phase != Phase.FAILED or r.index_failed:
                 continue
             key = job_failure.job_of(r.pod)
             policy = self.workload.restart.job(key[0])
@@ -149,7 +149,7 @@ class Running:
             policy = self.workload.restart.job(key[0])
             mine = [r for r in runs if job_failure.job_of(r.pod) == key]
             lost, limit = sum(r.index_failed for r in mine), policy.max_failed_indexes
-            if (limit is not None and lost > limit) or all(r.index_failed or r.phase == "succeeded" for r in mine):
+            if (limit is not None and lost > limit) or all(r.index_failed or r.phase == Phase.SUCCEEDED for r in mine):
                 # job_controller.go: past maxFailedIndexes at once, else once no index is left running
                 gone = [r.pod.completion_index for r in mine if r.index_failed]
                 attempt.job_failure = (key[0], job_failure.failed_indexes(policy, lost, gone))
@@ -181,10 +181,11 @@ class Running:
         """What keeps the pod's controller from creating it yet (`model.Gate`), or None."""
         for gate in self.gates.get(r.pod.global_index, ()):
             pods = [[runs[i] for i in job] for job in gate.jobs]
-            if gate.status == "Complete" and not all(p.phase == "succeeded" for job in pods for p in job):
+            if gate.status == "Complete" and not all(p.phase == Phase.SUCCEEDED for job in pods for p in job):
                 return gate
             if gate.status == "Ready" and not all(
-                any(p.phase == "failed" for p in job) or all(p.phase == "succeeded" or self.ready(p) for p in job)
+                any(p.phase == Phase.FAILED for p in job)
+                or all(p.phase == Phase.SUCCEEDED or self.ready(p) for p in job)
                 for job in pods
             ):
                 return gate
