@@ -784,7 +784,14 @@ def test_kinds_no_emulated_controller_runs_are_input_problems() -> None:
     problem (`Unserved`: exit 2, issue #39), not a note. A NonIndexed Job runs, but gives its pods no index, which the
     JAX contract needs: a problem under the probe, a note where the containers' own commands run."""
     deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "x"}}
-    plain_job = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "plain"}, "spec": {"completions": 2}}
+    container = {"name": "main", "image": "busybox:1.36", "command": ["true"]}
+    template = {"spec": {"restartPolicy": "Never", "containers": [container]}}
+    plain_job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "plain"},
+        "spec": {"completions": 2, "template": template},
+    }
     objects = [deployment, plain_job, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}]
     [probed] = emulate(objects).workloads
     first = probed.problems[0]

@@ -14,11 +14,12 @@ For each object, in apply order, against the objects stored before it (`store.St
 6. `generateName` made a name (`naming`);
 7. validation (the schema's required fields, `validation`), then validating admission: the webhooks' checks,
    object-count quotas (`plugins`) and Pod Security (`pod_security`: a Pod violating its namespace's `enforce` level
-   is refused, a built-in workload such as a Job only warned; its pods are refused when a controller creates them:
-   `admit_pods`).
+   is refused, a built-in workload such as a Job only warned; its pods are refused when a controller creates them).
 
-Objects a controller creates through the API server (the JobSet controller's child Jobs) take the same path
-(`admit_created`), against the applied objects.
+Objects a controller creates through the API server (the JobSet a TrainJob's Trainer applies, the JobSet controller's
+child Jobs, the pods of every Job) take the same path (`admit_created`), against the applied objects; each finding
+names the step that gave it (`Finding.step`), since the API server words a webhook's denial, an admission plugin's
+refusal and a field error differently.
 
 An object refused at any step is not stored; every step still runs on what it can, so every problem is reported
 at once. Not emulated: other admission webhooks and plugins, CEL validation rules (x-kubernetes-validations,
@@ -35,7 +36,7 @@ from __future__ import annotations
 import copy
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -160,23 +161,25 @@ def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, An
         findings = [Finding(*f) for f in schema.schema_findings(obj, validator) if f[0] not in reported] + findings
     if kind == "custom" and served is not None:
         findings += structural.list_findings(obj, served)  # list-type set/map: no duplicates, after defaulting
-    findings += webhooks.validate(obj, store)
+    findings += [replace(f, step="webhook") for f in webhooks.validate(obj, store)]
     if store.get(str(obj["kind"]), namespace_of(obj), str(meta(obj).get("name"))) is None:  # a create, not an update
-        findings += plugins.admit_object(obj, store, usage)
-    findings += pod_security.admit(obj, store.namespace_labels(namespace_of(obj)))
+        findings += [replace(f, step="admission") for f in plugins.admit_object(obj, store, usage)]
+    findings += [
+        replace(f, step="admission") for f in pod_security.admit(obj, store.namespace_labels(namespace_of(obj)))
+    ]
     refused = [f for f in findings if not f.warning]
     return (None if refused else obj), _dedupe(findings), kind
 
 
 def admit_created(
-    objs: Sequence[dict[str, Any]], store: Store, by: str
+    objs: Sequence[dict[str, Any]], store: Store, by: str, usage: Any = None
 ) -> list[tuple[dict[str, Any] | None, list[Finding]]]:
     """Objects a controller creates (`by` names it), each through the same front door as an applied object, against
-    the applied objects in `store`, one quota usage for them all: (the object as stored, or None when refused; the
-    findings), in order."""
+    the applied objects in `store`, one quota usage for them all (`usage`, a `plugins.Usage` the caller keeps on
+    charging, or a new one): (the object as stored, or None when refused; the findings), in order."""
     from jaxinfra.admission import plugins
 
-    usage = plugins.Usage()
+    usage = plugins.Usage() if usage is None else usage
     out: list[tuple[dict[str, Any] | None, list[Finding]]] = []
     for i, obj in enumerate(objs):
         stored, findings, _ = _admit_one(Request(by, i, obj), store, usage)
@@ -228,21 +231,3 @@ def _assumed(stored: Sequence[tuple[Request, Mapping]]) -> list[str]:
             + " (their CRDs installed; jaxinfra assumes so)"
         )
     return notes
-
-
-def admit_pods(namespace: str, pods: Sequence[dict[str, Any]], store: Store) -> list[tuple[int, Finding]]:
-    """The pods a controller creates, each through the pod-level admission plugins, in order: LimitRanger, Priority,
-    Pod Security (enforce), ResourceQuota (`plugins`). Pods are mutated in place; (pod index, finding) for every
-    refusal, so the caller can say which pods never exist."""
-    from jaxinfra.admission import plugins, pod_security
-
-    usage = plugins.Usage()
-    labels = store.namespace_labels(namespace)
-    out: list[tuple[int, Finding]] = []
-    for i, pod in enumerate(pods):
-        pod.setdefault("apiVersion", "v1")
-        pod.setdefault("kind", "Pod")
-        found = [f for f in pod_security.admit(pod, labels) if not f.warning]
-        found += plugins.admit_pod(pod, store, usage) if not found else []
-        out += [(i, f) for f in found if not f.warning]
-    return out

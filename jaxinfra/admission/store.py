@@ -23,6 +23,8 @@ class Finding:
     message: str
     fix: str
     warning: bool = False
+    step: str = ""  # which step of the create said it, where the API server's error differs: "webhook" (a validating
+    # webhook's denial), "admission" (an admission plugin's or Pod Security's Forbidden); "": decoding or validation
 
 
 CLUSTER_SCOPED = frozenset(

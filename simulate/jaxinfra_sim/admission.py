@@ -7,9 +7,9 @@
   makes it). The plugin also mounts the ServiceAccount token volume at
   /var/run/secrets/kubernetes.io/serviceaccount unless `automountServiceAccountToken` is false
   on the pod (which wins) or on the ServiceAccount; default true.
-- The pod-level plugins of the API server's front door (`jaxinfra.admission.admit_pods`: LimitRanger, Priority,
-  Pod Security, ResourceQuota) on the pods a workload's controller creates: a refused pod never exists, so the
-  group never forms (`pod_refusals`).
+- The API server's front door (`jaxinfra.admission.admit_created`: the Pod schema, defaulting, validation, Pod
+  Security, LimitRanger, Priority, ResourceQuota) on the pods a workload's controller creates: a refused pod never
+  exists (the controller's FailedCreate event), so the group never forms or never completes (`pod_refusals`).
 - Kueue: a workload labelled `kueue.x-k8s.io/queue-name` is created suspended and runs only once
   Kueue admits it (`kueue`).
 """
@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
-from jaxinfra.admission import admit_pods
-from jaxinfra.admission.store import Store
+from jaxinfra.admission import admit_created, plugins
+from jaxinfra.admission.store import Finding, Store
 from jaxinfra.errors import Problem
 from jaxinfra.podresources import exact_pod_requests
 from jaxinfra.upstream import NAMESPACE_NAME_LABEL, QUEUE_LABEL
+from jaxinfra_sim.controllers.base import api_error
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
 from jaxinfra_sim.selectors import label_selector, matches
 
@@ -63,36 +64,83 @@ def service_account_problem(where: str, pod_spec: Mapping, namespace: str, objec
     )
 
 
-def pod_refusals(workload: str, namespace: str, jobs: Sequence[Any], store: Store) -> list[tuple[str, Problem]]:
-    """Why the API server refuses pods of a workload's Jobs, keyed for `model.Findings` (one line per reason).
-    Every pod of a Job shares its template, so one stands for all unless a ResourceQuota counts them one by one."""
+def pod_refusals(
+    workload: str, namespace: str, jobs: Sequence[Any], store: Store, who: Callable[[Any, int], Any]
+) -> list[tuple[str, Problem]]:
+    """Why the API server refuses pods a workload's controllers create, keyed for `model.Findings` (one line per
+    reason). Each pod passes the whole front door (`jaxinfra.admission.admit_created`: the Pod schema, defaulting,
+    validation, Pod Security's `enforce`, LimitRanger, Priority, ResourceQuota), as the Job controller's create
+    (`who(job, index)`: the pod's `controllers.Identity`, its generateName, labels and annotations). Every pod of a
+    Job differs only in its index, so one pod per Job stands for all its pods unless a ResourceQuota counts them one
+    by one: then its first pod passes the whole front door and its others, which differ only in their index, share
+    its verdict and are each charged to the quota (LimitRanger, Priority and ResourceQuota, one usage for the
+    workload), so a 256-pod Job costs one full admission plus 255 quota charges. Warnings (Pod Security's `warn`)
+    go to the controller's log, not to the user, and the Job's own were reported when it was applied: none here.
+
+    A refusal is the creating controller's Warning event FailedCreate, "Error creating: <the API server's error>"
+    (kubernetes pkg/controller/controller_utils.go FailedCreatePodReason; the Training Operator's pod control says
+    the same), the error naming the pod by its generateName (apiserver pkg/admission/errors.go extractResourceName).
+    The controller retries, so a workload whose first pods are refused never runs, and one whose later pods are
+    (a quota used up by its own first pods) never completes: both are the workload's problem before anything
+    starts."""
     counted = any(store.of_kind("ResourceQuota", namespace))
-    pods = [
-        {
-            "metadata": {
+    made: list[tuple[Any, int, dict[str, Any]]] = []
+    for job in jobs:
+        for index in range(job.completions if counted else min(job.completions, 1)):
+            identity = who(job, index)
+            metadata: dict[str, Any] = {
                 "namespace": namespace,
-                "name": f"{job.name}-{i}",
-                "labels": dict(job.pod_labels),
-                "annotations": dict(job.pod_annotations),
-            },
-            "spec": copy.deepcopy(dict(job.pod_spec)),
-        }
-        for job in jobs
-        for i in range(job.completions if counted else 1)
-    ]
-    return [
-        (
-            f"pod-admission|{f.message}",
-            Problem(
-                f"{workload} pods",
-                f.value,
-                "the API server refuses to create the pods: "
-                f'pods "{pods[i]["metadata"]["name"]}" is forbidden: {f.message}',
-                f.fix,
-            ),
+                "labels": dict(identity.labels),
+                "annotations": dict(identity.annotations),
+            }
+            if identity.generate_name is not None:
+                metadata["generateName"] = identity.generate_name
+            else:
+                metadata["name"] = identity.name
+            spec = copy.deepcopy(dict(job.pod_spec))
+            if job.operator is None and job.indexed:  # the Job controller's hostname for an Indexed Job's pod
+                spec["hostname"] = identity.hostname
+            made.append((job, index, {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}))
+    usage = plugins.Usage()  # one for the workload's pods, in the order they are created
+    admitted: list[tuple[dict[str, Any] | None, list[Finding]]] = []
+    for _, index, pod in made:
+        if index == 0:  # the Job's first pod through the whole front door
+            verdict = admit_created([pod], store, f"{workload} pods", usage)[0]
+            admitted.append(verdict)
+        elif verdict[0] is None:  # its other pods differ only in their index: the same refusal
+            admitted.append(verdict)
+        else:  # ... or, admitted, each charged to the quota (`plugins.admit_pod`: LimitRanger, Priority, quota)
+            found = [replace(f, step="admission") for f in plugins.admit_pod(pod, store, usage)]
+            admitted.append((None if any(not f.warning for f in found) else pod, found))
+    total = sum(job.completions for job in jobs)
+    out: list[tuple[str, Problem]] = []
+    for k, ((job, _, pod), (stored, findings)) in enumerate(zip(made, admitted)):
+        refused = [f for f in findings if not f.warning]
+        if stored is not None or not refused:
+            continue
+        metadata = pod["metadata"]
+        said = api_error("pods", "Pod", metadata.get("generateName") or metadata.get("name", ""), refused)
+        operator = job.operator is not None
+        by = "the Training Operator" if operator else f"the Job controller (Job {namespace}/{job.name})"
+        event = f"event FailedCreate by {by}: Error creating: {said}"
+        if counted and k > 0:
+            outcome = (
+                f"the API server refuses to create the pods from {metadata.get('generateName') or metadata.get('name')}"
+                f" on ({event}): {k} of the workload's {total} pods are created and the rest never are, so the "
+                f"workload never completes (the controller retries the create as long as the refusal holds)"
+            )
+        else:
+            outcome = (
+                f"the API server refuses to create the pods of {'the workload' if operator else f'Job {job.name}'} "
+                f"({event}), so they never exist and the workload never runs"
+            )
+        out.append(
+            (
+                f"pod-admission|{refused[0].message}",
+                Problem(f"{workload} pods", refused[0].value, outcome, refused[0].fix),
+            )
         )
-        for i, f in admit_pods(namespace, pods, store)
-    ]
+    return out
 
 
 # --- Kueue ---------------------------------------------------------------------------------------

@@ -101,7 +101,15 @@ def _workload(
     for job in draft.jobs[:1]:  # every Job of a workload shares the pod template's ServiceAccount
         if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
             checker.findings.add("service-account", problem)
-    checker.findings.extend(admission.pod_refusals(draft.id, draft.namespace, draft.jobs, store))
+    checker.findings.extend(
+        admission.pod_refusals(
+            draft.id,
+            draft.namespace,
+            draft.jobs,
+            store,
+            lambda job, i: controllers.pod_identity(job, i, objects.recreated),
+        )
+    )
     checker.findings.extend(env_problems)
     queued = admission.kueue(
         draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects

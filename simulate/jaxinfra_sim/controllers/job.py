@@ -93,16 +93,21 @@ def _index_set(text: str, completions: int) -> list[int]:
     return out
 
 
-def pod_name(job: str, index: int, seed: str) -> str:
-    """An Indexed Job pod's name: generateName `<job>-<index>-` (the Job controller's
-    podGenerateNameWithIndex, trimmed to fit) plus the API server's 5 random characters, here
-    drawn from `seed`: reproducible, yet new for a recreated pod. Not the hostname, which a
-    script that uses metadata.name as an address finds out on a cluster, and here."""
+def generate_name(job: str, index: int) -> str:
+    """An Indexed Job pod's generateName: `<job>-<index>-` (the Job controller's podGenerateNameWithIndex), its job
+    name trimmed so that the API server's 5 random characters still fit."""
     tail = f"-{index}-"
     prefix = f"{job}{tail}"
     if len(prefix) > naming.GENERATED_NAME_MAX:
         prefix = prefix[: naming.GENERATED_NAME_MAX - len(tail)] + tail
-    return prefix + naming.suffix(seed)
+    return prefix
+
+
+def pod_name(job: str, index: int, seed: str) -> str:
+    """An Indexed Job pod's name: its `generate_name` plus the API server's 5 random characters, here
+    drawn from `seed`: reproducible, yet new for a recreated pod. Not the hostname, which a
+    script that uses metadata.name as an address finds out on a cluster, and here."""
+    return generate_name(job, index) + naming.suffix(seed)
 
 
 def controller_env(container: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -137,7 +142,8 @@ def identity(job: ChildJob, index: int, recreated: int) -> Identity:
     none of these: a generated name, which is its hostname."""
     if not job.indexed:  # generateName `<job>-` (job_controller.go manageJob); the kubelet's hostname is the name
         name = naming.generate(f"{job.name}-", f"{job.uid}/{index}/{recreated}")
-        return Identity(name, name, {**job.pod_labels, **selector_labels(job)}, dict(job.pod_annotations), [])
+        labels = {**job.pod_labels, **selector_labels(job)}
+        return Identity(name, name, labels, dict(job.pod_annotations), [], f"{job.name}-")
     labels = {**job.pod_labels, **selector_labels(job), COMPLETION_INDEX: str(index)}
     annotations = {**job.pod_annotations, COMPLETION_INDEX: str(index)}
     if job.backoff_limit_per_index:
@@ -148,4 +154,5 @@ def identity(job: ChildJob, index: int, recreated: int) -> Identity:
         labels,
         annotations,
         controller_env(job.container),
+        generate_name(job.name, index),
     )

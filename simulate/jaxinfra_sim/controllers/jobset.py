@@ -22,7 +22,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jaxinfra.admission import admit_created
-from jaxinfra.admission.schema import json_path
 from jaxinfra.errors import Problem
 from jaxinfra.upstream import (
     BATCH_API,
@@ -48,6 +47,7 @@ from jaxinfra_sim.controllers.base import (
     SUPPORTED,
     ChildJob,
     Draft,
+    api_error,
     counts,
     positions,
     reference,
@@ -232,14 +232,7 @@ def _create(
         if stored is None:
             refused = [f for f in findings if not f.warning]
             name = meta(job)["name"]
-            errors = [f"{json_path(f.at)}: {f.message}" for f in refused if f.at]
-            forbidden = [f.message for f in refused if not f.at]  # an admission plugin's, not a field's
-            said = (
-                f'jobs.batch "{name}" is forbidden: {forbidden[0]}'
-                if forbidden
-                else f'Job.batch "{name}" is invalid: '
-                + (errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]")
-            )
+            said = api_error("jobs.batch", "Job.batch", name, refused)
             return Problem(
                 f"{oid(js)} replicatedJobs[{rjob.get('name')}]",
                 name,

@@ -7,7 +7,12 @@ Source: kubeflow/trainer @ 8c0f5059 (the TrainJob CRD's commit): pkg/runtime/fra
 jax/jax.go (EnforceMLPolicy), jobset/jobset.go (syncPodNetwork, syncParallelCount, Build),
 jobset/builder.go (Trainer), pkg/runtime/core/trainingruntime.go (newRuntimeInfo, runtimePatches),
 clustertrainingruntime.go, pkg/apply/apply.go (upsert = replace by name in place, else append),
-pkg/constants/constants.go, manifests/base/runtimes/jax_distributed.yaml.
+pkg/constants/constants.go, manifests/base/runtimes/jax_distributed.yaml; pkg/controller/trainjob_controller.go
+(reconcileObjects: the JobSet server-side applied, a refusal the TrainJobResourcesCreationFailed event).
+
+The JobSet is created through the API server's front door (`jaxinfra.admission.admit_created`), as the Trainer's
+apply is on a cluster: the JobSet CRD's schema and defaults, JobSet's webhooks, the admission plugins; its child
+Jobs then pass the front door as every JobSet's do (`jobset`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from jaxinfra.admission.webhooks import jobset_default
+from jaxinfra.admission import admit_created
 from jaxinfra.errors import Problem, Unserved
 from jaxinfra.upstream import (
     COMPLETION_INDEX,
@@ -28,11 +33,17 @@ from jaxinfra.upstream import (
     TRAINER_PORT,
 )
 from jaxinfra_sim import model
-from jaxinfra_sim.controllers.base import Draft
+from jaxinfra_sim.controllers.base import Draft, api_error
 from jaxinfra_sim.controllers.jobset import jobset
 from jaxinfra_sim.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
 
 _UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
+_JOBSET_WEBHOOK = "vjobset.kb.io"
+"""JobSet's validating webhook, as its configuration names it (kubernetes-sigs/jobset
+config/components/webhook/manifests.yaml): the name the API server's denial quotes."""
+_MESSAGE_MAX = 950
+"""How much of the API server's error the Trainer's event quotes (trainjob_controller.go Reconcile: `%.950v`, then
+` ...` when cut)."""
 
 
 def _upsert(items: list[Any], item: Mapping[str, Any], key: str = "name") -> None:
@@ -217,10 +228,32 @@ def _build(
         },
         "spec": {**js_spec, "replicatedJobs": trainer_jobs},
     }
-    jobset_default(built)  # the Trainer creates it through the API server: JobSet's webhook defaults it
-    made = jobset(built, objects)
+    [(stored, findings)] = admit_created([built], objects.store, "the Trainer controller")
+    if stored is None:  # the TrainJob is stored, its JobSet never is: the workload exists and never runs
+        return Draft("TrainJob", ns, name, [], model.RestartPolicy("jobset"), problems=[_refused(obj, built, findings)])
+    made = jobset(stored, objects)
     if isinstance(made, Problem):
         return made
     made.kind = "TrainJob"
     made.problems[:0] = problems
     return made
+
+
+def _refused(obj: Mapping[str, Any], built: Mapping[str, Any], findings: list[Any]) -> Problem:
+    """The TrainJob whose JobSet the API server refuses: the Trainer server-side applies the JobSet it builds, so it
+    passes the JobSet CRD's schema, JobSet's webhooks and the admission plugins; a refusal is the Trainer's Warning
+    event `TrainJobResourcesCreationFailed` (reason Reconciling) on the TrainJob, "TrainJob resources reconciliation
+    failed: <the API server's error>", and the reconcile is retried with nothing created, so the TrainJob never runs
+    (kubeflow/trainer@8c0f5059 pkg/controller/trainjob_controller.go Reconcile, reconcileObjects)."""
+    refused = [f for f in findings if not f.warning]
+    name = str(meta(built).get("name", ""))
+    said = api_error("jobsets.jobset.x-k8s.io", "JobSet.jobset.x-k8s.io", name, refused, _JOBSET_WEBHOOK)
+    quoted = said[:_MESSAGE_MAX] + (" ..." if len(said) > _MESSAGE_MAX else "")
+    return Problem(
+        oid(obj),
+        f"JobSet {namespace_of(obj)}/{name}",
+        "the API server refuses the JobSet the Trainer builds for this TrainJob (event "
+        f"TrainJobResourcesCreationFailed: TrainJob resources reconciliation failed: {quoted}), so the TrainJob never "
+        "runs",
+        refused[0].fix if refused else "",
+    )
