@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra.errors import Problem, Refused, Unserved
+from jaxinfra.upstream import JOB_NAME_LABEL
 
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
-from jaxinfra_sim import capacity, controllers, eviction, model, paths, rootfs, runtime, sandbox, volumes
+from jaxinfra_sim import capacity, controllers, events, eviction, model, paths, rootfs, runtime, sandbox, volumes
 from jaxinfra_sim.container import Credentials
 from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
@@ -105,6 +106,7 @@ class WorkloadResult:
                     "memory_peak": a.memory_peak,
                     "pods": [r.as_dict() for r in a.pods],
                     "replaced": [r.as_dict() for r in a.replaced],
+                    "events": [e.as_dict() for e in sorted(a.events, key=lambda e: e.at)],
                 }
                 for a in self.attempts
             ],
@@ -188,6 +190,7 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
         last.restart = model.Restart(in_place=bool(jobs) and all(policy.job(rjob).in_place for rjob, _ in jobs))
         return None
     rjob, why = failed[0]
+    _job_failed(last, rjob, why)
     if policy.kind == "job":
         return f"{why.summary} (the Job's Failed condition: {why.reason}, {why.message!r})"
     decision = failure_policy.decide(policy.jobset_rules, rjob, why.reason, why.message)
@@ -199,6 +202,27 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     last.restart = model.Restart(jobset=True, counted=decision.counts)
     failures.clear()  # new child Jobs: their counts start anew
     return None
+
+
+def _job_failed(attempt: Attempt, rjob: str, why: JobFailure) -> None:
+    """The Job controller's event for the Job whose Failed condition `why` is: its pods name it."""
+    failed = [r for r in attempt.pods if r.phase == Phase.FAILED and job_failure.job_of(r.pod)[0] == rjob]
+    for r in failed[:1]:
+        if name := r.pod.labels.get(JOB_NAME_LABEL):
+            attempt.events.append(events.job_failed(attempt.seconds, r.pod.namespace, name, why.reason, why.message))
+
+
+def _completed(workload: model.Workload, attempt: Attempt) -> None:
+    """Each Job's Completed event, when its last pod succeeded, and a JobSet's once all are."""
+    ends: dict[tuple[str, str], float] = {}
+    for r in attempt.pods:
+        if name := r.pod.labels.get(JOB_NAME_LABEL):
+            key = (r.pod.namespace, name)
+            ends[key] = max(ends.get(key, 0.0), r.timings.get(Phase.SUCCEEDED, attempt.seconds))
+    for (namespace, name), at in sorted(ends.items(), key=lambda item: item[1]):
+        attempt.events.append(events.job_completed(at, namespace, name))
+    if workload.kind == "JobSet":
+        attempt.events.append(events.jobset_completed(attempt.seconds, workload.namespace, workload.name))
 
 
 Sources = Sequence[Source]
@@ -615,6 +639,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         sim.listener("attempt", (result, attempt))
         if attempt.ok:
             result.verdict = Verdict.SUCCEEDED
+            _completed(workload, attempt)
             return
         if attempt.machine is not None:  # the machine's verdict, not the job's: no restart would fare better
             result.verdict, result.reason = Verdict.FAILED, attempt.machine

@@ -116,6 +116,8 @@ def _timeline_svg(lanes: Sequence[Lane]) -> str:
             f"attempt {lane.attempt}: {verdict}</text>"
         )
         for m in lane.marks:
+            if m.kind not in MARK_COLOUR:  # events: in the trace and the JSON report, not on this page's timeline
+                continue
             out.append(
                 f'<line x1="{x(m.at)}" y1="{y}" x2="{x(m.at)}" y2="{y + ROW_H * (1 + len(lane.tracks))}" '
                 f'stroke="{MARK_COLOUR[m.kind]}" stroke-dasharray="3 2"><title>{escape(m.name)}</title></line>'
@@ -134,6 +136,8 @@ def _timeline_svg(lanes: Sequence[Lane]) -> str:
                     f'fill="{colour}"><title>{escape(s.name)}: {s.end - s.start:.3f} s</title></rect>'
                 )
             for m in track.marks:
+                if m.kind not in MARK_COLOUR:
+                    continue
                 mx = x(m.at)
                 out.append(
                     f'<path d="M{mx - 4} {y + 1} L{mx + 4} {y + 1} L{mx} {y + 8} Z" fill="{MARK_COLOUR[m.kind]}">'

@@ -74,6 +74,7 @@ class Machine:
         self.oom_baseline = self.oom_seen = capacity.oom_kills()
         self.oom_next = 0.0
         self.verdict: str | None = None
+        self.out_of_memory_seen = False  # the verdict is the kernel's OOM killer's
 
     def poll(self, now: float) -> None:
         """Sample memory, and read the pods' groups once the machine-wide OOM kill count rose (`_oom_watch`)."""
@@ -113,6 +114,7 @@ class Machine:
         """The machine's verdict (once: the first OOM kill tells it), and the container's reason: the kernel's OOM
         killer ended a process of it, for this machine's memory, not its own limit."""
         if self.verdict is None:
+            self.out_of_memory_seen = True
             live = sum(any(q.live for q in r.processes) for r in self.runs) + 1
             self.verdict = (
                 f"this machine ran out of memory ({self.memory.in_use() / capacity.GIB:.1f} GiB in use by {live} "

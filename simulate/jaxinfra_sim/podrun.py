@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from jaxinfra_sim import model, sandbox, shim
 from jaxinfra_sim.cgroups import PodGroup
+from jaxinfra_sim.events import Event
 
 if TYPE_CHECKING:  # a type only: the controllers read these records (`controllers.running`), not the reverse
     from jaxinfra_sim.controllers.job_failure import JobFailure
@@ -226,6 +227,7 @@ class Attempt:
     restart: model.Restart | None = None  # how its pods started again (the engine's decision), if they did
     replaced: list[PodRun] = field(default_factory=list)  # failed pods its Jobs replaced while the others ran on
     job_failure: tuple[str, JobFailure] | None = None  # (replicatedJob, condition) of the Job that failed, if one did
+    events: list[Event] = field(default_factory=list)  # what the controllers and the kubelet recorded, in order
 
     @property
     def first_failure(self) -> PodRun:

@@ -113,12 +113,20 @@ class Prober:
     """Every probe worker of one attempt. `poll` runs those due and returns the containers whose liveness or startup
     probe failed; `started` and `ready` are what the kubelet's status says of a container."""
 
-    def __init__(self, network: Callable[[], None] | None, oci: runtime.Runtime | None = None):
+    def __init__(
+        self,
+        network: Callable[[], None] | None,
+        oci: runtime.Runtime | None = None,
+        failed: Callable[[Target, str, str, float], None] | None = None,
+    ):
         """`network`: the pods' network's `join` (None: none), which a probe process enters as its container did
         (tcpSocket, httpGet; unprivileged, also its way to an exec probe's user namespace); `oci`: the runtime an
-        exec probe's command runs under (`runc exec`: the container's namespaces and cgroup are runc's to join)."""
+        exec probe's command runs under (`runc exec`: the container's namespaces and cgroup are runc's to join);
+        `failed`: told of each failed probe (its target, its kind, its output, when), as the kubelet's prober records
+        an Unhealthy event for each (prober.go runProbeWithRetries' caller, `probe`)."""
         self.network = network
         self.runtime = oci
+        self.failed = failed
         self.workers: list[Worker] = []
 
     def watch(self, target: Target, created: float, started: float) -> None:
@@ -150,7 +158,10 @@ class Prober:
                 ended = _finish(w.running, now)
                 if ended is not None:
                     w.running = None
-                    if self._count(w, *_outcome(w.probe, *ended)):
+                    outcome = (
+                        (UNKNOWN, "the container is not running") if _stopped(w.target) else _outcome(w.probe, *ended)
+                    )
+                    if self._count(w, *outcome, now):
                         failed.append(w)
             if w.running is not None:
                 wake.append(min(w.running.deadline, now + _POLL_S))
@@ -174,7 +185,7 @@ class Prober:
             return w.result != SUCCESS
         return self.started(w.target)
 
-    def _count(self, w: Worker, outcome: str, message: str) -> bool:
+    def _count(self, w: Worker, outcome: str, message: str, now: float) -> bool:
         """Record one probe's outcome (worker.go doProbe); True when it is a liveness or startup failure that counts."""
         status = w.target.probed[w.probe.kind]
         status["probes"] = status.get("probes", 0) + 1
@@ -186,6 +197,8 @@ class Prober:
         if outcome == FAILURE:
             w.failures += 1
             status.update(failures=w.failures, last_failure=message)
+            if self.failed is not None:
+                self.failed(w.target, w.probe.kind, message, now)
         threshold = w.probe.failure_threshold if outcome == FAILURE else w.probe.success_threshold
         if w.streak < threshold:
             return False
@@ -238,6 +251,19 @@ def _finish(run: _Running, now: float) -> tuple[int | None, str] | None:
     _read(run)
     os.close(run.out)
     return (status if pid else None), run.data[:MAX_OUTPUT].decode("utf-8", "replace").strip()
+
+
+def _stopped(target: Target) -> bool:
+    """Whether the container stopped while its probe ran (its shim has exited, reaped or not): then the probe's
+    failure is the runtime's ("container does not exist"), not the command's. The kubelet's prober does not probe a
+    container that is not running (worker.go doProbe), and an exec that errors is a probe error, which the worker
+    does not count (prober.go: result Unknown)."""
+    if not target.live or target.pid is None:
+        return True
+    try:
+        return os.waitid(os.P_PID, target.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
 
 
 def _outcome(probe: model.Probe, status: int | None, text: str) -> tuple[str, str]:

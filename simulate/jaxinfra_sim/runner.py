@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from jaxinfra import interrupts
-from jaxinfra_sim import container, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
+from jaxinfra.upstream import JOB_NAME_LABEL
+from jaxinfra_sim import container, events, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
 from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.controllers.running import Running
@@ -28,6 +29,16 @@ from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, ContainerRun, Listener, Phase, PodRun, Process
 from jaxinfra_sim.printable import printable
+
+
+def _involved(p: PodRun | ContainerRun) -> str:
+    """The pod a container's events are about."""
+    return events.pod(p.pod.namespace, (p.owner if isinstance(p, ContainerRun) else p).pod.name)
+
+
+def _container(p: PodRun | ContainerRun) -> str:
+    return p.container.name if isinstance(p, ContainerRun) else p.pod.container
+
 
 #: The longest the other pods wait for a started rank 0 to listen before starting anyway.
 COORDINATOR_HOLD_S = 2.0
@@ -84,6 +95,7 @@ class Runner:
         self.attempt_index = index
         runs = [PodRun(p) for p in self.workload.pods]
         attempt = Attempt(index, runs)
+        self.events = attempt.events
         self.t0 = t0 = time.monotonic()
         starts = {id(r): t0 + (faults.lookup(faults.delay, r.pod) or 0.0) for r in runs}
         # Timed signals per pod: (seconds after its JAX container starts, signal, to every container of the pod or
@@ -96,7 +108,7 @@ class Runner:
         self.machine = Machine(runs)
         self.eviction_manager = eviction.StorageWatch(self._pod_dir, self._scratch)
         network = self.node.network if self.node is not None else None
-        self.prober = prober.Prober(network.join if network is not None else None, self.runtime)
+        self.prober = prober.Prober(network.join if network is not None else None, self.runtime, self._unhealthy)
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         try:
             while True:
@@ -108,6 +120,8 @@ class Runner:
                     if not r.begun:
                         r.begun = now >= starts[id(r)] and self.controllers.may_create(r, runs)
                         r.created = now if r.begun else None
+                        if r.begun and (job := r.pod.labels.get(JOB_NAME_LABEL)):  # the Job controller's pod
+                            self._record(events.created_pod(now - t0, r.pod.namespace, job, r.pod.name))
                     if r.begun and (r.others or not r.initialized) and not r.done and self.machine.verdict is None:
                         self._kubelet(r, runs, now - t0, wake)
                 due = [
@@ -131,6 +145,8 @@ class Runner:
                         timed[id(r)].remove(entry)
                         for p in r.processes if whole else [r]:
                             p.request(signum)
+                            if signum == signal.SIGTERM:
+                                self._record(events.killing(now - t0, _involved(p), _container(p)))
                         if signum == signal.SIGTERM:  # a node drain or a Spot reclaim: the kubelet's graceful stop
                             r.preempted, r.deaf = now - t0, shim.unhandled(r.pid, signum)
                             timed[id(r)].append(
@@ -143,6 +159,8 @@ class Runner:
                     self._evict(r, why, now)
                 if self.machine.verdict is not None:
                     attempt.reason = attempt.machine = self.machine.verdict
+                    if self.machine.out_of_memory_seen:  # the node's OOM watcher
+                        self._record(events.system_oom(now - t0, runs[0].pod.node))
                     break
                 if any(r.phase == Phase.FAILED for r in runs):
                     created = self.controllers.replace_failed(runs, attempt, self._end)
@@ -254,6 +272,10 @@ class Runner:
         for w in self.prober.poll(now, wake):
             grace = w.probe.grace_period if w.probe.grace_period is not None else w.target.pod.grace_period
             w.target.request(signal.SIGTERM)
+            if isinstance(w.target, PodRun | ContainerRun):
+                restarts = w.target.pod.restart_policy != "Never"
+                why = events.probe_failed_kill(_container(w.target), w.probe.kind, restarts)
+                self._record(events.killing(now - self.t0, _involved(w.target), _container(w.target), why))
             self.stops.append((now + min(grace, self.options.grace_cap), w.target))
         for entry in list(self.stops):
             at, p = entry
@@ -400,10 +422,12 @@ class Runner:
                 self.answers.add(theirs.done)
                 self._watch(p, theirs.ask, "grant")
             self._watch(p, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what p.fds holds
+        at = time.monotonic() - self.t0
         if isinstance(p, PodRun):
-            p.timings["started"] = time.monotonic() - self.t0
+            p.timings["started"] = at
         else:
-            p.started = time.monotonic() - self.t0
+            p.started = at
+        self._record(*events.started(at, _involved(p), _container(p)))
         if self.options.run_command:
             now = time.monotonic()
             self.prober.watch(p, r.created or now, now)
@@ -516,9 +540,11 @@ class Runner:
         pod fails with reason Evicted once they have all ended (`_settle`)."""
         r.evicted = why
         grace = min(eviction.EVICTION_GRACE_S, self.options.grace_cap)
+        self._record(events.evicted(now - self.t0, _involved(r), why))
         for p in r.processes:
             if p.live:
                 p.request(signal.SIGTERM)
+                self._record(events.killing(now - self.t0, _involved(p), _container(p)))
                 self.stops.append((now + grace, p))
 
     def _how(self, p: PodRun | ContainerRun) -> str | None:
@@ -618,6 +644,15 @@ class Runner:
                     return f"{r.pod.hostname}: {r.reason}"
         return None
 
+    def _record(self, *happened: events.Event) -> None:
+        """Events of the attempt (`events`), in the order they came."""
+        self.events.extend(happened)
+
+    def _unhealthy(self, target: prober.Target, kind: str, output: str, now: float) -> None:
+        """The prober's event for each failed probe."""
+        if isinstance(target, PodRun | ContainerRun):
+            self._record(events.unhealthy(now - self.t0, _involved(target), kind, output))
+
     def _grace(self, r: PodRun) -> float:
         """How long a stopped pod may take: its terminationGracePeriodSeconds, capped by --grace-cap."""
         return min(r.pod.grace_period, self.options.grace_cap)
@@ -640,9 +675,14 @@ class Runner:
         graceful = any(r.preempted is not None or r.deleted or r.deadline_exceeded for r in runs)  # deleted pods
         now = time.monotonic()
         deadline = {}
+        for r in runs:  # the Job controller deletes its active pods: a completed workload's, a Job past its deadline
+            job = r.pod.labels.get(JOB_NAME_LABEL)
+            if (r.deleted or r.deadline_exceeded) and job and any(p.live for p in r.processes):
+                self._record(events.deleted_pod(now - self.t0, r.pod.namespace, job, r.pod.name))
         for r, p, _ in live:
             if graceful and r.preempted is None:
                 p.request(signal.SIGTERM)
+                self._record(events.killing(now - self.t0, _involved(p), _container(p)))
             signalled = self.t0 + r.preempted if r.preempted is not None else now
             deadline[id(p)] = signalled + self._grace(r) if graceful else now
         unkilled = set(deadline)

@@ -19,6 +19,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from jaxinfra_sim import events
 from jaxinfra_sim.engine import Report
 from jaxinfra_sim.options import Faults
 from jaxinfra_sim.podrun import Attempt, PodRun
@@ -50,7 +51,7 @@ class Mark:
 
     name: str
     at: float
-    kind: str  # "fault" | "exit" | "attempt" | "verdict"
+    kind: str  # "fault" | "exit" | "attempt" | "verdict" | "event"
     args: dict[str, Any] = field(default_factory=dict)
 
 
@@ -109,6 +110,11 @@ def _faults(run: PodRun, faults: Faults, t: dict[str, float], end: float) -> lis
     return out
 
 
+def _event(e: events.Event, offset: float) -> Mark:
+    """An event (`events`) as the trace shows it: its reason and message, where it came."""
+    return Mark(f"{e.reason}: {e.message}", offset + e.at, "event", {"type": e.type, "object": e.involved})
+
+
 def _track(run: PodRun, attempt: Attempt, faults: Faults, offset: float) -> Track:
     t = {"created": 0.0, **run.timings}
     end = next((t[e] for e in ENDS if e in t), attempt.seconds)
@@ -142,6 +148,8 @@ def _track(run: PodRun, attempt: Attempt, faults: Faults, offset: float) -> Trac
         Mark(m.name, offset + m.at, m.kind, m.args)
         for m in (_faults(run, faults, t, end) if attempt.index == 0 else [])
     ]
+    involved = events.pod(run.pod.namespace, run.pod.name)
+    marks += [_event(e, offset) for e in attempt.events if e.involved == involved]
     return Track(
         run.pod.global_index, run.pod.hostname, run.phase, tuple(spans), tuple(sorted(marks, key=lambda m: m.at))
     )
@@ -162,7 +170,10 @@ def timeline(report: Report, faults: Faults) -> Timeline:
                     clock + attempt.seconds,
                     attempt.ok,
                     tuple(sorted((_track(r, attempt, faults, clock) for r in attempt.pods), key=lambda k: k.rank)),
-                    (Mark(f"attempt {attempt.index} {verdict}", clock + attempt.seconds, "attempt"),),
+                    (
+                        Mark(f"attempt {attempt.index} {verdict}", clock + attempt.seconds, "attempt"),
+                        *(_event(e, clock) for e in attempt.events if not e.involved.startswith("Pod/")),
+                    ),
                 )
             )
             clock += attempt.seconds

@@ -1,0 +1,113 @@
+"""What happened, as a cluster's Events say it (`kubectl get events`, `kubectl describe`): the reason, the type and
+the message each component records, in the order they came. The runner, the prober and the engine record them;
+the JSON report and the trace read them. Each reason and message is upstream's:
+
+- the Job controller (kubernetes/kubernetes @ 5c68f560): `pkg/controller/controller_utils.go`
+  (`SuccessfulCreatePodReason` "SuccessfulCreate", "Created pod: %v"; `SuccessfulDeletePodReason` "SuccessfulDelete",
+  "Deleted pod: %v"), `pkg/controller/job/job_controller.go` (a finished Job: Normal "Completed", "Job completed", or
+  Warning with its Failed condition's reason and message);
+- the kubelet: `pkg/kubelet/events/event.go` (reasons), `pkg/kubelet/kuberuntime/kuberuntime_container.go`
+  (`startContainer`: "Created container: %v", "Started container %v"; `killContainer`: "Stopping container %s" unless
+  the caller gave a message), `kuberuntime_manager.go` (`computePodActions`: "Container %s failed %s probe", with
+  ", will be restarted" where it is), `pkg/kubelet/prober/prober.go` (Warning "Unhealthy", "%s probe failed: %s"),
+  `pkg/kubelet/eviction/eviction_manager.go` (`evictPod`: Warning "Evicted" with the eviction message), and
+  `pkg/kubelet/oom/oom_watcher_linux.go` (the node's Warning "SystemOOM");
+- the JobSet controller (kubernetes-sigs/jobset @ 08dfbdfd `pkg/constants/constants.go`): "AllJobsCompleted",
+  "jobset completed successfully".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class EventType(StrEnum):
+    """core/v1 EventTypeNormal and EventTypeWarning."""
+
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class Event:
+    """One event: `at` seconds into its attempt, about `involved` (`Kind/namespace/name`)."""
+
+    at: float
+    type: EventType
+    reason: str
+    involved: str
+    message: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "at": round(self.at, 3),
+            "type": self.type,
+            "reason": self.reason,
+            "object": self.involved,
+            "message": self.message,
+        }
+
+
+def pod(namespace: str, name: str) -> str:
+    return f"Pod/{namespace}/{name}"
+
+
+def job(namespace: str, name: str) -> str:
+    return f"Job/{namespace}/{name}"
+
+
+def created_pod(at: float, namespace: str, job_name: str, pod_name: str) -> Event:
+    return Event(at, EventType.NORMAL, "SuccessfulCreate", job(namespace, job_name), f"Created pod: {pod_name}")
+
+
+def deleted_pod(at: float, namespace: str, job_name: str, pod_name: str) -> Event:
+    return Event(at, EventType.NORMAL, "SuccessfulDelete", job(namespace, job_name), f"Deleted pod: {pod_name}")
+
+
+def started(at: float, involved: str, container: str) -> list[Event]:
+    """The kubelet's two events for a container it created and started."""
+    return [
+        Event(at, EventType.NORMAL, "Created", involved, f"Created container: {container}"),
+        Event(at, EventType.NORMAL, "Started", involved, f"Started container {container}"),
+    ]
+
+
+def killing(at: float, involved: str, container: str, why: str = "") -> Event:
+    """The kubelet stops a container: `why` is its caller's message (a failed probe), else "Stopping container"."""
+    return Event(at, EventType.NORMAL, "Killing", involved, why or f"Stopping container {container}")
+
+
+def probe_failed_kill(container: str, kind: str, restarts: bool) -> str:
+    """The kubelet's message when a liveness or startup probe's failure stops a container (computePodActions: ", will
+    be restarted" where its pod's restartPolicy restarts it)."""
+    return f"Container {container} failed {kind} probe" + (", will be restarted" if restarts else "")
+
+
+def unhealthy(at: float, involved: str, kind: str, output: str) -> Event:
+    return Event(at, EventType.WARNING, "Unhealthy", involved, f"{kind.capitalize()} probe failed: {output}")
+
+
+def evicted(at: float, involved: str, message: str) -> Event:
+    return Event(at, EventType.WARNING, "Evicted", involved, message)
+
+
+def system_oom(at: float, node: str) -> Event:
+    """The kubelet's OOM watcher on a node whose kernel's OOM killer ended a process (its message names the victim
+    process, which only this machine's kernel log could name)."""
+    return Event(at, EventType.WARNING, "SystemOOM", f"Node//{node}", "System OOM encountered")
+
+
+def job_completed(at: float, namespace: str, name: str) -> Event:
+    return Event(at, EventType.NORMAL, "Completed", job(namespace, name), "Job completed")
+
+
+def job_failed(at: float, namespace: str, name: str, reason: str, message: str) -> Event:
+    return Event(at, EventType.WARNING, reason, job(namespace, name), message)
+
+
+def jobset_completed(at: float, namespace: str, name: str) -> Event:
+    return Event(
+        at, EventType.NORMAL, "AllJobsCompleted", f"JobSet/{namespace}/{name}", "jobset completed successfully"
+    )
