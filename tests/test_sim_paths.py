@@ -425,7 +425,8 @@ def test_each_rejection_names_the_field_the_value_and_the_fix() -> None:
             mounts='[{name: cfg, mountPath: /etc/app}, {name: e, mountPath: /e, subPath: "a/../b"}]',
         )
     )
-    found = {p.path.split(" ", 3)[-1]: p for p in problems_of(emulate(objs))}
+    # the kubelet's reading; the pods' own front door refuses them too (`pods`), as the Job's refuses the Job first
+    found = {p.path.split(" ", 3)[-1]: p for p in problems_of(emulate(objs)) if not p.path.endswith(" pods")}
     assert set(found) == {
         "spec.volumes[0].configMap.items[1].path",
         "spec.volumes[1].downwardAPI.items[0].path",

@@ -132,7 +132,7 @@ class PodRun(Process):
     initialized: bool = False  # its init containers are through (each completed, each sidecar started)
     others: list[ContainerRun] = field(default_factory=list)  # its other containers' processes, as they started
     exited: float | None = None  # when its last main container exited (its sidecars are stopped then)
-    generation: int = 0  # how many pods its Job created at its place before it, in this attempt (`_replace_failed`)
+    generation: int = 0  # pods its Job created at its place before it, this attempt (`running.replace_failed`)
     index_failed: bool = False  # past its Job's backoffLimitPerIndex: its index failed for good, the others run on
     created: float | None = None  # when its controller created it (monotonic): its probes tick from then
     ready_at: float | None = None  # when it first became Ready (seconds since the attempt began)
