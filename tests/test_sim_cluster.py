@@ -195,7 +195,10 @@ def test_tpu_multislice_stack_pods_and_platform_env() -> None:
     assert p.env["MEGASCALE_SLICE_ID"] == "1" and p.env["MEGASCALE_NUM_SLICES"] == "2"
     assert (p.accelerator, p.devices, p.container_ports) == ("tpu", 4, (8482,))
     assert w.restart == model.RestartPolicy(
-        "jobset", max_restarts=3, child_jobs=(("slice", model.RestartPolicy("job", backoff_limit=0)),)
+        "jobset",
+        max_restarts=3,
+        failure_policy=True,
+        child_jobs=(("slice", model.RestartPolicy("job", backoff_limit=0)),),
     )
 
 
@@ -300,6 +303,7 @@ def test_multislice_pods_labels_and_annotations_follow_jobset() -> None:
     assert w.restart == model.RestartPolicy(
         "jobset",
         max_restarts=4,
+        failure_policy=True,
         child_jobs=(("slice", model.RestartPolicy("job", backoff_limit=0, in_place=True)),),  # webhook: OnFailure
     )
 

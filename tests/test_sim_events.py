@@ -92,6 +92,37 @@ def test_a_jobset_that_completes_records_each_jobs_completion_and_its_own(tmp_pa
     assert seen[-1] == ("Normal", "AllJobsCompleted", "JobSet/default/pair", "jobset completed successfully")
 
 
+def test_a_jobset_records_what_its_failure_policy_made_of_a_failed_job(tmp_path: Path) -> None:
+    """No failurePolicy: the first failed Job fails the JobSet (FailedJobs); maxRestarts 1: a restart, then, the
+    restarts used up, ReachedMaxRestarts; each message names the first failed Job (jobset failure_policy.go)."""
+    (tmp_path / "plain.yaml").write_text(dump([jobset("plain", rjob("workers", "exit 1"))]))
+    rc, report, out = simulate_cli(str(tmp_path / "plain.yaml"), "--run-command", tmp=tmp_path)
+    assert rc == 1, out
+    failed = [e for e in _events(report) if e[2] == "JobSet/default/plain"]
+    assert failed == [
+        (
+            "Warning",
+            "FailedJobs",
+            "JobSet/default/plain",
+            "jobset failed due to one or more job failures (first failed job: plain-workers-0)",
+        )
+    ], _events(report)
+    (tmp_path / "retry.yaml").write_text(
+        dump([jobset("retry", rjob("workers", "exit 1"), failurePolicy={"maxRestarts": 1})])
+    )
+    rc, report, out = simulate_cli(str(tmp_path / "retry.yaml"), "--run-command", tmp=tmp_path)
+    assert rc == 1, out
+    first, second = ([e[1:] for e in _events(report, i) if e[2] == "JobSet/default/retry"] for i in range(2))
+    assert first == [
+        (
+            "RestartJobSetFailurePolicyAction",
+            "JobSet/default/retry",
+            "applying RestartJobSet failure policy action (first failed job: retry-workers-0)",
+        )
+    ], first
+    assert [e[0] for e in second] == ["ReachedMaxRestarts"], second
+
+
 def test_the_trace_shows_each_pods_events_on_its_own_track(tmp_path: Path) -> None:
     (tmp_path / "job.yaml").write_text(dump([indexed_job("count", _pod("true"), 1)]))
     trace = tmp_path / "trace.json"

@@ -194,9 +194,10 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     if policy.kind == "job":
         return f"{why.summary} (the Job's Failed condition: {why.reason}, {why.message!r})"
     decision = failure_policy.decide(policy.jobset_rules, rjob, why.reason, why.message)
+    counted = sum(bool(a.restart and a.restart.jobset and a.restart.counted) for a in attempts[:-1])
+    _jobset_event(last, policy, rjob, decision, decision.counts and counted >= policy.max_restarts)
     if decision.action not in failure_policy.RESTARTS:
         return f"failurePolicy rule {decision.rule}: {decision.action} on the failed Job's {why.reason} ({why.message})"
-    counted = sum(bool(a.restart and a.restart.jobset and a.restart.counted) for a in attempts[:-1])
     if decision.counts and counted >= policy.max_restarts:
         return f"{why.summary}; failurePolicy.maxRestarts ({policy.max_restarts}) exhausted"
     last.restart = model.Restart(jobset=True, counted=decision.counts)
@@ -210,6 +211,20 @@ def _job_failed(attempt: Attempt, rjob: str, why: JobFailure) -> None:
     for r in failed[:1]:
         if name := r.pod.labels.get(JOB_NAME_LABEL):
             attempt.events.append(events.job_failed(attempt.seconds, r.pod.namespace, name, why.reason, why.message))
+
+
+def _jobset_event(
+    attempt: Attempt, policy: model.RestartPolicy, rjob: str, decision: failure_policy.Decision, exhausted: bool
+) -> None:
+    """The JobSet controller's event for what its failure policy made of the failed Job (`events.jobset_failure`)."""
+    failed = next((r for r in attempt.pods if r.phase == Phase.FAILED and job_failure.job_of(r.pod)[0] == rjob), None)
+    job = failed.pod.labels.get(JOB_NAME_LABEL) if failed is not None else None
+    workload = failed.pod.workload.split("/") if failed is not None else []
+    if job is None or len(workload) != 3:
+        return
+    action = "FailedJobs" if not policy.failure_policy else "ReachedMaxRestarts" if exhausted else decision.action
+    if (found := events.jobset_failure(attempt.seconds, workload[1], workload[2], action, job)) is not None:
+        attempt.events.append(found)
 
 
 def _completed(workload: model.Workload, attempt: Attempt) -> None:

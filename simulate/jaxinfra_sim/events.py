@@ -12,8 +12,9 @@ the JSON report and the trace read them. Each reason and message is upstream's:
   ", will be restarted" where it is), `pkg/kubelet/prober/prober.go` (Warning "Unhealthy", "%s probe failed: %s"),
   `pkg/kubelet/eviction/eviction_manager.go` (`evictPod`: Warning "Evicted" with the eviction message), and
   `pkg/kubelet/oom/oom_watcher_linux.go` (the node's Warning "SystemOOM");
-- the JobSet controller (kubernetes-sigs/jobset @ 08dfbdfd `pkg/constants/constants.go`): "AllJobsCompleted",
-  "jobset completed successfully".
+- the JobSet controller (kubernetes-sigs/jobset @ 08dfbdfd `pkg/constants/constants.go`,
+  `pkg/controllers/failure_policy.go`): "AllJobsCompleted", "jobset completed successfully"; for a failed child Job,
+  what its failure policy did (`JOBSET_FAILURES`).
 """
 
 from __future__ import annotations
@@ -105,6 +106,31 @@ def job_completed(at: float, namespace: str, name: str) -> Event:
 
 def job_failed(at: float, namespace: str, name: str, reason: str, message: str) -> Event:
     return Event(at, EventType.WARNING, reason, job(namespace, name), message)
+
+
+JOBSET_FAILURES = {
+    "FailedJobs": ("FailedJobs", "jobset failed due to one or more job failures"),
+    "ReachedMaxRestarts": ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"),
+    "FailJobSet": ("FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action"),
+    "RestartJobSet": ("RestartJobSetFailurePolicyAction", "applying RestartJobSet failure policy action"),
+    "RestartJobSetAndIgnoreMaxRestarts": (
+        "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction",
+        "applying RestartJobSetAndIgnoreMaxRestarts failure policy action",
+    ),
+}
+"""What the JobSet controller records for a failed child Job (kubernetes-sigs/jobset @ 08dfbdfd
+pkg/controllers/failure_policy.go executeFailurePolicy and the action appliers, pkg/constants/constants.go), by
+what it did: no failurePolicy, maxRestarts used up, or the rule's action; each a Warning, its message naming the
+first failed Job (`messageWithFirstFailedJob`)."""
+
+
+def jobset_failure(at: float, namespace: str, name: str, action: str, first_failed: str) -> Event | None:
+    """The JobSet's Warning for `action` (`JOBSET_FAILURES`), None for an action not listed there."""
+    if action not in JOBSET_FAILURES:
+        return None
+    reason, message = JOBSET_FAILURES[action]
+    involved = f"JobSet/{namespace}/{name}"
+    return Event(at, EventType.WARNING, reason, involved, f"{message} (first failed job: {first_failed})")
 
 
 def jobset_completed(at: float, namespace: str, name: str) -> Event:

@@ -184,6 +184,7 @@ class RestartPolicy:
     in_place: bool = False  # pod restartPolicy OnFailure/Always: the kubelet restarts the container in its pod
     active_deadline: int | None = None  # Job activeDeadlineSeconds: from the Job's start, whatever its retries
     jobset_rules: tuple[Mapping, ...] = ()  # JobSet failurePolicy.rules, verbatim (controllers/failure_policy.py)
+    failure_policy: bool = False  # the JobSet has a failurePolicy (without one, a failed Job fails it: FailedJobs)
     child_jobs: tuple[tuple[str, RestartPolicy], ...] = ()  # JobSet: per replicatedJob, its Jobs' own ("job")
 
     def job(self, rjob: str) -> RestartPolicy:

@@ -330,6 +330,7 @@ def jobset(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
         "jobset",
         max_restarts=to_int(failure.get("maxRestarts"), 0),
         jobset_rules=tuple(failure.get("rules") or ()),
+        failure_policy="failurePolicy" in spec and spec["failurePolicy"] is not None,
         child_jobs=tuple(
             (str(r.get("name", "")), restart_policy((r.get("template") or {}).get("spec") or {})) for r in rjobs
         ),
