@@ -149,3 +149,38 @@ def test_a_pod_quota_that_holds_every_pod_admits_them(tmp_path: Path) -> None:
     path = write(tmp_path / "job.yaml", [namespace(), quota(3), namespaced("three", 3)])
     rc, report, out = simulate(str(path), "--run-command", tmp=tmp_path, timeout=60)
     assert rc == 0 and only(report)["verdict"] == "succeeded", out
+
+
+LIMIT_RANGE = {
+    "apiVersion": "v1",
+    "kind": "LimitRange",
+    "metadata": {"name": "mem-limit-range"},
+    "spec": {"limits": [{"type": "Container", "default": {"memory": "512Mi"}, "defaultRequest": {"memory": "256Mi"}}]},
+}
+"""The Kubernetes docs' default memory LimitRange (tasks/administer-cluster/manage-resources/memory-default-namespace),
+in its style."""
+
+
+def _memory_limits(docs: list[Any]) -> list[int | None]:
+    from jaxinfra_sim.emulation import emulate
+
+    [workload] = emulate(docs).workloads
+    return [p.memory_limit for p in workload.pods]
+
+
+def test_a_limit_ranges_default_is_the_limit_the_kubelet_enforces_on_the_jobs_pods() -> None:
+    """LimitRanger fills the pods' missing limits as the Job controller creates them; the kubelet enforces the stored
+    pod's, not the template's (a program past 512 MiB is OOMKilled on a cluster)."""
+    pod = {"restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"]}]}
+    job = indexed_job("limited", pod, 2)
+    assert _memory_limits([LIMIT_RANGE, job]) == [512 * 2**20] * 2
+    assert _memory_limits([job]) == [None, None]  # no LimitRange: no limit, as before
+
+
+def test_a_containers_own_limit_is_kept_where_a_limit_range_applies() -> None:
+    resources = {"limits": {"memory": "128Mi"}}
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "busybox:1.36", "command": ["true"], "resources": resources}],
+    }
+    assert _memory_limits([LIMIT_RANGE, indexed_job("own", pod, 1)]) == [128 * 2**20]

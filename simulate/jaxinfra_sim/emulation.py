@@ -53,7 +53,9 @@ def _start_pods(
         env_problems: list[tuple[str, Problem]] = []
         for job in draft.jobs if draft.unserved is None else ():  # what is not emulated starts no pod
             webhooked = gcsfuse.gcsfuse_webhook(job.pod_spec, job.pod_annotations)
-            job = job if webhooked is job.pod_spec else replace(job, pod_spec=webhooked)
+            # the pods as stored: LimitRanger's defaults are what the kubelet enforces (`admission.limit_ranged`)
+            stored = admission.limit_ranged(webhooked, draft.namespace, objects.store)
+            job = job if stored is job.pod_spec else replace(job, pod_spec=stored)
             token = admission.mounts_token(job.pod_spec, draft.namespace, objects)
             for index in range(job.completions):
                 who = controllers.pod_identity(job, index, objects.recreated)
