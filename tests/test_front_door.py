@@ -165,17 +165,17 @@ def test_generate_name_gets_a_name_of_the_api_servers_alphabet() -> None:
 
 
 def test_an_unknown_kind_is_stored_with_a_note_and_the_workload_still_runs(tmp_path: Path) -> None:
-    provisioning = {
+    provisioning = {  # the cluster autoscaler's own kind (GKE serves it): no CRD of it is bundled here
         "apiVersion": "autoscaling.x-k8s.io/v1beta1",
-        "kind": "ProvisioningRequestConfig",
-        "metadata": {"name": "xpk-flex"},
-        "spec": {"provisioningClassName": "queued-provisioning.gke.io"},
+        "kind": "ProvisioningRequest",
+        "metadata": {"name": "xpk-flex", "namespace": "default"},
+        "spec": {"provisioningClassName": "queued-provisioning.gke.io", "podSets": []},
     }
     path = write(tmp_path / "xpk.yaml", [provisioning, xpk_jobset()])
     assert validate_files([path]) == []
     report = plan(path)
     assert report.problems == () and all(not r.workload.problems for r in report.results)
-    assert any("ProvisioningRequestConfig (autoscaling.x-k8s.io/v1beta1) stored as is" in n for n in report.notes)
+    assert any("ProvisioningRequest (autoscaling.x-k8s.io/v1beta1) stored as is" in n for n in report.notes)
     assert any("the cluster must run jobset" in n for n in report.notes)
 
 

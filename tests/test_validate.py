@@ -301,7 +301,9 @@ def test_a_kind_of_a_known_group_that_it_does_not_serve_names_what_is_supported(
     assert problem.path == "<memory>#0 Widget/w kind" and "no matches for kind 'Widget'" in problem.message
     assert problem.fix == (
         "jaxinfra validates built-in kinds and: JobSet, JAXJob, TrainJob, ClusterTrainingRuntime, "
-        "TrainingRuntime, ClusterQueue, LocalQueue, ResourceFlavor, Topology, Network, GKENetworkParamSet"
+        "TrainingRuntime, ClusterQueue, LocalQueue, ResourceFlavor, Topology, AdmissionCheck, "
+        "ProvisioningRequestConfig, WorkloadPriorityClass, Cohort, MultiKueueConfig, MultiKueueCluster, Workload, "
+        "Network, GKENetworkParamSet"
     )
 
 

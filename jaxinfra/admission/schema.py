@@ -48,6 +48,13 @@ _CRD_FILES: dict[tuple[str, str], str] = {
     (KUEUE_API_GROUP, "LocalQueue"): "kueue.x-k8s.io_localqueues.yaml",
     (KUEUE_API_GROUP, "ResourceFlavor"): "kueue.x-k8s.io_resourceflavors.yaml",
     (KUEUE_API_GROUP, "Topology"): "kueue.x-k8s.io_topologies.yaml",
+    (KUEUE_API_GROUP, "AdmissionCheck"): "kueue.x-k8s.io_admissionchecks.yaml",
+    (KUEUE_API_GROUP, "ProvisioningRequestConfig"): "kueue.x-k8s.io_provisioningrequestconfigs.yaml",
+    (KUEUE_API_GROUP, "WorkloadPriorityClass"): "kueue.x-k8s.io_workloadpriorityclasses.yaml",
+    (KUEUE_API_GROUP, "Cohort"): "kueue.x-k8s.io_cohorts.yaml",
+    (KUEUE_API_GROUP, "MultiKueueConfig"): "kueue.x-k8s.io_multikueueconfigs.yaml",
+    (KUEUE_API_GROUP, "MultiKueueCluster"): "kueue.x-k8s.io_multikueueclusters.yaml",
+    (KUEUE_API_GROUP, "Workload"): "kueue.x-k8s.io_workloads.yaml",
     (GKE_NETWORKING_API_GROUP, "Network"): "networking.gke.io_networks.yaml",
     (GKE_NETWORKING_API_GROUP, "GKENetworkParamSet"): "networking.gke.io_gkenetworkparamsets.yaml",
 }
@@ -391,7 +398,19 @@ def _strict(node: Mapping[str, Any]) -> dict[str, Any]:
             out[keyword] = _strict(node[keyword])
     if node.get("x-kubernetes-int-or-string") and "anyOf" not in node and "type" not in node:
         out["anyOf"] = [{"type": "integer"}, {"type": "string"}]
+    if isinstance(node.get("pattern"), str):
+        out["pattern"] = _python_pattern(node["pattern"])
     return out
+
+
+_GO_ANCHORED_FLAGS = re.compile(r"^\^\(\?([ims]+)\)")
+
+
+def _python_pattern(pattern: str) -> str:
+    """An OpenAPI `pattern` as Python's `re` reads what the API server's Go regexp (RE2) does: RE2 takes a flag group
+    anywhere (regexp/syntax: `(?flags)` sets flags for the rest of the group), Python only at the very start, so
+    `^(?i)...` (Kueue's AdmissionCheck parameters.kind) becomes `(?i)^...`, the same language."""
+    return _GO_ANCHORED_FLAGS.sub(lambda m: f"(?{m.group(1)})^", pattern, count=1)
 
 
 # --- formatting ----------------------------------------------------------------------------

@@ -56,6 +56,7 @@ CLUSTER_SCOPED = frozenset(
         "AdmissionCheck",
         "MultiKueueCluster",
         "MultiKueueConfig",
+        "Cohort",
         "ClusterTrainingRuntime",
         # GKE multi-networking (the bundled CRDs: `scope: Cluster`)
         "Network",

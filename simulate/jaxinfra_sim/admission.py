@@ -217,6 +217,15 @@ def _show(value: Fraction, resource: str) -> str:
     return str(int(value)) if value.denominator == 1 else f"{float(value):g}"
 
 
+def admission_checks(cluster_queue_spec: Mapping[str, Any]) -> list[str]:
+    """The AdmissionChecks a ClusterQueue's workloads must pass: `admissionChecks`, or the names of
+    `admissionChecksStrategy.admissionChecks` (kueue apis ClusterQueueSpec: one or the other)."""
+    names = [str(c) for c in cluster_queue_spec.get("admissionChecks") or []]
+    strategy = cluster_queue_spec.get("admissionChecksStrategy") or {}
+    names += [str(c.get("name")) for c in strategy.get("admissionChecks") or [] if isinstance(c, Mapping)]
+    return names
+
+
 def kueue(
     namespace: str, labels: Mapping[str, str], groups_of_pods: Sequence[tuple[int, Mapping]], objects: Objects
 ) -> Admission | None:
@@ -229,7 +238,9 @@ def kueue(
     Resource Flavor; "Run a JobSet"), pkg/scheduler/flavorassigner.
 
     Not emulated: cohorts and borrowing, preemption, fair sharing, other workloads' usage (the simulator runs
-    workloads one after another, so each is checked against the whole quota), admission checks, TAS."""
+    workloads one after another, so each is checked against the whole quota), TAS, and what an admission check's
+    controller decides: a ClusterQueue referencing an AdmissionCheck that does not exist is inactive, as Kueue makes it
+    (pkg/cache/clusterqueue.go: AdmissionCheckNotFound); one that exists is taken as Ready, with a note."""
     queue = labels.get(QUEUE_LABEL)
     if queue is None:
         return None
@@ -264,6 +275,15 @@ def kueue(
             False,
             f"ClusterQueue {cq_name} is inactive: ResourceFlavor {', '.join(missing)} does not exist",
             f"add the ResourceFlavor {', '.join(missing)} to the manifests",
+        )
+    checks = admission_checks(spec)
+    absent = [c for c in checks if ("AdmissionCheck", "", c) not in objects.kueue]
+    if absent:  # kueue pkg/cache/clusterqueue.go: inactive, AdmissionCheckNotFound
+        return Admission(
+            False,
+            f"ClusterQueue {cq_name} is inactive (AdmissionCheckNotFound): Can't admit new workloads: references "
+            f"missing AdmissionCheck(s): {','.join(absent)}.",
+            f"add the AdmissionCheck {', '.join(absent)} to the manifests, or take it out of ClusterQueue {cq_name}",
         )
     ns_labels = {**objects.namespace_labels.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
     if not matches(label_selector(spec.get("namespaceSelector")), ns_labels):
@@ -322,6 +342,13 @@ def kueue(
                 f"raise the nominalQuota of ClusterQueue {cq_name} (or lower the workload's requests) so that all "
                 f"{pods} pods fit at once",
             )
+    waits = (
+        f"; its AdmissionCheck(s) {', '.join(checks)} are not played here: on a cluster the workload waits until each "
+        "is Ready (a ProvisioningRequest check: until the capacity is provisioned), then runs as here"
+        if checks
+        else ""
+    )
     return Admission(
-        True, f"admitted by Kueue to ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})"
+        True,
+        f"admitted by Kueue to ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})" + waits,
     )

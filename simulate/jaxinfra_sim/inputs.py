@@ -49,6 +49,9 @@ PASSIVE_KINDS = frozenset(
         "LocalQueue",
         "WorkloadPriorityClass",
         "Topology",
+        "AdmissionCheck",
+        "ProvisioningRequestConfig",
+        "Cohort",
         # Trainer v2 runtimes: read by TrainJobs.
         "TrainingRuntime",
         "ClusterTrainingRuntime",
@@ -178,9 +181,9 @@ class Objects:
             self.claims.add(key)
         elif kind == "Namespace":
             self.namespace_labels[key[1]] = strings(meta(obj).get("labels"))
-        elif kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor") and str(obj.get("apiVersion", "")).startswith(
-            f"{KUEUE_API_GROUP}/"
-        ):
+        elif kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor", "AdmissionCheck") and str(
+            obj.get("apiVersion", "")
+        ).startswith(f"{KUEUE_API_GROUP}/"):
             self.kueue[(kind, key[0] if kind == "LocalQueue" else "", key[1])] = obj
         elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
             self.priority_classes[key[1]] = obj["value"]
