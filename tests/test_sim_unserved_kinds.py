@@ -224,7 +224,7 @@ def test_a_leader_worker_set_is_refused_naming_it(tmp_path: Path) -> None:
     [line] = errors(out)
     assert line.startswith(f"error: {lws}: LeaderWorkerSet/default/inference = ")
     assert "'LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)'" in line and line.endswith(FIX), line
-    assert "no JobSet or Indexed Job" not in out and "stored, not simulated" not in out
+    assert "no workload to simulate" not in out and "stored, not simulated" not in out
     assert out.rstrip().endswith(
         "jaxinfra: 1 object the simulator does not run (a kind or runtime it does not emulate); nothing started"
     )

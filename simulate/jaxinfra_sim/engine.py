@@ -332,8 +332,8 @@ def _plan(
             Problem(
                 "manifests",
                 0,
-                "no JobSet or Indexed Job to simulate",
-                "pass the YAML that `jaxinfra synth` writes, or a stack file",
+                f"no workload to simulate: the simulator runs {controllers.SUPPORTED}",
+                "pass the YAML that `jaxinfra synth` writes, a stack file, or manifests holding one of those",
             ),
         )
     return report
