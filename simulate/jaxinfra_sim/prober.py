@@ -254,16 +254,29 @@ def _finish(run: _Running, now: float) -> tuple[int | None, str] | None:
 
 
 def _stopped(target: Target) -> bool:
-    """Whether the container stopped while its probe ran (its shim has exited, reaped or not): then the probe's
-    failure is the runtime's ("container does not exist"), not the command's. The kubelet's prober does not probe a
-    container that is not running (worker.go doProbe), and an exec that errors is a probe error, which the worker
-    does not count (prober.go: result Unknown)."""
+    """Whether the container stopped while its probe ran: its PID 1 (its shim's child) has exited, reaped or not, or
+    its shim has. Then the probe's failure is the runtime's ("container does not exist"), not the command's: the
+    kubelet's prober does not probe a container that is not running (worker.go doProbe), and an exec that errors is
+    a probe error, which the worker does not count (prober.go: result Unknown). runc counts a zombie PID 1 as stopped
+    too, so the shim's own exit, which comes after, is too late a sign."""
     if not target.live or target.pid is None:
         return True
     try:
-        return os.waitid(os.P_PID, target.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
+        if os.waitid(os.P_PID, target.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+            return True
+        children = Path(f"/proc/{target.pid}/task/{target.pid}/children").read_text().split()
+    except (ChildProcessError, OSError):
         return True
+    return not any(_alive(int(pid)) for pid in children)
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process exists and has not exited (a zombie has: /proc/PID/stat's state after the command is Z)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2 :][:1] != "Z"
 
 
 def _outcome(probe: model.Probe, status: int | None, text: str) -> tuple[str, str]:
