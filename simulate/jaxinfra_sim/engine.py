@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from jaxinfra.errors import Problem, Refused, Unserved
-from jaxinfra.upstream import JOB_NAME_LABEL
+from jaxinfra.upstream import JOBSET_NAME_LABEL
 
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
@@ -190,12 +190,19 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
         last.restart = model.Restart(in_place=bool(jobs) and all(policy.job(rjob).in_place for rjob, _ in jobs))
         return None
     rjob, why = failed[0]
-    _job_failed(last, rjob, why)
+    pod = _failed_job(last, rjob)
+    if pod is not None:  # the Job controller's event for the Job's Failed condition
+        last.events.append(events.job_failed(last.seconds, pod.pod.namespace, pod.pod.job, why.reason, why.message))
     if policy.kind == "job":
         return f"{why.summary} (the Job's Failed condition: {why.reason}, {why.message!r})"
     decision = failure_policy.decide(policy.jobset_rules, rjob, why.reason, why.message)
     counted = sum(bool(a.restart and a.restart.jobset and a.restart.counted) for a in attempts[:-1])
-    _jobset_event(last, policy, rjob, decision, decision.counts and counted >= policy.max_restarts)
+    if pod is not None:  # the JobSet controller's: what its failure policy made of it
+        exhausted = decision.counts and counted >= policy.max_restarts
+        action = "FailedJobs" if not policy.failure_policy else "ReachedMaxRestarts" if exhausted else decision.action
+        jobset = pod.pod.labels.get(JOBSET_NAME_LABEL, "")
+        if found := events.jobset_failure(last.seconds, pod.pod.namespace, jobset, action, pod.pod.job):
+            last.events.append(found)
     if decision.action not in failure_policy.RESTARTS:
         return f"failurePolicy rule {decision.rule}: {decision.action} on the failed Job's {why.reason} ({why.message})"
     if decision.counts and counted >= policy.max_restarts:
@@ -205,33 +212,20 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     return None
 
 
-def _job_failed(attempt: Attempt, rjob: str, why: JobFailure) -> None:
-    """The Job controller's event for the Job whose Failed condition `why` is: its pods name it."""
-    failed = [r for r in attempt.pods if r.phase == Phase.FAILED and job_failure.job_of(r.pod)[0] == rjob]
-    for r in failed[:1]:
-        if name := r.pod.labels.get(JOB_NAME_LABEL):
-            attempt.events.append(events.job_failed(attempt.seconds, r.pod.namespace, name, why.reason, why.message))
-
-
-def _jobset_event(
-    attempt: Attempt, policy: model.RestartPolicy, rjob: str, decision: failure_policy.Decision, exhausted: bool
-) -> None:
-    """The JobSet controller's event for what its failure policy made of the failed Job (`events.jobset_failure`)."""
-    failed = next((r for r in attempt.pods if r.phase == Phase.FAILED and job_failure.job_of(r.pod)[0] == rjob), None)
-    job = failed.pod.labels.get(JOB_NAME_LABEL) if failed is not None else None
-    workload = failed.pod.workload.split("/") if failed is not None else []
-    if job is None or len(workload) != 3:
-        return
-    action = "FailedJobs" if not policy.failure_policy else "ReachedMaxRestarts" if exhausted else decision.action
-    if (found := events.jobset_failure(attempt.seconds, workload[1], workload[2], action, job)) is not None:
-        attempt.events.append(found)
+def _failed_job(attempt: Attempt, rjob: str) -> PodRun | None:
+    """The first failed pod of a Job of replicatedJob `rjob` ("": a Job's own pods) that names its Job: whose events
+    the controllers record."""
+    return next(
+        (r for r in attempt.pods if r.phase == Phase.FAILED and job_failure.job_of(r.pod)[0] == rjob and r.pod.job),
+        None,
+    )
 
 
 def _completed(workload: model.Workload, attempt: Attempt) -> None:
     """Each Job's Completed event, when its last pod succeeded, and a JobSet's once all are."""
     ends: dict[tuple[str, str], float] = {}
     for r in attempt.pods:
-        if name := r.pod.labels.get(JOB_NAME_LABEL):
+        if name := r.pod.job:
             key = (r.pod.namespace, name)
             ends[key] = max(ends.get(key, 0.0), r.timings.get(Phase.SUCCEEDED, attempt.seconds))
     for (namespace, name), at in sorted(ends.items(), key=lambda item: item[1]):

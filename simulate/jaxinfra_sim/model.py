@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jaxinfra.errors import Problem
+from jaxinfra.upstream import JOB_NAME_LABEL
 from jaxinfra_sim.security import Security
 
 
@@ -145,6 +146,11 @@ class Pod:
     ephemeral_limit: str = ""  # its JAX container's resources.limits.ephemeral-storage, as written ("" none)
     others: tuple[Container, ...] = ()  # its other containers in the kubelet's order: init containers, then mains
     restart_policy: str = "Never"  # spec.restartPolicy: what the kubelet does when one of its containers exits
+
+    @property
+    def job(self) -> str:
+        """The Job that created it (its `batch.kubernetes.io/job-name` label); "" for a pod no Job created."""
+        return self.labels.get(JOB_NAME_LABEL, "")
 
     def as_container(self, c: Container) -> Pod:
         """The pod as its container `c` sees it: the same pod, with `c`'s command, env, image, mounts and limits (what

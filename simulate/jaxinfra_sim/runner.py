@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from jaxinfra import interrupts
-from jaxinfra.upstream import JOB_NAME_LABEL
 from jaxinfra_sim import container, events, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
 from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers.job_failure import Failures
@@ -120,8 +119,8 @@ class Runner:
                     if not r.begun:
                         r.begun = now >= starts[id(r)] and self.controllers.may_create(r, runs)
                         r.created = now if r.begun else None
-                        if r.begun and (job := r.pod.labels.get(JOB_NAME_LABEL)):  # the Job controller's pod
-                            self._record(events.created_pod(now - t0, r.pod.namespace, job, r.pod.name))
+                        if r.begun and r.pod.job:  # the Job controller's pod
+                            self._record(events.created_pod(now - t0, r.pod.namespace, r.pod.job, r.pod.name))
                     if r.begun and (r.others or not r.initialized) and not r.done and self.machine.verdict is None:
                         self._kubelet(r, runs, now - t0, wake)
                 due = [
@@ -676,9 +675,8 @@ class Runner:
         now = time.monotonic()
         deadline = {}
         for r in runs:  # the Job controller deletes its active pods: a completed workload's, a Job past its deadline
-            job = r.pod.labels.get(JOB_NAME_LABEL)
-            if (r.deleted or r.deadline_exceeded) and job and any(p.live for p in r.processes):
-                self._record(events.deleted_pod(now - self.t0, r.pod.namespace, job, r.pod.name))
+            if (r.deleted or r.deadline_exceeded) and r.pod.job and any(p.live for p in r.processes):
+                self._record(events.deleted_pod(now - self.t0, r.pod.namespace, r.pod.job, r.pod.name))
         for r, p, _ in live:
             if graceful and r.preempted is None:
                 p.request(signal.SIGTERM)
