@@ -24,8 +24,7 @@ from fractions import Fraction
 from typing import Any
 
 from jaxinfra.admission import admit_created, plugins
-from jaxinfra.admission.defaults import requests_from_limits
-from jaxinfra.admission.plugins.limitranger import limit_defaults, limit_ranges
+from jaxinfra.admission.plugins.limitranger import limit_ranges
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.errors import Problem
 from jaxinfra.podresources import exact_pod_requests
@@ -69,14 +68,13 @@ def service_account_problem(where: str, pod_spec: Mapping, namespace: str, objec
 def limit_ranged(pod_spec: Mapping[str, Any], namespace: str, store: Store) -> Mapping[str, Any]:
     """The pod spec as the API server stores a pod created from it where a LimitRange applies: its containers'
     missing requests and limits filled from the namespace's LimitRanges (LimitRanger's mutation, after
-    SetDefaults_Pod's requests from limits: `plugins.admit_pod`), which the kubelet then enforces; the spec itself
-    where the namespace has none."""
+    SetDefaults_Pod's requests from limits: `plugins.default_pod`, as `plugins.admit_pod` applies it), which the
+    kubelet then enforces; the spec itself where the namespace has none."""
     ranges = limit_ranges(store, namespace)
     if not ranges:
         return pod_spec
     pod: dict[str, Any] = {"metadata": {"namespace": namespace}, "spec": copy.deepcopy(dict(pod_spec))}
-    requests_from_limits(pod["spec"])
-    limit_defaults(pod, ranges)
+    plugins.default_pod(pod, ranges)
     return pod["spec"]
 
 

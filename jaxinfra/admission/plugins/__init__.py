@@ -22,6 +22,7 @@ validating plugins (e.g. a LimitRange default limit below the container's reques
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from jaxinfra.admission import defaults
 from jaxinfra.admission.decoded import as_str
@@ -50,16 +51,21 @@ __all__ = ["Usage", "admit_pod", "admit_object"]
 # --- the two entry points -----------------------------------------------------------------------------------------
 
 
+def default_pod(pod: dict, ranges: list[tuple[str, list[Any]]]) -> None:
+    """A pod's spec as stored, in place: SetDefaults_Pod's requests from limits (which runs before admission), then
+    LimitRanger's mutation, its containers' missing requests and limits from the namespace's LimitRanges `ranges`."""
+    if isinstance(pod.get("spec"), dict):
+        defaults.requests_from_limits(pod["spec"])
+    limit_defaults(pod, ranges)
+
+
 def admit_pod(pod: dict, store: Store, usage: Usage) -> list[Finding]:
     """One pod a controller creates, through LimitRanger, Priority and ResourceQuota: mutated in place, the
     findings of the first plugin that refuses it (then nothing is charged), or [] and its usage is charged."""
     if not isinstance(pod, dict):
         return []
-    namespace = namespace_of(pod)
-    if isinstance(pod.get("spec"), dict):
-        defaults.requests_from_limits(pod["spec"])  # SetDefaults_Pod, which runs before admission
-    ranges = limit_ranges(store, namespace)
-    limit_defaults(pod, ranges)
+    ranges = limit_ranges(store, namespace_of(pod))
+    default_pod(pod, ranges)
     found = pod_priority(pod, store) or limit_validate(pod, ranges)
     if found:
         return found
