@@ -209,3 +209,18 @@ def test_runtime_default_seccomp_is_applied_where_asked(home: Path, as_root: boo
     assert rc == 0, out
     assert (got["confined-0"]["UNSHARE"], got["confined-0"]["SECCOMP"]) == ("refused", "2"), got
     assert (got["open-0"]["UNSHARE"], got["open-0"]["SECCOMP"]) == ("ok", "0"), got
+
+
+def test_a_container_the_runtime_cannot_start_ends_with_start_error(home: Path) -> None:
+    """A command that is not in the image: runc's create fails, and the container ends as containerd reports it
+    (internal/cri/server/container_start.go: exit code 128, reason StartError, runc's error its message); the pod
+    fails, the error named in its reason. Its twin whose command exists runs."""
+    missing = job("missing", "true")
+    missing["spec"]["template"]["spec"]["containers"][0]["command"] = ["no-such-program"]
+    rc, report, out = simulate(home, [missing, job("present", "true")])
+    got = pods(report)
+    assert rc == 1, out
+    assert got["present-0"]["phase"] == "succeeded", out
+    assert got["missing-0"]["exit_code"] == 128, out
+    reason = got["missing-0"]["reason"] or ""
+    assert reason.startswith("StartError: ") and "no-such-program" in reason, reason

@@ -552,6 +552,8 @@ class Runner:
             return memory
         if p.signal is not None:
             return f"killed by {p.signal}"
+        if p.exit_code == shim.START_ERROR and not p.running and p.last_stderr:  # the runtime never started it
+            return f"{shim.START_ERROR_REASON}: {p.last_stderr}"
         if p.exit_code != 0:
             checks = ((p.result or {}).get("checks") or {}) if isinstance(p, PodRun) else {}
             failed = [k for k, c in checks.items() if not c["ok"]]

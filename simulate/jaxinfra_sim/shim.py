@@ -36,6 +36,9 @@ PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 START_ERROR = 128
 """The exit code a container that never started gets (containerd's and the kubelet's StartError)."""
+START_ERROR_REASON = "StartError"
+"""Its terminated state's reason, the runtime's error its message (containerd, internal/cri/server/container_start.go:
+errorStartReason and errorStartExitCode, set when StartContainer fails)."""
 
 
 def fork_init(control: int) -> None:
@@ -97,7 +100,7 @@ def run_container(
 def _start_error(message: str, delete: Callable[[], None]) -> NoReturn:
     """A container the runtime could not start: its message on the container's stderr as the kubelet reports it
     (reason StartError), exit 128."""
-    os.write(2, f"Error: failed to create containerd task: OCI runtime create failed: {message}\n".encode())
+    os.write(2, f"failed to create containerd task: OCI runtime create failed: {message}\n".encode())
     delete()
     os._exit(START_ERROR)
 
