@@ -219,10 +219,7 @@ def stacks_app(stacks: Iterable[str | Path] = ("stacks",), outdir: str | None = 
         try:
             clusters.append(stack.load(path))
         except JaxinfraError as err:
-            problems += [
-                p if p.path.startswith(str(path)) else Problem(f"{path}: {p.path}", p.value, p.message, p.fix)
-                for p in err.problems
-            ]
+            problems += [p.located(str(path)) for p in err.problems]
     names = [c.name for c in clusters]
     if len(set(names)) != len(names):
         problems.append(Problem("stacks", names, "two stacks declare the same cluster name", "rename one cluster"))

@@ -67,10 +67,7 @@ def _load(stacks: list[Path], backend: str | None, shadow: dict[str, str] | None
                 cluster = cpu_shadow(cluster, **shadow)
             loaded.append((path, cluster))
         except JaxinfraError as err:
-            problems += [
-                p if p.path.startswith(str(path)) else Problem(f"{path}: {p.path}", p.value, p.message, p.fix)
-                for p in err.problems
-            ]
+            problems += [p.located(str(path)) for p in err.problems]
     if problems:
         raise SpecError(problems)
     return loaded

@@ -7,21 +7,41 @@ and how to fix it, so the CLI can print one line per problem and never a traceba
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
 class Problem:
-    """One thing wrong with the input: where, which value, what is wrong, how to fix it."""
+    """One thing wrong with the input: where, which value, what is wrong, how to fix it.
+
+    Where is structured: the file (a manifest file, a stack file, a command-line flag's own name), the document's
+    place in a multi-document file (from 0), and `path`, the object and field inside it (`Job/default/x
+    spec.template.spec`, a stack's `cluster.pools[0]`). `where` formats them, the one place that does."""
 
     path: str
     value: Any
     message: str
     fix: str
+    file: str | None = None
+    document: int | None = None
+
+    @property
+    def where(self) -> str:
+        """`file#document path` for a document of a manifest file, `file: path` for a stack file, else `path`."""
+        if self.file is None:
+            return self.path
+        head = self.file if self.document is None else f"{self.file}#{self.document}"
+        if not self.path:
+            return head
+        return f"{head} {self.path}" if self.document is not None else f"{head}: {self.path}"
+
+    def located(self, file: str, document: int | None = None) -> Problem:
+        """The problem in `file` (its `document`), unless it already names its file."""
+        return self if self.file is not None else replace(self, file=file, document=document)
 
     def __str__(self) -> str:
-        return f"{self.path} = {self.value!r}: {self.message}; fix: {self.fix}"
+        return f"{self.where} = {self.value!r}: {self.message}; fix: {self.fix}"
 
 
 @dataclass(frozen=True, slots=True)

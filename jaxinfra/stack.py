@@ -24,7 +24,7 @@ def load(path: str | Path) -> Cluster:
         raise StackError(
             [
                 Problem(
-                    str(path),
+                    "",
                     str(path),
                     "not a Python stack file",
                     "pass the path of a .py file, e.g. stacks/cpu_dev.py",
@@ -40,10 +40,11 @@ def load(path: str | Path) -> Cluster:
         raise StackError(
             [
                 Problem(
-                    f"{path}:{err.lineno}",
+                    "",
                     (err.text or "").strip(),
                     f"syntax error: {err.msg}",
                     "fix the Python syntax",
+                    file=f"{path}:{err.lineno}",
                 )
             ]
         ) from None
@@ -57,7 +58,7 @@ def load(path: str | Path) -> Cluster:
             None,
         )
         where = f"{path}:{frame.lineno}" if frame else str(path)
-        raise StackError([Problem(where, type(err).__name__, str(err), "fix the stack file")]) from None
+        raise StackError([Problem("", type(err).__name__, str(err), "fix the stack file", file=where)]) from None
     finally:
         sys.path.pop(0)
     clusters = [v for k, v in namespace.items() if isinstance(v, Cluster) and not k.startswith("_")]
@@ -65,10 +66,11 @@ def load(path: str | Path) -> Cluster:
         raise StackError(
             [
                 Problem(
-                    str(path),
+                    "",
                     len(clusters),
                     "a stack defines exactly one module-level Cluster",
                     "assign one Cluster(...) to a module-level name, e.g. `cluster = Cluster(...)`",
+                    file=str(path),
                 )
             ]
         )

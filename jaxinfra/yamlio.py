@@ -72,6 +72,7 @@ from __future__ import annotations
 import base64
 import binascii
 import datetime
+import functools
 import json
 import math
 import os
@@ -201,7 +202,13 @@ def read_documents(path: str | Path) -> tuple[list[Document], list[Problem]]:
                 return [], [_too_big(source, size)]
     except OSError as err:
         return [], [
-            Problem(source, source, f"cannot read the file: {err.strerror or err}", "pass a readable YAML or JSON file")
+            Problem(
+                "",
+                source,
+                f"cannot read the file: {err.strerror or err}",
+                "pass a readable YAML or JSON file",
+                file=source,
+            )
         ]
     try:
         text = data.decode("utf-8")
@@ -210,10 +217,11 @@ def read_documents(path: str | Path) -> tuple[list[Document], list[Problem]]:
         column = err.start - (data.rfind(b"\n", 0, err.start) + 1) + 1
         return [], [
             Problem(
-                source,
+                "",
                 data[err.start : err.start + 4],
                 f"not UTF-8 at line {line}, column {column} (byte {err.start}: {err.reason})",
                 "save the file as UTF-8, the encoding the API server reads",
+                file=source,
             )
         ]
     return decode(text, source)
@@ -229,18 +237,19 @@ def read_manifests(paths: Iterable[str | Path]) -> tuple[list[dict[str, Any]], l
         docs, found = read_documents(path)
         problems += found
         for doc in docs:
-            where = f"{path}#{doc.index}"
             if doc.value is None:
                 continue
             if not isinstance(doc.value, dict):
-                problems.append(_not_a_mapping(where, doc.value, f"line {doc.line}"))
+                problems.append(_not_a_mapping("", doc.value, f"line {doc.line}").located(str(path), doc.index))
             elif doc.value.get("kind") == "List":
                 for i, item in enumerate(doc.value.get("items") or []):
                     if isinstance(item, dict):
                         manifests.append(item)
                     else:
                         problems.append(
-                            _not_a_mapping(f"{where} List items[{i}]", item, f"in the List at line {doc.line}")
+                            _not_a_mapping(f"List items[{i}]", item, f"in the List at line {doc.line}").located(
+                                str(path), doc.index
+                            )
                         )
             else:
                 manifests.append(doc.value)
@@ -524,27 +533,26 @@ def _decode_yaml(text: str, source: str) -> tuple[list[Document], list[Problem]]
     try:
         loader = _Loader(text)
     except UnicodeError as err:  # a lone surrogate in the text: the C parser reads UTF-8
-        return [], [Problem(source, None, f"not UTF-8: {err}", "pass text that encodes as UTF-8")]
+        return [], [Problem("", None, f"not UTF-8: {err}", "pass text that encodes as UTF-8", file=source)]
     index = 0
     try:
         while loader.check_node():
             node = loader.get_node()
             index, line = index + 1, node.start_mark.line + 1
-            where = f"{source}#{index - 1}"
             _reset(loader)
             survey = Survey(node, text, loader)
             _reset(loader)  # a key the survey could not build must not read as a recursive node now
-            ident = identity(node)
-            if ident:
-                where += f" {ident}"
+            where = identity(node) or ""
+            in_doc = functools.partial(Problem, file=source, document=index - 1)
             if survey.refusal:
-                problems.append(Problem(where, *survey.refusal))
+                problems.append(in_doc(where, *survey.refusal))
                 continue
-            problems += [Problem(f"{where} {_json_path(at)}", *rest) for at, *rest in survey.duplicates]
+            problems += [in_doc(f"{where} {_json_path(at)}".lstrip(), *rest) for at, *rest in survey.duplicates]
             big = [(obj, n) for obj in objects(node) if (n := survey.json_bytes[id(obj)]) > MAX_OBJECT_BYTES]
             for obj, n in big:
                 item = identity(obj) if obj is not node else ""
-                problems.append(_too_big_object(f"{where} {item}".rstrip(), n, obj.start_mark.line + 1))
+                too_big = _too_big_object(f"{where} {item}".strip(), n, obj.start_mark.line + 1)
+                problems.append(too_big.located(source, index - 1))
             if big:
                 continue
             try:
@@ -553,7 +561,7 @@ def _decode_yaml(text: str, source: str) -> tuple[list[Document], list[Problem]]
                 # as a timestamp, a 5,000-digit int), from an explicit tag on the wrong value anything (`!!timestamp x`)
                 _reset(loader)
                 problems.append(
-                    Problem(
+                    in_doc(
                         where,
                         _line_text(text, err),
                         f"cannot decode it{_at(err, text) or f' (the document at line {line})'}: {_reason(err)}",
@@ -562,20 +570,21 @@ def _decode_yaml(text: str, source: str) -> tuple[list[Document], list[Problem]]
                 )
                 continue
             value, found = _jsonable(value)
-            problems += [Problem(f"{where} {_json_path(path)}", *rest) for path, *rest, _ in found]
+            problems += [in_doc(f"{where} {_json_path(path)}".lstrip(), *rest) for path, *rest, _ in found]
             if not any(refused for *_, refused in found):
                 docs.append(Document(index - 1, line, value))
     except yaml.YAMLError as err:
         problems.append(
             Problem(
-                source,
+                "",
                 _line_text(text, err),
                 f"not valid YAML{_at(err, text)}: {_reason(err)}",
                 "fix the YAML syntax there",
+                file=source,
             )
         )
     except RecursionError:
-        problems.append(Problem(source, None, "nested too deeply to decode", "flatten the structure"))
+        problems.append(Problem("", None, "nested too deeply to decode", "flatten the structure", file=source))
     finally:
         loader.dispose()
     return docs, problems
@@ -617,16 +626,20 @@ def _decode_json(text: str, source: str) -> tuple[list[Document], list[Problem]]
         except (ValueError, RecursionError):
             return None
         line = text.count("\n", 0, at) + 1
-        where = f"{source}#{index}" + (f" {_name(value)}" if isinstance(value, dict) else "")
+        where = _name(value) if isinstance(value, dict) else ""
+        in_doc = functools.partial(Problem, file=source, document=index)
         index += 1
         value, lost = _jsonable(value)  # NaN, Infinity (which Go's decoder refuses), 1e999; 2.0 as 2
-        problems += [Problem(f"{where} {_json_path(path)}", *rest) for path, *rest, _ in lost]
+        problems += [in_doc(f"{where} {_json_path(path)}".lstrip(), *rest) for path, *rest, _ in lost]
         if any(refused for *_, refused in lost):
             at = ws.match(text, end).end()  # type: ignore[union-attr]
             continue
         listed = isinstance(value, dict) and value.get("kind") == "List" and isinstance(value.get("items"), list)
         big = [(obj, n) for obj in (value["items"] if listed else [value]) if (n := _json_size(obj)) > MAX_OBJECT_BYTES]
-        problems += [_too_big_object(f"{where} {_name(obj)}" if listed else where, n, line) for obj, n in big]
+        problems += [
+            _too_big_object(f"{where} {_name(obj)}" if listed else where, n, line).located(source, index - 1)
+            for obj, n in big
+        ]
         if not big:
             docs.append(Document(index - 1, line, value))
         at = ws.match(text, end).end()  # type: ignore[union-attr]
@@ -635,10 +648,11 @@ def _decode_json(text: str, source: str) -> tuple[list[Document], list[Problem]]
         found = [p for p in located if "duplicate key" in p.message]
         problems += found or [
             Problem(
-                source,
+                "",
                 k,
                 f"duplicate key {k!r}: the API server's strict field validation refuses a field set twice",
                 "keep one of them",
+                file=source,
             )
             for k in duplicates
         ]
@@ -664,10 +678,11 @@ def _size(f: Any) -> int:
 
 def _too_big(source: str, size: str) -> Problem:
     return Problem(
-        source,
+        "",
         size,
         f"the file is over the API server's {MAX_REQUEST_BYTES:,}-byte (3 MiB) request body limit",
         "split it into smaller files (one object is one request)",
+        file=source,
     )
 
 

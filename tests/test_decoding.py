@@ -206,7 +206,8 @@ def test_an_alias_inside_its_own_anchor_is_refused() -> None:
     problem = only(problems)
     assert (
         docs == []
-        and problem.path == "f.yaml#0 ConfigMap/x"
+        and problem.where == "f.yaml#0 ConfigMap/x"
+        and (problem.file, problem.document, problem.path) == ("f.yaml", 0, "ConfigMap/x")
         and "&loop (line 4) contains an alias to itself" in problem.message
     )
 
@@ -323,7 +324,7 @@ def test_a_file_over_the_request_limit_is_one_problem(tmp_path: Path) -> None:
     )
     manifests, problems = read_manifests([path])
     problem = only(problems)
-    assert manifests == [] and problem.path == str(path) and "3 MiB" in problem.message
+    assert manifests == [] and problem.where == str(path) and "3 MiB" in problem.message
     assert problem.value == f"{path.stat().st_size:,} bytes"
 
 
@@ -334,7 +335,7 @@ def test_an_object_over_etcds_limit_is_one_problem_naming_it(tmp_path: Path) -> 
     problem = only(problems)
     assert [m["kind"] for m in manifests] == ["Job"]
     assert (
-        problem.path.endswith("blob.yaml#1 ConfigMap/blob")
+        problem.where.endswith("blob.yaml#1 ConfigMap/blob")
         and "1.5 MiB" in problem.message
         and "line 15" in problem.message
     )
@@ -347,7 +348,7 @@ def test_the_object_limit_counts_expanded_aliases() -> None:
         f"[{', '.join(['*b'] * 100)}]\n"
     )
     problem = only(decode(text, "w.yaml")[1])
-    assert problem.path == "w.yaml#0 ConfigMap/wide" and "etcd" in problem.message
+    assert problem.where == "w.yaml#0 ConfigMap/wide" and "etcd" in problem.message
 
 
 def test_each_item_of_a_list_is_an_object_of_its_own() -> None:
@@ -360,7 +361,7 @@ def test_each_item_of_a_list_is_an_object_of_its_own() -> None:
     docs, problems = decode(text)
     assert problems == [] and len(docs[0].value["items"]) == 2
     big = "apiVersion: v1\nkind: List\nitems:\n" + item.format(i=0).replace("z" * 10, "z" * 30)
-    assert only(decode(big, "l.yaml")[1]).path == "l.yaml#0 List/? ConfigMap/c0"
+    assert only(decode(big, "l.yaml")[1]).where == "l.yaml#0 List/? ConfigMap/c0"
 
 
 # --- duplicate keys ----------------------------------------------------------------------------------
@@ -370,7 +371,7 @@ def test_a_duplicate_key_names_the_key_and_its_line(tmp_path: Path) -> None:
     text = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, name: b}\ndata:\n  x: '1'\n"
     path = write(tmp_path, "dup.yaml", text)
     problem = only(read_manifests([path])[1])
-    assert problem.path == f"{path}#0 ConfigMap/a metadata.name" and problem.value == "name"
+    assert problem.where == f"{path}#0 ConfigMap/a metadata.name" and problem.value == "name"
     assert "duplicate key 'name' at line 3" in problem.message
 
 
@@ -390,7 +391,7 @@ def test_duplicates_are_found_at_every_depth_and_only_there() -> None:
                 - {name: A, value: x, value: y}
         """)
     problems = decode(text, "d.yaml")[1]
-    assert [p.path for p in problems] == [
+    assert [p.where for p in problems] == [
         'd.yaml#0 Job/d metadata.labels["0x1"]',
         "d.yaml#0 Job/d spec.template.spec.containers[0].env[0].value",
         'd.yaml#0 Job/d metadata.labels["1"]',  # 1 and "1": one JSON key once kubectl writes it, a value lost
@@ -401,7 +402,7 @@ def test_duplicates_are_found_at_every_depth_and_only_there() -> None:
 def test_a_json_duplicate_key_has_its_line(tmp_path: Path) -> None:
     text = '{\n\t"apiVersion": "v1",\n\t"kind": "Namespace",\n\t"metadata": {"name": "a",\n\t\t"name": "b"}\n}\n'
     problem = only(read_manifests([write(tmp_path, "ns.json", text)])[1])
-    assert problem.path.endswith("ns.json#0 Namespace/a metadata.name") and "at line 5" in problem.message
+    assert problem.where.endswith("ns.json#0 Namespace/a metadata.name") and "at line 5" in problem.message
 
 
 # --- broken input: one line each, with the file and the line ----------------------------------------
@@ -410,7 +411,7 @@ def test_a_json_duplicate_key_has_its_line(tmp_path: Path) -> None:
 def test_non_utf8_bytes(tmp_path: Path) -> None:
     path = write(tmp_path, "latin1.yaml", CONFIG_MAP.encode() + "  caf\u00e9: ol\u00e9\n".encode("latin-1"))
     problem = only(read_manifests([path])[1])
-    assert problem.path == str(path) and "not UTF-8 at line 18, column 6" in problem.message
+    assert problem.where == str(path) and "not UTF-8 at line 18, column 6" in problem.message
 
 
 @pytest.mark.parametrize(("text", "kind"), [("- a\n- b\n", "list"), ("just words\n", "string"), ("42\n", "int")])
@@ -418,7 +419,7 @@ def test_a_document_that_is_not_a_mapping(tmp_path: Path, text: str, kind: str) 
     path = write(tmp_path, "x.yaml", JOB + "---\n" + text)
     manifests, problems = read_manifests([path])
     problem = only(problems)
-    assert len(manifests) == 1 and problem.path == f"{path}#1" and f"not a {kind} (line 15)" in problem.message
+    assert len(manifests) == 1 and problem.where == f"{path}#1" and f"not a {kind} (line 15)" in problem.message
 
 
 def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
@@ -426,7 +427,7 @@ def test_a_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
     manifests, problems = read_manifests([path])
     problem = only(problems)
     assert [m["kind"] for m in manifests] == ["Job"]  # the documents before it are kept
-    assert problem.path == str(path) and "not valid YAML at line 1" in problem.message
+    assert problem.where == str(path) and "not valid YAML at line 1" in problem.message
 
 
 def test_python_tags_are_refused_not_run(tmp_path: Path) -> None:
@@ -559,6 +560,6 @@ def test_any_mutation_decodes_to_problems_in_bounded_time(tmp_path: Path, data: 
     took = time.perf_counter() - start
     assert took < 1000 * plain_read_seconds(tmp_path), took  # a ratio to the unmutated manifests, not a wall bound
     assert all(isinstance(m, dict) for m in manifests) and all(isinstance(p, Problem) for p in problems)
-    assert all(str(path) in p.path for p in problems)
+    assert all(str(path) in p.where for p in problems)
     _, found = read_documents(path)  # the path validate takes: the same decoding problems
     assert found == [p for p in problems if "must be a mapping" not in p.message]

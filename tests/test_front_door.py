@@ -210,7 +210,7 @@ def test_a_crd_among_the_inputs_validates_its_objects(tmp_path: Path) -> None:
     result = admit([Request("w.yaml", i, o) for i, o in enumerate([crd, good, bad])])
     assert [obj["spec"] for _, obj in result.stored[1:]] == [{"size": 3}]  # the CRD's default, applied
     [problem] = result.problems
-    assert "w.yaml#2 Widget/v spec.size" in problem.path and "'big' is not of type 'integer'" in problem.message
+    assert "w.yaml#2 Widget/v spec.size" in problem.where and "'big' is not of type 'integer'" in problem.message
 
 
 # --- a cluster refuses these ----------------------------------------------------------------------------------------

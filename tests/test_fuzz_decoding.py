@@ -346,7 +346,7 @@ def emulated(path: Path) -> None:
                 assert container.memory_limit is None or 0 < container.memory_limit <= cgroups.MAX_INT64
                 assert container.cpu_millis is None or 0 < container.cpu_millis <= cgroups.MAX_INT64
     for problem in problems_of(cluster):
-        assert problem.path and problem.message and problem.fix, problem
+        assert problem.where and problem.message and problem.fix, problem
 
 
 @settings(
@@ -619,12 +619,12 @@ def test_what_kubectl_sends() -> None:
 def test_what_kubectl_cannot_send_is_a_problem_naming_the_field(text: str, path: str, says: str) -> None:
     docs, problems = decode(text, "f.yaml")
     assert docs == [] and len(problems) == 1, problems
-    assert problems[0].path == f"f.yaml#0 ?/? {path}" and says in problems[0].message
+    assert problems[0].where == f"f.yaml#0 ?/? {path}" and says in problems[0].message
 
 
 def test_keys_that_become_one_string_lose_a_value() -> None:
     docs, problems = decode('a: {1: x, "1": y, 1.0: z, true: t}\n', "f.yaml")
-    assert [p.path for p in problems] == ['f.yaml#0 ?/? a["1"]', 'f.yaml#0 ?/? a["1"]']
+    assert [p.where for p in problems] == ['f.yaml#0 ?/? a["1"]', 'f.yaml#0 ?/? a["1"]']
     assert docs[0].value == {"a": {"1": "z", "true": "t"}}
 
 

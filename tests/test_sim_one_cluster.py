@@ -349,7 +349,7 @@ def test_an_empty_folder_and_an_unreadable_file_are_input_problems(tmp_path: Pat
     (tmp_path / "empty").mkdir()
     with pytest.raises(ManifestError) as err:
         _sources([tmp_path / "empty", tmp_path / "missing.yaml"], None)
-    assert [p.path for p in err.value.problems] == [str(tmp_path / "empty"), str(tmp_path / "missing.yaml")]
+    assert [p.where for p in err.value.problems] == [str(tmp_path / "empty"), str(tmp_path / "missing.yaml")]
 
 
 # --- objects applied twice: the later apply wins, except for a workload -------------------------------
@@ -377,14 +377,22 @@ def test_a_later_definition_of_an_object_wins_with_a_note(tmp_path: Path) -> Non
 def test_a_workload_defined_twice_differently_is_a_problem_in_one_file_or_two(tmp_path: Path) -> None:
     one = write(tmp_path / "one.yaml", CI_JOB + "---\n" + CI_JOB.replace("backoffLimit: 0", "backoffLimit: 2"))
     [problem] = plan(write(tmp_path / "svc-acct.yaml", CI_RBAC), one).problems
-    assert (
-        problem.path == f"{one}: Job/default/jax-ci-smoke"
-        and f"defined more than once, differently (twice in {one})" in problem.message
-    )
+    assert (problem.file, problem.path) == (str(one), "Job/default/jax-ci-smoke")
+    assert f"defined more than once, differently (twice in {one})" in problem.message
+    # the document is the second definition's, as a YAML file counts them
+    assert problem.document is not None
+    assert list(yaml.safe_load_all(one.read_text()))[problem.document]["spec"]["backoffLimit"] == 2
     again = write(tmp_path / "again.yaml", CI_JOB.replace("completions: 2", "completions: 1"))
     job = write(tmp_path / "job.yaml", CI_JOB)
     [problem] = plan(job, again).problems
-    assert problem.path == f"{again}: Job/default/jax-ci-smoke" and problem.value == [str(job), str(again)]
+    assert (problem.file, problem.path, problem.value) == (
+        str(again),
+        "Job/default/jax-ci-smoke",
+        [str(job), str(again)],
+    )
+    assert (
+        problem.document is not None and list(yaml.safe_load_all(again.read_text()))[problem.document]["kind"] == "Job"
+    )
     # the same file twice is applied once; an identical copy changes nothing
     copy = write(tmp_path / "copy.yaml", CI_JOB)
     report = plan(write(tmp_path / "svc-acct.yaml", CI_RBAC), job, job, copy)
@@ -401,7 +409,7 @@ def test_problems_name_the_file_of_their_object(tmp_path: Path) -> None:
         "apiVersion: batch/v1\nkind: Widget\nmetadata: {name: w}\n---\napiVersion: v1\nmetadata: {name: kindless}\n",
     )
     broken = write(tmp_path / "trainjob.yaml", TRAINJOB.replace("name: jax-distributed", "name: jax-distributd"))
-    paths = [p.path for p in plan(write(tmp_path / "job.yaml", CI_JOB), odd, broken).problems]
+    paths = [p.where for p in plan(write(tmp_path / "job.yaml", CI_JOB), odd, broken).problems]
     assert paths == [
         f"{odd}#0 Widget/w kind",
         f"{odd}#1 ?/kindless kind",
@@ -423,10 +431,12 @@ def test_a_stack_is_a_cluster_of_its_own_beside_the_yaml(tmp_path: Path) -> None
 
 
 def test_emulating_the_applied_cluster_equals_emulating_its_objects(tmp_path: Path) -> None:
-    items = [("a.yaml", d) for d in yaml.safe_load_all(CI_RBAC)] + [("b.yaml", d) for d in yaml.safe_load_all(CI_JOB)]
+    items = [("a.yaml", i, d) for i, d in enumerate(yaml.safe_load_all(CI_RBAC))]
+    items += [("b.yaml", i, d) for i, d in enumerate(yaml.safe_load_all(CI_JOB))]
     source = sources.applied("a.yaml, b.yaml", items)
-    assert source.notes == source.problems == () and list(source.manifests) == [d for _, d in items]
-    assert emulate(source.manifests).workloads == emulate([d for _, d in items]).workloads
+    assert source.notes == source.problems == () and list(source.manifests) == [d for _, _, d in items]
+    assert source.documents == tuple(i for _, i, _ in items)
+    assert emulate(source.manifests).workloads == emulate([d for _, _, d in items]).workloads
 
 
 # --- validate takes the same inputs -------------------------------------------------------------------

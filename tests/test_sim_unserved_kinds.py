@@ -222,7 +222,7 @@ def test_a_leader_worker_set_is_refused_naming_it(tmp_path: Path) -> None:
     rc, report, out = simulate_cli(str(lws), tmp=tmp_path)
     assert rc == 2, out
     [line] = errors(out)
-    assert line.startswith(f"error: {lws}: LeaderWorkerSet/default/inference = ")
+    assert line.startswith(f"error: {lws}#0 LeaderWorkerSet/default/inference = ")
     assert "'LeaderWorkerSet (leaderworkerset.x-k8s.io/v1)'" in line and line.endswith(FIX), line
     assert "no workload to simulate" not in out and "stored, not simulated" not in out
     assert out.rstrip().endswith(
@@ -240,8 +240,8 @@ def test_every_unserved_object_at_once_and_the_served_workload_beside_them_not_s
     rc, report, out = simulate_cli(str(jobset), str(deployment), tmp=tmp_path)
     assert rc == 2, out
     assert [line.split(" = ")[0] for line in errors(out)] == [
-        f"error: {deployment}: Deployment/research/metrics",
-        f"error: {deployment}: Pod/research/debug",
+        f"error: {deployment}#0 Deployment/research/metrics",
+        f"error: {deployment}#1 Pod/research/debug",
     ]
     assert "'Deployment (apps/v1)'" in errors(out)[0] and "'Pod (v1)'" in errors(out)[1]
     assert all(line.endswith(FIX) for line in errors(out))

@@ -82,15 +82,15 @@ def read(paths: Iterable[str | Path]) -> tuple[list[Request], list[Problem]]:
     return requests, problems
 
 
-def where(request: Request, obj: Any, at: Sequence[str | int] = ()) -> str:
-    """How a problem names its object: `file#index Kind/name field.path`."""
+def where(obj: Any, at: Sequence[str | int] = ()) -> str:
+    """How a problem names its object and field inside its document: `Kind/name field.path`."""
     from jaxinfra.admission.schema import json_path
 
-    head = f"{request.file}#{request.index}"
+    head = ""
     if isinstance(obj, Mapping):
         name = meta(obj).get("name") or (f"{meta(obj).get('generateName')}*" if meta(obj).get("generateName") else None)
-        head += f" {obj.get('kind') or '?'}/{name or '?'}"
-    return f"{head} {json_path(tuple(at))}" if at else head
+        head = f"{obj.get('kind') or '?'}/{name or '?'}"
+    return f"{head} {json_path(tuple(at))}".strip() if at else head
 
 
 def admit(requests: Iterable[Request]) -> Admitted:
@@ -106,7 +106,7 @@ def admit(requests: Iterable[Request]) -> Admitted:
         for f in findings:
             problem_type = Problem if f.warning else Refused
             (out.warnings if f.warning else out.problems).append(
-                problem_type(where(request, stored or request.obj, f.at), f.value, f.message, f.fix)
+                problem_type(where(stored or request.obj, f.at), f.value, f.message, f.fix, request.file, request.index)
             )
         if stored is not None:
             store.add(stored)

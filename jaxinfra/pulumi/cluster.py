@@ -378,9 +378,7 @@ def program(config: Mapping[str, Any] | None = None) -> dict[str, Any]:
                 cluster = shadow(cluster)
         except JaxinfraError as err:
             cluster = None
-            problems += [
-                Problem(f"{config.get('jaxinfra:stack')}: {p.path}", p.value, p.message, p.fix) for p in err.problems
-            ]
+            problems += [p.located(str(config.get("jaxinfra:stack"))) for p in err.problems]
     if cluster is not None and settings is not None:
         problems += gke_problems(cluster, settings) if settings.provider == "gke" else []
         problems += controller_problems(cluster) if settings.install_controllers else []

@@ -143,7 +143,7 @@ def _workload(
         notes=((queued.note,) if queued is not None and queued.admitted else ())
         + tuple(checker.notes.values())
         + tuple(
-            f"{p.path} = {p.value}: --run-command runs its pods as the Job says; if they are one JAX group: {p.fix}"
+            f"{p.where} = {p.value}: --run-command runs its pods as the Job says; if they are one JAX group: {p.fix}"
             for p in (() if check_all else draft.jax_problems)
         ),
         success=draft.success,

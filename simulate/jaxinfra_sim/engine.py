@@ -164,7 +164,15 @@ class Report:
 
 
 def _problem(p: Problem) -> dict[str, Any]:
-    return {"path": p.path, "value": repr(p.value), "message": p.message, "fix": p.fix}
+    return {
+        "where": p.where,
+        "file": p.file,
+        "document": p.document,
+        "path": p.path,
+        "value": repr(p.value),
+        "message": p.message,
+        "fix": p.fix,
+    }
 
 
 def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: Failures) -> str | None:

@@ -13,7 +13,6 @@ exist already, so a second, different definition is a problem; an identical one 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -22,8 +21,6 @@ from jaxinfra.admission.store import CLUSTER_SCOPED
 from jaxinfra.errors import Problem
 from jaxinfra_sim.controllers import WORKLOAD_KINDS
 from jaxinfra_sim.inputs import meta, namespace_of, oid
-
-_MANIFEST = re.compile(r"manifest (\d+)\b")
 
 
 def name_of(obj: Mapping) -> str:
@@ -51,29 +48,34 @@ class Source:
     name: str  # the stack file, or the YAML arguments as given
     manifests: tuple[Mapping[str, Any], ...]
     files: tuple[str, ...]  # per manifest
+    documents: tuple[int, ...] = ()  # per manifest: its document's place in its file, from 0
     notes: tuple[str, ...] = ()  # objects applied more than once
     problems: tuple[Problem, ...] = ()  # workloads defined twice, differently
 
-    def file_of(self, path: str) -> str:
-        """The file of the object a problem's path or a workload's id names (the cluster's name if none)."""
+    def _manifest_of(self, path: str) -> int | None:
+        """The manifest a problem's path or a workload's id names (by its object's id), None if none."""
         head = path.split(" ", 1)[0]
-        best, found = "", self.name
-        for obj, file in zip(self.manifests, self.files):
+        best, found = "", None
+        for i, obj in enumerate(self.manifests):
             name = oid(obj) if isinstance(obj, Mapping) else ""
             if name and (head == name or head.startswith((name + ".", name + "["))) and len(name) > len(best):
-                best, found = name, file
+                best, found = name, i
         return found
 
+    def file_of(self, path: str) -> str:
+        """The file of the object a problem's path or a workload's id names (the cluster's name if none)."""
+        i = self._manifest_of(path)
+        return self.name if i is None else self.files[i]
+
     def where(self, problem: Problem) -> Problem:
-        """The problem with its path prefixed by its file (`manifest <i>` counted within that file)."""
-        path = problem.path
-        if m := _MANIFEST.match(path):
-            i = int(m.group(1))
-            if i < len(self.files):
-                file = self.files[i]
-                path = f"manifest {self.files[:i].count(file)}{path[m.end() :]}"
-                return replace(problem, path=f"{file}: {path}")
-        return replace(problem, path=f"{self.file_of(path)}: {path}")  # of its own class (`errors.Unserved`)
+        """The problem in its file and document: a problem of the simulation's names its manifest by its place among
+        the cluster's (`document`, without a file) or by its object's id in its path."""
+        if problem.file is not None:
+            return problem
+        i = problem.document if problem.document is not None else self._manifest_of(problem.path)
+        if i is None or i >= len(self.files):
+            return problem.located(self.name)
+        return replace(problem, file=self.files[i], document=self.documents[i] if self.documents else None)
 
     def inputs(self) -> dict[str, list[str]]:
         """Per file, the objects the cluster holds from it (`name_of`), in apply order."""
@@ -83,23 +85,24 @@ class Source:
         return out
 
 
-def applied(name: str, items: Iterable[tuple[str, Mapping[str, Any]]]) -> Source:
-    """The cluster that applying `items` ((file, object), in order) leaves: later applies win, workloads excepted."""
+def applied(name: str, items: Iterable[tuple[str, int, Mapping[str, Any]]]) -> Source:
+    """The cluster that applying `items` ((file, document, object), in order) leaves: later applies win, workloads
+    excepted."""
     order: list[_Key] = []
-    held: dict[_Key, tuple[str, Mapping[str, Any]]] = {}
+    held: dict[_Key, tuple[str, int, Mapping[str, Any]]] = {}
     seen: dict[_Key, list[str]] = {}
     notes: list[str] = []
     problems: list[Problem] = []
-    for file, obj in items:
+    for file, document, obj in items:
         key: _Key | None = _key(obj)
         if key is None:  # not an object the API server would store: emulate reports it
             key = ("", len(order))
         if key not in held:
             order.append(key)
-            held[key] = (file, obj)
+            held[key] = (file, document, obj)
             seen[key] = [file]
             continue
-        before_file, before = held[key]
+        before_file, _, before = held[key]
         seen[key].append(file)
         where = f"twice in {file}" if before_file == file else f"in {before_file} and {file}"
         if obj == before:
@@ -107,20 +110,28 @@ def applied(name: str, items: Iterable[tuple[str, Mapping[str, Any]]]) -> Source
         elif (obj.get("apiVersion"), obj.get("kind")) in WORKLOAD_KINDS:  # a kind a controller turns into pods
             problems.append(
                 Problem(
-                    f"{file}: {oid(obj)}",
+                    oid(obj),
                     seen[key][:],
                     f"defined more than once, differently ({where}): on a "
                     "cluster the later apply cannot change the workload (its pod template is immutable) and "
                     "its pods exist already",
                     "give each workload its own name, or keep one definition "
                     "(files meant for different clusters: simulate each on its own)",
+                    file,
+                    document,
                 )
             )
         else:
-            held[key] = (file, obj)
+            held[key] = (file, document, obj)
             notes.append(f"{name_of(obj)} defined {where}: the later apply wins")
+    kept = [held[k] for k in order]
     return Source(
-        name, tuple(held[k][1] for k in order), tuple(held[k][0] for k in order), tuple(notes), tuple(problems)
+        name,
+        tuple(obj for _, _, obj in kept),
+        tuple(file for file, _, _ in kept),
+        tuple(document for _, document, _ in kept),
+        tuple(notes),
+        tuple(problems),
     )
 
 
@@ -131,7 +142,7 @@ def admitted(name: str, requests: Iterable[Any]) -> Source:
     from jaxinfra.admission import admit
 
     result = admit(requests)
-    source = applied(name, [(request.file, obj) for request, obj in result.stored])
+    source = applied(name, [(request.file, request.index, obj) for request, obj in result.stored])
     return replace(
         source,
         notes=source.notes + tuple(result.notes) + tuple(f"warning: {w}" for w in result.warnings),

@@ -99,10 +99,11 @@ def drafts(manifests: Sequence[Mapping[str, Any]], objects: Objects) -> tuple[li
                 (
                     i,
                     Problem(
-                        f"manifest {i}",
+                        "",
                         type(obj).__name__ if not isinstance(obj, Mapping) else None,
                         "not a Kubernetes object (no kind)",
                         "each manifest needs apiVersion, kind and metadata.name",
+                        document=i,  # the cluster's manifest: `sources.Source.where` names its file
                     ),
                 )
             )
