@@ -844,7 +844,7 @@ def test_load_files(tmp_path: Path) -> None:
     bad.write_text("kind: [unclosed\n")
     with pytest.raises(ManifestError) as err:
         load_files([good, bad, tmp_path / "missing.yaml"])
-    paths = [p.path for p in err.value.problems]
+    paths = [p.where for p in err.value.problems]
     assert len(paths) == 2 and paths[0].startswith(str(bad)) and paths[1] == str(tmp_path / "missing.yaml")
     assert "not valid YAML" in err.value.problems[0].message
 

@@ -110,7 +110,7 @@ def service_account() -> dict[str, Any]:
 
 
 def paths(problems: list) -> list[str]:
-    return [p.path for p in problems]
+    return [p.where for p in problems]
 
 
 # --- valid manifests -------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_crd_int_or_string_rejects_a_float_like_the_api_server() -> None:
     obj = jobset()
     jobset_container(obj)["resources"] = {"limits": {"cpu": 0.5}}
     [problem] = validate_objects([obj])
-    assert problem.path.endswith("containers[0].resources.limits.cpu")
+    assert problem.where.endswith("containers[0].resources.limits.cpu")
     assert "integer or string" in problem.fix
 
 
@@ -170,7 +170,7 @@ def test_an_integer_field_takes_what_the_api_server_decodes_into_its_go_type(com
     obj = job()
     obj["spec"]["completions"] = completions
     problems = validate_objects([obj])
-    assert problems and all(p.path.endswith("spec.completions") for p in problems), problems
+    assert problems and all(p.where.endswith("spec.completions") for p in problems), problems
     assert any(why in p.message for p in problems), problems
 
 
@@ -178,7 +178,7 @@ def test_a_jobset_replica_count_past_int32_is_refused_as_its_webhook_decodes_it(
     obj = jobset()
     obj["spec"]["replicatedJobs"][0]["replicas"] = 3_000_000_000
     [problem] = validate_objects([obj])
-    assert problem.path.endswith("replicatedJobs[0].replicas") and "is not a 'int32'" in problem.message
+    assert problem.where.endswith("replicatedJobs[0].replicas") and "is not a 'int32'" in problem.message
 
 
 def test_a_whole_float_is_the_integer_kubectl_sends() -> None:
@@ -205,7 +205,7 @@ def test_real_upstream_runtime_is_valid() -> None:
     assert validate_objects([runtime]) == []
     runtime["spec"]["mlPolicy"]["jax"] = {"coordinatorPort": 1234}  # `jax: {}` keeps no fields
     [problem] = validate_objects([runtime])
-    assert problem.path == "<memory>#0 ClusterTrainingRuntime/jax spec.mlPolicy.jax.coordinatorPort"
+    assert problem.where == "<memory>#0 ClusterTrainingRuntime/jax spec.mlPolicy.jax.coordinatorPort"
 
 
 # --- problems ---------------------------------------------------------------------------------
@@ -215,7 +215,7 @@ def test_unknown_field_deep_in_a_jobset_is_located() -> None:
     obj = jobset()
     obj["spec"]["replicatedJobs"][0]["template"]["spec"]["parallelizm"] = 4
     [problem] = validate_objects([obj], source="out/dev.yaml")
-    assert problem.path == ("out/dev.yaml#0 JobSet/train spec.replicatedJobs[0].template.spec.parallelizm")
+    assert problem.where == ("out/dev.yaml#0 JobSet/train spec.replicatedJobs[0].template.spec.parallelizm")
     assert problem.value == 4
     assert "unknown field" in problem.message
     assert problem.fix.startswith("remove it or check its spelling")
@@ -226,7 +226,7 @@ def test_unknown_field_in_a_job_pod_spec_is_an_error() -> None:
     obj = job()
     obj["spec"]["template"]["spec"]["hostnme"] = "worker"
     [problem] = validate_objects([obj])
-    assert problem.path == "<memory>#0 Job/train-workers spec.template.spec.hostnme"
+    assert problem.where == "<memory>#0 Job/train-workers spec.template.spec.hostnme"
     assert "'hostname'" in problem.fix
 
 
@@ -244,7 +244,7 @@ def test_wrong_type_is_reported() -> None:
     obj = jobset()
     obj["spec"]["replicatedJobs"][0]["replicas"] = "two"
     [problem] = validate_objects([obj])
-    assert problem.path == "<memory>#0 JobSet/train spec.replicatedJobs[0].replicas"
+    assert problem.where == "<memory>#0 JobSet/train spec.replicatedJobs[0].replicas"
     assert problem.value == "two"
     assert "integer" in problem.message and "integer" in problem.fix
 
@@ -253,7 +253,7 @@ def test_missing_required_field_names_the_field() -> None:
     obj = job()
     del obj["spec"]["template"]["spec"]["containers"][0]["name"]
     problems = validate_objects([obj])
-    assert [(p.path, p.message) for p in problems if p.path.endswith("containers[0].name")] == [
+    assert [(p.where, p.message) for p in problems if p.where.endswith("containers[0].name")] == [
         ("<memory>#0 Job/train-workers spec.template.spec.containers[0].name", "Required value")
     ]
 
@@ -280,7 +280,7 @@ def test_list_indices_sort_numerically() -> None:
     containers.extend({"name": f"c{i}", "image": "i"} for i in range(11))
     containers[10]["imagee"] = "x"
     containers[2]["imagee"] = "x"
-    assert [p.path.split(" ")[-1] for p in validate_objects([obj])] == [
+    assert [p.where.split(" ")[-1] for p in validate_objects([obj])] == [
         "spec.template.spec.containers[2].imagee",
         "spec.template.spec.containers[10].imagee",
     ]
@@ -298,7 +298,7 @@ def test_a_kind_of_an_unknown_group_is_stored_with_a_note() -> None:
 
 def test_a_kind_of_a_known_group_that_it_does_not_serve_names_what_is_supported() -> None:
     [problem] = validate_objects([{"apiVersion": "batch/v1", "kind": "Widget", "metadata": {"name": "w"}}])
-    assert problem.path == "<memory>#0 Widget/w kind" and "no matches for kind 'Widget'" in problem.message
+    assert problem.where == "<memory>#0 Widget/w kind" and "no matches for kind 'Widget'" in problem.message
     assert problem.fix == (
         "jaxinfra validates built-in kinds and: JobSet, JAXJob, TrainJob, ClusterTrainingRuntime, "
         "TrainingRuntime, ClusterQueue, LocalQueue, ResourceFlavor, Topology, AdmissionCheck, "
@@ -310,7 +310,7 @@ def test_a_kind_of_a_known_group_that_it_does_not_serve_names_what_is_supported(
 def test_a_schema_for_a_sub_object_is_not_a_kind() -> None:
     affinity = {"apiVersion": "v1", "kind": "Affinity", "metadata": {"name": "a"}}
     [problem] = validate_objects([affinity])
-    assert problem.path.endswith(" kind")
+    assert problem.where.endswith(" kind")
 
 
 def test_custom_kind_with_a_wrong_api_version_suggests_the_served_one() -> None:
@@ -330,16 +330,16 @@ def test_jobset_children_names_must_fit_in_63_characters() -> None:
     characters (a custom object's own name may be a 253-character subdomain)."""
     assert validate_objects([jobset("a" * 40)]) == []
     problems = validate_objects([jobset("a" * 64)])
-    assert [p.path for p in problems] == [f"<memory>#0 JobSet/{'a' * 64} spec.replicatedJobs[0].name"] * 2
+    assert [p.where for p in problems] == [f"<memory>#0 JobSet/{'a' * 64} spec.replicatedJobs[0].name"] * 2
     assert "job names generated for this JobSet will exceed 63 characters" in problems[0].message
     problems = validate_objects([jobset("a" * 55)])  # a valid label, but its Jobs' names (and so its Pods') are not
-    assert [p.path for p in problems] == [f"<memory>#0 JobSet/{'a' * 55} spec.replicatedJobs[0].name"] * 2
+    assert [p.where for p in problems] == [f"<memory>#0 JobSet/{'a' * 55} spec.replicatedJobs[0].name"] * 2
     assert "job names generated" in problems[0].message
     [problem] = validate_objects([jobset("a" * 48)])  # Job names fit; Pod names (+"-3-abcde") don't
     assert "pod names generated" in problem.message
     problems = validate_objects([jobset("0train")])  # DNS-1035: children must start with a letter
     assert problems and all(
-        p.path.endswith("spec.replicatedJobs[0].name") and "DNS-1035" in p.message for p in problems
+        p.where.endswith("spec.replicatedJobs[0].name") and "DNS-1035" in p.message for p in problems
     )
 
 
@@ -359,7 +359,7 @@ def test_custom_object_name_is_required_and_a_subdomain() -> None:
 
 def test_non_mapping_object_is_a_problem() -> None:
     [problem] = validate_objects([["not", "an", "object"]])
-    assert problem.path == "<memory>#0"
+    assert problem.where == "<memory>#0"
 
 
 def test_long_values_are_truncated() -> None:
