@@ -26,7 +26,8 @@ from hypothesis import strategies as st
 from jaxinfra.admission import read
 from jaxinfra.entry import status
 from jaxinfra.errors import Refused
-from jaxinfra.yamlio import decode, go_float32, goyaml_scalar, load
+from jaxinfra.goyaml import go_float32, goyaml_scalar
+from jaxinfra.yamlio import decode, load
 from jaxinfra_sim import cgroups, sources
 from jaxinfra_sim.container import init_timeout
 from jaxinfra_sim.emulation import emulate
