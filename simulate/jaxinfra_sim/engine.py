@@ -244,7 +244,11 @@ def _probed(pod: model.Pod) -> list[tuple[str, tuple[model.Probe, ...]]]:
 
 
 def _plan(
-    sources: Sources, check_all: bool, host_paths: Mapping[str, Path] | None = None, k8s_client: bool = True
+    sources: Sources,
+    check_all: bool,
+    host_paths: Mapping[str, Path] | None = None,
+    k8s_client: bool = True,
+    images: Mapping[str, object] | None = None,
 ) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file
     (`host_paths`: the hostPaths --host-path maps, checked as the kubelet checks a node's path; `k8s_client`: the
@@ -292,16 +296,17 @@ def _plan(
                         f"{w.id} container {name}",
                         None,
                         "no command: the image's entrypoint is not known here",
-                        "set command (and args) on the container",
+                        "set command (and args) on the container, or give its image as an OCI image layout or a "
+                        "`docker save` archive (--image IMAGE=PATH)",
                     )
                 )
                 for w in cluster.workloads
                 if w.pods
-                for name, command in [
-                    (w.pods[0].container, w.pods[0].command),
-                    *((c.name, c.command) for c in w.pods[0].others),
+                for name, command, image in [
+                    (w.pods[0].container, w.pods[0].command, w.pods[0].image),
+                    *((c.name, c.command, c.image) for c in w.pods[0].others),
                 ]
-                if not command
+                if not command and not _runs_something((images or {}).get(image))
             )
         else:
             report.notes += [
@@ -338,6 +343,13 @@ PRELOAD = ("jax", "jaxinfra_sim.probe")
 PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
 """MLIR dialects JAX imports only at a process's first lowering, which in every group is rank 0's,
 on the critical path; a name this jaxlib lacks is skipped."""
+
+
+def _runs_something(image: object) -> bool:
+    """An image given whole (`oci_image.Image`) whose Entrypoint or Cmd a container without `command` runs."""
+    from jaxinfra_sim.oci_image import Image
+
+    return isinstance(image, Image) and bool(image.config.entrypoint or image.config.cmd)
 
 
 def preload() -> None:
@@ -436,7 +448,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (all the YAML, or one stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
-    report = _plan(sources, not options.run_command, options.host_paths, options.k8s_client)
+    report = _plan(sources, not options.run_command, options.host_paths, options.k8s_client, options.images)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
