@@ -107,12 +107,12 @@ def run(home: Path, path: Path, as_root: bool, **fields: Any) -> tuple[int, dict
 def test_a_container_without_command_runs_the_images_entrypoint_and_cmd(home: Path, as_root: bool, kind: str) -> None:
     """Entrypoint + Cmd, in WorkingDir, as User (its uid and gid from the image's /etc/passwd), with the image's Env
     under containerd's default PATH; the container's root is the image's: this machine's Python and /etc/os-release
-    are not in it, and nothing of the simulator's Python's env (its PATH, HOME) is added."""
+    are not in it, and nothing of the simulator's env (its Python's PATH, HOME, JAX_NUM_CPU_DEVICES) is added."""
     rc, got, out = run(home, _given(home, kind, app_image()), as_root)
     assert rc == 0, out
     assert got["ARGV"] == "from-cmd", got
     assert (got["CWD"], got["UID"], got["GREETING"], got["PATHVAR"]) == ("/srv", "1000:1000", "from-image", "/bin")
-    assert (got["PYTHON"], got["OSREL"]) == ("absent", "absent"), got
+    assert (got["PYTHON"], got["OSREL"], got["JAXDEV"]) == ("absent", "absent", "unset"), got
     assert got["HOME"] == "/home/app", got  # runc's, from the image's /etc/passwd
 
 

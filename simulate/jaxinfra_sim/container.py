@@ -46,6 +46,8 @@ from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.platform import gke_tpu, standins
 from jaxinfra_sim.security import Security
 
+HOST_DEVICE_COUNT = "--xla_force_host_platform_device_count"
+"""XLA's flag for the number of host (CPU) devices, which a program may set in XLA_FLAGS itself."""
 PR_SET_TIMERSLACK = 29  # prctl(2)
 #: The probe's timer slack: how late the kernel may fire a timeout of the probe's threads to batch it with others.
 #: Each JAX process's gloo transport wakes every 10 ms to look at a flag (facebookincubator/gloo@2242f7d,
@@ -504,15 +506,22 @@ def process_env(
     pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True, probe: bool = False, unpacked: bool = False
 ) -> dict[str, str]:
     """The pod's env plus what stands in for its machine and image: the CPU as its accelerator, its own IP,
-    whether its Python has the `kubernetes` package. `probe`: the built-in probe runs in it. `unpacked`: its root is an image's (`oci_image`), whose env is in `pod.env` already: nothing of this
-    machine's Python (PATH, the sitecustomize's markers) goes in, and runc sets HOME from its /etc/passwd."""
+    whether its Python has the `kubernetes` package. `probe`: the built-in probe runs in it. JAX's CPU devices
+    stand in for a TPU or GPU pod's chips (`JAX_NUM_CPU_DEVICES`, `model.Pod.devices`), as `JAX_PLATFORMS` stands in
+    for its platform, unless its program sets its own count (`XLA_FLAGS`'s `--xla_force_host_platform_device_count`,
+    which that variable would override); a CPU pod's program gets only what its manifest sets (jaxinfra's contract
+    sets the variable for its CPU pools), so a stranger's own choice holds. The probe gets them always. `unpacked`:
+    its root is an image's (`oci_image`), whose env is in `pod.env` already: nothing of this machine's Python (PATH,
+    the sitecustomize's markers) goes in, and runc sets HOME from its /etc/passwd."""
     env = dict(pod.env)
     if not unpacked:
         env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
         # The runtime's HOME for a uid the image's /etc/passwd does not name: / (root's is /root).
         env.setdefault("HOME", "/root" if pod.security.uid == 0 else "/")
     env["JAX_PLATFORMS"] = "cpu"
-    env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
+    own_count = HOST_DEVICE_COUNT in pod.env.get("XLA_FLAGS", "")
+    if probe or (pod.accelerator != "cpu" and not own_count):
+        env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
     # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
     # where the port is known from the env (a script may hard-code its own: then the wildcard).
     if port := coordinator_port(pod):
