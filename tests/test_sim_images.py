@@ -297,3 +297,61 @@ def test_a_symlink_inside_the_root_may_be_written_through(tmp_path: Path) -> Non
     images.layout(layout, images.Spec(layers, cmd=["true"]))
     image = oci_image.load(NAME, layout, tmp_path / "cache")
     assert (image.rootfs / "usr" / "lib" / "libx.so").read_bytes() == b"lib"
+
+
+def _merged(tmp: Path, tags: dict[str, str]) -> Path:
+    """One layout holding an image per tag (`org.opencontainers.image.ref.name`), each running `echo TAG`."""
+    merged = tmp / "merged"
+    manifests = []
+    for tag, ref in tags.items():
+        one = tmp / f"one-{tag}"
+        spec = images.Spec([images.busybox_layer()], cmd=["echo", tag], annotations={NAME_REF: ref})
+        images.layout(one, spec)
+        shutil.copytree(one / "blobs", merged / "blobs", dirs_exist_ok=True)
+        manifests += json.loads((one / "index.json").read_text())["manifests"]
+    (merged / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    (merged / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": manifests}))
+    return merged
+
+
+NAME_REF = "org.opencontainers.image.ref.name"
+
+
+def test_a_layout_of_several_images_gives_the_one_the_manifest_names(tmp_path: Path) -> None:
+    """By its ref.name annotation (the tag, as skopeo's `oci:DIR:TAG` writes it); none or several: one line."""
+    layout = _merged(tmp_path, {"v1": "v1", "v2": "v2"})
+    assert oci_image.load("registry.example/app:v2", layout, tmp_path / "c").config.cmd == ("echo", "v2")
+    with pytest.raises(oci_image.ImageError, match="holds 2 images and 0 of them are named registry.example/app:v3"):
+        oci_image.load("registry.example/app:v3", layout, tmp_path / "c")
+
+
+def test_a_tampered_blob_or_a_digest_naming_a_path_is_refused(tmp_path: Path) -> None:
+    """A layer whose bytes are not its digest's, and an index whose digest would name a path outside `blobs/sha256`:
+    refused before anything is unpacked."""
+    layout = tmp_path / "layout"
+    images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
+    manifest = json.loads((layout / "index.json").read_text())["manifests"][0]
+    blobs = layout / "blobs" / "sha256"
+    layer = json.loads((blobs / manifest["digest"][7:]).read_text())["layers"][0]["digest"]
+    with open(blobs / layer[7:], "ab") as f:
+        f.write(b"\0" * 16)
+    with pytest.raises(oci_image.ImageError, match="does not match its digest"):
+        oci_image.load(NAME, layout, tmp_path / "c")
+    assert not (tmp_path / "c" / "unpacked").exists() or not list((tmp_path / "c" / "unpacked").iterdir())
+    manifest["digest"] = "sha256:../../../../etc/passwd"
+    (layout / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [manifest]}))
+    with pytest.raises(oci_image.ImageError, match="is not a sha256 digest"):
+        oci_image.load(NAME, layout, tmp_path / "c")
+
+
+def test_without_umoci_the_fix_names_the_debian_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exit 3 (the machine's limit), naming the package to install."""
+    from jaxinfra_sim.errors import Unavailable
+
+    layout = tmp_path / "layout"
+    images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
+    monkeypatch.setattr(oci_image.shutil, "which", lambda name: None)
+    monkeypatch.setattr(oci_image.os, "access", lambda path, mode: False)
+    with pytest.raises(Unavailable, match="apt-get install umoci") as raised:
+        oci_image.load(NAME, layout, tmp_path / "c")
+    assert raised.value.status == 3
