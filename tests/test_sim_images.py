@@ -100,7 +100,8 @@ def container(**fields: Any) -> dict[str, Any]:
 
 def run(home: Path, path: Path, as_root: bool, **fields: Any) -> tuple[int, dict[str, str], str]:
     rc, report, out = simulate(home, [container(**fields)], "--image", f"{NAME}={path}", as_root=as_root)
-    return rc, seen(pods(report)["img-0"]), out
+    pod = pods(report)["img-0"]
+    return rc, {**seen(pod), "REPORTED": "{uid}:{gid}".format(**pod["security"])}, out
 
 
 @pytest.mark.parametrize("kind", ["layout", "archive"])
@@ -113,6 +114,7 @@ def test_a_container_without_command_runs_the_images_entrypoint_and_cmd(home: Pa
     assert rc == 0, out
     assert got["ARGV"] == "from-cmd", got
     assert (got["CWD"], got["UID"], got["GREETING"], got["PATHVAR"]) == ("/srv", "1000:1000", "from-image", "/bin")
+    assert got["REPORTED"] == "1000:1000", got  # the report's identity is the one it ran as
     assert (got["PYTHON"], got["OSREL"], got["JAXDEV"]) == ("absent", "absent", "unset"), got
     assert got["HOME"] == "/home/app", got  # runc's, from the image's /etc/passwd
 
@@ -387,3 +389,24 @@ def test_a_jax_program_runs_from_its_image_with_its_own_host_device_count(
     rc, got, out = run(home, python_jax, as_root, args=["-c", OWN_COUNT])
     assert rc == 0, out
     assert got["JAX"] == "2 2.0 /usr/bin/python3 False", got
+
+
+def test_unprivileged_without_subordinate_ids_an_images_user_is_exit_3(home: Path) -> None:
+    """The image's User (uid 1000) needs a subordinate id, as a runAsUser would: exit 3 with the fix, nothing run."""
+    from tests.test_sim_sandbox import sim_argv
+
+    path = _given(home, "layout", app_image())
+    manifest = home / "job.yaml"
+    manifest.write_text(json.dumps(container()))
+    r = unprivileged.run(
+        sim_argv(manifest, home / "report.json", "--image", f"{NAME}={path}"),
+        home,
+        subordinate=False,
+        env={},
+        cwd=unprivileged.ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    out = r.stdout + r.stderr
+    assert r.returncode == 3 and "runs as ids [1000]" in out, out

@@ -423,16 +423,20 @@ def _shifted_folders(options: Options) -> list[str]:
     ]
 
 
-def _check_ids(runnable: Sequence[WorkloadResult], node: Node) -> None:
-    """Unprivileged, every container's uid, gid and groups must be ids the pods' user namespace maps (0, the caller,
-    and its subordinate ids): `Unavailable` (exit 3) names the first container that needs more, and the fix."""
+def _check_ids(runnable: Sequence[WorkloadResult], node: Node, images: Mapping[str, object]) -> None:
+    """Unprivileged, every container's uid, gid and groups (its image's User where the image is given whole: `images`)
+    must be ids the pods' user namespace maps (0, the caller, and its subordinate ids): `Unavailable` (exit 3) names
+    the first container that needs more, and the fix."""
     if os.geteuid() == 0:
         return
+    from jaxinfra_sim.oci_image import Image, applied
+
     subordinate = node.network.subordinate if node.network is not None else None
     for r in runnable:
         for pod in r.workload.pods:
             for c in (pod, *(pod.as_container(o) for o in pod.others)):
-                s = c.security
+                image = images.get(c.image)
+                s = applied(c, image).security if isinstance(image, Image) else c.security
                 missing = runtime.unmapped({s.uid, s.gid, *s.groups}, subordinate)
                 if missing:
                     have = f"only {subordinate[0][1]} subordinate ids" if subordinate else "none (/etc/subuid)"
@@ -479,7 +483,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                 report.notes.extend(sim.node.notes)
                 report.notes.extend(eviction.notes(p for r in runnable for p in r.workload.pods))
                 if options.run_command:
-                    _check_ids(runnable, sim.node)
+                    _check_ids(runnable, sim.node, options.images)
                     report.notes.extend(_shifted_folders(options))
                 _start_api_server(sim, runnable)
                 if not options.run_command:
