@@ -6,6 +6,7 @@ an unsafe layer is refused with one line, the machine unchanged. Images are buil
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -410,3 +411,26 @@ def test_unprivileged_without_subordinate_ids_an_images_user_is_exit_3(home: Pat
     )
     out = r.stdout + r.stderr
     assert r.returncode == 3 and "runs as ids [1000]" in out, out
+
+
+@pytest.mark.parametrize(
+    ("user", "refused"),
+    [
+        ("app", "image has non-numeric user (app), cannot verify user is non-root"),
+        ("", "image will run as root"),
+        ("1000:1000", None),
+    ],
+    ids=["name", "none", "numeric"],
+)
+def test_run_as_non_root_checks_the_images_user_as_the_kubelet_does(home: Path, user: str, refused: str | None) -> None:
+    """runAsNonRoot without runAsUser: a User by name or none (root) is the kubelet's CreateContainerConfigError, the
+    pod never started; a numeric non-root User runs."""
+    path = _given(home, "layout", dataclasses.replace(app_image(), user=user))
+    rc, report, out = simulate(
+        home, [container(securityContext={"runAsNonRoot": True})], "--image", f"{NAME}={path}", as_root=True
+    )
+    if refused is None:
+        assert rc == 0 and seen(pods(report)["img-0"])["UID"] == "1000:1000", out
+    else:
+        assert rc != 0 and f"CreateContainerConfigError: container has runAsNonRoot and {refused}" in out, out
+        assert not pods(report), "no pod started"

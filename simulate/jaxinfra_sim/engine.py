@@ -308,6 +308,21 @@ def _plan(
                 ]
                 if not command and not _runs_something((images or {}).get(image))
             )
+            report.problems += tuple(
+                source.where(
+                    Problem(
+                        f"{w.id} container {c.container} securityContext.runAsNonRoot",
+                        True,
+                        f"CreateContainerConfigError: {why} (the kubelet refuses to start it)",
+                        "set runAsUser to a non-zero uid, or give the image a numeric non-root USER",
+                    )
+                )
+                for w in cluster.workloads
+                if w.pods
+                for c in (w.pods[0], *(w.pods[0].as_container(o) for o in w.pods[0].others))
+                for why in [_non_root_refused(c, (images or {}).get(c.image))]
+                if why
+            )
         else:
             report.notes += [
                 f"{w.id}: the probe runs in container {w.pods[0].container} alone; not run: "
@@ -350,6 +365,13 @@ def _runs_something(image: object) -> bool:
     from jaxinfra_sim.oci_image import Image
 
     return isinstance(image, Image) and bool(image.config.entrypoint or image.config.cmd)
+
+
+def _non_root_refused(pod: model.Pod, image: object) -> str | None:
+    """Why the kubelet refuses the container `pod` is under runAsNonRoot, given its image whole (`oci_image`)."""
+    from jaxinfra_sim.oci_image import Image, non_root_refused
+
+    return non_root_refused(pod.security, image.config) if isinstance(image, Image) else None
 
 
 def preload() -> None:

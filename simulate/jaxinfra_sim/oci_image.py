@@ -575,6 +575,20 @@ def env(config: Config, own: Mapping[str, str]) -> dict[str, str]:
     return {key: value, **dict(config.env), **own}
 
 
+def non_root_refused(security: Any, config: Config) -> str | None:
+    """Why the kubelet refuses to start a container under runAsNonRoot without runAsUser, from its image's User
+    (kubernetes @ 1f671eec pkg/kubelet/kuberuntime/security_context_others.go `verifyRunAsNonRoot`; the uid or name
+    as containerd's image status gives it, no User as root: kuberuntime_container.go `getImageUser`), or None."""
+    if not (security.non_root and security.image_user):
+        return None
+    user = config.user.partition(":")[0]
+    if user and not user.isdigit():
+        return f"container has runAsNonRoot and image has non-numeric user ({user}), cannot verify user is non-root"
+    if not user or int(user) == 0:
+        return "container has runAsNonRoot and image will run as root"
+    return None
+
+
 def applied(pod: Any, image: Image) -> Any:
     """`pod` (a `model.Pod`, as one container sees it) with its image's config applied as the kubelet and containerd
     apply it: the kubelet hands the container's command, args, workingDir and env to the runtime as the manifest
