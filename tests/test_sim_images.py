@@ -434,3 +434,27 @@ def test_run_as_non_root_checks_the_images_user_as_the_kubelet_does(home: Path, 
     else:
         assert rc != 0 and f"CreateContainerConfigError: container has runAsNonRoot and {refused}" in out, out
         assert not pods(report), "no pod started"
+
+
+@MODES
+def test_a_containers_writes_land_in_its_own_layer_never_in_the_image(home: Path, as_root: bool) -> None:
+    """A container that writes a file, removes a program and changes /etc/passwd leaves the unpacked image as it was
+    (the next container sees none of it); under readOnlyRootFilesystem the same writes fail."""
+    path = _given(home, "layout", app_image())
+    script = (
+        "echo hi > /srv/new && rm /bin/ls && echo x >> /etc/passwd && echo WROTE=yes >&2 || echo WROTE=no >&2; "
+        "test -e /srv/new && echo NEW=seen >&2 || echo NEW=absent >&2"
+    )
+    rc, got, out = run(home, path, as_root, command=["/bin/sh", "-c", script], securityContext={"runAsUser": 0})
+    assert rc == 0 and (got["WROTE"], got["NEW"]) == ("yes", "seen"), out
+    [rootfs] = (home / ".cache").glob("jaxinfra/images/unpacked/*/rootfs")
+    assert not (rootfs / "srv" / "new").exists() and (rootfs / "bin" / "ls").is_symlink()
+    assert (rootfs / "etc" / "passwd").read_text() == PASSWD
+    rc, got, out = run(
+        home,
+        path,
+        as_root,
+        command=["/bin/sh", "-c", script],
+        securityContext={"runAsUser": 0, "readOnlyRootFilesystem": True},
+    )
+    assert rc == 0 and (got["WROTE"], got["NEW"]) == ("no", "absent"), out

@@ -407,8 +407,14 @@ class Builder:
     def image(self, unpacked: Path) -> None:
         """An image's unpacked layers as the whole root, copy-on-write (its writes in a layer of this container's
         own, as containerd's overlayfs snapshotter gives each container an upper layer over the image's): nothing of
-        the machine's is in it, neither its programs nor its Python."""
-        self.overlay([str(unpacked)], self.root)
+        the machine's is in it, neither its programs nor its Python. Under readOnlyRootFilesystem too, so that the
+        mount points made next (`/dev`, `/proc`, `/etc/hosts`, volumes) land in that layer: `finish` makes it
+        read-only."""
+        read_only, self.read_only = self.read_only, False
+        try:
+            self.overlay([str(unpacked)], self.root)
+        finally:
+            self.read_only = read_only
 
     def _entry(self, target: Path, source: str, kind: str) -> None:
         """A top-level link (as it is) or file: copied into the root, so the container may change it (copy-on-write
