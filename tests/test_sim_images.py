@@ -245,6 +245,7 @@ def hostile(canary: Path) -> dict[str, list[list[images.Entry]]]:
         ],
         "hard-link-out": [[images.Entry("pwned", "hardlink", target=f"../../..{canary}/keep")]],
         "device-node": [[images.Entry("dev", "dir", mode=0o755), images.Entry("dev/mem", "chr", mode=0o666)]],
+        "symlinked-dev": [[images.Entry("dev", "symlink", target=str(canary))]],
     }
 
 
@@ -254,6 +255,7 @@ WHY = {
     "symlink-of-a-lower-layer": "'evil/pwned' is written through symlink 'evil'",
     "hard-link-out": "'pwned' is a hard link to",
     "device-node": "'dev/mem' is a character device node (1:3)",
+    "symlinked-dev": "'dev' is not a folder, where the runtime mounts the container's own /dev",
 }
 
 

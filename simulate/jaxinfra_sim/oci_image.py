@@ -14,8 +14,9 @@ containerd's rules (`applied`).
   of the image (each gets a writable overlay of its own, as containerd's overlayfs snapshotter gives it).
 - Before umoci sees a layer, it is read here once (its digest checked as it is read): an entry naming a path above
   the root, written through a symlink that leads out of the root (absolute, or `..` past it), a hard link to such a
-  path, or a device node is refused with one line naming the image, the layer and the entry (`ImageError`, exit 2):
-  a naive unpacker would write the machine's files, or give the container the machine's devices.
+  path, a device node, or anything but a folder at `/dev`, `/proc` or `/sys` (where the runtime mounts the
+  container's own) is refused with one line naming the image, the layer and the entry (`ImageError`, exit 2): a
+  naive unpacker would write the machine's files, or give the container the machine's devices.
 
 The cache (`$XDG_CACHE_HOME/jaxinfra/images`, else `~/.cache/jaxinfra/images`) is 0700: as root it holds the images'
 files with their own owners and modes, setuid programs too, which no user of this machine may reach.
@@ -59,6 +60,9 @@ TAG = "image"
 JSON_LIMIT = 4 << 20
 """The most bytes of a layout's index, manifest or config read: more is no image this simulator takes."""
 MAX_LINKS = 40
+RUNTIME_MOUNTS = ("dev", "proc", "sys")
+"""Top-level folders the runtime mounts the container's own filesystems on: a symlink there would be followed on
+this machine while the root is built."""
 DEFAULT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 """containerd's default PATH (pkg/oci `defaultUnixEnv`), which `WithDefaultPathEnv` gives every container before the
 image's env and the container's."""
@@ -438,6 +442,8 @@ class _Links:
         if member.ischr() or member.isblk():
             kind = "character" if member.ischr() else "block"
             return f"is a {kind} device node ({member.devmajor}:{member.devminor}), which would be the machine's device"
+        if len(parts) == 1 and parts[0] in RUNTIME_MOUNTS and not member.isdir():
+            return f"is not a folder, where the runtime mounts the container's own /{parts[0]}"
         through = self.outside(parts[:-1])
         if through is not None:
             return f"is written through symlink {through[0]!r} -> {through[1]!r}, which leads out of the image's root"
