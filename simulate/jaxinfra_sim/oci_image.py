@@ -52,6 +52,7 @@ LAYERS = {
     "application/vnd.oci.image.layer.v1.tar": "r|",
     "application/vnd.oci.image.layer.v1.tar+gzip": "r|gz",
     "application/vnd.docker.image.rootfs.diff.tar.gzip": "r|gz",
+    "application/vnd.docker.image.rootfs.diff.tar": "r|",
 }
 """The layer media types read here (and by umoci), each with how `tarfile` streams it."""
 NAME_ANNOTATIONS = ("io.containerd.image.name", "org.opencontainers.image.ref.name")
@@ -194,7 +195,15 @@ def _converted(name: str, source: Path, cache: Path) -> Path:
         link.symlink_to(source.resolve())
         layout = Path(tmp) / "layout"
         done = subprocess.run(
-            [skopeo, "copy", "--quiet", f"docker-archive:{link}{which}", f"oci:{layout}:{TAG}"],
+            [
+                skopeo,
+                "copy",
+                "--quiet",
+                "--dest-compress-level",  # skopeo gzips docker save's layers for the layout: the fastest level
+                "1",  # (its uncompressed layers are labelled gzip by skopeo 1.9, which umoci cannot read)
+                f"docker-archive:{link}{which}",
+                f"oci:{layout}:{TAG}",
+            ],
             capture_output=True,
             text=True,
             check=False,
