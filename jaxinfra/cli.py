@@ -388,8 +388,10 @@ def _folders(values: list[str], flag: str, name_of: str, example: str, problems:
     return found
 
 
-def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
-    """--image IMAGE=DIR (defaults: [tool.jaxinfra.simulate.images] of ./pyproject.toml, relative to it) and
+def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Any], dict[str, Path]]:
+    """--image IMAGE=PATH (defaults: [tool.jaxinfra.simulate.images] of ./pyproject.toml, relative to it): a folder
+    (the image's top layer over this machine's system), an OCI image layout or a `docker save` archive (the image
+    itself, unpacked once into a cache: `oci_image.load`, whose `ImageError` is one line, exit 2); and
     --volume NAME=DIR (created where missing when a pod mounts it: it is meant to outlive the simulation)."""
     from jaxinfra import stack
 
@@ -406,10 +408,18 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dic
         "--volume checkpoints=./ckpt (a PersistentVolumeClaim's or a GCS bucket's name)",
         problems,
     )
+    from jaxinfra_sim import oci_image
+
     problems += [
-        Problem("--image", f"{image}={folder}", "no such folder", "give the folder that holds the image's code")
+        Problem(
+            "--image",
+            f"{image}={folder}",
+            "no such folder or file" if not folder.exists() else "neither a folder nor a `docker save` archive",
+            "give the folder that holds the image's code, an OCI image layout (skopeo copy ... oci:DIR) or the file "
+            "`docker save` / `podman save` wrote",
+        )
         for image, folder in images.items()
-        if not folder.is_dir()
+        if oci_image.kind(folder) is None
     ]
     problems += [
         Problem("--volume", f"{name}={folder}", "not a folder", "give a folder (it is created if missing)")
@@ -420,7 +430,10 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dic
         raise SpecError(problems)
     # A missing one is made by the simulator's kubelet when a pod first mounts it, as the container's root's.
     return (
-        {image: folder.resolve() for image, folder in images.items()},
+        {
+            image: folder.resolve() if oci_image.kind(folder) == "folder" else oci_image.load(image, folder.resolve())
+            for image, folder in images.items()
+        },
         {name: folder.resolve() for name, folder in claims.items()},
     )
 
@@ -603,8 +616,10 @@ def simulate(
         list[str],
         typer.Option(
             "--image",
-            help="IMAGE=DIR: containers of IMAGE (as written in the manifest) run in DIR, which stands in for the "
-            "image's working directory (defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).",
+            help="IMAGE=PATH: containers of IMAGE (as written in the manifest) run from PATH: an OCI image layout or a "
+            "`docker save` archive (with --run-command: the image's own root, Entrypoint, Cmd, WorkingDir, Env and "
+            "User), or a folder standing in for the image's top layer over this machine's system "
+            "(defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).",
         ),
     ] = [],
 ) -> None:

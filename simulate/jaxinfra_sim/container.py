@@ -33,6 +33,7 @@ from jaxinfra_sim import (
     image,
     k8s_detection,
     model,
+    oci_image,
     paths,
     rootfs,
     runtime,
@@ -45,6 +46,8 @@ from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.platform import gke_tpu, standins
 from jaxinfra_sim.security import Security
 
+HOST_DEVICE_COUNT = "--xla_force_host_platform_device_count"
+"""XLA's flag for the number of host (CPU) devices, which a program may set in XLA_FLAGS itself."""
 PR_SET_TIMERSLACK = 29  # prctl(2)
 #: The probe's timer slack: how late the kernel may fire a timeout of the probe's threads to batch it with others.
 #: Each JAX process's gloo transport wakes every 10 ms to look at a flag (facebookincubator/gloo@2242f7d,
@@ -110,6 +113,11 @@ def prepare(
     token volume, each volume's source; for a platform image the simulator stands in for, its image's top layer
     (`platform.standins`) unless --image names one."""
     folder = pod_dir / sandbox_name
+    given = options.images.get(pod.image)
+    unpacked = given if own_command and isinstance(given, oci_image.Image) else None  # the probe runs in our Python
+    if unpacked is not None:
+        pod = oci_image.applied(pod, unpacked)
+        sitecustomize = None  # the image's Python, if it has one, is its own
     # As root under the OCI runtime the container's ids are the machine's from runtime.id_base() on: what the kubelet
     # makes as root is made as the container's root.
     shift = runtime.id_base() if oci is not None and own_command and os.geteuid() == 0 else 0
@@ -124,15 +132,16 @@ def prepare(
         hosts,
         token,
         _volumes(pod, pod_dir, folder, storage, shift),
-        options.images.get(pod.image) or standins.layer(pod.image, folder / "image"),
+        given if isinstance(given, Path) else None if unpacked else standins.layer(pod.image, folder / "image"),
         pod.working_dir or "/",
         pod.security,
         sitecustomize,
         _views(pod),
+        unpacked.rootfs if unpacked is not None else None,
     )
     return Container(
         pod,
-        process_env(pod, sitecustomize, options.k8s_client, probe=not own_command),
+        process_env(pod, sitecustomize, options.k8s_client, probe=not own_command, unpacked=unpacked is not None),
         spec,
         bool(faults.lookup(faults.fail, pod)),
         bool(faults.lookup(faults.hang, pod)),
@@ -494,16 +503,25 @@ def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str]
 
 
 def process_env(
-    pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True, probe: bool = False
+    pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True, probe: bool = False, unpacked: bool = False
 ) -> dict[str, str]:
     """The pod's env plus what stands in for its machine and image: the CPU as its accelerator, its own IP,
-    whether its Python has the `kubernetes` package. `probe`: the built-in probe runs in it."""
+    whether its Python has the `kubernetes` package. `probe`: the built-in probe runs in it. JAX's CPU devices
+    stand in for a TPU or GPU pod's chips (`JAX_NUM_CPU_DEVICES`, `model.Pod.devices`), as `JAX_PLATFORMS` stands in
+    for its platform, unless its program sets its own count (`XLA_FLAGS`'s `--xla_force_host_platform_device_count`,
+    which that variable would override); a CPU pod's program gets only what its manifest sets (jaxinfra's contract
+    sets the variable for its CPU pools), so a stranger's own choice holds. The probe gets them always. `unpacked`:
+    its root is an image's (`oci_image`), whose env is in `pod.env` already: nothing of this machine's Python (PATH,
+    the sitecustomize's markers) goes in, and runc sets HOME from its /etc/passwd."""
     env = dict(pod.env)
-    env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
-    # The runtime's HOME for a uid the image's /etc/passwd does not name: / (root's is /root).
-    env.setdefault("HOME", "/root" if pod.security.uid == 0 else "/")
+    if not unpacked:
+        env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+        # The runtime's HOME for a uid the image's /etc/passwd does not name: / (root's is /root).
+        env.setdefault("HOME", "/root" if pod.security.uid == 0 else "/")
     env["JAX_PLATFORMS"] = "cpu"
-    env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
+    own_count = HOST_DEVICE_COUNT in pod.env.get("XLA_FLAGS", "")
+    if probe or (pod.accelerator != "cpu" and not own_count):
+        env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
     # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
     # where the port is known from the env (a script may hard-code its own: then the wildcard).
     if port := coordinator_port(pod):
@@ -513,6 +531,8 @@ def process_env(
         # one network namespace, where a second group's rank 0 could not bind the same wildcard port.
         if address := k8s_detection.k8s_coordinator(pod, env):
             env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{address.port}")
+    if unpacked:
+        return env
     if pod.accelerator == "tpu":
         env[gke_tpu.MARKER] = "1"
     if not k8s_client:

@@ -252,7 +252,11 @@ def _probed(pod: model.Pod) -> list[tuple[str, tuple[model.Probe, ...]]]:
 
 
 def _plan(
-    sources: Sources, check_all: bool, host_paths: Mapping[str, Path] | None = None, k8s_client: bool = True
+    sources: Sources,
+    check_all: bool,
+    host_paths: Mapping[str, Path] | None = None,
+    k8s_client: bool = True,
+    images: Mapping[str, object] | None = None,
 ) -> Report:
     """Emulate each source as its own cluster; its static problems, before anything runs, each named by its file
     (`host_paths`: the hostPaths --host-path maps, checked as the kubelet checks a node's path; `k8s_client`: the
@@ -300,16 +304,32 @@ def _plan(
                         f"{w.id} container {name}",
                         None,
                         "no command: the image's entrypoint is not known here",
-                        "set command (and args) on the container",
+                        "set command (and args) on the container, or give its image as an OCI image layout or a "
+                        "`docker save` archive (--image IMAGE=PATH)",
                     )
                 )
                 for w in cluster.workloads
                 if w.pods
-                for name, command in [
-                    (w.pods[0].container, w.pods[0].command),
-                    *((c.name, c.command) for c in w.pods[0].others),
+                for name, command, image in [
+                    (w.pods[0].container, w.pods[0].command, w.pods[0].image),
+                    *((c.name, c.command, c.image) for c in w.pods[0].others),
                 ]
-                if not command
+                if not command and not _runs_something((images or {}).get(image))
+            )
+            report.problems += tuple(
+                source.where(
+                    Problem(
+                        f"{w.id} container {c.container} securityContext.runAsNonRoot",
+                        True,
+                        f"CreateContainerConfigError: {why} (the kubelet refuses to start it)",
+                        "set runAsUser to a non-zero uid, or give the image a numeric non-root USER",
+                    )
+                )
+                for w in cluster.workloads
+                if w.pods
+                for c in (w.pods[0], *(w.pods[0].as_container(o) for o in w.pods[0].others))
+                for why in [_non_root_refused(c, (images or {}).get(c.image))]
+                if why
             )
         else:
             report.notes += [
@@ -346,6 +366,20 @@ PRELOAD = ("jax", "jaxinfra_sim.probe")
 PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
 """MLIR dialects JAX imports only at a process's first lowering, which in every group is rank 0's,
 on the critical path; a name this jaxlib lacks is skipped."""
+
+
+def _runs_something(image: object) -> bool:
+    """An image given whole (`oci_image.Image`) whose Entrypoint or Cmd a container without `command` runs."""
+    from jaxinfra_sim.oci_image import Image
+
+    return isinstance(image, Image) and bool(image.config.entrypoint or image.config.cmd)
+
+
+def _non_root_refused(pod: model.Pod, image: object) -> str | None:
+    """Why the kubelet refuses the container `pod` is under runAsNonRoot, given its image whole (`oci_image`)."""
+    from jaxinfra_sim.oci_image import Image, non_root_refused
+
+    return non_root_refused(pod.security, image.config) if isinstance(image, Image) else None
 
 
 def preload() -> None:
@@ -419,16 +453,20 @@ def _shifted_folders(options: Options) -> list[str]:
     ]
 
 
-def _check_ids(runnable: Sequence[WorkloadResult], node: Node) -> None:
-    """Unprivileged, every container's uid, gid and groups must be ids the pods' user namespace maps (0, the caller,
-    and its subordinate ids): `Unavailable` (exit 3) names the first container that needs more, and the fix."""
+def _check_ids(runnable: Sequence[WorkloadResult], node: Node, images: Mapping[str, object]) -> None:
+    """Unprivileged, every container's uid, gid and groups (its image's User where the image is given whole: `images`)
+    must be ids the pods' user namespace maps (0, the caller, and its subordinate ids): `Unavailable` (exit 3) names
+    the first container that needs more, and the fix."""
     if os.geteuid() == 0:
         return
+    from jaxinfra_sim.oci_image import Image, applied
+
     subordinate = node.network.subordinate if node.network is not None else None
     for r in runnable:
         for pod in r.workload.pods:
             for c in (pod, *(pod.as_container(o) for o in pod.others)):
-                s = c.security
+                image = images.get(c.image)
+                s = applied(c, image).security if isinstance(image, Image) else c.security
                 missing = runtime.unmapped({s.uid, s.gid, *s.groups}, subordinate)
                 if missing:
                     have = f"only {subordinate[0][1]} subordinate ids" if subordinate else "none (/etc/subuid)"
@@ -444,7 +482,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     """Run every workload, one after another: each source (all the YAML, or one stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
-    report = _plan(sources, not options.run_command, options.host_paths, options.k8s_client)
+    report = _plan(sources, not options.run_command, options.host_paths, options.k8s_client, options.images)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
@@ -475,7 +513,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                 report.notes.extend(sim.node.notes)
                 report.notes.extend(eviction.notes(p for r in runnable for p in r.workload.pods))
                 if options.run_command:
-                    _check_ids(runnable, sim.node)
+                    _check_ids(runnable, sim.node, options.images)
                     report.notes.extend(_shifted_folders(options))
                 _start_api_server(sim, runnable)
                 if not options.run_command:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from jaxinfra_sim import model
 
 if TYPE_CHECKING:
+    from jaxinfra_sim.oci_image import Image
     from jaxinfra_sim.sources import Source
 
 
@@ -42,9 +43,9 @@ class Faults:
 @dataclass(frozen=True)
 class Options:
     run_command: bool = False  # run the container's own command instead of the probe
-    images: Mapping[str, Path] = field(
+    images: Mapping[str, Path | Image] = field(
         default_factory=dict
-    )  # image (as in the manifest) -> the folder standing in for its working directory
+    )  # image (as in the manifest) -> the folder of its top layer, or the image itself (`oci_image.load`)
     volumes: Mapping[str, Path] = field(
         default_factory=dict
     )  # claim or bucket name -> a folder that outlives the simulation

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from jaxinfra_sim import model, sandbox, shim
 from jaxinfra_sim.cgroups import PodGroup
 from jaxinfra_sim.events import Event
+from jaxinfra_sim.security import Security
 
 if TYPE_CHECKING:  # a type only: the controllers read these records (`controllers.running`), not the reverse
     from jaxinfra_sim.controllers.job_failure import JobFailure
@@ -62,6 +63,7 @@ class Process:
     killed: bool = False  # the simulator asked its shim for a SIGKILL (--kill, a grace period's end)
     group: PodGroup | None = None  # its cgroup, where its limits are enforced
     unapplied: list[str] = field(default_factory=list)  # what of its securityContext this machine could not give it
+    security: Security | None = None  # its identity as started (its image's User applied), else its pod's
     handshake: sandbox.Handshake | None = None  # as root: the pipes over which it asks for its id maps, until answered
     env: Mapping[str, str] = field(default_factory=dict)  # its container's env, which an exec probe's command gets
     probed: dict[str, dict[str, Any]] = field(default_factory=dict)  # each of its probes' results (`prober`)
@@ -175,7 +177,7 @@ class PodRun(Process):
             "probe_timings": (self.result or {}).get("timings", {}),
             "program": (self.result or {}).get("program"),
             "stderr_tail": list(self.stderr_tail),
-            "security": {**self.pod.security.as_dict(), "not_applied": self.unapplied},
+            "security": {**(self.security or self.pod.security).as_dict(), "not_applied": self.unapplied},
             "limits": {
                 "memory": self.pod.memory_limit,
                 "cpu_millis": self.pod.cpu_millis,

@@ -347,13 +347,19 @@ class Builder:
         )
 
     def place(self, target: Path, is_dir: bool) -> None:
-        """Create a mount point at `target` (inside the root)."""
+        """Create a mount point at `target` (inside the root); what is made inside the root is the container's root's
+        (`owner`), as the runtime makes it, where the container's ids are not the machine's."""
+        owner = self.owner
+        made = [p for p in (target, *target.parents) if not os.path.lexists(p) and p.is_relative_to(self.root)]
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             if is_dir:
                 target.mkdir(exist_ok=True)
             elif not target.exists():
                 target.touch()
+            for path in made:
+                if owner is not None:
+                    os.chown(path, owner[0], owner[1], follow_symlinks=False)
         except OSError as err:
             raise RootError(f"create {target}", err.errno or errno.EIO) from None
 
@@ -397,6 +403,18 @@ class Builder:
         for pattern in SECRET_GLOBS:
             for found in sorted(self.root.glob(pattern)):
                 self._blank(found)
+
+    def image(self, unpacked: Path) -> None:
+        """An image's unpacked layers as the whole root, copy-on-write (its writes in a layer of this container's
+        own, as containerd's overlayfs snapshotter gives each container an upper layer over the image's): nothing of
+        the machine's is in it, neither its programs nor its Python. Under readOnlyRootFilesystem too, so that the
+        mount points made next (`/dev`, `/proc`, `/etc/hosts`, volumes) land in that layer: `finish` makes it
+        read-only."""
+        read_only, self.read_only = self.read_only, False
+        try:
+            self.overlay([str(unpacked)], self.root)
+        finally:
+            self.read_only = read_only
 
     def _entry(self, target: Path, source: str, kind: str) -> None:
         """A top-level link (as it is) or file: copied into the root, so the container may change it (copy-on-write

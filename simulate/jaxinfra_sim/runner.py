@@ -372,7 +372,8 @@ class Runner:
         )
         p.cwd, p.env, p.name = c.cwd, c.env, c.name
         p.group = self.node.cgroup(p.pod, self.attempt_index, slot) if self.node is not None else None
-        p.unapplied = sandbox.unapplied(self.isolation, p.pod.security, c.runtime is not None)
+        p.security = c.pod.security  # an image given whole may have set its user (`oci_image.applied`)
+        p.unapplied = sandbox.unapplied(self.isolation, c.pod.security, c.runtime is not None)
         network = self.node.network if self.node else None
         joins = [j for j in (p.group.enter if p.group else None, network.join if network else None) if j]
         privileged = self.isolation == "privileged"  # root maps all ids: over a handshake of two more pipes

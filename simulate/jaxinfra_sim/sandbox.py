@@ -92,11 +92,12 @@ class Spec:
     hosts: Path  # its /etc/hosts
     token: Path | None = None  # its ServiceAccount token volume (token, ca.crt, namespace), if any
     mounts: Sequence[tuple[subpath.Source, str, bool]] = ()  # its volumes: (source, mount path, read-only)
-    image: Path | None = None  # the folder standing in for its image (--image)
+    image: Path | None = None  # the folder standing in for its image's top layer (--image NAME=DIR)
     workdir: str = "/"  # its workingDir, resolved inside its root
     security: Security = field(default_factory=Security)
     site: Path | None = None  # the simulator's sitecustomize, seen at rootfs.SITE
     views: Sequence[tuple[str, str]] = ()  # (its own path, mount path): hostPaths of the node's /sys and /proc/sys
+    rootfs: Path | None = None  # its image unpacked (--image NAME=LAYOUT|ARCHIVE): its whole root, nothing of ours
 
 
 def _libc() -> ctypes.CDLL:
@@ -243,7 +244,7 @@ def _volumes(b: rootfs.Builder, spec: Spec) -> None:
         _place(b, target, True)
         b.bind(str(spec.site), target, read_only=True, recursive=False)
     covered = [paths.normal(path) for _, path, _ in spec.mounts]
-    for python in rootfs.machine().python:
+    for python in rootfs.machine().python if spec.rootfs is None else ():
         if any(python == c or python.startswith(c.rstrip("/") + "/") for c in covered):
             target = b.root / python.lstrip("/")
             _place(b, target, True)
@@ -431,7 +432,10 @@ def build(
     try:
         b = rootfs.Builder(libc, root, layers, spec.security.read_only_root, owner, idmap)
         b.tmpfs(layers, "0700", owned=False)  # every layer's writes in memory of this mount namespace: gone with it
-        b.system(rootfs.machine(), spec.image)
+        if spec.rootfs is not None:
+            b.image(spec.rootfs)
+        else:
+            b.system(rootfs.machine(), spec.image)
         b.devices(runtime)
         b.sysfs(rootfs.machine())
         _volumes(b, spec)

@@ -113,6 +113,9 @@ class Security:
     privileged: bool = False
     seccomp: str | None = None  # seccompProfile.type (the container's, else the pod's): `seccomp.profile`
     notes: tuple[str, ...] = field(default=(), compare=False)
+    image_user: bool = field(default=False, compare=False)  # no runAsUser: an image's User decides (`oci_image`)
+    image_group: bool = field(default=False, compare=False)  # no runAsGroup: an image's User's group decides
+    non_root: bool = field(default=False, compare=False)  # runAsNonRoot: an image's User is checked (`oci_image`)
 
     @property
     def effective(self) -> tuple[str, ...]:
@@ -214,4 +217,7 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, problems: list[tu
         privileged=privileged,
         seccomp=kind,
         notes=tuple(notes),
+        image_user=_int(pick("runAsUser")) is None,
+        image_group=gid is None,
+        non_root=non_root,
     )
