@@ -110,8 +110,12 @@ def run(home: Path, path: Path, as_root: bool, **fields: Any) -> tuple[int, dict
 def test_a_container_without_command_runs_the_images_entrypoint_and_cmd(home: Path, as_root: bool, kind: str) -> None:
     """Entrypoint + Cmd, in WorkingDir, as User (its uid and gid from the image's /etc/passwd), with the image's Env
     under containerd's default PATH; the container's root is the image's: this machine's Python and /etc/os-release
-    are not in it, and nothing of the simulator's env (its Python's PATH, HOME, JAX_NUM_CPU_DEVICES) is added."""
+    are not in it, and nothing of the simulator's env (its Python's PATH, HOME, JAX_NUM_CPU_DEVICES) is added. skopeo's
+    blob-info cache (an archive's conversion) never lands in this machine's /var/lib/containers."""
+    machine_cache = Path("/var/lib/containers")
+    before = sorted(machine_cache.rglob("*")) if machine_cache.exists() else None
     rc, got, out = run(home, _given(home, kind, app_image()), as_root)
+    assert (sorted(machine_cache.rglob("*")) if machine_cache.exists() else None) == before
     assert rc == 0, out
     assert got["ARGV"] == "from-cmd", got
     assert (got["CWD"], got["UID"], got["GREETING"], got["PATHVAR"]) == ("/srv", "1000:1000", "from-image", "/bin")

@@ -208,6 +208,7 @@ def _converted(name: str, source: Path, cache: Path) -> Path:
             text=True,
             check=False,
             stdin=subprocess.DEVNULL,
+            env=skopeo_env(Path(tmp)),
         )
         if done.returncode != 0:
             raise ImageError(
@@ -219,6 +220,19 @@ def _converted(name: str, source: Path, cache: Path) -> Path:
         with contextlib.suppress(OSError):  # another simulation converted it meanwhile: the same bytes
             layout.rename(target)
     return target
+
+
+def skopeo_env(scratch: Path) -> dict[str, str]:
+    """skopeo's environment: its blob-info cache in `scratch`, never in this machine's /var/lib/containers (where
+    containers/image puts root's: pkg/blobinfocache/default.go blobInfoCacheDir, which takes a user's from
+    XDG_DATA_HOME, and takes the caller as a user where containers/storage's pkg/unshare says so,
+    _CONTAINERS_ROOTLESS_UID) or the caller's home."""
+    return {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": str(scratch),
+        "XDG_DATA_HOME": str(scratch),
+        "_CONTAINERS_ROOTLESS_UID": str(os.getuid() or 1),
+    }
 
 
 def _last(text: str) -> str:

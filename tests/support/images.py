@@ -15,10 +15,13 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
+
+from jaxinfra_sim import oci_image
 
 BUSYBOX = Path("/bin/busybox")
 SITE = Path(next(p for p in sys.path if p.endswith("site-packages")))
@@ -190,4 +193,9 @@ def layout(folder: Path, spec: Spec) -> str:
 def docker_archive(oci: Path, archive: Path, name: str) -> None:
     """The image of layout `oci` as `docker save` writes it, tagged `name` (skopeo, offline)."""
     skopeo = shutil.which("skopeo") or "/usr/bin/skopeo"
-    subprocess.run([skopeo, "copy", "--quiet", f"oci:{oci}", f"docker-archive:{archive}:{name}"], check=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        subprocess.run(
+            [skopeo, "copy", "--quiet", f"oci:{oci}", f"docker-archive:{archive}:{name}"],
+            check=True,
+            env=oci_image.skopeo_env(Path(scratch)),
+        )
