@@ -44,6 +44,17 @@ else:
     Backend = Literal[BACKENDS]  # a new backend module adds a choice
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+#: A Compute Engine resource name (RFC 1035: a letter first), as a reservation's name is.
+_RESERVATION = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+#: How a node pool's nodes are obtained (`NodePool.capacity`); the first is the default.
+CAPACITIES = ("on-demand", "spot", "reservation", "flex-start")
+if TYPE_CHECKING:
+    Capacity = str
+else:
+    Capacity = Literal[CAPACITIES]
+#: The NodePool fields that each choose a capacity other than on-demand; at most one is set.
+CAPACITY_FIELDS = ("spot", "reservation", "flex_start")
 
 
 class NodePool(Spec):
@@ -54,10 +65,53 @@ class NodePool(Spec):
     accelerator: Accelerator = Field(
         description="What each node carries: TPU(...) (one node pool per slice), GPU(...) or CPU(...)."
     )
-    spot: bool = Field(False, description="Use Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
-    reservation: str | None = Field(None, description="Name of a capacity reservation to consume.")
+    spot: bool = Field(False, description="Capacity from Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
+    reservation: str | None = Field(
+        None,
+        description="Capacity from this Compute Engine reservation (specific reservation affinity): its name; it must "
+        "hold every node of the pool (a TPU slice pool: the whole slice).",
+    )
+    flex_start: bool = Field(
+        False,
+        description="Capacity from flex-start with queued provisioning (GKE's Dynamic Workload Scheduler): the pool "
+        "has no node until Kueue's ProvisioningRequest obtains every node a job needs at once (a TPU slice pool: its "
+        "whole slice), and gives them back when the job ends. GPU and TPU pools, Cluster(kueue=True). None of spot, "
+        "reservation, flex_start: on-demand VMs.",
+    )
 
     _name = field_validator("name")(lambda v: dns_label(v, 40))
+
+    @field_validator("reservation")
+    @classmethod
+    def _reservation(cls, v: str | None) -> str | None:
+        if v is not None and (len(v) > 63 or not _RESERVATION.match(v)):
+            raise problem(
+                "not a Compute Engine reservation name",
+                "use the reservation's name: lower-case letters, digits and '-', starting with a letter (at most 63)",
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _one_capacity(self) -> NodePool:
+        """One way to obtain the pool's nodes, as xpk takes one of --on-demand, --reservation, --spot and --flex
+        (AI-Hypercomputer/xpk @ 446cfe17 src/xpk/core/capacity.py `get_capacity_type`)."""
+        chosen = [f for f in CAPACITY_FIELDS if getattr(self, f)]
+        if len(chosen) > 1:
+            raise problem(
+                f"{' and '.join(chosen)} are each a way to obtain the pool's nodes; a node pool has one",
+                "keep one of spot=True, reservation='NAME' or flex_start=True (none of them: on-demand)",
+                chosen[-1],
+            )
+        return self
+
+    @property
+    def capacity(self) -> Capacity:
+        """How the pool's nodes are obtained: its one capacity field, else on-demand (the default)."""
+        if self.flex_start:
+            return "flex-start"
+        if self.reservation is not None:
+            return "reservation"
+        return "spot" if self.spot else "on-demand"
 
 
 class Resources(Spec):

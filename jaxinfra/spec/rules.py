@@ -58,6 +58,8 @@ def cross_object_problems(cluster: Tree) -> list[Problem]:
                 Problem(f"node_pools[{i}].name", p.name, "duplicate node pool name", "give each pool its own name")
             )
         seen_pools.add(p.name)
+        if p.flex_start:
+            out.extend(_flex_start_problems(f"node_pools[{i}]", cluster, p))
     seen_jobs: set[tuple[str, str]] = set()
     claims: dict[tuple[str, str], str] = {}  # rendered checkpoint claims: (namespace, name) -> the job that renders it
     for i, job in enumerate(cluster.jobs):
@@ -101,6 +103,33 @@ def cross_object_problems(cluster: Tree) -> list[Problem]:
                         f"shorten the cluster or pool name by at least {len(name) - MAX_NAME} characters",
                     )
                 )
+    return out
+
+
+def _flex_start_problems(at: str, cluster: Tree, pool: NodePool) -> list[Problem]:
+    """What flex-start with queued provisioning needs beyond the pool: GKE obtains such a pool's nodes only for a
+    ProvisioningRequest (GKE docs, how-to/provisioningrequest), which Kueue's admission check creates, and DWS
+    provisions GPUs and TPUs only."""
+    out = []
+    if pool.accelerator.row.kind == "cpu":
+        out.append(
+            Problem(
+                f"{at}.flex_start",
+                True,
+                f"flex-start with queued provisioning obtains GPU and TPU nodes; pool {pool.name} is CPU",
+                "remove flex_start (on-demand or spot=True), or give the pool a GPU(...) or TPU(...)",
+            )
+        )
+    if not cluster.kueue:
+        out.append(
+            Problem(
+                f"{at}.flex_start",
+                True,
+                f"pool {pool.name} gets nodes only for a ProvisioningRequest, which Kueue's admission check creates; "
+                "without Kueue its jobs would pend forever",
+                "set Cluster(kueue=True), or remove flex_start",
+            )
+        )
     return out
 
 
