@@ -84,3 +84,12 @@ def checkpoint_claim(job: str) -> str:
 def queue_name(cluster: str, pool: str) -> str:
     """The Kueue ResourceFlavor and ClusterQueue of a node pool (cluster-scoped, so the cluster's name first)."""
     return f"{cluster}-{pool}"
+
+
+def provisioning_check(cluster: str, pool: str) -> str:
+    """The Kueue AdmissionCheck and ProvisioningRequestConfig of a flex-start pool (both cluster-scoped)."""
+    return f"{queue_name(cluster, pool)}-{PROVISIONING_SUFFIX}"
+
+
+#: What `provisioning_check` adds to the pool's queue name.
+PROVISIONING_SUFFIX = "flex-start"

@@ -34,6 +34,7 @@ from jaxinfra.names import (
     TPU_WORKER_HOSTNAMES,
     TPU_WORKER_ID,
     checkpoint_claim,
+    provisioning_check,
     queue_name,
 )
 from jaxinfra.quantity import scale, total
@@ -436,6 +437,14 @@ class PoolQueue:
     @property
     def local_queue(self) -> str:
         return self.pool.name
+
+    @property
+    def provisioning_check(self) -> str | None:
+        """The AdmissionCheck (and its ProvisioningRequestConfig) of a flex-start pool, through which Kueue obtains its
+        nodes; None for other pools and for a shadow, whose CPU pods run on nodes that exist."""
+        if not self.pool.flex_start or self.shadow is not None:
+            return None
+        return provisioning_check(self.cluster, self.pool.name)
 
     @property
     def namespaces(self) -> tuple[str, ...]:

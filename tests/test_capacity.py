@@ -60,3 +60,80 @@ def test_flex_start_needs_an_accelerator_and_kueue_all_problems_at_once() -> Non
     assert "obtains GPU and TPU nodes; pool cpu is CPU" in accelerator.message
     assert "ProvisioningRequest" in kueue.message and kueue.fix == "set Cluster(kueue=True), or remove flex_start"
     assert _cluster(NodePool("gpu", GPU("h100-80gb", 8), flex_start=True), nodes=2).pool("gpu").flex_start
+
+
+def _kueue(cluster: Cluster) -> dict[tuple[str, str], dict[str, Any]]:
+    from jaxinfra import manifests
+
+    return {(m["kind"], m["metadata"]["name"]): m for m in manifests(cluster) if m["apiVersion"].startswith("kueue")}
+
+
+def test_a_flex_start_pool_is_admitted_through_a_provisioning_request_check_and_its_pods_select_its_nodes() -> None:
+    from jaxinfra import manifests
+    from jaxinfra.validate import validate_objects
+
+    cluster = Cluster(
+        name="c",
+        kueue=True,
+        node_pools=[NodePool("h100", GPU("h100-80gb", 8), flex_start=True), NodePool("l4", GPU("l4", 1))],
+        jobs=[JaxJob("train", image="i", node_pool="h100", nodes=2), JaxJob("serve", image="i", node_pool="l4")],
+    )
+    objects = _kueue(cluster)
+    assert objects["AdmissionCheck", "c-h100-flex-start"]["spec"] == {
+        "controllerName": "kueue.x-k8s.io/provisioning-request",
+        "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "ProvisioningRequestConfig", "name": "c-h100-flex-start"},
+    }
+    assert objects["ProvisioningRequestConfig", "c-h100-flex-start"]["spec"] == {
+        "managedResources": ["nvidia.com/gpu"],
+        "podSetUpdates": {
+            "nodeSelector": [
+                {
+                    "key": "autoscaling.gke.io/provisioning-request",
+                    "valueFromProvisioningClassDetail": "ResizeRequestName",
+                }
+            ]
+        },
+        "provisioningClassName": "queued-provisioning.gke.io",
+    }
+    assert objects["ClusterQueue", "c-h100"]["spec"]["admissionChecksStrategy"] == {
+        "admissionChecks": [{"name": "c-h100-flex-start"}]
+    }
+    assert "admissionChecksStrategy" not in objects["ClusterQueue", "c-l4"]["spec"], "an on-demand pool has no check"
+    assert {k for k in objects if k[0] in ("AdmissionCheck", "ProvisioningRequestConfig")} == {
+        ("AdmissionCheck", "c-h100-flex-start"),
+        ("ProvisioningRequestConfig", "c-h100-flex-start"),
+    }
+    flavor = objects["ResourceFlavor", "c-h100"]["spec"]
+    assert flavor["nodeLabels"]["cloud.google.com/gke-queued"] == "true"
+    assert {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"} in flavor["nodeTaints"]
+    assert validate_objects(manifests(cluster)) == [], "valid against Kueue's CRDs, strictly"
+    broken = [
+        {**m, "spec": {**m["spec"], "provisioningClass": "x"}} if m["kind"] == "ProvisioningRequestConfig" else m
+        for m in manifests(cluster)
+    ]
+    [problem] = validate_objects(broken)
+    assert "provisioningClass" in problem.path + problem.message, problem
+
+
+def test_a_shadow_of_a_flex_start_pool_needs_no_provisioning() -> None:
+    from jaxinfra import Shadow
+
+    cluster = _cluster(NodePool("h100", GPU("h100-80gb", 8), flex_start=True), nodes=2).with_changes(shadow=Shadow())
+    objects = _kueue(cluster)
+    assert not {k for k in objects if k[0] in ("AdmissionCheck", "ProvisioningRequestConfig")}
+    assert "admissionChecksStrategy" not in objects["ClusterQueue", "c-h100"]["spec"]
+
+
+def test_a_flex_start_pools_longest_kueue_name_is_checked() -> None:
+    pool = "p" * 40
+    with pytest.raises(SpecError) as err:
+        Cluster(
+            name="c" * 12,
+            kueue=True,
+            node_pools=[NodePool(pool, GPU("h100-80gb", 8), flex_start=True)],
+            jobs=[JaxJob("t", image="i", node_pool=pool)],
+        )
+    [problem] = err.value.problems
+    assert problem.message.startswith("Kueue AdmissionCheck and ProvisioningRequestConfig") and "64 characters" in (
+        problem.message
+    ), problem

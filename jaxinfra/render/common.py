@@ -204,7 +204,8 @@ def resources(jp: JobPlan) -> dict[str, Any]:
 
 
 def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """A pool's node labels to select and the tolerations its pods need, from the catalog row (and Spot)."""
+    """A pool's node labels to select and the tolerations its pods need, from the catalog row and its capacity: Spot
+    VMs and flex-start nodes each carry a label and a taint of their own (`upstream.SPOT_LABEL`, `QUEUED_LABEL`)."""
     a = pool.accelerator.row
     selector: dict[str, str] = {}
     tolerations: list[dict[str, str]] = []
@@ -217,9 +218,10 @@ def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]
         selector = {U.GPU_ACCELERATOR_LABEL: a.gke_accelerator or ""}
     if a.resource:
         tolerations.append({"key": a.resource, "operator": "Exists", "effect": "NoSchedule"})
-    if pool.spot:
-        selector[U.SPOT_LABEL] = "true"
-        tolerations.append({"key": U.SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    capacity_label = {"spot": U.SPOT_LABEL, "flex-start": U.QUEUED_LABEL}.get(pool.capacity)
+    if capacity_label is not None:
+        selector[capacity_label] = "true"
+        tolerations.append({"key": capacity_label, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
     return selector, tolerations
 
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 from jaxinfra import backends, gpudirect
 from jaxinfra.backends import JobNames
 from jaxinfra.errors import Problem
-from jaxinfra.names import CHECKPOINT_ENV, MAX_NAME, checkpoint_claim, queue_name
+from jaxinfra.names import CHECKPOINT_ENV, MAX_NAME, checkpoint_claim, provisioning_check, queue_name
 from jaxinfra.spec.checkpoints import PVC
 from jaxinfra.upstream import QUEUE_LABEL, SYSTEM_NAMESPACES
 
@@ -93,13 +93,15 @@ def cross_object_problems(cluster: Tree) -> list[Problem]:
             out.extend(_shadow_problems(at, job, pool))
     if cluster.kueue:
         for i, pool in enumerate(cluster.node_pools):
-            name = queue_name(cluster.name, pool.name)
+            name, what = queue_name(cluster.name, pool.name), "ResourceFlavor and ClusterQueue"
+            if pool.flex_start:  # the longest of a flex-start pool's Kueue names
+                name, what = provisioning_check(cluster.name, pool.name), "AdmissionCheck and ProvisioningRequestConfig"
             if len(name) > MAX_NAME:
                 out.append(
                     Problem(
                         f"node_pools[{i}].name",
                         pool.name,
-                        f"Kueue ResourceFlavor and ClusterQueue {name!r} is {len(name)} characters, over {MAX_NAME}",
+                        f"Kueue {what} {name!r} is {len(name)} characters, over {MAX_NAME}",
                         f"shorten the cluster or pool name by at least {len(name) - MAX_NAME} characters",
                     )
                 )
