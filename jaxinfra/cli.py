@@ -179,7 +179,10 @@ def init(
     template: Annotated[
         str,
         typer.Option(
-            "--template", "-t", help="The stack to start from: cpu, tpu (a v5e 2x4 slice) or gpu (2 x 8 H100)."
+            "--template",
+            "-t",
+            help="The stack to start from: cpu, tpu (a v5e 2x4 slice), gpu (2 x 8 H100) or gpu-flex (2 x 8 H100 from "
+            "flex-start capacity, DWS queued provisioning through Kueue).",
         ),
     ] = "cpu",
 ) -> None:
