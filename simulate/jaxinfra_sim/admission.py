@@ -28,7 +28,7 @@ from jaxinfra.admission.plugins.limitranger import limit_ranges
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.errors import Problem
 from jaxinfra.podresources import exact_pod_requests
-from jaxinfra.upstream import NAMESPACE_NAME_LABEL, QUEUE_LABEL
+from jaxinfra.upstream import KUEUE_API_GROUP, NAMESPACE_NAME_LABEL, PROVISIONING_REQUEST_CONTROLLER, QUEUE_LABEL
 from jaxinfra_sim.controllers.base import api_error
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
 from jaxinfra_sim.selectors import label_selector, matches
@@ -167,6 +167,7 @@ class Admission:
     admitted: bool
     note: str
     fix: str = ""
+    provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
 
 
 def pod_requests(pod_spec: Mapping) -> dict[str, Fraction]:
@@ -238,7 +239,9 @@ def kueue(
     Not emulated: cohorts and borrowing, preemption, fair sharing, other workloads' usage (the simulator runs
     workloads one after another, so each is checked against the whole quota), TAS, and what an admission check's
     controller decides: a ClusterQueue referencing an AdmissionCheck that does not exist is inactive, as Kueue makes it
-    (pkg/cache/clusterqueue.go: AdmissionCheckNotFound); one that exists is taken as Ready, with a note."""
+    (pkg/cache/clusterqueue.go: AdmissionCheckNotFound), and so is one whose ProvisioningRequest check names no
+    ProvisioningRequestConfig; the ProvisioningRequest checks of an admitted workload are returned for the engine to
+    play (`provisioned`); another controller's check is taken as Ready, with a note."""
     queue = labels.get(QUEUE_LABEL)
     if queue is None:
         return None
@@ -282,6 +285,14 @@ def kueue(
             f"ClusterQueue {cq_name} is inactive (AdmissionCheckNotFound): Can't admit new workloads: references "
             f"missing AdmissionCheck(s): {','.join(absent)}.",
             f"add the AdmissionCheck {', '.join(absent)} to the manifests, or take it out of ClusterQueue {cq_name}",
+        )
+    if inactive := next(filter(None, (_inactive_check(c, objects) for c in checks)), None):
+        check, why = inactive
+        return Admission(
+            False,
+            f"ClusterQueue {cq_name} is inactive (AdmissionCheckInactive): its AdmissionCheck {check} is not active "
+            f"({why})",
+            f"add the ProvisioningRequestConfig that AdmissionCheck {check}'s parameters name to the manifests",
         )
     ns_labels = {**objects.namespace_labels.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
     if not matches(label_selector(spec.get("namespaceSelector")), ns_labels):
@@ -340,13 +351,86 @@ def kueue(
                 f"raise the nominalQuota of ClusterQueue {cq_name} (or lower the workload's requests) so that all "
                 f"{pods} pods fit at once",
             )
+    provisioning = tuple(c for c in checks if _controller(c, objects) == PROVISIONING_REQUEST_CONTROLLER)
+    others = [c for c in checks if c not in provisioning]
     waits = (
-        f"; its AdmissionCheck(s) {', '.join(checks)} are not played here: on a cluster the workload waits until each "
-        "is Ready (a ProvisioningRequest check: until the capacity is provisioned), then runs as here"
-        if checks
+        f"; its AdmissionCheck(s) {', '.join(others)} are not played here: on a cluster the workload waits until each "
+        "is Ready, then runs as here"
+        if others
         else ""
     )
+    how = f"ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})"
     return Admission(
         True,
-        f"admitted by Kueue to ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})" + waits,
+        (
+            f"Kueue reserves its quota in {how} and admits it once its ProvisioningRequest AdmissionCheck(s) "
+            f"{', '.join(provisioning)} are Ready"
+            if provisioning
+            else f"admitted by Kueue to {how}"
+        )
+        + waits,
+        provisioning=provisioning,
+    )
+
+
+def _controller(check: str, objects: Objects) -> str:
+    return str((objects.kueue[("AdmissionCheck", "", check)].get("spec") or {}).get("controllerName", ""))
+
+
+def _inactive_check(check: str, objects: Objects) -> tuple[str, str] | None:
+    """A ProvisioningRequest AdmissionCheck that Kueue's controller marks inactive, and why: its parameters must name
+    an existing ProvisioningRequestConfig (kueue pkg/controller/admissionchecks/provisioning/
+    admissioncheck_reconciler.go: Active False, BadParametersRef, the lookup's error); a ClusterQueue naming it admits
+    nothing (AdmissionCheckInactive). Other controllers' checks are taken as active."""
+    if _controller(check, objects) != PROVISIONING_REQUEST_CONTROLLER:
+        return None
+    params = (objects.kueue[("AdmissionCheck", "", check)].get("spec") or {}).get("parameters") or {}
+    name = str(params.get("name", ""))
+    if params.get("kind") != "ProvisioningRequestConfig" or params.get("apiGroup") != KUEUE_API_GROUP or not name:
+        return check, "BadParametersRef: bad parameters reference"
+    if ("ProvisioningRequestConfig", "", name) not in objects.kueue:
+        return check, f'BadParametersRef: provisioningrequestconfigs.kueue.x-k8s.io "{name}" not found'
+    return None
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """What Kueue's ProvisioningRequest checks did to a workload before it was admitted (`provisioned`): ready after
+    `seconds` (the longest; simulated, not waited), or never (`pending`: the check that never became Ready)."""
+
+    seconds: float
+    note: str
+    pending: str | None = None
+
+
+def provisioned(workload: str, checks: Sequence[str], rehearsed: Mapping[str, float | None]) -> Provisioned | None:
+    """Kueue's ProvisioningRequest admission checks, played: each check's ProvisioningRequest is provisioned after the
+    delay `--provision CHECK@SECONDS` rehearses, never with `--provision CHECK@never`, or at once without the flag
+    (a note says so). Kueue reserves the workload's quota, creates one ProvisioningRequest per check and admits the
+    workload only once every check is Ready (kueue pkg/controller/admissionchecks/provisioning/controller.go; GKE
+    docs, how-to/provisioningrequest): until then it stays suspended and no pod exists. None: no check holds it."""
+    if not checks:
+        return None
+    never = [c for c in checks if c in rehearsed and rehearsed[c] is None]
+    if never:
+        return Provisioned(
+            0.0,
+            f"held by Kueue: AdmissionCheck {never[0]} stays Pending (--provision {never[0]}@never: its "
+            "ProvisioningRequest is never provisioned), so the workload keeps its quota reserved and stays suspended; "
+            "on a cluster it would wait for the capacity",
+            pending=never[0],
+        )
+    delays = {c: rehearsed.get(c) or 0.0 for c in checks}
+    longest = max(delays.values())
+    said = [f"{c} after {delays[c]:g} s (--provision)" for c in checks if c in rehearsed]
+    said += [
+        f"{c} at once, as no --provision names it (rehearse a wait with --provision {c}@SECONDS, capacity that never "
+        f"arrives with --provision {c}@never)"
+        for c in checks
+        if c not in rehearsed
+    ]
+    return Provisioned(
+        longest,
+        f"{workload} held by Kueue {longest:g} s (simulated, not waited), its quota reserved, until its "
+        f"ProvisioningRequest AdmissionCheck(s) were Ready: {'; '.join(said)}",
     )

@@ -150,6 +150,7 @@ def _workload(
         gates=draft.gates,
         waves=_waves(draft),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
+        provisioning=queued.provisioning if queued is not None and queued.admitted else (),
     )
 
 
