@@ -86,6 +86,12 @@ def queue_name(cluster: str, pool: str) -> str:
     return f"{cluster}-{pool}"
 
 
+def workload_priority_class(cluster: str, value: int) -> str:
+    """The Kueue WorkloadPriorityClass of the jobs with `queue_priority=value` (cluster-scoped: the cluster's name
+    first)."""
+    return f"{cluster}-priority-{value}"
+
+
 def provisioning_check(cluster: str, pool: str) -> str:
     """The Kueue AdmissionCheck and ProvisioningRequestConfig of a flex-start pool (both cluster-scoped)."""
     return f"{queue_name(cluster, pool)}-{PROVISIONING_SUFFIX}"

@@ -483,6 +483,12 @@ class ClusterPlan:
         return tuple(sorted({j.namespace for j in self.jobs} - SYSTEM_NAMESPACES))
 
     @property
+    def queue_priorities(self) -> tuple[int, ...]:
+        """The Kueue WorkloadPriorityClasses to render: each `queue_priority` of a queued job, once, ascending."""
+        values = {jp.job.queue_priority for jp in self.jobs if jp.queue}
+        return tuple(sorted(v for v in values if v is not None))
+
+    @property
     def gpudirect(self) -> tuple[gpudirect.Stack, ...]:
         """The GPUDirect stacks of the cluster's pools, each once, in `gpudirect.STACKS` order: their networks and
         installers exist once per cluster. None for a shadow, whose pods run on CPU nodes."""

@@ -137,3 +137,45 @@ def test_a_flex_start_pools_longest_kueue_name_is_checked() -> None:
     assert problem.message.startswith("Kueue AdmissionCheck and ProvisioningRequestConfig") and "64 characters" in (
         problem.message
     ), problem
+
+
+def test_a_queue_priority_renders_one_workload_priority_class_per_value_that_the_workloads_name() -> None:
+    from jaxinfra import manifests
+    from jaxinfra.validate import validate_objects
+
+    cluster = Cluster(
+        name="c",
+        kueue=True,
+        node_pools=[NodePool("h100", GPU("h100-80gb", 8), flex_start=True)],
+        jobs=[
+            JaxJob("urgent", image="i", node_pool="h100", nodes=2, queue_priority=1000),
+            JaxJob("also", image="i", node_pool="h100", queue_priority=1000, backend="job"),
+            JaxJob("later", image="i", node_pool="h100"),
+        ],
+    )
+    objects = manifests(cluster)
+    [wpc] = [m for m in objects if m["kind"] == "WorkloadPriorityClass"]
+    assert (wpc["metadata"]["name"], wpc["value"]) == ("c-priority-1000", 1000)
+    labels = {m["metadata"]["name"]: m["metadata"]["labels"] for m in objects if m["kind"] in ("JobSet", "Job")}
+    assert (
+        labels["urgent"]["kueue.x-k8s.io/priority-class"]
+        == labels["also"]["kueue.x-k8s.io/priority-class"]
+        == ("c-priority-1000")
+    )
+    assert "kueue.x-k8s.io/priority-class" not in labels["later"]
+    assert validate_objects(objects) == []
+
+
+def test_a_queue_priority_needs_kueue_and_is_jaxinfras_label() -> None:
+    with pytest.raises(SpecError) as err:
+        _cluster(NodePool("h100", GPU("h100-80gb", 8)), kueue=False, queue_priority=5)
+    [problem] = err.value.problems
+    assert (problem.path, problem.value) == ("jobs[0].queue_priority", 5)
+    assert problem.fix.startswith("set Cluster(kueue=True)")
+    with pytest.raises(SpecError) as err:
+        _cluster(NodePool("h100", GPU("h100-80gb", 8)), labels={"kueue.x-k8s.io/priority-class": "x"})
+    [problem] = err.value.problems
+    assert problem.path == "jobs[0].labels.kueue.x-k8s.io/priority-class" and "queue_priority=N" in problem.fix
+    with pytest.raises(SpecError) as err:
+        _cluster(NodePool("h100", GPU("h100-80gb", 8)), queue_priority=-1)
+    assert [p.path for p in err.value.problems] == ["jobs[0].queue_priority"]

@@ -90,7 +90,7 @@ class ClusterComponent(pulumi.ComponentResource):
         # Kueue (Cluster(kueue=True)): flavors, then the ClusterQueues naming them, then the LocalQueues the
         # workloads name; a workload whose LocalQueue is missing would wait, suspended, for nothing.
         self.queues: list[pulumi.CustomResource] = []
-        for m in kueue_objects(cp.queues):
+        for m in kueue_objects(cp.queues, cp.queue_priorities):
             ns = m["metadata"].get("namespace")
             deps = [
                 *serving.get(m["kind"], ()),

@@ -48,6 +48,8 @@ def workload_metadata(jp: JobPlan, **extra: Any) -> dict[str, Any]:
     meta = metadata(jp, **extra)
     if jp.queue is not None:
         meta["labels"][U.QUEUE_LABEL] = jp.queue
+        if jp.job.queue_priority is not None:
+            meta["labels"][U.PRIORITY_LABEL] = N.workload_priority_class(jp.cluster, jp.job.queue_priority)
     return meta
 
 

@@ -130,12 +130,27 @@ def local_queue(q: PoolQueue, namespace: str) -> Manifest:
     }
 
 
-def kueue_objects(queues: tuple[PoolQueue, ...]) -> list[Manifest]:
-    """Cluster-scoped objects first (flavors, the flex-start pools' ProvisioningRequestConfigs and the AdmissionChecks
-    that name them, then the queues that name both), then LocalQueues."""
+def workload_priority_class(cluster: str, value: int) -> Manifest:
+    """The priority of the workloads whose jobs set `queue_priority=value`, which they name with the
+    kueue.x-k8s.io/priority-class label (kueue.sigs.k8s.io docs, "Workload Priority Class"; the kind's fields:
+    kubernetes-sigs/kueue apis/kueue/v1beta2 workloadpriorityclass_types.go, `value` and `description`)."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": N.workload_priority_class(cluster, value), "labels": _labels(cluster)},
+        "value": value,
+        "description": f"Kueue priority {value} of the jobs of {cluster} with queue_priority={value} (jaxinfra)",
+    }
+
+
+def kueue_objects(queues: tuple[PoolQueue, ...], priorities: tuple[int, ...] = ()) -> list[Manifest]:
+    """Cluster-scoped objects first (the workloads' priority classes, flavors, the flex-start pools'
+    ProvisioningRequestConfigs and the AdmissionChecks that name them, then the queues that name both), then
+    LocalQueues."""
     flex = [(q, check) for q in queues if (check := q.provisioning_check)]
     return (
-        [resource_flavor(q) for q in queues]
+        [workload_priority_class(queues[0].cluster, v) for v in priorities if queues]
+        + [resource_flavor(q) for q in queues]
         + [provisioning_request_config(q, check) for q, check in flex]
         + [admission_check(q, check) for q, check in flex]
         + [cluster_queue(q) for q in queues]

@@ -286,6 +286,15 @@ class JaxJob(Spec):
         description="PriorityClass of the pods (priorityClassName); it must exist "
         "in the cluster. None: the cluster's default priority.",
     )
+    queue_priority: int | None = Field(
+        None,
+        ge=0,
+        le=1_000_000_000,
+        description="Kueue only (Cluster(kueue=True)): the workload's priority in its queue, as a "
+        "WorkloadPriorityClass `<cluster>-priority-<value>` that jaxinfra renders and the workload names (label "
+        "kueue.x-k8s.io/priority-class): Kueue admits higher first and may preempt lower for it. Apart from the pods' "
+        "scheduling priority (priority_class). None: Kueue takes the pods' priority, else 0.",
+    )
     tolerations: tuple[Toleration, ...] = Field(
         (), description="Tolerations added after the ones jaxinfra renders for the pool (TPU/GPU taints, Spot)."
     )

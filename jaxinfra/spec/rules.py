@@ -14,7 +14,7 @@ from jaxinfra.backends import JobNames
 from jaxinfra.errors import Problem
 from jaxinfra.names import CHECKPOINT_ENV, MAX_NAME, checkpoint_claim, provisioning_check, queue_name
 from jaxinfra.spec.checkpoints import PVC
-from jaxinfra.upstream import QUEUE_LABEL, SYSTEM_NAMESPACES
+from jaxinfra.upstream import PRIORITY_LABEL, QUEUE_LABEL, SYSTEM_NAMESPACES
 
 if TYPE_CHECKING:
     from jaxinfra.spec.jobs import JaxJob, NodePool, Shadow
@@ -87,6 +87,15 @@ def cross_object_problems(cluster: Tree) -> list[Problem]:
         out.extend(_backend_problems(at, job, pool))
         if cluster.kueue:
             out.extend(_kueue_job_problems(at, job, pool))
+        elif job.queue_priority is not None:
+            out.append(
+                Problem(
+                    f"{at}.queue_priority",
+                    job.queue_priority,
+                    "a priority in Kueue's queues, and the cluster has no Kueue",
+                    "set Cluster(kueue=True), or remove queue_priority (priority_class orders the pods themselves)",
+                )
+            )
         out.extend(_name_problems(at, job, pool))
         out.extend(_pod_security_problems(at, cluster, job, pool))
         if cluster.shadow is not None:
@@ -237,6 +246,15 @@ def _checkpoint_problems(at: str, job: JaxJob, claims: dict[tuple[str, str], str
 
 def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     out = []
+    if PRIORITY_LABEL in job.labels:
+        out.append(
+            Problem(
+                f"{at}.labels.{PRIORITY_LABEL}",
+                job.labels[PRIORITY_LABEL],
+                "set by jaxinfra from queue_priority",
+                "remove it; set queue_priority=N instead (jaxinfra renders its WorkloadPriorityClass)",
+            )
+        )
     if QUEUE_LABEL in job.labels:
         out.append(
             Problem(
