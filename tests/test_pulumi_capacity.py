@@ -19,7 +19,7 @@ cluster = Cluster(name="cap", kueue=True, node_pools=[
     NodePool("v5p", TPU("v5p", "2x2x4"), flex_start=True),
 ], jobs=[
     JaxJob("a", image="i", node_pool="demand", nodes=2),
-    JaxJob("b", image="i", node_pool="h100", nodes=3),
+    JaxJob("b", image="i", node_pool="h100", nodes=3, queue_priority=100),
     JaxJob("c", image="i", node_pool="v5p", slices=2),
 ])
 """
@@ -46,7 +46,10 @@ def test_a_flex_start_pool_is_a_queued_provisioning_pool_autoscaled_from_zero_to
 
 
 def test_the_kueue_objects_of_a_flex_start_pool_reach_the_cluster(tmp_path: Path) -> None:
-    run = run_program({"jaxinfra:stack": str(write_stack(tmp_path, STACK)), **GKE})
+    from jaxinfra import manifests, stack
+
+    path = write_stack(tmp_path, STACK)
+    run = run_program({"jaxinfra:stack": str(path), **GKE})
     by_kind: dict[str, dict[str, dict]] = {}
     for r in run.k8s:
         by_kind.setdefault(r.inputs["kind"], {})[r.inputs["metadata"]["name"]] = r.inputs
@@ -68,3 +71,11 @@ def test_the_kueue_objects_of_a_flex_start_pool_reach_the_cluster(tmp_path: Path
         "admissionChecks": [{"name": "cap-h100-flex-start"}]
     }
     assert "admissionChecksStrategy" not in queues["cap-demand"]["spec"]
+    [priority] = by_kind["WorkloadPriorityClass"].values()
+    assert (priority["metadata"]["name"], priority["value"]) == ("cap-priority-100", 100)
+    # as rendered, its top-level value and description too (not a spec, which pulumi_kubernetes' CustomResource takes)
+    assert priority == next(m for m in manifests(stack.load(path)) if m["kind"] == "WorkloadPriorityClass")
+    kueue_installed = {res.key for res in run.of_parent("kueue")}
+    for r in run.k8s:  # every Kueue object after Kueue itself
+        if r.inputs["apiVersion"].startswith("kueue.x-k8s.io/"):
+            assert kueue_installed & r.deps, r.name
