@@ -130,3 +130,22 @@ def test_a_rehearsed_provisioning_holds_the_workload_then_it_runs_and_capacity_t
     assert rc == 2 and out.count("expected CHECK@SECONDS or CHECK@never") == 2, out
     rc, report, out = simulate_cli(stack, "--provision", "flex@9", tmp=tmp_path)
     assert rc == 1 and "--provision = 'flex': no workload here waits" in out and f"use one of {check}" in out, out
+
+
+def test_a_workload_naming_a_missing_workload_priority_class_gets_no_workload_and_never_runs() -> None:
+    docs = queued()
+    docs[-1]["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] = "urgent"
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert problem.message == (
+        "would stay suspended: WorkloadPriorityClass urgent (its kueue.x-k8s.io/priority-class label) does not exist, "
+        "so Kueue creates no Workload for it"
+    ), problem
+    assert problem.fix.startswith("add the WorkloadPriorityClass urgent")
+    priority = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "urgent"},
+        "value": 1000,
+    }
+    [workload] = emulate([priority, *docs], check_all=False).workloads
+    assert workload.problems == ()

@@ -28,7 +28,13 @@ from jaxinfra.admission.plugins.limitranger import limit_ranges
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.errors import Problem
 from jaxinfra.podresources import exact_pod_requests
-from jaxinfra.upstream import KUEUE_API_GROUP, NAMESPACE_NAME_LABEL, PROVISIONING_REQUEST_CONTROLLER, QUEUE_LABEL
+from jaxinfra.upstream import (
+    KUEUE_API_GROUP,
+    NAMESPACE_NAME_LABEL,
+    PRIORITY_LABEL,
+    PROVISIONING_REQUEST_CONTROLLER,
+    QUEUE_LABEL,
+)
 from jaxinfra_sim.controllers.base import api_error
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
 from jaxinfra_sim.selectors import label_selector, matches
@@ -257,6 +263,14 @@ def kueue(
             False,
             f"LocalQueue {namespace}/{queue} does not exist",
             f"add the LocalQueue {namespace}/{queue} (and its ClusterQueue) to the manifests, or name an existing one",
+        )
+    priority = labels.get(PRIORITY_LABEL)
+    if priority is not None and ("WorkloadPriorityClass", "", priority) not in objects.kueue:
+        return Admission(  # kueue pkg/controller/jobframework: the Workload is not created, the job stays suspended
+            False,
+            f"WorkloadPriorityClass {priority} (its {PRIORITY_LABEL} label) does not exist, so Kueue creates no "
+            "Workload for it",
+            f"add the WorkloadPriorityClass {priority} to the manifests, or remove the label",
         )
     cq_name = str((local.get("spec") or {}).get("clusterQueue", ""))
     cq = objects.kueue.get(("ClusterQueue", "", cq_name))

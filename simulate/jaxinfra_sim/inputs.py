@@ -64,7 +64,14 @@ PASSIVE_KINDS = frozenset(
 
 
 #: The Kueue objects that decide a workload's admission (`admission.kueue`), kept by (kind, namespace, name).
-KUEUE_KINDS = ("LocalQueue", "ClusterQueue", "ResourceFlavor", "AdmissionCheck", "ProvisioningRequestConfig")
+KUEUE_KINDS = (
+    "LocalQueue",
+    "ClusterQueue",
+    "ResourceFlavor",
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+    "WorkloadPriorityClass",
+)
 
 
 def load_files(paths: Iterable[str | Path]) -> list[dict]:
