@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.table import Column, Table
 
 from jaxinfra import shadow
+from jaxinfra.names import provisioning_check, workload_priority_class
 from jaxinfra.plan import ClusterPlan, JobPlan, pool_gpudirect
 from jaxinfra.topology import Layout
 
@@ -186,11 +187,43 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
             if jp.backend.runtimes
             else []
         ),
-        *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
+        *([("capacity", text)] if (text := capacity(jp)) else []),
+        *([("queue", queue(jp))] if jp.queue else []),
         *security(jp),
         *([("customized", text)] if (text := customizations(jp)) else []),
         *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
     ]
+
+
+def capacity(jp: JobPlan) -> str | None:
+    """How the job's nodes are obtained and what would hold it at design time (docs/capacity.md); None for a shadow,
+    whose CPU nodes exist."""
+    if jp.shadow is not None:
+        return None
+    nodes = f"{jp.processes} node{'s' if jp.processes != 1 else ''}"
+    pool = jp.pool
+    if pool.capacity == "flex-start":
+        check = provisioning_check(jp.cluster, pool.name)
+        return (
+            f"flex-start (DWS queued provisioning): the pool has no node until GKE provisions all {nodes} at once for "
+            f"Kueue's ProvisioningRequest; the workload waits, suspended, until AdmissionCheck {check} is Ready "
+            f"(rehearse: jaxinfra simulate --provision {check}@SECONDS, or @never)"
+        )
+    if pool.capacity == "spot":
+        return f"Spot VMs ({nodes}): GKE may reclaim any of them at any time (rehearse: jaxinfra simulate --preempt)"
+    if pool.capacity == "reservation":
+        return f"reservation {pool.reservation}: it must hold all {nodes} (a TPU slice: the whole slice)"
+    return f"on-demand VMs ({nodes})"
+
+
+def queue(jp: JobPlan) -> str:
+    """The job's Kueue LocalQueue, and its priority there when it sets one."""
+    priority = jp.job.queue_priority
+    return f"Kueue LocalQueue {jp.namespace}/{jp.queue}" + (
+        f", priority {priority} (WorkloadPriorityClass {workload_priority_class(jp.cluster, priority)})"
+        if priority is not None
+        else ""
+    )
 
 
 def gpu_network(jp: JobPlan) -> str | None:

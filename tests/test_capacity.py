@@ -179,3 +179,32 @@ def test_a_queue_priority_needs_kueue_and_is_jaxinfras_label() -> None:
     with pytest.raises(SpecError) as err:
         _cluster(NodePool("h100", GPU("h100-80gb", 8)), queue_priority=-1)
     assert [p.path for p in err.value.problems] == ["jobs[0].queue_priority"]
+
+
+def test_explain_says_how_each_jobs_nodes_are_obtained_and_what_would_hold_it() -> None:
+    from jaxinfra.explain import facts
+    from jaxinfra.plan import plan
+
+    cluster = Cluster(
+        name="c",
+        kueue=True,
+        node_pools=[
+            NodePool("flex", GPU("h100-80gb", 8), flex_start=True),
+            NodePool("spot", GPU("l4", 1), spot=True),
+            NodePool("res", TPU("v5e", "2x4"), reservation="my-res"),
+            NodePool("cpu", CPU(4)),
+        ],
+        jobs=[
+            JaxJob("a", image="i", node_pool="flex", nodes=2, queue_priority=9),
+            JaxJob("b", image="i", node_pool="spot"),
+            JaxJob("c", image="i", node_pool="res"),
+            JaxJob("d", image="i", node_pool="cpu", resources={"requests": {"cpu": "1"}}),
+        ],
+    )
+    said = {jp.name: dict(facts(jp)) for jp in plan(cluster).jobs}
+    assert said["a"]["capacity"].startswith("flex-start (DWS queued provisioning): the pool has no node until GKE")
+    assert "until AdmissionCheck c-flex-flex-start is Ready" in said["a"]["capacity"]
+    assert said["a"]["queue"] == "Kueue LocalQueue default/flex, priority 9 (WorkloadPriorityClass c-priority-9)"
+    assert said["b"]["capacity"].startswith("Spot VMs (1 node): GKE may reclaim")
+    assert said["c"]["capacity"] == "reservation my-res: it must hold all 2 nodes (a TPU slice: the whole slice)"
+    assert (said["d"]["capacity"], said["d"]["queue"]) == ("on-demand VMs (1 node)", "Kueue LocalQueue default/cpu")
