@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.pulumi_harness import GKE, run_program, write_stack
+from tests.support.pulumi_harness import EXISTING, GKE, run_program, write_stack
 
 pytestmark = pytest.mark.adapters
 
@@ -79,3 +79,11 @@ def test_the_kueue_objects_of_a_flex_start_pool_reach_the_cluster(tmp_path: Path
     for r in run.k8s:  # every Kueue object after Kueue itself
         if r.inputs["apiVersion"].startswith("kueue.x-k8s.io/"):
             assert kueue_installed & r.deps, r.name
+
+
+def test_an_existing_cluster_is_told_it_needs_a_queued_provisioning_pool(tmp_path: Path) -> None:
+    path = str(write_stack(tmp_path, STACK))
+    warned = run_program({"jaxinfra:stack": path, **EXISTING}).warnings
+    flex = [w for w in warned if "is flex-start: the cluster needs a queued-provisioning node pool" in w]
+    assert len(flex) == 2 and any("AdmissionCheck cap-h100-flex-start" in w for w in flex), warned
+    assert not any("queued-provisioning" in w for w in run_program({"jaxinfra:stack": path, **GKE}).warnings)
