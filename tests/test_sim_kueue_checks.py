@@ -90,6 +90,13 @@ def test_a_provisioning_check_without_its_config_is_inactive_and_so_is_its_clust
         "would stay suspended: ClusterQueue cluster-queue is inactive (AdmissionCheckInactive): its AdmissionCheck "
         'dws-prov is not active (BadParametersRef: provisioningrequestconfigs.kueue.x-k8s.io "dws-config" not found)'
     ), problem
+    assert problem.fix.startswith("add the ProvisioningRequestConfig dws-config to the manifests"), problem.fix
+    wrong = copy.deepcopy(_checked(queued(), with_checks=True))
+    [check] = [d for d in wrong if d["kind"] == "AdmissionCheck"]
+    check["spec"]["parameters"]["kind"] = "ConfigMap"
+    [problem] = problems_of(emulate(wrong, check_all=False))
+    assert "(BadParametersRef: bad parameters reference)" in problem.message, problem
+    assert "kind: ProvisioningRequestConfig" in problem.fix, problem.fix
     other = copy.deepcopy(_checked(queued(), with_checks=True))  # another controller's check is not Kueue's to judge
     [check] = [d for d in other if d["kind"] == "AdmissionCheck"]
     check["spec"] = {"controllerName": "example.com/approval"}

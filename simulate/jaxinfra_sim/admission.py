@@ -301,12 +301,12 @@ def kueue(
             f"add the AdmissionCheck {', '.join(absent)} to the manifests, or take it out of ClusterQueue {cq_name}",
         )
     if inactive := next(filter(None, (_inactive_check(c, objects) for c in checks)), None):
-        check, why = inactive
+        check, why, fix = inactive
         return Admission(
             False,
             f"ClusterQueue {cq_name} is inactive (AdmissionCheckInactive): its AdmissionCheck {check} is not active "
             f"({why})",
-            f"add the ProvisioningRequestConfig that AdmissionCheck {check}'s parameters name to the manifests",
+            fix,
         )
     ns_labels = {**objects.namespace_labels.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
     if not matches(label_selector(spec.get("namespaceSelector")), ns_labels):
@@ -391,19 +391,29 @@ def _controller(check: str, objects: Objects) -> str:
     return str((objects.kueue[("AdmissionCheck", "", check)].get("spec") or {}).get("controllerName", ""))
 
 
-def _inactive_check(check: str, objects: Objects) -> tuple[str, str] | None:
+def _inactive_check(check: str, objects: Objects) -> tuple[str, str, str] | None:
     """A ProvisioningRequest AdmissionCheck that Kueue's controller marks inactive, and why: its parameters must name
     an existing ProvisioningRequestConfig (kueue pkg/controller/admissionchecks/provisioning/
     admissioncheck_reconciler.go: Active False, BadParametersRef, the lookup's error); a ClusterQueue naming it admits
-    nothing (AdmissionCheckInactive). Other controllers' checks are taken as active."""
+    nothing (AdmissionCheckInactive). Other controllers' checks are taken as active. The check, why, and the fix."""
     if _controller(check, objects) != PROVISIONING_REQUEST_CONTROLLER:
         return None
     params = (objects.kueue[("AdmissionCheck", "", check)].get("spec") or {}).get("parameters") or {}
     name = str(params.get("name", ""))
     if params.get("kind") != "ProvisioningRequestConfig" or params.get("apiGroup") != KUEUE_API_GROUP or not name:
-        return check, "BadParametersRef: bad parameters reference"
+        return (
+            check,
+            "BadParametersRef: bad parameters reference",
+            f"set AdmissionCheck {check}'s parameters to {{apiGroup: {KUEUE_API_GROUP}, kind: "
+            "ProvisioningRequestConfig, name: ...}",
+        )
     if ("ProvisioningRequestConfig", "", name) not in objects.kueue:
-        return check, f'BadParametersRef: provisioningrequestconfigs.kueue.x-k8s.io "{name}" not found'
+        return (
+            check,
+            f'BadParametersRef: provisioningrequestconfigs.kueue.x-k8s.io "{name}" not found',
+            f"add the ProvisioningRequestConfig {name} to the manifests, or name an existing one in AdmissionCheck "
+            f"{check}'s parameters",
+        )
     return None
 
 
