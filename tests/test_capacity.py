@@ -43,8 +43,14 @@ def test_a_pool_takes_one_capacity_and_a_reservation_a_compute_engine_name() -> 
         NodePool("a", GPU("h100-80gb", 8), spot=True, flex_start=True),
         NodePool("b", GPU("h100-80gb", 8), reservation="res", flex_start=True),
         NodePool("c", GPU("h100-80gb", 8), reservation="My_Res"),
+        NodePool("d", GPU("h100-80gb", 8), reservation="projects/p/reservations/r"),  # a project id has 6 or more
     )
-    assert set(found) == {"node_pools[0].flex_start", "node_pools[1].flex_start", "node_pools[2].reservation"}
+    assert set(found) == {
+        "node_pools[0].flex_start",
+        "node_pools[1].flex_start",
+        "node_pools[2].reservation",
+        "node_pools[3].reservation",
+    }
     assert found["node_pools[0].flex_start"].message == (
         "spot and flex_start are each a way to obtain the pool's nodes; a node pool has one"
     )
@@ -208,3 +214,17 @@ def test_explain_says_how_each_jobs_nodes_are_obtained_and_what_would_hold_it() 
     assert said["b"]["capacity"].startswith("Spot VMs (1 node): GKE may reclaim")
     assert said["c"]["capacity"] == "reservation my-res: it must hold all 2 nodes (a TPU slice: the whole slice)"
     assert (said["d"]["capacity"], said["d"]["queue"]) == ("on-demand VMs (1 node)", "Kueue LocalQueue default/cpu")
+
+
+@pytest.mark.parametrize(
+    "reservation",
+    [
+        "my-res",
+        "projects/other-project/reservations/my-res",
+        "my-res/reservationBlocks/b1",
+        "a/reservationBlocks/b/reservationSubBlocks/s",
+    ],
+)
+def test_a_reservation_is_a_name_a_shared_one_or_a_block(reservation: str) -> None:
+    pool = _cluster(NodePool("v5p", TPU("v5p", "2x2x4"), reservation=reservation)).pool("v5p")
+    assert (pool.reservation, pool.capacity) == (reservation, "reservation")

@@ -110,7 +110,7 @@ def flex_start_pool(ps: PoolSlice) -> dict[str, Any]:
     xpk's flex-start capacity (AI-Hypercomputer/xpk @ 446cfe17 src/xpk/core/capacity.py
     get_capacity_arguments_from_capacity_type). The pool has no node until a ProvisioningRequest asks for all of
     them: autoscaled from 0 to its hosts (a TPU slice pool: its whole slice, which GKE provisions at once), in any of
-    its zones, and not auto-repaired (a repaired node would leave the request's set). Empty for other pools."""
+    its zones, and not auto-repaired (`--no-enable-autorepair`, as both do). Empty for other pools."""
     if not ps.pool.flex_start:
         return {}
     return {

@@ -44,8 +44,14 @@ else:
     Backend = Literal[BACKENDS]  # a new backend module adds a choice
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-#: A Compute Engine resource name (RFC 1035: a letter first), as a reservation's name is.
-_RESERVATION = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+#: A reservation as GKE's node pools take it (how-to/consuming-reservations): its name (a Compute Engine resource name,
+#: RFC 1035), `projects/PROJECT/reservations/NAME` for one shared by another project, and either followed by
+#: `/reservationBlocks/BLOCK` (and `/reservationSubBlocks/SUB_BLOCK`) to target a block of it.
+_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+_RESERVATION = re.compile(
+    rf"^(projects/[a-z][-a-z0-9.:]{{4,60}}[a-z0-9]/reservations/)?{_NAME}"
+    rf"(/reservationBlocks/{_NAME}(/reservationSubBlocks/{_NAME})?)?$"
+)
 
 #: How a node pool's nodes are obtained (`NodePool.capacity`); the first is the default.
 CAPACITIES = ("on-demand", "spot", "reservation", "flex-start")
@@ -68,8 +74,10 @@ class NodePool(Spec):
     spot: bool = Field(False, description="Capacity from Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
     reservation: str | None = Field(
         None,
-        description="Capacity from this Compute Engine reservation (specific reservation affinity): its name; it must "
-        "hold every node of the pool (a TPU slice pool: the whole slice).",
+        description="Capacity from this Compute Engine reservation (specific reservation affinity): its name, "
+        "projects/PROJECT/reservations/NAME for one shared with this project, either followed by "
+        "/reservationBlocks/BLOCK for one of its blocks; it must hold every node of the pool (a TPU slice pool: the "
+        "whole slice).",
     )
     flex_start: bool = Field(
         False,
@@ -84,10 +92,11 @@ class NodePool(Spec):
     @field_validator("reservation")
     @classmethod
     def _reservation(cls, v: str | None) -> str | None:
-        if v is not None and (len(v) > 63 or not _RESERVATION.match(v)):
+        if v is not None and not _RESERVATION.match(v):
             raise problem(
-                "not a Compute Engine reservation name",
-                "use the reservation's name: lower-case letters, digits and '-', starting with a letter (at most 63)",
+                "not a Compute Engine reservation",
+                "use the reservation's name (lower-case letters, digits and '-', starting with a letter, at most 63), "
+                "projects/PROJECT/reservations/NAME for a shared one, then /reservationBlocks/BLOCK for a block",
             )
         return v
 
