@@ -14,6 +14,7 @@ import math
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from rich.console import Console
@@ -21,7 +22,8 @@ from rich.table import Column, Table
 
 from jaxinfra import shadow
 from jaxinfra.names import provisioning_check, workload_priority_class
-from jaxinfra.plan import ClusterPlan, JobPlan, pool_gpudirect
+from jaxinfra.plan import ClusterPlan, JobPlan, pod_total_requests, pool_gpudirect
+from jaxinfra.quantity import scale
 from jaxinfra.topology import Layout
 
 #: The pseudo-variable for the pod's hostname, shown first in every env block.
@@ -216,6 +218,28 @@ def capacity(jp: JobPlan) -> str | None:
     return f"on-demand VMs ({nodes})"
 
 
+def quota_wait(cp: ClusterPlan, jp: JobPlan) -> str | None:
+    """Why the job may wait in its queue at design time: the ClusterQueue of its pool is sized for the pool's largest
+    job (`plan.PoolQueue.quota`), so jobs that together need more are admitted one after another. None otherwise."""
+    q = next((q for q in cp.queues if jp in q.jobs), None)
+    if q is None or len(q.jobs) < 2:
+        return None
+    demand: dict[str, Decimal] = {}
+    for other in q.jobs:
+        for name, value in pod_total_requests(other).items():
+            demand[name] = demand.get(name, Decimal(0)) + scale(value, other.processes)[0]
+    quota = {name: scale(value, 1)[0] for name, value in q.quota.items()}
+    short = sorted(name for name, need in demand.items() if need > quota.get(name, Decimal(0)))
+    if not short:
+        return None
+    others = ", ".join(o.name for o in q.jobs if o is not jp)
+    return (
+        f"ClusterQueue {q.cluster_queue} holds its pool's largest job; with {others} its jobs need more "
+        f"{', '.join(short)} than that, so Kueue admits them one after another, each waiting, suspended, for the "
+        "quota the others free"
+    )
+
+
 def queue(jp: JobPlan) -> str:
     """The job's Kueue LocalQueue, and its priority there when it sets one."""
     priority = jp.job.queue_priority
@@ -343,7 +367,7 @@ def render_explanation(
     )
     for jp in cp.jobs:
         summary = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
-        for k, v in facts(jp):
+        for k, v in [*facts(jp), *([("quota", text)] if (text := quota_wait(cp, jp)) else [])]:
             summary.add_row(k, v)
         console.print(f"\n[bold]job {jp.namespace}/{jp.name}[/bold]", highlight=False)
         console.print(summary, highlight=False)

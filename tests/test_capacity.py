@@ -228,3 +228,23 @@ def test_explain_says_how_each_jobs_nodes_are_obtained_and_what_would_hold_it() 
 def test_a_reservation_is_a_name_a_shared_one_or_a_block(reservation: str) -> None:
     pool = _cluster(NodePool("v5p", TPU("v5p", "2x2x4"), reservation=reservation)).pool("v5p")
     assert (pool.reservation, pool.capacity) == (reservation, "reservation")
+
+
+def test_explain_says_when_jobs_sharing_a_pool_wait_for_each_others_quota() -> None:
+    from jaxinfra.explain import quota_wait
+    from jaxinfra.plan import plan
+
+    pool = NodePool("h100", GPU("h100-80gb", 8, network="standard"))
+    two = Cluster(
+        name="q",
+        kueue=True,
+        node_pools=[pool],
+        jobs=[JaxJob("a", image="i", node_pool="h100", nodes=2), JaxJob("b", image="i", node_pool="h100")],
+    )
+    cp = plan(two)
+    said = quota_wait(cp, cp.jobs[0])
+    assert said is not None and said.startswith("ClusterQueue q-h100 holds its pool's largest job; with b its jobs")
+    assert "nvidia.com/gpu" in said
+    one = plan(two.with_changes(jobs=[two.jobs[0]]))
+    assert quota_wait(one, one.jobs[0]) is None, "a job alone on its pool fits the quota sized for it"
+    assert quota_wait(plan(two.with_changes(kueue=False)), plan(two.with_changes(kueue=False)).jobs[0]) is None
