@@ -86,6 +86,11 @@ def queue_name(cluster: str, pool: str) -> str:
     return f"{cluster}-{pool}"
 
 
+def gke_topology(cluster: str) -> str:
+    """The Kueue Topology of GKE's node topology levels (cluster-scoped: the cluster's name first)."""
+    return f"{cluster}-gke-topology"
+
+
 def workload_priority_class(cluster: str, value: int) -> str:
     """The Kueue WorkloadPriorityClass of the jobs with `queue_priority=value` (cluster-scoped: the cluster's name
     first)."""

@@ -34,6 +34,7 @@ from jaxinfra.names import (
     TPU_WORKER_HOSTNAMES,
     TPU_WORKER_ID,
     checkpoint_claim,
+    gke_topology,
     provisioning_check,
     queue_name,
 )
@@ -437,6 +438,14 @@ class PoolQueue:
     @property
     def local_queue(self) -> str:
         return self.pool.name
+
+    @property
+    def topology(self) -> str | None:
+        """The Kueue Topology the pool's ResourceFlavor names, where one of its jobs asks for a placement (`JaxJob.
+        topology`); None otherwise and for a shadow, whose CPU nodes carry no block labels."""
+        if self.shadow is not None or not any(jp.job.topology for jp in self.jobs):
+            return None
+        return gke_topology(self.cluster)
 
     @property
     def provisioning_check(self) -> str | None:

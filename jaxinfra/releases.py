@@ -110,6 +110,7 @@ KUEUE = Controller(
             "ProvisioningRequestConfig",
             "AdmissionCheck",
             "WorkloadPriorityClass",
+            "Topology",
         }
     ),
     chart="oci://registry.k8s.io/kueue/charts/kueue",

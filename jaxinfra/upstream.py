@@ -62,6 +62,15 @@ QUEUED_LABEL = "cloud.google.com/gke-queued"
 #: `status.provisioningClassDetails` under ResizeRequestName: Kueue's podSetUpdates pin the admitted pods to those
 #: nodes (AI-Hypercomputer/xpk @ 9878d93a goldens/Basic_cluster_adapt.txt, its ProvisioningRequestConfig).
 QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+#: The node labels of GKE's physical topology on the VMs it places in blocks (A4X, A4 and A3 Ultra among them: AI
+#: Hypercomputer docs, "Schedule GKE workloads with Topology Aware Scheduling"), from the widest to the narrowest,
+#: then the node itself: the levels of the Kueue Topology xpk applies (`gke-default`).
+GKE_TOPOLOGY_LEVELS = {
+    "block": "cloud.google.com/gce-topology-block",
+    "subblock": "cloud.google.com/gce-topology-subblock",
+    "host": "cloud.google.com/gce-topology-host",
+}
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 PROVISIONING_REQUEST_LABEL = "autoscaling.gke.io/provisioning-request"
 RESIZE_REQUEST_DETAIL = "ResizeRequestName"
 #: GKE's Cloud Storage FUSE CSI driver (cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
@@ -109,6 +118,10 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"  # the storage version of the bundled CRDs;
 #: own metadata (pkg/controller/jobframework QueueNameForObject).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: Topology-Aware Scheduling: a pod template's request that all its pods land within one domain of this level (a node
+#: label of the flavor's Topology), required or preferred (pkg/controller/constants; kueue.sigs.k8s.io docs, TAS).
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 #: MultiKueue's controller name (an AdmissionCheck's controllerName, a workload's managedBy).
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: The controller of Kueue's ProvisioningRequest admission checks (pkg/controller/admissionchecks/provisioning), whose

@@ -248,3 +248,60 @@ def test_explain_says_when_jobs_sharing_a_pool_wait_for_each_others_quota() -> N
     one = plan(two.with_changes(jobs=[two.jobs[0]]))
     assert quota_wait(one, one.jobs[0]) is None, "a job alone on its pool fits the quota sized for it"
     assert quota_wait(plan(two.with_changes(kueue=False)), plan(two.with_changes(kueue=False)).jobs[0]) is None
+
+
+def test_a_topology_request_renders_gkes_topology_the_flavor_names_and_the_pods_podset_request() -> None:
+    from jaxinfra import Shadow, manifests
+    from jaxinfra.validate import validate_objects
+
+    def cluster(**job: Any) -> Cluster:
+        return Cluster(
+            name="c",
+            kueue=True,
+            node_pools=[NodePool("h100", GPU("h100-80gb", 8, network="standard"), flex_start=True)],
+            jobs=[JaxJob("t", image="i", node_pool="h100", nodes=2, **job)],
+        )
+
+    objects = manifests(cluster(topology="block"))
+    [topology] = [m for m in objects if m["kind"] == "Topology"]
+    assert (topology["metadata"]["name"], [level["nodeLabel"] for level in topology["spec"]["levels"]]) == (
+        "c-gke-topology",
+        [
+            "cloud.google.com/gce-topology-block",
+            "cloud.google.com/gce-topology-subblock",
+            "cloud.google.com/gce-topology-host",
+            "kubernetes.io/hostname",
+        ],
+    )
+    [flavor] = [m for m in objects if m["kind"] == "ResourceFlavor"]
+    assert flavor["spec"]["topologyName"] == "c-gke-topology"
+    [jobset] = [m for m in objects if m["kind"] == "JobSet"]
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-preferred-topology": "cloud.google.com/gce-topology-block"
+    }
+    assert validate_objects(objects) == []
+    required = manifests(cluster(topology="subblock", topology_required=True))
+    [jobset] = [m for m in required if m["kind"] == "JobSet"]
+    assert jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"] == {
+        "kueue.x-k8s.io/podset-required-topology": "cloud.google.com/gce-topology-subblock"
+    }
+    plain = manifests(cluster())  # no request: no Topology, no topologyName
+    assert not [m for m in plain if m["kind"] == "Topology"]
+    assert "topologyName" not in next(m for m in plain if m["kind"] == "ResourceFlavor")["spec"]
+    shadowed = manifests(cluster(topology="block").with_changes(shadow=Shadow()))  # CPU nodes have no block labels
+    assert not [m for m in shadowed if m["kind"] == "Topology"] and "podset-preferred" not in str(shadowed)
+
+
+def test_a_topology_request_needs_kueue_and_a_gpu_pool_and_required_needs_a_level() -> None:
+    with pytest.raises(SpecError) as err:
+        _cluster(NodePool("v5e", TPU("v5e", "2x4")), kueue=False, topology="block")
+    assert [p.message for p in err.value.problems] == [
+        "Topology-Aware Scheduling is Kueue's, and the cluster has no Kueue",
+        "GKE's block topology labels are on GPU VMs; pool v5e is tpu (a TPU slice is one placement already: its own "
+        "node pool)",
+    ]
+    with pytest.raises(SpecError) as err:
+        _cluster(NodePool("h100", GPU("h100-80gb", 8)), topology_required=True)
+    [problem] = err.value.problems
+    assert problem.path == "jobs[0].topology_required" and "topology='block'" in problem.fix

@@ -19,7 +19,7 @@ cluster = Cluster(name="cap", kueue=True, node_pools=[
     NodePool("v5p", TPU("v5p", "2x2x4"), flex_start=True),
 ], jobs=[
     JaxJob("a", image="i", node_pool="demand", nodes=2),
-    JaxJob("b", image="i", node_pool="h100", nodes=3, queue_priority=100),
+    JaxJob("b", image="i", node_pool="h100", nodes=3, queue_priority=100, topology="block"),
     JaxJob("c", image="i", node_pool="v5p", slices=2),
 ])
 """
@@ -71,6 +71,8 @@ def test_the_kueue_objects_of_a_flex_start_pool_reach_the_cluster(tmp_path: Path
         "admissionChecks": [{"name": "cap-h100-flex-start"}]
     }
     assert "admissionChecksStrategy" not in queues["cap-demand"]["spec"]
+    assert list(by_kind["Topology"]) == ["cap-gke-topology"]
+    assert by_kind["ResourceFlavor"]["cap-h100"]["spec"]["topologyName"] == "cap-gke-topology"
     [priority] = by_kind["WorkloadPriorityClass"].values()
     assert (priority["metadata"]["name"], priority["value"]) == ("cap-priority-100", 100)
     # as rendered, its top-level value and description too (not a spec, which pulumi_kubernetes' CustomResource takes)

@@ -156,3 +156,21 @@ def test_a_workload_naming_a_missing_workload_priority_class_gets_no_workload_an
     }
     [workload] = emulate([priority, *docs], check_all=False).workloads
     assert workload.problems == ()
+
+
+def test_a_topology_request_is_noted_as_not_played() -> None:
+    docs = queued()
+    template = docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    template.setdefault("metadata", {}).setdefault("annotations", {})["kueue.x-k8s.io/podset-required-topology"] = (
+        "cloud.google.com/gce-topology-block"
+    )
+    [workload] = emulate(docs, check_all=False).workloads
+    assert workload.problems == ()
+    assert any(
+        n.startswith(
+            "its pods' topology request kueue.x-k8s.io/podset-required-topology: "
+            "cloud.google.com/gce-topology-block is not played here"
+        )
+        and "only once one such domain has room for all its pods" in n
+        for n in workload.notes
+    ), workload.notes

@@ -287,6 +287,9 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
         annotations[U.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
     if (stack := jp.gpudirect) is not None:
         gpudirect.decorate(stack, spec, container, annotations)
+    if jp.queue is not None and jp.shadow is None and (level := jp.job.topology) is not None:
+        request = U.TOPOLOGY_REQUIRED if jp.job.topology_required else U.TOPOLOGY_PREFERRED
+        annotations[request] = U.GKE_TOPOLOGY_LEVELS[level]  # Kueue's TAS: every pod within one such domain
     if annotations:
         meta["annotations"] = annotations
     return customize(jp, {"metadata": meta, "spec": spec})

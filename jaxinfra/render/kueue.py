@@ -11,6 +11,7 @@ The workloads name their LocalQueue with the `kueue.x-k8s.io/queue-name` label
 from __future__ import annotations
 
 from jaxinfra import names as N
+from jaxinfra import upstream as U
 from jaxinfra.plan import PoolQueue
 from jaxinfra.render.common import Manifest, pool_placement
 from jaxinfra.upstream import (
@@ -31,6 +32,19 @@ def _labels(cluster: str) -> dict[str, str]:
     return {N.MANAGED_BY: "jaxinfra", N.PART_OF: cluster}
 
 
+def topology(cluster: str, name: str) -> Manifest:
+    """GKE's node topology as Kueue's Topology-Aware Scheduling reads it: block, sub-block, host, then the node (the
+    levels of xpk's `gke-default` Topology and of GKE's TAS guide; Kueue requires kubernetes.io/hostname last where
+    it is a level: apis/kueue/v1beta2 topology_types.go)."""
+    levels = [*U.GKE_TOPOLOGY_LEVELS.values(), U.HOSTNAME_LABEL]
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "Topology",
+        "metadata": {"name": name, "labels": _labels(cluster)},
+        "spec": {"levels": [{"nodeLabel": label} for label in levels]},
+    }
+
+
 def resource_flavor(q: PoolQueue) -> Manifest:
     """The pool's nodes: the labels its pods select, and the taints they tolerate (a shadow's: none, any node).
 
@@ -44,6 +58,8 @@ def resource_flavor(q: PoolQueue) -> Manifest:
         spec["nodeLabels"] = selector
     if taints:
         spec["nodeTaints"] = taints
+    if q.topology:  # its jobs ask for a placement: Kueue reads the nodes' topology labels through this Topology
+        spec["topologyName"] = q.topology
     return {
         "apiVersion": KUEUE_API,
         "kind": "ResourceFlavor",
@@ -148,8 +164,10 @@ def kueue_objects(queues: tuple[PoolQueue, ...], priorities: tuple[int, ...] = (
     ProvisioningRequestConfigs and the AdmissionChecks that name them, then the queues that name both), then
     LocalQueues."""
     flex = [(q, check) for q in queues if (check := q.provisioning_check)]
+    topologies = sorted({(q.cluster, name) for q in queues if (name := q.topology)})
     return (
-        [workload_priority_class(queues[0].cluster, v) for v in priorities if queues]
+        [topology(cluster, name) for cluster, name in topologies]
+        + [workload_priority_class(queues[0].cluster, v) for v in priorities if queues]
         + [resource_flavor(q) for q in queues]
         + [provisioning_request_config(q, check) for q, check in flex]
         + [admission_check(q, check) for q, check in flex]

@@ -304,6 +304,18 @@ class JaxJob(Spec):
         "kueue.x-k8s.io/priority-class): Kueue admits higher first and may preempt lower for it. Apart from the pods' "
         "scheduling priority (priority_class). None: Kueue takes the pods' priority, else 0.",
     )
+    topology: Literal["block", "subblock", "host"] | None = Field(
+        None,
+        description="Kueue Topology-Aware Scheduling (Cluster(kueue=True), GPU pools): place every pod of the job "
+        "within one GKE block, sub-block or host (the nodes' cloud.google.com/gce-topology-* labels, which GKE sets on "
+        "the VMs it places in blocks: A4X, A4 and A3 Ultra among them); preferred unless topology_required. jaxinfra "
+        "renders the Topology and names it on the pool's ResourceFlavor. None: no placement request.",
+    )
+    topology_required: bool = Field(
+        False,
+        description="With topology: Kueue admits the job only where one domain holds all its pods "
+        "(podset-required-topology); False: as close as it can (podset-preferred-topology).",
+    )
     tolerations: tuple[Toleration, ...] = Field(
         (), description="Tolerations added after the ones jaxinfra renders for the pool (TPU/GPU taints, Spot)."
     )

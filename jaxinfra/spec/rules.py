@@ -96,6 +96,17 @@ def cross_object_problems(cluster: Tree) -> list[Problem]:
                     "set Cluster(kueue=True), or remove queue_priority (priority_class orders the pods themselves)",
                 )
             )
+        if job.topology is not None:
+            out.extend(_topology_problems(at, cluster, job, pool))
+        elif job.topology_required:
+            out.append(
+                Problem(
+                    f"{at}.topology_required",
+                    True,
+                    "a required placement needs its level",
+                    "set topology='block', 'subblock' or 'host', or remove topology_required",
+                )
+            )
         out.extend(_name_problems(at, job, pool))
         out.extend(_pod_security_problems(at, cluster, job, pool))
         if cluster.shadow is not None:
@@ -139,6 +150,32 @@ def _flex_start_problems(at: str, cluster: Tree, pool: NodePool) -> list[Problem
                 f"pool {pool.name} gets nodes only for a ProvisioningRequest, which Kueue's admission check creates; "
                 "without Kueue its jobs would pend forever",
                 "set Cluster(kueue=True), or remove flex_start",
+            )
+        )
+    return out
+
+
+def _topology_problems(at: str, cluster: Tree, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """Topology-Aware Scheduling is Kueue's, over GKE's block labels of GPU VMs; a TPU slice is one placement already
+    (its own node pool, a compact placement)."""
+    out = []
+    if not cluster.kueue:
+        out.append(
+            Problem(
+                f"{at}.topology",
+                job.topology,
+                "Topology-Aware Scheduling is Kueue's, and the cluster has no Kueue",
+                "set Cluster(kueue=True), or remove topology",
+            )
+        )
+    if pool.accelerator.row.kind != "gpu":
+        out.append(
+            Problem(
+                f"{at}.topology",
+                job.topology,
+                f"GKE's block topology labels are on GPU VMs; pool {pool.name} is {pool.accelerator.row.kind} "
+                "(a TPU slice is one placement already: its own node pool)",
+                "remove topology",
             )
         )
     return out
