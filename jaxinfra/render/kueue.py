@@ -34,8 +34,9 @@ def _labels(cluster: str) -> dict[str, str]:
 
 def topology(cluster: str, name: str) -> Manifest:
     """GKE's node topology as Kueue's Topology-Aware Scheduling reads it: block, sub-block, host, then the node (the
-    levels of xpk's `gke-default` Topology and of GKE's TAS guide; Kueue requires kubernetes.io/hostname last where
-    it is a level: apis/kueue/v1beta2 topology_types.go)."""
+    levels of the `gke-default` Topology xpk applies for the GPUs that need one, named on their flavor's topologyName:
+    AI-Hypercomputer/xpk @ 2647059a src/xpk/core/kueue_manager.py `__get_topology_name_and_yaml`; and of GKE's TAS
+    guide). Kueue requires kubernetes.io/hostname last where it is a level (apis/kueue/v1beta2 topology_types.go)."""
     levels = [*U.GKE_TOPOLOGY_LEVELS.values(), U.HOSTNAME_LABEL]
     return {
         "apiVersion": KUEUE_API,
