@@ -25,6 +25,7 @@ from jaxinfra.names import provisioning_check, workload_priority_class
 from jaxinfra.plan import ClusterPlan, JobPlan, pod_total_requests, pool_gpudirect
 from jaxinfra.quantity import scale
 from jaxinfra.topology import Layout
+from jaxinfra.upstream import GKE_TOPOLOGY_LEVELS
 
 #: The pseudo-variable for the pod's hostname, shown first in every env block.
 HOSTNAME = "pod hostname"
@@ -191,6 +192,7 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
         ),
         *([("capacity", text)] if (text := capacity(jp)) else []),
         *([("queue", queue(jp))] if jp.queue else []),
+        *([("topology", text)] if (text := topology_request(jp)) else []),
         *security(jp),
         *([("customized", text)] if (text := customizations(jp)) else []),
         *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
@@ -238,6 +240,20 @@ def quota_wait(cp: ClusterPlan, jp: JobPlan) -> str | None:
         f"{', '.join(short)} than that, so Kueue admits them one after another, each waiting, suspended, for the "
         "quota the others free"
     )
+
+
+def topology_request(jp: JobPlan) -> str | None:
+    """The job's Kueue Topology-Aware Scheduling request, and what it needs of the nodes; None without one (or in a
+    shadow, which drops it)."""
+    level = jp.job.topology
+    if level is None or jp.queue is None or jp.shadow is not None:
+        return None
+    how = (
+        f"required: Kueue admits it only once one {level} can hold them all"
+        if jp.job.topology_required
+        else f"preferred: Kueue places them in as few {level}s as it can"
+    )
+    return f"every pod within one GKE {level} ({how}), by the nodes' {GKE_TOPOLOGY_LEVELS[level]} label"
 
 
 def queue(jp: JobPlan) -> str:

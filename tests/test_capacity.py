@@ -201,7 +201,7 @@ def test_explain_says_how_each_jobs_nodes_are_obtained_and_what_would_hold_it() 
             NodePool("cpu", CPU(4)),
         ],
         jobs=[
-            JaxJob("a", image="i", node_pool="flex", nodes=2, queue_priority=9),
+            JaxJob("a", image="i", node_pool="flex", nodes=2, queue_priority=9, topology="subblock"),
             JaxJob("b", image="i", node_pool="spot"),
             JaxJob("c", image="i", node_pool="res"),
             JaxJob("d", image="i", node_pool="cpu", resources={"requests": {"cpu": "1"}}),
@@ -211,6 +211,11 @@ def test_explain_says_how_each_jobs_nodes_are_obtained_and_what_would_hold_it() 
     assert said["a"]["capacity"].startswith("flex-start (DWS queued provisioning): the pool has no node until GKE")
     assert "until AdmissionCheck c-flex-flex-start is Ready" in said["a"]["capacity"]
     assert said["a"]["queue"] == "Kueue LocalQueue default/flex, priority 9 (WorkloadPriorityClass c-priority-9)"
+    assert said["a"]["topology"] == (
+        "every pod within one GKE subblock (preferred: Kueue places them in as few subblocks as it can), by the nodes' "
+        "cloud.google.com/gce-topology-subblock label"
+    )
+    assert "topology" not in said["b"]
     assert said["b"]["capacity"].startswith("Spot VMs (1 node): GKE may reclaim")
     assert said["c"]["capacity"] == "reservation my-res: it must hold all 2 nodes (a TPU slice: the whole slice)"
     assert (said["d"]["capacity"], said["d"]["queue"]) == ("on-demand VMs (1 node)", "Kueue LocalQueue default/cpu")
