@@ -129,10 +129,12 @@ def test_a_rehearsed_provisioning_holds_the_workload_then_it_runs_and_capacity_t
     [w] = report["workloads"]
     assert (rc, w["verdict"], w["attempts"], w["held"]["pending"]) == (1, "not finished", [], check), out
     assert w["reason"].startswith(f"held by Kueue: AdmissionCheck {check} stays Pending"), w["reason"]
-    rc, report, out = simulate_cli(stack, "--provision", f"{check}@900", tmp=tmp_path)
+    page = tmp_path / "report.html"
+    rc, report, out = simulate_cli(stack, "--provision", f"{check}@900", "--html", str(page), tmp=tmp_path)
     [w] = report["workloads"]
     assert (rc, w["verdict"], w["held"]["seconds"]) == (0, "succeeded", 900.0), out
     assert "held: JobSet/default/train held by Kueue 900 s (simulated, not waited)" in out, out
+    assert "held: JobSet/default/train held by Kueue 900 s" in page.read_text(), "the HTML report says it too"
     rc, report, out = simulate_cli(stack, "--provision", "x@soon", "--provision", "@3", tmp=tmp_path)
     assert rc == 2 and out.count("expected CHECK@SECONDS or CHECK@never") == 2, out
     rc, report, out = simulate_cli(stack, "--provision", "flex@9", tmp=tmp_path)
