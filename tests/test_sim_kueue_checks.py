@@ -160,13 +160,32 @@ def test_a_workload_naming_a_missing_workload_priority_class_gets_no_workload_an
     assert workload.problems == ()
 
 
-def test_a_topology_request_is_noted_as_not_played() -> None:
+def test_a_topology_request_is_checked_against_the_flavors_topology_and_noted_as_not_played() -> None:
+    """Kueue passes over a flavor without a Topology, or whose Topology lacks the requested level (kueue
+    tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS): the workload never runs; where the flavor has it, the
+    workload runs, with a note that the placement itself is not played."""
     docs = queued()
     template = docs[-1]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
     template.setdefault("metadata", {}).setdefault("annotations", {})["kueue.x-k8s.io/podset-required-topology"] = (
         "cloud.google.com/gce-topology-block"
     )
-    [workload] = emulate(docs, check_all=False).workloads
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert 'Flavor "default-flavor" does not support TopologyAwareScheduling' in problem.message, problem
+    assert problem.fix.startswith("name a Topology with level cloud.google.com/gce-topology-block"), problem.fix
+    [flavor] = [d for d in docs if d["kind"] == "ResourceFlavor"]
+    flavor.setdefault("spec", {})["topologyName"] = "gke"
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert 'Flavor "default-flavor" names Topology gke, which does not exist' in problem.message, problem
+    topology = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": "gke"},
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
+    }
+    [problem] = problems_of(emulate([topology, *docs], check_all=False))
+    assert "does not contain the requested level (cloud.google.com/gce-topology-block)" in problem.message, problem
+    topology["spec"]["levels"].insert(0, {"nodeLabel": "cloud.google.com/gce-topology-block"})
+    [workload] = emulate([topology, *docs], check_all=False).workloads
     assert workload.problems == ()
     assert any(
         n.startswith(

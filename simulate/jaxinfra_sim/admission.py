@@ -203,6 +203,24 @@ def _fits_flavor(flavor: Mapping, pod_spec: Mapping) -> str | None:
     return None
 
 
+def _fits_topology(flavor: Mapping, requests: Mapping[str, str], objects: Objects) -> str | None:
+    """Why a ResourceFlavor cannot take pods with a podset topology request (kueue pkg/scheduler/flavorassigner/
+    tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS): it names no Topology, or its Topology lacks the level."""
+    if not requests:
+        return None
+    name = meta(flavor).get("name")
+    topology = (flavor.get("spec") or {}).get("topologyName")
+    if not topology:
+        return f'Flavor "{name}" does not support TopologyAwareScheduling'
+    found = objects.kueue.get(("Topology", "", str(topology)))
+    if found is None:
+        return f'Flavor "{name}" names Topology {topology}, which does not exist'
+    levels = {str(level.get("nodeLabel")) for level in (found.get("spec") or {}).get("levels") or []}
+    if missing := sorted(set(requests.values()) - levels):
+        return f'Flavor "{name}" does not contain the requested level ({", ".join(missing)})'
+    return None
+
+
 def _tolerates(toleration: Mapping, taint: Mapping) -> bool:
     if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
         return False
@@ -232,18 +250,24 @@ def admission_checks(cluster_queue_spec: Mapping[str, Any]) -> list[str]:
 
 
 def kueue(
-    namespace: str, labels: Mapping[str, str], groups_of_pods: Sequence[tuple[int, Mapping]], objects: Objects
+    namespace: str,
+    labels: Mapping[str, str],
+    groups_of_pods: Sequence[tuple[int, Mapping]],
+    objects: Objects,
+    topology: Mapping[str, str] | None = None,
 ) -> Admission | None:
     """Whether Kueue admits a workload (`groups_of_pods`: how many pods of which pod spec), all at once, as its
     scheduler decides:
     its LocalQueue exists and points to an existing, active ClusterQueue whose namespaceSelector admits the
     namespace; every resource the pods request is covered by a resource group; and in each group one flavor (the
     first that fits, in order) has the nominal quota for the whole workload and suits the pods' nodeSelector and
-    tolerations. None: not a Kueue workload. Sources: kueue.sigs.k8s.io docs (Cluster Queue, Local Queue,
-    Resource Flavor; "Run a JobSet"), pkg/scheduler/flavorassigner.
+    tolerations, and where the pods carry a podset topology request (`topology`), has a Topology with its level. None:
+    not a Kueue workload. Sources: kueue.sigs.k8s.io docs (Cluster Queue, Local Queue, Resource Flavor; "Run a
+    JobSet"), pkg/scheduler/flavorassigner.
 
     Not emulated: cohorts and borrowing, preemption, fair sharing, other workloads' usage (the simulator runs
-    workloads one after another, so each is checked against the whole quota), TAS, and what an admission check's
+    workloads one after another, so each is checked against the whole quota), TAS's placement into topology domains
+    (the simulator's nodes carry no topology labels), and what an admission check's
     controller decides: a ClusterQueue referencing an AdmissionCheck that does not exist is inactive, as Kueue makes it
     (pkg/cache/clusterqueue.go: AdmissionCheckNotFound), and so is one whose ProvisioningRequest check names no
     ProvisioningRequestConfig; the ProvisioningRequest checks of an admitted workload are returned for the engine to
@@ -330,6 +354,7 @@ def kueue(
             f"cover {', '.join(uncovered)} in one of ClusterQueue {cq_name}'s resourceGroups",
         )
     chosen = []
+    topology_misses = False  # a flavor was passed over for the pods' topology request
     for group in groups:
         wanted = {r: need[r] for r in map(str, group.get("coveredResources") or []) if r in need}
         if not wanted:
@@ -347,6 +372,8 @@ def kueue(
                 if v > quota.get(r, Fraction(0))
             ]
             unsuited = next(filter(None, (_fits_flavor(flavor, spec) for _, spec in groups_of_pods)), None)
+            if unsuited is None and (unsuited := _fits_topology(flavor, topology or {}, objects)):
+                topology_misses = True
             if not short and unsuited is None:
                 chosen.append(
                     f"{entry.get('name')}: "
@@ -362,7 +389,11 @@ def kueue(
             return Admission(
                 False,
                 f"ClusterQueue {cq_name}: {'; '.join(why_not) or 'no flavor'}",
-                f"raise the nominalQuota of ClusterQueue {cq_name} (or lower the workload's requests) so that all "
+                f"name a Topology with level {', '.join(sorted(set((topology or {}).values())))} as the "
+                f"topologyName of a flavor of ClusterQueue {cq_name} (jaxinfra renders both for JaxJob(topology=...)), "
+                "or remove the pods' podset topology request"
+                if topology_misses
+                else f"raise the nominalQuota of ClusterQueue {cq_name} (or lower the workload's requests) so that all "
                 f"{pods} pods fit at once",
             )
     provisioning = tuple(c for c in checks if _controller(c, objects) == PROVISIONING_REQUEST_CONTROLLER)

@@ -114,7 +114,11 @@ def _workload(
     )
     checker.findings.extend(env_problems)
     queued = admission.kueue(
-        draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects
+        draft.namespace,
+        draft.labels,
+        [(job.completions, job.pod_spec) for job in draft.jobs],
+        objects,
+        _topology_requests(draft),
     )
     if queued is not None and not queued.admitted:
         checker.findings.add(
@@ -155,17 +159,20 @@ def _workload(
     )
 
 
+def _topology_requests(draft: controllers.Draft) -> dict[str, str]:
+    """The pods' Kueue podset topology requests (annotation -> level), which `admission.kueue` checks the flavor for."""
+    return {
+        key: str(value)
+        for job in draft.jobs
+        for key, value in sorted((job.pod_annotations or {}).items())
+        if key in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
+    }
+
+
 def _topology_note(draft: controllers.Draft) -> tuple[str, ...]:
-    """Kueue's Topology-Aware Scheduling is not played (the simulator's nodes carry no topology labels): a note for
-    the pods' podset topology request, what it would do on a cluster."""
-    requests = sorted(
-        {
-            (key, str(value))
-            for job in draft.jobs
-            for key, value in (job.pod_annotations or {}).items()
-            if key in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
-        }
-    )
+    """Kueue's Topology-Aware Scheduling is checked (the flavor's Topology has the level: `admission.kueue`), not played
+    (the simulator's nodes carry no topology labels): a note for the pods' podset topology request, what it would do
+    on a cluster."""
     return tuple(
         f"its pods' topology request {key}: {value} is not played here: on a cluster Kueue admits the workload "
         + (
@@ -174,7 +181,7 @@ def _topology_note(draft: controllers.Draft) -> tuple[str, ...]:
             else "into the fewest such domains it can"
         )
         + " (the nodes' topology labels, through the ResourceFlavor's Topology)"
-        for key, value in requests
+        for key, value in _topology_requests(draft).items()
     )
 
 
@@ -184,7 +191,11 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
     workload it never admits stays suspended, its runtime never used (the same verdict as a served workload's); then
     its own suspend field, outside Kueue (`engine.SUSPENDED`); else the refusal."""
     queued = admission.kueue(
-        draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects
+        draft.namespace,
+        draft.labels,
+        [(job.completions, job.pod_spec) for job in draft.jobs],
+        objects,
+        _topology_requests(draft),
     )
     problems: tuple[Problem, ...] = ()
     if queued is not None and not queued.admitted:

@@ -71,6 +71,7 @@ KUEUE_KINDS = (
     "AdmissionCheck",
     "ProvisioningRequestConfig",
     "WorkloadPriorityClass",
+    "Topology",
 )
 
 
