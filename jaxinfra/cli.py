@@ -176,7 +176,10 @@ def init(
     template: Annotated[
         str,
         typer.Option(
-            "--template", "-t", help="The stack to start from: cpu, tpu (a v5e 2x4 slice) or gpu (2 x 8 H100)."
+            "--template",
+            "-t",
+            help="The stack to start from: cpu, tpu (a v5e 2x4 slice), gpu (2 x 8 H100) or gpu-flex (2 x 8 H100 from "
+            "flex-start capacity, DWS queued provisioning through Kueue).",
         ),
     ] = "cpu",
 ) -> None:
@@ -339,8 +342,20 @@ def diff(
         raise typer.Exit(1)
 
 
-def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str], preempt: list[str]) -> Any:
-    """Parse POD@SECONDS / POD=SECONDS fault options; every malformed one is reported."""
+def _seconds(text: str) -> float | None:
+    """A non-negative number of seconds, or None."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if value >= 0 and value != float("inf") else None
+
+
+def _faults(
+    kill: list[str], fail: list[str], hang: list[str], delay: list[str], preempt: list[str], provision: list[str]
+) -> Any:
+    """Parse POD@SECONDS / POD=SECONDS fault options and CHECK@SECONDS / CHECK@never capacity rehearsals; every
+    malformed one is reported."""
     from jaxinfra_sim.options import Faults
 
     problems: list[Problem] = []
@@ -364,7 +379,23 @@ def _faults(kill: list[str], fail: list[str], hang: list[str], delay: list[str],
                 )
         return out
 
+    provisioned: dict[str, float | None] = {}
+    for v in provision:
+        check, _, when = v.rpartition("@")
+        seconds = _seconds(when) if when != "never" else None
+        if not check or (when != "never" and seconds is None):
+            problems.append(
+                Problem(
+                    "--provision",
+                    v,
+                    "expected CHECK@SECONDS or CHECK@never",
+                    "e.g. --provision dws-prov@600 (its capacity provisioned after 10 minutes) or --provision "
+                    "dws-prov@never (CHECK: a Kueue AdmissionCheck's name)",
+                )
+            )
+        provisioned[check] = seconds
     faults = Faults(
+        provision=provisioned,
         kill=timed(kill, "@", "--kill"),
         delay=timed(delay, "=", "--delay"),
         preempt=timed(preempt, "@", "--preempt"),
@@ -570,6 +601,14 @@ def simulate(
             "after its grace period."
         ),
     ] = [],
+    provision: Annotated[
+        list[str],
+        typer.Option(
+            help="Rehearse a Kueue ProvisioningRequest AdmissionCheck (flex-start capacity): CHECK@SECONDS, its "
+            "capacity provisioned that late (simulated, not waited); CHECK@never, never provisioned (the workload "
+            "stays pending). A check not named is Ready at once."
+        ),
+    ] = [],
     grace_cap: Annotated[
         float, typer.Option(help="Cap every pod's terminationGracePeriodSeconds when it is stopped (seconds).")
     ] = 3.0,
@@ -635,7 +674,7 @@ def simulate(
         run_command=run_command,
         timeout=timeout,
         init_timeout=init_timeout,
-        faults=_faults(kill, fail, hang, delay, preempt),
+        faults=_faults(kill, fail, hang, delay, preempt, provision),
         images=images,
         volumes=claims,
         host_paths=_host_paths(host_path),

@@ -14,14 +14,18 @@ import math
 import re
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Column, Table
 
 from jaxinfra import shadow
-from jaxinfra.plan import ClusterPlan, JobPlan, pool_gpudirect
+from jaxinfra.names import provisioning_check, workload_priority_class
+from jaxinfra.plan import ClusterPlan, JobPlan, pod_total_requests, pool_gpudirect
+from jaxinfra.quantity import scale
 from jaxinfra.topology import Layout
+from jaxinfra.upstream import GKE_TOPOLOGY_LEVELS
 
 #: The pseudo-variable for the pod's hostname, shown first in every env block.
 HOSTNAME = "pod hostname"
@@ -186,11 +190,80 @@ def facts(jp: JobPlan) -> list[tuple[str, str]]:
             if jp.backend.runtimes
             else []
         ),
-        *([("queue", f"Kueue LocalQueue {jp.namespace}/{jp.queue}")] if jp.queue else []),
+        *([("capacity", text)] if (text := capacity(jp)) else []),
+        *([("queue", queue(jp))] if jp.queue else []),
+        *([("topology", text)] if (text := topology_request(jp)) else []),
         *security(jp),
         *([("customized", text)] if (text := customizations(jp)) else []),
         *shadow.facts(jp),  # a CPU shadow: what it stands in for, proves and cannot prove
     ]
+
+
+def capacity(jp: JobPlan) -> str | None:
+    """How the job's nodes are obtained and what would hold it at design time (docs/capacity.md); None for a shadow,
+    whose CPU nodes exist."""
+    if jp.shadow is not None:
+        return None
+    nodes = f"{jp.processes} node{'s' if jp.processes != 1 else ''}"
+    pool = jp.pool
+    if pool.capacity == "flex-start":
+        check = provisioning_check(jp.cluster, pool.name)
+        return (
+            f"flex-start (DWS queued provisioning): the pool has no node until GKE provisions all {nodes} at once for "
+            f"Kueue's ProvisioningRequest; the workload waits, suspended, until AdmissionCheck {check} is Ready "
+            f"(rehearse: jaxinfra simulate --provision {check}@SECONDS, or @never)"
+        )
+    if pool.capacity == "spot":
+        return f"Spot VMs ({nodes}): GKE may reclaim any of them at any time (rehearse: jaxinfra simulate --preempt)"
+    if pool.capacity == "reservation":
+        return f"reservation {pool.reservation}: it must hold all {nodes} (a TPU slice: the whole slice)"
+    return f"on-demand VMs ({nodes})"
+
+
+def quota_wait(cp: ClusterPlan, jp: JobPlan) -> str | None:
+    """Why the job may wait in its queue at design time: the ClusterQueue of its pool is sized for the pool's largest
+    job (`plan.PoolQueue.quota`), so jobs that together need more are admitted one after another. None otherwise."""
+    q = next((q for q in cp.queues if jp in q.jobs), None)
+    if q is None or len(q.jobs) < 2:
+        return None
+    demand: dict[str, Decimal] = {}
+    for other in q.jobs:
+        for name, value in pod_total_requests(other).items():
+            demand[name] = demand.get(name, Decimal(0)) + scale(value, other.processes)[0]
+    quota = {name: scale(value, 1)[0] for name, value in q.quota.items()}
+    short = sorted(name for name, need in demand.items() if need > quota.get(name, Decimal(0)))
+    if not short:
+        return None
+    others = ", ".join(o.name for o in q.jobs if o is not jp)
+    return (
+        f"ClusterQueue {q.cluster_queue} holds its pool's largest job; with {others} its jobs need more "
+        f"{', '.join(short)} than that, so Kueue admits them one after another, each waiting, suspended, for the "
+        "quota the others free"
+    )
+
+
+def topology_request(jp: JobPlan) -> str | None:
+    """The job's Kueue Topology-Aware Scheduling request, and what it needs of the nodes; None without one (or in a
+    shadow, which drops it)."""
+    level = jp.job.topology
+    if level is None or jp.queue is None or jp.shadow is not None:
+        return None
+    how = (
+        f"required: Kueue admits it only once one {level} can hold them all"
+        if jp.job.topology_required
+        else f"preferred: Kueue places them in as few {level}s as it can"
+    )
+    return f"every pod within one GKE {level} ({how}), by the nodes' {GKE_TOPOLOGY_LEVELS[level]} label"
+
+
+def queue(jp: JobPlan) -> str:
+    """The job's Kueue LocalQueue, and its priority there when it sets one."""
+    priority = jp.job.queue_priority
+    return f"Kueue LocalQueue {jp.namespace}/{jp.queue}" + (
+        f", priority {priority} (WorkloadPriorityClass {workload_priority_class(jp.cluster, priority)})"
+        if priority is not None
+        else ""
+    )
 
 
 def gpu_network(jp: JobPlan) -> str | None:
@@ -310,7 +383,7 @@ def render_explanation(
     )
     for jp in cp.jobs:
         summary = Table.grid(Column(no_wrap=True), Column(overflow="fold"), padding=(0, 2))
-        for k, v in facts(jp):
+        for k, v in [*facts(jp), *([("quota", text)] if (text := quota_wait(cp, jp)) else [])]:
             summary.add_row(k, v)
         console.print(f"\n[bold]job {jp.namespace}/{jp.name}[/bold]", highlight=False)
         console.print(summary, highlight=False)

@@ -1,7 +1,7 @@
 """`jaxinfra init`: a ready repository for a team, from the templates in `jaxinfra/templates/`.
 
-One stack (CPU, TPU or GPU), the training program it runs (train/, with its Dockerfile), its
-dependencies and the images table that lets `jaxinfra simulate --run-command` run that program, the
+One stack (CPU, TPU, GPU, or GPU from flex-start capacity), the training program it runs (train/, with its
+Dockerfile), its dependencies and the images table that lets `jaxinfra simulate --run-command` run that program, the
 Pulumi and cdk8s entry points, a .gitignore and a CI workflow; the README it writes documents every
 file. Nothing is overwritten: if any file
 exists, every one of them is reported and nothing is written.
@@ -15,8 +15,9 @@ from string import Template
 
 from jaxinfra.errors import JaxinfraError, OutputError, Problem, SpecError
 
-#: The stack templates, by the name `--template` takes; the first is the default.
-TEMPLATES = ("cpu", "tpu", "gpu")
+#: The stack templates, by the name `--template` takes; the first is the default. `gpu-flex`: the gpu stack's job on a
+#: flex-start pool (DWS queued provisioning, through Kueue).
+TEMPLATES = ("cpu", "tpu", "gpu", "gpu-flex")
 
 #: Every file written: its path in the new repository -> its template (`{template}`: the chosen one).
 FILES: dict[str, str] = {

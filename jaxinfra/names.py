@@ -84,3 +84,23 @@ def checkpoint_claim(job: str) -> str:
 def queue_name(cluster: str, pool: str) -> str:
     """The Kueue ResourceFlavor and ClusterQueue of a node pool (cluster-scoped, so the cluster's name first)."""
     return f"{cluster}-{pool}"
+
+
+def gke_topology(cluster: str) -> str:
+    """The Kueue Topology of GKE's node topology levels (cluster-scoped: the cluster's name first)."""
+    return f"{cluster}-gke-topology"
+
+
+def workload_priority_class(cluster: str, value: int) -> str:
+    """The Kueue WorkloadPriorityClass of the jobs with `queue_priority=value` (cluster-scoped: the cluster's name
+    first)."""
+    return f"{cluster}-priority-{value}"
+
+
+def provisioning_check(cluster: str, pool: str) -> str:
+    """The Kueue AdmissionCheck and ProvisioningRequestConfig of a flex-start pool (both cluster-scoped)."""
+    return f"{queue_name(cluster, pool)}-{PROVISIONING_SUFFIX}"
+
+
+#: What `provisioning_check` adds to the pool's queue name.
+PROVISIONING_SUFFIX = "flex-start"

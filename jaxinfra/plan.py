@@ -34,6 +34,8 @@ from jaxinfra.names import (
     TPU_WORKER_HOSTNAMES,
     TPU_WORKER_ID,
     checkpoint_claim,
+    gke_topology,
+    provisioning_check,
     queue_name,
 )
 from jaxinfra.quantity import scale, total
@@ -438,6 +440,22 @@ class PoolQueue:
         return self.pool.name
 
     @property
+    def topology(self) -> str | None:
+        """The Kueue Topology the pool's ResourceFlavor names, where one of its jobs asks for a placement (`JaxJob.
+        topology`); None otherwise and for a shadow, whose CPU nodes carry no block labels."""
+        if self.shadow is not None or not any(jp.job.topology for jp in self.jobs):
+            return None
+        return gke_topology(self.cluster)
+
+    @property
+    def provisioning_check(self) -> str | None:
+        """The AdmissionCheck (and its ProvisioningRequestConfig) of a flex-start pool, through which Kueue obtains its
+        nodes; None for other pools and for a shadow, whose CPU pods run on nodes that exist."""
+        if not self.pool.flex_start or self.shadow is not None:
+            return None
+        return provisioning_check(self.cluster, self.pool.name)
+
+    @property
     def namespaces(self) -> tuple[str, ...]:
         return tuple(sorted({j.namespace for j in self.jobs}))
 
@@ -472,6 +490,12 @@ class ClusterPlan:
     def namespaces(self) -> tuple[str, ...]:
         """Namespaces to create: every one a job uses, except the built-in ones."""
         return tuple(sorted({j.namespace for j in self.jobs} - SYSTEM_NAMESPACES))
+
+    @property
+    def queue_priorities(self) -> tuple[int, ...]:
+        """The Kueue WorkloadPriorityClasses to render: each `queue_priority` of a queued job, once, ascending."""
+        values = {jp.job.queue_priority for jp in self.jobs if jp.queue}
+        return tuple(sorted(v for v in values if v is not None))
 
     @property
     def gpudirect(self) -> tuple[gpudirect.Stack, ...]:

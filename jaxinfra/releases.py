@@ -102,7 +102,17 @@ KUEUE = Controller(
     "0.19.2",
     KUEUE_SYSTEM,
     KUEUE_API_GROUP,
-    frozenset({"ResourceFlavor", "ClusterQueue", "LocalQueue"}),
+    frozenset(
+        {
+            "ResourceFlavor",
+            "ClusterQueue",
+            "LocalQueue",
+            "ProvisioningRequestConfig",
+            "AdmissionCheck",
+            "WorkloadPriorityClass",
+            "Topology",
+        }
+    ),
     chart="oci://registry.k8s.io/kueue/charts/kueue",
     after=("jobset", "training-operator", "trainer"),
 )

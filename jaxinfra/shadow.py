@@ -41,6 +41,8 @@ CANNOT = (
     "TPU detection (GKE's TPU webhook is not exercised: the shadow writes its env out)",
     "placement: accelerator node pools, TPU topology, one slice per node pool, accelerator quota, Spot "
     "preemption and hostNetwork",
+    "capacity: a flex-start pool's ProvisioningRequest AdmissionCheck is left out (the shadow's CPU nodes exist), so "
+    "how long DWS takes to provision the accelerators is not shown (`jaxinfra simulate --provision` rehearses it)",
 )
 
 

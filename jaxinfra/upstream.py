@@ -53,6 +53,26 @@ TPU_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 GPU_ACCELERATOR_LABEL = "cloud.google.com/gke-accelerator"
 #: The label (and taint) GKE puts on Spot VMs' nodes; a pool with `spot=True` selects and tolerates it.
 SPOT_LABEL = "cloud.google.com/gke-spot"
+#: The label of the nodes of a flex-start pool with queued provisioning, which its pods select, as xpk's workloads
+#: do (AI-Hypercomputer/xpk @ 446cfe17 src/xpk/core/capacity.py get_capacity_node_selectors_from_capacity_type), and
+#: the taint GKE gives them (NoSchedule, value "true"), which its pods tolerate.
+QUEUED_LABEL = "cloud.google.com/gke-queued"
+#: GKE's ProvisioningRequest class for flex-start with queued provisioning (GKE docs, how-to/provisioningrequest), and
+#: the node label that names the request a node was provisioned for, whose value GKE reports in the request's
+#: `status.provisioningClassDetails` under ResizeRequestName: Kueue's podSetUpdates pin the admitted pods to those
+#: nodes (AI-Hypercomputer/xpk @ 9878d93a goldens/Basic_cluster_adapt.txt, its ProvisioningRequestConfig).
+QUEUED_PROVISIONING_CLASS = "queued-provisioning.gke.io"
+#: The node labels of GKE's physical topology on the VMs it places in blocks (A4X, A4 and A3 Ultra among them: AI
+#: Hypercomputer docs, "Schedule GKE workloads with Topology Aware Scheduling"), from the widest to the narrowest,
+#: then the node itself: the levels of the Kueue Topology xpk applies (`gke-default`).
+GKE_TOPOLOGY_LEVELS = {
+    "block": "cloud.google.com/gce-topology-block",
+    "subblock": "cloud.google.com/gce-topology-subblock",
+    "host": "cloud.google.com/gce-topology-host",
+}
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+PROVISIONING_REQUEST_LABEL = "autoscaling.gke.io/provisioning-request"
+RESIZE_REQUEST_DETAIL = "ResizeRequestName"
 #: GKE's Cloud Storage FUSE CSI driver (cloud.google.com/kubernetes-engine/docs/how-to/persistent-volumes/
 #: cloud-storage-fuse-csi-driver; GoogleCloudPlatform/gcs-fuse-csi-driver pkg/webhook/mutatingwebhook.go): a `csi`
 #: volume with this driver and `volumeAttributes.bucketName`, and the pod annotation that makes GKE's webhook inject
@@ -98,8 +118,15 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"  # the storage version of the bundled CRDs;
 #: own metadata (pkg/controller/jobframework QueueNameForObject).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: Topology-Aware Scheduling: a pod template's request that all its pods land within one domain of this level (a node
+#: label of the flavor's Topology), required or preferred (pkg/controller/constants; kueue.sigs.k8s.io docs, TAS).
+TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
+TOPOLOGY_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
 #: MultiKueue's controller name (an AdmissionCheck's controllerName, a workload's managedBy).
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+#: The controller of Kueue's ProvisioningRequest admission checks (pkg/controller/admissionchecks/provisioning), whose
+#: parameters are a ProvisioningRequestConfig.
+PROVISIONING_REQUEST_CONTROLLER = "kueue.x-k8s.io/provisioning-request"
 #: Kueue's namespace (charts/kueue/README.md), which its webhooks' namespaceSelector leaves out.
 KUEUE_SYSTEM = "kueue-system"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import ROOT
+from tests.support.paths import ROOT, STACKS
 from tests.support.stacks import PAIR_IDS, PAIRS
 
 pytestmark = pytest.mark.simulator
@@ -157,7 +157,7 @@ def test_backend_override_errors(tmp_path: Path) -> None:
 def test_stdout_and_folder_arguments_skip_helpers() -> None:
     r = run("synth", "stacks", "--stdout")
     assert r.returncode == 0, r.stderr
-    assert r.stdout.count("kind: JobSet") == 4
+    assert r.stdout.count("kind: JobSet") == len(STACKS)  # one JobSet per stack
 
 
 def test_catalog_json_rows() -> None:

@@ -66,7 +66,9 @@ def test_init_writes_every_file_once_and_documents_each(template: str, tmp_path:
     assert set(project["tool"]["jaxinfra"]["simulate"]["images"].values()) == {"train"}  # the program init wrote
     assert (repo / "train/train.py").read_bytes() == (ROOT / "train/train.py").read_bytes()
     cluster = stack.load(repo / "stacks/training.py")  # a valid stack of the chosen kind
-    assert cluster.node_pools[0].accelerator.kind == template
+    kind, _, capacity = template.partition("-")
+    assert cluster.node_pools[0].accelerator.kind == kind
+    assert cluster.node_pools[0].capacity == {"flex": "flex-start"}.get(capacity, "on-demand")
 
 
 def test_second_init_refuses_and_lists_every_file(tmp_path: Path) -> None:
@@ -85,7 +87,8 @@ def test_init_refuses_a_file_where_a_folder_goes(tmp_path: Path) -> None:
     assert r.returncode == 2 and r.stderr.startswith("error: stacks = 'file': would be overwritten")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["stacks"]
     r = jaxinfra("init", ".", "--template", "arm", cwd=tmp_path)
-    assert r.returncode == 2 and "--template = 'arm': unknown template; fix: use one of cpu, tpu, gpu" in r.stderr
+    assert r.returncode == 2
+    assert "--template = 'arm': unknown template; fix: use one of cpu, tpu, gpu, gpu-flex" in r.stderr
 
 
 def test_workflow_passes_offline_linters(tmp_path: Path) -> None:

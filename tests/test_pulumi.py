@@ -110,6 +110,9 @@ def test_resource_graph(runs: dict, path: Path, provider: str) -> None:
         if r.type.startswith("kubernetes:networking.gke.io/"):  # a GPU network (tests/test_pulumi_gpudirect.py)
             assert r.parent == me and (provider == "existing" or {(POOL_T, p.name) for p in run.of(POOL_T)} <= r.deps)
             continue
+        if r.inputs["apiVersion"].startswith("kueue.x-k8s.io/") and r.parent == me:  # Cluster(kueue=True)'s queues
+            assert provider == "existing" or {res.key for res in run.of_parent("kueue")} & r.deps, r.name
+            continue
         ns, name = r.name.split("/")
         jp = next(jp for jp in cp.jobs if jp.namespace == ns and name in (jp.name, jp.checkpoint_claim))
         assert r.parent == (JOB_T, f"{ns}/{jp.name}"), "every job object is a child of its JaxJob (its claim too)"
@@ -175,7 +178,10 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
             assert {g.key for g in run.of(IAM_T)} <= r.deps, "the node account has its roles before nodes boot"
             assert r.delete_before_replace
             i = r.inputs
-            assert (i["name"], i["cluster"], i["nodeCount"], i["location"]) == (
+            # a flex-start pool has no node until DWS provisions it: autoscaled up to its hosts
+            # (tests/test_pulumi_capacity.py)
+            size = i["autoscaling"]["totalMaxNodeCount"] if spec_pool.flex_start else i["nodeCount"]
+            assert (i["name"], i["cluster"], size, i["location"]) == (
                 ps.name,
                 cluster.name,
                 ps.node_count,
@@ -192,7 +198,10 @@ def test_gke_node_pools_follow_the_catalog(runs: dict, path: Path) -> None:
                 "enableIntegrityMonitoring": True,
                 "enableSecureBoot": row.kind == "cpu",
             }
-            assert "spot" not in cfg and "reservationAffinity" not in cfg
+            assert "spot" not in cfg
+            assert cfg.get("reservationAffinity") == (
+                {"consumeReservationType": "NO_RESERVATION"} if spec_pool.flex_start else None
+            )
             if row.kind == "tpu":
                 assert ps.node_count == row.hosts
                 assert i.get("placementPolicy") == (

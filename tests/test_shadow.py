@@ -74,12 +74,15 @@ def test_shadow_keeps_the_job_and_drops_the_accelerator(path: Path, backend: str
     before, after = manifests(original), manifests(shadow(original))
     assert validate_objects(after, source=f"shadow of {path.stem}.{backend}") == []
     # the same objects (kinds, names, namespaces), Services, restart rules and Kueue queues; only the GPU networks
-    # (GKE multi-networking) are dropped, with the GPUDirect parts of the pods
+    # (GKE multi-networking) are dropped, with the GPUDirect parts of the pods, and a flex-start pool's provisioning
+    # check (the shadow's CPU nodes exist)
     assert [(o["kind"], o["metadata"]["name"], o["metadata"].get("namespace")) for o in after] == [
         (o["kind"], o["metadata"]["name"], o["metadata"].get("namespace"))
         for o in before
         if not o["apiVersion"].startswith("networking.gke.io/")
+        and o["kind"] not in ("AdmissionCheck", "ProvisioningRequestConfig")
     ]
+    assert not any("admissionChecksStrategy" in o["spec"] for o in after if o["kind"] == "ClusterQueue")
     text = json.dumps(after)
     assert "networking.gke.io/" not in text and "devices.gke.io/" not in text and "hostPath" not in text
     assert [o for o in after if o["kind"] == "Service"] == [o for o in before if o["kind"] == "Service"]

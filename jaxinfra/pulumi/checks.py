@@ -145,6 +145,15 @@ def prerequisites(cp: ClusterPlan, s: Settings) -> list[str]:
                 f"--member={workload_principal('PROJECT_NUMBER', 'PROJECT_ID', jp.namespace, jp.name)}`"
             )
     out += _gpudirect_prerequisites(cp, s)
+    for q in cp.queues if s.provider == "existing" else ():
+        if q.provisioning_check:  # the program creates the node pools with provider gke only (gke.flex_start_pool)
+            out.append(
+                f"node pool {q.pool.name} is flex-start: the cluster needs a queued-provisioning node pool for it "
+                "(`gcloud container node-pools create ... --enable-queued-provisioning --flex-start "
+                "--enable-autoscaling --num-nodes=0 --total-max-nodes=N --location-policy=ANY "
+                "--reservation-affinity=none --no-enable-autorepair`), or the ProvisioningRequests of AdmissionCheck "
+                f"{q.provisioning_check} are never provisioned and its jobs wait forever"
+            )
     if any(jp.job.network_policy for jp in cp.jobs):
         if s.provider == "existing":
             out.append(

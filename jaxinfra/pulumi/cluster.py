@@ -27,6 +27,7 @@ from jaxinfra.pulumi.gke import (
     cluster_addons,
     cluster_networking,
     cluster_security,
+    flex_start_pool,
     gke_kubeconfig,
     node_account_id,
     node_config,
@@ -89,7 +90,7 @@ class ClusterComponent(pulumi.ComponentResource):
         # Kueue (Cluster(kueue=True)): flavors, then the ClusterQueues naming them, then the LocalQueues the
         # workloads name; a workload whose LocalQueue is missing would wait, suspended, for nothing.
         self.queues: list[pulumi.CustomResource] = []
-        for m in kueue_objects(cp.queues):
+        for m in kueue_objects(cp.queues, cp.queue_priorities):
             ns = m["metadata"].get("namespace")
             deps = [
                 *serving.get(m["kind"], ()),
@@ -296,9 +297,10 @@ class ClusterComponent(pulumi.ComponentResource):
         placement = None
         if row.kind == "tpu" and row.multi_host:
             placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT", tpu_topology=row.topology)
-        elif nets and not ps.pool.spot:  # GPUDirect nodes close together, as xpk's A3 Mega, A3 Ultra and A4
-            # blueprints place them, but for Spot VMs (xpk @ 367c8382 src/xpk/core/blueprint/blueprint_generator.py
-            # `placement_policy: {type: COMPACT}` unless the capacity is Spot)
+        elif nets and ps.pool.capacity not in ("spot", "flex-start"):  # GPUDirect nodes close together, as xpk's
+            # A3 Mega, A3 Ultra and A4 blueprints place them, but for Spot VMs (xpk @ 367c8382
+            # src/xpk/core/blueprint/blueprint_generator.py `placement_policy: {type: COMPACT}` unless the capacity is
+            # Spot); and not for flex-start, where DWS places the nodes it obtains
             placement = gcp.container.NodePoolPlacementPolicyArgs(type="COMPACT")
         # gke_problems: an accelerator pool's zone is set
         zones = cast("list[str]", [s.accelerator_zone]) if row.kind != "cpu" else list(s.node_locations)
@@ -309,8 +311,9 @@ class ClusterComponent(pulumi.ComponentResource):
             project=s.project,
             location=s.location,
             node_locations=zones or None,
-            node_count=ps.node_count,
+            node_count=None if ps.pool.flex_start else ps.node_count,
             node_config=node_config(ps, s, account),
+            **flex_start_pool(ps),
             placement_policy=placement,
             network_config=nets.node_network_config() if nets else None,
             max_pods_per_node=gpudirect.PODS_PER_NODE if nets else None,

@@ -95,7 +95,32 @@ def node_config(ps: PoolSlice, s: Settings, account: pulumi.Input[str] | None) -
         kw["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
             consume_reservation_type="SPECIFIC_RESERVATION", key=RESERVATION_KEY, values=[pool.reservation]
         )
+    if pool.flex_start:  # `flex_start_pool`: flex-start VMs, never a reservation's
+        kw["flex_start"] = True
+        kw["reservation_affinity"] = gcp.container.NodePoolNodeConfigReservationAffinityArgs(
+            consume_reservation_type="NO_RESERVATION"
+        )
     return gcp.container.NodePoolNodeConfigArgs(**kw)
+
+
+def flex_start_pool(ps: PoolSlice) -> dict[str, Any]:
+    """What makes a node pool a flex-start pool with queued provisioning, beside its node config (`node_config`):
+    GKE's DWS guide (how-to/provisioningrequest: `--enable-queued-provisioning --flex-start --enable-autoscaling
+    --num-nodes=0 --total-max-nodes=N --location-policy=ANY --reservation-affinity=none --no-enable-autorepair`) and
+    xpk's flex-start capacity (AI-Hypercomputer/xpk @ 446cfe17 src/xpk/core/capacity.py
+    get_capacity_arguments_from_capacity_type). The pool has no node until a ProvisioningRequest asks for all of
+    them: autoscaled from 0 to its hosts (a TPU slice pool: its whole slice, which GKE provisions at once), in any of
+    its zones, and not auto-repaired (`--no-enable-autorepair`, as both do). Empty for other pools."""
+    if not ps.pool.flex_start:
+        return {}
+    return {
+        "initial_node_count": 0,
+        "autoscaling": gcp.container.NodePoolAutoscalingArgs(
+            total_min_node_count=0, total_max_node_count=ps.node_count, location_policy="ANY"
+        ),
+        "queued_provisioning": gcp.container.NodePoolQueuedProvisioningArgs(enabled=True),
+        "management": gcp.container.NodePoolManagementArgs(auto_repair=False, auto_upgrade=True),
+    }
 
 
 def cluster_security(s: Settings) -> dict[str, Any]:

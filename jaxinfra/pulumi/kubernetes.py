@@ -59,6 +59,16 @@ def with_skip_await(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {**manifest, "metadata": meta}
 
 
+class _Object(pulumi.CustomResource):
+    """A custom resource whose kind has fields beside metadata and spec (Kueue's WorkloadPriorityClass: `value`,
+    `description`), which pulumi_kubernetes' `apiextensions.CustomResource` does not take (its arguments: apiVersion,
+    kind, metadata, spec): registered as that class registers one, type `kubernetes:<apiVersion>:<kind>`, with every
+    field as rendered."""
+
+    def __init__(self, name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> None:
+        super().__init__(f"kubernetes:{manifest['apiVersion']}:{manifest['kind']}", name, dict(manifest), opts)
+
+
 def k8s_resource(manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """One rendered manifest as a typed pulumi_kubernetes resource; fields passed as rendered."""
     api_version, kind = manifest["apiVersion"], manifest["kind"]
@@ -70,6 +80,8 @@ def k8s_resource(manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> p
         )
     fields = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
     cls = _TYPED.get((api_version, kind))
+    if cls is None and set(fields) - {"metadata", "spec"}:
+        return _Object(logical_name(manifest), manifest, opts)
     if cls is None:
         return k8s.apiextensions.CustomResource(
             logical_name(manifest), api_version=api_version, kind=kind, opts=opts, **fields

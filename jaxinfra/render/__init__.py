@@ -50,6 +50,6 @@ def render(cp: ClusterPlan) -> list[Manifest]:
     return (
         [namespace(ns, cp.pod_security) for ns in cp.namespaces]
         + [m for stack in cp.gpudirect for m in network_objects(stack, cp.name)]
-        + kueue_objects(cp.queues)
+        + kueue_objects(cp.queues, cp.queue_priorities)
         + [m for jp in cp.jobs for m in render_job(jp)]
     )

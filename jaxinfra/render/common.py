@@ -48,6 +48,8 @@ def workload_metadata(jp: JobPlan, **extra: Any) -> dict[str, Any]:
     meta = metadata(jp, **extra)
     if jp.queue is not None:
         meta["labels"][U.QUEUE_LABEL] = jp.queue
+        if jp.job.queue_priority is not None:
+            meta["labels"][U.PRIORITY_LABEL] = N.workload_priority_class(jp.cluster, jp.job.queue_priority)
     return meta
 
 
@@ -204,7 +206,8 @@ def resources(jp: JobPlan) -> dict[str, Any]:
 
 
 def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]]:
-    """A pool's node labels to select and the tolerations its pods need, from the catalog row (and Spot)."""
+    """A pool's node labels to select and the tolerations its pods need, from the catalog row and its capacity: Spot
+    VMs and flex-start nodes each carry a label and a taint of their own (`upstream.SPOT_LABEL`, `QUEUED_LABEL`)."""
     a = pool.accelerator.row
     selector: dict[str, str] = {}
     tolerations: list[dict[str, str]] = []
@@ -217,9 +220,10 @@ def pool_placement(pool: NodePool) -> tuple[dict[str, str], list[dict[str, str]]
         selector = {U.GPU_ACCELERATOR_LABEL: a.gke_accelerator or ""}
     if a.resource:
         tolerations.append({"key": a.resource, "operator": "Exists", "effect": "NoSchedule"})
-    if pool.spot:
-        selector[U.SPOT_LABEL] = "true"
-        tolerations.append({"key": U.SPOT_LABEL, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+    capacity_label = {"spot": U.SPOT_LABEL, "flex-start": U.QUEUED_LABEL}.get(pool.capacity)
+    if capacity_label is not None:
+        selector[capacity_label] = "true"
+        tolerations.append({"key": capacity_label, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
     return selector, tolerations
 
 
@@ -283,6 +287,9 @@ def pod_template(jp: JobPlan, restart_policy: str = "Never", **spec_extra: Any) 
         annotations[U.GCSFUSE_ANNOTATION] = "true"  # GKE's webhook injects the driver's sidecar into such pods only
     if (stack := jp.gpudirect) is not None:
         gpudirect.decorate(stack, spec, container, annotations)
+    if jp.queue is not None and jp.shadow is None and (level := jp.job.topology) is not None:
+        request = U.TOPOLOGY_REQUIRED if jp.job.topology_required else U.TOPOLOGY_PREFERRED
+        annotations[request] = U.GKE_TOPOLOGY_LEVELS[level]  # Kueue's TAS: every pod within one such domain
     if annotations:
         meta["annotations"] = annotations
     return customize(jp, {"metadata": meta, "spec": spec})

@@ -19,11 +19,22 @@ from jaxinfra.spec.checkpoints import PVC, Checkpoints, GCSBucket
 from jaxinfra.spec.cluster import Cluster
 from jaxinfra.spec.env import ConfigMapRef, EnvValue, SecretRef, credential_literal
 from jaxinfra.spec.extras import Toleration
-from jaxinfra.spec.jobs import BACKENDS, Backend, JaxJob, NodePool, Resources, Shadow, Sidecar
+from jaxinfra.spec.jobs import (
+    BACKENDS,
+    CAPACITIES,
+    Backend,
+    Capacity,
+    JaxJob,
+    NodePool,
+    Resources,
+    Shadow,
+    Sidecar,
+)
 from jaxinfra.spec.problems import UNION_TAGS, path_of, problem
 
 __all__ = [
     "BACKENDS",
+    "CAPACITIES",
     "CPU",
     "GPU",
     "PVC",
@@ -31,6 +42,7 @@ __all__ = [
     "UNION_TAGS",
     "Accelerator",
     "Backend",
+    "Capacity",
     "Checkpoints",
     "Cluster",
     "ConfigMapRef",

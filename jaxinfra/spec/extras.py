@@ -16,7 +16,13 @@ from pydantic import Field, field_validator, model_validator
 
 from jaxinfra.spec.base import LABEL_KEY_FIX, LABEL_VALUE_FIX, Spec, label_key_problem, label_value_ok, subdomain
 from jaxinfra.spec.problems import problem
-from jaxinfra.upstream import GPU_ACCELERATOR_LABEL, SPOT_LABEL, TPU_ACCELERATOR_LABEL, TPU_TOPOLOGY_LABEL
+from jaxinfra.upstream import (
+    GPU_ACCELERATOR_LABEL,
+    QUEUED_LABEL,
+    SPOT_LABEL,
+    TPU_ACCELERATOR_LABEL,
+    TPU_TOPOLOGY_LABEL,
+)
 
 _POINTER = re.compile(r"^(/([^~]|~[01])*)*$")
 
@@ -26,6 +32,7 @@ POOL_SELECTORS: dict[str, str] = {
     TPU_TOPOLOGY_LABEL: "the pool's TPU topology",
     GPU_ACCELERATOR_LABEL: "the pool's accelerator",
     SPOT_LABEL: "NodePool(spot=True)",
+    QUEUED_LABEL: "NodePool(flex_start=True)",
 }
 
 #: RFC 6902 operations and the members each one needs (beside `op`).

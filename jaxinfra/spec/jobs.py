@@ -44,6 +44,23 @@ else:
     Backend = Literal[BACKENDS]  # a new backend module adds a choice
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+#: A reservation as GKE's node pools take it (how-to/consuming-reservations): its name (a Compute Engine resource name,
+#: RFC 1035), `projects/PROJECT/reservations/NAME` for one shared by another project, and either followed by
+#: `/reservationBlocks/BLOCK` (and `/reservationSubBlocks/SUB_BLOCK`) to target a block of it.
+_NAME = r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?"
+_RESERVATION = re.compile(
+    rf"^(projects/[a-z][-a-z0-9.:]{{4,60}}[a-z0-9]/reservations/)?{_NAME}"
+    rf"(/reservationBlocks/{_NAME}(/reservationSubBlocks/{_NAME})?)?$"
+)
+
+#: How a node pool's nodes are obtained (`NodePool.capacity`); the first is the default.
+CAPACITIES = ("on-demand", "spot", "reservation", "flex-start")
+if TYPE_CHECKING:
+    Capacity = str
+else:
+    Capacity = Literal[CAPACITIES]
+#: The NodePool fields that each choose a capacity other than on-demand; at most one is set.
+CAPACITY_FIELDS = ("spot", "reservation", "flex_start")
 
 
 class NodePool(Spec):
@@ -54,10 +71,56 @@ class NodePool(Spec):
     accelerator: Accelerator = Field(
         description="What each node carries: TPU(...) (one node pool per slice), GPU(...) or CPU(...)."
     )
-    spot: bool = Field(False, description="Use Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
-    reservation: str | None = Field(None, description="Name of a capacity reservation to consume.")
+    spot: bool = Field(False, description="Capacity from Spot VMs: pods select and tolerate cloud.google.com/gke-spot.")
+    reservation: str | None = Field(
+        None,
+        description="Capacity from this Compute Engine reservation (specific reservation affinity): its name, "
+        "projects/PROJECT/reservations/NAME for one shared with this project, either followed by "
+        "/reservationBlocks/BLOCK for one of its blocks; it must hold every node of the pool (a TPU slice pool: the "
+        "whole slice).",
+    )
+    flex_start: bool = Field(
+        False,
+        description="Capacity from flex-start with queued provisioning (GKE's Dynamic Workload Scheduler): the pool "
+        "has no node until Kueue's ProvisioningRequest obtains every node a job needs at once (a TPU slice pool: its "
+        "whole slice), and gives them back when the job ends. GPU and TPU pools, Cluster(kueue=True). None of spot, "
+        "reservation, flex_start: on-demand VMs.",
+    )
 
     _name = field_validator("name")(lambda v: dns_label(v, 40))
+
+    @field_validator("reservation")
+    @classmethod
+    def _reservation(cls, v: str | None) -> str | None:
+        if v is not None and not _RESERVATION.match(v):
+            raise problem(
+                "not a Compute Engine reservation",
+                "use the reservation's name (lower-case letters, digits and '-', starting with a letter, at most 63), "
+                "projects/PROJECT/reservations/NAME for a shared one, then /reservationBlocks/BLOCK for a block",
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _one_capacity(self) -> NodePool:
+        """One way to obtain the pool's nodes, as xpk takes one of --on-demand, --reservation, --spot and --flex
+        (AI-Hypercomputer/xpk @ 446cfe17 src/xpk/core/capacity.py `get_capacity_type`)."""
+        chosen = [f for f in CAPACITY_FIELDS if getattr(self, f)]
+        if len(chosen) > 1:
+            raise problem(
+                f"{' and '.join(chosen)} are each a way to obtain the pool's nodes; a node pool has one",
+                "keep one of spot=True, reservation='NAME' or flex_start=True (none of them: on-demand)",
+                chosen[-1],
+            )
+        return self
+
+    @property
+    def capacity(self) -> Capacity:
+        """How the pool's nodes are obtained: its one capacity field, else on-demand (the default)."""
+        if self.flex_start:
+            return "flex-start"
+        if self.reservation is not None:
+            return "reservation"
+        return "spot" if self.spot else "on-demand"
 
 
 class Resources(Spec):
@@ -231,6 +294,27 @@ class JaxJob(Spec):
         None,
         description="PriorityClass of the pods (priorityClassName); it must exist "
         "in the cluster. None: the cluster's default priority.",
+    )
+    queue_priority: int | None = Field(
+        None,
+        ge=0,
+        le=1_000_000_000,
+        description="Kueue only (Cluster(kueue=True)): the workload's priority in its queue, as a "
+        "WorkloadPriorityClass `<cluster>-priority-<value>` that jaxinfra renders and the workload names (label "
+        "kueue.x-k8s.io/priority-class): Kueue admits higher first and may preempt lower for it. Apart from the pods' "
+        "scheduling priority (priority_class). None: Kueue takes the pods' priority, else 0.",
+    )
+    topology: Literal["block", "subblock", "host"] | None = Field(
+        None,
+        description="Kueue Topology-Aware Scheduling (Cluster(kueue=True), GPU pools): place every pod of the job "
+        "within one GKE block, sub-block or host (the nodes' cloud.google.com/gce-topology-* labels, which GKE sets on "
+        "the VMs it places in blocks: A4X, A4 and A3 Ultra among them); preferred unless topology_required. jaxinfra "
+        "renders the Topology and names it on the pool's ResourceFlavor. None: no placement request.",
+    )
+    topology_required: bool = Field(
+        False,
+        description="With topology: Kueue admits the job only where one domain holds all its pods "
+        "(podset-required-topology); False: as close as it can (podset-preferred-topology).",
     )
     tolerations: tuple[Toleration, ...] = Field(
         (), description="Tolerations added after the ones jaxinfra renders for the pool (TPU/GPU taints, Spot)."

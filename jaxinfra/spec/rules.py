@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Protocol
 from jaxinfra import backends, gpudirect
 from jaxinfra.backends import JobNames
 from jaxinfra.errors import Problem
-from jaxinfra.names import CHECKPOINT_ENV, MAX_NAME, checkpoint_claim, queue_name
+from jaxinfra.names import CHECKPOINT_ENV, MAX_NAME, checkpoint_claim, provisioning_check, queue_name
 from jaxinfra.spec.checkpoints import PVC
-from jaxinfra.upstream import QUEUE_LABEL, SYSTEM_NAMESPACES
+from jaxinfra.upstream import PRIORITY_LABEL, QUEUE_LABEL, SYSTEM_NAMESPACES
 
 if TYPE_CHECKING:
     from jaxinfra.spec.jobs import JaxJob, NodePool, Shadow
@@ -58,6 +58,8 @@ def cross_object_problems(cluster: Tree) -> list[Problem]:
                 Problem(f"node_pools[{i}].name", p.name, "duplicate node pool name", "give each pool its own name")
             )
         seen_pools.add(p.name)
+        if p.flex_start:
+            out.extend(_flex_start_problems(f"node_pools[{i}]", cluster, p))
     seen_jobs: set[tuple[str, str]] = set()
     claims: dict[tuple[str, str], str] = {}  # rendered checkpoint claims: (namespace, name) -> the job that renders it
     for i, job in enumerate(cluster.jobs):
@@ -85,22 +87,97 @@ def cross_object_problems(cluster: Tree) -> list[Problem]:
         out.extend(_backend_problems(at, job, pool))
         if cluster.kueue:
             out.extend(_kueue_job_problems(at, job, pool))
+        elif job.queue_priority is not None:
+            out.append(
+                Problem(
+                    f"{at}.queue_priority",
+                    job.queue_priority,
+                    "a priority in Kueue's queues, and the cluster has no Kueue",
+                    "set Cluster(kueue=True), or remove queue_priority (priority_class orders the pods themselves)",
+                )
+            )
+        if job.topology is not None:
+            out.extend(_topology_problems(at, cluster, job, pool))
+        elif job.topology_required:
+            out.append(
+                Problem(
+                    f"{at}.topology_required",
+                    True,
+                    "a required placement needs its level",
+                    "set topology='block', 'subblock' or 'host', or remove topology_required",
+                )
+            )
         out.extend(_name_problems(at, job, pool))
         out.extend(_pod_security_problems(at, cluster, job, pool))
         if cluster.shadow is not None:
             out.extend(_shadow_problems(at, job, pool))
     if cluster.kueue:
         for i, pool in enumerate(cluster.node_pools):
-            name = queue_name(cluster.name, pool.name)
+            name, what = queue_name(cluster.name, pool.name), "ResourceFlavor and ClusterQueue"
+            if pool.flex_start:  # the longest of a flex-start pool's Kueue names
+                name, what = provisioning_check(cluster.name, pool.name), "AdmissionCheck and ProvisioningRequestConfig"
             if len(name) > MAX_NAME:
                 out.append(
                     Problem(
                         f"node_pools[{i}].name",
                         pool.name,
-                        f"Kueue ResourceFlavor and ClusterQueue {name!r} is {len(name)} characters, over {MAX_NAME}",
+                        f"Kueue {what} {name!r} is {len(name)} characters, over {MAX_NAME}",
                         f"shorten the cluster or pool name by at least {len(name) - MAX_NAME} characters",
                     )
                 )
+    return out
+
+
+def _flex_start_problems(at: str, cluster: Tree, pool: NodePool) -> list[Problem]:
+    """What flex-start with queued provisioning needs beyond the pool: GKE obtains such a pool's nodes only for a
+    ProvisioningRequest (GKE docs, how-to/provisioningrequest), which Kueue's admission check creates, and DWS
+    provisions GPUs and TPUs only."""
+    out = []
+    if pool.accelerator.row.kind == "cpu":
+        out.append(
+            Problem(
+                f"{at}.flex_start",
+                True,
+                f"flex-start with queued provisioning obtains GPU and TPU nodes; pool {pool.name} is CPU",
+                "remove flex_start (on-demand or spot=True), or give the pool a GPU(...) or TPU(...)",
+            )
+        )
+    if not cluster.kueue:
+        out.append(
+            Problem(
+                f"{at}.flex_start",
+                True,
+                f"pool {pool.name} gets nodes only for a ProvisioningRequest, which Kueue's admission check creates; "
+                "without Kueue its jobs would pend forever",
+                "set Cluster(kueue=True), or remove flex_start",
+            )
+        )
+    return out
+
+
+def _topology_problems(at: str, cluster: Tree, job: JaxJob, pool: NodePool) -> list[Problem]:
+    """Topology-Aware Scheduling is Kueue's, over GKE's block labels of GPU VMs; a TPU slice is one placement already
+    (its own node pool, a compact placement)."""
+    out = []
+    if not cluster.kueue:
+        out.append(
+            Problem(
+                f"{at}.topology",
+                job.topology,
+                "Topology-Aware Scheduling is Kueue's, and the cluster has no Kueue",
+                "set Cluster(kueue=True), or remove topology",
+            )
+        )
+    if pool.accelerator.row.kind != "gpu":
+        out.append(
+            Problem(
+                f"{at}.topology",
+                job.topology,
+                f"GKE's block topology labels are on GPU VMs; pool {pool.name} is {pool.accelerator.row.kind} "
+                "(a TPU slice is one placement already: its own node pool)",
+                "remove topology",
+            )
+        )
     return out
 
 
@@ -206,6 +283,15 @@ def _checkpoint_problems(at: str, job: JaxJob, claims: dict[tuple[str, str], str
 
 def _kueue_job_problems(at: str, job: JaxJob, pool: NodePool) -> list[Problem]:
     out = []
+    if PRIORITY_LABEL in job.labels:
+        out.append(
+            Problem(
+                f"{at}.labels.{PRIORITY_LABEL}",
+                job.labels[PRIORITY_LABEL],
+                "set by jaxinfra from queue_priority",
+                "remove it; set queue_priority=N instead (jaxinfra renders its WorkloadPriorityClass)",
+            )
+        )
     if QUEUE_LABEL in job.labels:
         out.append(
             Problem(

@@ -28,7 +28,13 @@ from jaxinfra.admission.plugins.limitranger import limit_ranges
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.errors import Problem
 from jaxinfra.podresources import exact_pod_requests
-from jaxinfra.upstream import NAMESPACE_NAME_LABEL, QUEUE_LABEL
+from jaxinfra.upstream import (
+    KUEUE_API_GROUP,
+    NAMESPACE_NAME_LABEL,
+    PRIORITY_LABEL,
+    PROVISIONING_REQUEST_CONTROLLER,
+    QUEUE_LABEL,
+)
 from jaxinfra_sim.controllers.base import api_error
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
 from jaxinfra_sim.selectors import label_selector, matches
@@ -167,6 +173,7 @@ class Admission:
     admitted: bool
     note: str
     fix: str = ""
+    provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
 
 
 def pod_requests(pod_spec: Mapping) -> dict[str, Fraction]:
@@ -193,6 +200,24 @@ def _fits_flavor(flavor: Mapping, pod_spec: Mapping) -> str | None:
                 f"flavor {meta(flavor).get('name')} has taint "
                 f"{taint.get('key')}={taint.get('value', '')}:{taint.get('effect')} the pods do not tolerate"
             )
+    return None
+
+
+def _fits_topology(flavor: Mapping, requests: Mapping[str, str], objects: Objects) -> str | None:
+    """Why a ResourceFlavor cannot take pods with a podset topology request (kueue pkg/scheduler/flavorassigner/
+    tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS): it names no Topology, or its Topology lacks the level."""
+    if not requests:
+        return None
+    name = meta(flavor).get("name")
+    topology = (flavor.get("spec") or {}).get("topologyName")
+    if not topology:
+        return f'Flavor "{name}" does not support TopologyAwareScheduling'
+    found = objects.kueue.get(("Topology", "", str(topology)))
+    if found is None:
+        return f'Flavor "{name}" names Topology {topology}, which does not exist'
+    levels = {str(level.get("nodeLabel")) for level in (found.get("spec") or {}).get("levels") or []}
+    if missing := sorted(set(requests.values()) - levels):
+        return f'Flavor "{name}" does not contain the requested level ({", ".join(missing)})'
     return None
 
 
@@ -225,20 +250,28 @@ def admission_checks(cluster_queue_spec: Mapping[str, Any]) -> list[str]:
 
 
 def kueue(
-    namespace: str, labels: Mapping[str, str], groups_of_pods: Sequence[tuple[int, Mapping]], objects: Objects
+    namespace: str,
+    labels: Mapping[str, str],
+    groups_of_pods: Sequence[tuple[int, Mapping]],
+    objects: Objects,
+    topology: Mapping[str, str] | None = None,
 ) -> Admission | None:
     """Whether Kueue admits a workload (`groups_of_pods`: how many pods of which pod spec), all at once, as its
     scheduler decides:
     its LocalQueue exists and points to an existing, active ClusterQueue whose namespaceSelector admits the
     namespace; every resource the pods request is covered by a resource group; and in each group one flavor (the
     first that fits, in order) has the nominal quota for the whole workload and suits the pods' nodeSelector and
-    tolerations. None: not a Kueue workload. Sources: kueue.sigs.k8s.io docs (Cluster Queue, Local Queue,
-    Resource Flavor; "Run a JobSet"), pkg/scheduler/flavorassigner.
+    tolerations, and where the pods carry a podset topology request (`topology`), has a Topology with its level. None:
+    not a Kueue workload. Sources: kueue.sigs.k8s.io docs (Cluster Queue, Local Queue, Resource Flavor; "Run a
+    JobSet"), pkg/scheduler/flavorassigner.
 
     Not emulated: cohorts and borrowing, preemption, fair sharing, other workloads' usage (the simulator runs
-    workloads one after another, so each is checked against the whole quota), TAS, and what an admission check's
+    workloads one after another, so each is checked against the whole quota), TAS's placement into topology domains
+    (the simulator's nodes carry no topology labels), and what an admission check's
     controller decides: a ClusterQueue referencing an AdmissionCheck that does not exist is inactive, as Kueue makes it
-    (pkg/cache/clusterqueue.go: AdmissionCheckNotFound); one that exists is taken as Ready, with a note."""
+    (pkg/cache/clusterqueue.go: AdmissionCheckNotFound), and so is one whose ProvisioningRequest check names no
+    ProvisioningRequestConfig; the ProvisioningRequest checks of an admitted workload are returned for the engine to
+    play (`provisioned`); another controller's check is taken as Ready, with a note."""
     queue = labels.get(QUEUE_LABEL)
     if queue is None:
         return None
@@ -254,6 +287,14 @@ def kueue(
             False,
             f"LocalQueue {namespace}/{queue} does not exist",
             f"add the LocalQueue {namespace}/{queue} (and its ClusterQueue) to the manifests, or name an existing one",
+        )
+    priority = labels.get(PRIORITY_LABEL)
+    if priority is not None and ("WorkloadPriorityClass", "", priority) not in objects.kueue:
+        return Admission(  # kueue pkg/controller/jobframework: the Workload is not created, the job stays suspended
+            False,
+            f"WorkloadPriorityClass {priority} (its {PRIORITY_LABEL} label) does not exist, so Kueue creates no "
+            "Workload for it",
+            f"add the WorkloadPriorityClass {priority} to the manifests, or remove the label",
         )
     cq_name = str((local.get("spec") or {}).get("clusterQueue", ""))
     cq = objects.kueue.get(("ClusterQueue", "", cq_name))
@@ -283,6 +324,14 @@ def kueue(
             f"missing AdmissionCheck(s): {','.join(absent)}.",
             f"add the AdmissionCheck {', '.join(absent)} to the manifests, or take it out of ClusterQueue {cq_name}",
         )
+    if inactive := next(filter(None, (_inactive_check(c, objects) for c in checks)), None):
+        check, why, fix = inactive
+        return Admission(
+            False,
+            f"ClusterQueue {cq_name} is inactive (AdmissionCheckInactive): its AdmissionCheck {check} is not active "
+            f"({why})",
+            fix,
+        )
     ns_labels = {**objects.namespace_labels.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
     if not matches(label_selector(spec.get("namespaceSelector")), ns_labels):
         return Admission(
@@ -305,6 +354,7 @@ def kueue(
             f"cover {', '.join(uncovered)} in one of ClusterQueue {cq_name}'s resourceGroups",
         )
     chosen = []
+    topology_misses = False  # a flavor was passed over for the pods' topology request
     for group in groups:
         wanted = {r: need[r] for r in map(str, group.get("coveredResources") or []) if r in need}
         if not wanted:
@@ -322,6 +372,8 @@ def kueue(
                 if v > quota.get(r, Fraction(0))
             ]
             unsuited = next(filter(None, (_fits_flavor(flavor, spec) for _, spec in groups_of_pods)), None)
+            if unsuited is None and (unsuited := _fits_topology(flavor, topology or {}, objects)):
+                topology_misses = True
             if not short and unsuited is None:
                 chosen.append(
                     f"{entry.get('name')}: "
@@ -337,16 +389,103 @@ def kueue(
             return Admission(
                 False,
                 f"ClusterQueue {cq_name}: {'; '.join(why_not) or 'no flavor'}",
-                f"raise the nominalQuota of ClusterQueue {cq_name} (or lower the workload's requests) so that all "
+                f"name a Topology with level {', '.join(sorted(set((topology or {}).values())))} as the "
+                f"topologyName of a flavor of ClusterQueue {cq_name} (jaxinfra renders both for JaxJob(topology=...)), "
+                "or remove the pods' podset topology request"
+                if topology_misses
+                else f"raise the nominalQuota of ClusterQueue {cq_name} (or lower the workload's requests) so that all "
                 f"{pods} pods fit at once",
             )
+    provisioning = tuple(c for c in checks if _controller(c, objects) == PROVISIONING_REQUEST_CONTROLLER)
+    others = [c for c in checks if c not in provisioning]
     waits = (
-        f"; its AdmissionCheck(s) {', '.join(checks)} are not played here: on a cluster the workload waits until each "
-        "is Ready (a ProvisioningRequest check: until the capacity is provisioned), then runs as here"
-        if checks
+        f"; its AdmissionCheck(s) {', '.join(others)} are not played here: on a cluster the workload waits until each "
+        "is Ready, then runs as here"
+        if others
         else ""
     )
+    how = f"ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})"
     return Admission(
         True,
-        f"admitted by Kueue to ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})" + waits,
+        (
+            f"Kueue reserves its quota in {how} and admits it once its ProvisioningRequest AdmissionCheck(s) "
+            f"{', '.join(provisioning)} are Ready"
+            if provisioning
+            else f"admitted by Kueue to {how}"
+        )
+        + waits,
+        provisioning=provisioning,
+    )
+
+
+def _controller(check: str, objects: Objects) -> str:
+    return str((objects.kueue[("AdmissionCheck", "", check)].get("spec") or {}).get("controllerName", ""))
+
+
+def _inactive_check(check: str, objects: Objects) -> tuple[str, str, str] | None:
+    """A ProvisioningRequest AdmissionCheck that Kueue's controller marks inactive, and why: its parameters must name
+    an existing ProvisioningRequestConfig (kueue pkg/controller/admissionchecks/provisioning/
+    admissioncheck_reconciler.go: Active False, BadParametersRef, the lookup's error); a ClusterQueue naming it admits
+    nothing (AdmissionCheckInactive). Other controllers' checks are taken as active. The check, why, and the fix."""
+    if _controller(check, objects) != PROVISIONING_REQUEST_CONTROLLER:
+        return None
+    params = (objects.kueue[("AdmissionCheck", "", check)].get("spec") or {}).get("parameters") or {}
+    name = str(params.get("name", ""))
+    if params.get("kind") != "ProvisioningRequestConfig" or params.get("apiGroup") != KUEUE_API_GROUP or not name:
+        return (
+            check,
+            "BadParametersRef: bad parameters reference",
+            f"set AdmissionCheck {check}'s parameters to {{apiGroup: {KUEUE_API_GROUP}, kind: "
+            "ProvisioningRequestConfig, name: ...}",
+        )
+    if ("ProvisioningRequestConfig", "", name) not in objects.kueue:
+        return (
+            check,
+            f'BadParametersRef: provisioningrequestconfigs.kueue.x-k8s.io "{name}" not found',
+            f"add the ProvisioningRequestConfig {name} to the manifests, or name an existing one in AdmissionCheck "
+            f"{check}'s parameters",
+        )
+    return None
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """What Kueue's ProvisioningRequest checks did to a workload before it was admitted (`provisioned`): ready after
+    `seconds` (the longest; simulated, not waited), or never (`pending`: the check that never became Ready)."""
+
+    seconds: float
+    note: str
+    pending: str | None = None
+
+
+def provisioned(workload: str, checks: Sequence[str], rehearsed: Mapping[str, float | None]) -> Provisioned | None:
+    """Kueue's ProvisioningRequest admission checks, played: each check's ProvisioningRequest is provisioned after the
+    delay `--provision CHECK@SECONDS` rehearses, never with `--provision CHECK@never`, or at once without the flag
+    (a note says so). Kueue reserves the workload's quota, creates one ProvisioningRequest per check and admits the
+    workload only once every check is Ready (kueue pkg/controller/admissionchecks/provisioning/controller.go; GKE
+    docs, how-to/provisioningrequest): until then it stays suspended and no pod exists. None: no check holds it."""
+    if not checks:
+        return None
+    never = [c for c in checks if c in rehearsed and rehearsed[c] is None]
+    if never:
+        return Provisioned(
+            0.0,
+            f"held by Kueue: AdmissionCheck {never[0]} stays Pending (--provision {never[0]}@never: its "
+            "ProvisioningRequest is never provisioned), so the workload keeps its quota reserved and stays suspended; "
+            "on a cluster it would wait for the capacity",
+            pending=never[0],
+        )
+    delays = {c: rehearsed.get(c) or 0.0 for c in checks}
+    longest = max(delays.values())
+    said = [f"{c} after {delays[c]:g} s (--provision)" for c in checks if c in rehearsed]
+    said += [
+        f"{c} at once, as no --provision names it (rehearse a wait with --provision {c}@SECONDS, capacity that never "
+        f"arrives with --provision {c}@never)"
+        for c in checks
+        if c not in rehearsed
+    ]
+    return Provisioned(
+        longest,
+        f"{workload} held by Kueue {longest:g} s (simulated, not waited), its quota reserved, until its "
+        f"ProvisioningRequest AdmissionCheck(s) were Ready: {'; '.join(said)}",
     )

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
-from jaxinfra.upstream import QUEUE_LABEL
+from jaxinfra.upstream import QUEUE_LABEL, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
 from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, model
 from jaxinfra_sim.dns import ClusterDns
 from jaxinfra_sim.errors import InvalidArgument
@@ -114,7 +114,11 @@ def _workload(
     )
     checker.findings.extend(env_problems)
     queued = admission.kueue(
-        draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects
+        draft.namespace,
+        draft.labels,
+        [(job.completions, job.pod_spec) for job in draft.jobs],
+        objects,
+        _topology_requests(draft),
     )
     if queued is not None and not queued.admitted:
         checker.findings.add(
@@ -141,6 +145,7 @@ def _workload(
         restart=draft.restart,
         problems=tuple(draft.problems + (draft.jax_problems if check_all else []) + checker.findings.problems()),
         notes=((queued.note,) if queued is not None and queued.admitted else ())
+        + (_topology_note(draft) if queued is not None and queued.admitted else ())
         + tuple(checker.notes.values())
         + tuple(
             f"{p.where} = {p.value}: --run-command runs its pods as the Job says; if they are one JAX group: {p.fix}"
@@ -150,6 +155,33 @@ def _workload(
         gates=draft.gates,
         waves=_waves(draft),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
+        provisioning=queued.provisioning if queued is not None and queued.admitted else (),
+    )
+
+
+def _topology_requests(draft: controllers.Draft) -> dict[str, str]:
+    """The pods' Kueue podset topology requests (annotation -> level), which `admission.kueue` checks the flavor for."""
+    return {
+        key: str(value)
+        for job in draft.jobs
+        for key, value in sorted((job.pod_annotations or {}).items())
+        if key in (TOPOLOGY_REQUIRED, TOPOLOGY_PREFERRED)
+    }
+
+
+def _topology_note(draft: controllers.Draft) -> tuple[str, ...]:
+    """Kueue's Topology-Aware Scheduling is checked (the flavor's Topology has the level: `admission.kueue`), not played
+    (the simulator's nodes carry no topology labels): a note for the pods' podset topology request, what it would do
+    on a cluster."""
+    return tuple(
+        f"its pods' topology request {key}: {value} is not played here: on a cluster Kueue admits the workload "
+        + (
+            "only once one such domain has room for all its pods"
+            if key == TOPOLOGY_REQUIRED
+            else "into the fewest such domains it can"
+        )
+        + " (the nodes' topology labels, through the ResourceFlavor's Topology)"
+        for key, value in _topology_requests(draft).items()
     )
 
 
@@ -159,7 +191,11 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
     workload it never admits stays suspended, its runtime never used (the same verdict as a served workload's); then
     its own suspend field, outside Kueue (`engine.SUSPENDED`); else the refusal."""
     queued = admission.kueue(
-        draft.namespace, draft.labels, [(job.completions, job.pod_spec) for job in draft.jobs], objects
+        draft.namespace,
+        draft.labels,
+        [(job.completions, job.pod_spec) for job in draft.jobs],
+        objects,
+        _topology_requests(draft),
     )
     problems: tuple[Problem, ...] = ()
     if queued is not None and not queued.admitted:

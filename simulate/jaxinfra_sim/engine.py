@@ -22,7 +22,19 @@ from jaxinfra.upstream import JOBSET_NAME_LABEL
 
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
-from jaxinfra_sim import capacity, controllers, events, eviction, model, paths, rootfs, runtime, sandbox, volumes
+from jaxinfra_sim import (
+    admission,
+    capacity,
+    controllers,
+    events,
+    eviction,
+    model,
+    paths,
+    rootfs,
+    runtime,
+    sandbox,
+    volumes,
+)
 from jaxinfra_sim.container import Credentials
 from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
@@ -75,6 +87,7 @@ class WorkloadResult:
     recreated: int = 0  # times its pods were recreated (new names and IPs); in-place restarts keep them
     replacements: int = 0  # pods its Jobs created in place of failed ones while the others ran on
     manifests: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)  # its cluster's objects
+    held: admission.Provisioned | None = None  # what Kueue's ProvisioningRequest checks held it for, before it ran
 
     @property
     def restarts(self) -> int:
@@ -95,6 +108,9 @@ class WorkloadResult:
             "restarts": self.restarts,
             "problems": [_problem(p) for p in w.problems],
             "notes": list(w.notes),
+            "held": None
+            if self.held is None
+            else {"seconds": self.held.seconds, "pending": self.held.pending, "note": self.held.note},
             "attempts": [
                 {
                     "index": a.index,
@@ -483,6 +499,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     started = time.monotonic()
     deadline = started + options.timeout
     report = _plan(sources, not options.run_command, options.host_paths, options.k8s_client, options.images)
+    report.problems += _unknown_checks(report, options)
     runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
@@ -531,6 +548,25 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                     sim.node.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _unknown_checks(report: Report, options: Options) -> tuple[Problem, ...]:
+    """A --provision naming no ProvisioningRequest AdmissionCheck that a workload here waits for would rehearse
+    nothing: each is a problem, with the checks there are."""
+    known = sorted({c for r in report.results for c in r.workload.provisioning})
+    return tuple(
+        Problem(
+            "--provision",
+            check,
+            "no workload here waits for a ProvisioningRequest AdmissionCheck of this name",
+            f"use one of {', '.join(known)}"
+            if known
+            else "remove it: no ClusterQueue of these inputs names an AdmissionCheck of Kueue's ProvisioningRequest "
+            "controller (a flex-start pool: NodePool(flex_start=True) with Cluster(kueue=True))",
+        )
+        for check in options.faults.provision
+        if check not in known
+    )
 
 
 def admit(runnable: Sequence[WorkloadResult], options: Options) -> None:
@@ -636,12 +672,16 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
     if result.workload.suspended is not None:
         result.verdict, result.reason = Verdict.NOT_FINISHED, f"{result.workload.suspended} is true: {SUSPENDED}"
         return
+    wid = result.workload.id
+    result.held = admission.provisioned(wid, result.workload.provisioning, sim.options.faults.provision)
+    if result.held is not None and result.held.pending is not None:  # Kueue never admits it: it waits, not fails
+        result.verdict, result.reason = Verdict.NOT_FINISHED, result.held.note
+        return
     options = sim.options
     failures: Failures = {}
     job_started: dict[
         tuple[str, int], float
     ] = {}  # each child Job's startTime: its activeDeadlineSeconds count from it
-    wid = result.workload.id
     base = sim.ip_base()
     started = 0.0
     while True:

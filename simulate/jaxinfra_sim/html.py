@@ -200,6 +200,8 @@ def _workload(result: WorkloadResult, lanes: Sequence[Lane], logs: Logs, index: 
     ]
     if result.reason:
         parts.append(f'<p class="reason">{escape(result.reason)}</p>')
+    if result.held is not None and result.held.pending is None:  # what Kueue's provisioning checks held it for
+        parts.append(f'<p class="reason">held: {escape(result.held.note)}</p>')
     if w.problems:
         parts.append("<ul>" + "".join(f'<li class="reason">{escape(str(p))}</li>' for p in w.problems) + "</ul>")
     if w.pods:

@@ -63,6 +63,18 @@ PASSIVE_KINDS = frozenset(
 )
 
 
+#: The Kueue objects that decide a workload's admission (`admission.kueue`), kept by (kind, namespace, name).
+KUEUE_KINDS = (
+    "LocalQueue",
+    "ClusterQueue",
+    "ResourceFlavor",
+    "AdmissionCheck",
+    "ProvisioningRequestConfig",
+    "WorkloadPriorityClass",
+    "Topology",
+)
+
+
 def load_files(paths: Iterable[str | Path]) -> list[dict]:
     """Every manifest of some multi-document YAML files; all unreadable files reported at once."""
     manifests, problems = yamlio.read_manifests(paths)
@@ -181,9 +193,7 @@ class Objects:
             self.claims.add(key)
         elif kind == "Namespace":
             self.namespace_labels[key[1]] = strings(meta(obj).get("labels"))
-        elif kind in ("LocalQueue", "ClusterQueue", "ResourceFlavor", "AdmissionCheck") and str(
-            obj.get("apiVersion", "")
-        ).startswith(f"{KUEUE_API_GROUP}/"):
+        elif kind in KUEUE_KINDS and str(obj.get("apiVersion", "")).startswith(f"{KUEUE_API_GROUP}/"):
             self.kueue[(kind, key[0] if kind == "LocalQueue" else "", key[1])] = obj
         elif kind == "PriorityClass" and isinstance(obj.get("value"), int):
             self.priority_classes[key[1]] = obj["value"]

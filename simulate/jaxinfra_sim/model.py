@@ -267,6 +267,8 @@ class Workload:
     notes: tuple[str, ...] = ()  # what was decided or not checked on the way (Kueue's admission)
     success: tuple[Success, ...] = ()  # complete before every pod has succeeded once one is met (successPolicy)
     suspended: str | None = None  # the field that suspends it ("spec.suspend"), outside Kueue: no pod is created
+    # Kueue's ProvisioningRequest AdmissionChecks it waits for, quota reserved, before Kueue admits it (--provision)
+    provisioning: tuple[str, ...] = ()
     gates: tuple[Gate, ...] = ()  # pods created only once other Jobs are ready or complete (a JobSet's dependsOn)
     waves: tuple[tuple[tuple[int, ...], int], ...] = ()  # (a Job's pod positions, its parallelism) where that is less
     # than its completions: its controller keeps at most that many of its pods active, the lowest index first

@@ -28,6 +28,9 @@ class Faults:
     preempt: Mapping[str, float] = field(
         default_factory=dict
     )  # SIGTERM this long after it starts, SIGKILL after its grace
+    # Kueue's ProvisioningRequest AdmissionChecks, by name: provisioned this long after the workload is queued (None:
+    # never); a check not named is Ready at once
+    provision: Mapping[str, float | None] = field(default_factory=dict)
 
     @staticmethod
     def matches(selector: str, pod: model.Pod) -> bool:
