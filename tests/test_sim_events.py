@@ -82,6 +82,25 @@ def test_a_failing_liveness_probe_records_unhealthy_then_killing_and_a_stopped_c
     assert rc == 1, out  # the stopped sleep ends by the grace period's SIGKILL: the pod fails, the Job with it
 
 
+def test_a_liveness_probe_whose_command_the_container_lacks_errors_and_never_kills(tmp_path: Path) -> None:
+    """An exec probe naming a program not in the container: runc cannot start it, ExecSync's error, which the
+    kubelet's prober makes probe.Unknown and throws away (kubernetes/kubernetes#106682): no Unhealthy failure, no
+    kill, the container runs to its end and the Job completes. Its twin whose command exits 1 is killed."""
+    missing = {"exec": {"command": ["no-such-probe"]}, "periodSeconds": 1, "failureThreshold": 1}
+    failing = {"exec": {"command": ["sh", "-c", "exit 1"]}, "periodSeconds": 1, "failureThreshold": 1}
+    for probe, completes in ((missing, True), (failing, False)):
+        job = indexed_job("probed", _pod("sleep 3", livenessProbe=probe), 1, backoffLimit=0)
+        (tmp_path / "job.yaml").write_text(dump([job]))
+        rc, report, out = simulate_cli(str(tmp_path / "job.yaml"), "--run-command", "--grace-cap", "1", tmp=tmp_path)
+        killing = [e for e in _events(report) if e[1] == "Killing"]
+        [pod] = report["workloads"][0]["attempts"][-1]["pods"]
+        if completes:
+            assert (rc, killing) == (0, []), out
+            assert "no-such-probe" in pod["probes"]["liveness"]["error"], pod["probes"]
+        else:
+            assert rc == 1 and killing, out
+
+
 def test_a_jobset_that_completes_records_each_jobs_completion_and_its_own(tmp_path: Path) -> None:
     (tmp_path / "js.yaml").write_text(dump([jobset("pair", rjob("workers", "true", replicas=2))]))
     rc, report, out = simulate_cli(str(tmp_path / "js.yaml"), "--run-command", tmp=tmp_path)

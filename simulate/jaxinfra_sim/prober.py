@@ -359,7 +359,11 @@ def _port(probe: model.Probe, pod: model.Pod) -> int:
 def _exec(probe: model.Probe, target: Target, oci: runtime.Runtime, network: Callable[[], None] | None) -> int:
     """The command in the container, as containerd's ExecSync runs it: `runc exec` (its namespaces, cgroup, identity,
     env and working directory; a fresh runc process, nothing of the simulator's memory), this process the child
-    subreaper its command is reparented to; past the timeout it is killed and the probe fails. Exit 0 passes.
+    subreaper its command is reparented to; past the timeout it is killed and the probe fails. Exit 0 passes. A runc
+    that cannot start the command (a container stopping as it is probed, a command not in it) is ExecSync's error,
+    not an exit status: the kubelet's exec prober makes that probe.Unknown (pkg/probe/exec/exec.go Probe: only an
+    ExitError is a Failure) and its worker throws the result away (pkg/kubelet/prober/worker.go doProbe): a liveness
+    probe naming a command the image lacks never restarts its container (kubernetes/kubernetes#106682).
     Unprivileged, runc runs where the container's shim ran it: in the user namespace its shim made (through the pods'
     network's, `sandbox.node_mounts`), as its root."""
     if not probe.command:
@@ -375,13 +379,14 @@ def _exec(probe: model.Probe, target: Target, oci: runtime.Runtime, network: Cal
     spec = runtime.process(list(probe.command), target.env, str(target.cwd or "/"), security)
     job = runtime.write(oci.state, f"exec-{os.getpid()}.json", spec)
     pid_file = oci.state / f"exec-{os.getpid()}.pid"
+    log = oci.state / f"exec-{os.getpid()}.log"
     try:
-        argv = oci.argv("exec", "--detach", "--pid-file", str(pid_file), "--process", str(job), target.name)
-        if runtime.run(argv, 1, 2) != 0:
-            return _FAILED
+        argv = oci.argv("exec", "--detach", "--pid-file", str(pid_file), "--process", str(job), target.name, log=log)
+        if runtime.run(argv, 1, 2) != 0:  # --detach: runc's own failure, never the command's exit status
+            raise _ProbeError(runtime.failure(log))
         pid = int(pid_file.read_text())
     finally:
-        for made in (job, pid_file):
+        for made in (job, pid_file, log):
             made.unlink(missing_ok=True)
     handle = os.pidfd_open(pid)
     if not fds.readable([handle], probe.timeout):
