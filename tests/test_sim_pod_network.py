@@ -6,11 +6,15 @@ every group of a pod's network namespace (`netns.py`). The unprivileged run is i
 from __future__ import annotations
 
 import shutil
+import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
-from tests.support.cli import simulate_cli
+from tests.support import unprivileged
+from tests.support.cli import simulate_as, simulate_cli
 from tests.support.paths import MANIFESTS
 
 pytestmark = pytest.mark.simulator
@@ -45,3 +49,64 @@ def test_a_service_that_selects_other_pods_leaves_the_peers_unnamed_and_the_job_
     assert workload["verdict"] == "not finished", workload["verdict"]
     [attempt] = workload["attempts"]
     assert attempt["reason"] == "--timeout reached with pods still running: ping-peers-0, ping-peers-1, ping-peers-2"
+
+
+SAME_PORT = MANIFESTS / "indexed_job_same_port.yaml"
+
+
+def machine_network() -> tuple[list[str], str]:
+    """This machine's own interfaces and nftables ruleset: a simulation must leave both as they were."""
+    names = sorted(line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:])
+    ruleset = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True, check=False).stdout
+    return names, ruleset
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    folder = unprivileged.scratch_home()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+def test_two_pods_bind_the_same_port_and_reach_each_other_by_hostname(home: Path, as_root: bool) -> None:
+    """Each pod has a network namespace of its own, wired to the simulation's bridge by the CNI plugins: both bind
+    0.0.0.0:9000 (in one shared namespace the second bind collided) and each hears its peer, from the peer's pod IP."""
+    before = machine_network()
+    rc, out, report = simulate_as(home, SAME_PORT.read_text(), "--run-command", "--timeout", "40", as_root=as_root)
+    assert rc == 0, out
+    pods = report["workloads"][0]["attempts"][0]["pods"]
+    assert [(p["hostname"], p["exit_code"]) for p in pods] == [("same-port-0", 0), ("same-port-1", 0)]
+    assert [p["ip"] for p in pods] == ["10.244.0.2", "10.244.0.3"]
+    assert machine_network() == before
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+def test_two_containers_of_one_pod_share_its_network(home: Path, as_root: bool) -> None:
+    """The containers of one pod share its namespace, as on a cluster: a sidecar already on the pod's port makes the
+    main container's bind of it fail (EADDRINUSE), and the main container reaches the sidecar on localhost."""
+    bind = "import socket, time; s = socket.create_server(('0.0.0.0', 9000)); time.sleep(30)"
+    check = (
+        "import socket, time\n"
+        "for _ in range(100):\n"
+        "    try:\n"
+        "        socket.create_connection(('127.0.0.1', 9000), timeout=1).close(); break\n"
+        "    except OSError: time.sleep(0.1)\n"
+        "try:\n"
+        "    socket.create_server(('0.0.0.0', 9000))\n"
+        "except OSError as e:\n"
+        "    raise SystemExit(7 if e.errno == 98 else 1)\n"
+    )
+    text = SAME_PORT.read_text().replace("completions: 2", "completions: 1").replace("parallelism: 2", "parallelism: 1")
+    job = yaml.safe_load_all(text)
+    service, manifest = list(job)
+    spec = manifest["spec"]["template"]["spec"]
+    spec["initContainers"] = [
+        {"name": "holder", "image": "python:3.11-slim", "restartPolicy": "Always", "command": ["python3", "-c", bind]}
+    ]
+    spec["containers"][0]["command"] = ["python3", "-c", check]
+    rc, out, report = simulate_as(
+        home, yaml.safe_dump_all([service, manifest]), "--run-command", "--timeout", "40", as_root=as_root
+    )
+    [pod] = report["workloads"][0]["attempts"][0]["pods"]
+    assert pod["exit_code"] == 7, out  # the port is the sidecar's: its pod's, not the main container's to take

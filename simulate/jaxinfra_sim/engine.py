@@ -26,7 +26,7 @@ from jaxinfra_sim import capacity, controllers, events, eviction, model, paths, 
 from jaxinfra_sim.container import Credentials
 from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
-from jaxinfra_sim.emulation import API_PORT, emulate
+from jaxinfra_sim.emulation import API_PORT, DEFAULT_API_HOST, emulate
 from jaxinfra_sim.errors import MachineLimit, Unavailable
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Options
@@ -253,7 +253,7 @@ def _plan(
     for source in sources:
         cluster = emulate(
             source.manifests,
-            (1, 0),
+            0,
             check_all,
             before_pods=functools.partial(_refuse_drafts, not check_all),
             k8s_client=k8s_client,
@@ -358,16 +358,16 @@ class _Simulation:
     isolation: str  # the sandbox strategy that works here
     tmp: Path
     deadline: float
-    seed: int  # 127.<seed>.x.y: concurrent simulations use other addresses
+    seed: int  # names the simulation's cgroups: concurrent simulations use other ones
     api: tuple[str, int]  # the API server's address, which every pod's env names
     credentials: Credentials | None = None  # tokens and CA for pods that mount a ServiceAccount token
     server: ApiServer | None = None
     node: Node | None = None  # the cgroups and pod network its pods share
     blocks: Iterator[int] = field(default_factory=itertools.count)
 
-    def ip_base(self) -> tuple[int, int]:
-        """Addresses of their own for the next pods that are created."""
-        return self.seed, next(self.blocks) % IP_BLOCKS * IP_BLOCK
+    def ip_block(self) -> int:
+        """Addresses of their own for the next pods that are created (`emulation._ip`)."""
+        return next(self.blocks) % IP_BLOCKS * IP_BLOCK
 
     def storage(self, mount: model.Mount) -> Path:
         """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation;
@@ -452,7 +452,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
             # container's own ids (`runtime.ID_BASE`), not the machine's root.
             os.chmod(tmp, 0o711)
             seed = random.SystemRandom().randrange(1, 255)
-            sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (f"127.{seed}.255.1", API_PORT))
+            sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (DEFAULT_API_HOST, API_PORT))
             try:
                 rootfs.machine()  # read once, before any pod is forked
                 limited = any(
@@ -558,7 +558,7 @@ def _job_deadlines(workload: model.Workload, job_started: dict[tuple[str, int], 
 def _respawn(
     sim: _Simulation,
     manifests: Sequence[Mapping[str, Any]],
-    base: tuple[int, int],
+    base: int,
     result: WorkloadResult,
     restarts: list[model.Restart],
     position: int,
@@ -596,7 +596,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         tuple[str, int], float
     ] = {}  # each child Job's startTime: its activeDeadlineSeconds count from it
     wid = result.workload.id
-    base = sim.ip_base()
+    base = sim.ip_block()
     started = 0.0
     while True:
         index = len(result.attempts)
@@ -604,7 +604,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         backoff = 0.0
         if restarts and not restarts[-1].in_place:
             result.recreated += 1
-            base = sim.ip_base()
+            base = sim.ip_block()
         elif restarts:  # the kubelet's back-off grows with each restart in place since the pod was created
             in_place = len(list(itertools.takewhile(lambda r: r.in_place, reversed(restarts))))
             backoff = min(BACKOFF_START_S * 2 ** min(in_place - 1, 10), BACKOFF_CAP_S)

@@ -40,6 +40,24 @@ PING_GROUPS = "/proc/sys/net/ipv4/ping_group_range"
 EVERY_GROUP = "0 2147483647"
 """The groups containerd lets open ICMP echo sockets in a pod's network namespace (`ping` without CAP_NET_RAW)."""
 
+POD_CIDR = "10.244.0.0/16"
+"""The pods' addresses (kubeadm's --pod-network-cidr of the Kubernetes docs' examples): each simulation has a
+namespace of its own, so every simulation may use the same range."""
+POD_PREFIX = 16
+GATEWAY = "10.244.0.1"
+"""The bridge's address in the simulation's namespace: the pods' default gateway, and the node's address to them."""
+BRIDGE = "cni0"
+"""The bridge of the pods' veths, named as containerd's CNI examples and kubeadm's docs name it."""
+CNI_DIR = "/usr/lib/cni"
+"""Where Debian's containernetworking-plugins installs the plugins (CNI_PATH)."""
+CNI_PLUGINS = ("bridge", "loopback", "static")
+CNI_VERSION = "1.0.0"
+POD_IFNAME = "eth0"
+CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN = 12, 13, 21
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
+POD_REPLY_TIMEOUT_S = 30.0
+"""How long a pod's network may take to set up (the plugins' exec and netlink work; seconds on a loaded machine)."""
+
 EGRESS_TOOLS = ("pasta", "slirp4netns")
 """The user-mode networking tools that give the namespace egress, in order of preference."""
 _LIBC: list[ctypes.CDLL] = []
@@ -119,7 +137,170 @@ def has_default_route(route: str = "/proc/net/route", route6: str = "/proc/net/i
     return False
 
 
-# --- the simulator's side ---------------------------------------------------------------------------
+# --- the pods' own namespaces ----------------------------------------------------------------------
+
+
+def cni_conf(ip: str) -> dict[str, Any]:
+    """The network configuration a pod's `eth0` is added with: the `bridge` plugin (its host side on `BRIDGE`, whose
+    address is the pods' default gateway) with `static` IPAM giving the pod the address the simulator chose for it
+    (the DNS names in every pod's hosts file are written before the pods start)."""
+    return {
+        "cniVersion": CNI_VERSION,
+        "name": "jaxinfra-sim",
+        "type": "bridge",
+        "bridge": BRIDGE,
+        "isGateway": True,
+        "ipMasq": False,
+        "hairpinMode": True,
+        "ipam": {
+            "type": "static",
+            "addresses": [{"address": f"{ip}/{POD_PREFIX}", "gateway": GATEWAY}],
+            "routes": [{"dst": "0.0.0.0/0", "gw": GATEWAY}],
+        },
+    }
+
+
+LOOPBACK_CONF = {"cniVersion": CNI_VERSION, "name": "cni-loopback", "type": "loopback"}
+"""containerd's own loopback network (containerd @ 56e5564d internal/cri/server/service_linux.go initPlatform:
+`loNetworkConfig`), added to every pod's namespace before its pod network."""
+
+
+def missing_plugins(folder: str = CNI_DIR) -> list[str]:
+    """The CNI plugins the pods' namespaces need that `folder` lacks."""
+    return [name for name in CNI_PLUGINS if not os.access(os.path.join(folder, name), os.X_OK)]
+
+
+def _ip_batch(script: str) -> None:
+    """Run iproute2's `ip -batch -` in this namespace (with CAP_NET_ADMIN kept across its exec where this process is
+    not root in its user namespace); raises OSError with ip's own message."""
+    done = subprocess.run(
+        [shutil.which("ip") or "/usr/sbin/ip", "-batch", "-"],
+        input=script.encode(),
+        capture_output=True,
+        check=False,
+        preexec_fn=None if os.geteuid() == 0 else lambda: _ambient((CAP_NET_ADMIN,)),  # noqa: PLW1509 - single-threaded
+    )
+    if done.returncode != 0:
+        raise OSError(errno.EIO, done.stderr.decode(errors="replace").strip() or "ip -batch failed")
+
+
+def _host_address(reply: socket.socket, verb: str, ip: str) -> int:
+    """Fork the worker that adds (`verb` "add") or removes ("del") a host-network pod's address on the bridge: such a
+    pod stays in this namespace, its node's, and listens on its own address, which the other pods reach over the
+    bridge. Its pid; it answers on `reply` ("ok", or the error as JSON)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {BRIDGE}\n")
+        reply.send(b"ok")
+        code = 0
+    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
+        try:
+            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def _bridge_up() -> None:
+    """Make the pods' bridge with the gateway's address in this namespace (the bridge plugin would on the first pod's
+    ADD; made here so the simulator's API server can listen on the gateway before any pod exists)."""
+    _ip_batch(f"link add {BRIDGE} type bridge\naddr add {GATEWAY}/{POD_PREFIX} dev {BRIDGE}\nlink set {BRIDGE} up\n")
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _ambient(caps: Sequence[int]) -> None:
+    """Keep `caps` across execve(2) for a process that is not root in its user namespace (the holder maps the
+    caller's own uid, so a plugin it execs would otherwise lose every capability): inheritable, then ambient
+    (capabilities(7))."""
+    libc = load_libc()
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    for cap in caps:
+        data[cap // 32].inheritable |= 1 << (cap % 32)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    for cap in caps:
+        if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl(PR_CAP_AMBIENT_RAISE, {cap})")
+
+
+def _cni(command: str, conf: dict[str, Any], container: str, netns: str, ifname: str, fds: Sequence[int]) -> str:
+    """Run the plugin `conf` names with the CNI protocol (SPEC.md, Execution Protocol): CNI_* in the environment, the
+    configuration on stdin, the result on stdout; raises OSError with the plugin's own error message."""
+    env = {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": container,
+        "CNI_NETNS": netns,
+        "CNI_IFNAME": ifname,
+        "CNI_PATH": CNI_DIR,
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    }
+    done = subprocess.run(
+        [os.path.join(CNI_DIR, conf["type"])],
+        input=json.dumps(conf).encode(),
+        capture_output=True,
+        env=env,
+        pass_fds=tuple(fds),
+        check=False,
+    )
+    if done.returncode != 0:
+        try:
+            said = json.loads(done.stdout or b"{}")
+            message = f"{said.get('msg', '')} {said.get('details', '')}".strip()
+        except ValueError:
+            message = ""
+        message = message or done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+        raise OSError(errno.EIO, f"CNI {command} {conf['type']}: {message}")
+    return done.stdout.decode(errors="replace")
+
+
+def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, gid: int) -> int:
+    """Fork the worker that makes one pod's network namespace, as containerd's CRI makes a sandbox's (containerd
+    @ 56e5564d internal/cri/server/sandbox_run.go setupPodNetwork: the loopback network, then the pod network, each
+    an ADD): unshare(CLONE_NEWNET), the same sysctls as this namespace (containerd sets both in every pod's), back
+    into this namespace (the plugins' "host" side: the bridge is here, never on the machine), the two plugins, and the
+    namespace's descriptor sent on `reply` (SCM_RIGHTS). Its pid; it answers the simulator by itself."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        libc = load_libc()
+        here = os.open("/proc/self/ns/net", os.O_RDONLY)
+        if libc.unshare(CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) for the pod")
+        pod = os.open("/proc/self/ns/net", os.O_RDONLY)
+        _try_write(LOW_PORTS, "0")
+        _try_write(PING_GROUPS, EVERY_GROUP if strategy == "privileged" else f"{gid} {gid}")
+        if libc.setns(here, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns(the simulation's network namespace)")
+        if os.geteuid() != 0:
+            _ambient((CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN))
+        netns = f"/proc/self/fd/{pod}"
+        _cni("ADD", LOOPBACK_CONF, container, netns, "lo", (pod,))
+        result = _cni("ADD", cni_conf(ip), container, netns, POD_IFNAME, (pod,))
+        socket.send_fds(reply, [b"ok " + result.encode()[:60000]], [pod])
+        code = 0
+    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
+        try:
+            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
+        except OSError:
+            pass
+    os._exit(code)
+
 
 # --- the holder -------------------------------------------------------------------------------------
 
@@ -229,6 +410,8 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
                 _write(path, text)
         step = "bring lo up in the pods' network namespace"
         lo_up()
+        step = f"make the pods' bridge {BRIDGE} ({GATEWAY}/{POD_PREFIX}) with ip (Debian package iproute2)"
+        _bridge_up()
     except OSError as e:
         attempts.append({"strategy": strategy, "step": step, "errno": e.errno or errno.EPERM})
         return {"ok": False, "attempts": attempts}
@@ -326,16 +509,21 @@ class _Egress:
             self.pid = 0
 
 
-def _serve(control: socket.socket, parent: int, egress: _Egress | None) -> None:
-    """Answer the simulator's requests until it goes (its pidfd), closes the socket, or says quit."""
+def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy: str) -> None:
+    """Answer the simulator's requests until it goes (its pidfd), closes the socket, or says quit: a socket of this
+    namespace, or a pod's own namespace (`_pod_network`, a worker each, answering on the socket that came with it)."""
     watched: list[int] = [control.fileno(), parent]
     if egress is not None and egress.pid:
         watched += [egress.pidfd, egress.errors]
+    workers: set[int] = set()
     while True:
+        for pid in list(workers):  # reaped as they end: never another's pid
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                workers.discard(pid)
         poller = select.poll()  # not select(2): no FD_SETSIZE bound (the package's `fds` is not importable here)
         for fd in watched:
             poller.register(fd, select.POLLIN)
-        ready = [fd for fd, _ in poller.poll()]
+        ready = [fd for fd, _ in poller.poll(200 if workers else None)]
         if parent in ready:
             return
         if egress is not None and egress.pidfd in ready:
@@ -346,20 +534,30 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None) -> None:
         if control.fileno() not in ready:
             continue
         try:
-            msg = control.recv(256)
+            msg, received, _, _ = socket.recv_fds(control, 512, 1, socket.MSG_CMSG_CLOEXEC)
         except OSError:
             return
         words = msg.split()
         if not words or words[0] == b"quit":
             return
+        if words[0] == b"pod" and len(words) == 3 and len(received) == 1:
+            with socket.socket(fileno=received[0]) as reply:
+                workers.add(_pod_network(reply, words[1].decode(), words[2].decode(), strategy, os.getgid()))
+            continue
+        if words[0] == b"addr" and len(words) == 3 and words[1] in (b"add", b"del") and len(received) == 1:
+            with socket.socket(fileno=received[0]) as reply:
+                workers.add(_host_address(reply, words[1].decode(), words[2].decode()))
+            continue
+        for fd in received:
+            os.close(fd)
         if words[0] == b"socket" and len(words) == 5:
             seq = words[1]
             try:
                 made = socket.socket(int(words[2]), int(words[3]), int(words[4]))
             except (OSError, ValueError) as e:
-                reply = b"err %s %d" % (seq, getattr(e, "errno", None) or errno.EINVAL)
+                refused = b"err %s %d" % (seq, getattr(e, "errno", None) or errno.EINVAL)
                 try:
-                    control.send(reply)
+                    control.send(refused)
                 except OSError:
                     return
                 continue
@@ -410,7 +608,7 @@ def _holder(argv: Sequence[str]) -> None:
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(null, 2)  # nothing more to say but through the control socket
             os.close(null)
-            _serve(control, parent, egress if report["egress"] else None)
+            _serve(control, parent, egress if report["egress"] else None, report["strategy"])
     finally:
         if egress is not None:
             egress.stop()
