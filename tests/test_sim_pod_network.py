@@ -110,3 +110,59 @@ def test_two_containers_of_one_pod_share_its_network(home: Path, as_root: bool) 
     )
     [pod] = report["workloads"][0]["attempts"][0]["pods"]
     assert pod["exit_code"] == 7, out  # the port is the sidecar's: its pod's, not the main container's to take
+
+
+POLICY = MANIFESTS / "jobset_network_policy.yaml"
+FRIEND_IN_DEFAULT = """\
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: server-allow-friends-of-this-namespace
+spec:
+  podSelector: {matchLabels: {role: server}}
+  ingress:
+  - from:
+    - namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: default}}
+      podSelector: {matchLabels: {role: friend}}
+"""
+STRANGER_EGRESS_TO_NOBODY = """\
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata:
+  name: stranger-reaches-only-dns
+spec:
+  podSelector: {matchLabels: {role: stranger}}
+  policyTypes: [Egress]
+  egress:
+  - to:
+    - ipBlock: {cidr: 10.0.0.0/8, except: [10.244.0.0/16]}
+    ports: [{protocol: UDP, port: 53}]
+"""
+POLICIES = {
+    "ingress-pod-selector": None,  # the manifest's own
+    "ingress-namespace-and-pod-selector": FRIEND_IN_DEFAULT,
+    "egress": STRANGER_EGRESS_TO_NOBODY,
+    "no-policy": "",
+}
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+@pytest.mark.parametrize("policy", list(POLICIES))
+def test_a_network_policy_admits_the_friend_and_drops_the_stranger(home: Path, as_root: bool, policy: str) -> None:
+    """Each policy lets the friend reach the server's port 9000 and not the stranger: an ingress policy on the server
+    admitting `role: friend` pods (by pod selector, or by namespace and pod selector together), or an egress policy
+    on the stranger allowing only DNS outside the pod CIDR. The friend is served, the stranger's connections time
+    out (dropped, as Calico and Dataplane V2 drop them). Without a policy the stranger gets through and ends 9,
+    failing the JobSet. No run changes this machine's interfaces or nftables ruleset."""
+    server_side = POLICY.read_text().split("---\n", 1)[1]
+    text = POLICY.read_text() if POLICIES[policy] is None else f"{POLICIES[policy]}---\n{server_side}"
+    before = machine_network()
+    rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "40", as_root=as_root)
+    pods = {p["hostname"]: p["exit_code"] for p in report["workloads"][0]["attempts"][0]["pods"]}
+    if policy != "no-policy":
+        assert rc == 0, out
+        assert pods == {"policy-server-0-0": 0, "policy-friend-0-0": 0, "policy-stranger-0-0": 0}
+    else:
+        assert rc == 1, out
+        assert pods["policy-stranger-0-0"] == 9, out
+    assert machine_network() == before

@@ -22,7 +22,19 @@ from jaxinfra.upstream import JOBSET_NAME_LABEL
 
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
-from jaxinfra_sim import capacity, controllers, events, eviction, model, paths, rootfs, runtime, sandbox, volumes
+from jaxinfra_sim import (
+    capacity,
+    controllers,
+    events,
+    eviction,
+    model,
+    netpol,
+    paths,
+    rootfs,
+    runtime,
+    sandbox,
+    volumes,
+)
 from jaxinfra_sim.container import Credentials
 from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
@@ -264,6 +276,7 @@ def _plan(
         )
         report.notes += source.notes
         report.notes += [n for w in cluster.workloads for n in volumes.host_path_notes(w, host_paths or {})]
+        report.notes += netpol.of_manifests(source.manifests, [p for w in cluster.workloads for p in w.pods]).notes
         if not check_all:  # the containers that run here only because the simulator stands in for their image
             report.notes += [
                 note
@@ -623,6 +636,8 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         if sim.server is not None:
             sim.server.publish(cluster.objects)
         workload = next(w for w in cluster.workloads if w.id == wid)
+        if sim.node is not None and sim.node.network is not None:  # this attempt's pods, as its policies select them
+            sim.node.network.load_rules(netpol.of_manifests(manifests, workload.pods).ruleset)
         if restarts and restarts[-1].jobset:
             job_started.clear()  # new child Jobs
         for key in job_started:  # the kubelet's back-off, simulated rather than waited, counts towards the deadline

@@ -229,15 +229,26 @@ class Network:
             _answer(reply, f"host-network pod address {ip}", POD_REPLY_TIMEOUT_S)
         return HostAddress(self, ip)
 
-    def _ask(self, request: str) -> socket.socket:
+    def load_rules(self, ruleset: str) -> None:
+        """Load an nftables file (`netpol`'s table) into the simulation's namespace, replacing what it replaces, in one
+        transaction; waits for it. Raises NetworkError with nft's own message."""
+        fd = os.memfd_create("jaxinfra-nft", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, ruleset.encode())
+            with self._ask("nft", fd) as reply:
+                _answer(reply, "NetworkPolicy's nftables rules", POD_REPLY_TIMEOUT_S)
+        finally:
+            os.close(fd)
+
+    def _ask(self, request: str, *extra: int) -> socket.socket:
         """Send the holder `request` with a socket of its own for the answer (its worker answers there, while the
-        holder serves other requests); that socket's other end."""
+        holder serves other requests), and the descriptors `extra`; that socket's other end."""
         if self._closed or os.getpid() != self._owner:
             raise NetworkError("the pods' network is closed here (a forked child joins it instead)", errno.EBADF)
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with self._lock:
-                socket.send_fds(self._control, [request.encode()], [theirs.fileno()])
+                socket.send_fds(self._control, [request.encode()], [theirs.fileno(), *extra])
         except OSError as e:
             mine.close()
             raise NetworkError(f"ask the network's holder: {request} (it is gone)", e.errno or errno.EPIPE) from None

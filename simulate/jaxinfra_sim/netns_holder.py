@@ -161,8 +161,8 @@ def cni_conf(ip: str) -> dict[str, Any]:
 
 
 LOOPBACK_CONF = {"cniVersion": CNI_VERSION, "name": "cni-loopback", "type": "loopback"}
-"""containerd's own loopback network (containerd @ 56e5564d internal/cri/server/service_linux.go initPlatform:
-`loNetworkConfig`), added to every pod's namespace before its pod network."""
+"""containerd's own loopback network (containerd/go-cni opts.go WithLoNetwork, vendored by containerd
+@ dea7da592f5d1), added to every pod's namespace before its pod network."""
 
 
 def missing_plugins(folder: str = CNI_DIR) -> list[str]:
@@ -194,6 +194,34 @@ def _host_address(reply: socket.socket, verb: str, ip: str) -> int:
     code = 1
     try:
         _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {BRIDGE}\n")
+        reply.send(b"ok")
+        code = 0
+    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
+        try:
+            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def _nft(reply: socket.socket, ruleset: int) -> int:
+    """Fork the worker that loads the nftables file open at `ruleset` into this namespace (`nft -f`, one transaction:
+    NetworkPolicy's rules, `netpol`). Its pid; it answers on `reply` ("ok", or nft's error as JSON)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        done = subprocess.run(
+            [shutil.which("nft") or "/usr/sbin/nft", "-f", f"/proc/self/fd/{ruleset}"],
+            capture_output=True,
+            pass_fds=(ruleset,),
+            check=False,
+            preexec_fn=None if os.geteuid() == 0 else lambda: _ambient((CAP_NET_ADMIN,)),  # noqa: PLW1509
+        )
+        if done.returncode != 0:
+            raise OSError(errno.EIO, "nft -f: " + (done.stderr.decode(errors="replace").strip() or "failed")[-2000:])
         reply.send(b"ok")
         code = 0
     except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
@@ -268,10 +296,11 @@ def _cni(command: str, conf: dict[str, Any], container: str, netns: str, ifname:
 
 def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, gid: int) -> int:
     """Fork the worker that makes one pod's network namespace, as containerd's CRI makes a sandbox's (containerd
-    @ 56e5564d internal/cri/server/sandbox_run.go setupPodNetwork: the loopback network, then the pod network, each
-    an ADD): unshare(CLONE_NEWNET), the same sysctls as this namespace (containerd sets both in every pod's), back
-    into this namespace (the plugins' "host" side: the bridge is here, never on the machine), the two plugins, and the
-    namespace's descriptor sent on `reply` (SCM_RIGHTS). Its pid; it answers the simulator by itself."""
+    @ dea7da592f5d1 internal/cri/server/sandbox_run.go setupPodNetwork, through go-cni: the loopback network, then
+    the pod network, each an ADD): unshare(CLONE_NEWNET), the same sysctls as this namespace (containerd sets both
+    in every pod's), back into this namespace (the plugins' "host" side: the bridge is here, never on the machine),
+    the two plugins, and the namespace's descriptor sent on `reply` (SCM_RIGHTS). Its pid; it answers the simulator
+    by itself."""
     pid = os.fork()
     if pid:
         return pid
@@ -534,7 +563,7 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy
         if control.fileno() not in ready:
             continue
         try:
-            msg, received, _, _ = socket.recv_fds(control, 512, 1, socket.MSG_CMSG_CLOEXEC)
+            msg, received, _, _ = socket.recv_fds(control, 512, 2, socket.MSG_CMSG_CLOEXEC)
         except OSError:
             return
         words = msg.split()
@@ -547,6 +576,11 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy
         if words[0] == b"addr" and len(words) == 3 and words[1] in (b"add", b"del") and len(received) == 1:
             with socket.socket(fileno=received[0]) as reply:
                 workers.add(_host_address(reply, words[1].decode(), words[2].decode()))
+            continue
+        if words[0] == b"nft" and len(words) == 1 and len(received) == 2:
+            with socket.socket(fileno=received[0]) as reply:
+                workers.add(_nft(reply, received[1]))
+            os.close(received[1])
             continue
         for fd in received:
             os.close(fd)
