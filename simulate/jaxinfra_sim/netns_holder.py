@@ -50,7 +50,7 @@ BRIDGE = "cni0"
 """The bridge of the pods' veths, named as containerd's CNI examples and kubeadm's docs name it."""
 CNI_DIR = "/usr/lib/cni"
 """Where Debian's containernetworking-plugins installs the plugins (CNI_PATH)."""
-CNI_PLUGINS = ("bridge", "loopback", "static")
+CNI_PLUGINS = ("bridge", "static")
 CNI_VERSION = "1.0.0"
 POD_IFNAME = "eth0"
 CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN = 12, 13, 21
@@ -158,11 +158,6 @@ def cni_conf(ip: str) -> dict[str, Any]:
             "routes": [{"dst": "0.0.0.0/0", "gw": GATEWAY}],
         },
     }
-
-
-LOOPBACK_CONF = {"cniVersion": CNI_VERSION, "name": "cni-loopback", "type": "loopback"}
-"""containerd's own loopback network (containerd/go-cni opts.go WithLoNetwork, vendored by containerd
-@ dea7da592f5d1), added to every pod's namespace before its pod network."""
 
 
 def missing_plugins(folder: str = CNI_DIR) -> list[str]:
@@ -297,10 +292,14 @@ def _cni(command: str, conf: dict[str, Any], container: str, netns: str, ifname:
 def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, gid: int) -> int:
     """Fork the worker that makes one pod's network namespace, as containerd's CRI makes a sandbox's (containerd
     @ dea7da592f5d1 internal/cri/server/sandbox_run.go setupPodNetwork, through go-cni: the loopback network, then
-    the pod network, each an ADD): unshare(CLONE_NEWNET), the same sysctls as this namespace (containerd sets both
-    in every pod's), back into this namespace (the plugins' "host" side: the bridge is here, never on the machine),
-    the two plugins, and the namespace's descriptor sent on `reply` (SCM_RIGHTS). Its pid; it answers the simulator
-    by itself."""
+    the pod network, each an ADD): unshare(CLONE_NEWNET), `lo` up and the same sysctls as this namespace (containerd
+    sets both in every pod's), back into this namespace (the plugins' "host" side: the bridge is here, never on the
+    machine), the `bridge` plugin's ADD, and the namespace's descriptor sent on `reply` (SCM_RIGHTS). Its pid; it
+    answers the simulator by itself.
+
+    go-cni's loopback network (opts.go WithLoNetwork) runs the `loopback` plugin, whose whole ADD is bringing `lo`
+    up (containernetworking/plugins plugins/main/loopback/loopback.go cmdAdd); here that is one ioctl in the worker
+    instead of an exec, about a sixth of a pod's set-up."""
     pid = os.fork()
     if pid:
         return pid
@@ -311,15 +310,14 @@ def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, g
         if libc.unshare(CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) for the pod")
         pod = os.open("/proc/self/ns/net", os.O_RDONLY)
+        lo_up()
         _try_write(LOW_PORTS, "0")
         _try_write(PING_GROUPS, EVERY_GROUP if strategy == "privileged" else f"{gid} {gid}")
         if libc.setns(here, CLONE_NEWNET) != 0:
             raise OSError(ctypes.get_errno(), "setns(the simulation's network namespace)")
         if os.geteuid() != 0:
             _ambient((CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN))
-        netns = f"/proc/self/fd/{pod}"
-        _cni("ADD", LOOPBACK_CONF, container, netns, "lo", (pod,))
-        result = _cni("ADD", cni_conf(ip), container, netns, POD_IFNAME, (pod,))
+        result = _cni("ADD", cni_conf(ip), container, f"/proc/self/fd/{pod}", POD_IFNAME, (pod,))
         socket.send_fds(reply, [b"ok " + result.encode()[:60000]], [pod])
         code = 0
     except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
