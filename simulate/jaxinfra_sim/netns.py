@@ -109,7 +109,7 @@ Socket = socket.socket
 
 def require_tools(cni_dir: str = CNI_DIR) -> None:
     """Raise `Unavailable` (exit status 3) naming the Debian package where what wires the pods' namespaces is missing:
-    the CNI plugins, or `ip` (which makes the bridge)."""
+    the CNI plugins, `ip` (which makes the bridge) or `nft` (NetworkPolicy)."""
     from jaxinfra_sim.errors import Unavailable
 
     if missing := missing_plugins(cni_dir):
@@ -117,8 +117,12 @@ def require_tools(cni_dir: str = CNI_DIR) -> None:
             f"the CNI plugins {', '.join(missing)} are missing from {cni_dir} (each pod's network is wired by them)",
             "install Debian's containernetworking-plugins (sudo apt-get install containernetworking-plugins)",
         )
-    if not (shutil.which("ip") or os.access("/usr/sbin/ip", os.X_OK)):
-        raise Unavailable("`ip` is not installed (it makes the pods' bridge)", "sudo apt-get install iproute2")
+    for tool, package, what in (
+        ("ip", "iproute2", "it makes the pods' bridge"),
+        ("nft", "nftables", "it loads NetworkPolicy's rules"),
+    ):
+        if not (shutil.which(tool) or os.access(f"/usr/sbin/{tool}", os.X_OK)):
+            raise Unavailable(f"`{tool}` is not installed ({what})", f"sudo apt-get install {package}")
 
 
 def find_egress(which: Callable[[str], str | None] = shutil.which) -> tuple[str | None, str | None, str]:
