@@ -201,6 +201,7 @@ def test_each_pod_has_a_namespace_of_its_own_on_the_bridge(network: Network) -> 
     the simulation's namespace, which reaches both (as a node reaches its pods) and listens on neither's port itself;
     this machine gains no interface."""
     before = machine_interfaces()
+    assert network.bridge_filter  # br_netfilter: NetworkPolicy's rules see the bridged packets
     a, b = network.pod("10.244.0.2", "test-a"), network.pod("10.244.0.3", "test-b")
     try:
         a.fd(), b.fd()

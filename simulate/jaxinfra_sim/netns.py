@@ -150,6 +150,8 @@ class Network:
         self.egress_note: str = report.get("note", NO_EGRESS)
         self.low_ports: bool = bool(report.get("low_ports"))
         self.ping: bool = bool(report.get("ping"))
+        # bridged packets pass nftables' inet hooks (br_netfilter): NetworkPolicy can be enforced between pods
+        self.bridge_filter: bool = bool(report.get("bridge_filter"))
         found = report.get("subordinate")
         # The caller's subordinate (uid, gid) ranges, (first, count) each, that its user namespace maps as themselves
         # (`netns_holder.subordinate_ids`); None: only the caller's own ids.

@@ -37,6 +37,9 @@ _IFREQ = struct.Struct("16sh22x")  # struct ifreq: the name, then ifr_flags in a
 PR_SET_PDEATHSIG = 1
 LOW_PORTS = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
 PING_GROUPS = "/proc/sys/net/ipv4/ping_group_range"
+BRIDGE_NF_CALL = "/proc/sys/net/bridge/bridge-nf-call-iptables"
+"""Whether bridged IPv4 packets pass the ip/inet hooks (br_netfilter): NetworkPolicy's rules see pod-to-pod traffic
+only then (kube-proxy and the bridge-based network plugins need the same)."""
 EVERY_GROUP = "0 2147483647"
 """The groups containerd lets open ICMP echo sockets in a pod's network namespace (`ping` without CAP_NET_RAW)."""
 
@@ -447,7 +450,11 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
     groups = EVERY_GROUP if strategy == "privileged" else f"{gid} {gid}"
     opened = {
         name: _try_write(path, text)
-        for name, path, text in (("low_ports", LOW_PORTS, "0"), ("ping", PING_GROUPS, groups))
+        for name, path, text in (
+            ("low_ports", LOW_PORTS, "0"),
+            ("ping", PING_GROUPS, groups),
+            ("bridge_filter", BRIDGE_NF_CALL, "1"),
+        )
     }
     subordinate = [list(r) for r in ids] if mapped and ids is not None else None
     return {"ok": True, "strategy": strategy, **opened, "attempts": attempts, "subordinate": subordinate}
