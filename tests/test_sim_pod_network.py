@@ -15,7 +15,8 @@ import yaml
 
 from tests.support import unprivileged
 from tests.support.cli import simulate_as, simulate_cli
-from tests.support.paths import MANIFESTS
+from tests.support.paths import MANIFESTS, ROOT
+from tests.support.stacks import rendered
 
 pytestmark = pytest.mark.simulator
 
@@ -166,3 +167,23 @@ def test_a_network_policy_admits_the_friend_and_drops_the_stranger(home: Path, a
         assert rc == 1, out
         assert pods["policy-stranger-0-0"] == 9, out
     assert machine_network() == before
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+@pytest.mark.parametrize("admits", [True, False], ids=["rendered", "admits-nobody"])
+def test_jaxinfras_own_network_policy_lets_the_jobs_pods_talk(home: Path, as_root: bool, admits: bool) -> None:
+    """jaxinfra renders a NetworkPolicy per job admitting only the job's own pods: enforced, JAX's ranks still reach
+    their coordinator and the job passes. The same policy admitting no pod keeps rank 1 from rank 0, so the job does
+    not finish by the --timeout."""
+    from jaxinfra.yamlio import dump
+
+    objs = rendered(ROOT / "stacks" / "cpu_dev.py", "jobset")
+    [policy] = [o for o in objs if o["kind"] == "NetworkPolicy"]
+    if not admits:
+        policy["spec"]["ingress"][0]["from"][0]["podSelector"] = {"matchLabels": {"role": "nobody"}}
+    rc, out, report = simulate_as(home, dump(objs), "--timeout", "25", as_root=as_root)
+    [workload] = report["workloads"]
+    if admits:
+        assert rc == 0 and workload["verdict"] == "succeeded", out
+    else:
+        assert rc == 1 and workload["verdict"] != "succeeded", out
