@@ -10,6 +10,7 @@ installed, reports to the simulator, and serves it (sockets made in the namespac
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import errno
 import fcntl
@@ -58,6 +59,9 @@ CNI_VERSION = "1.0.0"
 POD_IFNAME = "eth0"
 CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN = 12, 13, 21
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
+MAX_WORKERS = 2 * (os.cpu_count() or 1) + 2
+"""Workers the holder runs at once: enough to keep the cores busy with the plugins' exec and netlink work, few enough
+that 256 pods' set-up never holds 256 plugin processes in memory at the same time."""
 POD_REPLY_TIMEOUT_S = 30.0
 """How long a pod's network may take to set up (the plugins' exec and netlink work; seconds on a loaded machine)."""
 
@@ -545,21 +549,39 @@ class _Egress:
 
 def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy: str) -> None:
     """Answer the simulator's requests until it goes (its pidfd), closes the socket, or says quit: a socket of this
-    namespace, or a pod's own namespace (`_pod_network`, a worker each, answering on the socket that came with it)."""
+    namespace, or work for a worker (a pod's own namespace, a host-network pod's address, NetworkPolicy's rules),
+    each answering on the socket that came with its request; at most `MAX_WORKERS` at once, the rest queued in order."""
     watched: list[int] = [control.fileno(), parent]
     if egress is not None and egress.pid:
         watched += [egress.pidfd, egress.errors]
-    workers: set[int] = set()
+    workers: dict[int, int] = {}  # pidfd -> pid
+    queued: collections.deque[tuple[list[bytes], list[int]]] = collections.deque()
+    gid = os.getgid()
+
+    def start(words: list[bytes], received: list[int]) -> None:
+        with socket.socket(fileno=received[0]) as reply:
+            if words[0] == b"pod":
+                pid = _pod_network(reply, words[1].decode(), words[2].decode(), strategy, gid)
+            elif words[0] == b"addr":
+                pid = _host_address(reply, words[1].decode(), words[2].decode())
+            else:
+                pid = _nft(reply, received[1])
+        for fd in received[1:]:
+            os.close(fd)
+        workers[os.pidfd_open(pid)] = pid
+
     while True:
-        for pid in list(workers):  # reaped as they end: never another's pid
-            if os.waitpid(pid, os.WNOHANG)[0]:
-                workers.discard(pid)
+        while queued and len(workers) < MAX_WORKERS:
+            start(*queued.popleft())
         poller = select.poll()  # not select(2): no FD_SETSIZE bound (the package's `fds` is not importable here)
-        for fd in watched:
+        for fd in [*watched, *workers]:
             poller.register(fd, select.POLLIN)
-        ready = [fd for fd, _ in poller.poll(200 if workers else None)]
+        ready = [fd for fd, _ in poller.poll()]
         if parent in ready:
             return
+        for pidfd in [fd for fd in ready if fd in workers]:  # reaped as they end: never another's pid
+            os.waitpid(workers.pop(pidfd), 0)
+            os.close(pidfd)
         if egress is not None and egress.pidfd in ready:
             egress.reap()
             watched.remove(egress.pidfd)
@@ -574,18 +596,19 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy
         words = msg.split()
         if not words or words[0] == b"quit":
             return
-        if words[0] == b"pod" and len(words) == 3 and len(received) == 1:
-            with socket.socket(fileno=received[0]) as reply:
-                workers.add(_pod_network(reply, words[1].decode(), words[2].decode(), strategy, os.getgid()))
-            continue
-        if words[0] == b"addr" and len(words) == 3 and words[1] in (b"add", b"del") and len(received) == 1:
-            with socket.socket(fileno=received[0]) as reply:
-                workers.add(_host_address(reply, words[1].decode(), words[2].decode()))
-            continue
-        if words[0] == b"nft" and len(words) == 1 and len(received) == 2:
-            with socket.socket(fileno=received[0]) as reply:
-                workers.add(_nft(reply, received[1]))
-            os.close(received[1])
+        if (
+            words[0] == b"pod"
+            and len(words) == 3
+            and len(received) == 1
+            or words[0] == b"addr"
+            and len(words) == 3
+            and words[1] in (b"add", b"del")
+            and len(received) == 1
+            or words[0] == b"nft"
+            and len(words) == 1
+            and len(received) == 2
+        ):
+            queued.append((words, received))
             continue
         for fd in received:
             os.close(fd)
