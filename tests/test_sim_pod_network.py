@@ -187,3 +187,52 @@ def test_jaxinfras_own_network_policy_lets_the_jobs_pods_talk(home: Path, as_roo
         assert rc == 0 and workload["verdict"] == "succeeded", out
     else:
         assert rc == 1 and workload["verdict"] != "succeeded", out
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+@pytest.mark.parametrize("listen", ["127.0.0.1", "nowhere"])
+def test_an_exec_probe_runs_in_its_pods_network(home: Path, as_root: bool, listen: str) -> None:
+    """An exec probe's command runs in the container's namespaces, its pod's network among them (containerd's
+    ExecSync): it reaches a listener on the pod's own localhost. Where nothing listens its connection is refused,
+    the liveness probe fails and the container is restarted in place, then the pod fails."""
+    serve = (
+        "import socket, time\n"
+        f"s = socket.create_server(('{listen}', 9000)) if '{listen}' != 'nowhere' else None\n"
+        "time.sleep(6)\n"
+    )
+    probe = "import socket, sys; sys.exit(socket.socket().connect_ex(('127.0.0.1', 9000)))"  # 111: refused
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "probed"},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 1,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [
+                        {
+                            "name": "app",
+                            "image": "python:3.11-slim",
+                            "command": ["python3", "-c", serve],
+                            "livenessProbe": {
+                                "exec": {"command": ["python3", "-c", probe]},
+                                "initialDelaySeconds": 1,
+                                "periodSeconds": 1,
+                                "failureThreshold": 2,
+                            },
+                        }
+                    ],
+                }
+            },
+        },
+    }
+    rc, out, report = simulate_as(home, yaml.safe_dump(job), "--run-command", "--timeout", "30", as_root=as_root)
+    [pod] = report["workloads"][0]["attempts"][0]["pods"]
+    liveness = pod["probes"]["liveness"]
+    if listen == "127.0.0.1":
+        assert rc == 0 and liveness["result"] == "success" and liveness["failures"] == 0, out
+    else:
+        assert rc == 1 and liveness["result"] == "failure" and "liveness probe failed" in pod["reason"], out
