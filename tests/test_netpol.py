@@ -151,27 +151,3 @@ def test_nft_accepts_every_ruleset_compiled_here() -> None:
         ["unshare", "-Urn", "nft", "--check", "-f", "-"], input=ruleset, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr + ruleset
-
-
-class FakeNetwork:
-    def __init__(self, bridge_filter: bool):
-        self.bridge_filter, self.loaded = bridge_filter, []
-
-    def load_rules(self, ruleset: str) -> None:
-        self.loaded.append(ruleset)
-
-
-def test_a_policy_is_never_silently_ignored_where_the_bridge_bypasses_nftables() -> None:
-    from jaxinfra_sim import engine
-    from jaxinfra_sim.errors import Unavailable
-
-    isolating = netpol.compile_policies([policy({"podSelector": SERVER})], PODS, NAMESPACES)
-    without = netpol.compile_policies([], PODS, NAMESPACES)
-    kernel = FakeNetwork(bridge_filter=False)
-    engine._load_policies(kernel, without)  # type: ignore[arg-type]  # nothing isolated: nothing to enforce
-    with pytest.raises(Unavailable, match="br_netfilter") as caught:
-        engine._load_policies(kernel, isolating)  # type: ignore[arg-type]
-    assert caught.value.status == 3 and kernel.loaded == [without.ruleset]
-    enforcing = FakeNetwork(bridge_filter=True)
-    engine._load_policies(enforcing, isolating)  # type: ignore[arg-type]
-    assert enforcing.loaded == [isolating.ruleset]

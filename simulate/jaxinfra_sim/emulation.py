@@ -32,7 +32,7 @@ from jaxinfra_sim.platform import gcsfuse, gke_tpu
 API_PORT = 443
 """The `kubernetes` Service's port, which every pod's env names (KUBERNETES_SERVICE_PORT)."""
 DEFAULT_API_HOST = GATEWAY
-"""The API server's address: the pods' gateway, the simulation's own side of their bridge (an address no pod is
+"""The API server's address: the pods' gateway, the simulation's own side of their veths (an address no pod is
 given), where the API server listens in the simulation's network namespace."""
 
 

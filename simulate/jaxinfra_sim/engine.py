@@ -22,14 +22,12 @@ from jaxinfra.upstream import JOBSET_NAME_LABEL
 
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
-    from jaxinfra_sim.netns import Network
 from jaxinfra_sim import (
     capacity,
     controllers,
     events,
     eviction,
     model,
-    netns_holder,
     netpol,
     paths,
     rootfs,
@@ -597,19 +595,6 @@ REPLACEMENT_SEEDS = 1_000_000
 """Pod-name seeds of replaced pods start here, apart from those of whole recreations (`WorkloadResult.recreated`)."""
 
 
-def _load_policies(network: Network, compiled: netpol.Compiled) -> None:
-    """Load the attempt's NetworkPolicy table into the simulation's namespace; where some policy isolates a pod and
-    this kernel's bridge does not pass packets to nftables (no br_netfilter), refuse (exit 3) rather than let the
-    policy be silently ignored."""
-    if any(compiled.isolated.values()) and not network.bridge_filter:
-        raise Unavailable(
-            "a NetworkPolicy selects pods, and this kernel does not pass bridged packets to nftables "
-            f"({netns_holder.BRIDGE_NF_CALL} is missing or cannot be set: no br_netfilter)",
-            "load the kernel's br_netfilter module (sudo modprobe br_netfilter), or drop the NetworkPolicy",
-        )
-    network.load_rules(compiled.ruleset)
-
-
 def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]], sim: _Simulation) -> None:
     """Attempts until one succeeds or the controller's rules (or a crash loop, or --timeout) end the workload.
 
@@ -652,7 +637,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
             sim.server.publish(cluster.objects)
         workload = next(w for w in cluster.workloads if w.id == wid)
         if sim.node is not None and sim.node.network is not None:  # this attempt's pods, as its policies select them
-            _load_policies(sim.node.network, netpol.of_manifests(manifests, workload.pods))
+            sim.node.network.load_rules(netpol.of_manifests(manifests, workload.pods).ruleset)
         if restarts and restarts[-1].jobset:
             job_started.clear()  # new child Jobs
         for key in job_started:  # the kubelet's back-off, simulated rather than waited, counts towards the deadline

@@ -1,12 +1,13 @@
-"""The pods' network: a network namespace per simulation (the node's, never this machine's) holding a
-bridge, and in it a network namespace per pod wired to that bridge by the CNI plugins, as containerd's
-CRI wires a pod sandbox (`PodNetwork`; `netns_holder._pod_network` has the steps and the sources).
+"""The pods' network: a network namespace per simulation (the node's, never this machine's), and a
+network namespace per pod wired to it by the CNI plugins, as containerd's CRI wires a pod sandbox
+(`PodNetwork`; `netns_holder._pod_network` has the steps and the sources).
 
-Each pod gets `eth0` with its own address from the pod CIDR (10.244.0.0/16; the bridge `cni0` holds
-the gateway 10.244.0.1, where the simulator's API server listens) and its own `lo`, so two pods bind
-the same port and reach each other by their addresses, as on a cluster; all containers of a pod share
-its namespace. A host-network pod stays in the simulation's namespace, its address on the bridge
-(`HostAddress`). The simulation's namespace is what the rest of this docstring describes.
+Each pod gets `eth0` with its own address from the pod CIDR (10.244.0.0/16), routed through a veth to
+the simulation's namespace (the `ptp` plugin), whose gateway 10.244.0.1 is where the simulator's API
+server listens, and its own `lo`: two pods bind the same port and reach each other by their addresses,
+as on a cluster; all containers of a pod share its namespace. A host-network pod stays in the
+simulation's namespace, with its address there (`HostAddress`). The simulation's namespace is what the
+rest of this docstring describes.
 
 Without it the pods share the machine's: a pod that binds 0.0.0.0:18080 listens on the machine's
 real interfaces, and a machine's process already on 0.0.0.0:8482 takes a job's port. Here every
@@ -77,7 +78,6 @@ from typing import Any
 from jaxinfra_sim import fds
 from jaxinfra_sim.errors import InvalidArgument, NetworkError
 from jaxinfra_sim.netns_holder import (
-    BRIDGE,  # noqa: F401
     CLONE_NEWNET,
     CLONE_NEWUSER,
     CNI_DIR,
@@ -109,7 +109,7 @@ Socket = socket.socket
 
 def require_tools(cni_dir: str = CNI_DIR) -> None:
     """Raise `Unavailable` (exit status 3) naming the Debian package where what wires the pods' namespaces is missing:
-    the CNI plugins, `ip` (which makes the bridge) or `nft` (NetworkPolicy)."""
+    the CNI plugins, `ip` (which makes the gateway's link) or `nft` (NetworkPolicy)."""
     from jaxinfra_sim.errors import Unavailable
 
     if missing := missing_plugins(cni_dir):
@@ -118,7 +118,7 @@ def require_tools(cni_dir: str = CNI_DIR) -> None:
             "install Debian's containernetworking-plugins (sudo apt-get install containernetworking-plugins)",
         )
     for tool, package, what in (
-        ("ip", "iproute2", "it makes the pods' bridge"),
+        ("ip", "iproute2", "it makes the pods' gateway"),
         ("nft", "nftables", "it loads NetworkPolicy's rules"),
     ):
         if not (shutil.which(tool) or os.access(f"/usr/sbin/{tool}", os.X_OK)):
@@ -150,8 +150,6 @@ class Network:
         self.egress_note: str = report.get("note", NO_EGRESS)
         self.low_ports: bool = bool(report.get("low_ports"))
         self.ping: bool = bool(report.get("ping"))
-        # bridged packets pass nftables' inet hooks (br_netfilter): NetworkPolicy can be enforced between pods
-        self.bridge_filter: bool = bool(report.get("bridge_filter"))
         found = report.get("subordinate")
         # The caller's subordinate (uid, gid) ranges, (first, count) each, that its user namespace maps as themselves
         # (`netns_holder.subordinate_ids`); None: only the caller's own ids.
@@ -215,8 +213,8 @@ class Network:
             pod.close()
 
     def pod(self, ip: str, container: str) -> PodNetwork:
-        """Ask the holder for a pod's own network namespace (`netns_holder._pod_network`): `eth0` with `ip` on the
-        simulation's bridge, `lo` up. Returns at once: many pods' namespaces are made at the same time, and
+        """Ask the holder for a pod's own network namespace (`netns_holder._pod_network`): `eth0` with `ip` routed
+        from the simulation's namespace, `lo` up. Returns at once: many pods' namespaces are made at the same time, and
         `PodNetwork.fd` waits for this one. `container` names it to the plugins (CNI_CONTAINERID: letters, digits,
         '-', '.', '_'). Raises NetworkError once the holder is gone."""
         if self._closed or os.getpid() != self._owner:
@@ -227,8 +225,8 @@ class Network:
         return PodNetwork(ip, container, self._ask(f"pod {ip} {container}"))
 
     def host_address(self, ip: str) -> HostAddress:
-        """Give a host-network pod its address in the simulation's namespace (on the bridge, where the other pods
-        reach it); waits for it. `HostAddress.close` takes it away again. Raises NetworkError."""
+        """Give a host-network pod its address in the simulation's namespace (where the other pods reach it
+        through their gateway); waits for it. `HostAddress.close` takes it away again. Raises NetworkError."""
         ipaddress.IPv4Address(ip)
         reply = self._ask(f"addr add {ip}")
         with reply:
@@ -372,7 +370,7 @@ class PodNetwork:
         self.ip, self.container = ip, container
         self._reply: socket.socket | None = reply
         self._fd = -1
-        self.result: dict[str, Any] = {}  # the bridge plugin's ADD result
+        self.result: dict[str, Any] = {}  # the ptp plugin's ADD result
 
     def fd(self, timeout: float = POD_REPLY_TIMEOUT_S) -> int:
         """The namespace's descriptor, waiting for it if need be. Raises NetworkError with the plugin's own message."""
@@ -403,7 +401,7 @@ class PodNetwork:
 
 
 class HostAddress:
-    """A host-network pod's address on the simulation's bridge (`Network.host_address`), until `close`."""
+    """A host-network pod's address in the simulation's namespace (`Network.host_address`), until `close`."""
 
     def __init__(self, network: Network, ip: str):
         self.network, self.ip = network, ip

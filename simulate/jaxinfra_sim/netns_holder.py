@@ -38,9 +38,6 @@ _IFREQ = struct.Struct("16sh22x")  # struct ifreq: the name, then ifr_flags in a
 PR_SET_PDEATHSIG = 1
 LOW_PORTS = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
 PING_GROUPS = "/proc/sys/net/ipv4/ping_group_range"
-BRIDGE_NF_CALL = "/proc/sys/net/bridge/bridge-nf-call-iptables"
-"""Whether bridged IPv4 packets pass the ip/inet hooks (br_netfilter): NetworkPolicy's rules see pod-to-pod traffic
-only then (kube-proxy and the bridge-based network plugins need the same)."""
 EVERY_GROUP = "0 2147483647"
 """The groups containerd lets open ICMP echo sockets in a pod's network namespace (`ping` without CAP_NET_RAW)."""
 
@@ -49,12 +46,18 @@ POD_CIDR = "10.244.0.0/16"
 namespace of its own, so every simulation may use the same range."""
 POD_PREFIX = 16
 GATEWAY = "10.244.0.1"
-"""The bridge's address in the simulation's namespace: the pods' default gateway, and the node's address to them."""
-BRIDGE = "cni0"
-"""The bridge of the pods' veths, named as containerd's CNI examples and kubeadm's docs name it."""
+"""The gateway's address in the simulation's namespace: every pod's default route, the host side of every pod's veth
+(the `ptp` plugin gives each the gateway's address), and the node's address to the pods."""
+NODE_LINK = "cni0"
+"""The link in the simulation's namespace that holds the gateway's address before any pod exists (where the API
+server listens) and host-network pods' addresses: a bridge without ports (a `dummy` link would do, but kernels built
+without CONFIG_DUMMY lack it, as this project's CI machine's does)."""
+POD_MTU = 65520
+"""The pods' MTU: the loopback's, as slirp4netns's, not a cloud's 1460 or 8896. Every byte between pods crosses a veth,
+a routed veth pair and nftables here, per packet."""
 CNI_DIR = "/usr/lib/cni"
 """Where Debian's containernetworking-plugins installs the plugins (CNI_PATH)."""
-CNI_PLUGINS = ("bridge", "static")
+CNI_PLUGINS = ("ptp", "static")
 CNI_VERSION = "1.0.0"
 POD_IFNAME = "eth0"
 CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN = 12, 13, 21
@@ -148,17 +151,17 @@ def has_default_route(route: str = "/proc/net/route", route6: str = "/proc/net/i
 
 
 def cni_conf(ip: str) -> dict[str, Any]:
-    """The network configuration a pod's `eth0` is added with: the `bridge` plugin (its host side on `BRIDGE`, whose
-    address is the pods' default gateway) with `static` IPAM giving the pod the address the simulator chose for it
-    (the DNS names in every pod's hosts file are written before the pods start)."""
+    """The network configuration a pod's `eth0` is added with: the `ptp` plugin (a veth pair, the pod's address
+    routed to its host side, which holds the gateway's: Calico's way, a route per pod and no shared broadcast domain,
+    where a bridge of 256 pods flooded every ARP request to every pod and their all-to-all collectives' connections
+    failed with EHOSTUNREACH) with `static` IPAM giving the pod the address the simulator chose for it (the DNS names
+    in every pod's hosts file are written before the pods start)."""
     return {
         "cniVersion": CNI_VERSION,
         "name": "jaxinfra-sim",
-        "type": "bridge",
-        "bridge": BRIDGE,
-        "isGateway": True,
+        "type": "ptp",
         "ipMasq": False,
-        "hairpinMode": True,
+        "mtu": POD_MTU,
         "ipam": {
             "type": "static",
             "addresses": [{"address": f"{ip}/{POD_PREFIX}", "gateway": GATEWAY}],
@@ -187,15 +190,15 @@ def _ip_batch(script: str) -> None:
 
 
 def _host_address(reply: socket.socket, verb: str, ip: str) -> int:
-    """Fork the worker that adds (`verb` "add") or removes ("del") a host-network pod's address on the bridge: such a
-    pod stays in this namespace, its node's, and listens on its own address, which the other pods reach over the
-    bridge. Its pid; it answers on `reply` ("ok", or the error as JSON)."""
+    """Fork the worker that adds (`verb` "add") or removes ("del") a host-network pod's address on `NODE_LINK`: such
+    a pod stays in this namespace, its node's, and listens on its own address, which the other pods reach through
+    their gateway. Its pid; it answers on `reply` ("ok", or the error as JSON)."""
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
-        _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {BRIDGE}\n")
+        _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {NODE_LINK}\n")
         reply.send(b"ok")
         code = 0
     except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
@@ -235,10 +238,14 @@ def _nft(reply: socket.socket, ruleset: int) -> int:
     os._exit(code)
 
 
-def _bridge_up() -> None:
-    """Make the pods' bridge with the gateway's address in this namespace (the bridge plugin would on the first pod's
-    ADD; made here so the simulator's API server can listen on the gateway before any pod exists)."""
-    _ip_batch(f"link add {BRIDGE} type bridge\naddr add {GATEWAY}/{POD_PREFIX} dev {BRIDGE}\nlink set {BRIDGE} up\n")
+def _node_link_up() -> None:
+    """Make `NODE_LINK` with the gateway's address in this namespace, so the simulator's API server can listen there
+    before any pod exists, and make the rest of the pod CIDR unreachable here: a pod's address is routed to its veth
+    (`ptp`) while it lives, and never to the egress tool."""
+    _ip_batch(
+        f"link add {NODE_LINK} type bridge\naddr add {GATEWAY}/32 dev {NODE_LINK}\nlink set {NODE_LINK} up\n"
+        f"route add unreachable {POD_CIDR}\n"
+    )
 
 
 class _CapHeader(ctypes.Structure):
@@ -264,6 +271,16 @@ def _ambient(caps: Sequence[int]) -> None:
     for cap in caps:
         if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), f"prctl(PR_CAP_AMBIENT_RAISE, {cap})")
+
+
+def routed(ip: str, table: str = "/proc/net/route") -> bool:
+    """Whether this namespace has a route to exactly `ip`/32 (the kernel's table: destinations in hex, host order)."""
+    want = f"{int.from_bytes(socket.inet_aton(ip), 'little'):08X}"
+    with open(table) as f:
+        return any(
+            len(fields) > 7 and fields[1] == want and fields[7] == "FFFFFFFF"
+            for fields in (line.split() for line in f.readlines()[1:])
+        )
 
 
 def _cni(command: str, conf: dict[str, Any], container: str, netns: str, ifname: str, fds: Sequence[int]) -> str:
@@ -300,9 +317,10 @@ def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, g
     """Fork the worker that makes one pod's network namespace, as containerd's CRI makes a sandbox's (containerd
     @ dea7da592f5d1 internal/cri/server/sandbox_run.go setupPodNetwork, through go-cni: the loopback network, then
     the pod network, each an ADD): unshare(CLONE_NEWNET), `lo` up and the same sysctls as this namespace (containerd
-    sets both in every pod's), back into this namespace (the plugins' "host" side: the bridge is here, never on the
-    machine), the `bridge` plugin's ADD, and the namespace's descriptor sent on `reply` (SCM_RIGHTS). Its pid; it
-    answers the simulator by itself.
+    sets both in every pod's), back into this namespace (the plugins' "host" side: the pod's route and veth end are
+    here, never on the machine), the `ptp` plugin's ADD, and the namespace's descriptor sent on `reply` (SCM_RIGHTS).
+    Its pid; it answers the simulator by itself. A route to the address left by a pod of an earlier attempt, whose
+    namespace the kernel has not finished removing (that is asynchronous), is deleted first: `ptp` would refuse it.
 
     go-cni's loopback network (opts.go WithLoNetwork) runs the `loopback` plugin, whose whole ADD is bringing `lo`
     up (containernetworking/plugins plugins/main/loopback/loopback.go cmdAdd); here that is one ioctl in the worker
@@ -324,6 +342,8 @@ def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, g
             raise OSError(ctypes.get_errno(), "setns(the simulation's network namespace)")
         if os.geteuid() != 0:
             _ambient((CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN))
+        if routed(ip):
+            _ip_batch(f"route del {ip}/32\n")
         result = _cni("ADD", cni_conf(ip), container, f"/proc/self/fd/{pod}", POD_IFNAME, (pod,))
         socket.send_fds(reply, [b"ok " + result.encode()[:60000]], [pod])
         code = 0
@@ -444,8 +464,8 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
                 _write(path, text)
         step = "bring lo up in the pods' network namespace"
         lo_up()
-        step = f"make the pods' bridge {BRIDGE} ({GATEWAY}/{POD_PREFIX}) with ip (Debian package iproute2)"
-        _bridge_up()
+        step = f"make {NODE_LINK} ({GATEWAY}) with ip (Debian package iproute2)"
+        _node_link_up()
     except OSError as e:
         attempts.append({"strategy": strategy, "step": step, "errno": e.errno or errno.EPERM})
         return {"ok": False, "attempts": attempts}
@@ -457,7 +477,6 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
         for name, path, text in (
             ("low_ports", LOW_PORTS, "0"),
             ("ping", PING_GROUPS, groups),
-            ("bridge_filter", BRIDGE_NF_CALL, "1"),
         )
     }
     subordinate = [list(r) for r in ids] if mapped and ids is not None else None

@@ -1,5 +1,5 @@
 """NetworkPolicy enforced as a network plugin enforces it: the policies of the manifests, compiled into one nftables
-table for the simulation's network namespace (never this machine's), where every pod-to-pod packet crosses the bridge.
+table for the simulation's network namespace (never this machine's), through which every pod-to-pod packet is routed.
 
 Kubernetes' semantics (the NetworkPolicy API reference and the docs' "Network Policies" page; kubernetes/api @
 v0.30.0 networking/v1/types.go):
@@ -16,8 +16,8 @@ v0.30.0 networking/v1/types.go):
 - replies of an allowed connection are allowed (connection tracking), and traffic between a pod and its node always
   is ("Network Policies": the node's, here the simulation's namespace: probes, the API server, host-network pods).
 
-Here: one `inet` table whose forward hook sees the pods' bridged packets (br_netfilter's bridge-nf-call-iptables,
-on in every network namespace), with conntrack accepting replies; a set per direction of the isolated pods'
+Here: one `inet` table whose forward hook sees every packet between pods (each pod's address is routed to its own
+veth, as Calico routes them), with conntrack accepting replies; a set per direction of the isolated pods'
 addresses; a chain per direction holding every policy's rules, each rule one nftables statement. Nothing of a
 manifest is written into the ruleset but addresses, CIDRs, port numbers and protocols, each parsed first; what a
 policy asks that is not enforced becomes a note (`Compiled.notes`).
@@ -214,7 +214,7 @@ def _ruleset(rules: Mapping[str, list[str]], isolated: Mapping[str, set[str]]) -
     """The table, replacing the simulation's previous one in the same transaction (`nft -f` applies a file
     atomically): an egress-isolated pod's packet must pass `egress` (a rule there returns it), an ingress-isolated
     pod's `ingress` (a rule there accepts it); each ends in a drop. Packets leaving the pod CIDR are masqueraded to
-    the simulation's own address (the bridge plugin's `ipMasq`, in nftables): the egress tool carries only that."""
+    the simulation's own address (the CNI plugins' `ipMasq`, in nftables): the egress tool carries only that."""
 
     def elements(ips: set[str]) -> str:
         return f" elements = {_set(sorted(ips, key=ipaddress.IPv4Address))};" if ips else ""

@@ -230,7 +230,7 @@ class Runner:
 
     def _release_networks(self, runs: list[PodRun]) -> None:
         """Let an ended pod's namespace go once every process of it is reaped (the kubelet's StopPodSandbox): its veth
-        leaves the bridge with it, and a pod created in its place may take its address."""
+        and its route go with it, and a pod created in its place may take its address."""
         for r in runs:
             if r.done and id(r) in self.pod_networks and all(p.pid is None or p.reaped for p in r.processes):
                 self.pod_networks.pop(id(r)).close()
