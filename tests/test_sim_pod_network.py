@@ -194,11 +194,11 @@ def test_jaxinfras_own_network_policy_lets_the_jobs_pods_talk(home: Path, as_roo
 def test_an_exec_probe_runs_in_its_pods_network(home: Path, as_root: bool, listen: str) -> None:
     """An exec probe's command runs in the container's namespaces, its pod's network among them (containerd's
     ExecSync): it reaches a listener on the pod's own localhost. Where nothing listens its connection is refused,
-    the liveness probe fails and the container is restarted in place, then the pod fails."""
-    serve = (
+    the liveness probe fails, the kubelet stops the container and the pod fails."""
+    serve = (  # where nothing listens, it would outlive the --timeout unless the kubelet stopped it
         "import socket, time\n"
         f"s = socket.create_server(('{listen}', 9000)) if '{listen}' != 'nowhere' else None\n"
-        "time.sleep(6)\n"
+        f"time.sleep({6 if listen != 'nowhere' else 60})\n"
     )
     probe = "import socket, sys; sys.exit(socket.socket().connect_ex(('127.0.0.1', 9000)))"  # 111: refused
     job = {
@@ -212,6 +212,7 @@ def test_an_exec_probe_runs_in_its_pods_network(home: Path, as_root: bool, liste
             "template": {
                 "spec": {
                     "restartPolicy": "Never",
+                    "terminationGracePeriodSeconds": 1,  # PID 1 without a SIGTERM handler: SIGKILL after 1 s
                     "containers": [
                         {
                             "name": "app",
