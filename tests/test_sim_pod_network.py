@@ -237,3 +237,48 @@ def test_an_exec_probe_runs_in_its_pods_network(home: Path, as_root: bool, liste
         assert rc == 0 and liveness["result"] == "success" and liveness["failures"] == 0, out
     else:
         assert rc == 1 and liveness["result"] == "failure" and "liveness probe failed" in pod["reason"], out
+
+
+ENDED_PEER = """\
+apiVersion: v1
+kind: Service
+metadata: {name: mesh}
+spec:
+  clusterIP: None
+  selector: {job-name: ended}
+---
+apiVersion: batch/v1
+kind: Job
+metadata: {name: ended}
+spec:
+  completionMode: Indexed
+  completions: 2
+  parallelism: 2
+  backoffLimit: 0
+  template:
+    spec:
+      subdomain: mesh
+      restartPolicy: Never
+      containers:
+      - name: c
+        image: bash:5.2
+        command:
+        - bash
+        - -c
+        - |
+          [ "$JOB_COMPLETION_INDEX" = 0 ] && exit 0
+          sleep 0.5
+          ping -c 1 -W 1 ended-0.mesh > /dev/null || exit 3  # just ended: its sandbox not stopped yet
+          sleep 4
+          ping -c 1 -W 1 ended-0.mesh > /dev/null && exit 4  # its sandbox stopped: its address is gone
+          exit 0
+"""
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+def test_an_ended_pods_address_answers_until_the_kubelet_stops_its_sandbox(home: Path, as_root: bool) -> None:
+    """A pod that has ended still answers at its address for as long as the kubelet takes to notice and stop its
+    sandbox (`runner.SANDBOX_TEARDOWN_S`), then no longer: its network namespace, veth and route are gone."""
+    rc, out, report = simulate_as(home, ENDED_PEER, "--run-command", "--timeout", "30", as_root=as_root)
+    pods = [p["exit_code"] for p in report["workloads"][0]["attempts"][0]["pods"]]
+    assert rc == 0 and pods == [0, 0], out

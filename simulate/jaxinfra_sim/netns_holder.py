@@ -51,10 +51,10 @@ GATEWAY = "10.244.0.1"
 NODE_LINK = "cni0"
 """The link in the simulation's namespace that holds the gateway's address before any pod exists (where the API
 server listens) and host-network pods' addresses: a bridge without ports (a `dummy` link would do, but kernels built
-without CONFIG_DUMMY lack it, as this project's CI machine's does)."""
+without CONFIG_DUMMY lack it, as the one this was written on does)."""
 POD_MTU = 65520
-"""The pods' MTU: the loopback's, as slirp4netns's, not a cloud's 1460 or 8896. Every byte between pods crosses a veth,
-a routed veth pair and nftables here, per packet."""
+"""The pods' MTU: the loopback's, as slirp4netns's, not a cloud's 1460 or 8896: every packet between pods crosses two
+veth pairs, a route and nftables here, and JAX's collectives move their bytes in fewer packets."""
 CNI_DIR = "/usr/lib/cni"
 """Where Debian's containernetworking-plugins installs the plugins (CNI_PATH)."""
 CNI_PLUGINS = ("ptp", "static")

@@ -50,6 +50,11 @@ COORDINATOR_HOLD_S = 2.0
 #: How long the kubelet waits before it starts a native sidecar that exited again (its CrashLoopBackOff begins at
 #: 10 s, pkg/kubelet/kubelet.go backOffPeriod; shorter here, and not recorded: a sidecar's restarts fail nothing).
 SIDECAR_RESTART_S = 1.0
+#: How long an ended pod's network outlives its last container: the kubelet sees the exit at its next PLEG relist
+#: (every second: kubernetes pkg/kubelet/kubelet.go genericPlegRelistPeriod), then its pod worker stops the terminal
+#: pod's sandbox (SyncTerminatingPod, StopPodSandbox, whose CNI DEL releases the address). Until then its address still
+#: answers, as on a node: a peer's retry loop that sleeps a second between pings still reaches a pod that just ended.
+SANDBOX_TEARDOWN_S = 2.0
 #: How long past its init timeout a pod may still be initializing before the group is ended.
 INIT_GRACE_S = 1.0
 
@@ -116,6 +121,7 @@ class Runner:
         self.prober = prober.Prober(network.join if network is not None else None, self.runtime, self._unhealthy)
         # each begun pod's own network namespace (a host-network pod's address), by id() of its run
         self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
+        self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         try:
             while True:
@@ -162,7 +168,7 @@ class Runner:
                                 (r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL, True)
                             )
                 self._reap(runs)
-                self._release_networks(runs)
+                self._release_networks(runs, now)
                 self._probes(runs, now, wake)
                 self.machine.poll(now)
                 for r, why in self.eviction_manager.poll(runs, now):
@@ -228,11 +234,14 @@ class Runner:
         sandbox_id = f"jaxinfra-{os.getpid()}-{self.attempt_index}-{r.pod.global_index}-{r.generation}"
         self.pod_networks[id(r)] = network.pod(r.pod.ip, sandbox_id)
 
-    def _release_networks(self, runs: list[PodRun]) -> None:
-        """Let an ended pod's namespace go once every process of it is reaped (the kubelet's StopPodSandbox): its veth
-        and its route go with it, and a pod created in its place may take its address."""
+    def _release_networks(self, runs: list[PodRun], now: float) -> None:
+        """Let an ended pod's namespace go `SANDBOX_TEARDOWN_S` after every process of it is reaped (the kubelet's
+        StopPodSandbox): its veth and its route go with it, and a pod created in its place may take its address."""
         for r in runs:
-            if r.done and id(r) in self.pod_networks and all(p.pid is None or p.reaped for p in r.processes):
+            if not (r.done and id(r) in self.pod_networks and all(p.pid is None or p.reaped for p in r.processes)):
+                continue
+            due = self.teardowns.setdefault(id(r), now + SANDBOX_TEARDOWN_S)
+            if now >= due:
                 self.pod_networks.pop(id(r)).close()
 
     def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
