@@ -343,7 +343,11 @@ def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, g
         if os.geteuid() != 0:
             _ambient((CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN))
         if routed(ip):
-            _ip_batch(f"route del {ip}/32\n")
+            try:
+                _ip_batch(f"route del {ip}/32\n")
+            except OSError:
+                if routed(ip):  # else the kernel removed it meanwhile, with the old namespace's veth
+                    raise
         result = _cni("ADD", cni_conf(ip), container, f"/proc/self/fd/{pod}", POD_IFNAME, (pod,))
         socket.send_fds(reply, [b"ok " + result.encode()[:60000]], [pod])
         code = 0
