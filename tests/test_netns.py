@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import netns, netpol, sandbox
+from jaxinfra_sim import netns, netns_holder, netpol, sandbox
 from jaxinfra_sim.errors import InvalidArgument, Unavailable
 from jaxinfra_sim.netns import Network, NetworkError, PodNetwork
 from tests.support import unprivileged
@@ -206,6 +206,11 @@ def test_each_pod_has_a_namespace_of_its_own_routed_from_the_simulations(network
     try:
         a.fd(), b.fd()
         assert a.result["ips"][0]["address"] == "10.244.0.2/16"
+        # each pod's address is routed to its own veth in the simulation's namespace, no other one of the CIDR
+        assert in_joined_child(network, lambda: [netns_holder.routed(ip) for ip in ("10.244.0.2", "10.244.0.9")]) == [
+            True,
+            False,
+        ]
         with pod_listener(network, 9000, pod=a), pod_listener(network, 9000, pod=b):
             assert network.connect_check("10.244.0.2", 9000) and network.connect_check("10.244.0.3", 9000)
             assert not network.connect_check("127.0.0.1", 9000)
