@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import netns, sandbox
-from jaxinfra_sim.netns import Network, NetworkError
+from jaxinfra_sim import netns, netns_holder, netpol, sandbox
+from jaxinfra_sim.errors import InvalidArgument, Unavailable
+from jaxinfra_sim.netns import Network, NetworkError, PodNetwork
 from tests.support import unprivileged
 from tests.support.paths import ROOT
 
@@ -56,15 +57,16 @@ def _read_all(fd: int, timeout: float) -> bytes:
     raise TimeoutError(f"no answer from the child within {timeout} s (got {data!r})")
 
 
-def in_joined_child(net: Network, body: Callable[[], Any], timeout: float = 10.0) -> Any:
-    """body()'s (JSON) result, run in a forked child that joined the pods' network; its error re-raised here."""
+def in_joined_child(net: Network, body: Callable[[], Any], timeout: float = 10.0, pod: PodNetwork | None = None) -> Any:
+    """body()'s (JSON) result, run in a forked child that joined the pods' network (`pod`'s own namespace where
+    given); its error re-raised here."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # pragma: no cover - the child
         out: dict[str, Any]
         try:
             os.close(r)
-            net.join()
+            net.join(pod)
             out = {"ok": body()}
         except BaseException as e:  # noqa: BLE001
             out = {"error": f"{type(e).__name__}: {e}"}
@@ -84,8 +86,9 @@ def in_joined_child(net: Network, body: Callable[[], Any], timeout: float = 10.0
 
 
 @contextlib.contextmanager
-def pod_listener(net: Network, port: int, host: str = "0.0.0.0") -> Iterator[int]:
-    """A joined child listening on host:port that greets every connection with b"pod"; its pid."""
+def pod_listener(net: Network, port: int, host: str = "0.0.0.0", pod: PodNetwork | None = None) -> Iterator[int]:
+    """A joined child (in `pod`'s own namespace where given) listening on host:port that greets every connection with
+    b"pod"; its pid."""
     ready_r, ready_w = os.pipe()
     stop_r, stop_w = os.pipe()
     pid = os.fork()
@@ -93,7 +96,7 @@ def pod_listener(net: Network, port: int, host: str = "0.0.0.0") -> Iterator[int
         try:
             os.close(ready_r)
             os.close(stop_w)
-            net.join()
+            net.join(pod)
             listener = socket.create_server((host, port))
             os.write(ready_w, b"ok")
             deadline = time.monotonic() + 30
@@ -187,6 +190,65 @@ def test_a_pods_listener_is_reachable_in_the_pods_network_only(network: Network)
                     return s.recv(16).decode()
 
             assert in_joined_child(network, other_pod) == "pod"
+
+
+def machine_interfaces() -> list[str]:
+    return sorted(line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:])
+
+
+def test_each_pod_has_a_namespace_of_its_own_routed_from_the_simulations(network: Network) -> None:
+    """Two pods bind the same port, each on its own address from the pod CIDR, and reach each other through the
+    simulation's namespace, which reaches both (as a node reaches its pods) and listens on neither's port itself;
+    this machine gains no interface. A pod made again at the same address (a later attempt's, while the kernel may
+    still be removing the earlier one's namespace) is wired as well."""
+    before = machine_interfaces()
+    a, b = network.pod("10.244.0.2", "test-a"), network.pod("10.244.0.3", "test-b")
+    try:
+        a.fd(), b.fd()
+        assert a.result["ips"][0]["address"] == "10.244.0.2/16"
+        # each pod's address is routed to its own veth in the simulation's namespace, no other one of the CIDR
+        assert in_joined_child(network, lambda: [netns_holder.routed(ip) for ip in ("10.244.0.2", "10.244.0.9")]) == [
+            True,
+            False,
+        ]
+        with pod_listener(network, 9000, pod=a), pod_listener(network, 9000, pod=b):
+            assert network.connect_check("10.244.0.2", 9000) and network.connect_check("10.244.0.3", 9000)
+            assert not network.connect_check("127.0.0.1", 9000)
+
+            def from_b() -> list[str]:
+                with socket.create_connection(("10.244.0.2", 9000), timeout=5) as s:
+                    greeting, own = s.recv(16).decode(), s.getsockname()[0]
+                return [greeting, own, Path("/proc/net/dev").read_text().count(":")]
+
+            assert in_joined_child(network, from_b, pod=b) == ["pod", "10.244.0.3", 2]  # lo and eth0 only
+        a.close()
+        again = network.pod("10.244.0.2", "test-a-again")
+        with pod_listener(network, 9000, pod=again):
+            assert network.connect_check("10.244.0.2", 9000)
+        again.close()
+    finally:
+        a.close(), b.close()
+    assert machine_interfaces() == before
+
+
+def test_a_pods_namespace_is_asked_for_with_an_address_and_a_plain_id(network: Network) -> None:
+    with pytest.raises(ValueError):
+        network.pod("10.244.0.2 extra", "x")
+    with pytest.raises(InvalidArgument, match="letters, digits"):
+        network.pod("10.244.0.2", "../x")
+
+
+def test_policy_rules_load_and_nfts_own_error_is_reported(network: Network) -> None:
+    network.load_rules(netpol.compile_policies([], [], {}).ruleset)
+    with pytest.raises(NetworkError, match="nft -f"):
+        network.load_rules("table inet jaxinfra { chain c { no such statement } }\n")
+
+
+def test_missing_cni_plugins_are_unavailable_naming_the_package(tmp_path: Path) -> None:
+    netns.require_tools()  # installed here (.ci/run installs them)
+    with pytest.raises(Unavailable, match="containernetworking-plugins") as caught:
+        netns.require_tools(str(tmp_path))
+    assert caught.value.status == 3 and "ptp, static" in str(caught.value)
 
 
 def test_a_pod_reaches_a_server_listening_before_the_fork(network: Network) -> None:

@@ -581,10 +581,10 @@ def test_field_refs_resolve_per_pod() -> None:
         - {name: ADDR, value: "$(IP):$(JAX_PROCESS_ID)"}
 """)
     )
-    c = emulate(manifests_, ip_base=(20, 5))
+    c = emulate(manifests_, ip_block=5)
     w = only_workload(c)
     a, b = w.pods
-    assert (a.ip, b.ip) == ("127.20.5.2", "127.20.5.3")
+    assert (a.ip, b.ip) == ("10.244.5.2", "10.244.5.3")
     assert (a.env["POD"], a.env["NS"], a.env["IP"], a.env["HOST_IP"]) == (a.name, "default", a.ip, a.ip)
     assert a.env["POD"].startswith("j-0-") and a.env["POD"] != a.hostname == "j-0"  # the name, not the hostname
     assert a.env["NODE"].startswith("sim-node-") and a.env["NODE"] != b.env["NODE"]
@@ -816,14 +816,14 @@ def test_emulation_is_deterministic() -> None:
     assert emulate(load(MULTISLICE)) == emulate(load(MULTISLICE))
 
 
-def test_ip_scheme_is_distinct_and_stays_in_loopback() -> None:
-    ips = [emulation._ip((0, 0), k) for k in range(10_000)]
+def test_ip_scheme_is_distinct_and_stays_in_the_pod_cidr() -> None:
+    ips = [emulation._ip(0, k) for k in range(10_000)]
     assert len(set(ips)) == 10_000
-    assert all(ipaddress.ip_address(ip) in ipaddress.ip_network("127.0.0.0/8") for ip in ips)
-    assert "127.0.0.1" not in ips and ips[0] == "127.0.0.2" and ips[250] == "127.0.1.2"
-    assert not set(ips) & {emulation._ip((1, 0), k) for k in range(10_000)}
-    with pytest.raises(ValueError, match="127.0.0.0/8"):
-        emulation._ip((255, 255), 250 * 256)
+    assert all(ipaddress.ip_address(ip) in ipaddress.ip_network("10.244.0.0/16") for ip in ips)
+    assert "10.244.0.1" not in ips and ips[0] == "10.244.0.2" and ips[250] == "10.244.1.2"  # .1: the gateway
+    assert not set(ips) & {emulation._ip(40, k) for k in range(10_000)}
+    with pytest.raises(ValueError, match="10.244.0.0/16"):
+        emulation._ip(255, 250)
 
 
 def test_two_workloads_get_distinct_addresses_and_dns() -> None:

@@ -94,7 +94,7 @@ def test_v1_pods_are_named_and_labelled_as_the_operator_creates_them() -> None:
         assert p.container_ports == (6666,)  # webhook default: jaxjob-port 6666
 
 
-BENEATH = ["HOSTNAME", *kubelet.service_env("127.0.255.1", 443)]
+BENEATH = ["HOSTNAME", *kubelet.service_env("10.244.0.1", 443)]
 """What the container runtime and the kubelet put in every container, beneath its own env."""
 
 

@@ -161,7 +161,7 @@ def test_a_startup_probe_that_passes_in_time_lets_the_liveness_probe_take_over(t
     [pod] = workload["attempts"][0]["pods"]
     startup, liveness = pod["probes"]["startup"], pod["probes"]["liveness"]
     assert startup["result"] == "success" and startup["failures"] >= 1  # refused while it did not listen yet
-    assert startup["last_failure"].startswith("dial tcp 127.") and "connection refused" in startup["last_failure"]
+    assert startup["last_failure"].startswith("dial tcp 10.244.") and "connection refused" in startup["last_failure"]
     assert liveness["failures"] == 0 and liveness["probes"] >= 2
 
 

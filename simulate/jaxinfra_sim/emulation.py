@@ -26,24 +26,28 @@ from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, mod
 from jaxinfra_sim.dns import ClusterDns
 from jaxinfra_sim.errors import InvalidArgument
 from jaxinfra_sim.inputs import Objects, Service
+from jaxinfra_sim.netns_holder import GATEWAY, POD_CIDR
 from jaxinfra_sim.platform import gcsfuse, gke_tpu
 
 API_PORT = 443
 """The `kubernetes` Service's port, which every pod's env names (KUBERNETES_SERVICE_PORT)."""
-DEFAULT_API_HOST = "127.0.255.1"
-"""The API server's address when the caller names none (an address no pod is given)."""
+DEFAULT_API_HOST = GATEWAY
+"""The API server's address: the pods' gateway, the simulation's own side of their veths (an address no pod is
+given), where the API server listens in the simulation's network namespace."""
 
 
-def _ip(ip_base: tuple[int, int], k: int) -> str:
-    """The k-th pod's loopback address: 127.b0.(b1 + k // 250).(k % 250 + 2), carrying into b0, never leaving 127/8."""
-    value = (127 << 24) + (ip_base[0] << 16) + ((ip_base[1] + k // 250) << 8) + k % 250 + 2
-    if value >= 128 << 24:
-        raise InvalidArgument(f"ip_base {ip_base} leaves no room for {k + 1} pods inside 127.0.0.0/8")
-    return str(ipaddress.IPv4Address(value))
+def _ip(ip_block: int, k: int) -> str:
+    """The k-th pod's address in the pod CIDR (`netns_holder.POD_CIDR`, 10.244.0.0/16):
+    10.244.(ip_block + k // 250).(k % 250 + 2), never .0, .1 (the gateway's in block 0) or above .251."""
+    network = ipaddress.IPv4Network(POD_CIDR)
+    third = ip_block + k // 250
+    if ip_block < 0 or third > 255:
+        raise InvalidArgument(f"ip block {ip_block} leaves no room for {k + 1} pods inside the pod CIDR {POD_CIDR}")
+    return str(network.network_address + (third << 8) + k % 250 + 2)
 
 
 def _start_pods(
-    drafts: Sequence[controllers.Draft], objects: Objects, ip_base: tuple[int, int], api: tuple[str, int]
+    drafts: Sequence[controllers.Draft], objects: Objects, ip_block: int, api: tuple[str, int]
 ) -> list[tuple[list[tuple[controllers.ChildJob, model.Pod]], list[tuple[str, Problem]]]]:
     """Each draft's pods (with their Job) in global-index order, with the env problems the kubelet would hit; the
     k-th pod of the whole call runs on node `sim-node-<k>` with the k-th address, so workloads never share one."""
@@ -69,7 +73,7 @@ def _start_pods(
                             index,
                             len(placed),
                             f"sim-node-{k}",
-                            _ip(ip_base, k),
+                            _ip(ip_block, k),
                             gke_tpu.pod_env(job, index),
                             api,
                             token,
@@ -235,7 +239,7 @@ def _waves(draft: controllers.Draft) -> tuple[tuple[tuple[int, ...], int], ...]:
 
 def emulate(
     manifests: Sequence[Mapping],
-    ip_base: tuple[int, int] = (10, 0),
+    ip_block: int = 0,
     check_all: bool = True,
     restarts: int = 0,
     recreated: int = 0,
@@ -248,7 +252,8 @@ def emulate(
     resolvable, and every admission and static contract problem, in manifest order (pods by global index, hosts
     sorted).
 
-    `ip_base` picks the pods' loopback range (127.<b0>.<b1>.x upward) so concurrent simulations do not collide.
+    `ip_block` picks the pods' addresses (10.244.<ip_block>.x upward, `_ip`): a recreated workload's pods get new
+    ones.
     `check_all=False` (the containers' own commands run) does not require the coordinator and rank env;
     what is set is still checked. `restarts`: how often the workloads have restarted (the JobSet
     restart-attempt label and annotation, which pods may read through the downward API); `recreated`: how often
@@ -268,7 +273,7 @@ def emulate(
         for svc in draft.services:
             services.setdefault((svc.namespace, svc.name), svc)
     objects.claims.update(claim for draft in drafts for claim in draft.claims)  # before the kubelet looks for them
-    started = _start_pods(drafts, objects, ip_base, api)
+    started = _start_pods(drafts, objects, ip_block, api)
     dns = ClusterDns(services.values(), [p for placed, _ in started for _, p in placed])
     workloads = tuple(
         _workload(d, [p for _, p in placed], env_problems, dns, objects, services, check_all, store, k8s_client)

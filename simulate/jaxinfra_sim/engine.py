@@ -29,6 +29,7 @@ from jaxinfra_sim import (
     events,
     eviction,
     model,
+    netpol,
     paths,
     rootfs,
     runtime,
@@ -38,7 +39,7 @@ from jaxinfra_sim import (
 from jaxinfra_sim.container import Credentials
 from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
-from jaxinfra_sim.emulation import API_PORT, emulate
+from jaxinfra_sim.emulation import API_PORT, DEFAULT_API_HOST, emulate
 from jaxinfra_sim.errors import MachineLimit, Unavailable
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Options
@@ -281,7 +282,7 @@ def _plan(
     for source in sources:
         cluster = emulate(
             source.manifests,
-            (1, 0),
+            0,
             check_all,
             before_pods=functools.partial(_refuse_drafts, not check_all),
             k8s_client=k8s_client,
@@ -292,6 +293,7 @@ def _plan(
         )
         report.notes += source.notes
         report.notes += [n for w in cluster.workloads for n in volumes.host_path_notes(w, host_paths or {})]
+        report.notes += netpol.of_manifests(source.manifests, [p for w in cluster.workloads for p in w.pods]).notes
         if not check_all:  # the containers that run here only because the simulator stands in for their image
             report.notes += [
                 note
@@ -416,16 +418,16 @@ class _Simulation:
     isolation: str  # the sandbox strategy that works here
     tmp: Path
     deadline: float
-    seed: int  # 127.<seed>.x.y: concurrent simulations use other addresses
+    seed: int  # names the simulation's cgroups: concurrent simulations use other ones
     api: tuple[str, int]  # the API server's address, which every pod's env names
     credentials: Credentials | None = None  # tokens and CA for pods that mount a ServiceAccount token
     server: ApiServer | None = None
     node: Node | None = None  # the cgroups and pod network its pods share
     blocks: Iterator[int] = field(default_factory=itertools.count)
 
-    def ip_base(self) -> tuple[int, int]:
-        """Addresses of their own for the next pods that are created."""
-        return self.seed, next(self.blocks) % IP_BLOCKS * IP_BLOCK
+    def ip_block(self) -> int:
+        """Addresses of their own for the next pods that are created (`emulation._ip`)."""
+        return next(self.blocks) % IP_BLOCKS * IP_BLOCK
 
     def storage(self, mount: model.Mount) -> Path:
         """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation;
@@ -515,7 +517,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
             # container's own ids (`runtime.ID_BASE`), not the machine's root.
             os.chmod(tmp, 0o711)
             seed = random.SystemRandom().randrange(1, 255)
-            sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (f"127.{seed}.255.1", API_PORT))
+            sim = _Simulation(options, listener, isolation, Path(tmp), deadline, seed, (DEFAULT_API_HOST, API_PORT))
             try:
                 rootfs.machine()  # read once, before any pod is forked
                 limited = any(
@@ -640,7 +642,7 @@ def _job_deadlines(workload: model.Workload, job_started: dict[tuple[str, int], 
 def _respawn(
     sim: _Simulation,
     manifests: Sequence[Mapping[str, Any]],
-    base: tuple[int, int],
+    base: int,
     result: WorkloadResult,
     restarts: list[model.Restart],
     position: int,
@@ -682,7 +684,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
     job_started: dict[
         tuple[str, int], float
     ] = {}  # each child Job's startTime: its activeDeadlineSeconds count from it
-    base = sim.ip_base()
+    base = sim.ip_block()
     started = 0.0
     while True:
         index = len(result.attempts)
@@ -690,7 +692,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         backoff = 0.0
         if restarts and not restarts[-1].in_place:
             result.recreated += 1
-            base = sim.ip_base()
+            base = sim.ip_block()
         elif restarts:  # the kubelet's back-off grows with each restart in place since the pod was created
             in_place = len(list(itertools.takewhile(lambda r: r.in_place, reversed(restarts))))
             backoff = min(BACKOFF_START_S * 2 ** min(in_place - 1, 10), BACKOFF_CAP_S)
@@ -709,6 +711,8 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         if sim.server is not None:
             sim.server.publish(cluster.objects)
         workload = next(w for w in cluster.workloads if w.id == wid)
+        if sim.node is not None and sim.node.network is not None:  # this attempt's pods, as its policies select them
+            sim.node.network.load_rules(netpol.of_manifests(manifests, workload.pods).ruleset)
         if restarts and restarts[-1].jobset:
             job_started.clear()  # new child Jobs
         for key in job_started:  # the kubelet's back-off, simulated rather than waited, counts towards the deadline

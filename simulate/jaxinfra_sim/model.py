@@ -114,7 +114,7 @@ class Pod:
     name: str  # deterministic pod name (the controller's name without the random suffix)
     hostname: str
     subdomain: str | None
-    ip: str  # its own loopback address, e.g. 127.0.3.2
+    ip: str  # its own address in the pod CIDR, e.g. 10.244.0.2 (`emulation._ip`)
     job_index: int  # JobSet job index (label jobset.sigs.k8s.io/job-index); 0 for a plain Job
     completion_index: int  # batch.kubernetes.io/job-completion-index
     global_index: int  # job_index * pods_per_job + completion_index: pod order in the workload

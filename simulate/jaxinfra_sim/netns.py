@@ -1,5 +1,13 @@
-"""The pods' network: one network namespace of their own per simulation, loopback only, as each pod
-of a cluster has a network namespace of its own.
+"""The pods' network: a network namespace per simulation (the node's, never this machine's), and a
+network namespace per pod wired to it by the CNI plugins, as containerd's CRI wires a pod sandbox
+(`PodNetwork`; `netns_holder._pod_network` has the steps and the sources).
+
+Each pod gets `eth0` with its own address from the pod CIDR (10.244.0.0/16), routed through a veth to
+the simulation's namespace (the `ptp` plugin), whose gateway 10.244.0.1 is where the simulator's API
+server listens, and its own `lo`: two pods bind the same port and reach each other by their addresses,
+as on a cluster; all containers of a pod share its namespace. A host-network pod stays in the
+simulation's namespace, with its address there (`HostAddress`). The simulation's namespace is what the
+rest of this docstring describes.
 
 Without it the pods share the machine's: a pod that binds 0.0.0.0:18080 listens on the machine's
 real interfaces, and a machine's process already on 0.0.0.0:8482 takes a job's port. Here every
@@ -52,8 +60,10 @@ It counts as up once the namespace has a default route. Otherwise `egress` is No
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import ipaddress
 import json
 import os
 import shutil
@@ -70,13 +80,18 @@ from jaxinfra_sim.errors import InvalidArgument, NetworkError
 from jaxinfra_sim.netns_holder import (
     CLONE_NEWNET,
     CLONE_NEWUSER,
+    CNI_DIR,
     EGRESS_TOOLS,
+    GATEWAY,  # noqa: F401
     LOW_PORTS,  # noqa: F401 - the holder's own, offered here with the rest of the pods' network
     PING_GROUPS,  # noqa: F401 - likewise
+    POD_CIDR,  # noqa: F401
+    POD_REPLY_TIMEOUT_S,
     STRATEGIES,
     egress_command,  # noqa: F401
     has_default_route,  # noqa: F401
     load_libc,
+    missing_plugins,
 )
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_holder.py")
@@ -90,6 +105,24 @@ REPLY_TIMEOUT_S = 2.0
 """How long a request to the holder may take (it answers in microseconds; this is for a stuck machine)."""
 Socket = socket.socket
 """The socket class, by a name `Network.socket` (a method) does not hide inside the class."""
+
+
+def require_tools(cni_dir: str = CNI_DIR) -> None:
+    """Raise `Unavailable` (exit status 3) naming the Debian package where what wires the pods' namespaces is missing:
+    the CNI plugins, `ip` (which makes the gateway's link) or `nft` (NetworkPolicy)."""
+    from jaxinfra_sim.errors import Unavailable
+
+    if missing := missing_plugins(cni_dir):
+        raise Unavailable(
+            f"the CNI plugins {', '.join(missing)} are missing from {cni_dir} (each pod's network is wired by them)",
+            "install Debian's containernetworking-plugins (sudo apt-get install containernetworking-plugins)",
+        )
+    for tool, package, what in (
+        ("ip", "iproute2", "it makes the pods' gateway"),
+        ("nft", "nftables", "it loads NetworkPolicy's rules"),
+    ):
+        if not (shutil.which(tool) or os.access(f"/usr/sbin/{tool}", os.X_OK)):
+            raise Unavailable(f"`{tool}` is not installed ({what})", f"sudo apt-get install {package}")
 
 
 def find_egress(which: Callable[[str], str | None] = shutil.which) -> tuple[str | None, str | None, str]:
@@ -155,6 +188,7 @@ class Network:
         for name in strategies:
             if name not in STRATEGIES:
                 raise InvalidArgument(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
+        require_tools()
         launch = _PRESTARTED.pop(None, None) if strategy is None and egress and which is shutil.which else None
         if launch is None:
             launch = _Launch.spawn(strategies, egress, which, egress_timeout)
@@ -162,16 +196,69 @@ class Network:
 
     # -- in a forked child ---------------------------------------------------------------------------
 
-    def join(self) -> None:
-        """Enter the pods' network namespace: call it in a freshly forked, single-threaded process (a pod's,
-        before its sandbox; the API server's). Two setns(2) calls; then this process's copies of the network's
-        descriptors are closed (it is in the namespace now) and `close` here does nothing. Raises NetworkError."""
+    def join(self, pod: PodNetwork | None = None) -> None:
+        """Enter the simulation's network namespace, or `pod`'s own: call it in a freshly forked, single-threaded
+        process (a pod's, before its sandbox; the API server's). Two setns(2) calls; then this process's copies of
+        the network's descriptors are closed (it is in the namespace now) and `close` here does nothing. Raises
+        NetworkError."""
         libc = load_libc()
         if self._user_fd >= 0 and libc.setns(self._user_fd, CLONE_NEWUSER) != 0:
             raise NetworkError("setns(user namespace of the pods' network)", ctypes.get_errno())
-        if libc.setns(self._net_fd, CLONE_NEWNET) != 0:
-            raise NetworkError("setns(the pods' network namespace)", ctypes.get_errno())
+        target = self._net_fd if pod is None else pod.fd()
+        if libc.setns(target, CLONE_NEWNET) != 0:
+            what = "the pods' network namespace" if pod is None else f"pod {pod.container}'s network namespace"
+            raise NetworkError(f"setns({what})", ctypes.get_errno())
         self._forget()
+        if pod is not None:
+            pod.close()
+
+    def pod(self, ip: str, container: str) -> PodNetwork:
+        """Ask the holder for a pod's own network namespace (`netns_holder._pod_network`): `eth0` with `ip` routed
+        from the simulation's namespace, `lo` up. Returns at once: many pods' namespaces are made at the same time, and
+        `PodNetwork.fd` waits for this one. `container` names it to the plugins (CNI_CONTAINERID: letters, digits,
+        '-', '.', '_'). Raises NetworkError once the holder is gone."""
+        if self._closed or os.getpid() != self._owner:
+            raise NetworkError("the pods' network is closed here (a forked child joins it instead)", errno.EBADF)
+        ipaddress.IPv4Address(ip)  # only an address ever reaches the holder's request
+        if not container or any(not (ch.isascii() and (ch.isalnum() or ch in "-._")) for ch in container):
+            raise InvalidArgument(f"pod sandbox id {container!r}: letters, digits, '-', '.' and '_' only")
+        return PodNetwork(ip, container, self._ask(f"pod {ip} {container}"))
+
+    def host_address(self, ip: str) -> HostAddress:
+        """Give a host-network pod its address in the simulation's namespace (where the other pods reach it
+        through their gateway); waits for it. `HostAddress.close` takes it away again. Raises NetworkError."""
+        ipaddress.IPv4Address(ip)
+        reply = self._ask(f"addr add {ip}")
+        with reply:
+            _answer(reply, f"host-network pod address {ip}", POD_REPLY_TIMEOUT_S)
+        return HostAddress(self, ip)
+
+    def load_rules(self, ruleset: str) -> None:
+        """Load an nftables file (`netpol`'s table) into the simulation's namespace, replacing what it replaces, in one
+        transaction; waits for it. Raises NetworkError with nft's own message."""
+        fd = os.memfd_create("jaxinfra-nft", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, ruleset.encode())
+            with self._ask("nft", fd) as reply:
+                _answer(reply, "NetworkPolicy's nftables rules", POD_REPLY_TIMEOUT_S)
+        finally:
+            os.close(fd)
+
+    def _ask(self, request: str, *extra: int) -> socket.socket:
+        """Send the holder `request` with a socket of its own for the answer (its worker answers there, while the
+        holder serves other requests), and the descriptors `extra`; that socket's other end."""
+        if self._closed or os.getpid() != self._owner:
+            raise NetworkError("the pods' network is closed here (a forked child joins it instead)", errno.EBADF)
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            with self._lock:
+                socket.send_fds(self._control, [request.encode()], [theirs.fileno(), *extra])
+        except OSError as e:
+            mine.close()
+            raise NetworkError(f"ask the network's holder: {request} (it is gone)", e.errno or errno.EPIPE) from None
+        finally:
+            theirs.close()
+        return mine
 
     # -- in the simulator ----------------------------------------------------------------------------
 
@@ -272,6 +359,79 @@ class Network:
 
     def __repr__(self) -> str:
         return f"Network(holder={self.holder}, strategy={self.strategy!r}, egress={self.egress!r})"
+
+
+class PodNetwork:
+    """One pod's own network namespace, being made or made: its descriptor once the holder's worker has sent it.
+    Every container of the pod joins it (`Network.join(pod)`); `close` lets it go (the kernel removes the namespace,
+    and with it the pod's veth, once no process is in it)."""
+
+    def __init__(self, ip: str, container: str, reply: socket.socket):
+        self.ip, self.container = ip, container
+        self._reply: socket.socket | None = reply
+        self._fd = -1
+        self.result: dict[str, Any] = {}  # the ptp plugin's ADD result
+
+    def fd(self, timeout: float = POD_REPLY_TIMEOUT_S) -> int:
+        """The namespace's descriptor, waiting for it if need be. Raises NetworkError with the plugin's own message."""
+        if self._fd >= 0:
+            return self._fd
+        if self._reply is None:
+            raise NetworkError(f"pod {self.container}'s network namespace is closed", errno.EBADF)
+        with self._reply as reply:
+            self._reply = None
+            msg, self._fd = _answer(reply, f"pod {self.container}'s network", timeout)
+        self.result = json.loads(msg[3:] or b"{}")
+        return self._fd
+
+    def fileno(self) -> int:
+        """Its descriptor, or its pending reply's: a forked container of another pod must close it."""
+        return self._fd if self._fd >= 0 else self._reply.fileno() if self._reply is not None else -1
+
+    def close(self) -> None:
+        if self._reply is not None:
+            self._reply.close()
+            self._reply = None
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __repr__(self) -> str:
+        return f"PodNetwork({self.container!r}, {self.ip})"
+
+
+class HostAddress:
+    """A host-network pod's address in the simulation's namespace (`Network.host_address`), until `close`."""
+
+    def __init__(self, network: Network, ip: str):
+        self.network, self.ip = network, ip
+        self._held = True
+
+    def fileno(self) -> int:
+        return -1
+
+    def close(self) -> None:
+        """Take the address away (the holder's worker does it; not waited for)."""
+        if self._held:
+            self._held = False
+            with contextlib.suppress(NetworkError):
+                self.network._ask(f"addr del {self.ip}").close()
+
+
+def _answer(reply: socket.socket, what: str, timeout: float) -> tuple[bytes, int]:
+    """A worker's answer on `reply`: ("ok ..." and the descriptor it sent, or -1). Raises NetworkError with the
+    worker's own message (a plugin's), or when none came within `timeout` seconds."""
+    if not fds.readable([reply], timeout):
+        raise NetworkError(f"set up {what}: no answer within {timeout:g} s", errno.ETIMEDOUT)
+    msg, received, _, _ = socket.recv_fds(reply, 65536, 1, socket.MSG_CMSG_CLOEXEC)
+    if msg.startswith(b"ok") and len(received) <= 1:
+        return msg, received[0] if received else -1
+    for fd in received:
+        os.close(fd)
+    said = json.loads(msg) if msg.startswith(b"{") else {}
+    raise NetworkError(
+        f"set up {what} ({said.get('error', 'the holder is gone')})", int(said.get("errno") or errno.EIO)
+    )
 
 
 class _Launch:

@@ -10,6 +10,7 @@ installed, reports to the simulator, and serves it (sockets made in the namespac
 
 from __future__ import annotations
 
+import collections
 import ctypes
 import errno
 import fcntl
@@ -39,6 +40,33 @@ LOW_PORTS = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
 PING_GROUPS = "/proc/sys/net/ipv4/ping_group_range"
 EVERY_GROUP = "0 2147483647"
 """The groups containerd lets open ICMP echo sockets in a pod's network namespace (`ping` without CAP_NET_RAW)."""
+
+POD_CIDR = "10.244.0.0/16"
+"""The pods' addresses (kubeadm's --pod-network-cidr of the Kubernetes docs' examples): each simulation has a
+namespace of its own, so every simulation may use the same range."""
+POD_PREFIX = 16
+GATEWAY = "10.244.0.1"
+"""The gateway's address in the simulation's namespace: every pod's default route, the host side of every pod's veth
+(the `ptp` plugin gives each the gateway's address), and the node's address to the pods."""
+NODE_LINK = "cni0"
+"""The link in the simulation's namespace that holds the gateway's address before any pod exists (where the API
+server listens) and host-network pods' addresses: a bridge without ports (a `dummy` link would do, but kernels built
+without CONFIG_DUMMY lack it, as the one this was written on does)."""
+POD_MTU = 65520
+"""The pods' MTU: the loopback's, as slirp4netns's, not a cloud's 1460 or 8896: every packet between pods crosses two
+veth pairs, a route and nftables here, and JAX's collectives move their bytes in fewer packets."""
+CNI_DIR = "/usr/lib/cni"
+"""Where Debian's containernetworking-plugins installs the plugins (CNI_PATH)."""
+CNI_PLUGINS = ("ptp", "static")
+CNI_VERSION = "1.0.0"
+POD_IFNAME = "eth0"
+CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN = 12, 13, 21
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE = 47, 2
+MAX_WORKERS = 2 * (os.cpu_count() or 1) + 2
+"""Workers the holder runs at once: enough to keep the cores busy with the plugins' exec and netlink work, few enough
+that 256 pods' set-up never holds 256 plugin processes in memory at the same time."""
+POD_REPLY_TIMEOUT_S = 30.0
+"""How long a pod's network may take to set up (the plugins' exec and netlink work; seconds on a loaded machine)."""
 
 EGRESS_TOOLS = ("pasta", "slirp4netns")
 """The user-mode networking tools that give the namespace egress, in order of preference."""
@@ -119,7 +147,218 @@ def has_default_route(route: str = "/proc/net/route", route6: str = "/proc/net/i
     return False
 
 
-# --- the simulator's side ---------------------------------------------------------------------------
+# --- the pods' own namespaces ----------------------------------------------------------------------
+
+
+def cni_conf(ip: str) -> dict[str, Any]:
+    """The network configuration a pod's `eth0` is added with: the `ptp` plugin (a veth pair, the pod's address
+    routed to its host side, which holds the gateway's: Calico's way, a route per pod and no shared broadcast domain,
+    where a bridge of 256 pods flooded every ARP request to every pod and their all-to-all collectives' connections
+    failed with EHOSTUNREACH) with `static` IPAM giving the pod the address the simulator chose for it (the DNS names
+    in every pod's hosts file are written before the pods start)."""
+    return {
+        "cniVersion": CNI_VERSION,
+        "name": "jaxinfra-sim",
+        "type": "ptp",
+        "ipMasq": False,
+        "mtu": POD_MTU,
+        "ipam": {
+            "type": "static",
+            "addresses": [{"address": f"{ip}/{POD_PREFIX}", "gateway": GATEWAY}],
+            "routes": [{"dst": "0.0.0.0/0", "gw": GATEWAY}],
+        },
+    }
+
+
+def missing_plugins(folder: str = CNI_DIR) -> list[str]:
+    """The CNI plugins the pods' namespaces need that `folder` lacks."""
+    return [name for name in CNI_PLUGINS if not os.access(os.path.join(folder, name), os.X_OK)]
+
+
+def _ip_batch(script: str) -> None:
+    """Run iproute2's `ip -batch -` in this namespace (with CAP_NET_ADMIN kept across its exec where this process is
+    not root in its user namespace); raises OSError with ip's own message."""
+    done = subprocess.run(
+        [shutil.which("ip") or "/usr/sbin/ip", "-batch", "-"],
+        input=script.encode(),
+        capture_output=True,
+        check=False,
+        preexec_fn=None if os.geteuid() == 0 else lambda: _ambient((CAP_NET_ADMIN,)),  # noqa: PLW1509 - single-threaded
+    )
+    if done.returncode != 0:
+        raise OSError(errno.EIO, done.stderr.decode(errors="replace").strip() or "ip -batch failed")
+
+
+def _host_address(reply: socket.socket, verb: str, ip: str) -> int:
+    """Fork the worker that adds (`verb` "add") or removes ("del") a host-network pod's address on `NODE_LINK`: such
+    a pod stays in this namespace, its node's, and listens on its own address, which the other pods reach through
+    their gateway. Its pid; it answers on `reply` ("ok", or the error as JSON)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {NODE_LINK}\n")
+        reply.send(b"ok")
+        code = 0
+    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
+        try:
+            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def _nft(reply: socket.socket, ruleset: int) -> int:
+    """Fork the worker that loads the nftables file open at `ruleset` into this namespace (`nft -f`, one transaction:
+    NetworkPolicy's rules, `netpol`). Its pid; it answers on `reply` ("ok", or nft's error as JSON)."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        done = subprocess.run(
+            [shutil.which("nft") or "/usr/sbin/nft", "-f", f"/proc/self/fd/{ruleset}"],
+            capture_output=True,
+            pass_fds=(ruleset,),
+            check=False,
+            preexec_fn=None if os.geteuid() == 0 else lambda: _ambient((CAP_NET_ADMIN,)),  # noqa: PLW1509
+        )
+        if done.returncode != 0:
+            raise OSError(errno.EIO, "nft -f: " + (done.stderr.decode(errors="replace").strip() or "failed")[-2000:])
+        reply.send(b"ok")
+        code = 0
+    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
+        try:
+            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
+        except OSError:
+            pass
+    os._exit(code)
+
+
+def _node_link_up() -> None:
+    """Make `NODE_LINK` with the gateway's address in this namespace, so the simulator's API server can listen there
+    before any pod exists, and make the rest of the pod CIDR unreachable here: a pod's address is routed to its veth
+    (`ptp`) while it lives, and never to the egress tool."""
+    _ip_batch(
+        f"link add {NODE_LINK} type bridge\naddr add {GATEWAY}/32 dev {NODE_LINK}\nlink set {NODE_LINK} up\n"
+        f"route add unreachable {POD_CIDR}\n"
+    )
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _ambient(caps: Sequence[int]) -> None:
+    """Keep `caps` across execve(2) for a process that is not root in its user namespace (the holder maps the
+    caller's own uid, so a plugin it execs would otherwise lose every capability): inheritable, then ambient
+    (capabilities(7))."""
+    libc = load_libc()
+    header, data = _CapHeader(0x20080522, 0), (_CapData * 2)()
+    if libc.capget(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    for cap in caps:
+        data[cap // 32].inheritable |= 1 << (cap % 32)
+    if libc.capset(ctypes.byref(header), data) != 0:
+        raise OSError(ctypes.get_errno(), "capset")
+    for cap in caps:
+        if libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"prctl(PR_CAP_AMBIENT_RAISE, {cap})")
+
+
+def routed(ip: str, table: str = "/proc/net/route") -> bool:
+    """Whether this namespace has a route to exactly `ip`/32 (the kernel's table: destinations in hex, host order)."""
+    want = f"{int.from_bytes(socket.inet_aton(ip), 'little'):08X}"
+    with open(table) as f:
+        return any(
+            len(fields) > 7 and fields[1] == want and fields[7] == "FFFFFFFF"
+            for fields in (line.split() for line in f.readlines()[1:])
+        )
+
+
+def _cni(command: str, conf: dict[str, Any], container: str, netns: str, ifname: str, fds: Sequence[int]) -> str:
+    """Run the plugin `conf` names with the CNI protocol (SPEC.md, Execution Protocol): CNI_* in the environment, the
+    configuration on stdin, the result on stdout; raises OSError with the plugin's own error message."""
+    env = {
+        "CNI_COMMAND": command,
+        "CNI_CONTAINERID": container,
+        "CNI_NETNS": netns,
+        "CNI_IFNAME": ifname,
+        "CNI_PATH": CNI_DIR,
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+    }
+    done = subprocess.run(
+        [os.path.join(CNI_DIR, conf["type"])],
+        input=json.dumps(conf).encode(),
+        capture_output=True,
+        env=env,
+        pass_fds=tuple(fds),
+        check=False,
+    )
+    if done.returncode != 0:
+        try:
+            said = json.loads(done.stdout or b"{}")
+            message = f"{said.get('msg', '')} {said.get('details', '')}".strip()
+        except ValueError:
+            message = ""
+        message = message or done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"
+        raise OSError(errno.EIO, f"CNI {command} {conf['type']}: {message}")
+    return done.stdout.decode(errors="replace")
+
+
+def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, gid: int) -> int:
+    """Fork the worker that makes one pod's network namespace, as containerd's CRI makes a sandbox's (containerd
+    @ dea7da592f5d1 internal/cri/server/sandbox_run.go setupPodNetwork, through go-cni: the loopback network, then
+    the pod network, each an ADD): unshare(CLONE_NEWNET), `lo` up and the same sysctls as this namespace (containerd
+    sets both in every pod's), back into this namespace (the plugins' "host" side: the pod's route and veth end are
+    here, never on the machine), the `ptp` plugin's ADD, and the namespace's descriptor sent on `reply` (SCM_RIGHTS).
+    Its pid; it answers the simulator by itself. A route to the address left by a pod of an earlier attempt, whose
+    namespace the kernel has not finished removing (that is asynchronous), is deleted first: `ptp` would refuse it.
+
+    go-cni's loopback network (opts.go WithLoNetwork) runs the `loopback` plugin, whose whole ADD is bringing `lo`
+    up (containernetworking/plugins plugins/main/loopback/loopback.go cmdAdd); here that is one ioctl in the worker
+    instead of an exec, about a sixth of a pod's set-up."""
+    pid = os.fork()
+    if pid:
+        return pid
+    code = 1
+    try:
+        libc = load_libc()
+        here = os.open("/proc/self/ns/net", os.O_RDONLY)
+        if libc.unshare(CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) for the pod")
+        pod = os.open("/proc/self/ns/net", os.O_RDONLY)
+        lo_up()
+        _try_write(LOW_PORTS, "0")
+        _try_write(PING_GROUPS, EVERY_GROUP if strategy == "privileged" else f"{gid} {gid}")
+        if libc.setns(here, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), "setns(the simulation's network namespace)")
+        if os.geteuid() != 0:
+            _ambient((CAP_NET_ADMIN, CAP_NET_RAW, CAP_SYS_ADMIN))
+        if routed(ip):
+            try:
+                _ip_batch(f"route del {ip}/32\n")
+            except OSError:
+                if routed(ip):  # else the kernel removed it meanwhile, with the old namespace's veth
+                    raise
+        result = _cni("ADD", cni_conf(ip), container, f"/proc/self/fd/{pod}", POD_IFNAME, (pod,))
+        socket.send_fds(reply, [b"ok " + result.encode()[:60000]], [pod])
+        code = 0
+    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
+        try:
+            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
+        except OSError:
+            pass
+    os._exit(code)
+
 
 # --- the holder -------------------------------------------------------------------------------------
 
@@ -229,6 +468,8 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
                 _write(path, text)
         step = "bring lo up in the pods' network namespace"
         lo_up()
+        step = f"make {NODE_LINK} ({GATEWAY}) with ip (Debian package iproute2)"
+        _node_link_up()
     except OSError as e:
         attempts.append({"strategy": strategy, "step": step, "errno": e.errno or errno.EPERM})
         return {"ok": False, "attempts": attempts}
@@ -237,7 +478,10 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
     groups = EVERY_GROUP if strategy == "privileged" else f"{gid} {gid}"
     opened = {
         name: _try_write(path, text)
-        for name, path, text in (("low_ports", LOW_PORTS, "0"), ("ping", PING_GROUPS, groups))
+        for name, path, text in (
+            ("low_ports", LOW_PORTS, "0"),
+            ("ping", PING_GROUPS, groups),
+        )
     }
     subordinate = [list(r) for r in ids] if mapped and ids is not None else None
     return {"ok": True, "strategy": strategy, **opened, "attempts": attempts, "subordinate": subordinate}
@@ -326,18 +570,41 @@ class _Egress:
             self.pid = 0
 
 
-def _serve(control: socket.socket, parent: int, egress: _Egress | None) -> None:
-    """Answer the simulator's requests until it goes (its pidfd), closes the socket, or says quit."""
+def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy: str) -> None:
+    """Answer the simulator's requests until it goes (its pidfd), closes the socket, or says quit: a socket of this
+    namespace, or work for a worker (a pod's own namespace, a host-network pod's address, NetworkPolicy's rules),
+    each answering on the socket that came with its request; at most `MAX_WORKERS` at once, the rest queued in order."""
     watched: list[int] = [control.fileno(), parent]
     if egress is not None and egress.pid:
         watched += [egress.pidfd, egress.errors]
+    workers: dict[int, int] = {}  # pidfd -> pid
+    queued: collections.deque[tuple[list[bytes], list[int]]] = collections.deque()
+    gid = os.getgid()
+
+    def start(words: list[bytes], received: list[int]) -> None:
+        with socket.socket(fileno=received[0]) as reply:
+            if words[0] == b"pod":
+                pid = _pod_network(reply, words[1].decode(), words[2].decode(), strategy, gid)
+            elif words[0] == b"addr":
+                pid = _host_address(reply, words[1].decode(), words[2].decode())
+            else:
+                pid = _nft(reply, received[1])
+        for fd in received[1:]:
+            os.close(fd)
+        workers[os.pidfd_open(pid)] = pid
+
     while True:
+        while queued and len(workers) < MAX_WORKERS:
+            start(*queued.popleft())
         poller = select.poll()  # not select(2): no FD_SETSIZE bound (the package's `fds` is not importable here)
-        for fd in watched:
+        for fd in [*watched, *workers]:
             poller.register(fd, select.POLLIN)
         ready = [fd for fd, _ in poller.poll()]
         if parent in ready:
             return
+        for pidfd in [fd for fd in ready if fd in workers]:  # reaped as they end: never another's pid
+            os.waitpid(workers.pop(pidfd), 0)
+            os.close(pidfd)
         if egress is not None and egress.pidfd in ready:
             egress.reap()
             watched.remove(egress.pidfd)
@@ -346,20 +613,36 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None) -> None:
         if control.fileno() not in ready:
             continue
         try:
-            msg = control.recv(256)
+            msg, received, _, _ = socket.recv_fds(control, 512, 2, socket.MSG_CMSG_CLOEXEC)
         except OSError:
             return
         words = msg.split()
         if not words or words[0] == b"quit":
             return
+        if (
+            words[0] == b"pod"
+            and len(words) == 3
+            and len(received) == 1
+            or words[0] == b"addr"
+            and len(words) == 3
+            and words[1] in (b"add", b"del")
+            and len(received) == 1
+            or words[0] == b"nft"
+            and len(words) == 1
+            and len(received) == 2
+        ):
+            queued.append((words, received))
+            continue
+        for fd in received:
+            os.close(fd)
         if words[0] == b"socket" and len(words) == 5:
             seq = words[1]
             try:
                 made = socket.socket(int(words[2]), int(words[3]), int(words[4]))
             except (OSError, ValueError) as e:
-                reply = b"err %s %d" % (seq, getattr(e, "errno", None) or errno.EINVAL)
+                refused = b"err %s %d" % (seq, getattr(e, "errno", None) or errno.EINVAL)
                 try:
-                    control.send(reply)
+                    control.send(refused)
                 except OSError:
                     return
                 continue
@@ -410,7 +693,7 @@ def _holder(argv: Sequence[str]) -> None:
             null = os.open(os.devnull, os.O_RDWR)
             os.dup2(null, 2)  # nothing more to say but through the control socket
             os.close(null)
-            _serve(control, parent, egress if report["egress"] else None)
+            _serve(control, parent, egress if report["egress"] else None, report["strategy"])
     finally:
         if egress is not None:
             egress.stop()

@@ -55,6 +55,7 @@ USER_AGENT = "kube-probe/1.34"
 """The kubelet's User-Agent for HTTP probes: kube-probe/<its major>.<minor> (pkg/probe/http/request.go)."""
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
 EXEC_GRACE = 1.0
 """Seconds an exec probe's process has past its timeout to kill its command and say so, before it is killed."""
 
@@ -358,23 +359,31 @@ def _port(probe: model.Probe, pod: model.Pod) -> int:
 
 def _exec(probe: model.Probe, target: Target, oci: runtime.Runtime, network: Callable[[], None] | None) -> int:
     """The command in the container, as containerd's ExecSync runs it: `runc exec` (its namespaces, cgroup, identity,
-    env and working directory; a fresh runc process, nothing of the simulator's memory), this process the child
-    subreaper its command is reparented to; past the timeout it is killed and the probe fails. Exit 0 passes. A runc
-    that cannot start the command (a container stopping as it is probed, a command not in it) is ExecSync's error,
-    not an exit status: the kubelet's exec prober makes that probe.Unknown (pkg/probe/exec/exec.go Probe: only an
-    ExitError is a Failure) and its worker throws the result away (pkg/kubelet/prober/worker.go doProbe): a liveness
-    probe naming a command the image lacks never restarts its container (kubernetes/kubernetes#106682).
+    env and working directory, its pod's network namespace, which this process enters first since runc joins only the
+    container's own; a fresh runc process, nothing of the simulator's memory), this process the child subreaper its
+    command is reparented to; past the timeout it is killed and the probe fails. Exit 0 passes. A runc that cannot
+    start the command (a container stopping as it is probed, a command not in it) is ExecSync's error, not an exit
+    status: the kubelet's exec prober makes that probe.Unknown (pkg/probe/exec/exec.go Probe: only an ExitError is a
+    Failure) and its worker throws the result away (pkg/kubelet/prober/worker.go doProbe): a liveness probe naming a
+    command the image lacks never restarts its container (kubernetes/kubernetes#106682).
     Unprivileged, runc runs where the container's shim ran it: in the user namespace its shim made (through the pods'
     network's, `sandbox.node_mounts`), as its root."""
     if not probe.command:
         raise _ProbeError("exec probe without a command")
-    if os.geteuid() != 0 and network is not None and target.pid is not None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    nested = os.geteuid() != 0 and network is not None and target.pid is not None
+    if nested and network is not None:  # the pods' network's user namespace, which owns every pod's network one
         network()
-        shim = os.open(f"/proc/{target.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
-        if ctypes.CDLL(None, use_errno=True).setns(shim, CLONE_NEWUSER) != 0:
-            raise _ProbeError(f"enter the container's user namespace: {os.strerror(ctypes.get_errno())}")
-        os.close(shim)
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    # the pod's own network namespace (its shim's), entered while this process may (before the container's user
+    # namespace, nested deeper): runc exec joins only the namespaces its container made
+    for kind, flag, what in (("net", CLONE_NEWNET, "pod's network"), ("user", CLONE_NEWUSER, "container's user")):
+        if target.pid is None or kind == "user" and not nested:
+            continue
+        fd = os.open(f"/proc/{target.pid}/ns/{kind}", os.O_RDONLY | os.O_CLOEXEC)
+        if libc.setns(fd, flag) != 0:
+            raise _ProbeError(f"enter the {what} namespace: {os.strerror(ctypes.get_errno())}")
+        os.close(fd)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     security = target.pod.security
     spec = runtime.process(list(probe.command), target.env, str(target.cwd or "/"), security)
     job = runtime.write(oci.state, f"exec-{os.getpid()}.json", spec)

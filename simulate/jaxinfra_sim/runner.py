@@ -10,6 +10,7 @@ status pipe (phase changes, the probe's result) and log pipes (prefixed by the r
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import selectors
@@ -17,6 +18,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jaxinfra import interrupts
 from jaxinfra_sim import container, events, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
@@ -24,10 +26,14 @@ from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.controllers.running import Running
 from jaxinfra_sim.machine import Machine, oom_group
+from jaxinfra_sim.netns import PodNetwork
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, ContainerRun, Listener, Phase, PodRun, Process
 from jaxinfra_sim.printable import printable
+
+if TYPE_CHECKING:
+    from jaxinfra_sim.netns import HostAddress
 
 
 def _involved(p: PodRun | ContainerRun) -> str:
@@ -44,6 +50,11 @@ COORDINATOR_HOLD_S = 2.0
 #: How long the kubelet waits before it starts a native sidecar that exited again (its CrashLoopBackOff begins at
 #: 10 s, pkg/kubelet/kubelet.go backOffPeriod; shorter here, and not recorded: a sidecar's restarts fail nothing).
 SIDECAR_RESTART_S = 1.0
+#: How long an ended pod's network outlives its last container: the kubelet sees the exit at its next PLEG relist
+#: (every second: kubernetes pkg/kubelet/kubelet.go genericPlegRelistPeriod), then its pod worker stops the terminal
+#: pod's sandbox (SyncTerminatingPod, StopPodSandbox, whose CNI DEL releases the address). Until then its address still
+#: answers, as on a node: a peer's retry loop that sleeps a second between pings still reaches a pod that just ended.
+SANDBOX_TEARDOWN_S = 2.0
 #: How long past its init timeout a pod may still be initializing before the group is ended.
 INIT_GRACE_S = 1.0
 
@@ -108,6 +119,9 @@ class Runner:
         self.eviction_manager = eviction.StorageWatch(self._pod_dir, self._scratch)
         network = self.node.network if self.node is not None else None
         self.prober = prober.Prober(network.join if network is not None else None, self.runtime, self._unhealthy)
+        # each begun pod's own network namespace (a host-network pod's address), by id() of its run
+        self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
+        self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         try:
             while True:
@@ -119,6 +133,8 @@ class Runner:
                     if not r.begun:
                         r.begun = now >= starts[id(r)] and self.controllers.may_create(r, runs)
                         r.created = now if r.begun else None
+                        if r.begun:
+                            self._sandbox_network(r)
                         if r.begun and r.pod.job:  # the Job controller's pod
                             self._record(events.created_pod(now - t0, r.pod.namespace, r.pod.job, r.pod.name))
                     if r.begun and (r.others or not r.initialized) and not r.done and self.machine.verdict is None:
@@ -152,6 +168,7 @@ class Runner:
                                 (r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL, True)
                             )
                 self._reap(runs)
+                self._release_networks(runs, now)
                 self._probes(runs, now, wake)
                 self.machine.poll(now)
                 for r, why in self.eviction_manager.poll(runs, now):
@@ -194,12 +211,38 @@ class Runner:
         finally:
             self.prober.close()
             self._end(runs)
+            for net in self.pod_networks.values():
+                net.close()
+            self.pod_networks.clear()
         if not attempt.ok and attempt.reason is None:  # told once every pod has ended (a preempted one may end last)
             failed = attempt.first_failure
             attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
         attempt.seconds = time.monotonic() - t0
         attempt.memory_peak = self.machine.memory.peak
         return attempt
+
+    def _sandbox_network(self, r: PodRun) -> None:
+        """Ask for the pod's own network namespace as its pod begins (the kubelet's RunPodSandbox, before any of its
+        containers): the holder makes every begun pod's at once, and its first container waits for it (`_start`).
+        A host-network pod stays in the simulation's namespace, the node's. Named for the plugins by numbers only."""
+        network = self.node.network if self.node is not None else None
+        if network is None or id(r) in self.pod_networks:
+            return
+        if r.pod.host_network:  # its node's namespace, where it listens on its own address
+            self.pod_networks[id(r)] = network.host_address(r.pod.ip)
+            return
+        sandbox_id = f"jaxinfra-{os.getpid()}-{self.attempt_index}-{r.pod.global_index}-{r.generation}"
+        self.pod_networks[id(r)] = network.pod(r.pod.ip, sandbox_id)
+
+    def _release_networks(self, runs: list[PodRun], now: float) -> None:
+        """Let an ended pod's namespace go `SANDBOX_TEARDOWN_S` after every process of it is reaped (the kubelet's
+        StopPodSandbox): its veth and its route go with it, and a pod created in its place may take its address."""
+        for r in runs:
+            if not (r.done and id(r) in self.pod_networks and all(p.pid is None or p.reaped for p in r.processes)):
+                continue
+            due = self.teardowns.setdefault(id(r), now + SANDBOX_TEARDOWN_S)
+            if now >= due:
+                self.pod_networks.pop(id(r)).close()
 
     def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
         """Hold the other pods (at most COORDINATOR_HOLD_S) while rank 0 has started but does not
@@ -375,7 +418,12 @@ class Runner:
         p.security = c.pod.security  # an image given whole may have set its user (`oci_image.applied`)
         p.unapplied = sandbox.unapplied(self.isolation, c.pod.security, c.runtime is not None)
         network = self.node.network if self.node else None
-        joins = [j for j in (p.group.enter if p.group else None, network.join if network else None) if j]
+        sandbox_net = self.pod_networks.get(id(r))
+        own_network = sandbox_net if isinstance(sandbox_net, PodNetwork) else None
+        if own_network is not None:
+            own_network.fd()  # set up by now, or NetworkError: the pod's sandbox could not be made
+        join = functools.partial(network.join, own_network) if network is not None else None
+        joins = [j for j in (p.group.enter if p.group else None, join) if j]
         privileged = self.isolation == "privileged"  # root maps all ids: over a handshake of two more pipes
         ends = fds.pipes(6 if privileged else 4)
         control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w = ends[:8]
@@ -393,6 +441,7 @@ class Runner:
                     *self.answers,
                     control_w,
                     *([theirs.ask, theirs.done] if theirs else []),
+                    *(n.fileno() for n in self.pod_networks.values() if n is not sandbox_net and n.fileno() >= 0),
                 ]
                 container.become(
                     c,
