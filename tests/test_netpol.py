@@ -5,7 +5,6 @@ namespace: this machine's ruleset is never touched)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,6 +13,8 @@ from typing import Any
 import pytest
 
 from jaxinfra_sim import netpol
+
+pytestmark = pytest.mark.unit
 
 
 @dataclass(frozen=True)
@@ -138,7 +139,7 @@ def test_what_is_not_enforced_is_a_note_and_nothing_of_a_manifest_reaches_the_ru
     assert all(note.startswith(f"NetworkPolicy/default/{hostile} spec.ingress[") for note in compiled.notes)
 
 
-@pytest.mark.skipif(not shutil.which("unshare") or not shutil.which("nft"), reason="needs unshare and nft")
+@pytest.mark.simulator  # it starts nft (.ci/run installs nftables: never skipped)
 def test_nft_accepts_every_ruleset_compiled_here() -> None:
     specs = [
         {"podSelector": SERVER, "ingress": [{"from": [{"podSelector": {}}], "ports": [{"port": 1, "endPort": 5}]}]},

@@ -582,16 +582,21 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy
     gid = os.getgid()
 
     def start(words: list[bytes], received: list[int]) -> None:
+        pid = None
         with socket.socket(fileno=received[0]) as reply:
-            if words[0] == b"pod":
-                pid = _pod_network(reply, words[1].decode(), words[2].decode(), strategy, gid)
-            elif words[0] == b"addr":
-                pid = _host_address(reply, words[1].decode(), words[2].decode())
-            else:
-                pid = _nft(reply, received[1])
+            try:
+                if words[0] == b"pod":
+                    pid = _pod_network(reply, words[1].decode(), words[2].decode(), strategy, gid)
+                elif words[0] == b"addr":
+                    pid = _host_address(reply, words[1].decode(), words[2].decode())
+                else:
+                    pid = _nft(reply, received[1])
+            except OSError as e:  # no worker (a full pids group: EAGAIN): the request's answer, not the holder's end
+                reply.send(json.dumps({"errno": e.errno or errno.EIO, "error": f"fork the worker: {e}"}).encode())
         for fd in received[1:]:
             os.close(fd)
-        workers[os.pidfd_open(pid)] = pid
+        if pid is not None:
+            workers[os.pidfd_open(pid)] = pid
 
     while True:
         while queued and len(workers) < MAX_WORKERS:

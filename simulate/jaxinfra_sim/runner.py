@@ -25,6 +25,7 @@ from jaxinfra_sim import container, events, eviction, fds, image, model, paths, 
 from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.controllers.running import Running
+from jaxinfra_sim.errors import NetworkError, Unavailable
 from jaxinfra_sim.machine import Machine, oom_group
 from jaxinfra_sim.netns import PodNetwork
 from jaxinfra_sim.node import Node
@@ -387,11 +388,17 @@ class Runner:
         try:
             self._start(p)
         except OSError as err:
-            if not self.machine.refused(err, r):
-                raise
-            r.phase, r.reason = Phase.FAILED, f"not started: {self.machine.verdict}"
-            self.listener("phase", r)
-            return
+            if self.machine.refused(err, r):
+                r.phase, r.reason = Phase.FAILED, f"not started: {self.machine.verdict}"
+                self.listener("phase", r)
+                return
+            if isinstance(err, NetworkError):  # the kubelet's FailedCreatePodSandBox: it would retry, never run it
+                raise Unavailable(
+                    f"pod {r.pod.hostname}'s network namespace could not be made here: {err}",
+                    "this is this machine's or the simulator's failure, not the job's: check that the CNI plugins "
+                    "(Debian's containernetworking-plugins) and nftables work here",
+                ) from None
+            raise
         if p is r:
             for slot, c in enumerate(self._others(r), 1):
                 if c.role == "main" and self.machine.verdict is None:
