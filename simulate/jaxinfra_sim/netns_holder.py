@@ -189,35 +189,47 @@ def _ip_batch(script: str) -> None:
         raise OSError(errno.EIO, done.stderr.decode(errors="replace").strip() or "ip -batch failed")
 
 
-def _host_address(reply: socket.socket, verb: str, ip: str) -> int:
-    """Fork the worker that adds (`verb` "add") or removes ("del") a host-network pod's address on `NODE_LINK`: such
-    a pod stays in this namespace, its node's, and listens on its own address, which the other pods reach through
-    their gateway. Its pid; it answers on `reply` ("ok", or the error as JSON)."""
+def failure(e: BaseException) -> bytes:
+    """A request's failed answer: the errno and what was said, as JSON (`netns._answer` raises it as NetworkError)."""
+    said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
+    return json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode()
+
+
+def _worker(reply: socket.socket, work: Callable[[], None]) -> int:
+    """Fork a worker that does `work`, which answers on `reply` when it succeeds; a failure is answered by
+    `failure`. The worker's pid (an OSError where this holder cannot fork it: its caller answers)."""
     pid = os.fork()
     if pid:
         return pid
     code = 1
     try:
-        _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {NODE_LINK}\n")
-        reply.send(b"ok")
+        work()
         code = 0
     except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
         try:
-            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
-            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
+            reply.send(failure(e))
         except OSError:
             pass
     os._exit(code)
 
 
+def _host_address(reply: socket.socket, verb: str, ip: str) -> int:
+    """Fork the worker that adds (`verb` "add") or removes ("del") a host-network pod's address on `NODE_LINK`: such
+    a pod stays in this namespace, its node's, and listens on its own address, which the other pods reach through
+    their gateway. Its pid; it answers on `reply` ("ok", or the error as JSON)."""
+
+    def work() -> None:
+        _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {NODE_LINK}\n")
+        reply.send(b"ok")
+
+    return _worker(reply, work)
+
+
 def _nft(reply: socket.socket, ruleset: int) -> int:
     """Fork the worker that loads the nftables file open at `ruleset` into this namespace (`nft -f`, one transaction:
     NetworkPolicy's rules, `netpol`). Its pid; it answers on `reply` ("ok", or nft's error as JSON)."""
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
+
+    def work() -> None:
         done = subprocess.run(
             [shutil.which("nft") or "/usr/sbin/nft", "-f", f"/proc/self/fd/{ruleset}"],
             capture_output=True,
@@ -228,14 +240,8 @@ def _nft(reply: socket.socket, ruleset: int) -> int:
         if done.returncode != 0:
             raise OSError(errno.EIO, "nft -f: " + (done.stderr.decode(errors="replace").strip() or "failed")[-2000:])
         reply.send(b"ok")
-        code = 0
-    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
-        try:
-            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
-            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
-        except OSError:
-            pass
-    os._exit(code)
+
+    return _worker(reply, work)
 
 
 def _node_link_up() -> None:
@@ -325,11 +331,8 @@ def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, g
     go-cni's loopback network (opts.go WithLoNetwork) runs the `loopback` plugin, whose whole ADD is bringing `lo`
     up (containernetworking/plugins plugins/main/loopback/loopback.go cmdAdd); here that is one ioctl in the worker
     instead of an exec, about a sixth of a pod's set-up."""
-    pid = os.fork()
-    if pid:
-        return pid
-    code = 1
-    try:
+
+    def work() -> None:
         libc = load_libc()
         here = os.open("/proc/self/ns/net", os.O_RDONLY)
         if libc.unshare(CLONE_NEWNET) != 0:
@@ -350,14 +353,8 @@ def _pod_network(reply: socket.socket, ip: str, container: str, strategy: str, g
                     raise
         result = _cni("ADD", cni_conf(ip), container, f"/proc/self/fd/{pod}", POD_IFNAME, (pod,))
         socket.send_fds(reply, [b"ok " + result.encode()[:60000]], [pod])
-        code = 0
-    except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
-        try:
-            said = e.strerror if isinstance(e, OSError) and e.strerror else f"{type(e).__name__}: {e}"
-            reply.send(json.dumps({"errno": getattr(e, "errno", None) or errno.EIO, "error": said}).encode())
-        except OSError:
-            pass
-    os._exit(code)
+
+    return _worker(reply, work)
 
 
 # --- the holder -------------------------------------------------------------------------------------
@@ -592,7 +589,7 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy
                 else:
                     pid = _nft(reply, received[1])
             except OSError as e:  # no worker (a full pids group: EAGAIN): the request's answer, not the holder's end
-                reply.send(json.dumps({"errno": e.errno or errno.EIO, "error": f"fork the worker: {e}"}).encode())
+                reply.send(failure(e))
         for fd in received[1:]:
             os.close(fd)
         if pid is not None:
