@@ -127,14 +127,20 @@ def _track(run: PodRun, attempt: Attempt, faults: Faults, offset: float) -> Trac
             continue
         spans.append(Span(phase, offset + start, offset + stop))
         steps = (run.result or {}).get("timings", {})
+        lengths = [
+            (name, max(steps[key] - (steps.get("connect_s", 0.0) if key == "init_s" else 0.0), 0.0))
+            for key, name in STEPS.get(phase, ())
+            if key in steps
+        ]
+        # The probe times its steps on its own clock; the runner sees the phase begin a little after the probe did
+        # (a pipe read on a busy machine), so steps that overrun the phase are shrunk to fit it, each still shown.
+        fit = min(1.0, (stop - start) / total) if (total := sum(length for _, length in lengths)) > 0 else 1.0
         at = start
-        for key, name in STEPS.get(phase, ()):
-            if key in steps:
-                length = steps[key] - (steps.get("connect_s", 0.0) if key == "init_s" else 0.0)
-                step_end = min(at + max(length, 0.0), stop)
-                if step_end > at:
-                    spans.append(Span(name, offset + at, offset + step_end, depth=1))
-                at = step_end
+        for name, length in lengths:
+            step_end = min(at + length * fit, stop)
+            if step_end > at:
+                spans.append(Span(name, offset + at, offset + step_end, depth=1))
+            at = step_end
     exit_text = run.signal or ("never started" if run.pid is None else f"exit {run.exit_code}")
     marks = [
         Mark(
