@@ -147,7 +147,11 @@ def prepare(
         bool(faults.lookup(faults.hang, pod)),
         own_command,
         oci if own_command else None,
-        "-".join(folder.parts[-3:]),
+        # Unique on this machine, not only in the simulation: as root runc names the container's cgroup after it,
+        # and where a v1 controller (cpuset) has no pod group above it that cgroup is at its hierarchy's root, where
+        # two simulations' containers of one name would share it (one's `runc delete` removing it under the other's
+        # `runc create`: "openat2 .../cpuset/pod-0-0-sandbox/cgroup.procs: no such file or directory").
+        "-".join((f"jaxinfra{os.getpid()}", *folder.parts[-3:])),
         shift,
     )
 
