@@ -21,7 +21,7 @@ import pytest
 
 from jaxinfra_sim import oci_image
 from tests.support import images, unprivileged
-from tests.test_sim_sandbox import MODES, pods, seen, simulate
+from tests.test_sim_sandbox import MODES, pods, seen, sim_argv, simulate
 
 pytestmark = pytest.mark.simulator  # .ci/run installs umoci, skopeo, runc and busybox-static: never skipped
 
@@ -175,26 +175,36 @@ def test_a_missing_image_file_or_folder_is_one_problem(home: Path) -> None:
     junk = home / "junk.bin"
     junk.write_bytes(b"not a tar")
     r = subprocess.run(
-        [*_cli(home), "--image", f"{NAME}={junk}"], capture_output=True, text=True, timeout=60, check=False
+        _argv(home, "--image", f"{NAME}={junk}", command=["true"]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
     )
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"{NAME}={junk}" in r.stdout + r.stderr
 
 
-def _cli(home: Path) -> list[str]:
-    from tests.test_sim_sandbox import sim_argv
-
+def _argv(home: Path, *args: str, **fields: Any) -> list[str]:
+    """`jaxinfra simulate ARGS` of one container (`container(**fields)`) written to `home`/job.yaml."""
     manifest = home / "job.yaml"
-    manifest.write_text(json.dumps(container(command=["true"])))
-    return sim_argv(manifest, home / "report.json")
+    manifest.write_text(json.dumps(container(**fields)))
+    return sim_argv(manifest, home / "report.json", *args)
+
+
+def _run_image(home: Path, path: Path, **run: Any) -> subprocess.CompletedProcess[str]:
+    """That simulation of the image at `path`, through `unprivileged.run` (`run`: as_root, subordinate), its output
+    as it is (no report needed)."""
+    argv = _argv(home, "--image", f"{NAME}={path}")
+    return unprivileged.run(
+        argv, home, env={}, cwd=unprivileged.ROOT, capture_output=True, text=True, timeout=60, **run
+    )
 
 
 def test_without_the_images_command_nothing_runs_and_the_plain_folder_keeps_todays_behaviour(home: Path) -> None:
     """No command and no image given whole: the problem says how to give one; a plain folder still leaves the
     machine's system under it."""
-    r = subprocess.run(
-        [*_cli_no_command(home)], capture_output=True, text=True, timeout=60, check=False, env=_env(home)
-    )
+    r = subprocess.run(_argv(home), capture_output=True, text=True, timeout=60, check=False, env=_env(home))
     assert r.returncode == 1 and "--image IMAGE=PATH" in r.stdout + r.stderr, r.stdout + r.stderr
     folder = home / "top"
     folder.mkdir()
@@ -203,14 +213,6 @@ def test_without_the_images_command_nothing_runs_and_the_plain_folder_keeps_toda
     job = container(command=["sh", "-c", script])
     rc, report, out = simulate(home, [job], "--image", f"{NAME}={folder}")
     assert rc == 0 and seen(pods(report)["img-0"])["BOTH"] == "yes", out
-
-
-def _cli_no_command(home: Path) -> list[str]:
-    from tests.test_sim_sandbox import sim_argv
-
-    manifest = home / "job.yaml"
-    manifest.write_text(json.dumps(container()))
-    return sim_argv(manifest, home / "report.json")
 
 
 def _env(home: Path) -> dict[str, str]:
@@ -266,20 +268,7 @@ def test_an_unsafe_layer_is_refused_with_one_line_and_the_machine_is_unchanged(
     the layer aims at is as it was, and nothing of the image is in the cache."""
     layers = [images.busybox_layer(), *hostile(canary)[attack]]
     path = _given(home, "layout", images.Spec(layers, cmd=["true"]))
-    manifest = home / "job.yaml"
-    manifest.write_text(json.dumps(container()))
-    from tests.test_sim_sandbox import sim_argv
-
-    r = unprivileged.run(
-        sim_argv(manifest, home / "report.json", "--image", f"{NAME}={path}"),
-        home,
-        as_root=as_root,
-        env={},
-        cwd=unprivileged.ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = _run_image(home, path, as_root=as_root)
     out = (r.stdout + r.stderr).strip()
     assert r.returncode == 2, out
     assert "Traceback" not in out and len(out.splitlines()) == 1, out
@@ -394,21 +383,8 @@ def test_a_jax_program_runs_from_its_image_with_its_own_host_device_count(
 
 def test_unprivileged_without_subordinate_ids_an_images_user_is_exit_3(home: Path) -> None:
     """The image's User (uid 1000) needs a subordinate id, as a runAsUser would: exit 3 with the fix, nothing run."""
-    from tests.test_sim_sandbox import sim_argv
-
     path = _given(home, "layout", app_image())
-    manifest = home / "job.yaml"
-    manifest.write_text(json.dumps(container()))
-    r = unprivileged.run(
-        sim_argv(manifest, home / "report.json", "--image", f"{NAME}={path}"),
-        home,
-        subordinate=False,
-        env={},
-        cwd=unprivileged.ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    r = _run_image(home, path, subordinate=False)
     out = r.stdout + r.stderr
     assert r.returncode == 3 and "runs as ids [1000]" in out, out
 
