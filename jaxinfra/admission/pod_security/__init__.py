@@ -37,7 +37,7 @@ from typing import Any
 
 from jaxinfra.admission.decoded import as_map
 from jaxinfra.admission.goformat import go_quote
-from jaxinfra.admission.pod_security.checks import CHECKS, NEWEST, Check, Revision, failed_checks, is_set, violations
+from jaxinfra.admission.pod_security.checks import CHECKS, NEWEST, failed_checks, violations
 from jaxinfra.admission.pod_security.levels import (
     AUDIT,
     AUDIT_VERSION,
@@ -57,6 +57,7 @@ from jaxinfra.admission.pod_security.levels import (
     parse_version,
     version_text,
 )
+from jaxinfra.admission.pod_security.podspec import Check, Revision, is_set
 from jaxinfra.admission.store import Finding, Path, meta, namespace_of
 
 __all__ = [
