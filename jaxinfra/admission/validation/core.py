@@ -16,6 +16,7 @@ from typing import Any
 
 from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
 from jaxinfra.admission.store import Finding, Path
+from jaxinfra.admission.validation.containers import PROTOCOLS
 from jaxinfra.admission.validation.messages import (
     Raw,
     duplicate_value,
@@ -37,7 +38,6 @@ from jaxinfra.admission.validation.names import (
     dns1123_subdomain,
     port_name,
 )
-from jaxinfra.admission.validation.pod import PROTOCOLS
 
 MAX_SECRET_BYTES = 1024 * 1024
 _SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")
