@@ -17,8 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import capacity, cgroups
-from jaxinfra_sim.cgroups import Controller, Controllers, Session
+from jaxinfra_sim import capacity, cgroupfs, cgroups
+from jaxinfra_sim.cgroupfs import Controller, Controllers
+from jaxinfra_sim.cgroups import Session
 from jaxinfra_sim.paths import safe_name
 from tests.support import unprivileged
 from tests.support.paths import ROOT
@@ -35,7 +36,7 @@ MiB = 2**20
 def real() -> Controllers:
     if os.geteuid() != 0:
         pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")
-    found = cgroups.probe()
+    found = cgroupfs.probe()
     if found.memory is None:
         pytest.skip(f"no usable memory controller: {found.memory_reason}")
     return found
@@ -111,8 +112,8 @@ def test_a_pod_without_limits_gets_no_group(real: Controllers) -> None:
 
 PROBE = """
 import json, os
-from jaxinfra_sim import cgroups
-found = cgroups.probe()
+from jaxinfra_sim import cgroupfs, cgroups
+found = cgroupfs.probe()
 with cgroups.Session.create("nonroot") as s:
     pod = s.pod("default/p-0", 64 << 20, 1000)
 print(json.dumps({"uid": os.geteuid(), "lines": found.unenforced(), "memory": found.memory is not None,
@@ -217,11 +218,11 @@ class FakeKernel:
 @pytest.fixture
 def kernel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeKernel]:
     fake = FakeKernel(tmp_path)
-    monkeypatch.setattr(cgroups, "_mkdir", fake.mkdir)
-    monkeypatch.setattr(cgroups, "_rmdir", fake.rmdir)
-    monkeypatch.setattr(cgroups, "_write", fake.write)
+    monkeypatch.setattr(cgroupfs, "mkdir", fake.mkdir)
+    monkeypatch.setattr(cgroupfs, "rmdir", fake.rmdir)
+    monkeypatch.setattr(cgroupfs, "write", fake.write)
     yield fake
-    cgroups.probe.cache_clear()
+    cgroupfs.probe.cache_clear()
 
 
 def v2_group(root: Path, path: str, controllers: str, enabled: str = "", procs: str = "") -> Path:
@@ -238,7 +239,7 @@ def test_v2_in_the_root_of_a_cgroup_namespace_enforces_both(kernel: FakeKernel) 
     v2_group(
         root, "/", "cpuset cpu io memory pids", "", "1\n7\n"
     )  # a container's own namespace: the root may have processes
-    found = cgroups.probe(root, "0::/\n")
+    found = cgroupfs.probe(root, "0::/\n")
     assert found == Controllers(
         Controller("memory", 2, root), Controller("cpu", 2, root), pids=Controller("pids", 2, root)
     )
@@ -293,7 +294,7 @@ def test_v2_group_with_processes_of_its_own_cannot_limit_its_children(kernel: Fa
     v2_group(root, "/", "cpu memory pids", "cpu memory pids")
     scope = "/user.slice/user-1000.slice/user@1000.service/app.slice/term.scope"
     group = v2_group(root, scope, "cpu memory pids", "", f"{os.getpid()}\n")
-    found = cgroups.probe(root, f"0::{scope}\n")
+    found = cgroupfs.probe(root, f"0::{scope}\n")
     assert found.memory is None and found.cpu is None
     assert found.memory_reason == (
         f"cgroup v2 group {group} has processes of its own, so it cannot pass the memory controller "
@@ -309,7 +310,7 @@ def test_v2_controller_not_delegated_or_not_writable(kernel: FakeKernel, monkeyp
     root = kernel.root
     v2_group(root, "/", "cpu memory pids", "pids")
     group = v2_group(root, "/user.slice", "pids", "")
-    found = cgroups.probe(root, "0::/user.slice\n")
+    found = cgroupfs.probe(root, "0::/user.slice\n")
     assert (
         found.memory_reason
         == f"cgroup v2 group {group}: the memory controller is not delegated to it (cgroup.controllers: pids)"
@@ -323,8 +324,8 @@ def test_v2_controller_not_delegated_or_not_writable(kernel: FakeKernel, monkeyp
         raise PermissionError(errno.EACCES, "permission denied", str(path))
 
     v2_group(root, "/empty", "cpu memory", "cpu memory")  # delegated, no processes, but mkdir refused
-    monkeypatch.setattr(cgroups, "_mkdir", refuse)
-    found = cgroups.probe(root, "0::/empty\n")
+    monkeypatch.setattr(cgroupfs, "mkdir", refuse)
+    found = cgroupfs.probe(root, "0::/empty\n")
     assert (
         found.memory_reason == f"cgroup v2 group {root / 'empty'}: not writable by uid {os.geteuid()} (no delegation)"
     )
@@ -338,7 +339,7 @@ def test_v1_memory_and_comounted_cpu(kernel: FakeKernel) -> None:
     cpu.mkdir()
     (root / "unified").mkdir()
     v2_group(root / "unified", "/", "hugetlb")
-    found = cgroups.probe(root, "5:memory:/process_api/abc\n2:cpu,cpuacct:/\n0::/\n")
+    found = cgroupfs.probe(root, "5:memory:/process_api/abc\n2:cpu,cpuacct:/\n0::/\n")
     assert (found.memory, found.cpu) == (Controller("memory", 1, memory), Controller("cpu", 1, cpu))
     assert found.pids is None and found.pids_reason.endswith(
         "the pids controller is not delegated to it (cgroup.controllers: hugetlb)"
@@ -369,9 +370,9 @@ def test_v1_memory_and_comounted_cpu(kernel: FakeKernel) -> None:
 
 
 def test_v1_without_the_controller_mounted(kernel: FakeKernel) -> None:
-    found = cgroups.probe(kernel.root, "4:memory:/x\n1:cpu:/\n")
+    found = cgroupfs.probe(kernel.root, "4:memory:/x\n1:cpu:/\n")
     assert found.memory_reason == f"cgroup v1 memory controller is not mounted under {kernel.root}"
-    assert cgroups.probe(kernel.root, "").memory_reason.startswith("no cgroup memory controller")
+    assert cgroupfs.probe(kernel.root, "").memory_reason.startswith("no cgroup memory controller")
 
 
 def test_v1_pids_limit_and_its_note_where_it_is_not_enforced(kernel: FakeKernel) -> None:
@@ -380,7 +381,7 @@ def test_v1_pids_limit_and_its_note_where_it_is_not_enforced(kernel: FakeKernel)
     root = kernel.root
     (root / "memory").mkdir()
     (root / "pids").mkdir()
-    found = cgroups.probe(root, "5:memory:/\n3:pids:/\n")
+    found = cgroupfs.probe(root, "5:memory:/\n3:pids:/\n")
     assert found.pids == Controller("pids", 1, root / "pids") and found.unenforced() == [
         "cpu limits not enforced: no cgroup cpu controller: /proc/self/cgroup names neither a v1 cpu hierarchy nor v2"
     ]
@@ -408,7 +409,7 @@ def test_v1_oom_kills_of_a_group_under_the_pods_count(kernel: FakeKernel) -> Non
     root = kernel.root
     memory = root / "memory"
     memory.mkdir()
-    found = cgroups.probe(root, "5:memory:/\n")
+    found = cgroupfs.probe(root, "5:memory:/\n")
     with Session.create("v1-nested", found) as session:
         pod = session.pod("ns/p-0", 64 * MiB, None)
         assert pod is not None and not pod.oom_killed()
@@ -470,7 +471,7 @@ def test_a_refused_limit_raises_and_leaves_nothing(kernel: FakeKernel, monkeypat
         def refuse(path: Path, text: str) -> None:
             raise OSError(errno.EINVAL, "invalid", str(path))
 
-        monkeypatch.setattr(cgroups, "_write", refuse)
+        monkeypatch.setattr(cgroupfs, "write", refuse)
         with pytest.raises(OSError):
             session.pod("default/p-0", MiB, None)
         assert [p for p in group.iterdir() if p.is_dir()] == []

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jaxinfra_sim import capacity, cgroups
+from jaxinfra_sim import capacity, cgroupfs, cgroups
 from jaxinfra_sim.capacity import Limit
 from tests.support.cli import simulate_cli
 
@@ -110,10 +110,10 @@ def test_a_job_that_fits_is_admitted_and_one_that_does_not_is_told_every_shortfa
 
 @pytest.mark.unit
 def test_where_this_process_sits_in_each_hierarchy_is_read_from_its_cgroup_file() -> None:
-    v1, v2 = cgroups.membership("12:pids:/user.slice\n4:memory:/a/b\n3:cpu,cpuacct:/\n0::/a/b\n")
+    v1, v2 = cgroupfs.membership("12:pids:/user.slice\n4:memory:/a/b\n3:cpu,cpuacct:/\n0::/a/b\n")
     assert v1["pids"] == ("pids", "/user.slice") and v1["memory"] == ("memory", "/a/b")
     assert v1["cpuacct"] == ("cpu,cpuacct", "/") and v2 == "/a/b"
-    assert cgroups.membership("0::/only-v2\n") == ({}, "/only-v2")
+    assert cgroupfs.membership("0::/only-v2\n") == ({}, "/only-v2")
 
 
 @pytest.mark.unit
@@ -140,10 +140,10 @@ def test_a_4096_process_job_is_refused_at_once_with_the_estimate_and_nothing_sta
 
 
 @pytest.fixture
-def controllers() -> cgroups.Controllers:
+def controllers() -> cgroupfs.Controllers:
     if os.geteuid() != 0:
         pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")
-    return cgroups.probe()
+    return cgroupfs.probe()
 
 
 ALLOCATE = """\
@@ -157,7 +157,7 @@ time.sleep(60)
 
 
 def test_a_job_that_exhausts_the_machines_memory_ends_with_the_machines_verdict_not_a_restart(
-    controllers: cgroups.Controllers, tmp_path: Path
+    controllers: cgroupfs.Controllers, tmp_path: Path
 ) -> None:
     if controllers.memory is None:
         pytest.skip(f"no usable memory controller: {controllers.memory_reason}")
@@ -193,7 +193,7 @@ HUNGRY_CHILD = 'chunks = []\nwhile True: chunks.append(bytearray(b"\\x01") * (64
     ],
 )
 def test_the_machines_oom_killer_ending_a_shells_child_is_the_machines_verdict_though_the_shell_survives(
-    controllers: cgroups.Controllers, tmp_path: Path, child: str, then: str | None
+    controllers: cgroupfs.Controllers, tmp_path: Path, child: str, then: str | None
 ) -> None:
     """The container's own process (sh) is not the one killed: its pod's memory group (one per pod, limit or not)
     counted the kill (oom_kill) without reaching a limit of its own, so this machine ran out, at once."""
@@ -231,12 +231,12 @@ def _read(path: Path) -> str:
 @contextlib.contextmanager
 def pids_group(limit: int) -> Iterator[Path]:
     """A pids cgroup below this process's, bounded to `limit` tasks (v1 here; a delegated v2 group elsewhere)."""
-    v1, v2 = cgroups.membership()
+    v1, v2 = cgroupfs.membership()
     if "pids" in v1:
         mount, path = v1["pids"]
-        parent = cgroups.ROOT / mount / path.lstrip("/")
-    elif v2 is not None and "pids" in _read(cgroups.ROOT / v2.lstrip("/") / "cgroup.subtree_control"):
-        parent = cgroups.ROOT / v2.lstrip("/")
+        parent = cgroupfs.ROOT / mount / path.lstrip("/")
+    elif v2 is not None and "pids" in _read(cgroupfs.ROOT / v2.lstrip("/") / "cgroup.subtree_control"):
+        parent = cgroupfs.ROOT / v2.lstrip("/")
     else:
         pytest.skip("no pids controller this process can make groups of")
     group = parent / f"jaxinfra-test-pids-{os.getpid()}"
@@ -264,7 +264,7 @@ time.sleep(60)
 
 
 def test_a_job_that_exhausts_the_machines_processes_ends_with_the_machines_verdict(
-    controllers: cgroups.Controllers, tmp_path: Path
+    controllers: cgroupfs.Controllers, tmp_path: Path
 ) -> None:
     job = tmp_path / "threads.yaml"
     job.write_text(indexed_job(2, command=THREADS, backoff_limit=4))

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from jaxinfra_sim import cgroups
+from jaxinfra_sim import cgroupfs
 
 MIB = 2**20
 GIB = 2**30
@@ -117,14 +117,14 @@ def _meminfo(field: str) -> int | None:
 def _cgroup_files(v1_controller: str) -> Iterable[tuple[Path, str]]:
     """This process's cgroup folders for a controller, its own first and then each ancestor (a limit set above
     bounds it too), with the hierarchy's version: "v1" or "v2"."""
-    v1, v2_path = cgroups.membership()
+    v1, v2_path = cgroupfs.membership()
     if v1_controller in v1:
         mount, path = v1[v1_controller]
-        base, kind = cgroups.ROOT / mount, "v1"
+        base, kind = cgroupfs.ROOT / mount, "v1"
     elif v2_path is not None:
-        base, path, kind = cgroups.ROOT, v2_path, "v2"
-        if (cgroups.ROOT / "unified").is_dir() and not (cgroups.ROOT / "cgroup.controllers").exists():
-            base = cgroups.ROOT / "unified"  # systemd's hybrid layout
+        base, path, kind = cgroupfs.ROOT, v2_path, "v2"
+        if (cgroupfs.ROOT / "unified").is_dir() and not (cgroupfs.ROOT / "cgroup.controllers").exists():
+            base = cgroupfs.ROOT / "unified"  # systemd's hybrid layout
     else:
         return
     parts = [p for p in path.split("/") if p]
@@ -163,16 +163,16 @@ def tasks() -> Limit:
     return best
 
 
-def nproc_limit(controllers: cgroups.Controllers | None = None) -> int | None:
+def nproc_limit(controllers: cgroupfs.Controllers | None = None) -> int | None:
     """The RLIMIT_NPROC to give a pod's container where no pids controller enforces `POD_PIDS_LIMIT` (an
     unprivileged simulator: nothing delegated), so that a fork loop still stops inside the pod (fork(2) fails with
-    EAGAIN); None where the pids cgroup enforces it (`controllers`: what the session got, else `cgroups.probe()`).
+    EAGAIN); None where the pids cgroup enforces it (`controllers`: what the session got, else `cgroupfs.probe()`).
 
     RLIMIT_NPROC counts the tasks of the process's real uid, and since Linux 5.14 in each user namespace on its own
     (kernel/ucount.c: the innermost namespace's count against the process's own limit): set in a container's own
     user namespace it bounds the container's tasks alone. Set without one, it would count every
     process of the caller's uid (the simulator's and the other pods' too). Root outside a user namespace is exempt."""
-    found = controllers if controllers is not None else cgroups.probe()
+    found = controllers if controllers is not None else cgroupfs.probe()
     return None if found.pids is not None else POD_PIDS_LIMIT
 
 

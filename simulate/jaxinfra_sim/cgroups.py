@@ -10,30 +10,11 @@ the oom_kill count in memory.events), publishes a TaskOOM event, and the CRI rep
 container's termination reason as `OOMKilled`. The simulator forks one process per pod, so each
 pod with a limit gets a group of its own here, and the same kernel does the same thing to it.
 
-Both cgroup versions (kernel docs, Documentation/admin-guide/cgroup-v1/memory.rst and
-Documentation/admin-guide/cgroup-v2.rst):
-- v1, one hierarchy per controller (/sys/fs/cgroup/memory, /sys/fs/cgroup/cpu, ...): groups are
-  made under this process's own group in each; root may, others only where it was delegated
-  (chowned) to them.
-- v2, one hierarchy (/sys/fs/cgroup, or /sys/fs/cgroup/unified beside v1): a controller reaches a
-  group's children only when the group lists it in cgroup.subtree_control, and a non-root group
-  with processes of its own cannot do that (the "no internal processes" rule). The session's group
-  has none, so pods can have limits under it; but the session's group itself only gets the memory
-  controller when this process's group already passes it down, which it cannot while this
-  process lives in it, unless that group is the hierarchy's root. `probe` tries, and says why not.
-  Moving pods out of this process's group needs write access to its cgroup.procs (delegation:
-  systemd's Delegate=yes hands a user that).
-
-Layout: <this process's group>/jaxinfra-<pid>-<name>/<pod>, per controller hierarchy. A pod with a
-limit gets a group; one without gets a memory group with no limit where asked (`watch`: as every
-container has a cgroup on a node), for its OOM kills alone. The pod process moves itself
-in right after the fork (`PodGroup.enter`); what its parent had already touched stays charged to
-the parent (moving a task does not move its charges), as a container starts with nothing charged.
-
-Leftovers: `Session.close` (also on `with`, and at interpreter exit in the creating process)
-kills what is left in its groups and removes them; a simulator killed outright leaves its groups,
-which the next `Session.create` sweeps: any jaxinfra-<pid>-* group whose creator pid is no longer
-alive (in this pid namespace) is emptied and removed (`sweep`).
+Layout (the hierarchies are `cgroupfs.py`'s): <this process's group>/jaxinfra-<pid>-<name>/<pod>, per controller
+hierarchy. A pod with a limit gets a group; one without gets a memory group with no limit where asked (`watch`: as
+every container has a cgroup on a node), for its OOM kills alone. The pod process moves itself in right after the
+fork (`PodGroup.enter`); what its parent had already touched stays charged to the parent (moving a task does not
+move its charges), as a container starts with nothing charged.
 
 Whose OOM kill: the kernel counts each process its OOM killer ends, whichever OOM (the machine's
 memory exhausted, or a memory cgroup's limit reached), machine-wide (/proc/vmstat oom_kill) and in
@@ -64,22 +45,15 @@ from __future__ import annotations
 
 import atexit
 import errno
-import functools
 import os
-import re
-import signal
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jaxinfra_sim import cgroupfs
 from jaxinfra_sim.errors import InvalidArgument
 from jaxinfra_sim.paths import safe_name
 
-ROOT = Path("/sys/fs/cgroup")
-"""Where the cgroup file systems are mounted (systemd's layout, and every container runtime's)."""
-SELF_CGROUP = Path("/proc/self/cgroup")
-PREFIX = "jaxinfra-"
 CFS_PERIOD_US = 100_000
 """The CFS period the kubelet uses (its default cpuCFSQuotaPeriod, 100 ms)."""
 MIN_QUOTA_US = 1_000
@@ -87,295 +61,6 @@ MIN_QUOTA_US = 1_000
 LIMIT_SLACK_BYTES = 1 << 20
 """v1: a pod whose peak came this close to its memory limit reached it (the kernel charges in batches of 64 pages;
 kernels that keep memory.failcnt at 0 leave only the peak, memory.max_usage_in_bytes, to tell)."""
-_STALE = re.compile(rf"{PREFIX}(\d+)[-.]")
-_SETTLE_S = 2.0
-
-
-@dataclass(frozen=True)
-class Controller:
-    """One controller this process may make groups for: its cgroup version and this process's own group."""
-
-    name: str  # "memory", "cpu" or "pids"
-    version: int  # 1 or 2
-    group: Path  # this process's group in the controller's hierarchy: session groups go under it
-
-
-@dataclass(frozen=True)
-class Controllers:
-    """What `probe` found: a usable controller each for memory, cpu and pids, or why there is none (one line)."""
-
-    memory: Controller | None
-    cpu: Controller | None
-    memory_reason: str = ""
-    cpu_reason: str = ""
-    pids: Controller | None = None
-    pids_reason: str = ""  # "" with no pids controller: none was looked for (a hand-made Controllers)
-
-    def unenforced(self, limited: bool = True) -> list[str]:
-        """Lines for the report: which limits the kernel will not enforce here, and why, one per limit: memory's and
-        cpu's where a pod has such a limit (`limited`), the simulator's own per-pod process limit always."""
-        asked = [("memory", self.memory, self.memory_reason), ("cpu", self.cpu, self.cpu_reason)] if limited else []
-        if self.pids_reason:
-            asked.append(("pids", self.pids, self.pids_reason))
-        return [f"{what} limits not enforced: {why}" for what, c, why in asked if c is None]
-
-
-_LIMIT_FILE = {
-    (1, "memory"): "memory.limit_in_bytes",
-    (1, "cpu"): "cpu.cfs_quota_us",
-    (2, "memory"): "memory.max",
-    (2, "cpu"): "cpu.max",
-    (1, "pids"): "pids.max",
-    (2, "pids"): "pids.max",
-}
-
-
-# --- the file system, one seam each for the tests' fake tree -----------------------------------------
-
-
-def _mkdir(path: Path) -> None:
-    """Make a group (the kernel fills it with its interface files)."""
-    os.mkdir(path, 0o755)
-
-
-def _rmdir(path: Path) -> None:
-    """Remove a group with no processes and no child groups (its interface files go with it)."""
-    os.rmdir(path)
-
-
-def _write(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_TRUNC)
-    try:
-        os.write(fd, text.encode())
-    finally:
-        os.close(fd)
-
-
-def _read(path: Path) -> str:
-    with open(path, encoding="ascii") as f:
-        return f.read()
-
-
-def _field(path: Path, key: str) -> int | None:
-    """The number after `key` in a flat keyed file (memory.oom_control, memory.events), or None."""
-    try:
-        for line in _read(path).splitlines():
-            name, _, value = line.partition(" ")
-            if name == key:
-                return int(value)
-    except (OSError, ValueError):
-        pass
-    return None
-
-
-def _failures(group: Path) -> int | None:
-    """v1: the times a charge failed at the group's own limit, memory's or (with swap accounting, runc's
-    memory+swap limit, the one reached first) memory+swap's (memory.failcnt + memory.memsw.failcnt), or None."""
-    try:
-        count = int(_read(group / "memory.failcnt"))
-    except (OSError, ValueError):
-        return None
-    try:
-        return count + int(_read(group / "memory.memsw.failcnt"))
-    except (OSError, ValueError):
-        return count
-
-
-def _why(err: OSError, uid: int) -> str:
-    if err.errno in (errno.EACCES, errno.EPERM):
-        return f"not writable by uid {uid} (no delegation)"
-    if err.errno == errno.EROFS:
-        return "mounted read-only (as a container runtime mounts it by default)"
-    return os.strerror(err.errno or 0).lower()
-
-
-# --- probing -------------------------------------------------------------------------------------
-
-
-def membership(self_cgroup: str | None = None) -> tuple[dict[str, tuple[str, str]], str | None]:
-    """Where this process sits: per v1 controller, (its hierarchy's mount folder name, this process's path), and its
-    v2 path (None without a v2 line), from /proc/self/cgroup (or `self_cgroup`, its text)."""
-    text = _read(SELF_CGROUP) if self_cgroup is None else self_cgroup
-    v1: dict[str, tuple[str, str]] = {}
-    v2_path: str | None = None
-    for line in text.splitlines():
-        hid, _, rest = line.partition(":")
-        names, _, path = rest.partition(":")
-        if hid == "0" and names == "":
-            v2_path = path
-        else:
-            for name in names.split(","):
-                v1[name] = (names, path)
-    return v1, v2_path
-
-
-@functools.cache
-def probe(root: Path = ROOT, self_cgroup: str | None = None) -> Controllers:
-    """Which memory, cpu and pids controllers this process can make limited child groups with, found by trying
-    (a throwaway group, made and removed), or why not. Memoised: the answer does not change during a run.
-
-    `root` is where the hierarchies are mounted and `self_cgroup` the text of /proc/self/cgroup (read when
-    None): both only for tests pointing it at a fake tree."""
-    v1, v2_path = membership(self_cgroup)
-    found: dict[str, Controller | None] = {}
-    reasons: dict[str, str] = {}
-    for name in ("memory", "cpu", "pids"):
-        if name in v1:
-            found[name], reasons[name] = _probe_v1(root, name, *v1[name])
-        elif v2_path is not None:
-            found[name], reasons[name] = _probe_v2(root, name, v2_path)
-        else:
-            found[name], reasons[name] = (
-                None,
-                f"no cgroup {name} controller: /proc/self/cgroup names neither a v1 {name} hierarchy nor v2",
-            )
-    return Controllers(found["memory"], found["cpu"], reasons["memory"], reasons["cpu"], found["pids"], reasons["pids"])
-
-
-def _trial(group: Path, limit_file: str, *more: str) -> str:
-    """Make and remove a throwaway group under `group`: "" when it has `limit_file` and the process may write
-    it (and `more`), else why not."""
-    trial = group / f"{PREFIX}{os.getpid()}.probe"
-    try:
-        _mkdir(trial)
-    except FileExistsError:
-        pass
-    except OSError as e:
-        return _why(e, os.geteuid())
-    try:
-        for name in (limit_file, *more):
-            if not (trial / name).exists():
-                return f"a new group has no {name}"
-            if not os.access(trial / name, os.W_OK):
-                return f"{name} of a new group is not writable by uid {os.geteuid()}"
-        return ""
-    finally:
-        _remove_tree(trial)
-
-
-def _probe_v1(root: Path, name: str, mount: str, path: str) -> tuple[Controller | None, str]:
-    hierarchy = next((root / d for d in (mount, name) if (root / d).is_dir()), None)
-    if hierarchy is None:
-        return None, f"cgroup v1 {name} controller is not mounted under {root}"
-    group = hierarchy / path.lstrip("/")
-    if not group.is_dir():  # v1 in a container without a cgroup namespace: the mount is this group itself
-        group = hierarchy
-    why = _trial(group, _LIMIT_FILE[(1, name)], "cgroup.procs")
-    if why:
-        return None, f"cgroup v1 {name} controller at {group}: {why}"
-    return Controller(name, 1, group), ""
-
-
-def _probe_v2(root: Path, name: str, path: str) -> tuple[Controller | None, str]:
-    hierarchy = root if (root / "cgroup.controllers").is_file() else root / "unified"
-    group = hierarchy / path.lstrip("/")
-    where = f"cgroup v2 group {group}"
-    try:
-        available = _read(group / "cgroup.controllers").split()
-        enabled = _read(group / "cgroup.subtree_control").split()
-    except OSError as e:
-        return None, f"{where}: {os.strerror(e.errno or 0).lower()}"
-    if name not in available:
-        return (
-            None,
-            f"{where}: the {name} controller is not delegated to it "
-            f"(cgroup.controllers: {' '.join(available) or 'none'})",
-        )
-    if name not in enabled:
-        is_root = path.strip("/") == ""
-        if not is_root and _read(group / "cgroup.procs").split():
-            return None, (
-                f"{where} has processes of its own, so it cannot pass the {name} controller to groups under it "
-                "(cgroup v2's no-internal-processes rule); run the simulator from a group that does"
-            )
-        try:
-            _write(group / "cgroup.subtree_control", f"+{name}")
-        except OSError as e:
-            return None, f"{where}: cannot enable {name} for groups under it: {_why(e, os.geteuid())}"
-    if not os.access(group / "cgroup.procs", os.W_OK):
-        return (
-            None,
-            f"{where}: its cgroup.procs is not writable by uid {os.geteuid()}, "
-            "so pods cannot move out of it (no delegation)",
-        )
-    why = _trial(group, _LIMIT_FILE[(2, name)], "cgroup.subtree_control", "cgroup.procs")
-    if why:
-        return None, f"{where}: {why}"
-    return Controller(name, 2, group), ""
-
-
-# --- removing groups -----------------------------------------------------------------------------
-
-
-def _kill(group: Path) -> None:
-    """SIGKILL every process left in `group` (v2's cgroup.kill where the kernel has it: the whole subtree)."""
-    if (group / "cgroup.kill").exists():
-        try:
-            _write(group / "cgroup.kill", "1")
-            return
-        except OSError:
-            pass
-    try:
-        pids = _read(group / "cgroup.procs").split()
-    except OSError:
-        return
-    for pid in pids:
-        try:
-            os.kill(int(pid), signal.SIGKILL)
-        except (OSError, ValueError):
-            pass
-
-
-def _remove_tree(group: Path) -> bool:
-    """Remove `group` and the groups under it, children first, killing what runs in them; retried briefly
-    (EBUSY until a killed process has exited). True when nothing is left."""
-    try:
-        children = [Path(e.path) for e in os.scandir(group) if e.is_dir(follow_symlinks=False)]
-    except FileNotFoundError:
-        return True
-    except OSError:
-        children = []
-    ok = all([_remove_tree(child) for child in children])
-    deadline = time.monotonic() + _SETTLE_S
-    while True:
-        try:
-            _rmdir(group)
-            return ok
-        except FileNotFoundError:
-            return ok
-        except OSError as e:
-            if e.errno != errno.EBUSY or time.monotonic() > deadline:
-                return False
-        _kill(group)
-        time.sleep(0.01)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def sweep(controllers: Controllers) -> list[Path]:
-    """Remove the groups of simulations whose creator process is gone (killed before it could close them).
-
-    A group's creator is the pid in its name; a live pid (possibly reused) keeps it. Simulators in another
-    pid namespace sharing the same parent group would look dead: not a layout this project runs."""
-    removed = []
-    for parent in {c.group for c in (controllers.memory, controllers.cpu, controllers.pids) if c is not None}:
-        try:
-            entries = [Path(e.path) for e in os.scandir(parent) if e.is_dir(follow_symlinks=False)]
-        except OSError:
-            continue
-        for entry in entries:
-            m = _STALE.match(entry.name)
-            if m and int(m.group(1)) != os.getpid() and not _alive(int(m.group(1))) and _remove_tree(entry):
-                removed.append(entry)
-    return removed
 
 
 # --- sessions and pods ---------------------------------------------------------------------------
@@ -431,21 +116,23 @@ class PodGroup:
         if self._memory is None:
             return False
         if self.version == 2:  # the whole subtree's already
-            count = _field(self._memory / "memory.events", "oom_kill")
+            count = cgroupfs.keyed(self._memory / "memory.events", "oom_kill")
             return count is not None and count > self._oom_base
-        counts = [_field(Path(folder) / "memory.oom_control", "oom_kill") for folder, _, _ in os.walk(self._memory)]
+        counts = [
+            cgroupfs.keyed(Path(folder) / "memory.oom_control", "oom_kill") for folder, _, _ in os.walk(self._memory)
+        ]
         return sum(c for c in counts if c is not None) > self._oom_base
 
     def _own_limit_reached(self) -> bool:
-        """Whether the pod reached its own memory limit (v2: memory.events oom; v1: `_failures`, which only this
+        """Whether the pod reached its own memory limit (v2: memory.events oom; v1: `cgroupfs.failures`, which only this
         group's limits raise, not an ancestor's, else its peak within `LIMIT_SLACK_BYTES` of its limit); where
         neither can be read, a pod with a limit did."""
         if self.memory_bytes is None or self._memory is None:
             return False
         if self.version == 2:
-            count = _field(self._memory / "memory.events", "oom")
+            count = cgroupfs.keyed(self._memory / "memory.events", "oom")
             return count is None or count > self._limit_base
-        count, peak = _failures(self._memory), self.peak_bytes()
+        count, peak = cgroupfs.failures(self._memory), self.peak_bytes()
         if count is not None and count > self._limit_base:
             return True
         return peak is None or peak > self.memory_bytes - LIMIT_SLACK_BYTES
@@ -472,7 +159,9 @@ class PodGroup:
         if self._memory is None:
             return None
         try:
-            return int(_read(self._memory / ("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")))
+            return int(
+                cgroupfs.read(self._memory / ("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak"))
+            )
         except (OSError, ValueError):
             return None
 
@@ -481,14 +170,14 @@ class PodGroup:
         if self._pids is None:
             return None
         try:
-            return int(_read(self._pids / "pids.peak"))
+            return int(cgroupfs.read(self._pids / "pids.peak"))
         except (OSError, ValueError):
             return None
 
     def close(self) -> None:
         """Remove the pod's groups, killing what is left in them (idempotent). Read `oom_killed` first."""
         if not self.closed:
-            self.closed = all([_remove_tree(p) for p in self.paths])
+            self.closed = all([cgroupfs.remove_tree(p) for p in self.paths])
 
 
 @dataclass
@@ -496,38 +185,38 @@ class Session:
     """One simulation's groups: a parent per hierarchy, and a child per pod that has a limit. Use it as a
     context manager (or call `close`): every group it made goes, whatever ended the simulation."""
 
-    controllers: Controllers  # what this session enforces (a failure to make its group turns one off)
+    controllers: cgroupfs.Controllers  # what this session enforces (a failure to make its group turns one off)
     groups: dict[Path, Path]  # this process's group -> the session's group under it
     pods: list[PodGroup] = field(default_factory=list)
     creator: int = field(default_factory=os.getpid)
     closed: bool = False
 
     @classmethod
-    def create(cls, name: str, controllers: Controllers | None = None) -> Session:
+    def create(cls, name: str, controllers: cgroupfs.Controllers | None = None) -> Session:
         """A session's groups, `jaxinfra-<pid>-<name>` under this process's group in each usable hierarchy
         (after sweeping stale ones). Never raises for want of cgroups: `controllers` then says what is off."""
-        controllers = controllers if controllers is not None else probe()
-        sweep(controllers)
+        controllers = controllers if controllers is not None else cgroupfs.probe()
+        cgroupfs.sweep(controllers)
         found = {"memory": controllers.memory, "cpu": controllers.cpu, "pids": controllers.pids}
         reasons = {"memory": controllers.memory_reason, "cpu": controllers.cpu_reason, "pids": controllers.pids_reason}
         groups: dict[Path, Path] = {}
         for parent in dict.fromkeys(c.group for c in found.values() if c is not None):
             users = [c for c in found.values() if c is not None and c.group == parent]
-            group = parent / f"{PREFIX}{os.getpid()}-{safe_name(name)}"
+            group = parent / f"{cgroupfs.PREFIX}{os.getpid()}-{safe_name(name)}"
             try:
                 group = _fresh(group)
                 if users[0].version == 2:
-                    _write(group / "cgroup.subtree_control", " ".join(f"+{c.name}" for c in users))
+                    cgroupfs.write(group / "cgroup.subtree_control", " ".join(f"+{c.name}" for c in users))
                 groups[parent] = group
             except OSError as e:
-                _remove_tree(group)
+                cgroupfs.remove_tree(group)
                 for c in users:
                     found[c.name], reasons[c.name] = (
                         None,
-                        f"cgroup v{c.version} {c.name} at {group}: {_why(e, os.geteuid())}",
+                        f"cgroup v{c.version} {c.name} at {group}: {cgroupfs.why_not(e, os.geteuid())}",
                     )
         session = cls(
-            Controllers(
+            cgroupfs.Controllers(
                 found["memory"], found["cpu"], reasons["memory"], reasons["cpu"], found["pids"], reasons["pids"]
             ),
             groups,
@@ -575,16 +264,21 @@ class Session:
                             pod._pids = path
         except OSError:
             for path in paths:
-                _remove_tree(path)
+                cgroupfs.remove_tree(path)
             raise
         pod.paths = tuple(paths)
         pod._procs = tuple(os.fsencode(p / "cgroup.procs") for p in paths)
         if pod._memory is not None:
             pod._oom_base = (
-                _field(pod._memory / ("memory.oom_control" if pod.version == 1 else "memory.events"), "oom_kill") or 0
+                cgroupfs.keyed(
+                    pod._memory / ("memory.oom_control" if pod.version == 1 else "memory.events"), "oom_kill"
+                )
+                or 0
             )
             pod._limit_base = (
-                _failures(pod._memory) if pod.version == 1 else _field(pod._memory / "memory.events", "oom")
+                cgroupfs.failures(pod._memory)
+                if pod.version == 1
+                else cgroupfs.keyed(pod._memory / "memory.events", "oom")
             ) or 0
         self.pods.append(pod)
         return pod
@@ -596,7 +290,7 @@ class Session:
             return
         for pod in self.pods:
             pod.close()
-        left = [g for g in self.groups.values() if not _remove_tree(g)]
+        left = [g for g in self.groups.values() if not cgroupfs.remove_tree(g)]
         self.closed = not left and all(p.closed for p in self.pods)
         if self.closed:
             atexit.unregister(self.close)
@@ -613,36 +307,36 @@ def _fresh(path: Path) -> Path:
     for n in range(1, 1000):
         candidate = path if n == 1 else path.with_name(f"{path.name}-{n}")
         try:
-            _mkdir(candidate)
+            cgroupfs.mkdir(candidate)
             return candidate
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, "no free group name", str(path))
 
 
-def _limit(group: Path, c: Controller, value: int) -> None:
+def _limit(group: Path, c: cgroupfs.Controller, value: int) -> None:
     """Write one limit as runc does for a container (see the module's docstring)."""
     if c.name == "memory" and c.version == 1:
-        _write(group / "memory.limit_in_bytes", str(value))
+        cgroupfs.write(group / "memory.limit_in_bytes", str(value))
         if (group / "memory.memsw.limit_in_bytes").exists():  # memory+swap: swapping must not stand in for the OOM kill
-            _write(group / "memory.memsw.limit_in_bytes", str(value))
+            cgroupfs.write(group / "memory.memsw.limit_in_bytes", str(value))
         elif (group / "memory.swappiness").exists():  # no swap accounting: keep the group out of swap
-            _write(group / "memory.swappiness", "0")
+            cgroupfs.write(group / "memory.swappiness", "0")
     elif c.name == "pids":  # the kubelet's podPidsLimit, v1 and v2 alike (runc fs/pids.go, fs2/pids.go)
-        _write(group / "pids.max", str(value))
+        cgroupfs.write(group / "pids.max", str(value))
     elif c.name == "memory":
-        _write(group / "memory.max", str(value))
+        cgroupfs.write(group / "memory.max", str(value))
         if (group / "memory.swap.max").exists():
-            _write(group / "memory.swap.max", "0")
+            cgroupfs.write(group / "memory.swap.max", "0")
         if (group / "memory.oom.group").exists():  # the kubelet's default on v2 since 1.28: the container dies whole
-            _write(group / "memory.oom.group", "1")
+            cgroupfs.write(group / "memory.oom.group", "1")
     else:
         quota = max(MIN_QUOTA_US, value * CFS_PERIOD_US // 1000)
         if c.version == 1:
-            _write(group / "cpu.cfs_period_us", str(CFS_PERIOD_US))
-            _write(group / "cpu.cfs_quota_us", str(quota))
+            cgroupfs.write(group / "cpu.cfs_period_us", str(CFS_PERIOD_US))
+            cgroupfs.write(group / "cpu.cfs_quota_us", str(quota))
         else:
-            _write(group / "cpu.max", f"{quota} {CFS_PERIOD_US}")
+            cgroupfs.write(group / "cpu.max", f"{quota} {CFS_PERIOD_US}")
 
 
 def container_limits(container: Mapping) -> tuple[int | None, int | None]:
