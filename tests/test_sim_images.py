@@ -12,7 +12,6 @@ import os
 import secrets
 import shutil
 import subprocess
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -348,37 +347,6 @@ def test_without_umoci_the_fix_names_the_debian_package(tmp_path: Path, monkeypa
     with pytest.raises(Unavailable, match="apt-get install umoci") as raised:
         oci_image.load(NAME, layout, tmp_path / "c")
     assert raised.value.status == 3
-
-
-OWN_COUNT = """
-import os
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"  # as Kubeflow's spmd-mnist example does
-import sys, jax, jax.numpy as jnp
-total = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")(jnp.ones(jax.local_device_count()))
-print(f"JAX={jax.device_count()} {float(total[0])} {sys.executable} {os.path.exists('/work')}", file=sys.stderr)
-"""
-
-
-@pytest.fixture(scope="module")
-def python_jax(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """An image with Python and JAX from this machine's packages (built once: about 500 MB, uncompressed layers),
-    its Entrypoint `python3`; readable by the unprivileged user."""
-    folder = Path(tempfile.mkdtemp(prefix="jaxinfra-python-jax-", dir="/tmp"))
-    images.layout(folder / "layout", images.Spec([images.python_jax_layer()], compress=False, entrypoint=["python3"]))
-    subprocess.run(["chmod", "-R", "a+rX", str(folder)], check=True)
-    yield folder / "layout"
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@MODES
-def test_a_jax_program_runs_from_its_image_with_its_own_host_device_count(
-    home: Path, python_jax: Path, as_root: bool
-) -> None:
-    """The image's Python (not this machine's) runs a JAX program, `args` after its Entrypoint; the program's own
-    XLA_FLAGS give it 2 host devices, which nothing of the simulator's overrides."""
-    rc, got, out = run(home, python_jax, as_root, args=["-c", OWN_COUNT])
-    assert rc == 0, out
-    assert got["JAX"] == "2 2.0 /usr/bin/python3 False", got
 
 
 def test_unprivileged_without_subordinate_ids_an_images_user_is_exit_3(home: Path) -> None:
