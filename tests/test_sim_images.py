@@ -64,13 +64,17 @@ def home() -> Iterator[Path]:
 
 
 def _given(home: Path, kind: str, spec: images.Spec) -> Path:
-    """The image as `kind` ("layout" or "archive"), readable by the unprivileged user."""
+    """The image as `kind` ("layout", "archive" or "oci-archive"), readable by the unprivileged user."""
     layout = home / f"layout-{secrets.token_hex(4)}"
     images.layout(layout, spec)
     path = layout
     if kind == "archive":
         path = home / f"{layout.name}.tar"
         images.docker_archive(layout, path, NAME)
+        shutil.rmtree(layout)
+    elif kind == "oci-archive":
+        path = home / f"{layout.name}.oci.tar"
+        images.oci_archive(layout, path)
         shutil.rmtree(layout)
     subprocess.run(["chmod", "-R", "a+rX", str(path)], check=True)
     return path
@@ -98,17 +102,18 @@ def run(home: Path, path: Path, as_root: bool, **fields: Any) -> tuple[int, dict
     return rc, {**seen(pod), "REPORTED": "{uid}:{gid}".format(**pod["security"])}, out
 
 
-@pytest.mark.parametrize("kind", ["layout", "archive"])
+@pytest.mark.parametrize("kind", ["layout", "archive", "oci-archive"])
 @MODES
 def test_a_container_without_command_runs_the_images_entrypoint_and_cmd(home: Path, as_root: bool, kind: str) -> None:
     """Entrypoint + Cmd, in WorkingDir, as User (its uid and gid from the image's /etc/passwd), with the image's Env
     under containerd's default PATH; the container's root is the image's: this machine's Python and /etc/os-release
     are not in it, and nothing of the simulator's env (its Python's PATH, HOME, JAX_NUM_CPU_DEVICES) is added. skopeo's
-    blob-info cache (an archive's conversion) never lands in this machine's /var/lib/containers."""
-    machine_cache = Path("/var/lib/containers")
-    before = sorted(machine_cache.rglob("*")) if machine_cache.exists() else None
+    blob-info cache (an archive's conversion) never lands in this machine's /var/lib/containers, and nothing is left
+    in its /var/tmp (where skopeo would unpack an OCI archive without the --tmpdir the simulator gives it)."""
+    machine = [Path("/var/lib/containers"), Path("/var/tmp")]
+    before = [sorted(p.rglob("*")) if p.exists() else None for p in machine]
     rc, got, out = run(home, _given(home, kind, app_image()), as_root)
-    assert (sorted(machine_cache.rglob("*")) if machine_cache.exists() else None) == before
+    assert [sorted(p.rglob("*")) if p.exists() else None for p in machine] == before
     assert rc == 0, out
     assert got["ARGV"] == "from-cmd", got
     assert (got["CWD"], got["UID"], got["GREETING"], got["PATHVAR"]) == ("/srv", "1000:1000", "from-image", "/bin")

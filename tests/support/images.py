@@ -228,3 +228,10 @@ def docker_archive(oci: Path, archive: Path, name: str) -> None:
             check=True,
             env=oci_image.skopeo_env(Path(scratch)),
         )
+
+
+def oci_archive(oci: Path, archive: Path) -> None:
+    """The layout `oci` as one tar, as `docker buildx build --output type=oci` writes it (its files at the top)."""
+    with tarfile.open(archive, "w") as tar:
+        for path in sorted(oci.rglob("*")):
+            tar.add(path, str(path.relative_to(oci)), recursive=False)
