@@ -322,6 +322,16 @@ def test_a_layout_of_several_images_gives_the_one_the_manifest_names(tmp_path: P
         oci_image.load("registry.example/app:v3", layout, tmp_path / "c")
 
 
+def test_an_oci_archive_of_several_images_gives_the_one_the_manifest_names(tmp_path: Path) -> None:
+    """The same layout as one tar (`docker buildx build --output type=oci`): skopeo's oci-archive transport takes the
+    image whose ref.name is the tag; none named so: one line, nothing converted."""
+    archive = tmp_path / "both.tar"
+    images.oci_archive(_merged(tmp_path, {"v1": "v1", "v2": "v2"}), archive)
+    assert oci_image.load("registry.example/app:v2", archive, tmp_path / "c").config.cmd == ("echo", "v2")
+    with pytest.raises(oci_image.ImageError, match="OCI archive holds 2 images and 0 of them are named .*:v3"):
+        oci_image.load("registry.example/app:v3", archive, tmp_path / "c")
+
+
 def test_a_tampered_blob_or_a_digest_naming_a_path_is_refused(tmp_path: Path) -> None:
     """A layer whose bytes are not its digest's, and an index whose digest would name a path outside `blobs/sha256`:
     refused before anything is unpacked."""
