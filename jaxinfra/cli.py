@@ -424,14 +424,13 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Any], dict
     (the image's top layer over this machine's system), an OCI image layout or a `docker save` archive (the image
     itself, unpacked once into a cache: `oci_image.load`, whose `ImageError` is one line, exit 2); and
     --volume NAME=DIR (created where missing when a pod mounts it: it is meant to outlive the simulation)."""
-    from jaxinfra import stack
-
-    table = stack.settings().get("simulate", {})
-    images = {str(image): Path(str(folder)) for image, folder in (table.get("images") or {}).items()}
     problems: list[Problem] = []
-    images |= _folders(
+    images, where = _table_images(problems)
+    given = _folders(
         values, "--image", "IMAGE", "--image python:3.11=examples/train (IMAGE as written in the manifest)", problems
     )
+    images |= given
+    where |= dict.fromkeys(given, "--image")
     claims = _folders(
         volumes,
         "--volume",
@@ -443,8 +442,8 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Any], dict
 
     problems += [
         Problem(
-            "--image",
-            f"{image}={folder}",
+            where[image],
+            f"{image}={folder}" if where[image] == "--image" else str(folder),
             "no such folder or file" if not folder.exists() else "neither a folder nor a `docker save` archive",
             "give the folder that holds the image's code, an OCI image layout (skopeo copy ... oci:DIR) or the file "
             "`docker save` / `podman save` wrote",
@@ -467,6 +466,30 @@ def _images(values: list[str], volumes: list[str]) -> tuple[dict[str, Any], dict
         },
         {name: folder.resolve() for name, folder in claims.items()},
     )
+
+
+def _table_images(problems: list[Problem]) -> tuple[dict[str, Path], dict[str, str]]:
+    """The images table of ./pyproject.toml (`[tool.jaxinfra.simulate.images]`, IMAGE = "PATH", relative to it) and,
+    per image, the key a problem with it names; what is not a table of paths is a problem naming its key."""
+    from jaxinfra import stack
+
+    key = f"{stack.PROJECT} [tool.jaxinfra.simulate]"
+    table = stack.settings().get("simulate", {})
+    if not isinstance(table, dict):
+        problems.append(Problem(key, table, "not a table", "write [tool.jaxinfra.simulate] as a table"))
+        return {}, {}
+    key, table = f"{key[:-1]}.images]", table.get("images", {})
+    if not isinstance(table, dict):
+        fix = 'write it as a table of IMAGE = "PATH" (e.g. "python:3.11" = "images/train")'
+        problems.append(Problem(key, table, "not a table", fix))
+        return {}, {}
+    images = {}
+    for image, path in table.items():
+        if isinstance(path, str) and path:
+            images[image] = Path(path)
+        else:
+            problems.append(Problem(f"{key} {image!r}", path, "expected a path (a string)", 'e.g. "images/train"'))
+    return images, {image: f"{key} {image!r}" for image in images}
 
 
 def _host_paths(values: list[str]) -> dict[str, Path]:

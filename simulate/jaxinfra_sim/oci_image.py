@@ -6,8 +6,9 @@ containerd's rules (`applied`).
   `skopeo copy ... oci:DIR` and `docker buildx build --output type=oci,tar=false` write it. One image of it is used:
   its only one, else the one whose `io.containerd.image.name` or `org.opencontainers.image.ref.name` is the image's
   name (or tag) as the manifest writes it; an image index is followed to this machine's linux platform.
-- A `docker save` / `podman save` archive, converted to a layout by skopeo (`skopeo copy docker-archive:FILE
-  oci:DIR:image`, offline), kept in the cache by the archive's own sha256.
+- A `docker save` / `podman save` archive, or an OCI image layout as one tar (`docker buildx build --output
+  type=oci`), converted to a layout by skopeo (`skopeo copy docker-archive:FILE` or `oci-archive:FILE`, to
+  `oci:DIR:image`, offline), kept in the cache by the archive's own sha256.
 - Its layers are unpacked by umoci (`umoci raw unpack`: the OCI image spec's whiteouts, hard links, modes; as root
   with the image's owners, which each container sees through its id map; unprivileged `--rootless`, every file the
   caller's), into `<cache>/unpacked/<manifest digest>-<root|rootless>/rootfs`, shared read-only by every container
@@ -153,38 +154,75 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _archive_index(name: str, source: Path) -> str:
-    """Which image of a save archive: "" (its only one), else `@N`, the one whose RepoTags name `name`."""
+def _member(tar: tarfile.TarFile, name: str) -> object:
+    """The JSON document `name` at the top of an archive, as `name` or `./name` (None where it is missing, too large
+    or not JSON)."""
+    try:
+        member = next((m for m in tar if m.name in (name, f"./{name}")), None)
+        if member is None:
+            return None
+        data = tar.extractfile(member) if member.isfile() and member.size <= JSON_LIMIT else None
+        return json.loads(data.read()) if data is not None else None
+    except (KeyError, OSError, tarfile.TarError, ValueError):
+        return None
+
+
+def _archive_source(name: str, source: Path) -> tuple[str, str]:
+    """skopeo's transport for a save archive and which of its images: `docker-archive` (a manifest.json list, as
+    `docker save` and `podman save` write; `:@N`, the one whose RepoTags name `name`, where it holds several), else
+    `oci-archive` (an OCI image layout as one tar, as `docker buildx build --output type=oci` and `podman save
+    --format oci-archive` write; `:REF`, the image whose org.opencontainers.image.ref.name is `name` or its tag,
+    which is how skopeo's oci-archive transport picks one, where it holds several); "" for its only image."""
     try:
         with tarfile.open(source, "r:") as tar:
-            member = tar.getmember("manifest.json")
-            data = tar.extractfile(member) if member.isfile() and member.size <= JSON_LIMIT else None
-            entries = json.loads(data.read()) if data is not None else None
-    except (KeyError, OSError, tarfile.TarError, ValueError):
-        entries = None
-    if not isinstance(entries, list) or not entries:
+            entries, index = _member(tar, "manifest.json"), _member(tar, "index.json")
+    except (OSError, tarfile.TarError):
+        entries = index = None
+    if isinstance(entries, list) and entries:
+        if len(entries) == 1:
+            return "docker-archive", ""
+        for i, entry in enumerate(entries):
+            if isinstance(entry, dict) and name in (entry.get("RepoTags") or ()):
+                return "docker-archive", f":@{i}"
         raise ImageError(
             name,
             source,
-            "not a `docker save` archive (no manifest.json list in it)",
-            "give the file `docker save` or `podman save` wrote, or an OCI image layout folder",
+            f"the archive holds {len(entries)} images and none is tagged {name}",
+            f"save {name} alone, or tag it so in the archive",
         )
-    if len(entries) == 1:
-        return ""
-    for i, entry in enumerate(entries):
-        if isinstance(entry, dict) and name in (entry.get("RepoTags") or ()):
-            return f":@{i}"
-    raise ImageError(
-        name,
-        source,
-        f"the archive holds {len(entries)} images and none is tagged {name}",
-        f"save {name} alone, or tag it so in the archive",
-    )
+    manifests = index.get("manifests") if isinstance(index, dict) else None
+    if not isinstance(manifests, list) or not manifests:
+        raise ImageError(
+            name,
+            source,
+            "neither a `docker save` archive (no manifest.json list in it) nor an OCI image layout archive (no "
+            "index.json listing an image)",
+            "give the file `docker save` or `podman save` wrote, an OCI archive, or an OCI image layout folder",
+        )
+    if len(manifests) == 1:
+        return "oci-archive", ""
+    tag = name.rsplit(":", 1)[1] if ":" in name.rsplit("/", 1)[-1] else "latest"
+    refs = [
+        ref
+        for m in manifests
+        if isinstance(m, dict)
+        and isinstance(m.get("annotations"), dict)
+        and isinstance(ref := m["annotations"].get("org.opencontainers.image.ref.name"), str)
+        and ref in (name, tag)
+    ]
+    if len(refs) != 1 or not re.fullmatch(r"[A-Za-z0-9._:/@-]+", refs[0]):
+        raise ImageError(
+            name,
+            source,
+            f"the OCI archive holds {len(manifests)} images and {len(refs)} of them are named {name}",
+            f"give an archive of {name} alone, or one whose index names it (org.opencontainers.image.ref.name)",
+        )
+    return "oci-archive", f":{refs[0]}"
 
 
 def _converted(name: str, source: Path, cache: Path) -> Path:
     """A save archive as an OCI layout (skopeo), in the cache by the archive's sha256."""
-    which = _archive_index(name, source)
+    transport, which = _archive_source(name, source)
     target = cache / "archives" / _sha256(source)
     if (target / "index.json").is_file():
         return target
@@ -197,11 +235,13 @@ def _converted(name: str, source: Path, cache: Path) -> Path:
         done = subprocess.run(
             [
                 skopeo,
+                "--tmpdir",  # where it unpacks an OCI archive: never this machine's /var/tmp (containers/image
+                tmp,  # internal/tmpdir/tmpdir.go TemporaryDirectoryForBigFiles, unless BigFilesTemporaryDir is set)
                 "copy",
                 "--quiet",
                 "--dest-compress-level",  # skopeo gzips docker save's layers for the layout: the fastest level
                 "1",  # (its uncompressed layers are labelled gzip by skopeo 1.9, which umoci cannot read)
-                f"docker-archive:{link}{which}",
+                f"{transport}:{link}{which}",
                 f"oci:{layout}:{TAG}",
             ],
             capture_output=True,

@@ -24,6 +24,9 @@ from typing import IO, Any
 from jaxinfra_sim import oci_image
 
 BUSYBOX = Path("/bin/busybox")
+SPMD_MNIST = Path(__file__).parent / "spmd_mnist"
+"""Our training program in the style of Kubeflow's spmd-mnist JAXJob example, and the Dockerfile it would be built
+with (`spmd_mnist_image` builds that image offline)."""
 SITE = Path(next(p for p in sys.path if p.endswith("site-packages")))
 """The test's Python's packages, which `python_jax_layer` takes jax and its dependencies from."""
 JAX_PACKAGES = ("jax", "jaxlib", "numpy", "numpy.libs", "ml_dtypes", "opt_einsum")
@@ -138,6 +141,32 @@ def python_jax_layer() -> list[Entry]:
     return busybox_layer() + entries
 
 
+def spmd_mnist_image() -> Spec:
+    """The image spmd_mnist/Dockerfile describes, in the shape of the one Kubeflow's JAXJob example builds
+    (kubeflow/trainer release-1.9 @ 289f1790 examples/jax/jax-dist-spmd-mnist/Dockerfile: FROM python:3.13, jax
+    pip-installed, `WORKDIR /app`, the program and its data module added to /app, `ENTRYPOINT ["python3",
+    "<program>"]`).
+    Python and JAX are this machine's (`python_jax_layer`, one uncompressed layer as a `pip install` layer is), the
+    program a layer of its own as an `ADD` makes it. The config is what that Dockerfile gives: python:3.13's Env
+    (docker-library/python @ 12629ffd 3.13/bookworm/Dockerfile: `/usr/local/bin` before Debian's PATH,
+    PYTHON_VERSION), the WorkingDir, and the Entrypoint with no Cmd (an ENTRYPOINT clears the CMD its base image set,
+    `python3`)."""
+    app = [
+        Entry("app", "dir", mode=0o755),
+        *(Entry(f"app/{name}", "file", (SPMD_MNIST / name).read_bytes()) for name in ("datasets.py", "spmd_mnist.py")),
+    ]
+    return Spec(
+        [python_jax_layer(), app],
+        compress=False,
+        entrypoint=["python3", "spmd_mnist.py"],
+        working_dir="/app",
+        env=[
+            "PATH=/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            f"PYTHON_VERSION={sys.version.split()[0]}",
+        ],
+    )
+
+
 def layout(folder: Path, spec: Spec) -> str:
     """Write `spec` as an OCI image layout in `folder` (made); the manifest's digest."""
     blobs = folder / "blobs" / "sha256"
@@ -199,3 +228,10 @@ def docker_archive(oci: Path, archive: Path, name: str) -> None:
             check=True,
             env=oci_image.skopeo_env(Path(scratch)),
         )
+
+
+def oci_archive(oci: Path, archive: Path) -> None:
+    """The layout `oci` as one tar, as `docker buildx build --output type=oci` writes it (its files at the top)."""
+    with tarfile.open(archive, "w") as tar:
+        for path in sorted(oci.rglob("*")):
+            tar.add(path, str(path.relative_to(oci)), recursive=False)
