@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import oci_image
+from jaxinfra_sim import image_config, oci_image
 from tests.support import images, unprivileged
 from tests.test_sim_sandbox import MODES, pods, seen, sim_argv, simulate
 
@@ -166,12 +166,12 @@ def test_the_image_config_is_applied_as_containerd_does() -> None:
     """containerd's WithProcessArgs: command replaces Entrypoint and drops Cmd; args replace Cmd; an Entrypoint of
     one empty string is none. Env: default PATH, the image's, the container's over both."""
     config = oci_image.Config(entrypoint=("/e",), cmd=("c1", "c2"), env=(("A", "image"), ("B", "image")))
-    assert oci_image.process(config, (), ()) == (("/e",), ("c1", "c2"))
-    assert oci_image.process(config, (), ("a",)) == (("/e",), ("a",))
-    assert oci_image.process(config, ("/x",), ()) == (("/x",), ())
-    assert oci_image.process(oci_image.Config(entrypoint=("",), cmd=("c",)), (), ()) == ((), ("c",))
-    env = oci_image.env(config, {"B": "pod"})
-    assert env == {"PATH": oci_image.DEFAULT_PATH.split("=", 1)[1], "A": "image", "B": "pod"}
+    assert image_config.process(config, (), ()) == (("/e",), ("c1", "c2"))
+    assert image_config.process(config, (), ("a",)) == (("/e",), ("a",))
+    assert image_config.process(config, ("/x",), ()) == (("/x",), ())
+    assert image_config.process(oci_image.Config(entrypoint=("",), cmd=("c",)), (), ()) == ((), ("c",))
+    env = image_config.env(config, {"B": "pod"})
+    assert env == {"PATH": image_config.DEFAULT_PATH.split("=", 1)[1], "A": "image", "B": "pod"}
 
 
 def test_a_missing_image_file_or_folder_is_one_problem(home: Path) -> None:

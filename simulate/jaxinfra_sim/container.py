@@ -31,6 +31,7 @@ from jaxinfra_sim import (
     capacity,
     dns,
     image,
+    image_config,
     k8s_detection,
     model,
     oci_image,
@@ -116,7 +117,7 @@ def prepare(
     given = options.images.get(pod.image)
     unpacked = given if own_command and isinstance(given, oci_image.Image) else None  # the probe runs in our Python
     if unpacked is not None:
-        pod = oci_image.applied(pod, unpacked)
+        pod = image_config.applied(pod, unpacked)
         sitecustomize = None  # the image's Python, if it has one, is its own
     # As root under the OCI runtime the container's ids are the machine's from runtime.id_base() on: what the kubelet
     # makes as root is made as the container's root.

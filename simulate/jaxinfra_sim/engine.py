@@ -395,7 +395,8 @@ def _runs_something(image: object) -> bool:
 
 def _non_root_refused(pod: model.Pod, image: object) -> str | None:
     """Why the kubelet refuses the container `pod` is under runAsNonRoot, given its image whole (`oci_image`)."""
-    from jaxinfra_sim.oci_image import Image, non_root_refused
+    from jaxinfra_sim.image_config import non_root_refused
+    from jaxinfra_sim.oci_image import Image
 
     return non_root_refused(pod.security, image.config) if isinstance(image, Image) else None
 
@@ -477,7 +478,8 @@ def _check_ids(runnable: Sequence[WorkloadResult], node: Node, images: Mapping[s
     the first container that needs more, and the fix."""
     if os.geteuid() == 0:
         return
-    from jaxinfra_sim.oci_image import Image, applied
+    from jaxinfra_sim.image_config import applied
+    from jaxinfra_sim.oci_image import Image
 
     subordinate = node.network.subordinate if node.network is not None else None
     for r in runnable:

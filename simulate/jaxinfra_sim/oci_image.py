@@ -1,6 +1,6 @@
 """Container images as a node has them: an OCI image layout or a `docker save` archive, unpacked once into a cache
 by its manifest's digest, with its config (Entrypoint, Cmd, WorkingDir, Env, User) read for the kubelet's and
-containerd's rules (`applied`).
+containerd's rules (`image_config.py` applies it).
 
 - An OCI image layout (image-spec `image-layout.md`: `oci-layout`, `index.json`, `blobs/sha256/...`), as
   `skopeo copy ... oci:DIR` and `docker buildx build --output type=oci,tar=false` write it. One image of it is used:
@@ -31,19 +31,19 @@ import hashlib
 import json
 import os
 import platform
-import posixpath
 import re
 import shutil
 import subprocess
 import tarfile
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
 from jaxinfra_sim.errors import SimulatorError, Unavailable
+from jaxinfra_sim.oci_layers import Links
 
 LAYOUT_MARKER = "oci-layout"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -61,13 +61,6 @@ TAG = "image"
 """The tag the simulator's own layouts (converted archives, the one umoci reads) give their image."""
 JSON_LIMIT = 4 << 20
 """The most bytes of a layout's index, manifest or config read: more is no image this simulator takes."""
-MAX_LINKS = 40
-RUNTIME_MOUNTS = ("dev", "proc", "sys")
-"""Top-level folders the runtime mounts the container's own filesystems on: a symlink there would be followed on
-this machine while the root is built."""
-DEFAULT_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-"""containerd's default PATH (pkg/oci `defaultUnixEnv`), which `WithDefaultPathEnv` gives every container before the
-image's env and the container's."""
 ARCHES = {"x86_64": "amd64", "aarch64": "arm64"}
 TOOLS = {"umoci": "umoci", "skopeo": "skopeo"}
 """Each program used here, with the Debian package that provides it."""
@@ -432,7 +425,7 @@ class _Layout:
         if (target / "rootfs").is_dir():
             return Image(self.name, self.source, digest, target / "rootfs", config, cached=True)
         layers = self.layers(manifest)
-        links = _Links()
+        links = Links()
         for layer, media in layers:  # every layer read before any is unpacked
             self.scan(layer, media, links)
         target.parent.mkdir(exist_ok=True, mode=0o700)
@@ -471,7 +464,7 @@ class _Layout:
                 out.rename(target)
         return Image(self.name, self.source, digest, target / "rootfs", config)
 
-    def scan(self, digest: str, media: str, links: _Links) -> None:
+    def scan(self, digest: str, media: str, links: Links) -> None:
         """Refuse the layer's first unsafe entry (see the module's docstring); `links`: the symlinks the layers
         below left, updated with this layer's."""
         with self.blob(digest) as f:
@@ -489,100 +482,6 @@ class _Layout:
                 raise self.fail(f"layer {digest[:19]} is not a readable tar stream ({err})") from None
             if stream.drain() != digest:
                 raise self.fail(f"layer {digest[:19]} does not match its digest")
-
-
-class _Links:
-    """The symlinks of the layers read so far, by normalized path: what an entry written later would go through."""
-
-    def __init__(self) -> None:
-        self.links: dict[str, str] = {}
-
-    def check(self, member: tarfile.TarInfo) -> str | None:
-        """Why `member` is unsafe, or None (then it is recorded)."""
-        parts = _parts(member.name)
-        if parts is None:
-            return "names a path above the image's root"
-        if member.ischr() or member.isblk():
-            kind = "character" if member.ischr() else "block"
-            return f"is a {kind} device node ({member.devmajor}:{member.devminor}), which would be the machine's device"
-        if len(parts) == 1 and parts[0] in RUNTIME_MOUNTS and not member.isdir():
-            return f"is not a folder, where the runtime mounts the container's own /{parts[0]}"
-        through = self.outside(parts[:-1])
-        if through is not None:
-            return f"is written through symlink {through[0]!r} -> {through[1]!r}, which leads out of the image's root"
-        if member.islnk():
-            target = _parts(member.linkname)
-            if target is None:
-                return f"is a hard link to {member.linkname!r}, above the image's root"
-            through = self.outside(target[:-1])
-            if through is not None:
-                return (
-                    f"is a hard link through symlink {through[0]!r} -> {through[1]!r}, which leads out of the "
-                    "image's root"
-                )
-        base = parts[-1] if parts else ""
-        parent = "/".join(parts[:-1])
-        if base == ".wh..wh..opq":
-            self._drop(parent, keep_self=True)
-        elif base.startswith(".wh."):
-            self._drop(posixpath.join(parent, base[4:]), keep_self=False)
-        elif parts:
-            path = "/".join(parts)
-            self._drop(path, keep_self=False)
-            if member.issym():
-                self.links[path] = member.linkname
-        return None
-
-    def _drop(self, path: str, keep_self: bool) -> None:
-        prefix = path + "/" if path else ""
-        for link in [p for p in self.links if p.startswith(prefix) or (p == path and not keep_self)]:
-            del self.links[link]
-
-    def outside(self, parts: Sequence[str]) -> tuple[str, str] | None:
-        """(link, target) of a symlink on the way to `parts` that leads out of the root (absolute, or `..` past it:
-        what a naive unpacker would follow onto the machine), or None."""
-        resolved: list[str] = []
-        todo = list(parts)
-        hops = 0
-        while todo:
-            part = todo.pop(0)
-            if part == "..":
-                if not resolved:
-                    return ("..", "..")
-                resolved.pop()
-                continue
-            path = "/".join([*resolved, part])
-            target = self.links.get(path)
-            if target is None:
-                resolved.append(part)
-                continue
-            hops += 1
-            if hops > MAX_LINKS or target.startswith("/"):
-                return (path, target)
-            depth = len(resolved)
-            steps = [p for p in target.split("/") if p not in ("", ".")]
-            for step in steps:
-                depth += -1 if step == ".." else 1
-                if depth < 0:
-                    return (path, target)
-            todo = steps + todo
-        return None
-
-
-def _parts(name: str) -> list[str] | None:
-    """A tar entry's path inside the root, as parts (absolute names are taken relative to it, as unpackers do), or
-    None where `..` climbs above the root."""
-    out: list[str] = []
-    for part in name.split("/"):
-        if part in ("", "."):
-            continue
-        if part == "..":
-            if not out:
-                return None
-            out.pop()
-            continue
-        out.append(part)
-    return out
 
 
 def user_ids(rootfs: Path, user: str) -> tuple[int, int] | str:
@@ -624,70 +523,3 @@ def _entries(rootfs: Path, relative: str) -> list[list[str]]:
     except OSError:
         return []
     return [line.split(":") for line in data.decode("utf-8", "replace").splitlines()]
-
-
-def process(config: Config, command: Sequence[str], args: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(command, args) as containerd runs them (containerd @ 030e9a19 internal/cri/opts/spec_opts.go
-    `WithProcessArgs`, from moby's daemon/commit.go): a container's `command` replaces the image's Entrypoint and
-    drops its Cmd; without one, its `args` replace Cmd; an Entrypoint of one empty string is none."""
-    if command:
-        return tuple(command), tuple(args)
-    entrypoint = () if config.entrypoint == ("",) else config.entrypoint
-    return entrypoint, tuple(args) or config.cmd
-
-
-def env(config: Config, own: Mapping[str, str]) -> dict[str, str]:
-    """The container's env as containerd builds it (containerd @ 01dc4ae3 internal/cri/server/container_create.go
-    `buildLinuxSpec`): the default PATH, then the image's Env, then the container's, a later value replacing an
-    earlier one of the same name."""
-    key, _, value = DEFAULT_PATH.partition("=")
-    return {key: value, **dict(config.env), **own}
-
-
-def non_root_refused(security: Any, config: Config) -> str | None:
-    """Why the kubelet refuses to start a container under runAsNonRoot without runAsUser, from its image's User
-    (kubernetes @ 1f671eec pkg/kubelet/kuberuntime/security_context_others.go `verifyRunAsNonRoot`; the uid or name
-    as containerd's image status gives it, no User as root: kuberuntime_container.go `getImageUser`), or None."""
-    if not (security.non_root and security.image_user):
-        return None
-    user = config.user.partition(":")[0]
-    if user and not user.isdigit():
-        return f"container has runAsNonRoot and image has non-numeric user ({user}), cannot verify user is non-root"
-    if not user or int(user) == 0:
-        return "container has runAsNonRoot and image will run as root"
-    return None
-
-
-def applied(pod: Any, image: Image) -> Any:
-    """`pod` (a `model.Pod`, as one container sees it) with its image's config applied as the kubelet and containerd
-    apply it: the kubelet hands the container's command, args, workingDir and env to the runtime as the manifest
-    writes them (kubernetes @ fbba6b47 pkg/kubelet/kuberuntime/kuberuntime_container.go `generateContainerConfig`);
-    containerd fills the rest from the image (`process`, `env`; WorkingDir unless `workingDir`, User unless
-    runAsUser: containerd @ 01dc4ae3 internal/cri/server/container_create.go `buildLinuxSpec`,
-    `platformSpecOpts`). Raises `ImageError` for a User the image does not have (containerd's create fails)."""
-    command, args = process(image.config, pod.command, pod.args)
-    security = pod.security
-    if security.image_user and image.config.user:
-        ids = user_ids(image.rootfs, image.config.user)
-        if isinstance(ids, str):
-            raise ImageError(
-                image.name,
-                image.source,
-                f"its User {image.config.user!r}: {ids}",
-                "set runAsUser on the container, or fix the image's USER",
-            )
-        uid, gid = ids
-        notes = tuple(n for n in security.notes if not n.startswith("no runAsUser"))
-        security = dataclasses.replace(
-            security, uid=uid, gid=gid if security.image_group else security.gid, notes=notes
-        )
-    elif security.image_user and security.uid == 0:  # no User: root, as the resolved default already says
-        security = dataclasses.replace(security, notes=tuple(n for n in security.notes if not n.startswith("no runAs")))
-    return dataclasses.replace(
-        pod,
-        command=command,
-        args=args,
-        working_dir=pod.working_dir or image.config.working_dir or None,
-        env=env(image.config, pod.env),
-        security=security,
-    )
