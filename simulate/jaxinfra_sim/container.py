@@ -549,7 +549,7 @@ def process_env(
 
 def coordinator_port(pod: model.Pod) -> int | None:
     """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or JAX_COORDINATOR_PORT beside
-    a host-only one (a program that joins them: `contract.joined`), or the Training Operator v1's COORDINATOR_PORT
+    a host-only one (a program that joins them: `jax_env.joined`), or the Training Operator v1's COORDINATOR_PORT
     (next to COORDINATOR_ADDRESS), or JAX's TPU detection default (JAX_COORDINATOR_PORT, else 8482)."""
     address = pod.env.get("JAX_COORDINATOR_ADDRESS", "")
     if ":" in address:
