@@ -98,8 +98,8 @@ def test_capacity_that_never_arrives_leaves_xpks_gpu_jobset_pending(tmp_path: Pa
 
 
 def test_without_xpks_topology_the_flex_jobset_never_runs() -> None:
-    """xpk's flavor names gke-default: without that Topology applied the flavor cannot take the pods' topology
-    request (kueue tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS), and the workload stays suspended."""
+    """xpk's flavor names gke-default: without that Topology applied its ClusterQueue is inactive (kueue v0.19.2
+    pkg/cache/scheduler/clusterqueue.go inactiveReason: TopologyNotFound), and the workload stays suspended."""
     docs = [d for d in _docs(GPU_CLUSTER) if d["kind"] != "Topology"]
     jobset = _docs(A3_HIGH)
     [js] = [d for d in jobset if d["kind"] == "JobSet"]
@@ -107,7 +107,10 @@ def test_without_xpks_topology_the_flex_jobset_never_runs() -> None:
         "kubernetes.io/hostname"
     )
     [problem] = problems_of(emulate([*jobset, *docs], check_all=False))
-    assert 'Flavor "1xh100-80gb-8" names Topology gke-default, which does not exist' in problem.message, problem
+    assert (
+        "is inactive (TopologyNotFound): Can't admit new workloads: there is no Topology \"gke-default\" for TAS "
+        'flavor "1xh100-80gb-8".'
+    ) in problem.message, problem
 
 
 def test_a_queued_tpu_jobset_fits_xpks_two_slices_and_a_third_slice_does_not() -> None:
@@ -124,4 +127,7 @@ def test_a_queued_tpu_jobset_fits_xpks_two_slices_and_a_third_slice_does_not() -
     [js] = [d for d in three if d["kind"] == "JobSet"]
     js["spec"]["replicatedJobs"][0]["replicas"] = 3
     [problem] = problems_of(emulate(stored([*three, *cluster]), check_all=False))
-    assert "flavor 2xv6e-16: insufficient quota for google.com/tpu 48 > 32" in problem.message, problem
+    assert (  # Kueue's ExceedsMaxQuota (kueue v0.19.2 flavorassigner.go fitsResourceQuota)
+        "insufficient quota for google.com/tpu in flavor 2xv6e-16, previously considered podsets requests (0) + "
+        "current podset request (48) > maximum capacity (32)"
+    ) in problem.message, problem
