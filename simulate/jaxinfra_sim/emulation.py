@@ -160,6 +160,7 @@ def _workload(
         waves=_waves(draft),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
         provisioning=queued.provisioning if queued is not None and queued.admitted else (),
+        queued=queued,
     )
 
 
@@ -225,6 +226,7 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
         problems=problems,
         notes=(queued.note,) if queued is not None and queued.admitted else (),
         suspended=draft.suspended if queued is None else None,
+        queued=queued,
     )
 
 

@@ -38,30 +38,8 @@ from jaxinfra.upstream import (
     QUEUE_LABEL,
 )
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
+from jaxinfra_sim.model import Admission, Hold
 from jaxinfra_sim.selectors import label_selector, matches
-
-
-class Hold(StrEnum):
-    """What holds a queued workload (or, for CHECK, what it waits for once its quota is reserved)."""
-
-    QUEUE = "queue"  # its LocalQueue or ClusterQueue is missing, or the ClusterQueue does not admit its namespace
-    PRIORITY = "priority"  # its WorkloadPriorityClass is missing: no Workload exists
-    INACTIVE = "inactive"  # its ClusterQueue is inactive (a flavor, an AdmissionCheck or a Topology it names)
-    QUOTA = "quota"  # no flavor has room for all its pods, its cohort's lendable quota included
-    TOPOLOGY = "topology"  # no flavor can take its podset topology request
-    FLAVOR = "flavor"  # no flavor suits its pods' nodeSelector or tolerations
-    CHECK = "check"  # admitted once its ProvisioningRequest AdmissionCheck(s) are Ready
-
-
-@dataclass(frozen=True)
-class Admission:
-    """Kueue's decision on one workload: admitted (with what it took), not checked, or suspended (why, and the fix)."""
-
-    admitted: bool
-    note: str
-    fix: str = ""
-    provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
-    held: Hold | None = None  # what holds it (not admitted), or CHECK (admitted after its provisioning checks)
 
 
 def pod_requests(pod_spec: Mapping) -> dict[str, Fraction]:
