@@ -181,3 +181,24 @@ def test_the_cohort_manifests_validate(tmp_path: Path) -> None:
     path.write_text(FLAVOR_AND_QUEUE + team("team-a-cq", "team-ab", "4", borrowingLimt="2"))
     rc, out = validate_cli(path)
     assert rc == 2 and "borrowingLimt" in out, out
+
+
+def test_a_job_admitted_by_borrowing_runs(tmp_path: Path) -> None:
+    """End to end: the 6-cpu Job on team A's 4 cpu runs once Kueue admits it by borrowing from team B."""
+    from tests.support.cli import simulate_cli
+
+    path = tmp_path / "teams.yaml"
+    path.write_text(FLAVOR_AND_QUEUE + team("team-a-cq", "team-ab", "4") + team("team-b-cq", "team-ab", "4") + JOB)
+    rc, report, out = simulate_cli(str(path), "--run-command", tmp=tmp_path)
+    [w] = report["workloads"]
+    assert (rc, w["verdict"], len(w["attempts"][0]["pods"])) == (0, "succeeded", 3), out
+    assert any("borrowing 2 in cohort team-ab" in n for n in w["notes"]), w["notes"]
+    path.write_text(
+        FLAVOR_AND_QUEUE
+        + team("team-a-cq", "team-ab", "4", borrowingLimit="0")
+        + team("team-b-cq", "team-ab", "4")
+        + JOB
+    )
+    rc, report, out = simulate_cli(str(path), "--run-command", tmp=tmp_path)
+    assert rc != 0 and "current podset request (6) > maximum capacity (4)" in out, out
+    assert report.get("workloads", [{}])[0].get("attempts", []) == [], "nothing ran"
