@@ -108,7 +108,7 @@ def test_without_xpks_topology_the_flex_jobset_never_runs() -> None:
     )
     [problem] = problems_of(emulate([*jobset, *docs], check_all=False))
     assert (
-        "is inactive (TopologyNotFound): Can't admit new workloads: there is no Topology \"gke-default\" for TAS "
+        'is inactive (TopologyNotFound): Can\'t admit new workloads: there is no Topology "gke-default" for TAS '
         'flavor "1xh100-80gb-8".'
     ) in problem.message, problem
 
