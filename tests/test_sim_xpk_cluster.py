@@ -44,14 +44,27 @@ def _write(tmp: Path, name: str, docs: list[dict[str, Any]]) -> Path:
     return path
 
 
+#: What the test adds to the JobSet's program: the psum over every device of the group (2 processes x 8), and the
+#: cross-process collectives of JAX's CPU backend that stand in for NCCL here (a no-op for GPUs).
+PSUM = """
+total = jax.pmap(lambda x: jax.lax.psum(x, "i"), axis_name="i")(jax.numpy.ones(jax.local_device_count()))
+assert float(total[0]) == 16.0, total
+"""
+
+
 def _xpk_flex_jobset(tmp: Path) -> Path:
     """xpk's A3 High JobSet as `xpk workload create` renders it on a flex-start cluster: its pod template annotated
-    with the preferred topology kubernetes.io/hostname."""
+    with the preferred topology kubernetes.io/hostname; its program also checks psum over the 16 devices."""
     docs = _docs(A3_HIGH)
     [js] = [d for d in docs if d["kind"] == "JobSet"]
-    js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]["annotations"][PREFERRED] = (
-        "kubernetes.io/hostname"
+    template = js["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    template["metadata"]["annotations"][PREFERRED] = "kubernetes.io/hostname"
+    [container] = template["spec"]["containers"]
+    program = container["args"][0].replace(
+        "import jax\n", 'import jax\n\njax.config.update("jax_cpu_collectives_implementation", "gloo")\n', 1
     )
+    container["args"] = [program.replace("jax.distributed.shutdown()", PSUM.lstrip() + "jax.distributed.shutdown()")]
+    assert "psum" in container["args"][0] and "gloo" in container["args"][0]
     return _write(tmp, "a3high_flex.yaml", docs)
 
 
@@ -67,14 +80,14 @@ def test_xpks_cluster_objects_validate(cluster: Path, tmp_path: Path) -> None:
 
 
 def test_xpks_gpu_jobset_runs_on_xpks_flex_cluster_once_its_provisioning_check_is_ready(tmp_path: Path) -> None:
-    """2 nodes x 8 GPUs: each of the 2 processes sees all 16 devices; Kueue holds the JobSet, its quota reserved in
-    xpk's flavor, until dws-prov is Ready (--provision dws-prov@1)."""
+    """2 nodes x 8 GPUs: each of the 2 processes sees all 16 devices and psum over them is 16; Kueue holds the JobSet,
+    its quota reserved in xpk's flavor, until dws-prov is Ready (--provision dws-prov@1)."""
     jobset = _xpk_flex_jobset(tmp_path)
     rc, report, out = simulate_cli(str(jobset), str(GPU_CLUSTER), *FAST, "--provision", "dws-prov@1", tmp=tmp_path)
     [w] = report["workloads"]
     assert (rc, w["verdict"], w["held"]["seconds"], w["held"]["pending"]) == (0, "succeeded", 1.0, None), out
     pods = w["attempts"][0]["pods"]
-    # each process joined the group of 2 and asserted jax.device_count() == 16 (the manifest's program) before exit 0
+    # each process joined the group of 2, saw 16 devices and summed 16 with psum (its program asserts both), exit 0
     assert sorted((p["rank"], p["exit_code"]) for p in pods) == [(0, 0), (1, 0)], pods
     notes = " | ".join(w["notes"])
     assert (
