@@ -87,15 +87,16 @@ def test_a_provisioning_check_without_its_config_is_inactive_and_so_is_its_clust
     docs = [d for d in _checked(queued(), with_checks=True) if d["kind"] != "ProvisioningRequestConfig"]
     [problem] = problems_of(emulate(docs, check_all=False))
     assert problem.message == (
-        "would stay suspended: ClusterQueue cluster-queue is inactive (AdmissionCheckInactive): its AdmissionCheck "
-        'dws-prov is not active (BadParametersRef: provisioningrequestconfigs.kueue.x-k8s.io "dws-config" not found)'
+        "would stay suspended: ClusterQueue cluster-queue is inactive (AdmissionCheckInactive): Can't admit new "
+        "workloads: references inactive AdmissionCheck(s): dws-prov (dws-prov: BadParametersRef: "
+        'provisioningrequestconfigs.kueue.x-k8s.io "dws-config" not found).'
     ), problem
     assert problem.fix.startswith("add the ProvisioningRequestConfig dws-config to the manifests"), problem.fix
     wrong = copy.deepcopy(_checked(queued(), with_checks=True))
     [check] = [d for d in wrong if d["kind"] == "AdmissionCheck"]
     check["spec"]["parameters"]["kind"] = "ConfigMap"
     [problem] = problems_of(emulate(wrong, check_all=False))
-    assert "(BadParametersRef: bad parameters reference)" in problem.message, problem
+    assert "(dws-prov: BadParametersRef: bad parameters reference)." in problem.message, problem
     assert "kind: ProvisioningRequestConfig" in problem.fix, problem.fix
     other = copy.deepcopy(_checked(queued(), with_checks=True))  # another controller's check is not Kueue's to judge
     [check] = [d for d in other if d["kind"] == "AdmissionCheck"]
@@ -266,3 +267,27 @@ def test_a_tas_flavor_takes_no_workload_without_a_topology_request_beside_other_
     plain = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "plain-flavor"}}
     [problem] = problems_of(emulate([topology, plain, *docs], check_all=False))
     assert 'Flavor "default-flavor" supports only TopologyAwareScheduling' in problem.message, problem
+
+
+def test_an_inactive_cluster_queue_names_every_reason_as_kueue_joins_them() -> None:
+    """kueue v0.19.2 clusterqueue.go inactiveReason: the first reason is the condition's, the messages of all are
+    joined in its order (stopped, missing flavors, missing checks, ...), and each fix is given; a stopPolicy of None
+    keeps it active."""
+    docs = _checked(queued(), with_checks=False)
+    [cq] = [d for d in docs if d["kind"] == "ClusterQueue"]
+    cq["spec"]["stopPolicy"] = "Hold"
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "gone-flavor"
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert problem.message == (
+        "would stay suspended: ClusterQueue cluster-queue is inactive (Stopped): Can't admit new workloads: is "
+        "stopped, references missing ResourceFlavor(s): gone-flavor, references missing AdmissionCheck(s): dws-prov."
+    ), problem
+    assert problem.fix.startswith(
+        "set ClusterQueue cluster-queue's stopPolicy to None; add the ResourceFlavor gone-flavor to the manifests; "
+        "add the AdmissionCheck dws-prov"
+    ), problem.fix
+    docs = _checked(queued(), with_checks=True)
+    [cq] = [d for d in docs if d["kind"] == "ClusterQueue"]
+    cq["spec"]["stopPolicy"] = "None"
+    [workload] = emulate(docs, check_all=False).workloads
+    assert workload.problems == ()

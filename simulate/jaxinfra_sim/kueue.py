@@ -273,49 +273,8 @@ def _queue(namespace: str, queue: str, labels: Mapping[str, str], objects: Objec
             held=Hold.QUEUE,
         )
     spec = cq.get("spec") or {}
-    flavors = [str(f.get("name")) for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or []]
-    missing = sorted(set(flavors) - {name for kind, _, name in objects.kueue if kind == "ResourceFlavor"})
-    if missing:
-        return cq_name, Admission(
-            False,
-            f"ClusterQueue {cq_name} is inactive: ResourceFlavor {', '.join(missing)} does not exist",
-            f"add the ResourceFlavor {', '.join(missing)} to the manifests",
-            held=Hold.INACTIVE,
-        )
-    checks = admission_checks(spec)
-    absent = [c for c in checks if ("AdmissionCheck", "", c) not in objects.kueue]
-    if absent:  # kueue pkg/cache/clusterqueue.go: inactive, AdmissionCheckNotFound
-        return cq_name, Admission(
-            False,
-            f"ClusterQueue {cq_name} is inactive (AdmissionCheckNotFound): Can't admit new workloads: references "
-            f"missing AdmissionCheck(s): {','.join(absent)}.",
-            f"add the AdmissionCheck {', '.join(absent)} to the manifests, or take it out of ClusterQueue {cq_name}",
-            held=Hold.INACTIVE,
-        )
-    if inactive := next(filter(None, (_inactive_check(c, objects) for c in checks)), None):
-        check, why, fix = inactive
-        return cq_name, Admission(
-            False,
-            f"ClusterQueue {cq_name} is inactive (AdmissionCheckInactive): its AdmissionCheck {check} is not active "
-            f"({why})",
-            fix,
-            held=Hold.INACTIVE,
-        )
-    untopologized = [
-        (f, t)
-        for f in dict.fromkeys(flavors)
-        if (t := _topology_of(objects.kueue[("ResourceFlavor", "", f)])) and ("Topology", "", t) not in objects.kueue
-    ]
-    if untopologized:  # kueue clusterqueue.go inactiveReason: TopologyNotFound, a message per TAS flavor
-        said = ", ".join(f'there is no Topology "{t}" for TAS flavor "{f}"' for f, t in untopologized)
-        return cq_name, Admission(
-            False,
-            f"ClusterQueue {cq_name} is inactive (TopologyNotFound): Can't admit new workloads: {said}.",
-            "add the Topology "
-            + ", ".join(sorted({t for _, t in untopologized}))
-            + f" to the manifests, or take topologyName out of ResourceFlavor {', '.join(f for f, _ in untopologized)}",
-            held=Hold.INACTIVE,
-        )
+    if inactive := _inactive(cq_name, spec, objects):
+        return cq_name, inactive
     ns_labels = {**objects.namespace_labels.get(namespace, {}), NAMESPACE_NAME_LABEL: namespace}
     if not matches(label_selector(spec.get("namespaceSelector")), ns_labels):
         return cq_name, Admission(
@@ -325,6 +284,75 @@ def _queue(namespace: str, queue: str, labels: Mapping[str, str], objects: Objec
             held=Hold.QUEUE,
         )
     return cq_name, None
+
+
+def _inactive(cq_name: str, spec: Mapping[str, Any], objects: Objects) -> Admission | None:
+    """Why Kueue keeps a ClusterQueue inactive (kueue v0.19.2 pkg/cache/scheduler/clusterqueue.go inactiveReason):
+    every reason, in its order (stopped; a missing ResourceFlavor, AdmissionCheck; an inactive AdmissionCheck; a TAS
+    flavor's missing Topology), the first one named, their messages joined as its condition's message; an inactive
+    check also says why its controller made it so (`_inactive_check`). None: active."""
+    flavors = list(
+        dict.fromkeys(str(f.get("name")) for g in spec.get("resourceGroups") or [] for f in g.get("flavors") or [])
+    )
+    checks = admission_checks(spec)
+    reasons: list[tuple[str, str, str]] = []  # (reason, message, fix)
+    if spec.get("stopPolicy") not in (None, "None"):
+        reasons.append(("Stopped", "is stopped", f"set ClusterQueue {cq_name}'s stopPolicy to None"))
+    if missing := [f for f in flavors if ("ResourceFlavor", "", f) not in objects.kueue]:
+        reasons.append(
+            (
+                "FlavorNotFound",
+                f"references missing ResourceFlavor(s): {','.join(missing)}",
+                f"add the ResourceFlavor {', '.join(missing)} to the manifests",
+            )
+        )
+    if absent := [c for c in checks if ("AdmissionCheck", "", c) not in objects.kueue]:
+        reasons.append(
+            (
+                "AdmissionCheckNotFound",
+                f"references missing AdmissionCheck(s): {','.join(absent)}",
+                f"add the AdmissionCheck {', '.join(absent)} to the manifests, or take it out of ClusterQueue "
+                f"{cq_name}",
+            )
+        )
+    if inactive := [found for c in checks if c not in absent and (found := _inactive_check(c, objects))]:
+        reasons.append(
+            (
+                "AdmissionCheckInactive",
+                f"references inactive AdmissionCheck(s): {','.join(c for c, _, _ in inactive)} ("
+                + "; ".join(f"{c}: {why}" for c, why, _ in inactive)
+                + ")",
+                "; ".join(fix for _, _, fix in inactive),
+            )
+        )
+    untopologized = [
+        (f, t)
+        for f in flavors
+        if f not in missing
+        and (t := _topology_of(objects.kueue[("ResourceFlavor", "", f)]))
+        and ("Topology", "", t) not in objects.kueue
+    ]
+    if untopologized:
+        reasons.append(
+            (
+                "TopologyNotFound",
+                ", ".join(f'there is no Topology "{t}" for TAS flavor "{f}"' for f, t in untopologized),
+                "add the Topology "
+                + ", ".join(sorted({t for _, t in untopologized}))
+                + " to the manifests, or take topologyName out of ResourceFlavor "
+                + ", ".join(f for f, _ in untopologized),
+            )
+        )
+    if not reasons:
+        return None
+    return Admission(
+        False,
+        f"ClusterQueue {cq_name} is inactive ({reasons[0][0]}): Can't admit new workloads: "
+        + ", ".join(message for _, message, _ in reasons)
+        + ".",
+        "; ".join(fix for _, _, fix in reasons),
+        held=Hold.INACTIVE,
+    )
 
 
 def admit(
