@@ -150,3 +150,33 @@ def test_explain_on_manifests_from_the_command_line(tmp_path: Path) -> None:
     held.write_text(yaml.safe_dump_all(docs, sort_keys=False))
     r = _cli(str(held))
     assert r.returncode == 2 and "spec.levels" in r.stderr, r.stderr
+
+
+def test_explain_on_hostile_manifests_writes_nothing_and_touches_no_host_path(tmp_path: Path) -> None:
+    """Manifest strings never become host paths: hostPath volumes at the machine's own folders, a subPath that climbs,
+    are read and judged, never opened; explain writes nothing (its TMPDIR and HOME stay empty)."""
+    docs = _docs(A3_HIGH, GPU_CLUSTER)
+    spec = _jobset(docs)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    spec["volumes"] += [{"name": "root", "hostPath": {"path": "/"}}, {"name": "etc", "hostPath": {"path": "/etc"}}]
+    spec["containers"][0]["volumeMounts"] += [
+        {"name": "root", "mountPath": "/host"},
+        {"name": "etc", "mountPath": "/host-etc", "subPath": "shadow"},
+    ]
+    path = tmp_path / "hostile.yaml"
+    path.write_text(yaml.safe_dump_all(docs, sort_keys=False))
+    scratch, home = tmp_path / "tmp", tmp_path / "home"
+    scratch.mkdir()
+    home.mkdir()
+    before = {p: p.stat().st_mtime_ns for p in (Path("/etc"), Path("/etc/shadow")) if p.exists()}
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    r = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "explain", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=env | {"TERM": "dumb", "TMPDIR": str(scratch), "HOME": str(home)},
+        timeout=180,
+    )
+    assert r.returncode == 0 and "JobSet/default/a3high" in r.stdout, r.stdout + r.stderr
+    assert list(scratch.iterdir()) == [] and list(home.iterdir()) == []
+    assert {p: p.stat().st_mtime_ns for p in before} == before

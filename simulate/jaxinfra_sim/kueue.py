@@ -491,7 +491,7 @@ def _admitted(
         if others
         else ""
     )
-    how = f"ClusterQueue {cq_name} via LocalQueue {namespace}/{queue} ({'; '.join(chosen)})"
+    how = f"ClusterQueue {cq_name} via LocalQueue {namespace}/{queue}" + (f" ({'; '.join(chosen)})" if chosen else "")
     return Admission(
         True,
         (
