@@ -52,12 +52,12 @@ def lines(p: Pending) -> Iterator[str]:
     """What a person reads about one workload: Kueue's verdict and its fix, then the other problems."""
     q = p.queued
     if q is None:
-        yield f"  Kueue: not queued (no {QUEUE_LABEL} label): its pods are created at once"
+        yield f"  not queued to Kueue (no {QUEUE_LABEL} label): its pods are created at once"
     elif not q.admitted:
         yield f"  held by Kueue ({q.held or Hold.QUEUE}): {q.note}"
         yield f"  fix: {q.fix}"
     elif q.held is Hold.CHECK:
-        yield f"  Kueue: {q.note}"
+        yield f"  {q.note}"
         checks = ", ".join(q.provisioning)
         yield (
             f"  waits for capacity: until GKE provisions it (AdmissionCheck {checks}); rehearse the wait with "
@@ -65,7 +65,7 @@ def lines(p: Pending) -> Iterator[str]:
             f"`--provision {q.provisioning[0]}@never`"
         )
     else:
-        yield f"  Kueue: {q.note}"
+        yield f"  {q.note}"
     for problem in p.problems:
         yield f"  would also stop it: {problem.path} = {problem.value}: {problem.message}"
         if problem.fix:
