@@ -202,3 +202,45 @@ def test_a_job_admitted_by_borrowing_runs(tmp_path: Path) -> None:
     rc, report, out = simulate_cli(str(path), "--run-command", tmp=tmp_path)
     assert rc != 0 and "current podset request (6) > maximum capacity (4)" in out, out
     assert report.get("workloads", [{}])[0].get("attempts", []) == [], "nothing ran"
+
+
+def test_a_hostile_cohort_tree_costs_linear_time_and_a_cycle_is_cut() -> None:
+    """5,000 nested Cohorts each lending 1 cpu, and a cycle of two: Kueue refuses to build a cycle (ErrCohortHasCycle);
+    here it is cut where it closes, and the deep chain is walked without recursion."""
+    import time
+
+    objects = Objects()
+    depth = 5000
+    for i in range(depth):
+        objects.add(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Cohort",
+                "metadata": {"name": f"c{i}"},
+                "spec": {
+                    **({"parentName": f"c{i + 1}"} if i + 1 < depth else {}),
+                    "resourceGroups": [
+                        {
+                            "coveredResources": ["cpu"],
+                            "flavors": [{"name": "default-flavor", "resources": [{"name": "cpu", "nominalQuota": 1}]}],
+                        }
+                    ],
+                },
+            }
+        )
+    for obj in yaml.safe_load_all(team("a", "c0", "4") + team("x", "loop-1", "4")):
+        objects.add(obj)
+    for name, up in (("loop-1", "loop-2"), ("loop-2", "loop-1")):
+        objects.add(
+            {
+                "apiVersion": "kueue.x-k8s.io/v1beta2",
+                "kind": "Cohort",
+                "metadata": {"name": name},
+                "spec": {"parentName": up},
+            }
+        )
+    start = time.monotonic()
+    cohorts, fr = Cohorts(objects), ("default-flavor", "cpu")
+    assert cohorts.most((Node.CLUSTER_QUEUE, "a"), fr) == 4 + depth
+    assert cohorts.most((Node.CLUSTER_QUEUE, "x"), fr) == 4
+    assert time.monotonic() - start < 5

@@ -179,19 +179,21 @@ def _limit(value: Any) -> Fraction | None:
 
 class Cohorts:
     """The quota tree of the ClusterQueues and Cohorts the inputs hold (a cohort a ClusterQueue names exists without
-    its object, with no quota of its own), and what each node may take with nothing else admitted."""
+    its object, with no quota of its own), and what each node may take with nothing else admitted. Computed without
+    recursion and once per flavor and resource, so a hostile tree (thousands of nested Cohorts) costs linear time; a
+    cycle of parents, which Kueue refuses to build (pkg/cache/scheduler: ErrCohortHasCycle), is cut where it closes."""
 
     def __init__(self, objects: Objects) -> None:
-        self.parent: dict[tuple[Node, str], str] = {}
+        parent: dict[tuple[Node, str], tuple[Node, str]] = {}
         self.quotas: dict[tuple[Node, str], dict[tuple[str, str], Quota]] = {}
-        for (kind, _, name), obj in objects.kueue.items():
+        for (kind, _, name), obj in sorted(objects.kueue.items()):
             if kind not in (Node.CLUSTER_QUEUE, Node.COHORT):
                 continue
             node = (Node(kind), name)
             spec = obj.get("spec") or {}
             up = cohort_of(spec) if node[0] is Node.CLUSTER_QUEUE else spec.get("parentName")
             if up:
-                self.parent[node] = str(up)
+                parent[node] = (Node.COHORT, str(up))
             self.quotas[node] = {
                 (str(entry.get("name")), str(r.get("name"))): Quota(
                     quantity(r.get("nominalQuota", 0)) or Fraction(0),
@@ -202,40 +204,78 @@ class Cohorts:
                 for entry in group.get("flavors") or []
                 for r in entry.get("resources") or []
             }
-        self.children: dict[str, list[tuple[Node, str]]] = {}
-        for node, up in sorted(self.parent.items()):
-            self.children.setdefault(up, []).append(node)
+        self.parent = _without_cycles(parent)
+        self.depth = _depths(self.parent)
+        self._subtrees: dict[tuple[str, str], dict[tuple[Node, str], Fraction]] = {}
 
     def quota(self, node: tuple[Node, str], fr: tuple[str, str]) -> Quota:
         return self.quotas.get(node, {}).get(fr, Quota(Fraction(0)))
 
-    def subtree(self, node: tuple[Node, str], fr: tuple[str, str], seen: frozenset[str] = frozenset()) -> Fraction:
+    def subtree(self, node: tuple[Node, str], fr: tuple[str, str]) -> Fraction:
         """Its own nominal quota and what its children lend it (kueue `updateCohortResourceNode`,
         `accumulateFromChild`: each child's subtree less what it keeps, `localQuota`)."""
-        total = self.quota(node, fr).nominal
-        if node[0] is Node.COHORT and node[1] not in seen:
-            for child in self.children.get(node[1], ()):
-                total += self.lent(child, fr, seen | {node[1]})
-        return total
+        if fr not in self._subtrees:
+            sub = {n: self.quota(n, fr).nominal for n in self.depth}
+            for n in sorted(self.depth, key=lambda n: (-self.depth[n], n)):  # children before their parents
+                if n in self.parent:
+                    sub[self.parent[n]] += sub[n] - self._kept(n, fr, sub[n])
+            self._subtrees[fr] = sub
+        return self._subtrees[fr].get(node, self.quota(node, fr).nominal)
 
-    def kept(self, node: tuple[Node, str], fr: tuple[str, str], seen: frozenset[str] = frozenset()) -> Fraction:
-        """What a node keeps from its parent (kueue `localQuota`): its subtree past its lendingLimit, else nothing."""
+    def _kept(self, node: tuple[Node, str], fr: tuple[str, str], subtree: Fraction) -> Fraction:
         lending = self.quota(node, fr).lending
-        return Fraction(0) if lending is None else max(Fraction(0), self.subtree(node, fr, seen) - lending)
+        return Fraction(0) if lending is None else max(Fraction(0), subtree - lending)
 
-    def lent(self, node: tuple[Node, str], fr: tuple[str, str], seen: frozenset[str] = frozenset()) -> Fraction:
-        return self.subtree(node, fr, seen) - self.kept(node, fr, seen)
+    def kept(self, node: tuple[Node, str], fr: tuple[str, str]) -> Fraction:
+        """What a node keeps from its parent (kueue `localQuota`): its subtree past its lendingLimit, else nothing."""
+        return self._kept(node, fr, self.subtree(node, fr))
 
-    def most(self, node: tuple[Node, str], fr: tuple[str, str], seen: frozenset[str] = frozenset()) -> Fraction:
+    def most(self, node: tuple[Node, str], fr: tuple[str, str]) -> Fraction:
         """The most a node may ever take of a flavor's resource, nothing else admitted (kueue `potentialAvailable`):
         at the root its subtree; below, what it keeps plus what its parent may take, at most its subtree plus its
         borrowingLimit."""
-        up = self.parent.get(node)
-        if up is None or up in seen:
-            return self.subtree(node, fr)
-        most = self.kept(node, fr) + self.most((Node.COHORT, up), fr, seen | {up})
-        borrowing = self.quota(node, fr).borrowing
-        return most if borrowing is None else min(most, self.subtree(node, fr) + borrowing)
+        chain = [node]
+        while chain[-1] in self.parent:
+            chain.append(self.parent[chain[-1]])
+        most = self.subtree(chain[-1], fr)
+        for n in reversed(chain[:-1]):
+            most = self.kept(n, fr) + most
+            if (borrowing := self.quota(n, fr).borrowing) is not None:
+                most = min(most, self.subtree(n, fr) + borrowing)
+        return most
+
+
+def _without_cycles(parent: Mapping[tuple[Node, str], tuple[Node, str]]) -> dict[tuple[Node, str], tuple[Node, str]]:
+    """The parent links, a cycle cut at the link that closes it (walking from each node in order)."""
+    out = dict(parent)
+    done: set[tuple[Node, str]] = set()
+    for start in sorted(out):
+        path: list[tuple[Node, str]] = []
+        on: set[tuple[Node, str]] = set()
+        node = start
+        while node in out and node not in done and node not in on:
+            on.add(node)
+            path.append(node)
+            node = out[node]
+        if node in on:
+            del out[path[-1]]
+        done.update(path)
+    return out
+
+
+def _depths(parent: Mapping[tuple[Node, str], tuple[Node, str]]) -> dict[tuple[Node, str], int]:
+    """Every node of the (acyclic) tree, the named cohorts included, with how many ancestors it has."""
+    depth: dict[tuple[Node, str], int] = {}
+    for start in sorted({*parent, *parent.values()}):
+        path = []
+        node = start
+        while node not in depth and node in parent:
+            path.append(node)
+            node = parent[node]
+        depth.setdefault(node, 0)
+        for n in reversed(path):
+            depth[n] = depth[parent[n]] + 1
+    return depth
 
 
 # --- admission ------------------------------------------------------------------------------------------------------
