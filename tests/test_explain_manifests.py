@@ -180,3 +180,15 @@ def test_explain_on_hostile_manifests_writes_nothing_and_touches_no_host_path(tm
     assert r.returncode == 0 and "JobSet/default/a3high" in r.stdout, r.stdout + r.stderr
     assert list(scratch.iterdir()) == [] and list(home.iterdir()) == []
     assert {p: p.stat().st_mtime_ns for p in before} == before
+
+
+def test_explain_says_a_workload_borrows_in_its_cohort_or_exceeds_what_it_may_take() -> None:
+    from tests.test_sim_kueue_cohorts import docs, team
+
+    found = _one(docs(team("team-a-cq", "team-ab", "4"), team("team-b-cq", "team-ab", "4")))
+    assert not found.holds and "(default-flavor: cpu 6 of 4, borrowing 2 in cohort team-ab)" in "\n".join(lines(found))
+    found = _one(docs(team("team-a-cq", "team-ab", "4"), team("team-b-cq", "team-ab", "4", lendingLimit="1")))
+    said = "\n".join(lines(found))
+    assert found.queued is not None and found.queued.held is Hold.QUOTA, found.queued
+    assert "current podset request (6) > maximum capacity (5)" in said, said
+    assert "fix: raise ClusterQueue team-a-cq's nominalQuota or its borrowingLimit" in said, said
