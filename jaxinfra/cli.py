@@ -265,6 +265,7 @@ def _explain_manifests(paths: list[Path]) -> str:
         raise ManifestError([source.where(p) for p in source.problems])
     found = pending(source)
     out = [f"{source.name}: {len(found)} workload{'s' if len(found) != 1 else ''}, what would hold each"]
+    out += [f"note: {note}" for note in source.notes]  # objects applied twice (the later wins), what is assumed
     for p in found:
         out += ["", f"{p.workload} ({p.file})", *lines(p)]
     if not found:

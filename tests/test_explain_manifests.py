@@ -137,6 +137,9 @@ def test_explain_on_manifests_from_the_command_line(tmp_path: Path) -> None:
     r = _cli(str(A3_HIGH), str(GPU_CLUSTER))
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert f"JobSet/default/a3high ({A3_HIGH})" in r.stdout, r.stdout
+    assert (  # the JobSet's file brings its own ClusterQueue: the cluster's, applied later, decides
+        f"note: ClusterQueue/cluster-queue defined in {A3_HIGH} and {GPU_CLUSTER}: the later apply wins" in r.stdout
+    ), r.stdout
     assert "waits for capacity: until GKE provisions it (AdmissionCheck dws-prov)" in r.stdout, r.stdout
     docs = [d for d in _docs(A3_HIGH, GPU_CLUSTER) if d["kind"] != "AdmissionCheck"]
     held = tmp_path / "held.yaml"
