@@ -190,9 +190,20 @@ def init(
         print(f"wrote {path}", file=sys.stderr)
 
 
+ExplainArg = Annotated[
+    list[Path] | None,
+    typer.Argument(
+        help="Stack files (Python) or folders of them, e.g. stacks/cpu_dev.py; or YAML/JSON manifests and folders of "
+        "them, applied together as one cluster: what would hold each workload, and the fix "
+        f"({DEFAULT_STACKS}).",
+        show_default=False,
+    ),
+]
+
+
 @app.command()
 def explain(
-    stacks: StacksArg = None,
+    stacks: ExplainArg = None,
     backend: BackendOpt = None,
     rank: Annotated[list[int], typer.Option("--rank", help="Show this rank's env on its own (repeatable).")] = [],
     all_ranks: Annotated[
@@ -203,14 +214,17 @@ def explain(
         typer.Option("--svg", help="Also draw the jobs' topology (slices, hosts, ranks, devices) as SVG here."),
     ] = None,
 ) -> None:
-    """Per job: pods, hosts, devices, coordinator, and the env each rank receives (ranks that follow one pattern, once)."""  # noqa: E501 (one line in --help)
+    """Per job: pods, hosts, devices, coordinator, and the env each rank receives; per workload of manifests: what would hold it."""  # noqa: E501 (one line in --help)
     from rich.console import Console
 
     from jaxinfra import outputs
     from jaxinfra.explain import render_explanation
     from jaxinfra.plan import plan
 
-    plans = [(path, plan(cluster)) for path, cluster in _load(_start(stacks, {"--svg": svg}), backend)]
+    given = _start(stacks, {"--svg": svg})
+    manifests = [p for p in given if p.suffix != ".py" and not (p.is_dir() and _has_stacks(p))]
+    held = _explain_manifests(manifests) if manifests else None
+    plans = [(path, plan(cluster)) for path, cluster in _load([p for p in given if p not in manifests], backend)]
     most = max(jp.processes for _, cp in plans for jp in cp.jobs) if plans else 0
     problems = [
         Problem(
@@ -224,12 +238,39 @@ def explain(
     console = Console()
     for path, cp in plans:
         render_explanation(console, path, cp, rank, all_ranks)
+    if held is not None:
+        console.print(held, markup=False, highlight=False, soft_wrap=True)
     if svg is not None:
         from jaxinfra.explain import layout
         from jaxinfra.topology import svg as draw
 
         outputs.write([("--svg", svg, draw([layout(jp) for _, cp in plans for jp in cp.jobs]))])
         print(f"wrote {svg}", file=sys.stderr)
+
+
+def _has_stacks(folder: Path) -> bool:
+    from jaxinfra import stack
+
+    return bool(stack.discover(folder))
+
+
+def _explain_manifests(paths: list[Path]) -> str:
+    """What would hold each workload of the manifests (one cluster, applied in order), as the simulator decides it
+    before any pod starts (`jaxinfra_sim.pending`, imported only here, as `simulate` imports the simulator). What the
+    API server refuses of the manifests themselves is an input problem (exit 2)."""
+    from jaxinfra_sim.pending import lines, pending
+
+    [source] = _sources(paths, None)
+    if source.problems:
+        raise ManifestError([source.where(p) for p in source.problems])
+    found = pending(source)
+    out = [f"{source.name}: {len(found)} workload{'s' if len(found) != 1 else ''}, what would hold each"]
+    out += [f"note: {note}" for note in source.notes]  # objects applied twice (the later wins), what is assumed
+    for p in found:
+        out += ["", f"{p.workload} ({p.file})", *lines(p)]
+    if not found:
+        out.append("  no workload (JobSet, Job, JAXJob, TrainJob) among them")
+    return "\n".join(out)
 
 
 @app.command()

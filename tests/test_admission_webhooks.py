@@ -649,3 +649,50 @@ def test_odd_shapes_never_raise(odd: Any) -> None:
         structural.list_findings(obj, schema(obj))
         webhooks.mutate(obj, Store())
         assert isinstance(webhooks.validate(obj, Store()), list)
+
+
+# --- Kueue's ClusterQueue and Cohort webhooks: borrowing and lending limits ----------------------------------------
+
+
+def _queue(kind: str, spec: dict[str, Any], **limits: Any) -> dict[str, Any]:
+    """A ClusterQueue or Cohort in the style of Kueue's docs (concepts/cluster_queue, "LendingLimit"): 4 cpu of
+    default-flavor, with these limits."""
+    resource = {"name": "cpu", "nominalQuota": 4, **limits}
+    groups = [{"coveredResources": ["cpu"], "flavors": [{"name": "default-flavor", "resources": [resource]}]}]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": kind,
+        "metadata": {"name": "team-a"},
+        "spec": {**spec, "resourceGroups": groups},
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "spec", "limits", "said"),
+    [
+        ("ClusterQueue", {"cohortName": "team-ab"}, {"borrowingLimit": 2, "lendingLimit": 4}, []),
+        ("ClusterQueue", {"cohort": "team-ab"}, {"lendingLimit": 0}, []),  # v1beta1's spelling converts
+        (
+            "ClusterQueue",
+            {},
+            {"borrowingLimit": 2},
+            ['borrowingLimit: Invalid value: "2": must be nil when cohort is empty'],
+        ),
+        (
+            "ClusterQueue",
+            {"cohortName": "team-ab"},
+            {"lendingLimit": 5},
+            ['lendingLimit: Invalid value: "5": must be less than or equal to the nominalQuota'],
+        ),
+        ("Cohort", {"parentName": "org"}, {"lendingLimit": 5}, []),  # a Cohort may lend past its own nominal quota
+        ("Cohort", {}, {"borrowingLimit": 1}, ['borrowingLimit: Invalid value: "1": must be nil when parent is empty']),
+    ],
+)
+def test_kueue_refuses_limits_without_a_cohort_and_lending_past_the_nominal_quota(
+    kind: str, spec: dict[str, Any], limits: dict[str, Any], said: list[str]
+) -> None:
+    """kubernetes-sigs/kueue v0.19.2 pkg/webhooks/clusterqueue_webhook.go validateLimit and validateLendingLimit, and
+    cohort_webhook.go (hasParent from parentName, no nominal bound)."""
+    findings = webhooks.validate(_queue(kind, spec, **limits), Store([]))
+    assert [f"{f.at[-1]}: {f.message}" for f in findings] == said, findings
+    assert all(f.step == "webhook" and f.fix for f in findings)

@@ -269,11 +269,12 @@ def test_kueue_keeps_it_suspended_without_its_local_queue() -> None:
 
 
 def test_kueue_keeps_it_suspended_when_the_quota_is_short_for_all_pods_at_once() -> None:
-    said = suspended(queued("short"))
+    said = suspended(queued("short"))  # Kueue's ExceedsMaxQuota, with nothing to borrow
     assert (
-        "insufficient quota for cpu 3 > 2 (nominal quota, all 2 pods at once)" in said
-        and "raise the nominalQuota" in said
+        "insufficient quota for cpu in flavor default-flavor, previously considered podsets requests (0) + current "
+        "podset request (3) > maximum capacity (2)" in said
     )
+    assert "raise the nominalQuota" in said
 
 
 def test_kueue_refuses_a_resource_no_group_covers_and_a_namespace_the_queue_does_not_admit() -> None:
@@ -323,7 +324,8 @@ def test_kueue_counts_a_native_sidecar_with_the_containers_and_keeps_the_job_sus
     [problem] = problems_of(emulate(list(yaml.safe_load_all(kueue_queue(cpu="3") + SIDECAR_JOB)), check_all=False))
     assert problem.path == "Job/default/with-sidecar metadata.labels[kueue.x-k8s.io/queue-name]"
     assert problem.message.startswith("would stay suspended: ")
-    assert "insufficient quota for cpu 4 > 3" in problem.message
+    assert "insufficient quota for cpu in flavor default-flavor" in problem.message
+    assert "current podset request (4) > maximum capacity (3)" in problem.message
 
 
 def test_kueue_admits_the_job_with_a_native_sidecar_on_4_cpu_and_it_runs(tmp_path: Path) -> None:

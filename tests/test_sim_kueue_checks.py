@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra_sim.admission import provisioned
 from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.kueue import provisioned
 from tests.support.paths import ROOT
 from tests.support.problems import problems_of
 from tests.test_sim_fidelity import queued
@@ -87,15 +87,16 @@ def test_a_provisioning_check_without_its_config_is_inactive_and_so_is_its_clust
     docs = [d for d in _checked(queued(), with_checks=True) if d["kind"] != "ProvisioningRequestConfig"]
     [problem] = problems_of(emulate(docs, check_all=False))
     assert problem.message == (
-        "would stay suspended: ClusterQueue cluster-queue is inactive (AdmissionCheckInactive): its AdmissionCheck "
-        'dws-prov is not active (BadParametersRef: provisioningrequestconfigs.kueue.x-k8s.io "dws-config" not found)'
+        "would stay suspended: ClusterQueue cluster-queue is inactive (AdmissionCheckInactive): Can't admit new "
+        "workloads: references inactive AdmissionCheck(s): dws-prov (dws-prov: BadParametersRef: "
+        'provisioningrequestconfigs.kueue.x-k8s.io "dws-config" not found).'
     ), problem
     assert problem.fix.startswith("add the ProvisioningRequestConfig dws-config to the manifests"), problem.fix
     wrong = copy.deepcopy(_checked(queued(), with_checks=True))
     [check] = [d for d in wrong if d["kind"] == "AdmissionCheck"]
     check["spec"]["parameters"]["kind"] = "ConfigMap"
     [problem] = problems_of(emulate(wrong, check_all=False))
-    assert "(BadParametersRef: bad parameters reference)" in problem.message, problem
+    assert "(dws-prov: BadParametersRef: bad parameters reference)." in problem.message, problem
     assert "kind: ProvisioningRequestConfig" in problem.fix, problem.fix
     other = copy.deepcopy(_checked(queued(), with_checks=True))  # another controller's check is not Kueue's to judge
     [check] = [d for d in other if d["kind"] == "AdmissionCheck"]
@@ -174,8 +175,14 @@ def test_a_topology_request_is_checked_against_the_flavors_topology_and_noted_as
     assert problem.fix.startswith("name a Topology with level cloud.google.com/gce-topology-block"), problem.fix
     [flavor] = [d for d in docs if d["kind"] == "ResourceFlavor"]
     flavor.setdefault("spec", {})["topologyName"] = "gke"
-    [problem] = problems_of(emulate(docs, check_all=False))
-    assert 'Flavor "default-flavor" names Topology gke, which does not exist' in problem.message, problem
+    [problem] = problems_of(emulate(docs, check_all=False))  # kueue v0.19.2 clusterqueue.go inactiveReason
+    assert problem.message == (
+        "would stay suspended: ClusterQueue cluster-queue is inactive (TopologyNotFound): Can't admit new workloads: "
+        'there is no Topology "gke" for TAS flavor "default-flavor".'
+    ), problem
+    assert problem.fix == (
+        "add the Topology gke to the manifests, or take topologyName out of ResourceFlavor default-flavor"
+    ), problem.fix
     topology = {
         "apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "Topology",
@@ -195,3 +202,92 @@ def test_a_topology_request_is_checked_against_the_flavors_topology_and_noted_as
         and "only once one such domain has room for all its pods" in n
         for n in workload.notes
     ), workload.notes
+
+
+def _flex_stack() -> list[dict[str, Any]]:
+    """The flex-start stack's JobSet output as `jaxinfra synth` writes it (not its shadow): its pool's flavor names the
+    Topology it renders, its pods prefer one GKE block."""
+    from tests.support.stacks import rendered
+
+    return copy.deepcopy(rendered(ROOT / "stacks" / "gpu_h100_flex_2x8.py", "jobset"))
+
+
+def test_the_flex_stacks_topology_request_is_satisfied_by_its_pools_flavor() -> None:
+    [workload] = emulate(_flex_stack(), check_all=False).workloads
+    assert workload.problems == () and workload.provisioning == ("gpu-h100-flex-h100-flex-start",), workload.problems
+    assert any(
+        n.startswith(
+            "its pods' topology request kueue.x-k8s.io/podset-preferred-topology: cloud.google.com/gce-topology-block "
+            "is not played here"
+        )
+        for n in workload.notes
+    ), workload.notes
+
+
+def test_a_topology_the_pools_cannot_satisfy_leaves_the_flex_stacks_workload_pending() -> None:
+    """As Kueue v0.19.2 decides: without the flavor's Topology its ClusterQueue is inactive (pkg/cache/scheduler/
+    clusterqueue.go inactiveReason, TopologyNotFound); with a Topology that lacks the requested level the flavor is
+    passed over (pkg/scheduler/flavorassigner/tas_flavorassigner.go checkPodSetAndFlavorMatchForTAS: "does not contain
+    the requested level"), and no other flavor can take the pods."""
+    docs = [d for d in _flex_stack() if d["kind"] != "Topology"]
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert problem.message == (
+        "would stay suspended: ClusterQueue gpu-h100-flex-h100 is inactive (TopologyNotFound): Can't admit new "
+        'workloads: there is no Topology "gpu-h100-flex-gke-topology" for TAS flavor "gpu-h100-flex-h100".'
+    ), problem
+    docs = _flex_stack()
+    [topology] = [d for d in docs if d["kind"] == "Topology"]
+    topology["spec"]["levels"] = [{"nodeLabel": "kubernetes.io/hostname"}]  # a Topology of nodes only: no blocks
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert (
+        'Flavor "gpu-h100-flex-h100" does not contain the requested level (cloud.google.com/gce-topology-block)'
+        in problem.message
+    ), problem
+    assert problem.fix.startswith("name a Topology with level cloud.google.com/gce-topology-block"), problem.fix
+
+
+def test_a_tas_flavor_takes_no_workload_without_a_topology_request_beside_other_flavors() -> None:
+    """Kueue implies TAS in a ClusterQueue of TAS flavors only; beside a flavor without a Topology, a TAS flavor
+    "supports only TopologyAwareScheduling" and a workload without a request goes to the other flavor, or pends."""
+    docs = queued()
+    [flavor] = [d for d in docs if d["kind"] == "ResourceFlavor"]
+    flavor.setdefault("spec", {})["topologyName"] = "gke"
+    topology = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Topology",
+        "metadata": {"name": "gke"},
+        "spec": {"levels": [{"nodeLabel": "kubernetes.io/hostname"}]},
+    }
+    [workload] = emulate([topology, *docs], check_all=False).workloads  # TAS-only: implied
+    assert workload.problems == ()
+    [cq] = [d for d in docs if d["kind"] == "ClusterQueue"]
+    group = cq["spec"]["resourceGroups"][0]
+    group["flavors"].insert(0, {**copy.deepcopy(group["flavors"][0]), "name": "plain-flavor"})
+    group["flavors"][0]["resources"] = [{"name": "cpu", "nominalQuota": 0}, {"name": "memory", "nominalQuota": 0}]
+    plain = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "plain-flavor"}}
+    [problem] = problems_of(emulate([topology, plain, *docs], check_all=False))
+    assert 'Flavor "default-flavor" supports only TopologyAwareScheduling' in problem.message, problem
+
+
+def test_an_inactive_cluster_queue_names_every_reason_as_kueue_joins_them() -> None:
+    """kueue v0.19.2 clusterqueue.go inactiveReason: the first reason is the condition's, the messages of all are
+    joined in its order (stopped, missing flavors, missing checks, ...), and each fix is given; a stopPolicy of None
+    keeps it active."""
+    docs = _checked(queued(), with_checks=False)
+    [cq] = [d for d in docs if d["kind"] == "ClusterQueue"]
+    cq["spec"]["stopPolicy"] = "Hold"
+    cq["spec"]["resourceGroups"][0]["flavors"][0]["name"] = "gone-flavor"
+    [problem] = problems_of(emulate(docs, check_all=False))
+    assert problem.message == (
+        "would stay suspended: ClusterQueue cluster-queue is inactive (Stopped): Can't admit new workloads: is "
+        "stopped, references missing ResourceFlavor(s): gone-flavor, references missing AdmissionCheck(s): dws-prov."
+    ), problem
+    assert problem.fix.startswith(
+        "set ClusterQueue cluster-queue's stopPolicy to None; add the ResourceFlavor gone-flavor to the manifests; "
+        "add the AdmissionCheck dws-prov"
+    ), problem.fix
+    docs = _checked(queued(), with_checks=True)
+    [cq] = [d for d in docs if d["kind"] == "ClusterQueue"]
+    cq["spec"]["stopPolicy"] = "None"
+    [workload] = emulate(docs, check_all=False).workloads
+    assert workload.problems == ()

@@ -371,7 +371,7 @@ def test_a_later_definition_of_an_object_wins_with_a_note(tmp_path: Path) -> Non
     assert report.inputs[str(second)] == ["ClusterQueue/team-cq"]
     [queued] = [r for r in report.results if r.workload.name == "queued-smoke"]
     [problem] = queued.workload.problems
-    assert "insufficient quota for cpu 0.5 > 0.25" in problem.message
+    assert "current podset request (500m) > maximum capacity (250m)" in problem.message
 
 
 def test_a_workload_defined_twice_differently_is_a_problem_in_one_file_or_two(tmp_path: Path) -> None:

@@ -25,6 +25,7 @@ cluster = Cluster(
             node_pool="h100",
             nodes=2,
             max_restarts=2,
+            topology="block",  # both nodes in one GKE block if Kueue can (Topology-Aware Scheduling)
             resources={"requests": {"cpu": "200", "memory": "1500Gi"}},
         )
     ],

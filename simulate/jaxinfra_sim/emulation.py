@@ -22,7 +22,7 @@ from dataclasses import replace
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
 from jaxinfra.upstream import QUEUE_LABEL, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
-from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, model
+from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, kueue, model
 from jaxinfra_sim.dns import ClusterDns
 from jaxinfra_sim.errors import InvalidArgument
 from jaxinfra_sim.inputs import Objects, Service
@@ -117,7 +117,7 @@ def _workload(
         )
     )
     checker.findings.extend(env_problems)
-    queued = admission.kueue(
+    queued = kueue.admit(
         draft.namespace,
         draft.labels,
         [(job.completions, job.pod_spec) for job in draft.jobs],
@@ -160,11 +160,12 @@ def _workload(
         waves=_waves(draft),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
         provisioning=queued.provisioning if queued is not None and queued.admitted else (),
+        queued=queued,
     )
 
 
 def _topology_requests(draft: controllers.Draft) -> dict[str, str]:
-    """The pods' Kueue podset topology requests (annotation -> level), which `admission.kueue` checks the flavor for."""
+    """The pods' Kueue podset topology requests (annotation -> level), which `kueue.admit` checks the flavor for."""
     return {
         key: str(value)
         for job in draft.jobs
@@ -174,7 +175,7 @@ def _topology_requests(draft: controllers.Draft) -> dict[str, str]:
 
 
 def _topology_note(draft: controllers.Draft) -> tuple[str, ...]:
-    """Kueue's Topology-Aware Scheduling is checked (the flavor's Topology has the level: `admission.kueue`), not played
+    """Kueue's Topology-Aware Scheduling is checked (the flavor's Topology has the level: `kueue.admit`), not played
     (the simulator's nodes carry no topology labels): a note for the pods' podset topology request, what it would do
     on a cluster."""
     return tuple(
@@ -194,7 +195,7 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
     gives before what it runs matters, else the simulator's refusal (`Draft.unserved`, exit 2). Kueue first: a
     workload it never admits stays suspended, its runtime never used (the same verdict as a served workload's); then
     its own suspend field, outside Kueue (`engine.SUSPENDED`); else the refusal."""
-    queued = admission.kueue(
+    queued = kueue.admit(
         draft.namespace,
         draft.labels,
         [(job.completions, job.pod_spec) for job in draft.jobs],
@@ -225,6 +226,7 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
         problems=problems,
         notes=(queued.note,) if queued is not None and queued.admitted else (),
         suspended=draft.suspended if queued is None else None,
+        queued=queued,
     )
 
 

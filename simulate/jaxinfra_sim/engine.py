@@ -23,11 +23,11 @@ from jaxinfra.upstream import JOBSET_NAME_LABEL
 if TYPE_CHECKING:
     from jaxinfra_sim.apiserver import ApiServer
 from jaxinfra_sim import (
-    admission,
     capacity,
     controllers,
     events,
     eviction,
+    kueue,
     model,
     netpol,
     paths,
@@ -88,7 +88,7 @@ class WorkloadResult:
     recreated: int = 0  # times its pods were recreated (new names and IPs); in-place restarts keep them
     replacements: int = 0  # pods its Jobs created in place of failed ones while the others ran on
     manifests: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)  # its cluster's objects
-    held: admission.Provisioned | None = None  # what Kueue's ProvisioningRequest checks held it for, before it ran
+    held: kueue.Provisioned | None = None  # what Kueue's ProvisioningRequest checks held it for, before it ran
 
     @property
     def restarts(self) -> int:
@@ -677,7 +677,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
         result.verdict, result.reason = Verdict.NOT_FINISHED, f"{result.workload.suspended} is true: {SUSPENDED}"
         return
     wid = result.workload.id
-    result.held = admission.provisioned(wid, result.workload.provisioning, sim.options.faults.provision)
+    result.held = kueue.provisioned(wid, result.workload.provisioning, sim.options.faults.provision)
     if result.held is not None and result.held.pending is not None:  # Kueue never admits it: it waits, not fails
         result.verdict, result.reason = Verdict.NOT_FINISHED, result.held.note
         return

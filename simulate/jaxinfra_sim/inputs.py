@@ -63,7 +63,7 @@ PASSIVE_KINDS = frozenset(
 )
 
 
-#: The Kueue objects that decide a workload's admission (`admission.kueue`), kept by (kind, namespace, name).
+#: The Kueue objects that decide a workload's admission (`kueue.admit`), kept by (kind, namespace, name).
 KUEUE_KINDS = (
     "LocalQueue",
     "ClusterQueue",
@@ -72,6 +72,7 @@ KUEUE_KINDS = (
     "ProvisioningRequestConfig",
     "WorkloadPriorityClass",
     "Topology",
+    "Cohort",
 )
 
 

@@ -11,6 +11,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 
 from jaxinfra.errors import Problem
@@ -251,6 +252,30 @@ class Gate:
     rule: str  # as the report names it: "dependsOn initializer: Complete"
 
 
+class Hold(StrEnum):
+    """What holds a queued workload (or, for CHECK, what it waits for once its quota is reserved)."""
+
+    QUEUE = "queue"  # its LocalQueue or ClusterQueue is missing, or the ClusterQueue does not admit its namespace
+    PRIORITY = "priority"  # its WorkloadPriorityClass is missing: no Workload exists
+    INACTIVE = "inactive"  # its ClusterQueue is inactive (a flavor, an AdmissionCheck or a Topology it names)
+    QUOTA = "quota"  # no flavor has room for all its pods, its cohort's lendable quota included
+    TOPOLOGY = "topology"  # no flavor can take its podset topology request
+    FLAVOR = "flavor"  # no flavor suits its pods' nodeSelector or tolerations
+    CHECK = "check"  # admitted once its ProvisioningRequest AdmissionCheck(s) are Ready
+
+
+@dataclass(frozen=True)
+class Admission:
+    """Kueue's decision on one workload (`kueue.admit`): admitted (with what it took), not checked, or suspended (why,
+    and the fix)."""
+
+    admitted: bool
+    note: str
+    fix: str = ""
+    provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
+    held: Hold | None = None  # what holds it (not admitted), or CHECK (admitted after its provisioning checks)
+
+
 @dataclass(frozen=True)
 class Workload:
     """A JobSet, Indexed Job, JAXJob or TrainJob and the pods its controller(s) create, in global-index order."""
@@ -272,6 +297,7 @@ class Workload:
     gates: tuple[Gate, ...] = ()  # pods created only once other Jobs are ready or complete (a JobSet's dependsOn)
     waves: tuple[tuple[tuple[int, ...], int], ...] = ()  # (a Job's pod positions, its parallelism) where that is less
     # than its completions: its controller keeps at most that many of its pods active, the lowest index first
+    queued: Admission | None = None  # Kueue's decision (`kueue.admit`); None: no queue-name label
 
     @property
     def id(self) -> str:

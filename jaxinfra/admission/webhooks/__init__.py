@@ -10,6 +10,7 @@ Modules, one per controller whose webhooks they emulate (each names its assumed 
 - `jobset`: JobSet's Default and ValidateCreate.
 - `kueue`: Kueue's job-framework webhooks (Job, JobSet, TrainJob): default queue, priority, suspend, managedBy;
   ValidateJobOnCreate and the Job webhook's annotation rules.
+- `kueue_queues`: Kueue's ClusterQueue and Cohort validators, as far as cohorts go (borrowing and lending limits).
 - `trainer`: Kubeflow Trainer's TrainJob and (Cluster)TrainingRuntime validators.
 - `shared`: the (group, kind) pairs, Go-struct accessors and the field-error text the three share.
 
@@ -23,6 +24,7 @@ from collections.abc import Mapping
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.admission.webhooks.jobset import jobset_default, jobset_validate
 from jaxinfra.admission.webhooks.kueue import KUEUE_KINDS, kueue_default, kueue_selects, kueue_validate
+from jaxinfra.admission.webhooks.kueue_queues import QUOTA_KINDS, quota_validate
 from jaxinfra.admission.webhooks.shared import (
     CLUSTER_TRAINING_RUNTIME,
     JOBSET,
@@ -56,4 +58,6 @@ def validate(obj: Mapping, store: Store) -> list[Finding]:
         findings += runtime_validate(obj, group_kind)
     if group_kind in KUEUE_KINDS and kueue_selects(obj):
         findings += kueue_validate(obj, group_kind)
+    if group_kind in QUOTA_KINDS:
+        findings += quota_validate(obj, group_kind)
     return findings
