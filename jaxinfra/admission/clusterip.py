@@ -116,11 +116,11 @@ def allocate(obj: dict[str, Any], store: Store) -> list[Finding]:
     if not isinstance(given, str) or not _is_ip(given):
         return [invalid_value(("spec", "clusterIPs", 0), given, VALID_IP, _FIX_RANGE)]
     where, shown = ("spec", "clusterIPs"), Raw(_go_strings([given]))
-    ip = ipaddress.ip_address(given)
-    if not isinstance(ip, ipaddress.IPv4Address) or int(ip) not in _range():
+    parsed = ipaddress.ip_address(given)
+    if not isinstance(parsed, ipaddress.IPv4Address) or int(parsed) not in _range():
         why = f"the provided IP ({given}) is not in the valid range. The range of valid IPs is {SERVICE_CIDR}"
         return [invalid_value(where, shown, f"failed to allocate IP {given}: {why}", _FIX_RANGE)]
-    if ip in taken(store, namespace, name):
+    if parsed in taken(store, namespace, name):
         return [invalid_value(where, shown, f"failed to allocate IP {given}: {ALLOCATED}", _FIX_TAKEN)]
     spec["clusterIP"], spec["clusterIPs"] = given, [given]
     return []
