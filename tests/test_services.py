@@ -1,0 +1,187 @@
+"""A Service by name, as the Kubernetes docs' "Connecting Applications with Services" uses one: a ClusterIP Service
+(the default type) gets a virtual IP from the API server, cluster DNS answers its name with that address, and
+kube-proxy sends each connection to one of its ready endpoints (`kubeproxy`). Each case runs the pods' own commands
+with this machine's python3, as root and as an unprivileged user, and leaves this machine's interfaces and nftables
+ruleset as they were."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support import unprivileged
+from tests.support.cli import machine_network, simulate_as
+
+pytestmark = pytest.mark.simulator
+
+SERVICE = """\
+apiVersion: v1
+kind: Service
+metadata: {name: web}
+spec:
+  selector: {role: server}
+  ports:
+  - {name: http, port: 80, targetPort: TARGET}
+"""
+
+SERVER = """\
+import socket, time
+server = socket.create_server(("0.0.0.0", 8080))
+server.settimeout(0.5)
+served, last = 0, time.monotonic()
+while not served or time.monotonic() - last < 3:
+    try:
+        conn, _ = server.accept()
+    except TimeoutError:
+        continue
+    with conn:  # the kubelet's tcpSocket probe connects and closes: only a client says hi
+        conn.sendall(socket.gethostname().encode())
+        conn.settimeout(1)
+        try:
+            said = conn.recv(2)
+        except OSError:
+            said = b""
+    if said == b"hi":
+        served, last = served + 1, time.monotonic()
+"""
+
+CLIENT = """\
+import socket, sys, time
+seen, tries = {}, 0
+start = time.monotonic()
+while sum(seen.values()) < COUNT and time.monotonic() - start < 30:
+    try:
+        with socket.create_connection(("web", 80), timeout=2) as c:
+            name = c.recv(64).decode()
+            c.sendall(b"hi")
+    except OSError as e:
+        print("client: not yet:", e, flush=True)
+        time.sleep(0.2)
+        continue
+    seen[name] = seen.get(name, 0) + 1
+print("client: served by", sorted(seen.items()), flush=True)
+sys.exit(0 if len(seen) == SERVERS else 5)
+"""
+
+REFUSED = """\
+import socket, sys, time
+start = time.monotonic()
+try:
+    socket.create_connection(("web", 80), timeout=5).close()
+except ConnectionRefusedError:
+    sys.exit(7 if time.monotonic() - start < 1 else 8)
+except OSError as e:
+    print("client:", e, flush=True)
+    sys.exit(9)
+"""
+
+READY_ON_8080 = {"tcpSocket": {"port": 8080}, "periodSeconds": 1}
+NEVER_READY = {"exec": {"command": ["python3", "-c", "raise SystemExit(1)"]}, "periodSeconds": 1}
+
+
+def job(name: str, pods: int, labels: dict[str, str], program: str, **extra: object) -> dict:
+    """A replicated Job of `pods` pods running `program`; `extra`: more fields of its container."""
+    container = {"name": name, "image": "python:3.11-slim", "command": ["python3", "-c", program], **extra}
+    return {
+        "name": name,
+        "template": {
+            "spec": {
+                "parallelism": pods,
+                "completions": pods,
+                "backoffLimit": 0,
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"restartPolicy": "Never", "containers": [container]},
+                },
+            }
+        },
+    }
+
+
+def manifests(servers: int, client: str, probe: dict, named: bool = False, cluster_ip: str | None = None) -> str:
+    """The Service `web` (port 80 to the servers' 8080, by number or by the container port's name) and a JobSet of
+    `servers` servers behind it (readiness `probe`) and one client running `client`."""
+    from jaxinfra.yamlio import dump
+
+    service: dict = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": "web"},
+        "spec": {
+            "selector": {"role": "server"},
+            "ports": [{"name": "http", "port": 80, "targetPort": "http-alt" if named else 8080}],
+            **({"clusterIP": cluster_ip} if cluster_ip else {}),
+        },
+    }
+    ports = {"ports": [{"containerPort": 8080, "name": "http-alt"}]} if named else {}
+    jobset = {
+        "apiVersion": "jobset.x-k8s.io/v1alpha2",
+        "kind": "JobSet",
+        "metadata": {"name": "svc"},
+        "spec": {
+            "replicatedJobs": [
+                job("server", servers, {"role": "server"}, SERVER, readinessProbe=probe, **ports),
+                job("client", 1, {"role": "client"}, client),
+            ]
+        },
+    }
+    return dump([service, jobset])
+
+
+def client(count: int, servers: int) -> str:
+    return CLIENT.replace("COUNT", str(count)).replace("SERVERS", str(servers))
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    folder = unprivileged.scratch_home()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def pods_of(report: dict) -> dict[str, int | None]:
+    return {p["hostname"]: p["exit_code"] for p in report["workloads"][0]["attempts"][0]["pods"]}
+
+
+AS = pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+
+
+@AS
+@pytest.mark.parametrize("named", [False, True], ids=["target-number", "target-name"])
+def test_a_client_reaches_a_server_by_its_service_name_on_the_services_port(
+    home: Path, as_root: bool, named: bool
+) -> None:
+    """`web:80` resolves to the Service's cluster IP and reaches the server's port 8080, named by number or by the
+    container port's name; the server is an endpoint once its readiness probe passes."""
+    before = machine_network()
+    text = manifests(1, client(1, 1), READY_ON_8080, named)
+    rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
+    assert rc == 0, out
+    assert pods_of(report) == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
+    assert machine_network() == before
+
+
+@AS
+def test_a_service_without_ready_endpoints_refuses_at_once_and_the_job_fails(home: Path, as_root: bool) -> None:
+    """The server's readiness probe never passes, so the Service has no endpoints: kube-proxy rejects the connection
+    (ICMP port unreachable, read as "connection refused" within a second, not a timeout) and the client's Job, then
+    the JobSet, fails, as on a cluster."""
+    before = machine_network()
+    text = manifests(1, REFUSED, NEVER_READY)
+    rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
+    assert rc == 1, out
+    assert pods_of(report)["svc-client-0-0"] == 7, out
+    assert machine_network() == before
+
+
+@AS
+def test_connections_to_a_service_are_balanced_over_its_ready_endpoints(home: Path, as_root: bool) -> None:
+    """30 connections to a Service of 2 ready servers reach both (each picked at random per connection: both are seen
+    unless 30 coin flips all fall the same way, once in 500 million)."""
+    text = manifests(2, client(30, 2), READY_ON_8080)
+    rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
+    assert rc == 0, out
+    assert pods_of(report)["svc-client-0-0"] == 0, out
