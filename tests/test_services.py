@@ -185,3 +185,81 @@ def test_connections_to_a_service_are_balanced_over_its_ready_endpoints(home: Pa
     rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
     assert rc == 0, out
     assert pods_of(report)["svc-client-0-0"] == 0, out
+
+
+HAIRPIN = """\
+import socket, sys, threading, time
+server = socket.create_server(("0.0.0.0", 8080))
+def serve():
+    while True:
+        conn, (ip, _) = server.accept()
+        with conn:
+            conn.sendall(ip.encode())
+threading.Thread(target=serve, daemon=True).start()
+for _ in range(100):
+    try:
+        with socket.create_connection(("web", 80), timeout=2) as c:
+            print("hairpin: served, seen from", c.recv(64).decode(), flush=True)
+        sys.exit(0)
+    except OSError as e:
+        print("hairpin: not yet:", e, flush=True)
+        time.sleep(0.2)
+sys.exit(3)
+"""
+
+
+@AS
+def test_a_pod_reaches_itself_through_its_own_service(home: Path, as_root: bool) -> None:
+    """Hairpin: the Service's only endpoint is the client itself. kube-proxy masquerades the connection to the node's
+    address, so the reply goes back through the node and is un-DNATed (without it the reply would bypass the node and
+    the connection never completes)."""
+    from jaxinfra.yamlio import dump
+
+    text = manifests(1, client(1, 1), READY_ON_8080)
+    service = text.split("---\n")[0]
+    pod_job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "hairpin"},
+        "spec": job("hairpin", 1, {"role": "server"}, HAIRPIN)["template"]["spec"],
+    }
+    rc, out, report = simulate_as(
+        home, service + "---\n" + dump(pod_job), "--run-command", "--timeout", "30", as_root=as_root
+    )
+    assert rc == 0, out
+    assert list(pods_of(report).values()) == [0], out
+
+
+@pytest.mark.parametrize("cluster_ip", ["10.96.0.10", "10.0.0.5"])
+def test_a_cluster_ip_the_range_does_not_hold_is_refused_by_validate_and_simulate(home: Path, cluster_ip: str) -> None:
+    """A Service's spec.clusterIP is honoured inside the service CIDR (10.96.0.0/12) and refused outside it, with the
+    API server's message naming the field, by `jaxinfra validate` and `jaxinfra simulate` alike (exit 2)."""
+    import subprocess
+    import sys
+
+    from tests.support.paths import ROOT
+
+    text = manifests(1, client(1, 1), READY_ON_8080, cluster_ip=cluster_ip)
+    manifest = home / "services.yaml"
+    manifest.write_text(text)
+    validated = subprocess.run(
+        [sys.executable, "-m", "jaxinfra", "validate", str(manifest)], capture_output=True, text=True, cwd=ROOT
+    )
+    manifest.unlink()
+    rc, out, _ = simulate_as(home, text, "--run-command", "--timeout", "30")
+    if cluster_ip == "10.96.0.10":
+        assert (validated.returncode, rc) == (0, 0), validated.stdout + validated.stderr + out
+    else:
+        assert (validated.returncode, rc) == (2, 2), validated.stdout + validated.stderr + out
+        for said in (validated.stdout + validated.stderr, out):
+            assert "Service/web spec.clusterIPs" in said and "is not in the valid range" in said, said
+
+
+@AS
+def test_publish_not_ready_addresses_makes_a_not_ready_server_an_endpoint(home: Path, as_root: bool) -> None:
+    """With publishNotReadyAddresses the server is an endpoint though its readiness probe never passes: the client
+    is served (without it, refused: the test above)."""
+    text = manifests(1, client(1, 1), NEVER_READY).replace("selector:", "publishNotReadyAddresses: true\n  selector:")
+    rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
+    assert rc == 0, out
+    assert pods_of(report) == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
