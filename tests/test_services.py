@@ -101,12 +101,9 @@ def job(name: str, pods: int, labels: dict[str, str], program: str, **extra: obj
     }
 
 
-def manifests(servers: int, client: str, probe: dict, named: bool = False, cluster_ip: str | None = None) -> str:
-    """The Service `web` (port 80 to the servers' 8080, by number or by the container port's name) and a JobSet of
-    `servers` servers behind it (readiness `probe`) and one client running `client`."""
-    from jaxinfra.yamlio import dump
-
-    service: dict = {
+def service(named: bool = False, cluster_ip: str | None = None, publish: bool = False) -> dict:
+    """The Service `web`: port 80 to the servers' 8080, by number or by the container port's name."""
+    return {
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": {"name": "web"},
@@ -114,8 +111,17 @@ def manifests(servers: int, client: str, probe: dict, named: bool = False, clust
             "selector": {"role": "server"},
             "ports": [{"name": "http", "port": 80, "targetPort": "http-alt" if named else 8080}],
             **({"clusterIP": cluster_ip} if cluster_ip else {}),
+            **({"publishNotReadyAddresses": True} if publish else {}),
         },
     }
+
+
+def manifests(
+    servers: int, client: str, probe: dict, named: bool = False, cluster_ip: str | None = None, publish: bool = False
+) -> str:
+    """`service` and a JobSet of `servers` servers behind it (readiness `probe`) and one client running `client`."""
+    from jaxinfra.yamlio import dump
+
     ports = {"ports": [{"containerPort": 8080, "name": "http-alt"}]} if named else {}
     jobset = {
         "apiVersion": "jobset.x-k8s.io/v1alpha2",
@@ -128,7 +134,7 @@ def manifests(servers: int, client: str, probe: dict, named: bool = False, clust
             ]
         },
     }
-    return dump([service, jobset])
+    return dump([service(named, cluster_ip, publish), jobset])
 
 
 def client(count: int, servers: int) -> str:
@@ -215,17 +221,13 @@ def test_a_pod_reaches_itself_through_its_own_service(home: Path, as_root: bool)
     the connection never completes)."""
     from jaxinfra.yamlio import dump
 
-    text = manifests(1, client(1, 1), READY_ON_8080)
-    service = text.split("---\n")[0]
     pod_job = {
         "apiVersion": "batch/v1",
         "kind": "Job",
         "metadata": {"name": "hairpin"},
         "spec": job("hairpin", 1, {"role": "server"}, HAIRPIN)["template"]["spec"],
     }
-    rc, out, report = simulate_as(
-        home, service + "---\n" + dump(pod_job), "--run-command", "--timeout", "30", as_root=as_root
-    )
+    rc, out, report = simulate_as(home, dump([service(), pod_job]), "--run-command", "--timeout", "30", as_root=as_root)
     assert rc == 0, out
     assert list(pods_of(report).values()) == [0], out
 
@@ -259,7 +261,7 @@ def test_a_cluster_ip_the_range_does_not_hold_is_refused_by_validate_and_simulat
 def test_publish_not_ready_addresses_makes_a_not_ready_server_an_endpoint(home: Path, as_root: bool) -> None:
     """With publishNotReadyAddresses the server is an endpoint though its readiness probe never passes: the client
     is served (without it, refused: the test above)."""
-    text = manifests(1, client(1, 1), NEVER_READY).replace("selector:", "publishNotReadyAddresses: true\n  selector:")
+    text = manifests(1, client(1, 1), NEVER_READY, publish=True)
     rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
     assert rc == 0, out
     assert pods_of(report) == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
