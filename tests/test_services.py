@@ -265,3 +265,47 @@ def test_publish_not_ready_addresses_makes_a_not_ready_server_an_endpoint(home: 
     rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
     assert rc == 0, out
     assert pods_of(report) == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
+
+
+THROUGH_POLICY = """\
+import socket, sys, time
+start = time.monotonic()
+while time.monotonic() - start < 20:
+    try:
+        with socket.create_connection(("web", 80), timeout=2) as c:
+            c.recv(64)
+            c.sendall(b"hi")
+        sys.exit(0)
+    except ConnectionRefusedError:  # no ready endpoint yet: kube-proxy refuses
+        time.sleep(0.2)
+    except TimeoutError:  # dropped by the server's NetworkPolicy
+        sys.exit(6)
+sys.exit(5)
+"""
+
+
+@AS
+@pytest.mark.parametrize("admitted", ["client", "nobody"])
+def test_network_policy_sees_the_endpoint_behind_the_cluster_ip(home: Path, as_root: bool, admitted: str) -> None:
+    """kube-proxy DNATs before NetworkPolicy's forward chain, so a policy on the server judges the connection by the
+    server pod it reaches, as on a cluster: admitting `role: client` lets the client in through the Service, admitting
+    nobody drops it (a timeout, not a refusal)."""
+    from jaxinfra.yamlio import dump
+
+    policy = {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "server-ingress"},
+        "spec": {
+            "podSelector": {"matchLabels": {"role": "server"}},
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": admitted}}}], "ports": [{"port": 8080}]}],
+        },
+    }
+    text = dump([policy]) + "---\n" + manifests(1, THROUGH_POLICY, READY_ON_8080)
+    rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
+    pods = pods_of(report)
+    if admitted == "client":
+        assert rc == 0 and pods == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
+    else:
+        assert rc == 1 and pods["svc-client-0-0"] == 6, out

@@ -212,14 +212,19 @@ class Proxy:
         self._load = load
         self.loaded: str | None = None
         self.syncs = 0
+        self._seen: tuple[tuple[str, str, str, bool], ...] | None = None  # the endpoints the loaded rules are for
         self._tokens = float(BURST)
         self._at: float | None = None
 
     def sync(self, now: float, endpoints: Sequence[Endpoint]) -> float | None:
         """Load the rules for `endpoints` if they changed and the rate allows; else when to try again (None: nothing
         waits). Raises NetworkError with nft's message."""
+        seen = tuple((e.pod.namespace, e.pod.name, e.pod.ip, e.ready) for e in endpoints)
+        if seen == self._seen:  # the runner asks every turn of its loop: most turns nothing changed
+            return None
         text = ruleset(self.services, endpoints)
-        if text == self.loaded:
+        if text == self.loaded:  # a change no Service selects
+            self._seen = seen
             return None
         if self._at is not None:
             self._tokens = min(float(BURST), self._tokens + (now - self._at) / MIN_SYNC_S)
@@ -228,6 +233,6 @@ class Proxy:
             return now + (1.0 - self._tokens) * MIN_SYNC_S
         self._tokens -= 1.0
         self._load(text)
-        self.loaded = text
+        self.loaded, self._seen = text, seen
         self.syncs += 1
         return None
