@@ -178,6 +178,14 @@ def test_a_service_port_without_ready_endpoints_is_rejected() -> None:
     assert "dnat to 10.244.0.2:8080" in kubeproxy.ruleset([published], endpoints(False))
 
 
+def test_terminating_endpoints_serve_only_where_no_ready_one_is_left() -> None:
+    [a, b] = endpoints(True, True)
+    stopping = kubeproxy.Endpoint(b.pod, True, terminating=True)
+    assert "10.244.0.3" not in kubeproxy.ruleset([WEB], [a, stopping])
+    assert "dnat to 10.244.0.3:8080" in kubeproxy.ruleset([WEB], [stopping])  # kube-proxy's fallback
+    assert "goto reject-chain" in kubeproxy.ruleset([WEB], [kubeproxy.Endpoint(b.pod, False, terminating=True)])
+
+
 def test_a_named_target_the_pod_does_not_have_serves_nothing() -> None:
     named = Service(**{**WEB.__dict__, "port_specs": (ServicePort("http", 80, "http-alt"),)})
     assert "goto reject-chain" in kubeproxy.ruleset([named], endpoints(True))

@@ -18,7 +18,7 @@ does what):
 A port's target is its `targetPort` by number, or by name the endpoint's container port of that name (the
 EndpointSlice controller's pkg/api/v1/pod/util.go FindPort: an endpoint whose pod has no such port serves none).
 Endpoints are the Service's selected pods that are not terminal, Ready and not terminating; with
-`publishNotReadyAddresses` the not-ready ones too (pkg/controller/endpointslice, EndpointSlice conditions).
+`publishNotReadyAddresses` the not-ready ones too; where none is, the Ready ones that are terminating (`backends`).
 
 The simulation's namespace has no default route unless an egress tool gives it one (a node always has one), so the
 holder routes the service CIDR to its node link (`Network.route_services`): a packet for a cluster IP that is not
@@ -27,8 +27,7 @@ DNATed is forwarded there, through `filter-forward`, as a node forwards it to it
 kube-proxy syncs whenever a Service or EndpointSlice changes, at most `BURST` times at once and then once per
 `MIN_SYNC_S` (its BoundedFrequencyRunner with minSyncPeriod 1 s, burstSyncs 2): `Proxy.sync` does the same. Nothing of
 a manifest reaches the ruleset but addresses, port numbers and protocols, each parsed; chains are named by number.
-Not emulated: sessionAffinity, NodePort, LoadBalancer and externalIPs, traffic policies (one node), serving-terminating
-fallback, IPv6.
+Not emulated: sessionAffinity, NodePort, LoadBalancer and externalIPs, traffic policies (one node), IPv6.
 """
 
 from __future__ import annotations
@@ -59,10 +58,12 @@ PRE_DNAT, POST_DNAT = "-110", "-90"
 
 @dataclass(frozen=True)
 class Endpoint:
-    """A pod as the EndpointSlice controller sees it: its address, whether it counts as ready for its Services."""
+    """A pod as the EndpointSlice controller sees it: whether it is Ready (its `serving` condition) and whether it is
+    being stopped (`terminating`: deleted, its containers signalled)."""
 
     pod: model.Pod
     ready: bool
+    terminating: bool = False
 
 
 def services(manifests: Iterable[Mapping]) -> tuple[Service, ...]:
@@ -85,13 +86,14 @@ def target(port: ServicePort, pod: model.Pod) -> int | None:
 
 
 def backends(svc: Service, port: ServicePort, endpoints: Sequence[Endpoint]) -> list[tuple[str, int]]:
-    """(address, port) of each endpoint that serves `svc`'s `port`, in address order."""
+    """(address, port) of each endpoint that serves `svc`'s `port`, in address order: those whose EndpointSlice
+    condition is `ready` (Ready and not terminating, or any with publishNotReadyAddresses: kubernetes
+    staging/src/k8s.io/endpointslice/utils.go podToEndpoint), else, where there is none, those `serving` and
+    `terminating` (kube-proxy's fallback, pkg/proxy/topology.go CategorizeEndpoints)."""
+    selected = [e for e in endpoints if _ipv4(e.pod.ip) and svc.selects(e.pod)]
+    usable = [e for e in selected if svc.publish_not_ready or (e.ready and not e.terminating)]
     out = set()
-    for e in endpoints:
-        if not _ipv4(e.pod.ip) or not svc.selects(e.pod):
-            continue
-        if not (e.ready or svc.publish_not_ready):
-            continue
+    for e in usable or [e for e in selected if e.ready and e.terminating]:
         number = target(port, e.pod)
         if number is not None:
             out.add((e.pod.ip, number))
@@ -212,14 +214,14 @@ class Proxy:
         self._load = load
         self.loaded: str | None = None
         self.syncs = 0
-        self._seen: tuple[tuple[str, str, str, bool], ...] | None = None  # the endpoints the loaded rules are for
+        self._seen: tuple[tuple[str, str, str, bool, bool], ...] | None = None  # the endpoints the rules are for
         self._tokens = float(BURST)
         self._at: float | None = None
 
     def sync(self, now: float, endpoints: Sequence[Endpoint]) -> float | None:
         """Load the rules for `endpoints` if they changed and the rate allows; else when to try again (None: nothing
         waits). Raises NetworkError with nft's message."""
-        seen = tuple((e.pod.namespace, e.pod.name, e.pod.ip, e.ready) for e in endpoints)
+        seen = tuple((e.pod.namespace, e.pod.name, e.pod.ip, e.ready, e.terminating) for e in endpoints)
         if seen == self._seen:  # the runner asks every turn of its loop: most turns nothing changed
             return None
         text = ruleset(self.services, endpoints)

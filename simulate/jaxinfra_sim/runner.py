@@ -335,12 +335,12 @@ class Runner:
 
     def _kube_proxy(self, runs: list[PodRun], now: float, wake: list[float]) -> None:
         """The Services' endpoints as the EndpointSlice controller keeps them (each pod with an address that is not
-        terminal, ready when Ready and not being stopped), handed to kube-proxy, which syncs its rules when they changed
+        terminal: Ready or not, being stopped or not), handed to kube-proxy, which syncs its rules when they changed
         (`kubeproxy.Proxy`: at its rate; the loop wakes when the next sync is due)."""
         if self.proxy is None:
             return
         endpoints = [
-            kubeproxy.Endpoint(r.pod, r.preempted is None and r.evicted is None and self._ready(r))
+            kubeproxy.Endpoint(r.pod, self._ready(r), terminating=r.preempted is not None)  # deleted: terminating
             for r in runs
             if r.begun and not r.done and id(r) in self.pod_networks
         ]
