@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from jaxinfra.admission.clusterip import SERVICE_CIDR
 from jaxinfra_sim import model
 from jaxinfra_sim.inputs import Service, ServicePort, service_of
+from jaxinfra_sim.netns import Network
 from jaxinfra_sim.netns_holder import POD_CIDR
 from jaxinfra_sim.netpol import PROTOCOLS
 
@@ -217,6 +218,17 @@ class Proxy:
         self._seen: tuple[tuple[str, str, str, bool, bool], ...] | None = None  # the endpoints the rules are for
         self._tokens = float(BURST)
         self._at: float | None = None
+
+    @classmethod
+    def start(cls, network: Network | None, svcs: Sequence[Service], now: float) -> Proxy | None:
+        """kube-proxy for the simulation's `network` (None: none, or no Service has a cluster IP): the service CIDR
+        routed, and every cluster IP refused until its endpoints are handed to `sync`. Raises NetworkError."""
+        if network is None or not svcs:
+            return None
+        network.route_services(str(SERVICE_CIDR))
+        proxy = cls(svcs, network.load_rules)
+        proxy.sync(now, ())
+        return proxy
 
     def sync(self, now: float, endpoints: Sequence[Endpoint]) -> float | None:
         """Load the rules for `endpoints` if they changed and the rate allows; else when to try again (None: nothing

@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxinfra import interrupts
-from jaxinfra.admission.clusterip import SERVICE_CIDR
 from jaxinfra_sim import (
     container,
     events,
@@ -142,12 +141,7 @@ class Runner:
         self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
         self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
-        if (
-            network is not None and self.services
-        ):  # every cluster IP answered (refused: no endpoints yet) from the start
-            network.route_services(str(SERVICE_CIDR))
-            self.proxy = kubeproxy.Proxy(self.services, network.load_rules)
-            self.proxy.sync(t0, ())
+        self.proxy = kubeproxy.Proxy.start(network, self.services, t0)  # every cluster IP answered from the start
         try:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
