@@ -117,7 +117,13 @@ def service(named: bool = False, cluster_ip: str | None = None, publish: bool = 
 
 
 def manifests(
-    servers: int, client: str, probe: dict, named: bool = False, cluster_ip: str | None = None, publish: bool = False
+    servers: int,
+    client: str,
+    probe: dict,
+    named: bool = False,
+    cluster_ip: str | None = None,
+    publish: bool = False,
+    server: str = SERVER,
 ) -> str:
     """`service` and a JobSet of `servers` servers behind it (readiness `probe`) and one client running `client`."""
     from jaxinfra.yamlio import dump
@@ -129,7 +135,7 @@ def manifests(
         "metadata": {"name": "svc"},
         "spec": {
             "replicatedJobs": [
-                job("server", servers, {"role": "server"}, SERVER, readinessProbe=probe, **ports),
+                job("server", servers, {"role": "server"}, server, readinessProbe=probe, **ports),
                 job("client", 1, {"role": "client"}, client),
             ]
         },
@@ -309,3 +315,65 @@ def test_network_policy_sees_the_endpoint_behind_the_cluster_ip(home: Path, as_r
         assert rc == 0 and pods == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
     else:
         assert rc == 1 and pods["svc-client-0-0"] == 6, out
+
+
+GOES_UNREADY = """\
+import os, socket, time
+open("/tmp/ready", "w").close()
+server = socket.create_server(("0.0.0.0", 8080))
+server.settimeout(0.5)
+until = None
+while until is None or time.monotonic() < until:  # listens throughout: a refusal is kube-proxy's, not this pod's
+    try:
+        conn, _ = server.accept()
+    except TimeoutError:
+        continue
+    with conn:
+        conn.sendall(b"served")
+        conn.settimeout(1)
+        try:
+            said = conn.recv(8)
+        except OSError:
+            said = b""
+    if said == b"unready" and until is None:
+        os.remove("/tmp/ready")
+        until = time.monotonic() + 10
+"""
+
+UNREADY_CLIENT = """\
+import socket, sys, time
+def ask(message):
+    with socket.create_connection(("web", 80), timeout=2) as c:
+        c.recv(8)
+        c.sendall(message)
+while True:  # until the server is an endpoint
+    try:
+        ask(b"unready")
+        break
+    except ConnectionRefusedError:
+        time.sleep(0.2)
+start = time.monotonic()
+while time.monotonic() - start < 8:  # its readiness probe fails: kube-proxy takes it out
+    try:
+        ask(b"hi")
+    except ConnectionRefusedError:
+        print("client: refused", round(time.monotonic() - start, 1), "s after the server went unready", flush=True)
+        sys.exit(0)
+    time.sleep(0.2)
+sys.exit(4)
+"""
+
+
+@AS
+def test_a_server_whose_readiness_fails_leaves_its_service(home: Path, as_root: bool) -> None:
+    """Readiness decides the endpoints while pods run: once the server's readiness probe fails (it still listens),
+    kube-proxy's next sync takes it out and the client's connections are refused."""
+    probe = {
+        "exec": {"command": ["python3", "-c", "import os, sys; sys.exit(not os.path.exists('/tmp/ready'))"]},
+        "periodSeconds": 1,
+        "failureThreshold": 1,
+    }
+    text = manifests(1, UNREADY_CLIENT, probe, server=GOES_UNREADY)
+    rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
+    assert rc == 0, out
+    assert pods_of(report) == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
