@@ -9,7 +9,8 @@ does what):
   endpoint-..., ... }`, and each endpoint's chain DNATs to the endpoint's address and target port, after marking for
   masquerade a packet that comes from that endpoint itself (hairpin: a pod reaching itself through its Service, whose
   reply must come back through the node to be un-DNATed); `nat-postrouting` (priority srcnat) masquerades what is
-  marked (`masquerading`, mark 0x4000, kube-proxy's default --masquerade-bit 14);
+  marked (`masquerading`, mark 0x4000, kube-proxy's default --masquerade-bit 14), as is what comes from outside the
+  pod CIDR (its local-traffic detector by cluster CIDR);
 - a Service port without endpoints is in `no-endpoint-services`, checked from `filter-input`, `filter-forward` and
   `filter-output` (type filter, priority dstnat - 10) for new connections, whose verdict is `goto reject-chain`:
   a plain `reject`, ICMP port unreachable, which a TCP client reads as "connection refused" at once;
