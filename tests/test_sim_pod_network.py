@@ -6,7 +6,6 @@ every group of a pod's network namespace (`netns.py`). The unprivileged run is i
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import pytest
 import yaml
 
 from tests.support import unprivileged
-from tests.support.cli import simulate_as, simulate_cli
+from tests.support.cli import machine_network, simulate_as, simulate_cli
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.stacks import rendered
 
@@ -53,13 +52,6 @@ def test_a_service_that_selects_other_pods_leaves_the_peers_unnamed_and_the_job_
 
 
 SAME_PORT = MANIFESTS / "indexed_job_same_port.yaml"
-
-
-def machine_network() -> tuple[list[str], str]:
-    """This machine's own interfaces and nftables ruleset: a simulation must leave both as they were."""
-    names = sorted(line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:])
-    ruleset = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True, check=False).stdout
-    return names, ruleset
 
 
 @pytest.fixture

@@ -12,7 +12,8 @@ For each object, in apply order, against the objects stored before it (`store.St
 4. built-in defaulting (`defaults`);
 5. mutating admission: the controllers' webhooks (`webhooks`);
 6. `generateName` made a name (`naming`);
-7. validation (the schema's required fields, `validation`), then validating admission: the webhooks' checks,
+7. validation (the schema's required fields, `validation`), a Service's cluster IP allocated (`clusterip`), then
+   validating admission: the webhooks' checks,
    object-count quotas (`plugins`) and Pod Security (`pod_security`: a Pod violating its namespace's `enforce` level
    is refused, a built-in workload such as a Job only warned; its pods are refused when a controller creates them).
 
@@ -124,7 +125,7 @@ def admit(requests: Iterable[Request]) -> Admitted:
 
 def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, Any] | None, list[Finding], str]:
     """One object through every step: (the object as stored or None when refused, the findings, how it is served)."""
-    from jaxinfra.admission import defaults, plugins, pod_security, schema, structural, validation, webhooks
+    from jaxinfra.admission import clusterip, defaults, plugins, pod_security, schema, structural, validation, webhooks
 
     if not isinstance(request.obj, Mapping):
         return (
@@ -161,6 +162,8 @@ def _admit_one(request: Request, store: Store, usage: Any) -> tuple[dict[str, An
         findings = [Finding(*f) for f in schema.schema_findings(obj, validator) if f[0] not in reported] + findings
     if kind == "custom" and served is not None:
         findings += structural.list_findings(obj, served)  # list-type set/map: no duplicates, after defaulting
+    if kind == "builtin":  # the registry's allocation (its BeginCreate; released again where validation refuses)
+        findings += clusterip.allocate(obj, store)
     findings += [replace(f, step="webhook") for f in webhooks.validate(obj, store)]
     if store.get(str(obj["kind"]), namespace_of(obj), str(meta(obj).get("name"))) is None:  # a create, not an update
         findings += [replace(f, step="admission") for f in plugins.admit_object(obj, store, usage)]

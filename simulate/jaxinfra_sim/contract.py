@@ -335,8 +335,10 @@ class Checker:
 
     def _resolve(self, pod: model.Pod, host: str) -> tuple[str | None, Service | None]:
         found = self.dns.resolve(host, pod.namespace)
-        if found:
+        if found and found[1].headless:
             return found
+        if found:  # a virtual IP: `_diagnose` says why the coordinator wants a headless Service's pod name instead
+            return None, None
         if host == "localhost":
             return pod.ip, None
         try:

@@ -1,4 +1,4 @@
-"""Cluster DNS: which names the Services make resolvable (kube-dns for headless Services), and what
+"""Cluster DNS: which names the Services make resolvable (kube-dns), and what
 each simulated pod's /etc/hosts holds: the kubelet's file for it, plus those names.
 
 On a cluster a pod resolves names two ways: its /etc/hosts, which the kubelet writes (localhost,
@@ -76,8 +76,11 @@ def search(name: str, namespace: str) -> list[str]:
 
 
 class ClusterDns:
-    """Cluster DNS for headless Services: `<host>.<svc>.<ns>.svc.cluster.local` per selected pod whose hostname is set
-    and subdomain == svc, and `<svc>.<ns>.svc.cluster.local` -> the first selected pod (kube-dns returns them all)."""
+    """Cluster DNS. For headless Services: `<host>.<svc>.<ns>.svc.cluster.local` per selected pod whose hostname is set
+    and subdomain == svc, and `<svc>.<ns>.svc.cluster.local` -> the first selected pod (kube-dns returns them all). For
+    a Service with a cluster IP: `<svc>.<ns>.svc.cluster.local` -> that virtual IP, its one A record, and no pod
+    records (kube-dns: kubernetes/dns pkg/dns/dns.go newPortalService), whether or not it has endpoints; what
+    answers there is kube-proxy's (`kubeproxy`)."""
 
     def __init__(self, services: Iterable[Service], pods: Sequence[model.Pod]):
         self.records: dict[str, tuple[str, Service]] = {}
@@ -91,6 +94,9 @@ class ClusterDns:
         for p in pods:
             by_ns.setdefault(p.namespace, []).append(p)
         for svc in services:
+            if svc.cluster_ip is not None:  # its virtual IP, one A record, whatever its endpoints (`kubeproxy`)
+                self._add(f"{svc.name}.{svc.namespace}.svc.{CLUSTER_DOMAIN}", svc.cluster_ip, svc)
+                continue
             if not svc.headless:
                 continue
             selected = [p for p in by_ns.get(svc.namespace, ()) if svc.selects(p)]

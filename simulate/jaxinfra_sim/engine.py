@@ -27,6 +27,7 @@ from jaxinfra_sim import (
     controllers,
     events,
     eviction,
+    kubeproxy,
     kueue,
     model,
     netpol,
@@ -733,6 +734,7 @@ def _run_workload(result: WorkloadResult, manifests: Sequence[Mapping[str, Any]]
             _job_deadlines(workload, job_started, started),
             failures,
             functools.partial(_respawn, sim, manifests, base, result, restarts),
+            kubeproxy.services(manifests),
         )
         attempt = runner.run(index)
         attempt.backoff = backoff

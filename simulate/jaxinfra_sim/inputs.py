@@ -121,8 +121,19 @@ def strings(mapping: Mapping | None) -> dict[str, str]:
 
 
 @dataclass(frozen=True)
+class ServicePort:
+    """One of a Service's ports as kube-proxy serves it: `target` a number, or a container port's name."""
+
+    name: str
+    port: int
+    target: int | str
+    protocol: str = "TCP"  # TCP | UDP | SCTP
+
+
+@dataclass(frozen=True)
 class Service:
-    """A Service as DNS sees it; `origin` says who creates it (the manifests or a controller)."""
+    """A Service as DNS and kube-proxy see it; `origin` says who creates it (the manifests or a controller);
+    `cluster_ip` its virtual IP as the API server allocated it (None: headless, or none)."""
 
     namespace: str
     name: str
@@ -132,6 +143,8 @@ class Service:
     ports: tuple[tuple[int, Any], ...]  # (port, targetPort)
     origin: str
     operator_owned: bool = False  # created by an operator with no setting for it (Training Operator v1)
+    cluster_ip: str | None = None
+    port_specs: tuple[ServicePort, ...] = ()
 
     def selects(self, pod: model.Pod) -> bool:
         if not self.selector:
@@ -143,14 +156,27 @@ def service_of(obj: Mapping) -> Service:
     spec = obj.get("spec") or {}
     ports = tuple((p.get("port"), p.get("targetPort", p.get("port"))) for p in spec.get("ports") or [])
     selector = spec.get("selector")
+    headless = spec.get("clusterIP") == "None"
+    cluster_ip = spec.get("clusterIP")
     return Service(
         namespace_of(obj),
         meta(obj).get("name", ""),
         strings(selector) if selector else None,
-        spec.get("clusterIP") == "None",
+        headless,
         bool(spec.get("publishNotReadyAddresses", False)),
         ports,
         oid(obj),
+        cluster_ip=cluster_ip if isinstance(cluster_ip, str) and cluster_ip and not headless else None,
+        port_specs=tuple(
+            ServicePort(
+                str(p.get("name") or ""),
+                p["port"],
+                p.get("targetPort") or p["port"],
+                str(p.get("protocol") or "TCP"),
+            )
+            for p in spec.get("ports") or []
+            if isinstance(p, Mapping) and isinstance(p.get("port"), int)
+        ),
     )
 
 

@@ -233,6 +233,13 @@ class Network:
             _answer(reply, f"host-network pod address {ip}", POD_REPLY_TIMEOUT_S)
         return HostAddress(self, ip)
 
+    def route_services(self, cidr: str) -> None:
+        """Route the service CIDR to the node link in the simulation's namespace (`netns_holder._route`, for
+        `kubeproxy`); waits for it. Raises NetworkError."""
+        ipaddress.IPv4Network(cidr)
+        with self._ask(f"route {cidr}") as reply:
+            _answer(reply, f"the route for the service CIDR {cidr}", POD_REPLY_TIMEOUT_S)
+
     def load_rules(self, ruleset: str) -> None:
         """Load an nftables file (`netpol`'s table) into the simulation's namespace, replacing what it replaces, in one
         transaction; waits for it. Raises NetworkError with nft's own message."""

@@ -14,6 +14,7 @@ import collections
 import ctypes
 import errno
 import fcntl
+import ipaddress
 import json
 import os
 import pwd
@@ -220,6 +221,19 @@ def _host_address(reply: socket.socket, verb: str, ip: str) -> int:
 
     def work() -> None:
         _ip_batch(f"address {'replace' if verb == 'add' else 'del'} {ip}/32 dev {NODE_LINK}\n")
+        reply.send(b"ok")
+
+    return _worker(reply, work)
+
+
+def _route(reply: socket.socket, cidr: str) -> int:
+    """Fork the worker that routes `cidr` (the service CIDR) to `NODE_LINK`: a packet for a cluster IP that kube-proxy's
+    rules do not DNAT is forwarded there, through their forward hook, as a node forwards it to its default gateway,
+    and never to the egress tool. Its pid; it answers on `reply` ("ok", or the error as JSON)."""
+
+    def work() -> None:
+        network = ipaddress.IPv4Network(cidr)  # only a CIDR reaches ip's command line
+        _ip_batch(f"route replace {network} dev {NODE_LINK}\n")
         reply.send(b"ok")
 
     return _worker(reply, work)
@@ -586,6 +600,8 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy
                     pid = _pod_network(reply, words[1].decode(), words[2].decode(), strategy, gid)
                 elif words[0] == b"addr":
                     pid = _host_address(reply, words[1].decode(), words[2].decode())
+                elif words[0] == b"route":
+                    pid = _route(reply, words[1].decode())
                 else:
                     pid = _nft(reply, received[1])
             except OSError as e:  # no worker (a full pids group: EAGAIN): the request's answer, not the holder's end
@@ -632,6 +648,9 @@ def _serve(control: socket.socket, parent: int, egress: _Egress | None, strategy
             or words[0] == b"nft"
             and len(words) == 1
             and len(received) == 2
+            or words[0] == b"route"
+            and len(words) == 2
+            and len(received) == 1
         ):
             queued.append((words, received))
             continue

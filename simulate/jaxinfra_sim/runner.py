@@ -16,16 +16,30 @@ import os
 import selectors
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxinfra import interrupts
-from jaxinfra_sim import container, events, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
+from jaxinfra_sim import (
+    container,
+    events,
+    eviction,
+    fds,
+    image,
+    kubeproxy,
+    model,
+    paths,
+    prober,
+    runtime,
+    sandbox,
+    shim,
+)
 from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.controllers.running import Running
 from jaxinfra_sim.errors import NetworkError, Unavailable
+from jaxinfra_sim.inputs import Service
 from jaxinfra_sim.machine import Machine, oom_group
 from jaxinfra_sim.netns import PodNetwork
 from jaxinfra_sim.node import Node
@@ -78,6 +92,7 @@ class Runner:
         job_deadlines: Mapping[int, float] | None = None,
         failures: Failures | None = None,
         respawn: Callable[[int], model.Pod] | None = None,
+        services: Sequence[Service] = (),
     ):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
         DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token;
@@ -99,6 +114,8 @@ class Runner:
         self.listening = False
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
         self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
+        self.services = services  # those with a cluster IP: kube-proxy answers them (`_kube_proxy`)
+        self.proxy: kubeproxy.Proxy | None = None
 
     def run(self, index: int) -> Attempt:
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
@@ -124,6 +141,7 @@ class Runner:
         self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
         self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
+        self.proxy = kubeproxy.Proxy.start(network, self.services, t0)  # every cluster IP answered from the start
         try:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
@@ -171,6 +189,7 @@ class Runner:
                 self._reap(runs)
                 self._release_networks(runs, now)
                 self._probes(runs, now, wake)
+                self._kube_proxy(runs, now, wake)
                 self.machine.poll(now)
                 for r, why in self.eviction_manager.poll(runs, now):
                     self._evict(r, why, now)
@@ -307,6 +326,21 @@ class Runner:
         pkg/kubelet/status/generate.go GeneratePodReadyCondition, `prober`)."""
         latest: list[PodRun | ContainerRun] = [r, *(c for role in ("main", "sidecar") for c in self._latest(r, role))]
         return r.initialized and all(self.prober.ready(p) for p in latest)
+
+    def _kube_proxy(self, runs: list[PodRun], now: float, wake: list[float]) -> None:
+        """The Services' endpoints as the EndpointSlice controller keeps them (each pod with an address that is not
+        terminal: Ready or not, being stopped or not), handed to kube-proxy, which syncs its rules when they changed
+        (`kubeproxy.Proxy`: at its rate; the loop wakes when the next sync is due)."""
+        if self.proxy is None:
+            return
+        endpoints = [
+            kubeproxy.Endpoint(r.pod, self._ready(r), terminating=r.preempted is not None)  # deleted: terminating
+            for r in runs
+            if r.begun and not r.done and id(r) in self.pod_networks
+        ]
+        due = self.proxy.sync(now, endpoints)
+        if due is not None:
+            wake.append(due)
 
     def _probes(self, runs: list[PodRun], now: float, wake: list[float]) -> None:
         """The kubelet's prober (`prober`): a container whose liveness or startup probe failed is stopped, its stop

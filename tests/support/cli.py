@@ -46,6 +46,13 @@ def simulate_cli(
     return r.returncode, data, r.stdout + r.stderr
 
 
+def machine_network() -> tuple[list[str], str]:
+    """This machine's own interfaces and nftables ruleset: a simulation must leave both as they were."""
+    names = sorted(line.split(":")[0].strip() for line in Path("/proc/net/dev").read_text().splitlines()[2:])
+    ruleset = subprocess.run(["nft", "list", "ruleset"], capture_output=True, text=True, check=False).stdout
+    return names, ruleset
+
+
 def simulate_as(home: Path, text: str, *args: str, as_root: bool = True) -> tuple[int, str, dict[str, Any]]:
     """`jaxinfra simulate` of the manifest `text` (through `unprivileged.run`), its HOME and TMPDIR `home` (as uid
     65534 unless `as_root`): status, output, JSON report. Nothing may be left in `home` but the manifest and the
