@@ -118,6 +118,8 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"  # the storage version of the bundled CRDs;
 #: own metadata (pkg/controller/jobframework QueueNameForObject).
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: Partial admission of a batch Job: the fewest pods Kueue may admit it with (pkg/controller/jobs/job).
+MIN_PARALLELISM_ANNOTATION = "kueue.x-k8s.io/job-min-parallelism"
 #: Topology-Aware Scheduling: a pod template's request that all its pods land within one domain of this level (a node
 #: label of the flavor's Topology), required or preferred (pkg/controller/constants; kueue.sigs.k8s.io docs, TAS).
 TOPOLOGY_REQUIRED = "kueue.x-k8s.io/podset-required-topology"

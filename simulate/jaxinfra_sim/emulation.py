@@ -117,13 +117,7 @@ def _workload(
         )
     )
     checker.findings.extend(env_problems)
-    queued = kueue.admit(
-        draft.namespace,
-        draft.labels,
-        [(job.completions, job.pod_spec) for job in draft.jobs],
-        objects,
-        _topology_requests(draft),
-    )
+    queued = kueue.admit(draft.namespace, draft.labels, _podsets(draft), objects, _topology_requests(draft))
     if queued is not None and not queued.admitted:
         checker.findings.add(
             "kueue",
@@ -157,7 +151,7 @@ def _workload(
         ),
         success=draft.success,
         gates=draft.gates,
-        waves=_waves(draft),
+        waves=_waves(draft, queued.counts if queued is not None and queued.admitted else None),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
         provisioning=queued.provisioning if queued is not None and queued.admitted else (),
         queued=queued,
@@ -195,13 +189,7 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
     gives before what it runs matters, else the simulator's refusal (`Draft.unserved`, exit 2). Kueue first: a
     workload it never admits stays suspended, its runtime never used (the same verdict as a served workload's); then
     its own suspend field, outside Kueue (`engine.SUSPENDED`); else the refusal."""
-    queued = kueue.admit(
-        draft.namespace,
-        draft.labels,
-        [(job.completions, job.pod_spec) for job in draft.jobs],
-        objects,
-        _topology_requests(draft),
-    )
+    queued = kueue.admit(draft.namespace, draft.labels, _podsets(draft), objects, _topology_requests(draft))
     problems: tuple[Problem, ...] = ()
     if queued is not None and not queued.admitted:
         problems = (
@@ -230,12 +218,23 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
     )
 
 
-def _waves(draft: controllers.Draft) -> tuple[tuple[tuple[int, ...], int], ...]:
-    """Each Job whose parallelism is below its completions: its pods' positions and its parallelism."""
+def _podsets(draft: controllers.Draft) -> list[kueue.PodSet]:
+    """The workload's pod sets as Kueue's integrations make them: a pod set per Job, counted as many as run at once
+    (its parallelism, or its completions where fewer); a batch Job's `kueue.x-k8s.io/job-min-parallelism` is the
+    fewest Kueue may admit (kueue pkg/controller/jobs/job `PodSets`, `minPodsCount`)."""
+    return [
+        kueue.PodSet(min(job.parallelism, job.completions), job.pod_spec, draft.min_parallelism) for job in draft.jobs
+    ]
+
+
+def _waves(draft: controllers.Draft, admitted: Sequence[int] | None = None) -> tuple[tuple[tuple[int, ...], int], ...]:
+    """Each Job whose parallelism is below its completions: its pods' positions and its parallelism (as Kueue set it
+    where it admitted fewer pods: `admitted`)."""
+    parallelism = [job.parallelism for job in draft.jobs] if admitted is None else list(admitted)
     return tuple(
-        (pods, max(job.parallelism, 0))
-        for job, pods in controllers.positions(draft.jobs)
-        if job.parallelism < job.completions
+        (pods, max(p, 0))
+        for (job, pods), p in zip(controllers.positions(draft.jobs), parallelism, strict=True)
+        if p < job.completions
     )
 
 

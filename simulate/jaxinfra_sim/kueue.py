@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -265,21 +265,33 @@ def _inactive(cq_name: str, spec: Mapping[str, Any], objects: Objects) -> Admiss
     )
 
 
+@dataclass(frozen=True)
+class PodSet:
+    """A pod set of a Kueue Workload: its pods' spec and how many of them run at once, which is what quota is counted
+    for (kueue pkg/controller/jobs/job `podsCount` and jobset `PodsCountPerReplica`: a Job's parallelism, or its
+    completions where fewer), and the fewest Kueue may admit (`MinCount`: a batch Job's
+    `kueue.x-k8s.io/job-min-parallelism`, PartialAdmission, on by default since v0.5)."""
+
+    count: int
+    pod_spec: Mapping[str, Any]
+    min_count: int | None = None
+
+
 def admit(
     namespace: str,
     labels: Mapping[str, str],
-    groups_of_pods: Sequence[tuple[int, Mapping]],
+    podsets: Sequence[PodSet],
     objects: Objects,
     topology: Mapping[str, str] | None = None,
 ) -> Admission | None:
-    """Whether Kueue admits a workload (`groups_of_pods`: how many pods of which pod spec), all at once, as its
-    scheduler decides: its LocalQueue exists and points to an existing, active ClusterQueue that admits the namespace
-    (`_queue`); every resource the pods request is covered by a resource group; and in each group one flavor (the
-    first that fits, in order) has room for the whole workload within the most its ClusterQueue may take (its nominal
-    quota and what it may borrow in its cohort: `Cohorts.most`), suits the pods' nodeSelector and tolerations, and
-    matches their podset topology request (`topology`) or its absence. None: not a Kueue workload. The
-    ProvisioningRequest checks of an admitted workload are returned for the engine to play (`provisioned`); another
-    controller's check is taken as Ready, with a note."""
+    """Whether Kueue admits a workload (`podsets`), as its scheduler decides: its LocalQueue exists and points to an
+    existing, active ClusterQueue that admits the namespace (`_queue`); then the flavors (`_assign`) for every pod at
+    once, else, where a pod set may shrink (`PodSet.min_count`), for the most pods that fit: Kueue's partial admission
+    searches the counts between the full and the minimum ones by bisection (pkg/scheduler/flavorassigner/
+    podset_reducer.go `PodSetReducer.Search`: each pod set shrunk by its share of the total delta) and admits the
+    largest that fits, the Job's parallelism set to it (pkg/controller/jobs/job `RunWithPodSetsInfo`). None: not a Kueue
+    workload. The ProvisioningRequest checks of an admitted workload are returned for the engine to play
+    (`provisioned`); another controller's check is taken as Ready, with a note."""
     queue = labels.get(QUEUE_LABEL)
     if queue is None:
         return None
@@ -292,13 +304,57 @@ def admit(
     cq_name, held = _queue(namespace, queue, labels, objects)
     if held is not None:
         return held
+    full = [p.count for p in podsets]
+    whole = _assign(cq_name, namespace, queue, podsets, full, objects, topology or {})
+    deltas = [p.count - min(p.count, p.min_count) if p.min_count is not None else 0 for p in podsets]
+    total = sum(deltas)
+    if whole.admitted or whole.held is not Hold.QUOTA or not total:
+        return whole
+    tried: dict[int, Admission] = {}
+
+    def fits(step: int) -> bool:  # `step` of `total`: each pod set shrunk by its share of it
+        counts = [c - d * step // total for c, d in zip(full, deltas, strict=True)]
+        assigned = _assign(cq_name, namespace, queue, podsets, counts, objects, topology or {})
+        tried[step] = replace(assigned, counts=tuple(counts))
+        return tried[step].admitted
+
+    low, high = 0, total + 1  # Go's sort.Search over 0..total: the smallest step that fits, the most pods
+    while low < high:
+        mid = (low + high) // 2
+        if fits(mid):
+            high = mid
+        else:
+            low = mid + 1
+    if low > total:
+        return whole
+    found = tried[low]
+    return replace(
+        found,
+        note=f"{found.note}; partially admitted: {sum(found.counts or ())} of {sum(full)} pods at once "
+        "(kueue.x-k8s.io/job-min-parallelism), the Job's parallelism set to it",
+    )
+
+
+def _assign(
+    cq_name: str,
+    namespace: str,
+    queue: str,
+    podsets: Sequence[PodSet],
+    counts: Sequence[int],
+    objects: Objects,
+    topology: Mapping[str, str],
+) -> Admission:
+    """Kueue's flavor assignment for `counts` pods of each pod set: every resource the pods request is covered by a
+    resource group; and in each group one flavor (the first that fits, in order) has room for all of them within the
+    most its ClusterQueue may take (its nominal quota and what it may borrow in its cohort: `Cohorts.most`), suits the
+    pods' nodeSelector and tolerations, and matches their podset topology request (`topology`) or its absence."""
     spec = objects.kueue[("ClusterQueue", "", cq_name)].get("spec") or {}
     need: dict[str, Fraction] = {}
-    for count, pod_spec in groups_of_pods:
-        for k, v in pod_requests(pod_spec).items():
+    for count, podset in zip(counts, podsets, strict=True):
+        for k, v in pod_requests(podset.pod_spec).items():
             if v:
                 need[k] = need.get(k, Fraction(0)) + v * count
-    pods = sum(count for count, _ in groups_of_pods)
+    pods = sum(counts)
     groups = spec.get("resourceGroups") or []
     uncovered = sorted(set(need) - {str(r) for g in groups for r in g.get("coveredResources") or []})
     if uncovered:
@@ -332,8 +388,8 @@ def admit(
                 for r, v in wanted.items()
                 if v > most[r]
             ]
-            unsuited = next(filter(None, (_fits_flavor(flavor, pod) for _, pod in groups_of_pods)), None)
-            if unsuited is None and (mismatch := _fits_topology(flavor, topology or {}, objects, tas_only)):
+            unsuited = next(filter(None, (_fits_flavor(flavor, pod) for pod in (p.pod_spec for p in podsets))), None)
+            if unsuited is None and (mismatch := _fits_topology(flavor, topology, objects, tas_only)):
                 why_not.append((Hold.TOPOLOGY, mismatch))
                 continue
             if not short and unsuited is None:
@@ -343,7 +399,7 @@ def admit(
                 break
             why_not.append((Hold.FLAVOR, unsuited) if unsuited else (Hold.QUOTA, "; ".join(short)))
         else:
-            return _unplaced(cq_name, cohort, pods, why_not, topology or {})
+            return _unplaced(cq_name, cohort, pods, why_not, topology)
     return _admitted(cq_name, namespace, queue, chosen, admission_checks(spec), objects)
 
 

@@ -274,6 +274,7 @@ class Admission:
     fix: str = ""
     provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
     held: Hold | None = None  # what holds it (not admitted), or CHECK (admitted after its provisioning checks)
+    counts: tuple[int, ...] | None = None  # partially admitted: the pods of each pod set that run at once
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ from jaxinfra.upstream import (
     JOBSET_CONTROLLER,
     KUBE_SYSTEM,
     KUEUE_SYSTEM,
+    MIN_PARALLELISM_ANNOTATION,
     MULTIKUEUE,
     PRIORITY_LABEL,
     QUEUE_LABEL,
@@ -57,7 +58,6 @@ from jaxinfra.upstream import (
 _MAX_EXEC_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
 _PREBUILT = "kueue.x-k8s.io/prebuilt-workload-name"  # a label, and (preferred) an annotation
 _ELASTIC = "kueue.x-k8s.io/elastic-job"  # the annotation and the scheduling gate
-_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"
 _SYNC_COMPLETIONS = "kueue.x-k8s.io/job-completions-equal-parallelism"
 _KUEUE_SYSTEM = (KUBE_SYSTEM, KUEUE_SYSTEM)
 
@@ -228,9 +228,9 @@ def _job_annotations(obj: Mapping, annotations: Mapping, elastic: bool) -> list[
     completions = spec.get("completions")
     pods = min(parallelism, completions) if is_int(completions) else parallelism
     out: list[Finding] = []
-    minimum = annotations.get(_MIN_PARALLELISM)
+    minimum = annotations.get(MIN_PARALLELISM_ANNOTATION)
     if isinstance(minimum, str):
-        at: Path = ("metadata", "annotations", _MIN_PARALLELISM)
+        at: Path = ("metadata", "annotations", MIN_PARALLELISM_ANNOTATION)
         value = _atoi(minimum)
         if value is None:
             out.append(Finding(at, minimum, invalid_text(minimum, _atoi_error(minimum)), "use a whole number of pods"))

@@ -109,6 +109,7 @@ class Draft:
     claims: tuple[tuple[str, str], ...] = ()  # (namespace, name) of the PVCs its controller creates
     jax_problems: list[Problem] = field(default_factory=list)  # what keeps its pods from being one JAX group: a
     # problem under the probe, a note under --run-command (the containers' own programs may not be JAX)
+    min_parallelism: int | None = None  # a batch Job's kueue.x-k8s.io/job-min-parallelism: Kueue may admit fewer pods
     unserved: Problem | None = None  # set: what it runs is not emulated (a TrainJob's non-JAX runtime); it starts no
     # pod here, and this is its problem unless a verdict the cluster gives first (Kueue, suspension) comes before
 

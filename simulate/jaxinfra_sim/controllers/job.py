@@ -18,6 +18,7 @@ from jaxinfra.upstream import (
     JOB_NAME_LEGACY_LABEL,
     JOB_UID_LABEL,
     JOB_UID_LEGACY_LABEL,
+    MIN_PARALLELISM_ANNOTATION,
 )
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, counts, reference, restart_policy
@@ -66,7 +67,15 @@ def indexed_job(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
         owner=reference(obj, uid),
         success=success_policy(spec, completions) if indexed else (),
         jax_problems=jax_problems,
+        min_parallelism=_min_parallelism(obj),
     )
+
+
+def _min_parallelism(obj: Mapping[str, Any]) -> int | None:
+    """Kueue's partial admission (kueue pkg/controller/jobs/job `minPodsCount`): the annotation as an integer, else
+    None; Kueue's Job webhook refuses a value that is not one or not below the pods that run at once."""
+    raw = strings(meta(obj).get("annotations")).get(MIN_PARALLELISM_ANNOTATION, "")
+    return int(raw) if raw.strip().lstrip("-").isdigit() else None
 
 
 def success_policy(spec: Mapping[str, Any], completions: int) -> tuple[model.Success, ...]:
