@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra import cli, yamlio
+from jaxinfra import simulate_flags, yamlio
 from jaxinfra.errors import SpecError
 from jaxinfra_sim import rootfs, runtime
 from jaxinfra_sim.emulation import emulate
@@ -212,7 +212,7 @@ def test_a_mapped_host_path_of_the_wrong_type_stops_before_anything_starts(tmp_p
 )
 def test_host_path_option_errors_name_the_option_the_value_and_the_fix(value: str, why: str) -> None:
     with pytest.raises(SpecError) as err:
-        cli._host_paths([value])
+        simulate_flags.host_paths([value])
     [problem] = err.value.problems
     assert (problem.path, problem.value) == ("--host-path", value) and why in problem.message and problem.fix
 
