@@ -451,6 +451,14 @@ def simulate(
     run_command: Annotated[
         bool, typer.Option("--run-command", help="Run each container's own command instead of the built-in probe.")
     ] = False,
+    egress: Annotated[
+        bool,
+        typer.Option(
+            "--egress/--no-egress",
+            help="Let pods reach beyond the simulation (GKE's default), through pasta or slirp4netns where installed; "
+            "this machine's own loopback and networks stay unreachable either way.",
+        ),
+    ] = True,
     kill: Annotated[
         list[str], typer.Option(help="SIGKILL a pod: POD@SECONDS after it starts (POD: hostname or rank).")
     ] = [],
@@ -536,6 +544,7 @@ def simulate(
     images, claims = simulate_flags.images(image, volume)
     options = Options(
         run_command=run_command,
+        egress=egress,
         timeout=timeout,
         init_timeout=init_timeout,
         faults=simulate_flags.faults(kill, fail, hang, delay, preempt, provision),

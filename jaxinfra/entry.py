@@ -46,7 +46,8 @@ def _warm_simulator() -> None:
 
     try:
         sandbox.preflight()  # while this process is small: a fork costs less before JAX is imported
-        netns.prestart()  # the pods' network starts while JAX is imported
+        if "--no-egress" not in sys.argv:  # (the default network, with egress: what `Network.create()` takes)
+            netns.prestart()  # the pods' network starts while JAX is imported
     except sandbox.Unavailable:
         pass  # the simulation reports it, if it has anything to run
     engine.preload()

@@ -274,3 +274,48 @@ def test_an_ended_pods_address_answers_until_the_kubelet_stops_its_sandbox(home:
     rc, out, report = simulate_as(home, ENDED_PEER, "--run-command", "--timeout", "30", as_root=as_root)
     pods = [p["exit_code"] for p in report["workloads"][0]["attempts"][0]["pods"]]
     assert rc == 0 and pods == [0, 0], out
+
+
+def _outside(name: str) -> str:
+    """A Job whose pod connects to an address outside the cluster (TEST-NET-1, RFC 5737): exit 3 if the network says
+    there is no route to it (ENETUNREACH, EHOSTUNREACH), else 0 (connected, refused or timed out out there)."""
+    program = (
+        "import errno, socket, sys\n"
+        "try:\n"
+        "    socket.create_connection(('192.0.2.1', 9), timeout=2)\n"
+        "except OSError as e:\n"
+        "    sys.exit(3 if e.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH) else 0)\n"
+    )
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 1,
+            "parallelism": 1,
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "python:3.11", "command": ["python3", "-c", program]}],
+                }
+            },
+        },
+    }
+    return yaml.safe_dump(job)
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+def test_no_egress_leaves_pods_no_route_beyond_the_simulation(home: Path, as_root: bool) -> None:
+    """GKE lets pods reach out by default, and so does the simulator where pasta or slirp4netns is installed (CI
+    installs slirp4netns): a route leads out. With --no-egress none does, and the report says so."""
+    rc, out, report = simulate_as(home, _outside("reach-out"), "--run-command", "--no-egress", as_root=as_root)
+    assert rc == 1, out
+    [pod] = report["workloads"][0]["attempts"][0]["pods"]
+    assert pod["exit_code"] == 3, out
+    assert any(n.startswith("egress off (--no-egress)") for n in report["notes"]), report["notes"]
+    if shutil.which("slirp4netns") or shutil.which("pasta"):
+        rc, out, report = simulate_as(home, _outside("reach-out"), "--run-command", as_root=as_root)
+        assert rc == 0, out
+        assert any(n.startswith("egress on:") for n in report["notes"]), report["notes"]

@@ -531,7 +531,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                     for r in runnable
                     for p in r.workload.pods
                 )
-                sim.node = Node.create(f"{os.getpid()}-{seed}", limited)
+                sim.node = Node.create(f"{os.getpid()}-{seed}", limited, options.egress)
                 report.notes.extend(sim.node.notes)
                 report.notes.extend(eviction.notes(p for r in runnable for p in r.workload.pods))
                 if options.run_command:

@@ -97,6 +97,7 @@ from jaxinfra_sim.netns_holder import (
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_holder.py")
 """The holder's program, run by path: a fresh interpreter with the standard library only."""
 NO_EGRESS = "egress off: neither pasta nor slirp4netns is installed (Debian packages passt, slirp4netns)"
+EGRESS_OFF = "egress off (--no-egress): pods reach only the simulation's pods, Services and node"
 EGRESS_TIMEOUT_S = 5.0
 """How long the holder waits for an egress tool to configure the namespace before going on without."""
 START_TIMEOUT_S = 10.0
@@ -451,7 +452,7 @@ class _Launch:
     def spawn(
         cls, strategies: Sequence[str], egress: bool, which: Callable[[str], str | None], egress_timeout: float
     ) -> _Launch:
-        tool, path, note = find_egress(which) if egress else (None, None, "egress off: not asked for")
+        tool, path, note = find_egress(which) if egress else (None, None, EGRESS_OFF)
         load_libc()  # loaded here, once: a forked child's join() finds it
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         argv = [

@@ -37,17 +37,18 @@ class Node:
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, name: str, limited: bool) -> Node:
+    def create(cls, name: str, limited: bool, egress: bool = True) -> Node:
         """`limited`: some pod has a memory or CPU limit (only then is what this machine does not enforce of those a
         note; the per-pod process limit, every pod's, is a note whenever it is not enforced). Groups are made either
-        way: every pod's memory group tells whose process an OOM killer ended."""
+        way: every pod's memory group tells whose process an OOM killer ended. `egress`: the pods may reach beyond the
+        simulation (`netns.Network.create`)."""
         node = cls()
         try:
             node.groups = cgroups.Session.create(name)
             node.notes += [_nproc(n) for n in node.groups.controllers.unenforced(limited)]
             from jaxinfra_sim import netns
 
-            node.network = netns.Network.create()
+            node.network = netns.Network.create(egress=egress)
             if node.network.egress_note:
                 node.notes.append(node.network.egress_note)
         except BaseException:

@@ -57,6 +57,7 @@ class Options:
     )  # a hostPath's path, as the manifest writes it -> the folder (or file) of this machine it is (--host-path)
     grace_cap: float = 3.0  # cap on terminationGracePeriodSeconds when a pod is stopped (speed; a cluster waits it out)
     k8s_client: bool = True  # the pods' Python can import `kubernetes` (an image built with jax[k8s])
+    egress: bool = True  # pods reach beyond the simulation (through pasta or slirp4netns, where installed)
     timeout: float = 300.0  # the whole simulation
     init_timeout: float | None = None  # cap on every pod's JAX init timeout
     heartbeat_timeout: int = 10
