@@ -35,6 +35,7 @@ from jaxinfra.upstream import (
     PROVISIONING_REQUEST_CONTROLLER,
     QUEUE_LABEL,
 )
+from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import api_error
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
 from jaxinfra_sim.selectors import label_selector, matches
@@ -174,6 +175,7 @@ class Admission:
     note: str
     fix: str = ""
     provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
+    quota: model.Quota | None = None  # what it takes of its ClusterQueue's quota while it runs (`queue.Quotas`)
 
 
 def pod_requests(pod_spec: Mapping) -> dict[str, Fraction]:
@@ -354,6 +356,8 @@ def kueue(
             f"cover {', '.join(uncovered)} in one of ClusterQueue {cq_name}'s resourceGroups",
         )
     chosen = []
+    usage: list[tuple[str, str, Fraction]] = []
+    nominal: list[tuple[str, str, Fraction]] = []
     topology_misses = False  # a flavor was passed over for the pods' topology request
     for group in groups:
         wanted = {r: need[r] for r in map(str, group.get("coveredResources") or []) if r in need}
@@ -375,6 +379,9 @@ def kueue(
             if unsuited is None and (unsuited := _fits_topology(flavor, topology or {}, objects)):
                 topology_misses = True
             if not short and unsuited is None:
+                flavor_name = str(entry.get("name"))
+                usage += [(flavor_name, r, v) for r, v in sorted(wanted.items())]
+                nominal += [(flavor_name, r, quota[r]) for r in sorted(wanted)]
                 chosen.append(
                     f"{entry.get('name')}: "
                     + ", ".join(f"{r} {_show(v, r)} of {_show(quota[r], r)}" for r, v in sorted(wanted.items()))
@@ -415,7 +422,23 @@ def kueue(
         )
         + waits,
         provisioning=provisioning,
+        quota=model.Quota(
+            cq_name,
+            model.QueueingStrategy.STRICT_FIFO
+            if spec.get("queueingStrategy") == model.QueueingStrategy.STRICT_FIFO
+            else model.QueueingStrategy.BEST_EFFORT_FIFO,
+            _priority(priority, objects),
+            tuple(usage),
+            tuple(nominal),
+        ),
     )
+
+
+def _priority(name: str | None, objects: Objects) -> int:
+    """A workload's priority in its ClusterQueue: its WorkloadPriorityClass's value (kueue pkg/util/priority), else
+    0."""
+    value = (objects.kueue.get(("WorkloadPriorityClass", "", name)) or {}).get("value") if name else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _controller(check: str, objects: Objects) -> str:

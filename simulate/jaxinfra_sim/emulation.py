@@ -15,6 +15,7 @@ so runs are reproducible (a recreated pod still gets a new name).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -160,6 +161,7 @@ def _workload(
         waves=_waves(draft),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
         provisioning=queued.provisioning if queued is not None and queued.admitted else (),
+        quota=queued.quota if queued is not None and queued.admitted else None,
     )
 
 
@@ -237,6 +239,11 @@ def _waves(draft: controllers.Draft) -> tuple[tuple[tuple[int, ...], int], ...]:
     )
 
 
+def _records(services: Sequence[Service], pods: Sequence[model.Pod]) -> dict[str, str]:
+    """What the cluster DNS answers for `pods` (those alive now) under `services`."""
+    return ClusterDns(services, pods).hosts
+
+
 def emulate(
     manifests: Sequence[Mapping],
     ip_block: int = 0,
@@ -285,5 +292,9 @@ def emulate(
         else ()
     )
     return model.EmulatedCluster(
-        workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()), objects=served
+        workloads=workloads,
+        hosts=dns.hosts,
+        problems=tuple(problems + dns.findings.problems()),
+        objects=served,
+        records_of=functools.partial(_records, tuple(services.values())),
     )

@@ -11,6 +11,8 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from fractions import Fraction
 from pathlib import Path
 
 from jaxinfra.errors import Problem
@@ -251,6 +253,27 @@ class Gate:
     rule: str  # as the report names it: "dependsOn initializer: Complete"
 
 
+class QueueingStrategy(StrEnum):
+    """A ClusterQueue's spec.queueingStrategy (kueue apis/kueue/v1beta1 clusterqueue_types.go): under StrictFIFO the
+    head of the queue blocks the workloads behind it while it does not fit; under BestEffortFIFO (the default) one
+    behind it that fits is admitted."""
+
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What a workload Kueue admits takes of its ClusterQueue's quota while it runs: per (flavor, resource), its usage
+    and the flavor's nominal quota; and where it stands in the queue (its priority, the queue's strategy)."""
+
+    cluster_queue: str
+    strategy: QueueingStrategy
+    priority: int
+    usage: tuple[tuple[str, str, Fraction], ...]  # (flavor, resource, amount)
+    nominal: tuple[tuple[str, str, Fraction], ...]  # (flavor, resource, the flavor's nominalQuota of it)
+
+
 @dataclass(frozen=True)
 class Workload:
     """A JobSet, Indexed Job, JAXJob or TrainJob and the pods its controller(s) create, in global-index order."""
@@ -269,6 +292,7 @@ class Workload:
     suspended: str | None = None  # the field that suspends it ("spec.suspend"), outside Kueue: no pod is created
     # Kueue's ProvisioningRequest AdmissionChecks it waits for, quota reserved, before Kueue admits it (--provision)
     provisioning: tuple[str, ...] = ()
+    quota: Quota | None = None  # what it takes of its ClusterQueue's quota, where Kueue admits it
     gates: tuple[Gate, ...] = ()  # pods created only once other Jobs are ready or complete (a JobSet's dependsOn)
     waves: tuple[tuple[tuple[int, ...], int], ...] = ()  # (a Job's pod positions, its parallelism) where that is less
     # than its completions: its controller keeps at most that many of its pods active, the lowest index first
@@ -288,6 +312,8 @@ class EmulatedCluster:
         Mapping, ...
     ] = ()  # what the API server holds (inputs and what the controllers made), when asked for
     problems: tuple[Problem, ...] = ()  # manifest-level problems (unsupported kinds, parse errors)
+    # the DNS records (name -> ip) its Services (the manifests' and its controllers') make of whichever pods live
+    records_of: Callable[[Sequence[Pod]], Mapping[str, str]] | None = None
 
 
 class Findings:

@@ -60,6 +60,7 @@ class Compiled:
     ruleset: str
     isolated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # direction -> the isolated pods' addresses
     notes: list[str] = field(default_factory=list)
+    rules: dict[str, tuple[str, ...]] = field(default_factory=dict)  # direction -> its chain's statements, in order
 
 
 def _meta(obj: Mapping) -> Mapping:
@@ -207,7 +208,17 @@ def compile_policies(
         _ruleset(rules, isolated),
         {d: tuple(sorted(ips, key=ipaddress.IPv4Address)) for d, ips in isolated.items()},
         list(dict.fromkeys(notes)),
+        {d: tuple(r) for d, r in rules.items()},
     )
+
+
+def merged(clusters: Sequence[Compiled]) -> str:
+    """One table for the policies of several clusters whose pods run side by side in the simulation's namespace (each
+    stack is a cluster of its own, compiled over its own pods): their rules and isolated addresses together. Pods'
+    addresses never collide across clusters here, so a rule of one selects none of another's pods."""
+    rules = {d: [r for c in clusters for r in c.rules.get(d, ())] for d in ("ingress", "egress")}
+    isolated = {d: {ip for c in clusters for ip in c.isolated.get(d, ())} for d in ("ingress", "egress")}
+    return _ruleset(rules, isolated)
 
 
 def _ruleset(rules: Mapping[str, list[str]], isolated: Mapping[str, set[str]]) -> str:

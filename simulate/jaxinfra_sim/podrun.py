@@ -222,6 +222,7 @@ class Attempt:
     ok: bool = False
     reason: str | None = None
     seconds: float = 0.0
+    began: float | None = None  # when it began, seconds since the simulation began (workloads run side by side)
     backoff: float = 0.0  # simulated seconds the kubelet waited before it (CrashLoopBackOff); not waited here
     memory_peak: int = 0  # the most of this machine's memory the simulation was seen to take, bytes (MemAvailable)
     machine: str | None = None  # the machine's own verdict (out of memory, processes, descriptors): not the job's

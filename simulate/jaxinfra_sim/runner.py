@@ -13,15 +13,17 @@ from __future__ import annotations
 import functools
 import json
 import os
+import select
 import selectors
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from jaxinfra import interrupts
-from jaxinfra_sim import container, events, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
+from jaxinfra_sim import container, dns, events, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
 from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.controllers.running import Running
@@ -60,6 +62,37 @@ SANDBOX_TEARDOWN_S = 2.0
 INIT_GRACE_S = 1.0
 
 
+@dataclass(frozen=True)
+class Wait:
+    """What a step of a workload's controllers waits for before its next: at most `seconds`, or until the selector
+    whose descriptor is `fd` (epoll's, level-triggered: what is ready stays ready for the step) has something to read.
+    Each attempt is a generator of these (`Runner.steps`), so that one thread drives the attempts of every workload of a
+    simulation at once (`scheduler`): the simulator forks its pods, and stays free of threads of its own."""
+
+    seconds: float
+    fd: int | None = None
+
+
+T = TypeVar("T")
+
+
+def drive(steps: Generator[Wait, None, T]) -> T:
+    """Run `steps` alone to its end, waiting as it asks; its result."""
+    poller = select.poll()
+    try:
+        wait = next(steps)
+        while True:
+            if wait.fd is not None:
+                poller.register(wait.fd, select.POLLIN)
+                poller.poll(max(wait.seconds, 0.0) * 1000)
+                poller.unregister(wait.fd)
+            else:
+                time.sleep(max(wait.seconds, 0.0))
+            wait = steps.send(None)
+    except StopIteration as done:
+        return done.value
+
+
 class Runner:
     """Runs one attempt of a workload: every pod at once, the group ended at the first failure."""
 
@@ -78,10 +111,14 @@ class Runner:
         job_deadlines: Mapping[int, float] | None = None,
         failures: Failures | None = None,
         respawn: Callable[[int], model.Pod] | None = None,
+        serial: int = 0,
     ):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
         DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token;
-        `job_deadlines`: when each pod's Job passes its activeDeadlineSeconds (monotonic, by the pod's global index)."""
+        `job_deadlines`: when each pod's Job passes its activeDeadlineSeconds (monotonic, by the pod's global index);
+        `serial`: the workload's number in the simulation, which names its pods' sandboxes and cgroups apart from those
+        of the workloads that run beside it."""
+        self.serial = serial
         self.workload = workload
         self.controllers = Running(workload, options.run_command, self._ready, job_deadlines, failures, respawn)
         self.isolation = isolation
@@ -101,6 +138,11 @@ class Runner:
         self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
 
     def run(self, index: int) -> Attempt:
+        """Run attempt `index` alone (`steps`, driven here)."""
+        return drive(self.steps(index))
+
+    def steps(self, index: int) -> Generator[Wait, None, Attempt]:
+        """Attempt `index`, a step at a time: each `Wait` is what it waits for before its next step."""
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
         self.faults = faults = self.options.faults if index == 0 else Faults()
         self.attempt_index = index
@@ -124,6 +166,7 @@ class Runner:
         self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
         self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
+        ended = False
         try:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
@@ -207,11 +250,16 @@ class Runner:
                     attempt.reason = stuck
                     break
                 timeout = min([w - now for w in wake] + [0.01 if hold else 0.2])
-                for key, _ in self.selector.select(max(timeout, 0.0)):
+                yield Wait(max(timeout, 0.0), self.selector.fileno())
+                for key, _ in self.selector.select(0):
                     self._read(key.data, key.fd)
-        finally:
             self.prober.close()
-            self._end(runs)
+            yield from self._ending(runs)
+            ended = True
+        finally:
+            if not ended:  # an interrupt, or the machine's verdict elsewhere: stopped at once, without a step
+                self.prober.close()
+                self._end(runs)
             for net in self.pod_networks.values():
                 net.close()
             self.pod_networks.clear()
@@ -232,7 +280,7 @@ class Runner:
         if r.pod.host_network:  # its node's namespace, where it listens on its own address
             self.pod_networks[id(r)] = network.host_address(r.pod.ip)
             return
-        sandbox_id = f"jaxinfra-{os.getpid()}-{self.attempt_index}-{r.pod.global_index}-{r.generation}"
+        sandbox_id = f"jaxinfra-{os.getpid()}-{self.serial}-{self.attempt_index}-{r.pod.global_index}-{r.generation}"
         self.pod_networks[id(r)] = network.pod(r.pod.ip, sandbox_id)
 
     def _release_networks(self, runs: list[PodRun], now: float) -> None:
@@ -421,7 +469,9 @@ class Runner:
             oci=self.runtime,
         )
         p.cwd, p.env, p.name = c.cwd, c.env, c.name
-        p.group = self.node.cgroup(p.pod, self.attempt_index, slot) if self.node is not None else None
+        if isinstance(self.records, dns.LiveRecords):  # rewritten as the cluster's pods come and go
+            self.records.track(p.pod, c.spec.hosts)
+        p.group = self.node.cgroup(p.pod, self.attempt_index, slot, self.serial) if self.node is not None else None
         p.security = c.pod.security  # an image given whole may have set its user (`oci_image.applied`)
         p.unapplied = sandbox.unapplied(self.isolation, c.pod.security, c.runtime is not None)
         network = self.node.network if self.node else None
@@ -716,6 +766,10 @@ class Runner:
         return min(r.pod.grace_period, self.options.grace_cap)
 
     def _end(self, runs: list[PodRun]) -> None:
+        """`_ending`, waited for here."""
+        drive(self._ending(runs))
+
+    def _ending(self, runs: list[PodRun]) -> Generator[Wait, None, None]:
         """Stop every container still running, reap it, close its pipes: nothing is left behind.
 
         After a preemption, and after the workload completed with pods still running, they are stopped as a
@@ -748,7 +802,8 @@ class Runner:
                 if id(p) in unkilled and time.monotonic() >= deadline[id(p)]:
                     p.request(signal.SIGKILL)
                     unkilled.discard(id(p))
-            for key, _ in self.selector.select(0.02):
+            yield Wait(0.02, self.selector.fileno())
+            for key, _ in self.selector.select(0):
                 self._read(key.data, key.fd)
             for r, p, pid in live:
                 if not p.reaped and (found := os.waitpid(pid, os.WNOHANG))[0]:

@@ -1,0 +1,155 @@
+"""Every workload of a simulation at once, as a cluster runs every applied workload: each workload's controller loop
+(`attempts.run_workload`, a generator) is stepped here, in one thread (the simulator forks its pods and stays free of
+threads of its own), waiting on all their pods' pipes together.
+
+What runs together must fit together. This machine is the cluster's one node: a workload whose pods do not fit beside
+those already running waits, its pods Pending for want of room as the scheduler leaves them (kubernetes
+pkg/scheduler: a pod that fits no node stays Pending, Unschedulable, until one has room), and starts once enough of
+the running ones have ended, in the order of the inputs (the scheduler's queue orders by priority, then creation
+time), while a later one that fits beside them starts at once, as a pod that fits a node is bound. One that cannot
+fit even alone is refused before anything runs (`engine.admit`, exit 3). Workloads that Kueue admits also wait for
+their ClusterQueue's quota (`queue.Quotas`).
+
+The machine's own verdict on one workload (out of memory, processes, descriptors) stops every other: each is ended as
+its attempt ends on an interrupt, nothing left behind.
+"""
+
+from __future__ import annotations
+
+import select
+import time
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass
+
+from jaxinfra_sim import capacity
+from jaxinfra_sim.attempts import Verdict, WorkloadResult, run_workload
+from jaxinfra_sim.queue import Quotas
+from jaxinfra_sim.runner import Wait
+from jaxinfra_sim.simulation import Simulation
+
+STOPPED = "stopped when the machine's verdict on {} ended the simulation"
+"""The verdict reason of a workload that another's machine limit stopped (or kept from starting)."""
+IDLE_S = 0.2
+"""The longest the loop waits when nothing asked for less (a workload waiting for room is looked at again then)."""
+
+
+@dataclass
+class _Running:
+    result: WorkloadResult
+    steps: Generator[Wait, None, None]
+    wait: Wait
+    due: float  # monotonic: when its wait is over at the latest
+    need: capacity.Need
+
+
+def need_of(result: WorkloadResult, run_command: bool) -> capacity.Need:
+    """What a workload takes of this machine while it runs (`capacity.need`)."""
+    pods = result.workload.pods
+    return capacity.need(result.workload.id, len(pods), sum(p.devices for p in pods), run_command)
+
+
+def run(runnable: Sequence[WorkloadResult], sim: Simulation) -> str | None:
+    """Run every workload of `runnable` side by side until each has its verdict; the machine's verdict, if it ended
+    the simulation (the others are stopped, and say so)."""
+    run_command = sim.options.run_command
+    room = capacity.room()
+    quotas = Quotas(runnable)
+    waiting = list(enumerate(runnable))
+    running: dict[int, _Running] = {}
+    poller = select.poll()
+    machine: str | None = None
+    try:
+        while waiting or running:
+            now = time.monotonic()
+            for serial, result in sorted(waiting, key=lambda entry: quotas.order(entry[1])):
+                if now >= sim.deadline:
+                    break
+                need = need_of(result, run_command)
+                held = [r.need for r in running.values()]
+                blocked = quotas.blocked(result)
+                if blocked is None and running and not capacity.fits([*held, need], room):
+                    blocked = capacity.WAITING
+                if blocked is not None:
+                    result.waiting_for = result.waiting_for or blocked
+                    continue
+                waiting.remove((serial, result))
+                if result.waiting_for is not None:
+                    result.waited = now - sim.started
+                quotas.admit(result)
+                steps = run_workload(result, sim, serial)
+                running[serial] = _Running(result, steps, Wait(0.0), now, need)
+            for serial, entry in sorted(running.items()):
+                if not _ready(entry, poller):
+                    continue
+                try:
+                    entry.wait = entry.steps.send(None)
+                except StopIteration:
+                    del running[serial]
+                    quotas.release(entry.result)
+                    attempts = entry.result.attempts
+                    machine = attempts[-1].machine if attempts else None
+                    if machine is not None:
+                        _stop(running, STOPPED.format(entry.result.workload.id))
+                        _not_started(waiting, STOPPED.format(entry.result.workload.id))
+                        return machine
+                    continue
+                entry.due = time.monotonic() + entry.wait.seconds
+            if not running and waiting and time.monotonic() >= sim.deadline:
+                _not_started(waiting, None)
+                break
+            _wait(list(running.values()), poller)
+    except BaseException:
+        _stop(running, None)
+        raise
+    return machine
+
+
+def _ready(entry: _Running, poller: select.poll) -> bool:
+    """Whether its wait is over: its time has come, or its pods' pipes have something to read."""
+    if time.monotonic() >= entry.due:
+        return True
+    if entry.wait.fd is None:
+        return False
+    poller.register(entry.wait.fd, select.POLLIN)
+    try:
+        return bool(poller.poll(0))
+    finally:
+        poller.unregister(entry.wait.fd)
+
+
+def _wait(entries: Sequence[_Running], poller: select.poll) -> None:
+    """Until the first of the running workloads' waits is over, or something arrives on their pipes."""
+    now = time.monotonic()
+    timeout = min([e.due - now for e in entries] + [IDLE_S])
+    if timeout <= 0:
+        return
+    fds = {e.wait.fd for e in entries if e.wait.fd is not None}
+    for fd in fds:
+        poller.register(fd, select.POLLIN)
+    try:
+        poller.poll(timeout * 1000)
+    finally:
+        for fd in fds:
+            poller.unregister(fd)
+
+
+def _stop(running: dict[int, _Running], why: str | None) -> None:
+    """End every running workload's attempt at once (each kills its pods and reaps them: `Runner.steps`); `why`: its
+    verdict's reason (None: an interrupt, which ends the command anyway)."""
+    for serial in sorted(running):
+        entry = running.pop(serial)
+        try:
+            entry.steps.close()
+        finally:
+            if why is not None and entry.result.verdict == Verdict.PENDING:
+                entry.result.verdict, entry.result.reason = Verdict.NOT_FINISHED, why
+
+
+def _not_started(waiting: list[tuple[int, WorkloadResult]], why: str | None) -> None:
+    """The workloads still waiting for room or quota when the simulation ends: what they waited for."""
+    for _, result in waiting:
+        result.verdict = Verdict.NOT_FINISHED
+        result.reason = why or (
+            f"--timeout reached while it waited ({result.waiting_for}); on a cluster it would start once there is room"
+        )
+    waiting.clear()
