@@ -69,6 +69,13 @@ class WorkloadResult:
         """How often its controllers started pods again: whole attempts, and pods its Jobs replaced within one."""
         return max(len(self.attempts) - 1, 0) + sum(len(a.replaced) for a in self.attempts)
 
+    @property
+    def waited_note(self) -> str | None:
+        """What it waited for before it started, and how long (None: it started at once)."""
+        if self.waiting_for is None:
+            return None
+        return f"waited {self.waited:.1f} s before it started, for {self.waiting_for}"
+
     def as_dict(self) -> dict[str, Any]:
         w = self.workload
         return {

@@ -145,6 +145,8 @@ class Reporter:
                 )
             if table.row_count:
                 self.console.print(table)
+            if result.waited_note is not None:
+                self.console.print(f"  {escape(result.waited_note)}", highlight=False, soft_wrap=True)
             if result.held is not None and result.held.pending is None:
                 self.console.print(f"  held: {escape(result.held.note)}", highlight=False, soft_wrap=True)
             if result.reason:  # a reason may quote what a pod said (its last stderr line, a probe's output)

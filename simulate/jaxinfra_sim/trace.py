@@ -162,11 +162,13 @@ def _track(run: PodRun, attempt: Attempt, faults: Faults, offset: float) -> Trac
 
 
 def timeline(report: Report, faults: Faults) -> Timeline:
-    """Every attempt of every workload on one clock, in the order they ran."""
+    """Every attempt of every workload on one clock: where it began (workloads run side by side, each attempt a lane
+    of its own), else, for an attempt that says not (one made by hand), right after the one before."""
     lanes, verdicts = [], []
-    clock = 0.0
+    clock = end = 0.0
     for result in report.results:
         for attempt in result.attempts:
+            clock = attempt.began if attempt.began is not None else clock
             verdict = "ok" if attempt.ok else f"failed: {attempt.reason}"
             lanes.append(
                 Lane(
@@ -183,6 +185,7 @@ def timeline(report: Report, faults: Faults) -> Timeline:
                 )
             )
             clock += attempt.seconds
+            end = max(end, clock)
         verdicts.append(
             Mark(
                 f"{result.workload.id}: {result.verdict}" + (f" ({result.reason})" if result.reason else ""),
@@ -191,7 +194,7 @@ def timeline(report: Report, faults: Faults) -> Timeline:
                 {"restarts": result.restarts},
             )
         )
-    return Timeline(tuple(lanes), tuple(verdicts), clock)
+    return Timeline(tuple(lanes), tuple(verdicts), end)
 
 
 def _us(seconds: float) -> int:

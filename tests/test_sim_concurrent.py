@@ -1,0 +1,278 @@
+"""The workloads of one input run at the same time, as a cluster runs every applied Job: a NetworkPolicy selects pods
+across Jobs (the Kubernetes docs' "Declare Network Policy" style: a server Job behind a headless Service admitting
+only `role: friend` pods, a friend Job and a stranger Job each connecting to it), two Jobs that talk to each other
+both finish (one after the other they would wait forever), Kueue's quota makes the second of two queued Jobs wait for
+the first, and one Job's failure leaves another's verdict alone. Hand-written Indexed Jobs, run with --run-command
+(the pods run this machine's python3), as root and as an unprivileged user where the pod network differs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.support import unprivileged
+from tests.support.cli import simulate_as, simulate_cli
+from tests.test_sim_fidelity import kueue_queue
+
+pytestmark = pytest.mark.simulator
+
+
+def job(name: str, script: str, *, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """An Indexed Job of one pod running `script` in python3, its pod labelled `labels` (and `extra` pod spec)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name},
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": 1,
+            "parallelism": 1,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": {"labels": labels or {}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "main", "image": "python:3.11-slim", "command": ["python3", "-c", script]}],
+                    **extra,
+                },
+            },
+        },
+    }
+
+
+def headless(name: str, selector: dict[str, str]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"clusterIP": "None", "selector": selector},
+    }
+
+
+SERVER = """\
+import socket, time
+server = socket.create_server(("0.0.0.0", 9000))
+server.settimeout(0.5)
+start, served = time.monotonic(), []
+while time.monotonic() - start < 8 or "friend" not in served:
+    try:
+        conn, (ip, _) = server.accept()
+    except TimeoutError:
+        continue
+    served.append(conn.recv(64).decode())
+    print("served", ip, served[-1], flush=True)
+"""
+CLIENT = """\
+import socket, sys, time
+start = time.monotonic()
+while time.monotonic() - start < 20:
+    try:
+        with socket.create_connection(("server-0.srv", 9000), timeout=3) as c:
+            c.sendall(b"{who}")
+        sys.exit(0)
+    except TimeoutError:  # the SYN was dropped: a NetworkPolicy's drop, as Calico and Dataplane V2 drop it
+        sys.exit("{who}: dropped (timed out)")
+    except OSError as e:  # not resolvable or not listening yet
+        print("{who}: not yet:", e, flush=True)
+        time.sleep(0.2)
+sys.exit("{who}: never reached the server")
+"""
+ALLOW_FRIENDS = {
+    "apiVersion": "networking.k8s.io/v1",
+    "kind": "NetworkPolicy",
+    "metadata": {"name": "server-allow-friends"},
+    "spec": {
+        "podSelector": {"matchLabels": {"app": "server"}},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {"matchLabels": {"role": "friend"}}}], "ports": [{"port": 9000}]}],
+    },
+}
+
+
+def three_jobs(policy: bool) -> str:
+    docs = [
+        *([ALLOW_FRIENDS] if policy else []),
+        headless("srv", {"app": "server"}),
+        job("server", SERVER, labels={"app": "server"}, subdomain="srv"),
+        job("friend", CLIENT.replace("{who}", "friend"), labels={"role": "friend"}),
+        job("stranger", CLIENT.replace("{who}", "stranger"), labels={"role": "stranger"}),
+    ]
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def verdicts(report: dict[str, Any]) -> dict[str, str]:
+    return {w["name"]: w["verdict"] for w in report["workloads"]}
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    folder = unprivileged.scratch_home()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+@pytest.mark.parametrize("policy", [True, False], ids=["policy", "no-policy"])
+def test_a_network_policy_across_jobs_serves_the_friend_and_drops_the_stranger(
+    home: Path, as_root: bool, policy: bool
+) -> None:
+    """Three Jobs run at once: the friend resolves the server's name (the cluster DNS holds every live pod) and is
+    served; with the policy the stranger's connection times out and its Job fails on its own, the other two
+    succeed; without it the stranger is served too."""
+    rc, out, report = simulate_as(home, three_jobs(policy), "--run-command", "--timeout", "60", as_root=as_root)
+    if policy:
+        assert rc == 1, out
+        assert verdicts(report) == {"server": "succeeded", "friend": "succeeded", "stranger": "failed"}, out
+        [stranger] = [w for w in report["workloads"] if w["name"] == "stranger"]
+        assert "stranger: dropped (timed out)" in stranger["attempts"][0]["pods"][0]["stderr_tail"][-1], stranger
+    else:
+        assert rc == 0, out
+        assert verdicts(report) == {"server": "succeeded", "friend": "succeeded", "stranger": "succeeded"}, out
+    began = [w["attempts"][0]["began"] for w in report["workloads"]]
+    ended = [w["attempts"][0]["began"] + w["attempts"][0]["seconds"] for w in report["workloads"]]
+    assert max(began) < min(ended), report["workloads"]  # they overlapped in time
+
+
+EXCHANGE = """\
+import os, socket, sys, time
+me, peer = os.environ["ME"], os.environ["PEER"]
+server = socket.create_server(("0.0.0.0", 9000))
+for _ in range(150):
+    try:
+        with socket.create_connection((f"{peer}-0.{peer}", 9000), timeout=1) as c:
+            c.sendall(me.encode())
+        break
+    except OSError:
+        time.sleep(0.1)
+else:
+    sys.exit(f"{me}: never reached {peer}")
+server.settimeout(15)
+conn, _ = server.accept()
+heard = conn.recv(64).decode()
+sys.exit(0 if heard == peer else f"{me} heard {heard!r}")
+"""
+
+
+def exchange(a: str, b: str) -> str:
+    docs: list[dict[str, Any]] = []
+    for me, peer in ((a, b), (b, a)):
+        pod = job(me, EXCHANGE, labels={"side": me}, subdomain=me)
+        pod["spec"]["template"]["spec"]["containers"][0]["env"] = [
+            {"name": "ME", "value": me},
+            {"name": "PEER", "value": peer},
+        ]
+        docs += [headless(me, {"side": me}), pod]
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def test_two_jobs_that_talk_both_ways_both_succeed(tmp_path: Path) -> None:
+    """Each Job's pod serves, then sends its name to the other's and waits to hear the other's: run one after the other
+    the first would wait for ever; at once, both succeed. A peer Job named nowhere fails only its own Job."""
+    manifest = tmp_path / "exchange.yaml"
+    manifest.write_text(exchange("left", "right"))
+    rc, report, out = simulate_cli(str(manifest), "--run-command", "--timeout", "40", tmp=tmp_path)
+    assert rc == 0, out
+    assert verdicts(report) == {"left": "succeeded", "right": "succeeded"}, out
+    manifest.write_text(exchange("left", "right").replace("value: right", "value: nowhere"))
+    rc, report, out = simulate_cli(str(manifest), "--run-command", "--timeout", "40", tmp=tmp_path)
+    assert rc == 1, out
+    assert verdicts(report) == {"left": "failed", "right": "succeeded"}, out  # each Job has its own verdict
+    [left] = [w for w in report["workloads"] if w["name"] == "left"]
+    assert "left: never reached nowhere" in left["attempts"][0]["pods"][0]["stderr_tail"][-1], left
+
+
+def queued_jobs(cpu: str) -> str:
+    """Two Jobs queued to one ClusterQueue whose nominal quota is `cpu` CPUs, each asking for 1 for 2 seconds."""
+    docs = list(yaml.safe_load_all(kueue_queue(cpu=cpu)))
+    for name in ("first", "second"):
+        queued = job(name, "import time; time.sleep(2)")
+        queued["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
+        queued["spec"]["suspend"] = True
+        queued["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1"}}
+        docs.append(queued)
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+@pytest.mark.parametrize("cpu", ["1", "2"])
+def test_kueue_runs_the_second_job_once_the_first_gives_its_quota_back(tmp_path: Path, cpu: str) -> None:
+    """With quota for one Job at a time the second waits, suspended, until the first has ended, and the report says
+    what it waited for; with quota for both they run at once."""
+    manifest = tmp_path / "queued.yaml"
+    manifest.write_text(queued_jobs(cpu))
+    rc, report, out = simulate_cli(str(manifest), "--run-command", "--timeout", "40", tmp=tmp_path)
+    assert rc == 0, out
+    first, second = report["workloads"]
+    assert first["waited"] is None
+    start, end = first["attempts"][0]["began"], first["attempts"][0]["began"] + first["attempts"][0]["seconds"]
+    if cpu == "1":
+        assert second["waited"]["for"].startswith("quota in ClusterQueue cluster-queue: cpu 1 of flavor"), second
+        assert second["attempts"][0]["began"] >= end, (first, second)
+        assert "waited" in out and "quota in ClusterQueue cluster-queue" in out, out
+    else:
+        assert second["waited"] is None
+        assert second["attempts"][0]["began"] < end and start < second["attempts"][0]["began"] + 2, (first, second)
+
+
+def test_an_interrupt_stops_every_running_workload(tmp_path: Path) -> None:
+    """Ctrl-C while two Jobs run: both are stopped, their pods reaped (simulate_cli checks no pod process is left)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    manifest = tmp_path / "sleepers.yaml"
+    manifest.write_text(
+        yaml.safe_dump_all(
+            [job("one", "import time; time.sleep(60)"), job("two", "import time; time.sleep(60)")], sort_keys=False
+        )
+    )
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    report = tmp_path / "report.json"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), "--run-command", "--json", str(report)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
+    time.sleep(6)  # both pods started
+    children = _descendants(proc.pid)
+    assert len(children) >= 2
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode != 0 and "Traceback" not in out, out
+    for pid in children:
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid), (pid, out)
+    assert list(scratch.iterdir()) == [], "the pods' files were left behind"
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under `pid` now."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
