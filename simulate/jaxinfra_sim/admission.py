@@ -267,8 +267,9 @@ def kueue(
     not a Kueue workload. Sources: kueue.sigs.k8s.io docs (Cluster Queue, Local Queue, Resource Flavor; "Run a
     JobSet"), pkg/scheduler/flavorassigner.
 
-    Not emulated: cohorts and borrowing, preemption, fair sharing, other workloads' usage (the simulator runs
-    workloads one after another, so each is checked against the whole quota), TAS's placement into topology domains
+    Not emulated here: cohorts and borrowing, preemption, fair sharing; other workloads' usage is not counted here
+    (each is checked against the whole quota: one that could never fit stays suspended), but while they run
+    (`queue.Quotas`, from the `Admission.quota` returned), TAS's placement into topology domains
     (the simulator's nodes carry no topology labels), and what an admission check's
     controller decides: a ClusterQueue referencing an AdmissionCheck that does not exist is inactive, as Kueue makes it
     (pkg/cache/clusterqueue.go: AdmissionCheckNotFound), and so is one whose ProvisioningRequest check names no

@@ -2,11 +2,11 @@
 usage of the queue's nominal quota (`admission.kueue` counts it and picks the flavor) from when it starts until it
 ends; one that does not fit what is left waits, suspended, until enough has been given back.
 
-Order, as Kueue's scheduler takes a ClusterQueue's pending workloads (kubernetes-sigs/kueue pkg/queue
-cluster_queue.go: the heap's less function, higher priority first, then the earlier creation time; here the order of
-the inputs): under StrictFIFO a workload waits while one before it in its queue waits, whether it would fit or not;
-under BestEffortFIFO (the default) one that fits is admitted past those that do not (pkg/queue
-cluster_queue_best_effort_fifo.go, pkg/queue/cluster_queue_strict_fifo.go).
+Order, as Kueue's scheduler takes a ClusterQueue's pending workloads (kubernetes-sigs/kueue @ 05c6e9a8
+pkg/queue/cluster_queue_strict_fifo.go `byPriority`, the queue heap's order: the higher priority first, then the earlier
+creationTimestamp; here the order of the inputs): under StrictFIFO a workload waits while one before it in its queue
+waits, whether it would fit or not; under BestEffortFIFO (the default) one that fits is admitted past those that do not
+(pkg/queue/cluster_queue_best_effort_fifo.go: an inadmissible head is set aside).
 
 Not played: cohorts and borrowing, preemption, fair sharing, and a second flavor tried when the first lacks the quota
 left (each workload keeps the flavor `admission.kueue` assigned it against the whole quota).
