@@ -86,8 +86,12 @@ def test_the_queueing_strategy_decides_whether_a_small_workload_goes_past_a_larg
 
 
 def test_a_higher_priority_goes_first() -> None:
-    high = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "WorkloadPriorityClass", "metadata": {"name": "high"}}
-    high["value"] = 1000  # kueue's WorkloadPriorityClass: `value` beside metadata, as PriorityClass has it
+    high: dict[str, Any] = {  # kueue's WorkloadPriorityClass: `value` beside metadata, as a PriorityClass has it
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
     low, urgent = results(queued("low", "2"), queued("urgent", "2", priority="high"), extra=(high,))
     quotas = Quotas([low, urgent])
     assert sorted([low, urgent], key=quotas.order) == [urgent, low]
