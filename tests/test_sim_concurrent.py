@@ -276,3 +276,75 @@ def _zombie(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
     except OSError:
         return True
+
+
+# --- this machine: what runs together must fit together -------------------------------------------------------------
+
+
+@pytest.fixture
+def machine(tmp_path: Path) -> Iterator[Any]:
+    """A memory cgroup of 3 GiB standing for this machine (root only, as tests/test_sim_capacity.py makes one)."""
+    from jaxinfra_sim import cgroupfs, cgroups
+
+    if os.geteuid() != 0:
+        pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")
+    if cgroupfs.probe().memory is None:
+        pytest.skip("no usable memory controller")
+    with cgroups.Session.create("test-concurrent-machine") as session:
+        group = session.pod("simulation", 3 << 30, None)
+        assert group is not None
+        yield group
+
+
+def sleepers(pods: int, seconds: float) -> str:
+    """Two Indexed Jobs of `pods` pods each, every pod sleeping `seconds`."""
+    docs = []
+    for name in ("one", "two"):
+        docs.append(job(name, f"import time; time.sleep({seconds})"))
+        docs[-1]["spec"]["completions"] = docs[-1]["spec"]["parallelism"] = pods
+    return yaml.safe_dump_all(docs, sort_keys=False)
+
+
+def test_workloads_that_fit_alone_but_not_together_take_turns(machine: Any, tmp_path: Path) -> None:
+    """Two Jobs of 4 `--run-command` pods each (320 MiB apiece by the estimate: 1.25 GiB a Job) on a machine of 3 GiB
+    that the simulator itself uses part of: each fits alone, not both at once, so the second waits for room, as
+    pods wait on a full node, and runs once the first has ended; neither fails."""
+    manifest = tmp_path / "sleepers.yaml"
+    manifest.write_text(sleepers(4, 2))
+    rc, report, out = simulate_cli(
+        str(manifest), "--run-command", "--timeout", "60", tmp=tmp_path, preexec=machine.enter
+    )
+    assert rc == 0, out
+    first, second = report["workloads"]
+    assert (first["verdict"], second["verdict"]) == ("succeeded", "succeeded"), out
+    assert first["waited"] is None and second["waited"]["for"].startswith("room on this machine"), second
+    end = first["attempts"][0]["began"] + first["attempts"][0]["seconds"]
+    assert second["attempts"][0]["began"] >= end, (first, second)
+
+
+HUNGRY = 'chunks = []\nwhile True: chunks.append(bytearray(b"\\x01") * (64 << 20))'
+
+
+def test_the_machines_verdict_on_one_workload_stops_the_others(tmp_path: Path) -> None:
+    """One Job takes this machine's memory (a 1.5 GiB cgroup) while another sleeps: the machine's verdict (exit 3)
+    ends the simulation, and the sleeper is stopped at once, saying why; no pod process is left (simulate_cli)."""
+    from jaxinfra_sim import cgroupfs, cgroups
+
+    if os.geteuid() != 0:
+        pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")
+    if cgroupfs.probe().memory is None:
+        pytest.skip("no usable memory controller")
+    manifest = tmp_path / "hungry.yaml"
+    manifest.write_text(
+        yaml.safe_dump_all([job("hungry", HUNGRY), job("sleeper", "import time; time.sleep(60)")], sort_keys=False)
+    )
+    with cgroups.Session.create("test-concurrent-oom") as session:
+        group = session.pod("simulation", 1536 << 20, None)
+        assert group is not None
+        rc, report, out = simulate_cli(str(manifest), "--run-command", tmp=tmp_path, timeout=120, preexec=group.enter)
+    assert rc == 3, out
+    hungry, sleeper = report["workloads"]
+    assert hungry["verdict"] == "failed" and report["machine"] == hungry["reason"], hungry
+    assert sleeper["verdict"] == "not finished", sleeper
+    assert sleeper["reason"] == "stopped when the machine's verdict on Job/default/hungry ended the simulation"
+    assert sleeper["attempts"][0]["seconds"] < 30, sleeper  # stopped, not left to sleep out its 60 s

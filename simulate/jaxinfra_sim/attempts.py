@@ -20,7 +20,7 @@ from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
 from jaxinfra_sim.emulation import emulate
 from jaxinfra_sim.podrun import Attempt, Phase, PodRun, first_failure
-from jaxinfra_sim.runner import Runner, Wait
+from jaxinfra_sim.runner import Runner, Stop, Wait
 from jaxinfra_sim.simulation import IP_BLOCKS, Simulation
 
 BACKOFF_START_S, BACKOFF_CAP_S = 10.0, 300.0
@@ -298,7 +298,11 @@ def run_workload(result: WorkloadResult, sim: Simulation, serial: int) -> Genera
             in_place = len(list(itertools.takewhile(lambda r: r.in_place, reversed(restarts))))
             backoff = min(BACKOFF_START_S * 2 ** min(in_place - 1, 10), BACKOFF_CAP_S)
         if index:
-            yield Wait(max(0.0, started + MIN_ATTEMPT_INTERVAL_S - time.monotonic()))
+            try:
+                yield Wait(max(0.0, started + MIN_ATTEMPT_INTERVAL_S - time.monotonic()))
+            except Stop as stop:  # between two attempts: no pod to stop
+                result.verdict, result.reason = Verdict.NOT_FINISHED, str(stop)
+                return
         started = time.monotonic()
         cluster, workload, base = _emulated(result, sim, base, restarts)
         if restarts and restarts[-1].jobset:
@@ -325,12 +329,18 @@ def run_workload(result: WorkloadResult, sim: Simulation, serial: int) -> Genera
         sim.attach(manifests, wid, workload.pods, cluster.records_of)
         try:
             attempt = yield from runner.steps(index)
+        except Stop as stop:  # while its pods were being stopped anyway: stopped at once (`Runner.steps`)
+            result.verdict, result.reason = Verdict.NOT_FINISHED, str(stop)
+            return
         finally:
             sim.detach(manifests, wid, workdir)
         attempt.backoff = backoff
         attempt.began = started - sim.started
         result.attempts.append(attempt)
         sim.listener("attempt", (result, attempt))
+        if attempt.stopped is not None:
+            result.verdict, result.reason = Verdict.NOT_FINISHED, attempt.stopped
+            return
         if attempt.ok:
             result.verdict = Verdict.SUCCEEDED
             _completed(workload, attempt)

@@ -76,6 +76,11 @@ class Wait:
 T = TypeVar("T")
 
 
+class Stop(Exception):
+    """Thrown into an attempt's steps (`Runner.steps`) when the simulation stops it: another workload's machine verdict
+    ended the simulation. Its pods are ended at once, its attempt says why (`Attempt.stopped`)."""
+
+
 def drive(steps: Generator[Wait, None, T]) -> T:
     """Run `steps` alone to its end, waiting as it asks; its result."""
     poller = select.poll()
@@ -250,7 +255,11 @@ class Runner:
                     attempt.reason = stuck
                     break
                 timeout = min([w - now for w in wake] + [0.01 if hold else 0.2])
-                yield Wait(max(timeout, 0.0), self.selector.fileno())
+                try:
+                    yield Wait(max(timeout, 0.0), self.selector.fileno())
+                except Stop as stop:
+                    attempt.reason = attempt.stopped = str(stop)
+                    break
                 for key, _ in self.selector.select(0):
                     self._read(key.data, key.fd)
             self.prober.close()

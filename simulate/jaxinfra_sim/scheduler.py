@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import select
 import time
-from collections.abc import Generator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 from jaxinfra_sim import capacity
 from jaxinfra_sim.attempts import Verdict, WorkloadResult, run_workload
 from jaxinfra_sim.queue import Quotas
-from jaxinfra_sim.runner import Wait
+from jaxinfra_sim.runner import Stop, Wait
 from jaxinfra_sim.simulation import Simulation
 
 STOPPED = "stopped when the machine's verdict on {} ended the simulation"
@@ -62,12 +62,11 @@ def run(runnable: Sequence[WorkloadResult], sim: Simulation) -> str | None:
         while waiting or running:
             now = time.monotonic()
             for serial, result in sorted(waiting, key=lambda entry: quotas.order(entry[1])):
-                if now >= sim.deadline:
+                if now >= sim.deadline or machine is not None:
                     break
                 need = need_of(result, run_command)
-                held = [r.need for r in running.values()]
                 blocked = quotas.blocked(result)
-                if blocked is None and running and not capacity.fits([*held, need], room):
+                if blocked is None and running and not capacity.fits([*(r.need for r in running.values()), need], room):
                     blocked = capacity.WAITING
                 if blocked is not None:
                     result.waiting_for = result.waiting_for or blocked
@@ -76,32 +75,48 @@ def run(runnable: Sequence[WorkloadResult], sim: Simulation) -> str | None:
                 if result.waiting_for is not None:
                     result.waited = now - sim.started
                 quotas.admit(result)
-                steps = run_workload(result, sim, serial)
-                running[serial] = _Running(result, steps, Wait(0.0), now, need)
+                running[serial] = _Running(result, run_workload(result, sim, serial), Wait(0.0), now, need)
             for serial, entry in sorted(running.items()):
-                if not _ready(entry, poller):
+                if serial not in running or not _ready(entry, poller):  # (stopped and ended meanwhile)
                     continue
-                try:
-                    entry.wait = entry.steps.send(None)
-                except StopIteration:
+                if not _step(entry, lambda steps: steps.send(None)):
                     del running[serial]
                     quotas.release(entry.result)
                     attempts = entry.result.attempts
-                    machine = attempts[-1].machine if attempts else None
-                    if machine is not None:
+                    if machine is None and attempts and attempts[-1].machine is not None:
+                        machine = attempts[-1].machine
                         _stop(running, STOPPED.format(entry.result.workload.id))
                         _not_started(waiting, STOPPED.format(entry.result.workload.id))
-                        return machine
-                    continue
-                entry.due = time.monotonic() + entry.wait.seconds
-            if not running and waiting and time.monotonic() >= sim.deadline:
+            if waiting and not running and time.monotonic() >= sim.deadline:
                 _not_started(waiting, None)
-                break
             _wait(list(running.values()), poller)
     except BaseException:
-        _stop(running, None)
+        for entry in running.values():  # each kills and reaps its pods at once
+            entry.steps.close()
         raise
     return machine
+
+
+def _step(entry: _Running, step: Callable[[Generator[Wait, None, None]], Wait]) -> bool:
+    """One step of a running workload's loop (`step`: send to it, or throw into it); False once it has ended."""
+    try:
+        entry.wait = step(entry.steps)
+    except StopIteration:
+        return False
+    entry.due = time.monotonic() + entry.wait.seconds
+    return True
+
+
+def _stop(running: dict[int, _Running], why: str) -> None:
+    """Ask every running workload to stop (`runner.Stop`): each ends its pods at once and says `why`; those still
+    ending them are stepped on as before, until they have."""
+    for serial, entry in sorted(running.items()):
+        try:
+            stepped = _step(entry, lambda steps: steps.throw(Stop(why)))
+        except Stop:  # not begun yet: nothing of it runs
+            entry.result.verdict, entry.result.reason, stepped = Verdict.NOT_FINISHED, why, False
+        if not stepped:
+            del running[serial]
 
 
 def _ready(entry: _Running, poller: select.poll) -> bool:
@@ -131,18 +146,6 @@ def _wait(entries: Sequence[_Running], poller: select.poll) -> None:
     finally:
         for fd in fds:
             poller.unregister(fd)
-
-
-def _stop(running: dict[int, _Running], why: str | None) -> None:
-    """End every running workload's attempt at once (each kills its pods and reaps them: `Runner.steps`); `why`: its
-    verdict's reason (None: an interrupt, which ends the command anyway)."""
-    for serial in sorted(running):
-        entry = running.pop(serial)
-        try:
-            entry.steps.close()
-        finally:
-            if why is not None and entry.result.verdict == Verdict.PENDING:
-                entry.result.verdict, entry.result.reason = Verdict.NOT_FINISHED, why
 
 
 def _not_started(waiting: list[tuple[int, WorkloadResult]], why: str | None) -> None:
