@@ -20,8 +20,9 @@ from jaxinfra_sim.controllers import failure_policy, job_failure
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
 from jaxinfra_sim.emulation import emulate
 from jaxinfra_sim.podrun import Attempt, Phase, PodRun, first_failure
-from jaxinfra_sim.runner import Runner, Stop, Wait
+from jaxinfra_sim.runner import Runner
 from jaxinfra_sim.simulation import IP_BLOCKS, Simulation
+from jaxinfra_sim.steps import Stop, Wait
 
 BACKOFF_START_S, BACKOFF_CAP_S = 10.0, 300.0
 """The kubelet's CrashLoopBackOff for a container restarted in place: 10 s, doubling to 5 min

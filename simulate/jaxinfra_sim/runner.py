@@ -13,14 +13,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-import select
 import selectors
 import signal
 import time
 from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from jaxinfra import interrupts
 from jaxinfra_sim import container, dns, events, eviction, fds, image, model, paths, prober, runtime, sandbox, shim
@@ -34,6 +32,7 @@ from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, ContainerRun, Listener, Phase, PodRun, Process
 from jaxinfra_sim.printable import printable
+from jaxinfra_sim.steps import Stop, Wait, drive
 
 if TYPE_CHECKING:
     from jaxinfra_sim.netns import HostAddress
@@ -60,42 +59,6 @@ SIDECAR_RESTART_S = 1.0
 SANDBOX_TEARDOWN_S = 2.0
 #: How long past its init timeout a pod may still be initializing before the group is ended.
 INIT_GRACE_S = 1.0
-
-
-@dataclass(frozen=True)
-class Wait:
-    """What a step of a workload's controllers waits for before its next: at most `seconds`, or until the selector
-    whose descriptor is `fd` (epoll's, level-triggered: what is ready stays ready for the step) has something to read.
-    Each attempt is a generator of these (`Runner.steps`), so that one thread drives the attempts of every workload of a
-    simulation at once (`scheduler`): the simulator forks its pods, and stays free of threads of its own."""
-
-    seconds: float
-    fd: int | None = None
-
-
-T = TypeVar("T")
-
-
-class Stop(Exception):
-    """Thrown into an attempt's steps (`Runner.steps`) when the simulation stops it: another workload's machine verdict
-    ended the simulation. Its pods are ended at once, its attempt says why (`Attempt.stopped`)."""
-
-
-def drive(steps: Generator[Wait, None, T]) -> T:
-    """Run `steps` alone to its end, waiting as it asks; its result."""
-    poller = select.poll()
-    try:
-        wait = next(steps)
-        while True:
-            if wait.fd is not None:
-                poller.register(wait.fd, select.POLLIN)
-                poller.poll(max(wait.seconds, 0.0) * 1000)
-                poller.unregister(wait.fd)
-            else:
-                time.sleep(max(wait.seconds, 0.0))
-            wait = steps.send(None)
-    except StopIteration as done:
-        return done.value
 
 
 class Runner:

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from jaxinfra_sim import capacity
 from jaxinfra_sim.attempts import Verdict, WorkloadResult, run_workload
 from jaxinfra_sim.queue import Quotas
-from jaxinfra_sim.runner import Stop, Wait
 from jaxinfra_sim.simulation import Simulation
+from jaxinfra_sim.steps import Stop, Wait
 
 STOPPED = "stopped when the machine's verdict on {} ended the simulation"
 """The verdict reason of a workload that another's machine limit stopped (or kept from starting)."""
