@@ -153,6 +153,6 @@ def _not_started(waiting: list[tuple[int, WorkloadResult]], why: str | None) -> 
     for _, result in waiting:
         result.verdict = Verdict.NOT_FINISHED
         result.reason = why or (
-            f"--timeout reached while it waited ({result.waiting_for}); on a cluster it would start once there is room"
+            f"--timeout reached while it waited for {result.waiting_for}; on a cluster it would start once that is free"
         )
     waiting.clear()
