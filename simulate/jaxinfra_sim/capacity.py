@@ -67,7 +67,7 @@ def dilated(seconds: int, processes: int, ceiling: int) -> int:
 
 @dataclass(frozen=True)
 class Need:
-    """What the largest workload of a simulation takes of the machine, at least (its workloads run one at a time)."""
+    """What a workload of a simulation takes of the machine while it runs, at least (`fits`: those running together)."""
 
     workload: str
     pods: int

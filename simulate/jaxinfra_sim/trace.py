@@ -8,9 +8,10 @@ thread per pod, `X` (complete) events for phases, `i` (instant) events for fault
 verdicts, `M` (metadata) events for names and order. Format: "Trace Event Format" (Google,
 docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU); microsecond `ts`.
 
-The clock: each attempt's timings count from its own start, and attempts run one after another
-(engine.simulate), so an attempt starts where the ones before it ended; the few milliseconds
-between two attempts (emulating the recreated pods) are not measured and not shown.
+The clock: each attempt's timings count from its own start, and each attempt is placed where it began, in seconds
+since the simulation began (`Attempt.began`): the workloads of one input run side by side (`scheduler`), so their
+attempts overlap, each in a process (track) of its own. An attempt that does not say when it began (one made by hand)
+starts where the one before it ended.
 """
 
 from __future__ import annotations
