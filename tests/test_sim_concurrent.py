@@ -7,6 +7,7 @@ the first, and one Job's failure leaves another's verdict alone. Hand-written In
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -179,11 +180,24 @@ def test_two_jobs_that_talk_both_ways_both_succeed(tmp_path: Path) -> None:
     """Each Job's pod serves, then sends its name to the other's and waits to hear the other's: run one after the other
     the first would wait for ever; at once, both succeed. Where one names a peer that does not exist, both fail, each
     for its own reason."""
-    manifest = tmp_path / "exchange.yaml"
+    manifest, trace = tmp_path / "exchange.yaml", tmp_path / "trace.json"
     manifest.write_text(exchange("left", "right"))
-    rc, report, out = simulate_cli(str(manifest), "--run-command", "--timeout", "40", tmp=tmp_path)
+    rc, report, out = simulate_cli(
+        str(manifest), "--run-command", "--timeout", "40", "--trace", str(trace), tmp=tmp_path
+    )
     assert rc == 0, out
     assert verdicts(report) == {"left": "succeeded", "right": "succeeded"}, out
+    # the trace: each Job's attempt a process (track) of its own, their pods' phases overlapping in time
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(names.values()) == ["Job/default/left attempt 0", "Job/default/right attempt 0"], names
+    spans = {
+        pid: (min(e["ts"] for e in mine), max(e["ts"] + e["dur"] for e in mine))
+        for pid in names
+        for mine in [[e for e in events if e["pid"] == pid and e["ph"] == "X"]]
+    }
+    (a_start, a_end), (b_start, b_end) = spans.values()
+    assert a_start < b_end and b_start < a_end, spans
     manifest.write_text(exchange("left", "right", a_calls="nowhere"))
     rc, report, out = simulate_cli(str(manifest), "--run-command", "--timeout", "40", tmp=tmp_path)
     assert rc == 1, out
