@@ -336,7 +336,7 @@ def run_workload(result: WorkloadResult, sim: Simulation, serial: int) -> Genera
         finally:
             sim.detach(manifests, wid, workdir)
         attempt.backoff = backoff
-        attempt.began = started - sim.started
+        attempt.began = runner.t0 - sim.started  # where its pods' timings count from
         result.attempts.append(attempt)
         sim.listener("attempt", (result, attempt))
         if attempt.stopped is not None:

@@ -8,10 +8,10 @@ thread per pod, `X` (complete) events for phases, `i` (instant) events for fault
 verdicts, `M` (metadata) events for names and order. Format: "Trace Event Format" (Google,
 docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU); microsecond `ts`.
 
-The clock: each attempt's timings count from its own start, and each attempt is placed where it began, in seconds
-since the simulation began (`Attempt.began`): the workloads of one input run side by side (`scheduler`), so their
-attempts overlap, each in a process (track) of its own. An attempt that does not say when it began (one made by hand)
-starts where the one before it ended.
+The clock: each attempt's timings count from its own start, and each attempt is placed where it began
+(`Attempt.began`), the clock's zero where the first began: the workloads of one input run side by side
+(`scheduler`), so their attempts overlap, each in a process (track) of its own. An attempt that does not say when it
+began (one made by hand) starts where the one before it ended.
 """
 
 from __future__ import annotations
@@ -167,9 +167,10 @@ def timeline(report: Report, faults: Faults) -> Timeline:
     of its own), else, for an attempt that says not (one made by hand), right after the one before."""
     lanes, verdicts = [], []
     clock = end = 0.0
+    origin = min((a.began for r in report.results for a in r.attempts if a.began is not None), default=0.0)
     for result in report.results:
         for attempt in result.attempts:
-            clock = attempt.began if attempt.began is not None else clock
+            clock = attempt.began - origin if attempt.began is not None else clock
             verdict = "ok" if attempt.ok else f"failed: {attempt.reason}"
             lanes.append(
                 Lane(
