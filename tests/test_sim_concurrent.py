@@ -176,15 +176,14 @@ def exchange(a: str, b: str, a_calls: str | None = None) -> str:
     return yaml.safe_dump_all(docs, sort_keys=False)
 
 
-def test_two_jobs_that_talk_both_ways_both_succeed(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+def test_two_jobs_that_talk_both_ways_both_succeed(home: Path, as_root: bool) -> None:
     """Each Job's pod serves, then sends its name to the other's and waits to hear the other's: run one after the other
-    the first would wait for ever; at once, both succeed. Where one names a peer that does not exist, both fail, each
-    for its own reason."""
-    manifest, trace = tmp_path / "exchange.yaml", tmp_path / "trace.json"
-    manifest.write_text(exchange("left", "right"))
-    rc, report, out = simulate_cli(
-        str(manifest), "--run-command", "--timeout", "40", "--trace", str(trace), tmp=tmp_path
-    )
+    the first would wait for ever; at once, both succeed, and the trace shows them side by side. Where one names a
+    peer that does not exist, both fail, each for its own reason."""
+    trace = home / "trace.json"
+    args = ("--run-command", "--timeout", "40")
+    rc, out, report = simulate_as(home, exchange("left", "right"), *args, "--trace", str(trace), as_root=as_root)
     assert rc == 0, out
     assert verdicts(report) == {"left": "succeeded", "right": "succeeded"}, out
     # the trace: each Job's attempt a process (track) of its own, their pods' phases overlapping in time
@@ -198,8 +197,7 @@ def test_two_jobs_that_talk_both_ways_both_succeed(tmp_path: Path) -> None:
     }
     (a_start, a_end), (b_start, b_end) = spans.values()
     assert a_start < b_end and b_start < a_end, spans
-    manifest.write_text(exchange("left", "right", a_calls="nowhere"))
-    rc, report, out = simulate_cli(str(manifest), "--run-command", "--timeout", "40", tmp=tmp_path)
+    rc, out, report = simulate_as(home, exchange("left", "right", a_calls="nowhere"), *args, as_root=as_root)
     assert rc == 1, out
     assert verdicts(report) == {"left": "failed", "right": "failed"}, out
     said = {w["name"]: w["attempts"][0]["pods"][0]["stderr_tail"][-1] for w in report["workloads"]}
