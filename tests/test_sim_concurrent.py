@@ -97,12 +97,12 @@ ALLOW_FRIENDS = {
 
 
 def three_jobs(policy: bool) -> str:
-    docs = [
+    docs = [  # the clients first: their pods start before the server's, whose name they resolve once it exists
         *([ALLOW_FRIENDS] if policy else []),
         headless("srv", {"app": "server"}),
-        job("server", SERVER, labels={"app": "server"}, subdomain="srv"),
         job("friend", CLIENT.replace("{who}", "friend"), labels={"role": "friend"}),
         job("stranger", CLIENT.replace("{who}", "stranger"), labels={"role": "stranger"}),
+        job("server", SERVER, labels={"app": "server"}, subdomain="srv"),
     ]
     return yaml.safe_dump_all(docs, sort_keys=False)
 
@@ -123,8 +123,8 @@ def home() -> Iterator[Path]:
 def test_a_network_policy_across_jobs_serves_the_friend_and_drops_the_stranger(
     home: Path, as_root: bool, policy: bool
 ) -> None:
-    """Three Jobs run at once: the friend resolves the server's name (the cluster DNS holds every live pod) and is
-    served; with the policy the stranger's connection times out and its Job fails on its own, the other two
+    """Three Jobs run at once: the friend resolves the server's name (the cluster DNS holds every live pod: its hosts
+    file, written before the server's pod existed, is rewritten once it does) and is served; with the policy the stranger's connection times out and its Job fails on its own, the other two
     succeed; without it the stranger is served too."""
     rc, out, report = simulate_as(home, three_jobs(policy), "--run-command", "--timeout", "60", as_root=as_root)
     if policy:
