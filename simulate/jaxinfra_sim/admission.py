@@ -175,7 +175,7 @@ class Admission:
     note: str
     fix: str = ""
     provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
-    quota: model.Quota | None = None  # what it takes of its ClusterQueue's quota while it runs (`queue.Quotas`)
+    quota: model.Quota | None = None  # what it takes of its ClusterQueue's quota while it runs (`quotas.Quotas`)
 
 
 def pod_requests(pod_spec: Mapping) -> dict[str, Fraction]:
@@ -269,7 +269,7 @@ def kueue(
 
     Not emulated here: cohorts and borrowing, preemption, fair sharing; other workloads' usage is not counted here
     (each is checked against the whole quota: one that could never fit stays suspended), but while they run
-    (`queue.Quotas`, from the `Admission.quota` returned), TAS's placement into topology domains
+    (`quotas.Quotas`, from the `Admission.quota` returned), TAS's placement into topology domains
     (the simulator's nodes carry no topology labels), and what an admission check's
     controller decides: a ClusterQueue referencing an AdmissionCheck that does not exist is inactive, as Kueue makes it
     (pkg/cache/clusterqueue.go: AdmissionCheckNotFound), and so is one whose ProvisioningRequest check names no

@@ -8,7 +8,7 @@ pkg/scheduler: a pod that fits no node stays Pending, Unschedulable, until one h
 the running ones have ended, in the order of the inputs (the scheduler's queue orders by priority, then creation
 time), while a later one that fits beside them starts at once, as a pod that fits a node is bound. One that cannot
 fit even alone is refused before anything runs (`engine.admit`, exit 3). Workloads that Kueue admits also wait for
-their ClusterQueue's quota (`queue.Quotas`).
+their ClusterQueue's quota (`quotas.Quotas`).
 
 The machine's own verdict on one workload (out of memory, processes, descriptors) stops every other: each is ended as
 its attempt ends on an interrupt, nothing left behind.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from jaxinfra_sim import capacity
 from jaxinfra_sim.attempts import Verdict, WorkloadResult, run_workload
-from jaxinfra_sim.queue import Quotas
+from jaxinfra_sim.quotas import Quotas
 from jaxinfra_sim.simulation import Simulation
 from jaxinfra_sim.steps import Stop, Wait
 
