@@ -105,10 +105,6 @@ class Runner:
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
         self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
 
-    def run(self, index: int) -> Attempt:
-        """Run attempt `index` alone (`steps`, driven here)."""
-        return drive(self.steps(index))
-
     def steps(self, index: int) -> Generator[Wait, None, Attempt]:
         """Attempt `index`, a step at a time: each `Wait` is what it waits for before its next step."""
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
