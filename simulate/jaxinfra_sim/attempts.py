@@ -329,8 +329,9 @@ def run_workload(result: WorkloadResult, sim: Simulation, serial: int) -> Genera
         )
         sim.attach(manifests, wid, workload.pods, cluster.records_of)
         try:
+            yield Wait(0.0)  # the workloads starting together are all the cluster's before any pod of theirs begins
             attempt = yield from runner.steps(index)
-        except Stop as stop:  # while its pods were being stopped anyway: stopped at once (`Runner.steps`)
+        except Stop as stop:  # before its pods began, or while they were being stopped: at once (`Runner.steps`)
             result.verdict, result.reason = Verdict.NOT_FINISHED, str(stop)
             return
         finally:
