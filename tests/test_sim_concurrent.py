@@ -123,9 +123,9 @@ def home() -> Iterator[Path]:
 def test_a_network_policy_across_jobs_serves_the_friend_and_drops_the_stranger(
     home: Path, as_root: bool, policy: bool
 ) -> None:
-    """Three Jobs run at once: the friend resolves the server's name (the cluster DNS holds every live pod: its hosts
-    file, written before the server's pod existed, is rewritten once it does) and is served; with the policy the stranger's connection times out and its Job fails on its own, the other two
-    succeed; without it the stranger is served too."""
+    """Three Jobs run at once, the clients listed first: the friend resolves the server's name (the cluster DNS holds
+    every live pod) and is served; with the policy the stranger's connection times out and its Job fails on its own,
+    the other two succeed; without it the stranger is served too."""
     rc, out, report = simulate_as(home, three_jobs(policy), "--run-command", "--timeout", "60", as_root=as_root)
     if policy:
         assert rc == 1, out
@@ -234,6 +234,26 @@ def test_kueue_runs_the_second_job_once_the_first_gives_its_quota_back(tmp_path:
     else:
         assert second["waited"] is None
         assert second["attempts"][0]["began"] < end and start < second["attempts"][0]["began"] + 2, (first, second)
+
+
+@pytest.mark.parametrize("ready", ["0", "never"])
+def test_a_workload_whose_provisioning_never_comes_keeps_the_quota_kueue_reserved(tmp_path: Path, ready: str) -> None:
+    """Both Jobs wait for a ProvisioningRequest check (GKE's DWS) of their ClusterQueue, with quota for one at a time.
+    Ready at once, they run in turn. Never Ready, the first keeps the quota Kueue reserved for it, so the second
+    waits for quota until --timeout: neither runs, neither has failed."""
+    from tests.test_sim_kueue_checks import _checked
+
+    manifest = tmp_path / "dws.yaml"
+    manifest.write_text(yaml.safe_dump_all(_checked(list(yaml.safe_load_all(queued_jobs("1"))), with_checks=True)))
+    args = ("--run-command", "--provision", f"dws-prov@{ready}", "--timeout", "6")
+    rc, report, out = simulate_cli(str(manifest), *args, tmp=tmp_path)
+    first, second = report["workloads"]
+    if ready == "0":
+        assert rc == 0 and second["waited"]["for"].startswith("quota in ClusterQueue cluster-queue"), out
+        return
+    assert rc == 1 and (first["verdict"], second["verdict"]) == ("not finished", "not finished"), out
+    assert first["attempts"] == [] and second["attempts"] == [], out
+    assert second["reason"].startswith("--timeout reached while it waited for quota in ClusterQueue cluster-queue")
 
 
 def test_an_interrupt_stops_every_running_workload(tmp_path: Path) -> None:

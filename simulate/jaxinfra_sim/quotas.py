@@ -1,6 +1,7 @@
 """Kueue's ClusterQueue quota while the workloads of a simulation run side by side: a workload Kueue admits takes its
 usage of the queue's nominal quota (`admission.kueue` counts it and picks the flavor) from when it starts until it
-ends; one that does not fit what is left waits, suspended, until enough has been given back.
+ends; one that does not fit what is left waits, suspended, until enough has been given back. One whose
+ProvisioningRequest check never becomes Ready (`--provision CHECK@never`) keeps the quota Kueue reserved for it.
 
 Order, as Kueue's scheduler takes a ClusterQueue's pending workloads (kubernetes-sigs/kueue @ 05c6e9a8
 pkg/queue/cluster_queue_strict_fifo.go `byPriority`, the queue heap's order: the higher priority first, then the earlier

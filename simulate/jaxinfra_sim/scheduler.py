@@ -81,7 +81,9 @@ def run(runnable: Sequence[WorkloadResult], sim: Simulation) -> str | None:
                     continue
                 if not _step(entry, lambda steps: steps.send(None)):
                     del running[serial]
-                    quotas.release(entry.result)
+                    held = entry.result.held
+                    if held is None or held.pending is None:  # a check never Ready keeps its reserved quota
+                        quotas.release(entry.result)
                     attempts = entry.result.attempts
                     if machine is None and attempts and attempts[-1].machine is not None:
                         machine = attempts[-1].machine
