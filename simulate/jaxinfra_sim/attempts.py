@@ -326,8 +326,9 @@ def run_workload(result: WorkloadResult, sim: Simulation, serial: int) -> Genera
             failures,
             functools.partial(_respawn, sim, manifests, base, result, restarts),
             serial,
+            functools.partial(sim.beside, wid),
         )
-        sim.attach(manifests, wid, workload.pods, cluster.records_of)
+        sim.attach(manifests, wid, workload.pods, cluster.records_of, runner.descriptors)
         try:
             yield Wait(0.0)  # the workloads starting together are all the cluster's before any pod of theirs begins
             attempt = yield from runner.steps(index)

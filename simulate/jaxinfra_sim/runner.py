@@ -16,7 +16,7 @@ import os
 import selectors
 import signal
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -80,13 +80,18 @@ class Runner:
         failures: Failures | None = None,
         respawn: Callable[[int], model.Pod] | None = None,
         serial: int = 0,
+        beside: Callable[[], Iterable[int]] = tuple,
     ):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
         DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token;
         `job_deadlines`: when each pod's Job passes its activeDeadlineSeconds (monotonic, by the pod's global index);
         `serial`: the workload's number in the simulation, which names its pods' sandboxes and cgroups apart from those
-        of the workloads that run beside it."""
+        of the workloads that run beside it; `beside`: the descriptors of the attempts running beside this one (each
+        one's `descriptors`), which its pods must not keep open either (their EOFs would never come)."""
         self.serial = serial
+        self.beside = beside
+        # each begun pod's own network namespace (a host-network pod's address), by id() of its run
+        self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
         self.workload = workload
         self.controllers = Running(workload, options.run_command, self._ready, job_deadlines, failures, respawn)
         self.isolation = isolation
@@ -127,7 +132,7 @@ class Runner:
         network = self.node.network if self.node is not None else None
         self.prober = prober.Prober(network.join if network is not None else None, self.runtime, self._unhealthy)
         # each begun pod's own network namespace (a host-network pod's address), by id() of its run
-        self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
+        self.pod_networks = {}
         self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         ended = False
@@ -237,6 +242,16 @@ class Runner:
         attempt.seconds = time.monotonic() - t0
         attempt.memory_peak = self.machine.memory.peak
         return attempt
+
+    def descriptors(self, keep: object = None) -> list[int]:
+        """This attempt's own descriptors that no pod may keep open (its pods' pipes, their shims' control pipes, the
+        ends of their id-map handshakes, their network namespaces but `keep`, the one a pod being forked joins)."""
+        return [
+            *(key.fd for key in self.selector.get_map().values()),
+            *self.controls,
+            *self.answers,
+            *(n.fileno() for n in self.pod_networks.values() if n is not keep and n.fileno() >= 0),
+        ]
 
     def _sandbox_network(self, r: PodRun) -> None:
         """Ask for the pod's own network namespace as its pod begins (the kubelet's RunPodSandbox, before any of its
@@ -461,12 +476,10 @@ class Runner:
                 raise
             if pid == 0:
                 others = [
-                    *(key.fd for key in self.selector.get_map().values()),
-                    *self.controls,
-                    *self.answers,
+                    *self.descriptors(sandbox_net),
                     control_w,
                     *([theirs.ask, theirs.done] if theirs else []),
-                    *(n.fileno() for n in self.pod_networks.values() if n is not sandbox_net and n.fileno() >= 0),
+                    *self.beside(),
                 ]
                 container.become(
                     c,

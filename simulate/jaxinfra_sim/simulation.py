@@ -62,6 +62,8 @@ class Simulation:
     started: float = 0.0  # when the simulation began (monotonic): attempts' start times count from it
     blocks: Iterator[int] = field(default_factory=itertools.count)
     clusters: dict[int, LiveCluster] = field(default_factory=dict)  # by id() of the cluster's manifests
+    # each running attempt's descriptors that no pod may keep open (`runner.Runner.descriptors`), by workload id
+    descriptors: dict[str, Callable[[], list[int]]] = field(default_factory=dict)
 
     def ip_block(self) -> int:
         """Addresses of their own for the next pods that are created (`emulation._ip`)."""
@@ -84,8 +86,11 @@ class Simulation:
         workload: str,
         pods: Sequence[model.Pod],
         records_of: Callable[[Sequence[model.Pod]], Mapping[str, str]] | None,
+        descriptors: Callable[[], list[int]],
     ) -> None:
-        """An attempt of `workload` begins with `pods`: the cluster's DNS and every cluster's policies see them."""
+        """An attempt of `workload` begins with `pods`: the cluster's DNS and every cluster's policies see them, and
+        the pods of the others never keep its `descriptors` open."""
+        self.descriptors[workload] = descriptors
         cluster = self.cluster(manifests)
         cluster.records_of = records_of
         cluster.pods[workload] = tuple(pods)
@@ -94,10 +99,15 @@ class Simulation:
     def detach(self, manifests: Sequence[Mapping[str, Any]], workload: str, workdir: Path) -> None:
         """An attempt of `workload` has ended (its pods and their networks are gone): nothing resolves to them, no
         policy selects them, and its hosts files (under `workdir`) are no longer rewritten."""
+        self.descriptors.pop(workload, None)
         cluster = self.cluster(manifests)
         cluster.pods.pop(workload, None)
         cluster.records.forget(workdir)
         self._changed(cluster)
+
+    def beside(self, workload: str) -> list[int]:
+        """The descriptors of the attempts running beside `workload`'s, which its pods must close."""
+        return [fd for other, of in self.descriptors.items() if other != workload for fd in of()]
 
     def _changed(self, cluster: LiveCluster) -> None:
         if cluster.records_of is not None:
