@@ -152,3 +152,23 @@ def test_nft_accepts_every_ruleset_compiled_here() -> None:
         ["unshare", "-Urn", "nft", "--check", "-f", "-"], input=ruleset, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stderr + ruleset
+
+
+@pytest.mark.simulator  # it starts nft
+def test_policies_of_clusters_side_by_side_add_up_and_no_cluster_reaches_another() -> None:
+    """Two clusters (a stack and the YAML) whose workloads run at once: each one's policies compiled over its own pods,
+    then one table with both; a cluster's pods reach none of the other's (each cluster is a network of its own). With
+    one cluster alive there is no such rule."""
+    ours = netpol.compile_policies([policy({"podSelector": SERVER})], PODS[:3], NAMESPACES)
+    theirs = netpol.compile_policies([], [P("10.244.40.2", {"role": "server"})], NAMESPACES)
+    ruleset = netpol.merged([ours, theirs])
+    forward = [line.strip() for line in ruleset.splitlines()]
+    assert "set cluster0 { type ipv4_addr; elements = { 10.244.0.2, 10.244.0.3, 10.244.0.4 }; }" in forward
+    assert "ip saddr @cluster1 ip daddr 10.244.0.0/16 ip daddr != @cluster1 drop" in forward
+    assert "set ingress_isolated { type ipv4_addr; elements = { 10.244.0.2 }; }" in forward
+    done = subprocess.run(
+        ["unshare", "-Urn", "nft", "--check", "-f", "-"], input=ruleset, capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr + ruleset
+    alone = netpol.merged([ours, netpol.compile_policies([], [], NAMESPACES)])
+    assert "cluster" not in alone and alone == ours.ruleset

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,7 +67,7 @@ def dilated(seconds: int, processes: int, ceiling: int) -> int:
 
 @dataclass(frozen=True)
 class Need:
-    """What the largest workload of a simulation takes of the machine, at least (its workloads run one at a time)."""
+    """What a workload of a simulation takes of the machine while it runs, at least (`fits`: those running together)."""
 
     workload: str
     pods: int
@@ -225,6 +225,35 @@ def refusal(n: Need) -> str | None:
     return (
         f"this machine cannot run {n.workload}: its {n.pods:,} pods need at least {'; '.join(short)}; "
         f"fix: simulate at most {fits:,} pods here (a smaller slice, fewer hosts), or {AT_SCALE}"
+    )
+
+
+WAITING = (
+    "room on this machine, the cluster's one node: its pods stayed Pending beside the workloads running until enough "
+    "of them had ended"
+)
+"""What a workload that fits this machine alone, but not beside those running, waits for."""
+
+
+@dataclass(frozen=True)
+class Room:
+    """This machine's bounds as the simulation began, before any pod: what the workloads running together share."""
+
+    memory: int
+    tasks: int
+    descriptors: int
+
+
+def room() -> Room:
+    return Room(memory().left, tasks().left, descriptors().left)
+
+
+def fits(needs: Sequence[Need], room: Room) -> bool:
+    """Whether workloads of these needs fit this machine together (the simulator's own descriptors counted once)."""
+    return (
+        sum(n.memory for n in needs) <= room.memory
+        and sum(n.tasks for n in needs) <= room.tasks
+        and sum(n.descriptors - DESCRIPTORS_BASE for n in needs) + DESCRIPTORS_BASE <= room.descriptors
     )
 
 

@@ -11,7 +11,8 @@ resolve, as on a cluster. `sandbox.enter` bind-mounts the file over the pod's /e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from jaxinfra.errors import Problem
@@ -144,3 +145,42 @@ class ClusterDns:
             if candidate in self.records:
                 return self.records[candidate]
         return None
+
+
+class LiveRecords(Mapping[str, str]):
+    """The cluster DNS records (name -> ip) as they change while the workloads of one cluster run side by side: a pod's
+    hosts file is written with the records of the moment (`hosts_file`), and rewritten in place (the same file, which
+    its container sees through its bind mount) whenever a workload's pods come or go, as kube-dns answers from the
+    endpoints of the moment: a pod started before its server's pods resolves their names once they exist."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, str] = {}
+        self._files: dict[Path, model.Pod] = {}
+
+    def __getitem__(self, name: str) -> str:
+        return self._records[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._records)
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    def track(self, pod: model.Pod, path: Path) -> None:
+        """`path` is `pod`'s hosts file, written with these records: rewrite it as they change."""
+        self._files[path] = pod
+
+    def forget(self, under: Path) -> None:
+        """The hosts files under `under` (an ended attempt's) are no longer rewritten."""
+        self._files = {path: pod for path, pod in self._files.items() if not path.is_relative_to(under)}
+
+    def update(self, records: Mapping[str, str]) -> None:
+        """The records now; every tracked hosts file that still exists is rewritten when they changed."""
+        if dict(records) == self._records:
+            return
+        self._records = dict(records)
+        for path, pod in self._files.items():
+            with contextlib.suppress(FileNotFoundError):
+                with path.open("r+", encoding="utf-8") as f:  # in place: the bind mount holds this inode
+                    f.write(hosts_file(pod, self._records))
+                    f.truncate()

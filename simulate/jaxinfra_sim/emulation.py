@@ -15,6 +15,7 @@ so runs are reproducible (a recreated pod still gets a new name).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -238,6 +239,11 @@ def _waves(draft: controllers.Draft, admitted: Sequence[int] | None = None) -> t
     )
 
 
+def _records(services: Sequence[Service], pods: Sequence[model.Pod]) -> dict[str, str]:
+    """What the cluster DNS answers for `pods` (those alive now) under `services`."""
+    return ClusterDns(services, pods).hosts
+
+
 def emulate(
     manifests: Sequence[Mapping],
     ip_block: int = 0,
@@ -286,5 +292,9 @@ def emulate(
         else ()
     )
     return model.EmulatedCluster(
-        workloads=workloads, hosts=dns.hosts, problems=tuple(problems + dns.findings.problems()), objects=served
+        workloads=workloads,
+        hosts=dns.hosts,
+        problems=tuple(problems + dns.findings.problems()),
+        objects=served,
+        records_of=functools.partial(_records, tuple(services.values())),
     )

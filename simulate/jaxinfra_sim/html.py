@@ -200,6 +200,8 @@ def _workload(result: WorkloadResult, lanes: Sequence[Lane], logs: Logs, index: 
     ]
     if result.reason:
         parts.append(f'<p class="reason">{escape(result.reason)}</p>')
+    if result.waited_note is not None:  # room on this machine, or Kueue's quota
+        parts.append(f'<p class="reason">{escape(result.waited_note)}</p>')
     if result.held is not None and result.held.pending is None:  # what Kueue's provisioning checks held it for
         parts.append(f'<p class="reason">held: {escape(result.held.note)}</p>')
     if w.problems:

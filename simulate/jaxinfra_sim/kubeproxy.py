@@ -208,8 +208,9 @@ def _ipv4(text: str) -> bool:
 
 
 class Proxy:
-    """kube-proxy's sync loop for one simulation: `sync` loads the ruleset for the endpoints now, when it changed,
-    within kube-proxy's rate (`BURST` at once, then one per `MIN_SYNC_S`); `load` is the network's loader."""
+    """kube-proxy's sync loop for one simulation, whose workloads run side by side: `sync` loads the ruleset for the
+    endpoints of every running workload, when they changed, within kube-proxy's rate (`BURST` at once, then one per
+    `MIN_SYNC_S`); `load` is the network's loader."""
 
     def __init__(self, svcs: Sequence[Service], load: Callable[[str], None]) -> None:
         self.services = tuple(svcs)
@@ -219,6 +220,7 @@ class Proxy:
         self._seen: tuple[tuple[str, str, str, bool, bool], ...] | None = None  # the endpoints the rules are for
         self._tokens = float(BURST)
         self._at: float | None = None
+        self._by_workload: dict[str, tuple[Endpoint, ...]] = {}  # each running attempt's endpoints
 
     @classmethod
     def start(cls, network: Network | None, svcs: Sequence[Service], now: float) -> Proxy | None:
@@ -231,9 +233,12 @@ class Proxy:
         proxy.sync(now, ())
         return proxy
 
-    def sync(self, now: float, endpoints: Sequence[Endpoint]) -> float | None:
-        """Load the rules for `endpoints` if they changed and the rate allows; else when to try again (None: nothing
-        waits). Raises NetworkError with nft's message."""
+    def sync(self, now: float, endpoints: Sequence[Endpoint], workload: str = "") -> float | None:
+        """`workload`'s pods as endpoints now (its attempt's; none once it ended), beside those of the workloads
+        running with it: load the rules for them all if they changed and the rate allows; else when to try again
+        (None: nothing waits). Raises NetworkError with nft's message."""
+        self._by_workload[workload] = tuple(endpoints)
+        endpoints = [e for w in sorted(self._by_workload) for e in self._by_workload[w]]
         seen = tuple((e.pod.namespace, e.pod.name, e.pod.ip, e.ready, e.terminating) for e in endpoints)
         if seen == self._seen:  # the runner asks every turn of its loop: most turns nothing changed
             return None

@@ -38,7 +38,7 @@ from jaxinfra.upstream import (
 )
 from jaxinfra_sim.cohorts import Cohorts, Node, cohort_of
 from jaxinfra_sim.inputs import Objects, meta, quantity, strings
-from jaxinfra_sim.model import Admission, Hold
+from jaxinfra_sim.model import Admission, Hold, QueueingStrategy, Quota
 from jaxinfra_sim.selectors import label_selector, matches
 
 
@@ -304,8 +304,9 @@ def admit(
     cq_name, held = _queue(namespace, queue, labels, objects)
     if held is not None:
         return held
+    priority = _priority(labels.get(PRIORITY_LABEL), objects)
     full = [p.count for p in podsets]
-    whole = _assign(cq_name, namespace, queue, podsets, full, objects, topology or {})
+    whole = _assign(cq_name, namespace, queue, podsets, full, objects, topology or {}, priority)
     deltas = [p.count - min(p.count, p.min_count) if p.min_count is not None else 0 for p in podsets]
     total = sum(deltas)
     if whole.admitted or whole.held is not Hold.QUOTA or not total:
@@ -314,7 +315,7 @@ def admit(
 
     def fits(step: int) -> bool:  # `step` of `total`: each pod set shrunk by its share of it
         counts = [c - d * step // total for c, d in zip(full, deltas, strict=True)]
-        assigned = _assign(cq_name, namespace, queue, podsets, counts, objects, topology or {})
+        assigned = _assign(cq_name, namespace, queue, podsets, counts, objects, topology or {}, priority)
         tried[step] = replace(assigned, counts=tuple(counts))
         return tried[step].admitted
 
@@ -343,6 +344,7 @@ def _assign(
     counts: Sequence[int],
     objects: Objects,
     topology: Mapping[str, str],
+    priority: int,
 ) -> Admission:
     """Kueue's flavor assignment for `counts` pods of each pod set: every resource the pods request is covered by a
     resource group; and in each group one flavor (the first that fits, in order) has room for all of them within the
@@ -373,6 +375,8 @@ def _assign(
         for f in g.get("flavors") or []
     )
     chosen = []
+    usage: list[tuple[str, str, Fraction]] = []  # what it takes of each flavor's quota, and the most it may take
+    most_of: list[tuple[str, str, Fraction]] = []
     for group in groups:
         wanted = {r: need[r] for r in map(str, group.get("coveredResources") or []) if r in need}
         if not wanted:
@@ -393,6 +397,8 @@ def _assign(
                 why_not.append((Hold.TOPOLOGY, mismatch))
                 continue
             if not short and unsuited is None:
+                usage += [(name, r, v) for r, v in sorted(wanted.items())]
+                most_of += [(name, r, most[r]) for r in sorted(wanted)]
                 chosen.append(
                     f"{name}: " + ", ".join(_took(cohorts, node, cohort, name, r, v) for r, v in wanted.items())
                 )
@@ -400,7 +406,10 @@ def _assign(
             why_not.append((Hold.FLAVOR, unsuited) if unsuited else (Hold.QUOTA, "; ".join(short)))
         else:
             return _unplaced(cq_name, cohort, pods, why_not, topology)
-    return _admitted(cq_name, namespace, queue, chosen, admission_checks(spec), objects)
+    strict = spec.get("queueingStrategy") == QueueingStrategy.STRICT_FIFO
+    strategy = QueueingStrategy.STRICT_FIFO if strict else QueueingStrategy.BEST_EFFORT_FIFO
+    quota = Quota(cq_name, strategy, priority, tuple(usage), tuple(most_of))
+    return _admitted(cq_name, namespace, queue, chosen, admission_checks(spec), objects, quota)
 
 
 def _took(cohorts: Cohorts, node: tuple[Node, str], cohort: str | None, flavor: str, r: str, v: Fraction) -> str:
@@ -447,7 +456,7 @@ def _unplaced(
 
 
 def _admitted(
-    cq_name: str, namespace: str, queue: str, chosen: list[str], checks: list[str], objects: Objects
+    cq_name: str, namespace: str, queue: str, chosen: list[str], checks: list[str], objects: Objects, quota: Quota
 ) -> Admission:
     provisioning = tuple(c for c in checks if _controller(c, objects) == PROVISIONING_REQUEST_CONTROLLER)
     others = [c for c in checks if c not in provisioning]
@@ -469,7 +478,15 @@ def _admitted(
         + waits,
         provisioning=provisioning,
         held=Hold.CHECK if provisioning else None,
+        quota=quota,
     )
+
+
+def _priority(name: str | None, objects: Objects) -> int:
+    """A workload's priority in its ClusterQueue: its WorkloadPriorityClass's value (kueue pkg/util/priority), else
+    0."""
+    value = (objects.kueue.get(("WorkloadPriorityClass", "", name)) or {}).get("value") if name else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 def _controller(check: str, objects: Objects) -> str:

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from fractions import Fraction
 from pathlib import Path
 
 from jaxinfra.errors import Problem
@@ -252,6 +253,28 @@ class Gate:
     rule: str  # as the report names it: "dependsOn initializer: Complete"
 
 
+class QueueingStrategy(StrEnum):
+    """A ClusterQueue's spec.queueingStrategy (kueue apis/kueue/v1beta1 clusterqueue_types.go): under StrictFIFO the
+    head of the queue blocks the workloads behind it while it does not fit; under BestEffortFIFO (the default) one
+    behind it that fits is admitted."""
+
+    STRICT_FIFO = "StrictFIFO"
+    BEST_EFFORT_FIFO = "BestEffortFIFO"
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What a workload Kueue admits takes of its ClusterQueue's quota while it runs: per (flavor, resource), its usage
+    and the most the queue may take of it (its nominal quota and what its cohort lends it: `Cohorts.most`); and where
+    it stands in the queue (its priority, the queue's strategy)."""
+
+    cluster_queue: str
+    strategy: QueueingStrategy
+    priority: int
+    usage: tuple[tuple[str, str, Fraction], ...]  # (flavor, resource, amount)
+    most: tuple[tuple[str, str, Fraction], ...]  # (flavor, resource, the most the queue may take of it)
+
+
 class Hold(StrEnum):
     """What holds a queued workload (or, for CHECK, what it waits for once its quota is reserved)."""
 
@@ -275,6 +298,7 @@ class Admission:
     provisioning: tuple[str, ...] = ()  # its ProvisioningRequest checks, which the engine plays (`provisioned`)
     held: Hold | None = None  # what holds it (not admitted), or CHECK (admitted after its provisioning checks)
     counts: tuple[int, ...] | None = None  # partially admitted: the pods of each pod set that run at once
+    quota: Quota | None = None  # what it takes of its ClusterQueue's quota while it runs (`quotas.Quotas`)
 
 
 @dataclass(frozen=True)
@@ -301,6 +325,11 @@ class Workload:
     queued: Admission | None = None  # Kueue's decision (`kueue.admit`); None: no queue-name label
 
     @property
+    def quota(self) -> Quota | None:
+        """What it takes of its ClusterQueue's quota while it runs, where Kueue admits it."""
+        return self.queued.quota if self.queued is not None and self.queued.admitted else None
+
+    @property
     def id(self) -> str:
         return f"{self.kind}/{self.namespace}/{self.name}"
 
@@ -315,6 +344,8 @@ class EmulatedCluster:
         Mapping, ...
     ] = ()  # what the API server holds (inputs and what the controllers made), when asked for
     problems: tuple[Problem, ...] = ()  # manifest-level problems (unsupported kinds, parse errors)
+    # the DNS records (name -> ip) its Services (the manifests' and its controllers') make of whichever pods live
+    records_of: Callable[[Sequence[Pod]], Mapping[str, str]] | None = None
 
 
 class Findings:

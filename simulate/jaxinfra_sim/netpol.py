@@ -60,6 +60,8 @@ class Compiled:
     ruleset: str
     isolated: dict[str, tuple[str, ...]] = field(default_factory=dict)  # direction -> the isolated pods' addresses
     notes: list[str] = field(default_factory=list)
+    rules: dict[str, tuple[str, ...]] = field(default_factory=dict)  # direction -> its chain's statements, in order
+    pods: tuple[str, ...] = ()  # the addresses of the pods it was compiled over (host-network ones are the node's)
 
 
 def _meta(obj: Mapping) -> Mapping:
@@ -207,14 +209,28 @@ def compile_policies(
         _ruleset(rules, isolated),
         {d: tuple(sorted(ips, key=ipaddress.IPv4Address)) for d, ips in isolated.items()},
         list(dict.fromkeys(notes)),
+        {d: tuple(r) for d, r in rules.items()},
+        tuple(sorted({p.ip for p in pods if not p.host_network}, key=ipaddress.IPv4Address)),
     )
 
 
-def _ruleset(rules: Mapping[str, list[str]], isolated: Mapping[str, set[str]]) -> str:
+def merged(clusters: Sequence[Compiled]) -> str:
+    """One table for the policies of several clusters whose pods run side by side in the simulation's namespace (each
+    stack is a cluster of its own, compiled over its own pods): their rules and isolated addresses together. Pods'
+    addresses never collide across clusters here, so a rule of one selects none of another's pods; and no packet
+    passes from one cluster's pods to another's, whatever their policies say: each cluster is a network of its own."""
+    rules = {d: [r for c in clusters for r in c.rules.get(d, ())] for d in ("ingress", "egress")}
+    isolated = {d: {ip for c in clusters for ip in c.isolated.get(d, ())} for d in ("ingress", "egress")}
+    apart = [set(c.pods) for c in clusters if c.pods]
+    return _ruleset(rules, isolated, apart if len(apart) > 1 else [])
+
+
+def _ruleset(rules: Mapping[str, list[str]], isolated: Mapping[str, set[str]], apart: Sequence[set[str]] = ()) -> str:
     """The table, replacing the simulation's previous one in the same transaction (`nft -f` applies a file
     atomically): an egress-isolated pod's packet must pass `egress` (a rule there returns it), an ingress-isolated
     pod's `ingress` (a rule there accepts it); each ends in a drop. Packets leaving the pod CIDR are masqueraded to
-    the simulation's own address (the CNI plugins' `ipMasq`, in nftables): the egress tool carries only that."""
+    the simulation's own address (the CNI plugins' `ipMasq`, in nftables): the egress tool carries only that.
+    `apart`: each cluster's pods, where several clusters' pods run side by side: none reaches another's."""
 
     def elements(ips: set[str]) -> str:
         return f" elements = {_set(sorted(ips, key=ipaddress.IPv4Address))};" if ips else ""
@@ -225,9 +241,11 @@ def _ruleset(rules: Mapping[str, list[str]], isolated: Mapping[str, set[str]]) -
         f"table inet {TABLE} {{",
         f"  set ingress_isolated {{ type ipv4_addr;{elements(isolated['ingress'])} }}",
         f"  set egress_isolated {{ type ipv4_addr;{elements(isolated['egress'])} }}",
+        *(f"  set cluster{i} {{ type ipv4_addr;{elements(ips)} }}" for i, ips in enumerate(apart)),
         "  chain forward {",
         "    type filter hook forward priority filter; policy accept;",
         "    ct state established,related accept",
+        *(f"    ip saddr @cluster{i} ip daddr {POD_CIDR} ip daddr != @cluster{i} drop" for i in range(len(apart))),
         "    ip saddr @egress_isolated jump egress",
         "    ip daddr @ingress_isolated jump ingress",
         "  }",

@@ -56,15 +56,15 @@ class Node:
             raise
         return node
 
-    def cgroup(self, pod: model.Pod, attempt: int, slot: int = 0) -> cgroups.PodGroup | None:
+    def cgroup(self, pod: model.Pod, attempt: int, slot: int = 0, workload: int = 0) -> cgroups.PodGroup | None:
         """The group enforcing the limits of this pod's container (`slot` 0: its JAX container's, else its other
         container's at that place) in this attempt, and watching its OOM kills (a memory group without a limit
         for a container without one), where this machine allows it. Its process limit is the simulator's per-pod
         one (`capacity.POD_PIDS_LIMIT`), given to each container's group: a pod of several containers may hold that
-        many tasks in each."""
+        many tasks in each. `workload`: the workload's number in the simulation (workloads run side by side)."""
         if self.groups is None:
             return None
-        name = f"{attempt}-{pod.global_index}" + (f"-{slot}" if slot else "")
+        name = f"{workload}-{attempt}-{pod.global_index}" + (f"-{slot}" if slot else "")
         return self.groups.pod(name, pod.memory_limit, pod.cpu_millis, watch=True, pids_max=capacity.POD_PIDS_LIMIT)
 
     @property

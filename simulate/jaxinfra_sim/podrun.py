@@ -222,10 +222,12 @@ class Attempt:
     ok: bool = False
     reason: str | None = None
     seconds: float = 0.0
+    began: float | None = None  # when it began, seconds since the simulation began (workloads run side by side)
     backoff: float = 0.0  # simulated seconds the kubelet waited before it (CrashLoopBackOff); not waited here
     memory_peak: int = 0  # the most of this machine's memory the simulation was seen to take, bytes (MemAvailable)
     machine: str | None = None  # the machine's own verdict (out of memory, processes, descriptors): not the job's
     unfinished: bool = False  # --timeout came with pods still running: on a cluster they would run on
+    stopped: str | None = None  # why the simulation stopped it (another workload's machine verdict), if it did
     restart: model.Restart | None = None  # how its pods started again (the engine's decision), if they did
     replaced: list[PodRun] = field(default_factory=list)  # failed pods its Jobs replaced while the others ran on
     job_failure: tuple[str, JobFailure] | None = None  # (replicatedJob, condition) of the Job that failed, if one did

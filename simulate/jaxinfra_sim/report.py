@@ -85,10 +85,13 @@ class Reporter:
         return table
 
     def _attempt(self, result: WorkloadResult, attempt: Attempt) -> None:
-        if self.live is not None:
+        # its rows go; those of the workloads running beside it stay
+        self.runs = [r for r in self.runs if not any(r is p for p in (*attempt.pods, *attempt.replaced))]
+        if self.live is not None and not self.runs:
             self.live.stop()
             self.live = None
-        self.runs = []
+        elif self.live is not None:
+            self.live.update(self._table(), refresh=True)
         verdict = "[green]ok[/]" if attempt.ok else f"[red]failed[/]: {escape(printable(attempt.reason or ''))}"
         self.console.print(
             f"{escape(result.workload.id)} attempt {attempt.index}: {verdict} in {attempt.seconds:.2f} s",
@@ -145,6 +148,8 @@ class Reporter:
                 )
             if table.row_count:
                 self.console.print(table)
+            if result.waited_note is not None:
+                self.console.print(f"  {escape(result.waited_note)}", highlight=False, soft_wrap=True)
             if result.held is not None and result.held.pending is None:
                 self.console.print(f"  held: {escape(result.held.note)}", highlight=False, soft_wrap=True)
             if result.reason:  # a reason may quote what a pod said (its last stderr line, a probe's output)

@@ -10,19 +10,21 @@ status pipe (phase changes, the probe's result) and log pipes (prefixed by the r
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import selectors
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxinfra import interrupts
 from jaxinfra_sim import (
     container,
+    dns,
     events,
     eviction,
     fds,
@@ -39,13 +41,13 @@ from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.controllers.running import Running
 from jaxinfra_sim.errors import NetworkError, Unavailable
-from jaxinfra_sim.inputs import Service
 from jaxinfra_sim.machine import Machine, oom_group
 from jaxinfra_sim.netns import PodNetwork
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Faults, Options
 from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, ContainerRun, Listener, Phase, PodRun, Process
 from jaxinfra_sim.printable import printable
+from jaxinfra_sim.steps import Stop, Wait, drive
 
 if TYPE_CHECKING:
     from jaxinfra_sim.netns import HostAddress
@@ -92,11 +94,20 @@ class Runner:
         job_deadlines: Mapping[int, float] | None = None,
         failures: Failures | None = None,
         respawn: Callable[[int], model.Pod] | None = None,
-        services: Sequence[Service] = (),
+        serial: int = 0,
+        beside: Callable[[], Iterable[int]] = tuple,
+        proxy: kubeproxy.Proxy | None = None,
     ):
         """`isolation`: the sandbox strategy that works here (`sandbox.preflight`); `records`: the cluster's
         DNS names (name -> ip) that every pod's /etc/hosts holds; `credentials`: for pods that mount a token;
-        `job_deadlines`: when each pod's Job passes its activeDeadlineSeconds (monotonic, by the pod's global index)."""
+        `job_deadlines`: when each pod's Job passes its activeDeadlineSeconds (monotonic, by the pod's global index);
+        `serial`: the workload's number in the simulation, which names its pods' sandboxes and cgroups apart from those
+        of the workloads that run beside it; `beside`: the descriptors of the attempts running beside this one (each
+        one's `descriptors`), which its pods must not keep open either (their EOFs would never come)."""
+        self.serial = serial
+        self.beside = beside
+        # each begun pod's own network namespace (a host-network pod's address), by id() of its run
+        self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
         self.workload = workload
         self.controllers = Running(workload, options.run_command, self._ready, job_deadlines, failures, respawn)
         self.isolation = isolation
@@ -114,10 +125,10 @@ class Runner:
         self.listening = False
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
         self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
-        self.services = services  # those with a cluster IP: kube-proxy answers them (`_kube_proxy`)
-        self.proxy: kubeproxy.Proxy | None = None
+        self.proxy = proxy  # the simulation's kube-proxy (None: no Service has a cluster IP): `_kube_proxy`
 
-    def run(self, index: int) -> Attempt:
+    def steps(self, index: int) -> Generator[Wait, None, Attempt]:
+        """Attempt `index`, a step at a time: each `Wait` is what it waits for before its next step."""
         # Faults are transient: injected into the first attempt, so a restart shows recovery.
         self.faults = faults = self.options.faults if index == 0 else Faults()
         self.attempt_index = index
@@ -138,10 +149,10 @@ class Runner:
         network = self.node.network if self.node is not None else None
         self.prober = prober.Prober(network.join if network is not None else None, self.runtime, self._unhealthy)
         # each begun pod's own network namespace (a host-network pod's address), by id() of its run
-        self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
+        self.pod_networks = {}
         self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
-        self.proxy = kubeproxy.Proxy.start(network, self.services, t0)  # every cluster IP answered from the start
+        ended = False
         try:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
@@ -226,20 +237,42 @@ class Runner:
                     attempt.reason = stuck
                     break
                 timeout = min([w - now for w in wake] + [0.01 if hold else 0.2])
-                for key, _ in self.selector.select(max(timeout, 0.0)):
+                try:
+                    yield Wait(max(timeout, 0.0), self.selector.fileno())
+                except Stop as stop:
+                    attempt.reason = attempt.stopped = str(stop)
+                    break
+                for key, _ in self.selector.select(0):
                     self._read(key.data, key.fd)
-        finally:
             self.prober.close()
-            self._end(runs)
+            yield from self._ending(runs)
+            ended = True
+        finally:
+            if not ended:  # an interrupt, or the machine's verdict elsewhere: stopped at once, without a step
+                self.prober.close()
+                self._end(runs)
             for net in self.pod_networks.values():
                 net.close()
             self.pod_networks.clear()
+            if self.proxy is not None:  # its pods are no Service's endpoints any more
+                with contextlib.suppress(NetworkError):  # (the network itself gone: nothing answers them either)
+                    self.proxy.sync(time.monotonic(), (), self.workload.id)
         if not attempt.ok and attempt.reason is None:  # told once every pod has ended (a preempted one may end last)
             failed = attempt.first_failure
             attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
         attempt.seconds = time.monotonic() - t0
         attempt.memory_peak = self.machine.memory.peak
         return attempt
+
+    def descriptors(self, keep: object = None) -> list[int]:
+        """This attempt's own descriptors that no pod may keep open (its pods' pipes, their shims' control pipes, the
+        ends of their id-map handshakes, their network namespaces but `keep`, the one a pod being forked joins)."""
+        return [
+            *(key.fd for key in self.selector.get_map().values()),
+            *self.controls,
+            *self.answers,
+            *(n.fileno() for n in self.pod_networks.values() if n is not keep and n.fileno() >= 0),
+        ]
 
     def _sandbox_network(self, r: PodRun) -> None:
         """Ask for the pod's own network namespace as its pod begins (the kubelet's RunPodSandbox, before any of its
@@ -251,7 +284,7 @@ class Runner:
         if r.pod.host_network:  # its node's namespace, where it listens on its own address
             self.pod_networks[id(r)] = network.host_address(r.pod.ip)
             return
-        sandbox_id = f"jaxinfra-{os.getpid()}-{self.attempt_index}-{r.pod.global_index}-{r.generation}"
+        sandbox_id = f"jaxinfra-{os.getpid()}-{self.serial}-{self.attempt_index}-{r.pod.global_index}-{r.generation}"
         self.pod_networks[id(r)] = network.pod(r.pod.ip, sandbox_id)
 
     def _release_networks(self, runs: list[PodRun], now: float) -> None:
@@ -338,7 +371,7 @@ class Runner:
             for r in runs
             if r.begun and not r.done and id(r) in self.pod_networks
         ]
-        due = self.proxy.sync(now, endpoints)
+        due = self.proxy.sync(now, endpoints, self.workload.id)
         if due is not None:
             wake.append(due)
 
@@ -455,7 +488,9 @@ class Runner:
             oci=self.runtime,
         )
         p.cwd, p.env, p.name = c.cwd, c.env, c.name
-        p.group = self.node.cgroup(p.pod, self.attempt_index, slot) if self.node is not None else None
+        if isinstance(self.records, dns.LiveRecords):  # rewritten as the cluster's pods come and go
+            self.records.track(p.pod, c.spec.hosts)
+        p.group = self.node.cgroup(p.pod, self.attempt_index, slot, self.serial) if self.node is not None else None
         p.security = c.pod.security  # an image given whole may have set its user (`oci_image.applied`)
         p.unapplied = sandbox.unapplied(self.isolation, c.pod.security, c.runtime is not None)
         network = self.node.network if self.node else None
@@ -477,12 +512,10 @@ class Runner:
                 raise
             if pid == 0:
                 others = [
-                    *(key.fd for key in self.selector.get_map().values()),
-                    *self.controls,
-                    *self.answers,
+                    *self.descriptors(sandbox_net),
                     control_w,
                     *([theirs.ask, theirs.done] if theirs else []),
-                    *(n.fileno() for n in self.pod_networks.values() if n is not sandbox_net and n.fileno() >= 0),
+                    *self.beside(),
                 ]
                 container.become(
                     c,
@@ -750,6 +783,10 @@ class Runner:
         return min(r.pod.grace_period, self.options.grace_cap)
 
     def _end(self, runs: list[PodRun]) -> None:
+        """`_ending`, waited for here."""
+        drive(self._ending(runs))
+
+    def _ending(self, runs: list[PodRun]) -> Generator[Wait, None, None]:
         """Stop every container still running, reap it, close its pipes: nothing is left behind.
 
         After a preemption, and after the workload completed with pods still running, they are stopped as a
@@ -782,7 +819,8 @@ class Runner:
                 if id(p) in unkilled and time.monotonic() >= deadline[id(p)]:
                     p.request(signal.SIGKILL)
                     unkilled.discard(id(p))
-            for key, _ in self.selector.select(0.02):
+            yield Wait(0.02, self.selector.fileno())
+            for key, _ in self.selector.select(0):
                 self._read(key.data, key.fd)
             for r, p, pid in live:
                 if not p.reaped and (found := os.waitpid(pid, os.WNOHANG))[0]:

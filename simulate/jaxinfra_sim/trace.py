@@ -8,9 +8,10 @@ thread per pod, `X` (complete) events for phases, `i` (instant) events for fault
 verdicts, `M` (metadata) events for names and order. Format: "Trace Event Format" (Google,
 docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU); microsecond `ts`.
 
-The clock: each attempt's timings count from its own start, and attempts run one after another
-(engine.simulate), so an attempt starts where the ones before it ended; the few milliseconds
-between two attempts (emulating the recreated pods) are not measured and not shown.
+The clock: each attempt's timings count from its own start, and each attempt is placed where it began
+(`Attempt.began`), the clock's zero where the first began: the workloads of one input run side by side
+(`scheduler`), so their attempts overlap, each in a process (track) of its own. An attempt that does not say when it
+began (one made by hand) starts where the one before it ended.
 """
 
 from __future__ import annotations
@@ -162,11 +163,14 @@ def _track(run: PodRun, attempt: Attempt, faults: Faults, offset: float) -> Trac
 
 
 def timeline(report: Report, faults: Faults) -> Timeline:
-    """Every attempt of every workload on one clock, in the order they ran."""
+    """Every attempt of every workload on one clock: where it began (workloads run side by side, each attempt a lane
+    of its own), else, for an attempt that says not (one made by hand), right after the one before."""
     lanes, verdicts = [], []
-    clock = 0.0
+    clock = end = 0.0
+    origin = min((a.began for r in report.results for a in r.attempts if a.began is not None), default=0.0)
     for result in report.results:
         for attempt in result.attempts:
+            clock = attempt.began - origin if attempt.began is not None else clock
             verdict = "ok" if attempt.ok else f"failed: {attempt.reason}"
             lanes.append(
                 Lane(
@@ -183,6 +187,7 @@ def timeline(report: Report, faults: Faults) -> Timeline:
                 )
             )
             clock += attempt.seconds
+            end = max(end, clock)
         verdicts.append(
             Mark(
                 f"{result.workload.id}: {result.verdict}" + (f" ({result.reason})" if result.reason else ""),
@@ -191,7 +196,7 @@ def timeline(report: Report, faults: Faults) -> Timeline:
                 {"restarts": result.restarts},
             )
         )
-    return Timeline(tuple(lanes), tuple(verdicts), clock)
+    return Timeline(tuple(lanes), tuple(verdicts), end)
 
 
 def _us(seconds: float) -> int:
