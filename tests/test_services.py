@@ -377,3 +377,35 @@ def test_a_server_whose_readiness_fails_leaves_its_service(home: Path, as_root: 
     rc, out, report = simulate_as(home, text, "--run-command", "--timeout", "60", as_root=as_root)
     assert rc == 0, out
     assert pods_of(report) == {"svc-server-0-0": 0, "svc-client-0-0": 0}, out
+
+
+def batch_job(spec: dict) -> dict:
+    """One of `job`'s replicated Jobs as a Job of its own (a workload of its own)."""
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": spec["name"]},
+        "spec": spec["template"]["spec"],
+    }
+
+
+@AS
+def test_a_job_reaches_another_jobs_pods_through_their_service(home: Path, as_root: bool) -> None:
+    """The server and its client are two Jobs, applied together, as the Kubernetes docs' "Connecting Applications with
+    Services" applies a Deployment and then runs a client beside it: both run at once, and the client reaches the
+    server's pod by the Service's name through kube-proxy, whose endpoints are whichever workload's pods the Service
+    selects."""
+    from jaxinfra.yamlio import dump
+
+    before = machine_network()
+    server = batch_job(job("server", 1, {"role": "server"}, SERVER, readinessProbe=READY_ON_8080))
+    caller = batch_job(job("client", 1, {"role": "client"}, client(1, 1)))
+    rc, out, report = simulate_as(
+        home, dump([service(), server, caller]), "--run-command", "--timeout", "60", as_root=as_root
+    )
+    assert rc == 0, out
+    assert [(w["name"], w["verdict"]) for w in report["workloads"]] == [
+        ("server", "succeeded"),
+        ("client", "succeeded"),
+    ], out
+    assert machine_network() == before
