@@ -19,6 +19,7 @@ import yaml
 
 from tests.support import unprivileged
 from tests.support.cli import simulate_as, simulate_cli
+from tests.support.jobsets import indexed_job
 from tests.test_sim_fidelity import kueue_queue
 
 pytestmark = pytest.mark.simulator
@@ -26,25 +27,14 @@ pytestmark = pytest.mark.simulator
 
 def job(name: str, script: str, *, labels: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
     """An Indexed Job of one pod running `script` in python3, its pod labelled `labels` (and `extra` pod spec)."""
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": 1,
-            "parallelism": 1,
-            "backoffLimit": 0,
-            "template": {
-                "metadata": {"labels": labels or {}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "main", "image": "python:3.11-slim", "command": ["python3", "-c", script]}],
-                    **extra,
-                },
-            },
-        },
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "main", "image": "python:3.11-slim", "command": ["python3", "-c", script]}],
+        **extra,
     }
+    made = indexed_job(name, pod, 1, backoffLimit=0)
+    made["spec"]["template"]["metadata"] = {"labels": labels or {}}
+    return made
 
 
 def headless(name: str, selector: dict[str, str]) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import yaml
 
 from tests.support import unprivileged
 from tests.support.cli import machine_network, simulate_as, simulate_cli
+from tests.support.jobsets import indexed_job
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.stacks import rendered
 
@@ -286,24 +287,11 @@ def _outside(name: str) -> str:
         "except OSError as e:\n"
         "    sys.exit(3 if e.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH) else 0)\n"
     )
-    job = {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": name},
-        "spec": {
-            "completionMode": "Indexed",
-            "completions": 1,
-            "parallelism": 1,
-            "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{"name": "c", "image": "python:3.11", "command": ["python3", "-c", program]}],
-                }
-            },
-        },
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [{"name": "c", "image": "python:3.11", "command": ["python3", "-c", program]}],
     }
-    return yaml.safe_dump(job)
+    return yaml.safe_dump(indexed_job(name, pod, 1, backoffLimit=0))
 
 
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
