@@ -375,3 +375,15 @@ def test_the_machines_verdict_on_one_workload_stops_the_others(tmp_path: Path) -
     assert sleeper["verdict"] == "not finished", sleeper
     assert sleeper["reason"] == "stopped when the machine's verdict on Job/default/hungry ended the simulation"
     assert sleeper["attempts"][0]["seconds"] < 30, sleeper  # stopped, not left to sleep out its 60 s
+
+
+def test_two_clusters_workloads_of_one_name_run_side_by_side(tmp_path: Path) -> None:
+    """Each stack is a cluster of its own, and two stacks may both hold JobSet/default/train (their pods named alike):
+    side by side, each keeps its own folders, hosts files and sockets, and both pass (they once shared one folder and
+    their coordinators never answered)."""
+    from tests.support.paths import ROOT
+
+    stacks = [str(ROOT / "stacks" / "gpu_h100_2x8.py"), str(ROOT / "stacks" / "tpu_v5e_2x4.py")]
+    rc, report, out = simulate_cli(*stacks, "--timeout", "120", tmp=tmp_path)
+    assert rc == 0, out
+    assert [(w["id"], w["verdict"]) for w in report["workloads"]] == [("JobSet/default/train", "succeeded")] * 2, out

@@ -310,7 +310,8 @@ def run_workload(result: WorkloadResult, sim: Simulation, serial: int) -> Genera
             job_started.clear()  # new child Jobs
         for key in job_started:  # the kubelet's back-off, simulated rather than waited, counts towards the deadline
             job_started[key] -= backoff
-        workdir = sim.tmp / f"{paths.safe_name(workload.id)}.{result.recreated}"
+        # its own folder: workloads of two clusters may share a namespace and a name (two stacks' JobSet/default/train)
+        workdir = sim.tmp / f"{serial}-{paths.safe_name(workload.id)}.{result.recreated}"
         runner = Runner(
             workload,
             options,

@@ -345,7 +345,7 @@ class EmulatedCluster:
     ] = ()  # what the API server holds (inputs and what the controllers made), when asked for
     problems: tuple[Problem, ...] = ()  # manifest-level problems (unsupported kinds, parse errors)
     # the DNS records (name -> ip) its Services (the manifests' and its controllers') make of whichever pods live
-    records_of: Callable[[Sequence[Pod]], Mapping[str, str]] | None = None
+    records_of: Callable[[Sequence[Pod]], Mapping[str, str]] | None = field(default=None, compare=False)
 
 
 class Findings:
