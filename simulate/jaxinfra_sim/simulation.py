@@ -63,6 +63,7 @@ class Simulation:
     blocks: Iterator[int] = field(default_factory=itertools.count)
     clusters: dict[int, LiveCluster] = field(default_factory=dict)  # by id() of the cluster's manifests
     proxy: kubeproxy.Proxy | None = None  # kube-proxy, for every Service with a cluster IP among the inputs
+    rules: str | None = None  # the NetworkPolicy ruleset loaded in the pods' network
     # each running attempt's descriptors that no pod may keep open (`runner.Runner.descriptors`), by workload id
     descriptors: dict[str, Callable[[], list[int]]] = field(default_factory=dict)
 
@@ -114,9 +115,10 @@ class Simulation:
         if cluster.records_of is not None:
             cluster.records.update(cluster.records_of(cluster.live_pods()))
         if self.node is not None and self.node.network is not None:
-            self.node.network.load_rules(
-                netpol.merged([netpol.of_manifests(c.manifests, c.live_pods()) for c in self.clusters.values()])
-            )
+            ruleset = netpol.merged([netpol.of_manifests(c.manifests, c.live_pods()) for c in self.clusters.values()])
+            if ruleset != self.rules:  # (no policy selects a pod: the same table whichever pods live)
+                self.node.network.load_rules(ruleset)
+                self.rules = ruleset
 
     def storage(self, mount: model.Mount) -> Path:
         """Where a claim or a bucket keeps its data: the folder --volume names, else one for the whole simulation;
