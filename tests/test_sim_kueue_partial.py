@@ -15,32 +15,11 @@ import yaml
 
 from jaxinfra_sim.emulation import emulate
 from tests.support.cli import simulate_cli
+from tests.test_sim_fidelity import kueue_queue
 
 pytestmark = pytest.mark.simulator
 
-QUEUES = """---
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ResourceFlavor
-metadata: {name: default-flavor}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: ClusterQueue
-metadata: {name: cluster-queue}
-spec:
-  namespaceSelector: {}
-  resourceGroups:
-  - coveredResources: [cpu, memory]
-    flavors:
-    - name: default-flavor
-      resources:
-      - {name: cpu, nominalQuota: 5}
-      - {name: memory, nominalQuota: 9Gi}
----
-apiVersion: kueue.x-k8s.io/v1beta2
-kind: LocalQueue
-metadata: {name: user-queue, namespace: default}
-spec: {clusterQueue: cluster-queue}
-"""
+QUEUES = kueue_queue(cpu="5", memory="9Gi")  # Kueue's single-cluster sample set-up, 5 cpu
 
 
 def job(parallelism: int, completions: int, min_parallelism: int | None = None) -> str:
