@@ -304,9 +304,9 @@ def admit(
     cq_name, held = _queue(namespace, queue, labels, objects)
     if held is not None:
         return held
-    priority = _priority(labels.get(PRIORITY_LABEL), objects)
+    priority, wanted = _priority(labels.get(PRIORITY_LABEL), objects), topology or {}
     full = [p.count for p in podsets]
-    whole = _assign(cq_name, namespace, queue, podsets, full, objects, topology or {}, priority)
+    whole = _assign(cq_name, namespace, queue, podsets, full, objects, wanted, priority)
     deltas = [p.count - min(p.count, p.min_count) if p.min_count is not None else 0 for p in podsets]
     total = sum(deltas)
     if whole.admitted or whole.held is not Hold.QUOTA or not total:
@@ -315,7 +315,7 @@ def admit(
 
     def fits(step: int) -> bool:  # `step` of `total`: each pod set shrunk by its share of it
         counts = [c - d * step // total for c, d in zip(full, deltas, strict=True)]
-        assigned = _assign(cq_name, namespace, queue, podsets, counts, objects, topology or {}, priority)
+        assigned = _assign(cq_name, namespace, queue, podsets, counts, objects, wanted, priority)
         tried[step] = replace(assigned, counts=tuple(counts))
         return tried[step].admitted
 
