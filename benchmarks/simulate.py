@@ -38,10 +38,12 @@ def cli(*args: str, unprivileged: bool = False) -> tuple[float, dict]:
         argv = [PY, "-m", "jaxinfra", "simulate", *args, "--no-logs", "--json", str(report)]
         argv, env, save = command(argv, home) if unprivileged else (argv, None, None)
         start = time.perf_counter()
-        subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        done = subprocess.run(argv, env=env, check=False, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wall = time.perf_counter() - start
         if save is not None:
             shutil.rmtree(save, ignore_errors=True)
+        if not report.exists():  # refused before anything started (this machine's capacity: exit 3)
+            return wall, {"ok": False, "refused": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}
         return wall, json.loads(report.read_text())
     finally:
         shutil.rmtree(home, ignore_errors=True)

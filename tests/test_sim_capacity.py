@@ -70,7 +70,8 @@ def indexed_job(n: int, *, command: str | None = None, shell: str | None = None,
 @pytest.mark.unit
 def test_the_estimate_grows_with_pods_devices_and_a_fresh_interpreter() -> None:
     one = capacity.need("Job/x", 1, 1, run_command=False)
-    assert capacity.need("Job/x", 64, 64, False).memory == 64 * one.memory
+    # each process holds every device of its group: memory grows faster than the pods
+    assert capacity.need("Job/x", 64, 64, False).memory > 64 * one.memory
     assert capacity.need("Job/x", 64, 64, False).tasks == 64 * one.tasks
     assert capacity.need("Job/x", 1, 4, False).memory > one.memory
     assert capacity.need("Job/x", 1, 1, run_command=True).memory > one.memory
@@ -104,8 +105,20 @@ def test_a_job_that_fits_is_admitted_and_one_that_does_not_is_told_every_shortfa
     assert "GiB of memory (20.0 GiB available: MemAvailable)" in why
     assert "processes and threads (room for 32,000: kernel.pid_max 32768)" in why
     assert "file descriptors (19,000 free: ulimit -n 20000)" in why
-    fits = min(20 * 2**30 // (capacity.PROBE_POD_BYTES + capacity.DEVICE_BYTES), 32_000 // capacity.TASKS_PER_POD)
+    fits = min(capacity._most_pods(20 * 2**30, 1, False), 32_000 // capacity.TASKS_PER_POD)
     assert f"fix: simulate at most {fits:,} pods here" in why and "--shadow cpu" in why
+
+
+@pytest.mark.unit
+def test_the_most_pods_told_fit_and_one_more_does_not() -> None:
+    """Memory grows with the square of a group's size (each process holds every device of it): the pods a refusal
+    says fit are the most that do, measured against the same estimate (512 processes here took 18.2 GiB, not 13)."""
+    assert 17 * 2**30 < capacity.need("Job/x", 512, 512, False).memory < 19 * 2**30
+    for memory, per_pod, run_command in [(22 * 2**30, 1, False), (22 * 2**30, 4, False), (8 * 2**30, 2, True)]:
+        most = capacity._most_pods(memory, per_pod, run_command)
+        assert capacity.need("Job/x", most, most * per_pod, run_command).memory <= memory
+        assert capacity.need("Job/x", most + 1, (most + 1) * per_pod, run_command).memory > memory
+    assert capacity._most_pods(22 * 2**30, 1, False) < 1024  # this machine's 22 GiB hold about 590, not 1,024
 
 
 @pytest.mark.unit

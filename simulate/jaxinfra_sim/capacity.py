@@ -9,6 +9,7 @@ forked (exit 3), rather than forking until the machine gives out with nothing sa
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 from collections.abc import Iterable, Sequence
@@ -20,10 +21,18 @@ from jaxinfra_sim import cgroupfs
 MIB = 2**20
 GIB = 2**30
 
-PROBE_POD_BYTES = 24 * MIB
-"""Memory a built-in probe pod adds (its shim and its JAX process, forked from the simulator, which imported jax
-once: what they share with it stays shared), measured by `benchmarks/scale.py` as the simulation's peak over its
-pods (about 24 MiB here, rank 0 about 90 MiB: it compiles and serves the coordination service)."""
+PROBE_POD_BYTES = 18 * MIB
+"""Memory a built-in probe pod adds whatever the size of its group (its shim and its JAX process, forked from the
+simulator, which imported jax once: what they share with it stays shared; rank 0 takes more, about 90 MiB: it compiles
+and serves the coordination service). With `GROUP_DEVICE_BYTES` and `DEVICE_BYTES`, fitted to the simulation's peak
+over its pods (`benchmarks/scale.py`, this 2-core VM, 2026-12-06): 23.6 MiB a pod at 128 processes, 27.1 to 28.3 at
+256, 36.4 at 512 (18.2 GiB); the model gives 24, 28 and 36."""
+GROUP_DEVICE_BYTES = 32 * 1024
+"""More per device of its group that each JAX process of the group holds: the program it loads names every device (its
+replica groups and device assignment: the executable process 0 shares grows by about 0.5 KiB a device, and loaded,
+a process's private memory by about 21 KiB a device, measured at 32 and 128 processes), and its group's global arrays
+index every shard. Summed over the group, memory grows with the square of its size: 1,024 processes would take about
+52 GiB."""
 COMMAND_POD_BYTES = 320 * MIB
 """The least a --run-command pod takes: its container execs a fresh interpreter that imports jax by itself (about
 300 MiB resident here before the program allocates anything of its own)."""
@@ -74,17 +83,36 @@ class Need:
     memory: int  # bytes
     tasks: int
     descriptors: int
+    devices: int  # CPU devices in all: memory grows with the group's size (`_most_pods`)
+    run_command: bool
+
+
+def _memory(pods: int, devices: int, run_command: bool) -> int:
+    """The bytes `pods` pods of one JAX group with `devices` CPU devices in all take (`need`)."""
+    per_pod = (COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES) + devices * GROUP_DEVICE_BYTES
+    return pods * per_pod + devices * DEVICE_BYTES
+
+
+def _most_pods(memory: int, devices_per_pod: float, run_command: bool) -> int:
+    """The most pods (`devices_per_pod` each) whose `_memory` fits in `memory`: the positive root of the quadratic."""
+    a = devices_per_pod * GROUP_DEVICE_BYTES
+    b = (COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES) + devices_per_pod * DEVICE_BYTES
+    most = int((-b + math.sqrt(b * b + 4 * a * memory)) / (2 * a)) if a else int(memory // b)
+    while most > 0 and _memory(most, math.ceil(most * devices_per_pod), run_command) > memory:
+        most -= 1  # rounding
+    return most
 
 
 def need(workload: str, pods: int, devices: int, run_command: bool) -> Need:
-    """The estimate for a workload of `pods` pods with `devices` CPU devices in all."""
-    per_pod = COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES
+    """The estimate for a workload of `pods` pods with `devices` CPU devices in all (one JAX group)."""
     return Need(
         workload,
         pods,
-        pods * per_pod + devices * DEVICE_BYTES,
+        _memory(pods, devices, run_command),
         pods * TASKS_PER_POD,
         DESCRIPTORS_BASE + pods * DESCRIPTORS_PER_POD,
+        devices,
+        run_command,
     )
 
 
@@ -218,10 +246,8 @@ def refusal(n: Need) -> str | None:
         short.append(f"{n.descriptors:,} file descriptors ({fds.left:,} free: {fds.source})")
     if not short:
         return None
-    per_pod = max(n.memory // max(n.pods, 1), 1)
-    fits = max(
-        min(mem.left // per_pod, tsk.left // TASKS_PER_POD, (fds.left - DESCRIPTORS_BASE) // DESCRIPTORS_PER_POD), 0
-    )
+    in_memory = _most_pods(mem.left, n.devices / max(n.pods, 1), n.run_command)
+    fits = max(min(in_memory, tsk.left // TASKS_PER_POD, (fds.left - DESCRIPTORS_BASE) // DESCRIPTORS_PER_POD), 0)
     return (
         f"this machine cannot run {n.workload}: its {n.pods:,} pods need at least {'; '.join(short)}; "
         f"fix: simulate at most {fits:,} pods here (a smaller slice, fewer hosts), or {AT_SCALE}"
