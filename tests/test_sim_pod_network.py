@@ -271,7 +271,7 @@ spec:
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
 def test_an_ended_pods_address_answers_until_the_kubelet_stops_its_sandbox(home: Path, as_root: bool) -> None:
     """A pod that has ended still answers at its address for as long as the kubelet takes to notice and stop its
-    sandbox (`runner.SANDBOX_TEARDOWN_S`), then no longer: its network namespace, veth and route are gone."""
+    sandbox (`podnetworks.SANDBOX_TEARDOWN_S`), then no longer: its network namespace, veth and route are gone."""
     rc, out, report = simulate_as(home, ENDED_PEER, "--run-command", "--timeout", "30", as_root=as_root)
     pods = [p["exit_code"] for p in report["workloads"][0]["attempts"][0]["pods"]]
     assert rc == 0 and pods == [0, 0], out
