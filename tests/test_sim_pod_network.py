@@ -6,13 +6,11 @@ every group of a pod's network namespace (`netns.py`). The unprivileged run is i
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support import unprivileged
 from tests.support.cli import machine_network, simulate_as, simulate_cli
 from tests.support.jobsets import indexed_job
 from tests.support.paths import MANIFESTS, ROOT
@@ -53,13 +51,6 @@ def test_a_service_that_selects_other_pods_leaves_the_peers_unnamed_and_the_job_
 
 
 SAME_PORT = MANIFESTS / "indexed_job_same_port.yaml"
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
