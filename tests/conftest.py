@@ -16,7 +16,7 @@ import pytest
 from hypothesis import settings
 from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
-from tests.support import fresh_venv
+from tests.support import fresh_venv, unprivileged
 from tests.support.paths import ROOT
 
 settings.register_profile("default", max_examples=40, deadline=None)
@@ -45,6 +45,15 @@ class YamlSnapshot(SingleFileSnapshotExtension):
 @pytest.fixture
 def yaml_snapshot(snapshot: Any) -> Any:
     return snapshot.use_extension(YamlSnapshot)
+
+
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A fresh folder the unprivileged user owns (`unprivileged.scratch_home`), removed afterwards: a simulation's
+    HOME and scratch, run as root or as that user."""
+    folder = unprivileged.scratch_home()
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)

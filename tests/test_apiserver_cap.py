@@ -1,4 +1,4 @@
-"""The simulated API server's connections are capped (simulate/apiserver.py `MAX_CONNECTIONS`): a pod that opens
+"""The simulated API server's connections are capped (simulate/apihttp.py `MAX_CONNECTIONS`): a pod that opens
 connections without end holds a bounded number of the server's threads, and each connection past the cap is answered
 as kube-apiserver answers a request past its in-flight limits (maxinflight.go: 429, Retry-After: 1) and closed."""
 

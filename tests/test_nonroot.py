@@ -6,10 +6,8 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,13 +19,6 @@ from tests.support import unprivileged
 from tests.support.paths import MANIFESTS, ROOT
 
 pytestmark = pytest.mark.simulator
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def leftover_processes(marker: str) -> list[str]:

@@ -5,9 +5,7 @@ shows them as `\\xNN` on the simulator's terminal, in the JSON report and in the
 from __future__ import annotations
 
 import json
-import shutil
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +23,6 @@ LINES = (
     r"printf '\033[32msimulation passed\033[0m\n'; printf 'progress 10%%\rprogress 100%%\n'; "
     r"printf '\302\233' ; printf '2J cleared\a\tend\n'; printf '\033]0;title\007\033[32mfake\033[0m\n' >&2"
 )
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_printable_escapes_c0_and_c1_controls_but_the_tab() -> None:

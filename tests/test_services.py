@@ -6,13 +6,10 @@ ruleset as they were."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import unprivileged
 from tests.support.cli import machine_network, simulate_as
 
 pytestmark = pytest.mark.simulator
@@ -145,13 +142,6 @@ def manifests(
 
 def client(count: int, servers: int) -> str:
     return CLIENT.replace("COUNT", str(count)).replace("SERVERS", str(servers))
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def pods_of(report: dict) -> dict[str, int | None]:

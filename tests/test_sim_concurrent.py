@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.support import unprivileged
 from tests.support.cli import simulate_as, simulate_cli
 from tests.support.jobsets import indexed_job
 from tests.test_sim_fidelity import kueue_queue
@@ -99,13 +97,6 @@ def three_jobs(policy: bool) -> str:
 
 def verdicts(report: dict[str, Any]) -> dict[str, str]:
     return {w["name"]: w["verdict"] for w in report["workloads"]}
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])

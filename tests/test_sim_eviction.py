@@ -6,8 +6,6 @@ pod. End to end with --run-command, as root and as uid 65534; the rules themselv
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,6 @@ import pytest
 
 from jaxinfra.yamlio import dump
 from jaxinfra_sim import eviction, model
-from tests.support import unprivileged
 from tests.support.cli import simulate_as
 
 pytestmark = pytest.mark.simulator
@@ -56,13 +53,6 @@ def pods(report: dict[str, Any], name: str) -> list[dict[str, Any]]:
     """Every pod of the Job `name` its attempts ran, in order (those its Job replaced first)."""
     [w] = [w for w in report["workloads"] if w["name"] == name]
     return [p for a in w["attempts"] for p in [*a.get("replaced", ()), *a["pods"]]]
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @MODES

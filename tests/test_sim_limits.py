@@ -6,8 +6,6 @@ with --run-command, as root (where the pids and memory controllers are the simul
 from __future__ import annotations
 
 import os
-import shutil
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,6 @@ import pytest
 
 from jaxinfra.yamlio import dump
 from jaxinfra_sim import capacity
-from tests.support import unprivileged
 from tests.support.cli import simulate_as
 from tests.test_sim_sandbox import job  # an Indexed Job of one busybox pod running `sh -c script`
 
@@ -29,13 +26,6 @@ ALLOCATE = 'python3 -c "b = bytearray(512 * 1024 * 1024)"'
 
 def pods(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {p["hostname"]: p for w in report["workloads"] for p in w["attempts"][0]["pods"]}
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def unenforced(report: dict[str, Any], what: str) -> list[str]:

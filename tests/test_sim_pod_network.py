@@ -6,13 +6,11 @@ every group of a pod's network namespace (`netns.py`). The unprivileged run is i
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
 
-from tests.support import unprivileged
 from tests.support.cli import machine_network, simulate_as, simulate_cli
 from tests.support.jobsets import indexed_job
 from tests.support.paths import MANIFESTS, ROOT
@@ -53,13 +51,6 @@ def test_a_service_that_selects_other_pods_leaves_the_peers_unnamed_and_the_job_
 
 
 SAME_PORT = MANIFESTS / "indexed_job_same_port.yaml"
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
@@ -271,7 +262,7 @@ spec:
 @pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
 def test_an_ended_pods_address_answers_until_the_kubelet_stops_its_sandbox(home: Path, as_root: bool) -> None:
     """A pod that has ended still answers at its address for as long as the kubelet takes to notice and stop its
-    sandbox (`runner.SANDBOX_TEARDOWN_S`), then no longer: its network namespace, veth and route are gone."""
+    sandbox (`podnetworks.SANDBOX_TEARDOWN_S`), then no longer: its network namespace, veth and route are gone."""
     rc, out, report = simulate_as(home, ENDED_PEER, "--run-command", "--timeout", "30", as_root=as_root)
     pods = [p["exit_code"] for p in report["workloads"][0]["attempts"][0]["pods"]]
     assert rc == 0 and pods == [0, 0], out

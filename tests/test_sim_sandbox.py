@@ -169,13 +169,6 @@ def owned(path: Path) -> Path:
 
 
 @pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    shutil.rmtree(folder, ignore_errors=True)
-
-
-@pytest.fixture
 def canary() -> Iterator[Path]:
     """A folder of the machine that pods see at the same path (in /usr, one of the system folders a container's root
     takes, `rootfs.SYSTEM`; right in it: an unprivileged user's overlay cannot copy up a folder of an id it does not

@@ -17,24 +17,19 @@ beside it, which their program joins (`host:port`) itself: under `--run-command`
 what the program does, that pair is a note, not a refusal, and still checked as the address it makes (the host
 resolves to rank 0, the port is one rank 0 declares and its Service exposes: `joined`).
 
-Each problem says what is wrong and how to fix it; repeated problems collapse (`model.Findings`).
+Each problem says what is wrong and how to fix it; repeated problems collapse (`model.Findings`). Why a name does
+not resolve is `resolution`'s to say; whether K8sCluster can work in a pod (its token, RBAC), `k8s_access`'s.
 """
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping, Sequence
 from functools import cached_property
 
 from jaxinfra.errors import Problem
-from jaxinfra.upstream import (
-    JAXJOB_PORT_NAME,
-    JOB_COMPLETION_INDEX,
-    JOB_NAME_LABEL,
-    JOBSET_NAME_LABEL,
-)
+from jaxinfra.upstream import JAXJOB_PORT_NAME, JOB_COMPLETION_INDEX
 from jaxinfra_sim import model
-from jaxinfra_sim.dns import CLUSTER_DOMAIN, ClusterDns
+from jaxinfra_sim.dns import ClusterDns
 from jaxinfra_sim.inputs import Objects, Service
 from jaxinfra_sim.jax_env import (
     BARE_INITIALIZE,
@@ -48,16 +43,10 @@ from jaxinfra_sim.jax_env import (
     split_hostport,
     v1_coordinator,
 )
-from jaxinfra_sim.k8s_detection import (
-    K8S_DETECTED,
-    K8S_DETECTOR,
-    Unmet,
-    k8s_coordinator,
-    k8s_job,
-    k8s_unmet,
-)
+from jaxinfra_sim.k8s_access import K8sAccess
+from jaxinfra_sim.k8s_detection import K8S_DETECTED, K8S_DETECTOR, k8s_coordinator, k8s_job
 from jaxinfra_sim.platform.gke_tpu import JAX_DEFAULT_TPU_PORT
-from jaxinfra_sim.rbac import RBAC_KINDS, Attributes, Policy, Subject
+from jaxinfra_sim.resolution import Resolution, fqdn
 
 
 class Checker:
@@ -81,7 +70,8 @@ class Checker:
         self.findings = model.Findings()
         self.notes: dict[str, str] = {}  # what the checks could not know, and assumed (one per kind)
         self.rank_of = [rank_of(p) for p in pods]
-        self._rbac: dict[tuple[str, str, str], Unmet | None] = {}
+        self.names = Resolution(wl_id, pods, dns, objects.namespaces, services)
+        self.access = K8sAccess(objects, k8s_client)
 
     @cached_property
     def rank0(self) -> model.Pod:
@@ -93,49 +83,7 @@ class Checker:
     def _path(self, pod: model.Pod, var: str) -> str:
         return f"{self.id} pod {pod.hostname} env {var}"
 
-    def _fqdn(self, pod: model.Pod) -> str:
-        return f"{pod.hostname}.{pod.subdomain}" if pod.subdomain else pod.hostname
-
     # --- JAX's Kubernetes detection -----------------------------------------------------
-    def _k8s_unmet(self, pod: model.Pod) -> Unmet | None:
-        """`k8s_unmet`, with where the token's automount was turned off, and RBAC: K8sCluster lists the pods of the
-        namespace and gets the pod's Job as its ServiceAccount."""
-        unmet = k8s_unmet(pod, k8s_client=self.k8s_client)
-        if unmet is not None and not pod.token:
-            account = self.objects.service_accounts.get((pod.namespace, pod.service_account)) or {}
-            where = (
-                f"ServiceAccount '{pod.service_account}' sets automountServiceAccountToken: false and the pod template "
-                "does not set it true"
-                if account.get("automountServiceAccountToken") is False
-                else "the pod template sets automountServiceAccountToken: false"
-            )
-            return Unmet(unmet.condition.replace("(automountServiceAccountToken: false)", f"({where})"), unmet.fix)
-        if unmet is not None:
-            return unmet
-        key = (pod.namespace, pod.service_account, k8s_job(pod) or "")
-        if key not in self._rbac:
-            self._rbac[key] = self._k8s_rbac(*key)
-        return self._rbac[key]
-
-    @cached_property
-    def _policy(self) -> Policy:
-        """The inputs' RBAC objects over the default policy, as the API server authorizes requests."""
-        return Policy([o for kind in sorted(RBAC_KINDS) for o in self.objects.store.of_kind(kind)])
-
-    def _k8s_rbac(self, namespace: str, account: str, job: str) -> Unmet | None:
-        policy = self._policy
-        for verb, group, resource, name in (("list", "", "pods", ""), ("get", "batch", "jobs", job)):
-            if not policy.decide(
-                Subject(namespace, account), Attributes(verb, group, resource, namespace, name)
-            ).allowed:
-                return Unmet(
-                    f"ServiceAccount '{account}' may not {verb} {resource} in namespace '{namespace}', as K8sCluster "
-                    "does to find its pod and Job (the API server answers 403 Forbidden)",
-                    f"bind ServiceAccount '{account}' to a Role that allows list on pods and get on jobs "
-                    "(apiGroups: [batch])",
-                )
-        return None
-
     @cached_property
     def k8s_groups(self) -> dict[str, list[model.Pod]] | None:
         """The JAX groups K8sCluster forms, one per Job (each pod's Job by name, pods in index order), where no pod's
@@ -145,7 +93,7 @@ class Checker:
             r is not None or p.exports("JAX_PROCESS_ID") for p, r in zip(self.pods, self.rank_of)
         ):
             return None
-        if any(self._k8s_unmet(p) is not None for p in self.pods):
+        if any(self.access.unmet(p) is not None for p in self.pods):
             return None
         groups: dict[str, list[model.Pod]] = {}
         for pod in self.pods:
@@ -200,7 +148,7 @@ class Checker:
                             "no coordinator address: JAX_COORDINATOR_ADDRESS is unset and the pod is not a TPU pod "
                             "with TPU_WORKER_HOSTNAMES",
                             "set JAX_COORDINATOR_ADDRESS to rank 0's DNS name and port, "
-                            f"e.g. {self._fqdn(self.rank0)}:{JAX_DEFAULT_TPU_PORT}",
+                            f"e.g. {fqdn(self.rank0)}:{JAX_DEFAULT_TPU_PORT}",
                         ),
                     )
                 continue
@@ -270,11 +218,11 @@ class Checker:
                 ),
             )
             return
-        ip, svc = self._resolve(pod, address.host)
+        ip, svc = self.names.resolve(pod, address.host)
         if ip is None:
 
             def unresolved() -> Problem:  # diagnosed once, not once per pod
-                message, fix = self._diagnose(address.host, pod)
+                message, fix = self.names.diagnose(address.host, pod, self.rank0)
                 if address.var == K8S_DETECTOR and fix.startswith("address rank 0 as "):
                     fix = fix.partition(", or ")[2] or fix  # JAX names the host: only the Service can change
                 named = (
@@ -327,126 +275,11 @@ class Checker:
                     address.raw,
                     f"'{address.host}' resolves to {what}, not to rank 0 (pod {self.rank0.hostname}), "
                     "which hosts the coordinator",
-                    f"point it at rank 0: {self._fqdn(self.rank0)}" + (f":{address.port}" if address.port else ""),
+                    f"point it at rank 0: {fqdn(self.rank0)}" + (f":{address.port}" if address.port else ""),
                 ),
             )
         if address.port is not None and address.var != "MEGASCALE_COORDINATOR_ADDRESS":
             self._ports(pod, address, svc)
-
-    def _resolve(self, pod: model.Pod, host: str) -> tuple[str | None, Service | None]:
-        found = self.dns.resolve(host, pod.namespace)
-        if found and found[1].headless:
-            return found
-        if found:  # a virtual IP: `_diagnose` says why the coordinator wants a headless Service's pod name instead
-            return None, None
-        if host == "localhost":
-            return pod.ip, None
-        try:
-            literal = ipaddress.ip_address(host)
-        except ValueError:
-            return None, None
-        return (pod.ip if literal.is_loopback else str(literal)), None
-
-    def _diagnose(self, host: str, pod: model.Pod) -> tuple[str, str]:
-        """Why a name does not resolve: the Service, subdomain, hostname or selector to fix."""
-        labels = host.rstrip(".").split(".")
-        for suffix in (["svc", *CLUSTER_DOMAIN.split(".")], ["svc"]):
-            if len(labels) > len(suffix) and labels[-len(suffix) :] == suffix:
-                labels = labels[: -len(suffix)]
-                break
-        rank0 = self.rank0
-        named: tuple[str | None, str, str]  # (hostname, Service, namespace)
-        if (
-            len(labels) == 2
-            and labels[1] in self.objects.namespaces
-            and (pod.namespace, labels[1]) not in self.services
-        ):
-            named = (None, labels[0], labels[1])  # <svc>.<ns>
-        elif len(labels) == 2:
-            named = (labels[0], labels[1], pod.namespace)  # <host>.<svc>
-        elif len(labels) == 1:
-            named = (None, labels[0], pod.namespace)  # <svc>
-        elif len(labels) == 3:
-            named = (labels[0], labels[1], labels[2])
-        else:
-            return (
-                f"expected <hostname>.<service> (optionally .<namespace>.svc.{CLUSTER_DOMAIN})",
-                f"use {self._fqdn(rank0)}",
-            )
-        hostname, svc_name, ns = named
-        svc = self.services.get((ns, svc_name))
-        if svc is None:
-            return self._no_service(svc_name, ns)
-        if not svc.headless:
-            return (
-                f"Service '{svc_name}' ({svc.origin}) is not headless, so pods get no DNS names under it",
-                f"set clusterIP: None on Service '{svc_name}'",
-            )
-        target = self.dns.by_host.get((ns, hostname)) if hostname else rank0
-        if target is None:
-            return (
-                f"no pod in namespace '{ns}' has hostname '{hostname}' (this workload's pods are "
-                f"{self.pods[0].hostname} … {self.pods[-1].hostname})",
-                f"use rank 0's hostname: {self._fqdn(rank0)}",
-            )
-        if hostname and target.subdomain != svc_name:
-            now = f"subdomain '{target.subdomain}', not '{svc_name}'" if target.subdomain else "no subdomain"
-            fix = (
-                "set spec.network.enableDNSHostnames: true (the JobSet sets subdomain on its pods)"
-                if target.workload.startswith(("JobSet/", "TrainJob/"))
-                else f"set spec.template.spec.subdomain: {svc_name}"
-            )
-            return f"pod '{hostname}' has {now}, so it gets no DNS name under Service '{svc_name}'", fix
-        if not svc.selects(target):
-            return self._selector_mismatch(svc, target)
-        return f"Service '{svc_name}' selects no pod named '{hostname}'", f"use {self._fqdn(rank0)}"
-
-    def _no_service(self, svc_name: str, ns: str) -> tuple[str, str]:
-        rank0, jobset = self.rank0, self.id.startswith(("JobSet/", "TrainJob/"))
-        others = sorted(n for (n_ns, n) in self.services if n_ns == ns)
-        message = f"no Service named '{svc_name}' in namespace '{ns}'" + (
-            f" (Services there: {', '.join(others)})" if others else ""
-        )
-        if rank0.subdomain is None and jobset:
-            return (
-                f"{message}; the JobSet has spec.network.enableDNSHostnames: false, "
-                "so it creates no Service and its pods have no subdomain",
-                "set spec.network.enableDNSHostnames: true",
-            )
-        fix = (
-            f"add a headless Service '{svc_name}' (clusterIP: None, publishNotReadyAddresses: true) "
-            f"in namespace '{ns}' selecting the pods"
-        )
-        if rank0.subdomain is None:
-            return (
-                f"{message}, and the pods have no subdomain",
-                f"{fix}, and set spec.template.spec.subdomain: {svc_name}",
-            )
-        if rank0.subdomain != svc_name:
-            return (
-                f"{message}; the pods' subdomain is '{rank0.subdomain}'",
-                f"address rank 0 as {self._fqdn(rank0)}, or {fix}",
-            )
-        return message, fix
-
-    @staticmethod
-    def _selector_mismatch(svc: Service, pod: model.Pod) -> tuple[str, str]:
-        key = JOBSET_NAME_LABEL if JOBSET_NAME_LABEL in pod.labels else JOB_NAME_LABEL
-        suggestion = f"{{{key}: {pod.labels[key]}}}"
-        if not svc.selector:
-            return (
-                f"Service '{svc.name}' has no selector, so it selects no pods",
-                f"set spec.selector on Service '{svc.name}' to {suggestion}",
-            )
-        diff = ", ".join(
-            f"{k}: {v!r} vs pod's {pod.labels.get(k, '<absent>')!r}"
-            for k, v in svc.selector.items()
-            if pod.labels.get(k) != v
-        )
-        return (
-            f"Service '{svc.name}' selector {dict(svc.selector)} does not select pod '{pod.hostname}' ({diff})",
-            f"set the Service selector to {suggestion}",
-        )
 
     # --- ports --------------------------------------------------------------------------
     def _ports(self, pod: model.Pod, address: Address, svc: Service | None) -> None:
@@ -541,7 +374,7 @@ class Checker:
                 if pod.accelerator == "tpu"
                 else ""
             )
-            unmet = next((u for p in missing if (u := self._k8s_unmet(p)) is not None), None)
+            unmet = next((u for p in missing if (u := self.access.unmet(p)) is not None), None)
             if unmet is not None:
                 why = f"; {K8S_DETECTED}, the detector that would find it, cannot work here: {unmet.condition}"
                 rank_fix = (

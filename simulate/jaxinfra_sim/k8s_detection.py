@@ -73,8 +73,8 @@ def k8s_coordinator(pod: model.Pod, env: Mapping[str, str] | None = None) -> Coo
 
 def k8s_unmet(pod: model.Pod, env: Mapping[str, str] | None = None, k8s_client: bool = True) -> Unmet | None:
     """Why JAX's K8sCluster would not find this pod's rank, count and coordinator (jax-ml/jax v0.10.2, see above),
-    RBAC aside (`Checker` decides that from the inputs); None where it would. `env`: the process's, default the pod's;
-    `k8s_client`: the image's Python can import `kubernetes` (Options.k8s_client)."""
+    RBAC aside (`k8s_access.K8sAccess` decides that from the inputs); None where it would. `env`: the process's,
+    default the pod's; `k8s_client`: the image's Python can import `kubernetes` (Options.k8s_client)."""
     env = pod.env if env is None else env
     if _OMPI_ENV in env or all(v in env for v in _SLURM_ENV):
         return Unmet(

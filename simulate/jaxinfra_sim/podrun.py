@@ -11,7 +11,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from jaxinfra_sim import model, sandbox, shim
+from jaxinfra_sim import events, model, sandbox, shim
 from jaxinfra_sim.cgroups import PodGroup
 from jaxinfra_sim.events import Event
 from jaxinfra_sim.security import Security
@@ -149,6 +149,11 @@ class PodRun(Process):
         """Its JAX container's process and every other it started."""
         return [self, *self.others]
 
+    def latest(self, role: str) -> list[ContainerRun]:
+        """The latest process of each of its containers in `role` that has started, in the pod's order."""
+        latest = {c.slot: c for c in self.others if c.container.role == role}
+        return [latest[k] for k in sorted(latest)]
+
     @property
     def terminated(self) -> list[tuple[str, int]]:
         """(container, exit code) of each of its containers that exited non-zero: main containers (the JAX one first),
@@ -244,6 +249,16 @@ def first_failure(runs: list[PodRun]) -> PodRun:
     failed = [r for r in runs if r.phase == Phase.FAILED] or runs
     own = [r for r in failed if r.reason != ENDED_WITH_GROUP] or failed
     return next((r for r in own if r.preempted is not None), own[0])
+
+
+def involved(p: PodRun | ContainerRun) -> str:
+    """The pod a container's events are about."""
+    return events.pod(p.pod.namespace, (p.owner if isinstance(p, ContainerRun) else p).pod.name)
+
+
+def container_name(p: PodRun | ContainerRun) -> str:
+    """The name of a container, for its events."""
+    return p.container.name if isinstance(p, ContainerRun) else p.pod.container
 
 
 Listener = Callable[

@@ -50,7 +50,7 @@ class Reporter:
             run, stream, line = payload
             if self.keep_logs:
                 self.kept.setdefault(id(run), []).append((stream, line))
-            if self.logs:  # its controls are escaped already (runner._line); again here, as everything a pod said
+            if self.logs:  # its controls are escaped already (relay.Relay._line); again here, as everything a pod said
                 self.console.print(
                     f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(printable(line))}",
                     highlight=False,

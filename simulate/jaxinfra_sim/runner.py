@@ -5,21 +5,19 @@ its recreated pods — ending a JAX group at its first failure.
 
 Each container's process is its shim (`shim`: the parent of PID 1 of the container's PID namespace,
 signalled as a container runtime signals it), with a control pipe to ask the shim for signals, a
-status pipe (phase changes, the probe's result) and log pipes (prefixed by the reporter).
+status pipe (phase changes, the probe's result) and log pipes (prefixed by the reporter), relayed by
+`relay`; `reaper` reaps the shims, `podstatus` decides the pods' status from their exits, `podnetworks`
+holds the pods' networks, `faultsignals` sends the faults' timed signals.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import os
-import selectors
 import signal
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from jaxinfra import interrupts
 from jaxinfra_sim import (
@@ -32,48 +30,32 @@ from jaxinfra_sim import (
     kubeproxy,
     model,
     paths,
+    podstatus,
     prober,
     runtime,
     sandbox,
-    shim,
 )
-from jaxinfra_sim.container import Credentials, coordinator_port, init_timeout
+from jaxinfra_sim.container import Credentials, coordinator_port
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.controllers.running import Running
 from jaxinfra_sim.errors import NetworkError, Unavailable
-from jaxinfra_sim.machine import Machine, oom_group
+from jaxinfra_sim.faultsignals import FaultSignals
+from jaxinfra_sim.machine import Machine
 from jaxinfra_sim.netns import PodNetwork
 from jaxinfra_sim.node import Node
 from jaxinfra_sim.options import Faults, Options
-from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, ContainerRun, Listener, Phase, PodRun, Process
-from jaxinfra_sim.printable import printable
+from jaxinfra_sim.podnetworks import PodNetworks
+from jaxinfra_sim.podrun import Attempt, ContainerRun, Listener, Phase, PodRun, Process, container_name, involved
+from jaxinfra_sim.podstatus import PodStatus
+from jaxinfra_sim.reaper import Reaper
+from jaxinfra_sim.relay import Relay
 from jaxinfra_sim.steps import Stop, Wait, drive
-
-if TYPE_CHECKING:
-    from jaxinfra_sim.netns import HostAddress
-
-
-def _involved(p: PodRun | ContainerRun) -> str:
-    """The pod a container's events are about."""
-    return events.pod(p.pod.namespace, (p.owner if isinstance(p, ContainerRun) else p).pod.name)
-
-
-def _container(p: PodRun | ContainerRun) -> str:
-    return p.container.name if isinstance(p, ContainerRun) else p.pod.container
-
 
 #: The longest the other pods wait for a started rank 0 to listen before starting anyway.
 COORDINATOR_HOLD_S = 2.0
 #: How long the kubelet waits before it starts a native sidecar that exited again (its CrashLoopBackOff begins at
 #: 10 s, pkg/kubelet/kubelet.go backOffPeriod; shorter here, and not recorded: a sidecar's restarts fail nothing).
 SIDECAR_RESTART_S = 1.0
-#: How long an ended pod's network outlives its last container: the kubelet sees the exit at its next PLEG relist
-#: (every second: kubernetes pkg/kubelet/kubelet.go genericPlegRelistPeriod), then its pod worker stops the terminal
-#: pod's sandbox (SyncTerminatingPod, StopPodSandbox, whose CNI DEL releases the address). Until then its address still
-#: answers, as on a node: a peer's retry loop that sleeps a second between pings still reaches a pod that just ended.
-SANDBOX_TEARDOWN_S = 2.0
-#: How long past its init timeout a pod may still be initializing before the group is ended.
-INIT_GRACE_S = 1.0
 
 
 class Runner:
@@ -106,8 +88,7 @@ class Runner:
         one's `descriptors`), which its pods must not keep open either (their EOFs would never come)."""
         self.serial = serial
         self.beside = beside
-        # each begun pod's own network namespace (a host-network pod's address), by id() of its run
-        self.pod_networks: dict[int, PodNetwork | HostAddress] = {}
+        self.networks = PodNetworks(node, proxy, workload.id, serial)  # each begun pod's network; kube-proxy's
         self.workload = workload
         self.controllers = Running(workload, options.run_command, self._ready, job_deadlines, failures, respawn)
         self.isolation = isolation
@@ -119,13 +100,11 @@ class Runner:
         self.workdir = workdir
         self.listener = listener
         self.deadline = deadline
-        self.selector = selectors.DefaultSelector()
+        self.relay = Relay(listener, self._phase)  # the containers' pipes: their output, their phases
         self.sitecustomize = image.sitecustomize_dir(workdir / "_site") if options.run_command else None
         self.runtime = runtime.create(workdir / "runc") if options.run_command else None
         self.listening = False
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
-        self.answers: set[int] = set()  # as root, the ends that tell pods their id maps are written: nor these
-        self.proxy = proxy  # the simulation's kube-proxy (None: no Service has a cluster IP): `_kube_proxy`
 
     def steps(self, index: int) -> Generator[Wait, None, Attempt]:
         """Attempt `index`, a step at a time: each `Wait` is what it waits for before its next step."""
@@ -137,20 +116,13 @@ class Runner:
         self.events = attempt.events
         self.t0 = t0 = time.monotonic()
         starts = {id(r): t0 + (faults.lookup(faults.delay, r.pod) or 0.0) for r in runs}
-        # Timed signals per pod: (seconds after its JAX container starts, signal, to every container of the pod or
-        # to that one); a preemption (the pod deleted) signals them all, its SIGKILL after its SIGTERM.
-        timed = {
-            id(r): [(t, signal.SIGKILL, False) for t in [faults.lookup(faults.kill, r.pod)] if t is not None]
-            + [(t, signal.SIGTERM, True) for t in [faults.lookup(faults.preempt, r.pod)] if t is not None]
-            for r in runs
-        }
         self.machine = Machine(runs)
+        self.status = PodStatus(t0, self.machine, self.options.grace_cap, self._phase)
+        self.reaper = Reaper(self.relay, self.status, self.controls, self.controllers, self._record, t0)
+        signals = FaultSignals(faults, runs, t0, self.status.grace, self._record)  # a kill, a preemption
         self.eviction_manager = eviction.StorageWatch(self._pod_dir, self._scratch)
         network = self.node.network if self.node is not None else None
         self.prober = prober.Prober(network.join if network is not None else None, self.runtime, self._unhealthy)
-        # each begun pod's own network namespace (a host-network pod's address), by id() of its run
-        self.pod_networks = {}
-        self.teardowns: dict[int, float] = {}  # when an ended pod's network goes (monotonic), by id() of its run
         self.stops: list[tuple[float, prober.Target]] = []  # containers a failed probe stopped: when each gets SIGKILL
         ended = False
         try:
@@ -164,7 +136,7 @@ class Runner:
                         r.begun = now >= starts[id(r)] and self.controllers.may_create(r, runs)
                         r.created = now if r.begun else None
                         if r.begun:
-                            self._sandbox_network(r)
+                            self.networks.begin(r, index)
                         if r.begun and r.pod.job:  # the Job controller's pod
                             self._record(events.created_pod(now - t0, r.pod.namespace, r.pod.job, r.pod.name))
                     if r.begun and (r.others or not r.initialized) and not r.done and self.machine.verdict is None:
@@ -178,29 +150,11 @@ class Runner:
                 for r in due:
                     if r is not coordinator and not hold and self.machine.verdict is None:
                         self._start_or_stop(r, r, runs)
-                for r in runs:
-                    if r.pid is None or r.reaped:
-                        continue
-                    for entry in list(timed[id(r)]):
-                        after, signum, whole = entry
-                        at = t0 + r.timings["started"] + after
-                        if now < at:
-                            wake.append(at)
-                            continue
-                        timed[id(r)].remove(entry)
-                        for p in r.processes if whole else [r]:
-                            p.request(signum)
-                            if signum == signal.SIGTERM:
-                                self._record(events.killing(now - t0, _involved(p), _container(p)))
-                        if signum == signal.SIGTERM:  # a node drain or a Spot reclaim: the kubelet's graceful stop
-                            r.preempted, r.deaf = now - t0, shim.unhandled(r.pid, signum)
-                            timed[id(r)].append(
-                                (r.preempted - r.timings["started"] + self._grace(r), signal.SIGKILL, True)
-                            )
-                self._reap(runs)
-                self._release_networks(runs, now)
+                signals.send(runs, now, wake)
+                self.reaper.reap(runs)
+                self.networks.release(runs, now)
                 self._probes(runs, now, wake)
-                self._kube_proxy(runs, now, wake)
+                self.networks.kube_proxy(runs, now, wake, self._ready)
                 self.machine.poll(now)
                 for r, why in self.eviction_manager.poll(runs, now):
                     self._evict(r, why, now)
@@ -214,7 +168,8 @@ class Runner:
                     if created is None:
                         break
                     for new in created:
-                        starts[id(new)], timed[id(new)] = time.monotonic(), []
+                        starts[id(new)] = time.monotonic()
+                        signals.replaced(new)
                 if self.controllers.complete(runs):
                     attempt.ok = True
                     break
@@ -232,31 +187,25 @@ class Runner:
                         + (f" (not created yet, waiting for {'; '.join(sorted(gated))})" if gated else "")
                     )
                     break
-                stuck = self._stuck(runs, now)
+                stuck = podstatus.stuck(runs, now, t0, self.options, self.listener)
                 if stuck is not None:
                     attempt.reason = stuck
                     break
                 timeout = min([w - now for w in wake] + [0.01 if hold else 0.2])
                 try:
-                    yield Wait(max(timeout, 0.0), self.selector.fileno())
+                    yield Wait(max(timeout, 0.0), self.relay.fileno())
                 except Stop as stop:
                     attempt.reason = attempt.stopped = str(stop)
                     break
-                for key, _ in self.selector.select(0):
-                    self._read(key.data, key.fd)
+                self.relay.pump()
             self.prober.close()
-            yield from self._ending(runs)
+            yield from self.reaper.ending(runs)
             ended = True
         finally:
             if not ended:  # an interrupt, or the machine's verdict elsewhere: stopped at once, without a step
                 self.prober.close()
                 self._end(runs)
-            for net in self.pod_networks.values():
-                net.close()
-            self.pod_networks.clear()
-            if self.proxy is not None:  # its pods are no Service's endpoints any more
-                with contextlib.suppress(NetworkError):  # (the network itself gone: nothing answers them either)
-                    self.proxy.sync(time.monotonic(), (), self.workload.id)
+            self.networks.close()
         if not attempt.ok and attempt.reason is None:  # told once every pod has ended (a preempted one may end last)
             failed = attempt.first_failure
             attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
@@ -268,34 +217,11 @@ class Runner:
         """This attempt's own descriptors that no pod may keep open (its pods' pipes, their shims' control pipes, the
         ends of their id-map handshakes, their network namespaces but `keep`, the one a pod being forked joins)."""
         return [
-            *(key.fd for key in self.selector.get_map().values()),
+            *(key.fd for key in self.relay.selector.get_map().values()),
             *self.controls,
-            *self.answers,
-            *(n.fileno() for n in self.pod_networks.values() if n is not keep and n.fileno() >= 0),
+            *self.relay.answers,
+            *self.networks.descriptors(keep),
         ]
-
-    def _sandbox_network(self, r: PodRun) -> None:
-        """Ask for the pod's own network namespace as its pod begins (the kubelet's RunPodSandbox, before any of its
-        containers): the holder makes every begun pod's at once, and its first container waits for it (`_start`).
-        A host-network pod stays in the simulation's namespace, the node's. Named for the plugins by numbers only."""
-        network = self.node.network if self.node is not None else None
-        if network is None or id(r) in self.pod_networks:
-            return
-        if r.pod.host_network:  # its node's namespace, where it listens on its own address
-            self.pod_networks[id(r)] = network.host_address(r.pod.ip)
-            return
-        sandbox_id = f"jaxinfra-{os.getpid()}-{self.serial}-{self.attempt_index}-{r.pod.global_index}-{r.generation}"
-        self.pod_networks[id(r)] = network.pod(r.pod.ip, sandbox_id)
-
-    def _release_networks(self, runs: list[PodRun], now: float) -> None:
-        """Let an ended pod's namespace go `SANDBOX_TEARDOWN_S` after every process of it is reaped (the kubelet's
-        StopPodSandbox): its veth and its route go with it, and a pod created in its place may take its address."""
-        for r in runs:
-            if not (r.done and id(r) in self.pod_networks and all(p.pid is None or p.reaped for p in r.processes)):
-                continue
-            due = self.teardowns.setdefault(id(r), now + SANDBOX_TEARDOWN_S)
-            if now >= due:
-                self.pod_networks.pop(id(r)).close()
 
     def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
         """Hold the other pods (at most COORDINATOR_HOLD_S) while rank 0 has started but does not
@@ -320,7 +246,7 @@ class Runner:
         of the pod's grace period (kuberuntime_termination_order.go newTerminationOrdering). Under the probe only the
         JAX container runs (`_others`). An evicted pod starts nothing more (`_evict` stops what runs)."""
         if r.evicted is not None:
-            self._settle(r)
+            self.status.settle(r)
             return
         if r.exited is None:
             self._restart_sidecars(r, runs, wake)
@@ -329,14 +255,14 @@ class Runner:
             return
         if r.exited is None:
             return
-        live = [c for c in self._latest(r, "sidecar") if c.live]
+        live = [c for c in r.latest("sidecar") if c.live]
         if not live:
-            self._settle(r)
+            self.status.settle(r)
             return
         if live[-1].stopping is None:
             live[-1].stopping = t
             live[-1].request(signal.SIGTERM)
-        kill = r.exited + self._grace(r)
+        kill = r.exited + self.status.grace(r)
         if t >= kill:
             for c in live:
                 c.request(signal.SIGKILL)
@@ -345,7 +271,7 @@ class Runner:
 
     def _restart_sidecars(self, r: PodRun, runs: list[PodRun], wake: list[float]) -> None:
         """Start again each sidecar that exited (or that a probe's failure stopped) while the pod runs."""
-        for c in self._latest(r, "sidecar"):
+        for c in r.latest("sidecar"):
             if c.reaped and c.ended is not None:
                 due = self.t0 + c.ended + SIDECAR_RESTART_S
                 if time.monotonic() < due:
@@ -357,23 +283,8 @@ class Runner:
         """The pod's Ready condition: initialized, and every main container and sidecar ready — running, started
         (its startup probe passed) and its readiness probe passing, where it has those (kubelet
         pkg/kubelet/status/generate.go GeneratePodReadyCondition, `prober`)."""
-        latest: list[PodRun | ContainerRun] = [r, *(c for role in ("main", "sidecar") for c in self._latest(r, role))]
+        latest: list[PodRun | ContainerRun] = [r, *(c for role in ("main", "sidecar") for c in r.latest(role))]
         return r.initialized and all(self.prober.ready(p) for p in latest)
-
-    def _kube_proxy(self, runs: list[PodRun], now: float, wake: list[float]) -> None:
-        """The Services' endpoints as the EndpointSlice controller keeps them (each pod with an address that is not
-        terminal: Ready or not, being stopped or not), handed to kube-proxy, which syncs its rules when they changed
-        (`kubeproxy.Proxy`: at its rate; the loop wakes when the next sync is due)."""
-        if self.proxy is None:
-            return
-        endpoints = [
-            kubeproxy.Endpoint(r.pod, self._ready(r), terminating=r.preempted is not None)  # deleted: terminating
-            for r in runs
-            if r.begun and not r.done and id(r) in self.pod_networks
-        ]
-        due = self.proxy.sync(now, endpoints, self.workload.id)
-        if due is not None:
-            wake.append(due)
 
     def _probes(self, runs: list[PodRun], now: float, wake: list[float]) -> None:
         """The kubelet's prober (`prober`): a container whose liveness or startup probe failed is stopped, its stop
@@ -384,8 +295,8 @@ class Runner:
             w.target.request(signal.SIGTERM)
             if isinstance(w.target, PodRun | ContainerRun):
                 restarts = w.target.pod.restart_policy != "Never"
-                why = events.probe_failed_kill(_container(w.target), w.probe.kind, restarts)
-                self._record(events.killing(now - self.t0, _involved(w.target), _container(w.target), why))
+                why = events.probe_failed_kill(container_name(w.target), w.probe.kind, restarts)
+                self._record(events.killing(now - self.t0, involved(w.target), container_name(w.target), why))
             self.stops.append((now + min(grace, self.options.grace_cap), w.target))
         for entry in list(self.stops):
             at, p = entry
@@ -404,11 +315,6 @@ class Runner:
         probe, which stands in for the pod's program alone."""
         return r.pod.others if self.options.run_command else ()
 
-    def _latest(self, r: PodRun, role: str) -> list[ContainerRun]:
-        """The latest process of each of the pod's containers in `role` that has started, in the pod's order."""
-        latest = {c.slot: c for c in r.others if c.container.role == role}
-        return [latest[k] for k in sorted(latest)]
-
     def _container(self, r: PodRun, c: model.Container, slot: int, restarts: int = 0) -> ContainerRun:
         run = ContainerRun(container=c, pod=r.pod.as_container(c), slot=slot, owner=r, restarts=restarts)
         r.others.append(run)
@@ -419,7 +325,7 @@ class Runner:
         sidecar started (running, its startup probe passed: kuberuntime_container.go computeInitContainerActions) —
         True once all are. One that completed in an earlier attempt of the same pod (its container restarted in
         place) does not run again: the kubelet reruns init containers only for a new pod sandbox. One that fails
-        fails the pod (`_settle`)."""
+        fails the pod (`PodStatus.settle`)."""
         started = {c.slot: c for c in r.others}
         for slot, c in enumerate(self._others(r), 1):
             if c.role == "main":
@@ -439,7 +345,7 @@ class Runner:
                 if not run.reaped:
                     return False
                 if run.exit_code != 0:
-                    self._settle(r)
+                    self.status.settle(r)
                     return False
                 done.touch()
         return True
@@ -494,7 +400,7 @@ class Runner:
         p.security = c.pod.security  # an image given whole may have set its user (`oci_image.applied`)
         p.unapplied = sandbox.unapplied(self.isolation, c.pod.security, c.runtime is not None)
         network = self.node.network if self.node else None
-        sandbox_net = self.pod_networks.get(id(r))
+        sandbox_net = self.networks.get(r)
         own_network = sandbox_net if isinstance(sandbox_net, PodNetwork) else None
         if own_network is not None:
             own_network.fd()  # set up by now, or NetworkError: the pod's sandbox could not be made
@@ -540,118 +446,25 @@ class Runner:
             p.pid, p.control, p.handshake = pid, control_w, theirs
             self.controls.add(control_w)
             for fd, stream in ((status_r, "status"), (out_r, "stdout"), (err_r, "stderr")):
-                self._watch(p, fd, stream)
-            if theirs is not None:  # answered once it asks (`_read`): the next pods fork meanwhile
-                self.answers.add(theirs.done)
-                self._watch(p, theirs.ask, "grant")
-            self._watch(p, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what p.fds holds
+                self.relay.watch(p, fd, stream)
+            if theirs is not None:  # answered once it asks (`Relay.read`): the next pods fork meanwhile
+                self.relay.grant(p, theirs)
+            self.relay.watch(p, os.pidfd_open(pid), "exit")  # a full table raises here: `_end` closes what p.fds holds
         at = time.monotonic() - self.t0
         if isinstance(p, PodRun):
             p.timings["started"] = at
         else:
             p.started = at
-        self._record(*events.started(at, _involved(p), _container(p)))
+        self._record(*events.started(at, involved(p), container_name(p)))
         if self.options.run_command:
             now = time.monotonic()
             self.prober.watch(p, r.created or now, now)
-
-    def _close_handshake(self, p: Process) -> None:
-        if p.handshake is not None:
-            if p.handshake.ask in p.fds:
-                self.selector.unregister(p.handshake.ask)
-                del p.fds[p.handshake.ask]
-            self.answers.discard(p.handshake.done)
-            p.handshake.close()
-            p.handshake = None
-
-    def _watch(self, p: Process, fd: int, stream: str) -> None:
-        p.fds[fd] = stream
-        os.set_blocking(fd, False)
-        self.selector.register(fd, selectors.EVENT_READ, p)
 
     def _phase(self, r: PodRun, phase: Phase) -> None:
         """The pod's new phase, when it came (its timings) and to the listener."""
         r.timings[phase] = time.monotonic() - self.t0
         r.phase = phase
         self.listener("phase", r)
-
-    def _read(self, p: Process, fd: int) -> bool:
-        """Consume what the pipe holds now; False once it has nothing more (drained or at EOF)."""
-        stream = p.fds[fd]
-        if stream == "exit":  # its shim's pidfd, readable once the shim has exited: the loop reaps it next
-            return False
-        if stream == "grant":  # its user namespace is made: root writes its id maps (or it died first)
-            if p.pid is not None and p.handshake is not None:
-                sandbox.answer(p.pid, p.handshake)
-            self._close_handshake(p)
-            return False
-        try:
-            data = os.read(fd, 65536)
-        except BlockingIOError:
-            return False
-        if not data:
-            self.selector.unregister(fd)
-            os.close(fd)
-            del p.fds[fd]
-            rest = p.buffers.pop(fd, b"")
-            if rest:
-                self._line(p, stream, rest)
-            return False
-        p.logged += len(data) if stream in ("stdout", "stderr") else 0
-        buf = p.buffers.get(fd, b"") + data
-        *lines, buf = buf.split(b"\n")
-        p.buffers[fd] = buf
-        for line in lines:
-            self._line(p, stream, line)
-        return True
-
-    def _line(self, p: Process, stream: str, raw: bytes) -> None:
-        text = raw.decode("utf-8", "replace")
-        if stream != "status":
-            text = printable(text)  # what the pod wrote steers no terminal, here or where its report is read
-            if stream == "stderr" and text.strip():
-                p.stderr_tail.append(text.strip())
-            if isinstance(p, ContainerRun):  # as `kubectl logs --all-containers --prefix` tells them apart
-                self.listener("log", (p.owner, stream, f"[{p.container.name}] {text}"))
-            else:
-                self.listener("log", (p, stream, text))
-            return
-        msg = json.loads(text)
-        phase = msg.pop("phase")
-        p.running = p.running or phase == Phase.RUNNING
-        if not isinstance(p, PodRun):  # the probe's phases and result: the JAX container's alone
-            return
-        if phase == "result":
-            p.result = msg["result"]
-        elif not p.done:
-            self._phase(p, Phase(phase))  # initializing, running: what the container says of itself
-
-    def _reap(self, runs: list[PodRun]) -> None:
-        for r in runs:
-            reaped = False
-            for p in r.processes if r.others else (r,):
-                if p.pid is None or p.reaped:
-                    continue
-                pid, status = os.waitpid(p.pid, os.WNOHANG)
-                if pid == 0:
-                    continue
-                reaped = True
-                self._exited(p, status)
-                oom_group(p)
-                p.reason = self._why(p)
-                if isinstance(p, ContainerRun):
-                    p.ended = time.monotonic() - self.t0
-                elif r.preempted is not None:  # deleted by the drain, whatever its container said
-                    r.reason = self._preemption(r)
-            if reaped:
-                self._settle(r)
-
-    def _why(self, p: PodRun | ContainerRun) -> str | None:
-        """How a reaped container ended, for its reason (None: it exited 0, unless a probe's failure stopped it)."""
-        how = self._how(p)
-        if p.probe_failed is not None:
-            return f"{p.probe_failed}, so the kubelet stopped it: {how or 'exit code 0'}"
-        return how
 
     def _scratch(self, r: PodRun, p: Process) -> Path:
         """Where a container's sandbox keeps its writable layer."""
@@ -660,114 +473,15 @@ class Runner:
     def _evict(self, r: PodRun, why: str, now: float) -> None:
         """Evict a pod as the kubelet's eviction manager does: each running container gets its stop signal, then
         SIGKILL after `eviction.EVICTION_GRACE_S` (capped by --grace-cap), whatever the pod's own grace period; the
-        pod fails with reason Evicted once they have all ended (`_settle`)."""
+        pod fails with reason Evicted once they have all ended (`PodStatus.settle`)."""
         r.evicted = why
         grace = min(eviction.EVICTION_GRACE_S, self.options.grace_cap)
-        self._record(events.evicted(now - self.t0, _involved(r), why))
+        self._record(events.evicted(now - self.t0, involved(r), why))
         for p in r.processes:
             if p.live:
                 p.request(signal.SIGTERM)
-                self._record(events.killing(now - self.t0, _involved(p), _container(p)))
+                self._record(events.killing(now - self.t0, involved(p), container_name(p)))
                 self.stops.append((now + grace, p))
-
-    def _how(self, p: PodRun | ContainerRun) -> str | None:
-        memory = self.machine.how(p)
-        if memory is not None:
-            return memory
-        if p.signal is not None:
-            return f"killed by {p.signal}"
-        if p.exit_code == shim.START_ERROR and not p.running and p.last_stderr:  # the runtime never started it
-            return f"{shim.START_ERROR_REASON}: {p.last_stderr}"
-        if p.exit_code != 0:
-            checks = ((p.result or {}).get("checks") or {}) if isinstance(p, PodRun) else {}
-            failed = [k for k, c in checks.items() if not c["ok"]]
-            return f"exit code {p.exit_code}" + (f"; failed checks: {', '.join(failed)}" if failed else "")
-        return None
-
-    def _settle(self, r: PodRun) -> None:
-        """The pod's phase, once its containers decide it (pkg/kubelet/kubelet_pods.go getPhase): Failed as soon as
-        an init container fails; else once every main container has exited and its sidecars have stopped, Succeeded
-        if all the main containers exited 0, else Failed; a sidecar's own exit code never counts. Under restartPolicy
-        OnFailure (or Always) the kubelet restarts a failed container in place at once: the pod counts as failed here
-        already, and the engine restarts it in place (its whole group, with a JAX group's peers)."""
-        if r.done:
-            return
-        if r.evicted is not None:  # Failed once its containers have ended, whatever their exit codes
-            if not any(p.live for p in r.processes):
-                r.reason = f"{eviction.REASON}: {r.evicted}"
-                self._phase(r, Phase.FAILED)
-            return
-        failed_init = next((c for c in r.others if c.container.role == "init" and c.reaped and c.exit_code), None)
-        if failed_init is not None:
-            r.reason = f"init container {failed_init.container.name}: {failed_init.reason}"
-            self._phase(r, Phase.FAILED)
-            return
-        mains: list[Process] = [r, *(c for c in r.others if c.container.role == "main")]
-        restarts = r.pod.restart_policy != "Never"  # a container a probe stopped restarts, however it exited
-        failed = next(
-            (
-                m
-                for m in mains
-                if m.reaped and (m.exit_code or m.probe_failed and restarts or m is r and r.preempted is not None)
-            ),
-            None,
-        )
-        if restarts and failed is not None and r.exited is None:
-            self._failed(r, failed)
-            return
-        if not all(m.reaped for m in mains):
-            return
-        if r.exited is None:
-            r.exited = time.monotonic() - self.t0
-        if any(c.live for c in r.others):  # its sidecars: `_kubelet` stops them
-            return
-        if failed is None:
-            self._phase(r, Phase.SUCCEEDED)
-        else:
-            self._failed(r, failed)
-
-    def _failed(self, r: PodRun, failed: Process) -> None:
-        if isinstance(failed, ContainerRun):
-            r.reason = f"container {failed.container.name}: {failed.reason}"
-        self._phase(r, Phase.FAILED)
-
-    def _preemption(self, r: PodRun) -> str:
-        """How a preempted pod ended, for its reason."""
-        ended = time.monotonic() - self.t0 - (r.preempted or 0.0)
-        how = f"exited {r.exit_code}" if r.signal is None else f"killed by {r.signal}"
-        allowed = self._grace(r)
-        grace = f"grace period {allowed:g} s" + (
-            f", capped by --grace-cap from the pod's {r.pod.grace_period:g} s" if allowed < r.pod.grace_period else ""
-        )
-        deaf = (
-            f"; its PID 1 ({r.deaf}) had no SIGTERM handler, so the kernel dropped the SIGTERM, as on a node; fix: "
-            "handle SIGTERM in the program, started with `exec` by a wrapper shell"
-            if r.deaf and r.signal == "SIGKILL"
-            else ""
-        )
-        return f"preempted: SIGTERM at {r.preempted:.2f} s; {how} {ended:.2f} s later ({grace}){deaf}"
-
-    def _drain(self, p: Process) -> None:
-        """Read what the container wrote before it exited (its last lines explain the failure)."""
-        for fd in list(p.fds):
-            while self._read(p, fd):
-                pass
-
-    def _stuck(self, runs: list[PodRun], now: float) -> str | None:
-        """A pod that makes no progress by its deadline ends the group (JAX would wait minutes)."""
-        for r in runs:
-            if r.phase == Phase.INITIALIZING and not self.options.run_command:
-                limit = init_timeout(r.pod.env, self.options) + INIT_GRACE_S
-                if now - self.t0 - r.timings.get("started", 0.0) > limit:
-                    pending = [p.pod.hostname for p in runs if p.phase == Phase.PENDING]
-                    why = f"; not started yet: {', '.join(pending)}" if pending else ""
-                    r.phase, r.reason = (
-                        Phase.FAILED,
-                        f"no progress: still initializing after its init timeout ({limit - INIT_GRACE_S:g} s){why}",
-                    )
-                    self.listener("phase", r)
-                    return f"{r.pod.hostname}: {r.reason}"
-        return None
 
     def _record(self, *happened: events.Event) -> None:
         """Events of the attempt (`events`), in the order they came."""
@@ -776,95 +490,8 @@ class Runner:
     def _unhealthy(self, target: prober.Target, kind: str, output: str, now: float) -> None:
         """The prober's event for each failed probe."""
         if isinstance(target, PodRun | ContainerRun):
-            self._record(events.unhealthy(now - self.t0, _involved(target), kind, output))
-
-    def _grace(self, r: PodRun) -> float:
-        """How long a stopped pod may take: its terminationGracePeriodSeconds, capped by --grace-cap."""
-        return min(r.pod.grace_period, self.options.grace_cap)
+            self._record(events.unhealthy(now - self.t0, involved(target), kind, output))
 
     def _end(self, runs: list[PodRun]) -> None:
-        """`_ending`, waited for here."""
-        drive(self._ending(runs))
-
-    def _ending(self, runs: list[PodRun]) -> Generator[Wait, None, None]:
-        """Stop every container still running, reap it, close its pipes: nothing is left behind.
-
-        After a preemption, and after the workload completed with pods still running, they are stopped as a
-        controller deleting them is — the stop signal, then
-        SIGKILL once their grace period is over — so a program that checkpoints on SIGTERM may finish its save, as
-        on a cluster; the preempted pod keeps its own deadline (containerd sends a container the stop signal once).
-        After a crash they are killed at once: a group that lost a process can save nothing together, and JAX's own
-        SIGTERM handler would only hold the verdict up for the grace period."""
-        # what the pods never created waited for, read before the others are stopped (a stopped pod opens no gate)
-        gates = {id(r): self.controllers.waiting(r, runs) for r in runs if not r.begun}
-        for r in runs:  # a pod still waiting for its id maps is no shim yet: it ends on the handshake's EOF instead
-            for p in r.processes:
-                self._close_handshake(p)
-        live = [(r, p, p.pid) for r in runs for p in r.processes if p.live and p.pid is not None]
-        graceful = any(r.preempted is not None or r.deleted or r.deadline_exceeded for r in runs)  # deleted pods
-        now = time.monotonic()
-        deadline = {}
-        for r in runs:  # the Job controller deletes its active pods: a completed workload's, a Job past its deadline
-            if (r.deleted or r.deadline_exceeded) and r.pod.job and any(p.live for p in r.processes):
-                self._record(events.deleted_pod(now - self.t0, r.pod.namespace, r.pod.job, r.pod.name))
-        for r, p, _ in live:
-            if graceful and r.preempted is None:
-                p.request(signal.SIGTERM)
-                self._record(events.killing(now - self.t0, _involved(p), _container(p)))
-            signalled = self.t0 + r.preempted if r.preempted is not None else now
-            deadline[id(p)] = signalled + self._grace(r) if graceful else now
-        unkilled = set(deadline)
-        while any(not p.reaped for _, p, _ in live) and unkilled:
-            for _, p, _ in live:
-                if id(p) in unkilled and time.monotonic() >= deadline[id(p)]:
-                    p.request(signal.SIGKILL)
-                    unkilled.discard(id(p))
-            yield Wait(0.02, self.selector.fileno())
-            for key, _ in self.selector.select(0):
-                self._read(key.data, key.fd)
-            for r, p, pid in live:
-                if not p.reaped and (found := os.waitpid(pid, os.WNOHANG))[0]:
-                    self._ended(r, p, found[1])
-        for r, p, pid in live:
-            if not p.reaped:  # its container was SIGKILLed: its shim ends once the pod's namespace is empty
-                self._ended(r, p, os.waitpid(pid, 0)[1])
-        for r in runs:
-            if r.pid is None and r.phase == Phase.PENDING:
-                r.reason = self.controllers.never_created(r, gates.get(id(r)))
-                if r.reason == "never started" and r.others and not r.initialized:
-                    r.reason += f": {ENDED_WITH_GROUP} in its init containers"
-            for p in r.processes:
-                for fd in list(p.fds):
-                    self.selector.unregister(fd)
-                    os.close(fd)
-                p.fds.clear()
-
-    def _exited(self, p: Process, status: int) -> None:
-        """A reaped container: what it wrote last, and how it ended (the signal, if any, and exit code) from its shim's
-        wait status, which is its container's."""
-        p.reaped = True
-        p.pids_peak = p.group.pids_peak() if p.group is not None else None
-        self._drain(p)
-        for fd in [fd for fd, stream in p.fds.items() if stream == "exit"]:
-            self.selector.unregister(fd)
-            os.close(fd)
-            del p.fds[fd]
-        if p.control is not None:
-            self.controls.discard(p.control)
-            os.close(p.control)
-            p.control = None
-        if os.WIFSIGNALED(status):  # reported as 128 + N, as containerd's reaper does: what onExitCodes matches
-            p.signal = signal.Signals(os.WTERMSIG(status)).name
-            p.exit_code = 128 + os.WTERMSIG(status)
-        else:
-            p.exit_code = os.WEXITSTATUS(status)
-
-    def _ended(self, r: PodRun, p: Process, status: int) -> None:
-        """A container the group's end stopped (not a failure of its own)."""
-        self._exited(p, status)
-        if p is not r:
-            p.reason = p.reason or ENDED_WITH_GROUP
-            return
-        r.reason = r.reason or (self._preemption(r) if r.preempted is not None else ENDED_WITH_GROUP)
-        if not r.done:
-            self._phase(r, Phase.DELETED if r.deleted else Phase.FAILED)
+        """`Reaper.ending`, waited for here."""
+        drive(self.reaper.ending(runs))
