@@ -232,6 +232,53 @@ def test_a_leader_worker_set_is_refused_naming_it(tmp_path: Path) -> None:
     assert validate(lws).returncode == 0  # the API server stores it (its CRD installed): validate is unaffected
 
 
+DISAGGREGATED_SET = """\
+apiVersion: disaggregatedset.x-k8s.io/v1
+kind: DisaggregatedSet
+metadata:
+  name: serving
+spec:
+  roles:
+  - name: prefill
+    spec:
+      replicas: 2
+      leaderWorkerTemplate:
+        size: 2
+        workerTemplate:
+          spec:
+            containers:
+            - name: engine
+              image: python:3.12-slim
+              command: ["python3", "-m", "http.server", "8000"]
+  - name: decode
+    spec:
+      replicas: 1
+      leaderWorkerTemplate:
+        size: 1
+        workerTemplate:
+          spec:
+            containers:
+            - name: engine
+              image: python:3.12-slim
+              command: ["python3", "-m", "http.server", "8000"]
+"""
+
+
+def test_a_disaggregated_set_is_refused_naming_it_as_a_leader_worker_set_is(tmp_path: Path) -> None:
+    """The LWS repository's DisaggregatedSet (kubernetes-sigs/lws @060ab4da
+    config/samples/disaggregatedset_v1_3role.yaml is one) runs each role as a LeaderWorkerSet: it was stored and
+    noted, and the verdict was "no workload ran" (exit 1), a failure no cluster gives; it is refused naming its kind,
+    as the LeaderWorkerSet is."""
+    path = write(tmp_path, "disaggregated.yaml", DISAGGREGATED_SET)
+    rc, report, out = simulate_cli(str(path), tmp=tmp_path)
+    assert rc == 2, out
+    [line] = errors(out)
+    assert line.startswith(f"error: {path}#0 DisaggregatedSet/default/serving = ")
+    assert "'DisaggregatedSet (disaggregatedset.x-k8s.io/v1)'" in line and line.endswith(FIX), line
+    assert "no workload to simulate" not in out and "stored, not simulated" not in out
+    assert report["workloads"] == [] and not report["ok"]
+
+
 def test_every_unserved_object_at_once_and_the_served_workload_beside_them_not_started(tmp_path: Path) -> None:
     """A Deployment and a bare Pod beside a JobSet: each named, in its file, and nothing started, not even the JobSet
     (the Deployment's pods could be what it needs, and a pass would vouch for pods that never ran)."""
@@ -313,6 +360,8 @@ def test_a_torch_trainjob_its_queue_admits_is_refused_too(tmp_path: Path) -> Non
         ("ray.io/v1", "RayJob", True),
         ("kubeflow.org/v1", "PyTorchJob", True),
         ("kubeflow.org/v2beta1", "MPIJob", True),
+        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", True),  # its roles are LeaderWorkerSets
+        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSetRoleScaler", False),  # a scale target: no pods
         ("batch/v1", "Job", False),  # served: a NonIndexed Job runs too (its own problem under the probe)
         ("kubeflow.org/v1", "JAXJob", False),
         ("v1", "ConfigMap", False),
@@ -325,4 +374,5 @@ def test_which_kinds_are_input_problems(api_version: str, kind: str, unserved: b
     assert (problem is not None) == unserved
     if problem is not None:
         assert problem.path == f"{kind}/default/x" and problem.value == f"{kind} ({api_version})"
-    assert controllers.not_simulated([obj]) == (["Widget/default/x"] if kind == "Widget" else [])
+    stored_only = kind in ("Widget", "DisaggregatedSetRoleScaler")
+    assert controllers.not_simulated([obj]) == ([f"{kind}/default/x"] if stored_only else [])
