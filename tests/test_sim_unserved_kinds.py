@@ -337,6 +337,48 @@ def test_a_torch_trainjob_without_a_queue_is_refused_naming_its_runtime(tmp_path
     assert (workload["verdict"], workload["pods"], workload["attempts"]) == ("failed", 0, [])
 
 
+BUILTIN_RUNTIME_TRAINJOB = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: ddp-smoke
+spec:
+  runtimeRef:
+    apiGroup: trainer.kubeflow.org
+    kind: ClusterTrainingRuntime
+    name: torch-distributed
+  trainer:
+    numNodes: 2
+    command: ["torchrun", "--nnodes=2", "/workspace/smoke.py"]
+"""
+
+
+def test_a_trainjob_on_a_builtin_torch_runtime_is_stored_and_refused_naming_its_runtime(tmp_path: Path) -> None:
+    """In the style of Trainer's examples/yaml/01-multi-node.yaml: a TrainJob naming the built-in torch-distributed,
+    not in the inputs. A cluster with the Trainer's runtimes installed (its installation guide applies them all
+    together, jax-distributed among them) stores it; it was refused as not found by validate and simulate alike.
+    Now stored, and the simulation refuses it naming its runtime's policy, as for a torch runtime in the inputs."""
+    path = write(tmp_path, "ddp.yaml", BUILTIN_RUNTIME_TRAINJOB)
+    assert validate(path).returncode == 0
+    rc, report, out = simulate_cli(str(path), tmp=tmp_path)
+    assert rc == 2, out
+    [line] = errors(out)
+    assert line.startswith("error: TrainJob/default/ddp-smoke spec.runtimeRef = ")
+    assert "ClusterTrainingRuntime torch-distributed (mlPolicy.torch)" in line, line
+    assert "mlPolicy.torch is not a JAX runtime" in line and "not found" not in out
+
+
+def test_a_trainjob_on_a_runtime_the_builtin_set_lacks_is_refused_by_the_api_server(tmp_path: Path) -> None:
+    """torch-distributed-with-cache is in Trainer's manifests/base/runtimes/data-cache, an overlay of its own that the
+    runtimes' kustomization does not list: without it in the inputs, the Trainer's webhook refuses the TrainJob."""
+    path = write(
+        tmp_path, "ddp.yaml", BUILTIN_RUNTIME_TRAINJOB.replace("torch-distributed", "torch-distributed-with-cache")
+    )
+    r = validate(path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert '"torch-distributed-with-cache" not found' in r.stdout + r.stderr
+
+
 def test_a_torch_trainjob_its_queue_admits_is_refused_too(tmp_path: Path) -> None:
     local_queue = (
         "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  name: user-queue\n"
