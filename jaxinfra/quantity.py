@@ -12,13 +12,14 @@ The API server's message for a string outside the grammar is `MESSAGE`.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from decimal import Decimal, InvalidOperation
 from fractions import Fraction
 from typing import Any
 
-__all__ = ["MESSAGE", "parse", "is_quantity", "suffix_of", "scale"]
+__all__ = ["MESSAGE", "parse", "is_quantity", "suffix_of", "scale", "canonical"]
 
 MESSAGE = "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
 """What the API server answers for a value that does not parse (quantity.go ErrFormatWrong's regular expression)."""
@@ -113,3 +114,48 @@ def total(values: Sequence[str | int]) -> str | int:
         return values[0]
     base = sum((scale(v, 1)[0] for v in values), Decimal(0))
     return format(base.normalize(), "f") if base != base.to_integral_value() else int(base)
+
+
+_BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def canonical(value: Any) -> str | None:
+    """A quantity as the API server writes it back (a JSON string, whatever was given: `1` is served as "1"), or None
+    where it is none. apimachinery's `Quantity.MarshalJSON` writes `CanonicalizeBytes` (quantity.go; amount.go
+    `AsCanonicalBytes`, `AsCanonicalBase1024Bytes`; suffix.go `constructBytes`): the value rounded up to nano as
+    `ParseQuantity` keeps it; zero is "0"; a binary SI quantity stays binary when it is a whole number of at least
+    1024 in magnitude, written with the largest power of 1024 that divides it (`1.5Gi` is "1536Mi"), else it is
+    decimal; a decimal one is its digits without trailing zeros and an exponent that is a multiple of 3, written with
+    its SI suffix (`1000` is "1k", `0.5` is "500m") or, for the exponent form, `e` and the exponent (`1e3`)."""
+    amount = parse(value)
+    if amount is None:
+        return None
+    suffix = suffix_of(format(Decimal(repr(value)), "f") if isinstance(value, float) else value)
+    nano = amount * 10**9
+    if nano.denominator != 1:  # more precise than nano: rounded up, away from zero (inf.RoundUp)
+        amount = Fraction(math.ceil(abs(nano)) * (1 if nano > 0 else -1), 10**9)
+    if amount == 0:
+        return "0"
+    if suffix in _BINARY[1:] and (-1024 < amount < 1024 or amount.denominator != 1):
+        suffix = ""  # BinarySI below 1024, or not whole: written as DecimalSI
+    if suffix in _BINARY[1:]:
+        whole, power = int(amount), 0
+        while whole % 1024 == 0 and power < len(_BINARY) - 1:
+            whole //= 1024
+            power += 1
+        return f"{whole}{_BINARY[power]}"
+    exponent, scaled = 0, amount
+    while scaled.denominator != 1:
+        scaled *= 10
+        exponent -= 1
+    digits = int(scaled)
+    while digits % 10 == 0:
+        digits //= 10
+        exponent += 1
+    if exponent % 3:
+        digits *= 10 ** (exponent % 3)
+        exponent -= exponent % 3
+    if suffix[:1] in ("e", "E"):
+        return f"{digits}e{exponent}" if exponent else str(digits)
+    return f"{digits}{_DECIMAL[exponent]}" if exponent in _DECIMAL else f"{digits}e{exponent}"

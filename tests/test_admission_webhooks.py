@@ -586,6 +586,8 @@ def runtime() -> dict[str, Any]:
 def test_trainjob_runtime_must_exist_first() -> None:
     assert admit(trainjob(), Store([runtime()])) == []
     assert admit(trainjob()) == []  # jax-distributed is installed with the Trainer: a cluster has it
+    # and so are the other built-in runtimes, applied with it (kubeflow/trainer manifests/overlays/runtimes)
+    assert admit(trainjob(name="torch-distributed")) == admit(trainjob(name="torchtune-qwen2.5-1.5b")) == []
     [finding] = admit(trainjob(name="jax-custom"))
     assert finding.at == ("spec", "RuntimeRef")
     assert (

@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 
 from jaxinfra import CPU, Cluster, JaxJob, NodePool, SpecError
-from jaxinfra.quantity import parse, scale
+from jaxinfra.quantity import canonical, parse, scale
 
 pytestmark = pytest.mark.unit
 
@@ -63,3 +63,34 @@ def test_the_spec_refuses_what_the_api_server_refuses() -> None:
             jobs=[JaxJob("t", image="i", node_pool="cpu", resources={"requests": {"memory": "1K"}})],
         )
     assert "memory: '1K' is not a Kubernetes quantity" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("given", "served"),
+    [
+        (1, "1"),  # a JSON number is served as a string
+        (0.5, "500m"),
+        ("900m", "900m"),
+        (1000, "1k"),
+        ("1500", "1500"),
+        ("1.5", "1500m"),
+        ("1.5Gi", "1536Mi"),  # binary, whole and at least 1024: the largest power of 1024 that divides it
+        ("0.5Gi", "512Mi"),
+        ("1Ki", "1Ki"),
+        ("512Ki", "512Ki"),
+        ("1.5Ki", "1536"),  # whole, yet 1536 = 1.5 * 1024: written in decimal
+        ("0.1Ki", "102400m"),  # not whole: decimal
+        (1073741824, "1073741824"),  # a plain number stays decimal: 2**30 has no factor of 1000
+        ("10G", "10G"),
+        ("1e3", "1e3"),  # the exponent form keeps its form
+        ("12e6", "12e6"),
+        ("1E-2", "10e-3"),
+        ("0Gi", "0"),
+        ("0.0000000001", "1n"),  # rounded up to nano
+        ("1Z", None),
+        (True, None),
+    ],
+)
+def test_canonical_is_what_the_api_server_serves(given: object, served: str | None) -> None:
+    """apimachinery's Quantity.MarshalJSON (CanonicalizeBytes): a built-in object's quantities come back as these."""
+    assert canonical(given) == served

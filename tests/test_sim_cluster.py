@@ -713,14 +713,91 @@ def test_publish_not_ready_addresses_false() -> None:
     assert problem.fix == "set publishNotReadyAddresses: true on the Service"
 
 
-def test_wrong_coordinator_port() -> None:
+def test_a_coordinator_port_no_one_declares_is_a_note_as_on_a_cluster() -> None:
+    """Every process connects to train-0.workers:9999 and rank 0 binds 9999: on a cluster that works, whatever the
+    container's ports and the headless Service's say (kubernetes core/v1 Container.ports: "Not specifying a port
+    here DOES NOT prevent that port from being exposed"; a headless Service's names are the pods' addresses, not
+    proxied). They were two problems, the workload never started (issue #39: JAX's own
+    examples/k8s/mnist-training/jobset.yaml declares 8471 and its coordinator listens on JAX's TPU default)."""
     c = emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-0.workers:9999")))
-    container = one_problem(c, "declares only")
-    assert container.path == "Job/research/train pod train-0 container trainer ports" and container.value == [1234]
-    assert "coordinator listens on port 9999" in container.message
-    service = one_problem(c, "Service 'workers' declares ports")
-    assert service.path == "Service/research/workers ports" and "not the coordinator port 9999" in service.message
-    assert len(problems_of(c)) == 2
+    assert problems_of(c) == []
+    notes = only_workload(c).notes
+    [container] = [n for n in notes if "does not declare" in n]
+    assert "the coordinator listens on port 9999 (JAX_COORDINATOR_ADDRESS)" in container and "[1234]" in container
+    [service] = [n for n in notes if "Service 'workers' declares ports [1234] but not the coordinator port 9999" in n]
+    assert "headless" in service
+
+
+# In the style of JAX's own examples/k8s/mnist-training (jobset.yaml and svc-acct.yaml): a one-slice TPU JobSet on the
+# host network whose container declares a port of its own choosing, not JAX's TPU coordinator port, with the
+# ServiceAccount and RBAC its README applies first. Names, image and counts are ours.
+TPU_HOST_NETWORK_SA = """
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: digits-sa}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: digits-pods}
+rules:
+- apiGroups: [""]
+  resources: [pods]
+  verbs: [get, list, watch]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: digits-pods}
+subjects: [{kind: ServiceAccount, name: digits-sa}]
+roleRef: {kind: Role, name: digits-pods, apiGroup: rbac.authorization.k8s.io}
+"""
+TPU_HOST_NETWORK = """
+apiVersion: jobset.x-k8s.io/v1alpha2
+kind: JobSet
+metadata: {name: digits}
+spec:
+  failurePolicy: {maxRestarts: 1}
+  replicatedJobs:
+  - name: slice
+    replicas: 1
+    template:
+      spec:
+        parallelism: 2
+        completions: 2
+        backoffLimit: 0
+        template:
+          spec:
+            serviceAccountName: digits-sa
+            hostNetwork: true
+            dnsPolicy: ClusterFirstWithHostNet
+            restartPolicy: Never
+            nodeSelector:
+              cloud.google.com/gke-tpu-accelerator: tpu-v5-lite-podslice
+              cloud.google.com/gke-tpu-topology: 2x4
+            containers:
+            - name: train
+              image: registry.example/digits:7
+              args: ["--steps", "10"]
+              ports: [{containerPort: 9000}]
+              resources: {limits: {google.com/tpu: 4}}
+              securityContext: {privileged: true}
+"""
+
+
+def test_a_tpu_slice_whose_container_declares_another_port_has_no_problem() -> None:
+    """The coordinator is JAX's TPU default port, which the container does not declare: on GKE the slice forms all the
+    same (a container's ports are informational), so the simulation runs; it was a problem and never started."""
+    c = emulate(load(TPU_HOST_NETWORK_SA + "---" + TPU_HOST_NETWORK))
+    assert problems_of(c) == []
+    assert any(
+        "(TPU_WORKER_HOSTNAMES), which rank 0's container train does not declare" in n for n in c.workloads[0].notes
+    )
+
+
+def test_the_same_slice_without_its_service_account_is_refused() -> None:
+    """Its README's first step skipped: the pods name a ServiceAccount the cluster lacks, and the API server refuses
+    them (plugin/pkg/admission/serviceaccount), so the slice never forms."""
+    problem = one_problem(emulate(load(TPU_HOST_NETWORK)), 'serviceaccount "digits-sa" not found')
+    assert "refuses to create the pods" in problem.message
 
 
 def test_bind_address_port_mismatch() -> None:

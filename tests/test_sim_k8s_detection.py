@@ -100,6 +100,30 @@ def test_a_jobset_without_rank_env_passes_with_the_rank_from_jax_kubernetes_dete
     assert sum(line.startswith("200 GET /apis/batch/v1/namespaces/default/jobs/") for line in report["api_server"]) == 2
 
 
+def test_quantities_written_as_numbers_are_served_as_strings(tmp_path: Path) -> None:
+    """JAX's own examples/k8s/example.yaml writes `limits: {cpu: 1}`: the API server serves a Pod's and a Job's
+    quantities as strings, and the `kubernetes` client K8sCluster uses refuses a number there. The simulation served
+    `1`, every process's pod listing failed ('Input should be a valid string'), and the JobSet failed where a cluster
+    runs it; now it is served as "1" and the group forms. The JobSet, a custom resource, keeps what it was given."""
+    manifests = docs()
+    pod_spec(manifests)["containers"][0]["resources"] = {
+        "requests": {"cpu": "900m", "memory": 1073741824},
+        "limits": {"cpu": 1, "memory": "1.5Gi"},
+    }
+    served = emulate(manifests, api_objects=True).objects
+    pods = [o for o in served if o.get("kind") == "Pod"]
+    [job] = [o for o in served if o.get("kind") == "Job"]
+    [jobset] = [o for o in served if o.get("kind") == "JobSet"]
+    want = {"requests": {"cpu": "900m", "memory": "1073741824"}, "limits": {"cpu": "1", "memory": "1536Mi"}}
+    assert len(pods) == 2 and all(p["spec"]["containers"][0]["resources"] == want for p in pods)
+    assert job["spec"]["template"]["spec"]["containers"][0]["resources"] == want
+    assert pod_spec([dict(jobset)])["containers"][0]["resources"]["limits"]["cpu"] == 1
+    rc, report, out = simulate_cli(write(tmp_path, manifests), tmp=tmp_path, timeout=240)
+    assert rc == 0, out
+    [w] = report["workloads"]
+    assert all(pod["checks"]["rank"]["ok"] for pod in w["attempts"][-1]["pods"])
+
+
 def test_without_the_token_the_rank_missing_problem_names_it(tmp_path: Path) -> None:
     manifests = docs()
     pod_spec(manifests)["automountServiceAccountToken"] = False

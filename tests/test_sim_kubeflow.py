@@ -404,8 +404,8 @@ def test_v2_with_an_unknown_runtime() -> None:
     problem = one_problem(c, "jax-distributd")
     assert problem.path == "TrainJob/default/jax-mnist spec.runtimeRef"
     assert (
-        "ClusterTrainingRuntime 'jax-distributd' is neither in the manifests nor the upstream 'jax-distributed'"
-        in problem.message
+        "ClusterTrainingRuntime 'jax-distributd' is neither in the manifests nor one of the Trainer's built-in "
+        "runtimes ('jax-distributed', ...)" in problem.message
     )
     assert problem.fix == "reference one of ['jax-distributed'], or add the ClusterTrainingRuntime to the manifests"
 

@@ -232,6 +232,53 @@ def test_a_leader_worker_set_is_refused_naming_it(tmp_path: Path) -> None:
     assert validate(lws).returncode == 0  # the API server stores it (its CRD installed): validate is unaffected
 
 
+DISAGGREGATED_SET = """\
+apiVersion: disaggregatedset.x-k8s.io/v1
+kind: DisaggregatedSet
+metadata:
+  name: serving
+spec:
+  roles:
+  - name: prefill
+    spec:
+      replicas: 2
+      leaderWorkerTemplate:
+        size: 2
+        workerTemplate:
+          spec:
+            containers:
+            - name: engine
+              image: python:3.12-slim
+              command: ["python3", "-m", "http.server", "8000"]
+  - name: decode
+    spec:
+      replicas: 1
+      leaderWorkerTemplate:
+        size: 1
+        workerTemplate:
+          spec:
+            containers:
+            - name: engine
+              image: python:3.12-slim
+              command: ["python3", "-m", "http.server", "8000"]
+"""
+
+
+def test_a_disaggregated_set_is_refused_naming_it_as_a_leader_worker_set_is(tmp_path: Path) -> None:
+    """The LWS repository's DisaggregatedSet (kubernetes-sigs/lws @060ab4da
+    config/samples/disaggregatedset_v1_3role.yaml is one) runs each role as a LeaderWorkerSet: it was stored and
+    noted, and the verdict was "no workload ran" (exit 1), a failure no cluster gives; it is refused naming its kind,
+    as the LeaderWorkerSet is."""
+    path = write(tmp_path, "disaggregated.yaml", DISAGGREGATED_SET)
+    rc, report, out = simulate_cli(str(path), tmp=tmp_path)
+    assert rc == 2, out
+    [line] = errors(out)
+    assert line.startswith(f"error: {path}#0 DisaggregatedSet/default/serving = ")
+    assert "'DisaggregatedSet (disaggregatedset.x-k8s.io/v1)'" in line and line.endswith(FIX), line
+    assert "no workload to simulate" not in out and "stored, not simulated" not in out
+    assert report["workloads"] == [] and not report["ok"]
+
+
 def test_every_unserved_object_at_once_and_the_served_workload_beside_them_not_started(tmp_path: Path) -> None:
     """A Deployment and a bare Pod beside a JobSet: each named, in its file, and nothing started, not even the JobSet
     (the Deployment's pods could be what it needs, and a pass would vouch for pods that never ran)."""
@@ -290,6 +337,48 @@ def test_a_torch_trainjob_without_a_queue_is_refused_naming_its_runtime(tmp_path
     assert (workload["verdict"], workload["pods"], workload["attempts"]) == ("failed", 0, [])
 
 
+BUILTIN_RUNTIME_TRAINJOB = """\
+apiVersion: trainer.kubeflow.org/v1alpha1
+kind: TrainJob
+metadata:
+  name: ddp-smoke
+spec:
+  runtimeRef:
+    apiGroup: trainer.kubeflow.org
+    kind: ClusterTrainingRuntime
+    name: torch-distributed
+  trainer:
+    numNodes: 2
+    command: ["torchrun", "--nnodes=2", "/workspace/smoke.py"]
+"""
+
+
+def test_a_trainjob_on_a_builtin_torch_runtime_is_stored_and_refused_naming_its_runtime(tmp_path: Path) -> None:
+    """In the style of Trainer's examples/yaml/01-multi-node.yaml: a TrainJob naming the built-in torch-distributed,
+    not in the inputs. A cluster with the Trainer's runtimes installed (its installation guide applies them all
+    together, jax-distributed among them) stores it; it was refused as not found by validate and simulate alike.
+    Now stored, and the simulation refuses it naming its runtime's policy, as for a torch runtime in the inputs."""
+    path = write(tmp_path, "ddp.yaml", BUILTIN_RUNTIME_TRAINJOB)
+    assert validate(path).returncode == 0
+    rc, report, out = simulate_cli(str(path), tmp=tmp_path)
+    assert rc == 2, out
+    [line] = errors(out)
+    assert line.startswith("error: TrainJob/default/ddp-smoke spec.runtimeRef = ")
+    assert "ClusterTrainingRuntime torch-distributed (mlPolicy.torch)" in line, line
+    assert "mlPolicy.torch is not a JAX runtime" in line and "not found" not in out
+
+
+def test_a_trainjob_on_a_runtime_the_builtin_set_lacks_is_refused_by_the_api_server(tmp_path: Path) -> None:
+    """torch-distributed-with-cache is in Trainer's manifests/base/runtimes/data-cache, an overlay of its own that the
+    runtimes' kustomization does not list: without it in the inputs, the Trainer's webhook refuses the TrainJob."""
+    path = write(
+        tmp_path, "ddp.yaml", BUILTIN_RUNTIME_TRAINJOB.replace("torch-distributed", "torch-distributed-with-cache")
+    )
+    r = validate(path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert '"torch-distributed-with-cache" not found' in r.stdout + r.stderr
+
+
 def test_a_torch_trainjob_its_queue_admits_is_refused_too(tmp_path: Path) -> None:
     local_queue = (
         "---\napiVersion: kueue.x-k8s.io/v1beta1\nkind: LocalQueue\nmetadata:\n  name: user-queue\n"
@@ -313,6 +402,8 @@ def test_a_torch_trainjob_its_queue_admits_is_refused_too(tmp_path: Path) -> Non
         ("ray.io/v1", "RayJob", True),
         ("kubeflow.org/v1", "PyTorchJob", True),
         ("kubeflow.org/v2beta1", "MPIJob", True),
+        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", True),  # its roles are LeaderWorkerSets
+        ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSetRoleScaler", False),  # a scale target: no pods
         ("batch/v1", "Job", False),  # served: a NonIndexed Job runs too (its own problem under the probe)
         ("kubeflow.org/v1", "JAXJob", False),
         ("v1", "ConfigMap", False),
@@ -325,4 +416,5 @@ def test_which_kinds_are_input_problems(api_version: str, kind: str, unserved: b
     assert (problem is not None) == unserved
     if problem is not None:
         assert problem.path == f"{kind}/default/x" and problem.value == f"{kind} ({api_version})"
-    assert controllers.not_simulated([obj]) == (["Widget/default/x"] if kind == "Widget" else [])
+    stored_only = kind in ("Widget", "DisaggregatedSetRoleScaler")
+    assert controllers.not_simulated([obj]) == ([f"{kind}/default/x"] if stored_only else [])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 
+from jaxinfra.quantity import canonical
 from jaxinfra.upstream import BATCH_API, JOB_UID_LABEL, JOBSET_KEY_PREFIX
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers import ChildJob, Draft
@@ -21,6 +22,37 @@ from jaxinfra_sim.inputs import Service, fake_uid, meta, namespace_of
 
 CREATED_AT = "2026-01-01T00:00:00Z"
 """A fixed creation time: the objects are reproducible, and no client here reads the clock from them."""
+
+
+def _quantities(spec: dict) -> dict:
+    """A pod spec of a built-in object (a Pod, a Job's template) with its quantities as the API server serves them:
+    each a canonical string (`jaxinfra.quantity.canonical`, apimachinery's `Quantity.MarshalJSON`), as the object is
+    decoded into Go's types and encoded again; a custom resource (a JobSet) keeps what it was given. The `kubernetes`
+    client that JAX's `K8sCluster` uses refuses a number where the API has a string (`limits.cpu: 1`), so a pod
+    listing in the number's form fails where a cluster's succeeds (issue #39: JAX's examples/k8s/example.yaml)."""
+
+    def each(values: object) -> object:
+        if not isinstance(values, Mapping):
+            return values
+        return {k: c if (c := canonical(v)) is not None else v for k, v in values.items()}
+
+    for key in ("containers", "initContainers", "ephemeralContainers"):
+        for container in spec.get(key) or []:
+            resources = container.get("resources") if isinstance(container, dict) else None
+            if isinstance(resources, dict):
+                resources.update({part: each(resources[part]) for part in ("requests", "limits") if part in resources})
+    pod_resources = spec.get("resources")
+    if isinstance(pod_resources, dict):
+        pod_resources.update(
+            {part: each(pod_resources[part]) for part in ("requests", "limits") if part in pod_resources}
+        )
+    if "overhead" in spec:
+        spec["overhead"] = each(spec["overhead"])
+    for volume in spec.get("volumes") or []:
+        empty_dir = volume.get("emptyDir") if isinstance(volume, dict) else None
+        if isinstance(empty_dir, dict) and (c := canonical(empty_dir.get("sizeLimit"))) is not None:
+            empty_dir["sizeLimit"] = c
+    return spec
 
 
 def _owned(ref: Mapping[str, str]) -> list[dict]:
@@ -53,6 +85,8 @@ def _stored_job(obj: Mapping, job: ChildJob) -> dict:
     selector = job_controller.selector_labels(job)
     template_md = spec.setdefault("template", {}).setdefault("metadata", {})
     template_md["labels"] = {**(template_md.get("labels") or {}), **selector}
+    if isinstance(spec["template"].get("spec"), dict):
+        _quantities(spec["template"]["spec"])
     md.update(uid=job.uid, creationTimestamp=CREATED_AT)
     md["labels"] = md.get("labels") or dict(template_md["labels"])
     spec.setdefault("selector", {"matchLabels": {JOB_UID_LABEL: job.uid}})
@@ -82,7 +116,7 @@ def _job(draft: Draft, job: ChildJob) -> dict:
             "backoffLimit": 0,
             "template": {
                 "metadata": {"labels": dict(job.pod_labels), "annotations": dict(job.pod_annotations)},
-                "spec": copy.deepcopy(dict(job.pod_spec)),
+                "spec": _quantities(copy.deepcopy(dict(job.pod_spec))),
             },
         },
         "status": {"active": job.parallelism, "startTime": CREATED_AT},
@@ -96,7 +130,7 @@ def _pod(draft: Draft, job: ChildJob, pod: model.Pod) -> dict:
         if job.operator is not None
         else {"apiVersion": BATCH_API, "kind": "Job", "name": job.name, "uid": job.uid}
     )
-    spec = copy.deepcopy(dict(job.pod_spec))
+    spec = _quantities(copy.deepcopy(dict(job.pod_spec)))
     spec.update(nodeName=pod.node, serviceAccountName=pod.service_account, hostname=pod.hostname)
     if pod.subdomain:
         spec["subdomain"] = pod.subdomain

@@ -1,6 +1,7 @@
 """The static contract checks: would the JAX processes of a workload find their coordinator
-(the name resolves, to rank 0, on a port rank 0 listens on and the Service exposes), agree on the
-process count, and each know a distinct rank in 0..N-1 — read from the env exactly as
+(the name resolves, to rank 0, on the port rank 0 binds; the ports a container or a headless Service declares are
+informational on a cluster, only noted), agree on the process count, and each know a distinct rank in 0..N-1 —
+read from the env exactly as
 `jax.distributed.initialize()` and its cluster detectors read it (jax/_src/distributed.py,
 jax/_src/clusters/cluster.py, cloud_tpu_cluster.py and k8s_cluster.py, 0.10.2), plus the Training Operator v1's
 COORDINATOR_* contract. Where no env names the ranks, JAX's Kubernetes detection (`K8sCluster`) may: then each Job
@@ -15,7 +16,7 @@ under the probe, which initializes from the env, and under `--run-command` for a
 `jax.distributed.initialize()`. xpk's GPU JobSets set JAX_COORDINATOR_ADDRESS to a host and JAX_COORDINATOR_PORT
 beside it, which their program joins (`host:port`) itself: under `--run-command`, where the simulator cannot know
 what the program does, that pair is a note, not a refusal, and still checked as the address it makes (the host
-resolves to rank 0, the port is one rank 0 declares and its Service exposes: `joined`).
+resolves to rank 0, and a port rank 0 or its Service does not declare is noted: `joined`).
 
 Each problem says what is wrong and how to fix it; repeated problems collapse (`model.Findings`). Why a name does
 not resolve is `resolution`'s to say; whether K8sCluster can work in a pod (its token, RBAC), `k8s_access`'s.
@@ -296,28 +297,27 @@ class Checker:
                     f"use the same port in both, e.g. [::]:{port}",
                 ),
             )
+        # Neither a container's declared ports nor a headless Service's restrict a connection on a cluster: a
+        # container's `ports` are informational (kubernetes staging/src/k8s.io/api/core/v1/types.go Container.Ports:
+        # "Not specifying a port here DOES NOT prevent that port from being exposed"), and a headless Service's name
+        # resolves to the pods themselves, which kube-proxy does not handle (the Services docs' "Headless
+        # Services"). So a coordinator port that neither declares is a note, not a problem: JAX's own examples
+        # declare another (jax-ml/jax examples/k8s/mnist-training/jobset.yaml declares 8471 and 8080, and its TPU
+        # coordinator is JAX's default port). A NetworkPolicy that admits only some ports is enforced as the pods run.
         if self.rank0.container_ports and port not in self.rank0.container_ports:
-            self.findings.add(
+            self.notes.setdefault(
                 "container-port",
-                lambda: Problem(
-                    f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} ports",
-                    list(self.rank0.container_ports),
-                    f"the coordinator listens on port {port} ({address.var}) "
-                    f"but rank 0's container declares only {list(self.rank0.container_ports)}",
-                    f"declare containerPort {port} or use one of the declared ports in "
-                    + ("JAX_COORDINATOR_PORT" if address.var == K8S_DETECTOR else address.var),
-                ),
+                f"{self.id}: the coordinator listens on port {port} ({address.var}), which rank 0's container "
+                f"{self.rank0.container} does not declare (ports {list(self.rank0.container_ports)}): on a cluster "
+                "a container's ports are informational and any port it listens on is reachable, so the processes "
+                "connect all the same",
             )
         if svc is not None and svc.ports and not any(port in (p, t) for p, t in svc.ports):
-            self.findings.add(
+            self.notes.setdefault(
                 "service-port",
-                lambda: Problem(
-                    f"{svc.origin} ports",
-                    [p for p, _ in svc.ports],
-                    f"Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} "
-                    f"but not the coordinator port {port} ({address.var})",
-                    f"add port {port} (targetPort {port}) to Service '{svc.name}' or fix the port in {address.var}",
-                ),
+                f"{self.id}: Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} but not the "
+                f"coordinator port {port} ({address.var}): it is headless, so its names resolve to the pods "
+                "themselves and its ports restrict no connection",
             )
 
     # --- counts and ranks ---------------------------------------------------------------

@@ -4,7 +4,8 @@ Everything downstream reads objects through here: the workloads' controllers (`c
 the kubelet (ConfigMaps and Secrets for env), the cluster DNS (Services). Also what a cluster has
 without the manifests: the `default` namespace, the system PriorityClasses, and the upstream
 `jax-distributed` ClusterTrainingRuntime that the Kubeflow Trainer installs
-(manifests/base/runtimes/jax_distributed.yaml at kubeflow/trainer@8c0f5059).
+(manifests/base/runtimes/jax_distributed.yaml at kubeflow/trainer@8c0f5059), with its other built-in runtimes,
+which the simulator reads only for their name and mlPolicy.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import yamlio
-from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME, Store
+from jaxinfra.admission.store import INSTALLED_RUNTIMES, SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME, Store
 from jaxinfra.errors import ManifestError
 from jaxinfra.quantity import parse as quantity
 from jaxinfra.upstream import GPU_RESOURCE, KUEUE_API_GROUP, TPU_RESOURCE, TRAINER_API
@@ -228,11 +229,25 @@ class Objects:
             self.runtimes[(kind, key[0] if kind == "TrainingRuntime" else "", key[1])] = obj
 
     def runtime(self, kind: str, namespace: str, name: str) -> Mapping | None:
-        """A TrainJob's runtimeRef: from the manifests, else the upstream `jax-distributed` ClusterTrainingRuntime."""
+        """A TrainJob's runtimeRef: from the manifests, else the upstream `jax-distributed` ClusterTrainingRuntime, else
+        another of the Trainer's built-in ones (`builtin_runtime`)."""
         found = self.runtimes.get((kind, namespace if kind == "TrainingRuntime" else "", name))
         if found is None and kind == "ClusterTrainingRuntime" and name == UPSTREAM_RUNTIME:
             return upstream_runtime()
+        if found is None and kind == "ClusterTrainingRuntime" and name in INSTALLED_RUNTIMES:
+            return builtin_runtime(name)
         return found
+
+
+def builtin_runtime(name: str) -> Mapping:
+    """One of the Trainer's other built-in ClusterTrainingRuntimes (`INSTALLED_RUNTIMES`) as far as the simulator reads
+    it: its name and its mlPolicy, which is not JAX's (the TrainJob is refused as a runtime not emulated)."""
+    return {
+        "apiVersion": TRAINER_API,
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": name},
+        "spec": {"mlPolicy": {"numNodes": 1, INSTALLED_RUNTIMES[name]: {}}},
+    }
 
 
 @lru_cache(maxsize=1)

@@ -46,6 +46,8 @@ UNSERVED_KINDS: frozenset[tuple[str, str]] = frozenset(
         ("apps", "DaemonSet"),
         ("batch", "CronJob"),  # its Jobs come on a schedule; the Job kind itself is served (a NonIndexed one too)
         ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
+        # kubernetes-sigs/lws @060ab4da api/disaggregatedset/v1: each role a LeaderWorkerSet its controller creates
+        ("disaggregatedset.x-k8s.io", "DisaggregatedSet"),
         ("ray.io", "RayJob"),
         ("ray.io", "RayCluster"),
         ("ray.io", "RayService"),

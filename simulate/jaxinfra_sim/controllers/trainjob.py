@@ -114,7 +114,8 @@ def trainjob(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
         return Problem(
             where,
             runtime_name,
-            f"{kind} '{runtime_name}'{scope} is neither in the manifests nor the upstream '{UPSTREAM_RUNTIME}': "
+            f"{kind} '{runtime_name}'{scope} is neither in the manifests nor one of the Trainer's built-in runtimes "
+            f"('{UPSTREAM_RUNTIME}', ...): "
             f"the Trainer creates nothing for this TrainJob ({said})",
             f"reference one of {known}, or add the {kind} to the manifests",
         )
