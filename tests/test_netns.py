@@ -250,7 +250,8 @@ def test_forwarding_is_on_before_any_pod_and_on_each_pods_veth(network: Network)
         a.fd(), b.fd()
         after = in_joined_child(network, _forwarding)
     finally:
-        a.close(), b.close()
+        a.close()
+        b.close()
     assert len([link for link in after if link.startswith("veth")]) == 2 and set(after.values()) == {"1"}, after
 
 
