@@ -761,11 +761,9 @@ class Runner:
                 if now - self.t0 - r.timings.get("started", 0.0) > limit:
                     pending = [p.pod.hostname for p in runs if p.phase == Phase.PENDING]
                     why = f"; not started yet: {', '.join(pending)}" if pending else ""
-                    r.phase, r.reason = (
-                        Phase.FAILED,
-                        f"no progress: still initializing after its init timeout ({limit - INIT_GRACE_S:g} s){why}",
-                    )
-                    self.listener("phase", r)
+                    waited = f"{limit - INIT_GRACE_S:g} s"
+                    r.reason = f"no progress: still initializing after its init timeout ({waited}){why}"
+                    self._phase(r, Phase.FAILED)  # when: its row's total is the time it hung, not its last report's
                     return f"{r.pod.hostname}: {r.reason}"
         return None
 
