@@ -231,6 +231,30 @@ def test_each_pod_has_a_namespace_of_its_own_routed_from_the_simulations(network
     assert machine_interfaces() == before
 
 
+def _forwarding() -> dict[str, str]:
+    """Each link's IPv4 `forwarding` in this process's network namespace (with `all` and `default`)."""
+    conf = Path(netns_holder.FORWARDING)
+    return {link.name: (link / "forwarding").read_text().strip() for link in conf.iterdir()}
+
+
+def test_forwarding_is_on_before_any_pod_and_on_each_pods_veth(network: Network) -> None:
+    """The holder turns IPv4 forwarding on itself, before any pod (`netns_holder.enable_forwarding`): `all`, `default`
+    and each link, so each pod's veth forwards from the start. Left to the `ptp` plugin, two pods' ADDs at once each
+    wrote net.ipv4.ip_forward, and the kernel's handler, racy between two writers, could leave `all` at 1 and every
+    link at 0 (the plugins then read 1 and wrote nothing more): no packet passed from one pod to another, and a JAX
+    group hung to its init timeout, attempt after attempt."""
+    before = in_joined_child(network, _forwarding)
+    assert {"all", "default", "lo", netns_holder.NODE_LINK} <= set(before) and set(before.values()) == {"1"}, before
+    a, b = network.pod("10.244.0.2", "forward-a"), network.pod("10.244.0.3", "forward-b")
+    try:
+        a.fd(), b.fd()
+        after = in_joined_child(network, _forwarding)
+    finally:
+        a.close()
+        b.close()
+    assert len([link for link in after if link.startswith("veth")]) == 2 and set(after.values()) == {"1"}, after
+
+
 def test_a_pods_namespace_is_asked_for_with_an_address_and_a_plain_id(network: Network) -> None:
     with pytest.raises(ValueError):
         network.pod("10.244.0.2 extra", "x")

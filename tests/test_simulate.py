@@ -220,6 +220,9 @@ def test_faults_give_the_expected_verdict_fast(fault: str, tmp_path: Path) -> No
     if fault in ("crash", "sigkill"):  # from the crash to the verdict: the group's end, not JAX's heartbeat timeout
         crashed = next(p for p in first["pods"] if p["reason"] != "ended with its group" and p["phase"] == "failed")
         assert first["seconds"] - crashed["timings"]["failed"] < Options.heartbeat_timeout / 2
+    if fault == "hang":  # the stuck pod's row counts the time it hung (it showed 0.04 s, its last report, before)
+        stuck = next(p for p in first["pods"] if (p["reason"] or "").startswith("no progress"))
+        assert stuck["timings"]["failed"] - stuck["timings"]["started"] > 2
 
 
 def test_jobset_restarts_the_whole_group_and_recovers(tmp_path: Path) -> None:

@@ -3,8 +3,9 @@
 A fresh interpreter runs this file (`python -I -S`: the standard library only, no descriptor of the
 simulator's, never a fork of a process with JAX's threads). It leaves the machine's network
 namespace (as root unshare(CLONE_NEWNET); otherwise unshare(CLONE_NEWUSER | CLONE_NEWNET) mapping
-only the caller's ids), brings `lo` up, opens the low ports, attaches an egress tool where one is
-installed, reports to the simulator, and serves it (sockets made in the namespace) until it goes.
+only the caller's ids), brings `lo` up, turns IPv4 forwarding on (`enable_forwarding`), opens the low ports,
+attaches an egress tool where one is installed, reports to the simulator, and serves it (sockets made in the
+namespace) until it goes.
 `netns` holds the simulator's side; the facts and sources are in its docstring.
 """
 
@@ -39,6 +40,8 @@ _IFREQ = struct.Struct("16sh22x")  # struct ifreq: the name, then ifr_flags in a
 PR_SET_PDEATHSIG = 1
 LOW_PORTS = "/proc/sys/net/ipv4/ip_unprivileged_port_start"
 PING_GROUPS = "/proc/sys/net/ipv4/ping_group_range"
+FORWARDING = "/proc/sys/net/ipv4/conf"
+"""Each link's IPv4 `forwarding` (`all`: net.ipv4.ip_forward; `default`: what a link made later starts with)."""
 EVERY_GROUP = "0 2147483647"
 """The groups containerd lets open ICMP echo sockets in a pod's network namespace (`ping` without CAP_NET_RAW)."""
 
@@ -390,6 +393,25 @@ def _try_write(path: str, text: str) -> bool:
     return True
 
 
+def enable_forwarding() -> None:
+    """Turn IPv4 forwarding on in this namespace, once, before any pod's network is added (every packet between pods is
+    forwarded here, from one pod's veth to the other's): for the links made from now on (`default`: each pod's veth, the
+    egress tool's tap), then for all and each link there is already.
+
+    The `ptp` plugin would turn it on itself at each pod's ADD, by writing net.ipv4.ip_forward unless it reads 1
+    already (containernetworking/plugins pkg/ip/ipforward_linux.go EnableIP4Forward, echo1). Two pods' ADDs run at
+    once here, and the kernel's handler of that file is racy between two writers: it stores the new value, and where
+    it cannot take the RTNL lock at once (busy with another namespace's links on a loaded machine) it puts back the
+    value it read and restarts, while the other writer may have read the new value meanwhile and finish seeing no
+    change (net/ipv4/devinet.c devinet_sysctl_forward). Both then leave `all` at 1 without ever applying it to
+    `default` and the links (inet_forward_change): every pod's veth kept forwarding 0, every packet from one pod to
+    another was dropped, and a JAX group's processes never reached their coordinator (each attempt hung to its init
+    timeout). Written here first, by one writer, the plugin reads 1 and never writes it."""
+    _write(f"{FORWARDING}/default/forwarding", "1")
+    for link in sorted(os.listdir(FORWARDING)):  # `all` (it sets `default` and every link when it changes), each link
+        _write(f"{FORWARDING}/{link}/forwarding", "1")
+
+
 def lo_up() -> None:
     """Bring this network namespace's loopback interface up (the kernel then gives it 127.0.0.1/8 and ::1)."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
@@ -481,6 +503,8 @@ def _namespace(strategies: Sequence[str]) -> dict[str, Any]:
         lo_up()
         step = f"make {NODE_LINK} ({GATEWAY}) with ip (Debian package iproute2)"
         _node_link_up()
+        step = f"turn IPv4 forwarding on in the pods' network namespace ({FORWARDING}/*/forwarding)"
+        enable_forwarding()
     except OSError as e:
         attempts.append({"strategy": strategy, "step": step, "errno": e.errno or errno.EPERM})
         return {"ok": False, "attempts": attempts}

@@ -15,7 +15,7 @@ from jaxinfra_sim import eviction, shim
 from jaxinfra_sim.container import init_timeout
 from jaxinfra_sim.machine import Machine
 from jaxinfra_sim.options import Options
-from jaxinfra_sim.podrun import ENDED_WITH_GROUP, ContainerRun, Listener, Phase, PodRun, Process
+from jaxinfra_sim.podrun import ENDED_WITH_GROUP, ContainerRun, Phase, PodRun, Process
 
 #: How long past its init timeout a pod may still be initializing before the group is ended.
 INIT_GRACE_S = 1.0
@@ -31,20 +31,21 @@ def exit_status(p: Process, status: int) -> None:
         p.exit_code = os.WEXITSTATUS(status)
 
 
-def stuck(runs: list[PodRun], now: float, t0: float, options: Options, listener: Listener) -> str | None:
+def stuck(
+    runs: list[PodRun], now: float, t0: float, options: Options, phase: Callable[[PodRun, Phase], None]
+) -> str | None:
     """A pod that makes no progress by its deadline ends the group (JAX would wait minutes): the group's reason, the
-    pod's phase failed and told to `listener` (the attempt began at `t0`, monotonic)."""
+    pod's phase failed through `phase` (the attempt began at `t0`, monotonic), so its row's total is the time it hung,
+    not its last report's."""
     for r in runs:
         if r.phase == Phase.INITIALIZING and not options.run_command:
             limit = init_timeout(r.pod.env, options) + INIT_GRACE_S
             if now - t0 - r.timings.get("started", 0.0) > limit:
                 pending = [p.pod.hostname for p in runs if p.phase == Phase.PENDING]
                 why = f"; not started yet: {', '.join(pending)}" if pending else ""
-                r.phase, r.reason = (
-                    Phase.FAILED,
-                    f"no progress: still initializing after its init timeout ({limit - INIT_GRACE_S:g} s){why}",
-                )
-                listener("phase", r)
+                waited = f"{limit - INIT_GRACE_S:g} s"
+                r.reason = f"no progress: still initializing after its init timeout ({waited}){why}"
+                phase(r, Phase.FAILED)
                 return f"{r.pod.hostname}: {r.reason}"
     return None
 

@@ -187,7 +187,7 @@ class Runner:
                         + (f" (not created yet, waiting for {'; '.join(sorted(gated))})" if gated else "")
                     )
                     break
-                stuck = podstatus.stuck(runs, now, t0, self.options, self.listener)
+                stuck = podstatus.stuck(runs, now, t0, self.options, self._phase)
                 if stuck is not None:
                     attempt.reason = stuck
                     break
