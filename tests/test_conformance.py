@@ -22,8 +22,22 @@ from tests.support.cli import simulate_cli
 pytestmark = pytest.mark.simulator
 
 CASES = Path(__file__).parent / "conformance"
-FIELDS = {"source", "verdict", "reason", "restarts", "failedPods", "phases", "startedBefore", "args", "timeout"}
-VERDICTS = {"succeeded", "failed", "not finished"}
+FIELDS = {
+    "source",
+    "verdict",
+    "reason",
+    "notes",
+    "restarts",
+    "failedPods",
+    "phases",
+    "startedBefore",
+    "args",
+    "timeout",
+    "probe",
+    "refused",
+}
+VERDICTS = {"succeeded", "failed", "not finished", "never admitted"}
+NEVER_ADMITTED = "would stay suspended: "  # the simulator's problem for a workload Kueue never admits
 
 
 def cases() -> list[Any]:
@@ -37,6 +51,7 @@ def expected_of(path: Path) -> dict[str, Any]:
     expected = yaml.safe_load(path.read_text())
     assert set(expected) <= FIELDS and {"source", "verdict"} <= set(expected), (path, sorted(set(expected) ^ FIELDS))
     assert expected["verdict"] in VERDICTS, (path, expected["verdict"])
+    assert not expected.get("refused") or expected["verdict"] == "failed", (path, "refused is a failed verdict")
     return expected
 
 
@@ -45,14 +60,24 @@ def test_the_simulator_gives_the_verdict_upstream_tests_expect(tmp_path: Path, e
     case = expected_of(expected_file)
     manifests = expected_file.with_name(expected_file.name.replace(".expected.yaml", ".yaml"))
     source = case["source"]
+    command = () if case.get("probe") else ("--run-command",)  # the built-in probe where the pods are JAX processes
     rc, report, out = simulate_cli(
-        str(manifests), "--run-command", "--timeout", str(case.get("timeout", 60)), *case.get("args", ()), tmp=tmp_path
+        str(manifests), *command, "--timeout", str(case.get("timeout", 60)), *case.get("args", ()), tmp=tmp_path
     )
     assert report.get("workloads"), out
     [workload] = report["workloads"]
-    assert (rc, workload["verdict"]) == (0 if case["verdict"] == "succeeded" else 1, case["verdict"]), source + out
+    verdict, said = case["verdict"], workload["reason"] or ""
+    if verdict == "never admitted":  # refused before any pod: Kueue's pending message is the problem's
+        problems = [p["message"] for p in workload["problems"] if p["message"].startswith(NEVER_ADMITTED)]
+        assert problems and not workload["attempts"], source + out
+        verdict, said = "failed", problems[0]
+    status = 0 if verdict == "succeeded" else 2 if case.get("refused") else 1  # refused: the simulator serves it not
+    assert (rc, workload["verdict"]) == (status, verdict), source + out
     for words in case.get("reason", ()):
-        assert words in (workload["reason"] or ""), source + out
+        assert words in said, source + out
+    notes = [*workload["notes"], (workload["held"] or {}).get("note", "")]
+    for words in case.get("notes", ()):  # Kueue's admission (flavor, quota taken, borrowing), a hold's note
+        assert any(words in note for note in notes), source + out
     if "restarts" in case:
         assert workload["restarts"] == case["restarts"], source + out
     if "failedPods" in case:  # the Job's status.failed: its failed pods, over all attempts
