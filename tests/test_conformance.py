@@ -7,7 +7,10 @@ and case). Each runs through `jaxinfra simulate --run-command` as a user runs it
 
 What the upstream tests set by hand (a pod's phase, an exit code, a DisruptionTarget condition) comes here from the
 program: its exit code, a `--preempt` (the kubelet's DisruptionTarget, given as `args`), and a claim `state` where a
-pod leaves a marker for the pod that replaces it ("fails once, then succeeds")."""
+pod leaves a marker for the pod that replaces it ("fails once, then succeeds"). Where the pods are JAX processes (a
+JAXJob, a TrainJob on a JAX runtime) a case runs the built-in probe (`probe: true`), a failing pod a `--fail`; what
+Kueue decides (admission, its pending message, a ProvisioningRequest check's `--provision`) is the workload's verdict,
+problems and notes."""
 
 from __future__ import annotations
 
@@ -22,8 +25,21 @@ from tests.support.cli import simulate_cli
 pytestmark = pytest.mark.simulator
 
 CASES = Path(__file__).parent / "conformance"
-FIELDS = {"source", "verdict", "reason", "restarts", "failedPods", "phases", "startedBefore", "args", "timeout"}
-VERDICTS = {"succeeded", "failed", "not finished"}
+FIELDS = {
+    "source",
+    "verdict",
+    "reason",
+    "notes",
+    "restarts",
+    "failedPods",
+    "phases",
+    "startedBefore",
+    "args",
+    "timeout",
+    "probe",
+}
+VERDICTS = {"succeeded", "failed", "not finished", "never admitted", "not emulated"}
+NEVER_ADMITTED = "would stay suspended: "  # the simulator's problem for a workload Kueue never admits
 
 
 def cases() -> list[Any]:
@@ -45,14 +61,25 @@ def test_the_simulator_gives_the_verdict_upstream_tests_expect(tmp_path: Path, e
     case = expected_of(expected_file)
     manifests = expected_file.with_name(expected_file.name.replace(".expected.yaml", ".yaml"))
     source = case["source"]
+    command = () if case.get("probe") else ("--run-command",)  # the built-in probe where the pods are JAX processes
     rc, report, out = simulate_cli(
-        str(manifests), "--run-command", "--timeout", str(case.get("timeout", 60)), *case.get("args", ()), tmp=tmp_path
+        str(manifests), *command, "--timeout", str(case.get("timeout", 60)), *case.get("args", ()), tmp=tmp_path
     )
     assert report.get("workloads"), out
     [workload] = report["workloads"]
-    assert (rc, workload["verdict"]) == (0 if case["verdict"] == "succeeded" else 1, case["verdict"]), source + out
+    said = " | ".join([workload["reason"] or "", *(p["message"] for p in workload["problems"])])
+    verdict = case["verdict"]
+    status = {"succeeded": 0, "not emulated": 2}.get(verdict, 1)
+    if verdict in ("never admitted", "not emulated"):  # refused before any pod, a problem saying why
+        assert not workload["attempts"], source + out
+        assert verdict == "not emulated" or NEVER_ADMITTED in said, source + out  # Kueue's pending message
+        verdict = "failed"
+    assert (rc, workload["verdict"]) == (status, verdict), source + out
     for words in case.get("reason", ()):
-        assert words in (workload["reason"] or ""), source + out
+        assert words in said, source + out
+    notes = [*workload["notes"], (workload["held"] or {}).get("note", "")]
+    for words in case.get("notes", ()):  # Kueue's admission (flavor, quota taken, borrowing), a hold's note
+        assert any(words in note for note in notes), source + out
     if "restarts" in case:
         assert workload["restarts"] == case["restarts"], source + out
     if "failedPods" in case:  # the Job's status.failed: its failed pods, over all attempts
@@ -62,7 +89,7 @@ def test_the_simulator_gives_the_verdict_upstream_tests_expect(tmp_path: Path, e
     phases = {p["hostname"]: p["phase"] for p in last}
     wanted = case.get("phases", {})
     assert {k: phases.get(k) for k in wanted} == wanted, source + out
-    started = {}
+    started: dict[str, Any] = {}
     for p in last:  # the first pod of each replicatedJob (`<jobset>-<rjob>-<job>-<index>`)
         started.setdefault(p["hostname"].split("-")[1], p["timings"].get("started"))
     for a, b in case.get("startedBefore", ()):  # replicatedJob a's first pod started before b's

@@ -99,3 +99,13 @@ def test_the_search_admits_the_largest_count_that_fits() -> None:
     for minimum in range(1, 6):
         w = queued(objects_text.replace("job-min-parallelism: '1'", f"job-min-parallelism: '{minimum}'"))
         assert w.queued is not None and w.queued.counts == (5,), minimum
+
+
+def test_partial_admission_is_searched_whichever_flavor_said_no_to_the_whole() -> None:
+    """Kueue runs the pod-set reducer whenever the full assignment is not a Fit (pkg/scheduler/scheduler.go
+    `getInitialAssignments`), here a first flavor the pods do not tolerate and a second one short of quota: kueue's
+    job_controller_test "Should schedule jobs with partial admission" (5 pods of 2 cpu, min 1: parallelism 2)."""
+    text = (Path(__file__).parent / "conformance/kueue/kueue-partial-admission.yaml").read_text()
+    w = queued(text)
+    assert w.queued is not None and w.queued.admitted and w.queued.counts == (2,), w.problems
+    assert "on-demand: cpu 4 of 5" in w.notes[0], w.notes

@@ -309,8 +309,8 @@ def admit(
     whole = _assign(cq_name, namespace, queue, podsets, full, objects, wanted, priority)
     deltas = [p.count - min(p.count, p.min_count) if p.min_count is not None else 0 for p in podsets]
     total = sum(deltas)
-    if whole.admitted or whole.held is not Hold.QUOTA or not total:
-        return whole
+    if whole.admitted or not total:  # any full assignment that is not a Fit, whichever flavor said no (kueue
+        return whole  # pkg/scheduler/scheduler.go getInitialAssignments: the reducer runs unless the mode is Fit)
     tried: dict[int, Admission] = {}
 
     def fits(step: int) -> bool:  # `step` of `total`: each pod set shrunk by its share of it
