@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import sys
 from pathlib import Path
 
 import pytest
@@ -180,6 +181,36 @@ SIMULATE = ROOT / "simulate" / "jaxinfra_sim"
 def test_simulator_imports_only_what_a_cluster_emulator_needs(path: Path) -> None:
     extra = runtime_imports(path) - SIMULATOR_ALLOWED
     assert not extra, f"{path.relative_to(ROOT)} imports {sorted(extra)}: jaxinfra's model, not a cluster's"
+
+
+#: The pods' network's holder: a program of its own (`python -I -S netns_holder.py`, `netns.HOLDER`), which imports
+#: the modules beside it as `jaxinfra_sim.<module>` through a stand-in for the package (netns_holder's docstring).
+HOLDER_MODULES = {"netns_holder", "netns_setup", "netns_workers", "netns_egress"}
+
+
+def every_import(path: Path) -> set[str]:
+    """Every module the file names in an import, wherever it is (functions, `if TYPE_CHECKING:` too)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            found.add("." * node.level + (node.module or ""))
+    return found
+
+
+@pytest.mark.parametrize("module", sorted(HOLDER_MODULES))
+def test_the_holder_imports_only_the_standard_library_and_its_own_modules(module: str) -> None:
+    """The holder runs with the standard library only (no site-packages, no simulator): each of its modules imports
+    the standard library and the holder's other modules, each by its full name (`from jaxinfra_sim.netns_setup import`),
+    never the package itself nor any other of its modules."""
+    own = {f"jaxinfra_sim.{m}" for m in HOLDER_MODULES}
+    outside = {
+        m
+        for m in every_import(SIMULATE / f"{module}.py")
+        if m not in own and m.partition(".")[0] not in sys.stdlib_module_names
+    }
+    assert not outside, f"simulate/jaxinfra_sim/{module}.py imports {sorted(outside)}: the holder's program lacks them"
 
 
 def module_graph(folder: Path) -> dict[str, set[str]]:

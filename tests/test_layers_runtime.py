@@ -9,8 +9,9 @@ import textwrap
 
 import pytest
 
+from jaxinfra_sim.netns import HOLDER
 from tests.support.paths import ROOT
-from tests.test_layers import THE_MODEL, layer_of
+from tests.test_layers import HOLDER_MODULES, THE_MODEL, layer_of
 
 pytestmark = pytest.mark.simulator
 
@@ -37,3 +38,23 @@ def test_the_simulator_never_loads_the_model_at_run_time() -> None:
     assert "jaxinfra_sim.controllers.jobset" in loaded and "jaxinfra.releases" in loaded  # the controllers, the door
     model = {layer_of(m) for m in loaded if m.startswith("jaxinfra.")} & THE_MODEL
     assert not model, f"a simulation loaded jaxinfra's {sorted(model)}"
+
+
+def test_the_holders_program_loads_only_its_own_modules() -> None:
+    """The pods' network's holder as `netns.HOLDER` runs it (`python -I -S`: no folder on sys.path, no site-packages):
+    its modules beside it load through the stand-in for the package, whose `__init__` never runs, and nothing else of
+    the simulator does."""
+    code = (
+        "import runpy, sys; runpy.run_path(sys.argv[1], run_name='__main__'); "
+        "print(getattr(sys.modules['jaxinfra_sim'], '__file__', None), "
+        "*sorted(m for m in sys.modules if m.startswith('jaxinfra')))"
+    )
+    run = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, str(HOLDER)], capture_output=True, text=True, timeout=60
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.split() == [
+        "None",
+        "jaxinfra_sim",
+        *sorted(f"jaxinfra_sim.{m}" for m in HOLDER_MODULES - {"netns_holder"}),
+    ]

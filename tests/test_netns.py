@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import netns, netns_holder, netpol, sandbox
+from jaxinfra_sim import netns, netns_setup, netns_workers, netpol, sandbox
 from jaxinfra_sim.errors import InvalidArgument, Unavailable
 from jaxinfra_sim.netns import Network, NetworkError, PodNetwork
 from tests.support import unprivileged
@@ -207,7 +207,7 @@ def test_each_pod_has_a_namespace_of_its_own_routed_from_the_simulations(network
         a.fd(), b.fd()
         assert a.result["ips"][0]["address"] == "10.244.0.2/16"
         # each pod's address is routed to its own veth in the simulation's namespace, no other one of the CIDR
-        assert in_joined_child(network, lambda: [netns_holder.routed(ip) for ip in ("10.244.0.2", "10.244.0.9")]) == [
+        assert in_joined_child(network, lambda: [netns_workers.routed(ip) for ip in ("10.244.0.2", "10.244.0.9")]) == [
             True,
             False,
         ]
@@ -233,18 +233,18 @@ def test_each_pod_has_a_namespace_of_its_own_routed_from_the_simulations(network
 
 def _forwarding() -> dict[str, str]:
     """Each link's IPv4 `forwarding` in this process's network namespace (with `all` and `default`)."""
-    conf = Path(netns_holder.FORWARDING)
+    conf = Path(netns_setup.FORWARDING)
     return {link.name: (link / "forwarding").read_text().strip() for link in conf.iterdir()}
 
 
 def test_forwarding_is_on_before_any_pod_and_on_each_pods_veth(network: Network) -> None:
-    """The holder turns IPv4 forwarding on itself, before any pod (`netns_holder.enable_forwarding`): `all`, `default`
+    """The holder turns IPv4 forwarding on itself, before any pod (`netns_setup.enable_forwarding`): `all`, `default`
     and each link, so each pod's veth forwards from the start. Left to the `ptp` plugin, two pods' ADDs at once each
     wrote net.ipv4.ip_forward, and the kernel's handler, racy between two writers, could leave `all` at 1 and every
     link at 0 (the plugins then read 1 and wrote nothing more): no packet passed from one pod to another, and a JAX
     group hung to its init timeout, attempt after attempt."""
     before = in_joined_child(network, _forwarding)
-    assert {"all", "default", "lo", netns_holder.NODE_LINK} <= set(before) and set(before.values()) == {"1"}, before
+    assert {"all", "default", "lo", netns_setup.NODE_LINK} <= set(before) and set(before.values()) == {"1"}, before
     a, b = network.pod("10.244.0.2", "forward-a"), network.pod("10.244.0.3", "forward-b")
     try:
         a.fd(), b.fd()

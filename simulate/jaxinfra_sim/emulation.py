@@ -27,7 +27,7 @@ from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, kue
 from jaxinfra_sim.dns import ClusterDns
 from jaxinfra_sim.errors import InvalidArgument
 from jaxinfra_sim.inputs import Objects, Service
-from jaxinfra_sim.netns_holder import GATEWAY, POD_CIDR
+from jaxinfra_sim.netns_setup import GATEWAY, POD_CIDR
 from jaxinfra_sim.platform import gcsfuse, gke_tpu
 
 API_PORT = 443
@@ -38,7 +38,7 @@ given), where the API server listens in the simulation's network namespace."""
 
 
 def _ip(ip_block: int, k: int) -> str:
-    """The k-th pod's address in the pod CIDR (`netns_holder.POD_CIDR`, 10.244.0.0/16):
+    """The k-th pod's address in the pod CIDR (`netns_setup.POD_CIDR`, 10.244.0.0/16):
     10.244.(ip_block + k // 250).(k % 250 + 2), never .0, .1 (the gateway's in block 0) or above .251."""
     network = ipaddress.IPv4Network(POD_CIDR)
     third = ip_block + k // 250

@@ -6,8 +6,8 @@ have always caught (an errno's OSError, `jaxinfra.errors`' exit statuses), so `e
 `except ValueError` and `entry.status` treat it as before.
 
 Not here, on purpose: the probe's `CheckFailed` (it runs in the pods, which import nothing of the simulator), the
-holder's errors (`netns_holder`: the standard library only), `selectors.SelectorError` (a request the API server
-answers with 400, not a failure), and the builtins a protocol asks for (json's TypeError, an import's
+holder's errors (`netns_holder` and its modules: the standard library only), `selectors.SelectorError` (a request the
+API server answers with 400, not a failure), and the builtins a protocol asks for (json's TypeError, an import's
 ModuleNotFoundError, the kernel's errno relayed as an OSError).
 """
 

@@ -41,7 +41,7 @@ from jaxinfra.admission.clusterip import SERVICE_CIDR
 from jaxinfra_sim import model
 from jaxinfra_sim.inputs import Service, ServicePort, service_of
 from jaxinfra_sim.netns import Network
-from jaxinfra_sim.netns_holder import POD_CIDR
+from jaxinfra_sim.netns_setup import POD_CIDR
 from jaxinfra_sim.netpol import PROTOCOLS
 
 TABLE = "kube-proxy"

@@ -1,6 +1,6 @@
 """The pods' network: a network namespace per simulation (the node's, never this machine's), and a
 network namespace per pod wired to it by the CNI plugins, as containerd's CRI wires a pod sandbox
-(`PodNetwork`; `netns_holder._pod_network` has the steps and the sources).
+(`PodNetwork`; `netns_workers.pod_network` has the steps and the sources).
 
 Each pod gets `eth0` with its own address from the pod CIDR (10.244.0.0/16), routed through a veth to
 the simulation's namespace (the `ptp` plugin), whose gateway 10.244.0.1 is where the simulator's API
@@ -22,7 +22,8 @@ namespace's, binds port 80 as root does on a node, and `ping` works without CAP_
 Kubernetes docs' pod-to-pod Job pings its peers).
 
 A *holder* process keeps the namespace. It is a fresh interpreter (`python -I -S` running
-`netns_holder.py`: only the standard library, no descriptor of the simulator's, never a fork of a
+`netns_holder.py`, which imports its modules beside it, `netns_setup`, `netns_workers` and
+`netns_egress`: only the standard library, no descriptor of the simulator's, never a fork of a
 process with JAX's threads), made by `Network.create`:
 - as root (CAP_SYS_ADMIN) it calls unshare(CLONE_NEWNET): `privileged`;
 - otherwise unshare(CLONE_NEWUSER | CLONE_NEWNET), mapping only the caller's own uid and gid to
@@ -77,22 +78,22 @@ from typing import Any
 
 from jaxinfra_sim import fds
 from jaxinfra_sim.errors import InvalidArgument, NetworkError
-from jaxinfra_sim.netns_holder import (
+from jaxinfra_sim.netns_egress import (
+    EGRESS_TOOLS,
+    egress_command,  # noqa: F401 - the holder's own, offered here with the rest of the pods' network
+    has_default_route,  # noqa: F401 - likewise
+)
+from jaxinfra_sim.netns_setup import (
     CLONE_NEWNET,
     CLONE_NEWUSER,
-    CNI_DIR,
-    EGRESS_TOOLS,
     GATEWAY,  # noqa: F401
-    LOW_PORTS,  # noqa: F401 - the holder's own, offered here with the rest of the pods' network
-    PING_GROUPS,  # noqa: F401 - likewise
+    LOW_PORTS,  # noqa: F401
+    PING_GROUPS,  # noqa: F401
     POD_CIDR,  # noqa: F401
-    POD_REPLY_TIMEOUT_S,
     STRATEGIES,
-    egress_command,  # noqa: F401
-    has_default_route,  # noqa: F401
     load_libc,
-    missing_plugins,
 )
+from jaxinfra_sim.netns_workers import CNI_DIR, POD_REPLY_TIMEOUT_S, missing_plugins
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_holder.py")
 """The holder's program, run by path: a fresh interpreter with the standard library only."""
@@ -153,7 +154,7 @@ class Network:
         self.ping: bool = bool(report.get("ping"))
         found = report.get("subordinate")
         # The caller's subordinate (uid, gid) ranges, (first, count) each, that its user namespace maps as themselves
-        # (`netns_holder.subordinate_ids`); None: only the caller's own ids.
+        # (`netns_setup.subordinate_ids`); None: only the caller's own ids.
         self.subordinate: tuple[tuple[int, int], tuple[int, int]] | None = (
             ((found[0][0], found[0][1]), (found[1][0], found[1][1])) if found else None
         )
@@ -214,7 +215,7 @@ class Network:
             pod.close()
 
     def pod(self, ip: str, container: str) -> PodNetwork:
-        """Ask the holder for a pod's own network namespace (`netns_holder._pod_network`): `eth0` with `ip` routed
+        """Ask the holder for a pod's own network namespace (`netns_workers.pod_network`): `eth0` with `ip` routed
         from the simulation's namespace, `lo` up. Returns at once: many pods' namespaces are made at the same time, and
         `PodNetwork.fd` waits for this one. `container` names it to the plugins (CNI_CONTAINERID: letters, digits,
         '-', '.', '_'). Raises NetworkError once the holder is gone."""
@@ -235,7 +236,7 @@ class Network:
         return HostAddress(self, ip)
 
     def route_services(self, cidr: str) -> None:
-        """Route the service CIDR to the node link in the simulation's namespace (`netns_holder._route`, for
+        """Route the service CIDR to the node link in the simulation's namespace (`netns_workers.route`, for
         `kubeproxy`); waits for it. Raises NetworkError."""
         ipaddress.IPv4Network(cidr)
         with self._ask(f"route {cidr}") as reply:

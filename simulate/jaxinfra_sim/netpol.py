@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from jaxinfra_sim import selectors
-from jaxinfra_sim.netns_holder import POD_CIDR
+from jaxinfra_sim.netns_setup import POD_CIDR
 
 
 class Endpoint(Protocol):

@@ -228,7 +228,7 @@ def write(folder: Path, name: str, data: Mapping[str, Any]) -> Path:
 
 def unmapped(ids: set[int], subordinate: tuple[tuple[int, int], tuple[int, int]] | None) -> set[int]:
     """Of a container's uids and gids, those an unprivileged simulation cannot give it: beyond 0 (the caller) and the
-    caller's subordinate ids (`netns_holder.subordinate_ids`)."""
+    caller's subordinate ids (`netns_setup.subordinate_ids`)."""
     count = min(subordinate[0][1], subordinate[1][1]) if subordinate is not None else 0
     return {i for i in ids if i > count}
 
