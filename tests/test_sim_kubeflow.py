@@ -147,7 +147,7 @@ def test_v1_gpu_port_from_the_named_port_and_devices_from_the_gpu_limit() -> Non
         ("1234", "3", "2"),
     ]
     assert c.hosts["llm-gpu-worker-0.default.svc.cluster.local"] == w.pods[0].ip
-    assert w.restart == model.RestartPolicy(kind="job", backoff_limit=0)  # restartPolicy defaults to Never
+    assert w.restart == model.RestartPolicy(kind="job", backoff_limit=0, operator="JAXJob")  # Never by default
 
 
 def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
@@ -168,22 +168,22 @@ def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
 @pytest.mark.parametrize(
     ("restart_policy", "backoff_limit", "expected"),
     [
-        (None, None, model.RestartPolicy(kind="job", backoff_limit=0)),  # default Never: first failure fails
-        ("Never", 5, model.RestartPolicy(kind="job", backoff_limit=0)),  # Never is not counted against backoffLimit
+        (None, None, model.RestartPolicy(kind="job", backoff_limit=0, operator="JAXJob")),  # Never: the first fails
+        ("Never", 5, model.RestartPolicy(kind="job", backoff_limit=0, operator="JAXJob")),  # backoffLimit not counted
         (
             "OnFailure",
             3,
-            model.RestartPolicy(kind="job", backoff_limit=3, in_place=True),
+            model.RestartPolicy(kind="job", backoff_limit=3, in_place=True, operator="JAXJob"),
         ),  # in place: fails when restarts sum to 3 (>= limit: job_failure.tolerated)
         (
             "OnFailure",
             0,
-            model.RestartPolicy(kind="job", backoff_limit=0, in_place=True),
+            model.RestartPolicy(kind="job", backoff_limit=0, in_place=True, operator="JAXJob"),
         ),  # 0: the first restart fails it
         (
             "Always",
             None,
-            model.RestartPolicy(kind="job", backoff_limit=None, in_place=True),
+            model.RestartPolicy(kind="job", backoff_limit=None, in_place=True, operator="JAXJob"),
         ),  # no backoffLimit: unlimited, in place
         (
             "ExitCode",
@@ -194,6 +194,7 @@ def test_v1_operator_env_is_invisible_to_earlier_env_but_not_to_args() -> None:
                 pod_failure_rules=(
                     {"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},
                 ),
+                operator="JAXJob",
             ),
         ),
     ],
@@ -468,6 +469,39 @@ def test_builtin_probe_passes(name: str, tmp_path: Path) -> None:
     assert rc == 0, err
     pods = only(report)["attempts"][0]["pods"]
     assert [p["hostname"] for p in pods] == RUNS[name] and all(p["checks_passed"] for p in pods)
+
+
+@pytest.mark.parametrize(
+    ("restart_policy", "backoff_limit", "reason", "event"),
+    [
+        # restartPolicy Never: the operator's UpdateJobStatus fails it at the first failed Worker
+        ("Never", None, "JAXJob jaxjob-simple is failed because 1 Worker replica(s) failed.", "Normal"),
+        # OnFailure past runPolicy.backoffLimit: the common ReconcileJobs' words, about the job
+        ("OnFailure", 0, "Job jaxjob-simple has failed because it has reached the specified backoff limit", "Normal"),
+        # ExitCode with a non-retryable exit code: ReconcilePods fails it, a Warning
+        ("ExitCode", 3, 'job "jaxjob-simple" is failing because "Worker" replica(s) failed.', "Warning"),
+    ],
+)
+def test_v1_a_failed_jaxjob_gets_the_operators_condition_not_a_jobs(
+    restart_policy: str, backoff_limit: int | None, reason: str, event: str, tmp_path: Path
+) -> None:
+    """A JAXJob has no batch Job: its Failed condition and event are the Training Operator's (reason JAXJobFailed,
+    kubeflow/training-operator @ 078ec30f), in the words of the path that failed it; the same JAXJob passing is in
+    test_builtin_probe_passes."""
+    objs = load(JAXJOB_CPU)
+    worker(objs)["restartPolicy"] = restart_policy
+    objs[0]["spec"]["runPolicy"] = {} if backoff_limit is None else {"backoffLimit": backoff_limit}
+    path = tmp_path / "jaxjob.yaml"
+    path.write_text(yamlio.dump(objs))
+    rc, report, err = simulate(str(path), "--fail", "jaxjob-simple-worker-1", tmp=tmp_path, timeout=120)
+    w = only(report)
+    assert rc == 1 and w["verdict"] == "failed", err
+    assert f"(the JAXJob's Failed condition: JAXJobFailed, {reason!r})" in w["reason"]
+    assert "the Job's Failed condition" not in w["reason"]
+    failed = [e for a in w["attempts"] for e in a["events"] if e["reason"] == "JAXJobFailed"]
+    assert [(e["type"], e["object"], e["message"]) for e in failed] == [
+        (event, "JAXJob/kubeflow/jaxjob-simple", reason)
+    ]
 
 
 def test_v1_on_failure_restarts_within_its_backoff_limit(tmp_path: Path) -> None:

@@ -14,12 +14,13 @@ from enum import StrEnum
 from typing import Any
 
 from jaxinfra.errors import Problem
-from jaxinfra.upstream import JOBSET_NAME_LABEL
+from jaxinfra.upstream import JAXJOB_NAME_LABEL, JOBSET_NAME_LABEL
 from jaxinfra_sim import events, kueue, model, paths
 from jaxinfra_sim.controllers import failure_policy, job_failure
+from jaxinfra_sim.controllers.jaxjob import failed_condition
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
 from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.podrun import Attempt, Phase, PodRun, first_failure
+from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, Phase, PodRun, first_failure
 from jaxinfra_sim.runner import Runner
 from jaxinfra_sim.simulation import IP_BLOCKS, Simulation
 from jaxinfra_sim.steps import Stop, Wait
@@ -152,6 +153,15 @@ def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failu
     pod = _failed_job(last, rjob)
     if pod is not None:  # the Job controller's event for the Job's Failed condition
         last.events.append(events.job_failed(last.seconds, pod.pod.namespace, pod.pod.job, why.reason, why.message))
+    if policy.operator:  # a Training Operator job: its own Failed condition and event, no Job's
+        first = last.first_failure.pod
+        namespace, name = first.namespace, first.labels.get(JAXJOB_NAME_LABEL, "")
+        failing = sum(r.phase == Phase.FAILED and r.reason != ENDED_WITH_GROUP for r in last.pods) or 1
+        reason, message, warning = failed_condition(policy, why, name, failing)
+        last.events.append(
+            events.operator_job_failed(last.seconds, policy.operator, namespace, name, reason, message, warning)
+        )
+        return f"{why.summary} (the {policy.operator}'s Failed condition: {reason}, {message!r})"
     if policy.kind == "job":
         return f"{why.summary} (the Job's Failed condition: {why.reason}, {why.message!r})"
     decision = failure_policy.decide(policy.jobset_rules, rjob, why.reason, why.message)

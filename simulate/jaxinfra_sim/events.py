@@ -108,6 +108,13 @@ def job_failed(at: float, namespace: str, name: str, reason: str, message: str) 
     return Event(at, EventType.WARNING, reason, job(namespace, name), message)
 
 
+def operator_job_failed(
+    at: float, kind: str, namespace: str, name: str, reason: str, message: str, warning: bool
+) -> Event:
+    """The Training Operator's event for a job of `kind` it failed (`controllers.jaxjob.failed_condition`)."""
+    return Event(at, EventType.WARNING if warning else EventType.NORMAL, reason, f"{kind}/{namespace}/{name}", message)
+
+
 JOBSET_FAILURES = {
     "FailedJobs": ("FailedJobs", "jobset failed due to one or more job failures"),
     "ReachedMaxRestarts": ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"),

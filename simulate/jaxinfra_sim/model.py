@@ -194,6 +194,7 @@ class RestartPolicy:
     jobset_rules: tuple[Mapping, ...] = ()  # JobSet failurePolicy.rules, verbatim (controllers/failure_policy.py)
     failure_policy: bool = False  # the JobSet has a failurePolicy (without one, a failed Job fails it: FailedJobs)
     child_jobs: tuple[tuple[str, RestartPolicy], ...] = ()  # JobSet: per replicatedJob, its Jobs' own ("job")
+    operator: str = ""  # "JAXJob": the Training Operator, not the Job controller, writes the Failed condition
 
     def job(self, rjob: str) -> RestartPolicy:
         """The semantics of the Job a pod of replicatedJob `rjob` belongs to: this one for a Job, else the JobSet's

@@ -39,6 +39,7 @@ from jaxinfra.upstream import (
 )
 from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import ChildJob, Draft, OperatorPods, reference
+from jaxinfra_sim.controllers.job_failure import JobFailure
 from jaxinfra_sim.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
 
 
@@ -58,7 +59,7 @@ def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
       counted as a Job's failed pods are (upstream counts workqueue retries there).
     """
     if policy not in ("OnFailure", "Always", "ExitCode"):
-        return model.RestartPolicy(kind="job", backoff_limit=0)
+        return model.RestartPolicy(kind="job", backoff_limit=0, operator="JAXJob")
     limit = to_int(backoff_limit, -1)
     rules = (
         ({"action": "FailJob", "onExitCodes": {"operator": "NotIn", "values": list(range(128, 256))}},)
@@ -70,7 +71,25 @@ def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:
         backoff_limit=limit if limit >= 0 else None,
         pod_failure_rules=rules,
         in_place=policy != "ExitCode",
+        operator="JAXJob",
     )
+
+
+def failed_condition(policy: model.RestartPolicy, why: JobFailure, name: str, failed: int) -> tuple[str, str, bool]:
+    """The JAXJob's Failed condition as the Training Operator writes it (reason, message, and whether its event is a
+    Warning), from what the Job-style counting decided (`why`) with `failed` Worker pods failed (kubeflow/training-
+    operator @ 078ec30f, reason `NewReason(JAXJobKind, JobFailedReason)`):
+
+    - restartPolicy Never: `pkg/controller.v1/jax/jaxjob_controller.go` UpdateJobStatus, a Normal event;
+    - ExitCode, a non-retryable exit code: `pkg/controller.v1/common/pod.go` ReconcilePods, a Warning;
+    - OnFailure or Always past runPolicy.backoffLimit: `pkg/controller.v1/common/job.go` ReconcileJobs, Normal.
+    """
+    reason = f"{policy.operator}Failed"
+    if why.reason == "PodFailurePolicy":
+        return reason, f'job "{name}" is failing because "Worker" replica(s) failed.', True
+    if policy.in_place:
+        return reason, f"Job {name} has failed because it has reached the specified backoff limit", False
+    return reason, f"{policy.operator} {name} is failed because {failed} Worker replica(s) failed.", False
 
 
 def jaxjob(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:
