@@ -538,6 +538,76 @@ def test_jaxjob_meets_no_kueue_webhook() -> None:
     assert jaxjob == before and webhooks.validate(jaxjob, Store()) == []
 
 
+# --- Kubeflow Training Operator v1: JAXJob --------------------------------------------------------------------------
+
+# In the style of the Training Operator's cpu-demo JAXJob (kubeflow/training-operator release-1.9 examples/jax): two
+# Workers, restarted OnFailure, a container `jax` running the image's train.py.
+JAXJOB = """
+apiVersion: kubeflow.org/v1
+kind: JAXJob
+metadata:
+  name: jax-cpu-demo
+  namespace: default
+spec:
+  jaxReplicaSpecs:
+    Worker:
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: jax
+            image: registry.example.com/jax-cpu-demo:1.0
+            command: [python3, train.py]
+"""
+
+
+def jaxjob() -> dict[str, Any]:
+    obj = yaml.safe_load(JAXJOB)
+    structural.prune_and_default(obj, schema(obj))
+    return obj
+
+
+def test_the_jaxjob_webhook_admits_workers_with_a_jax_container() -> None:
+    assert admit(jaxjob()) == []
+
+
+def test_the_jaxjob_webhook_refuses_what_the_training_operator_refuses() -> None:
+    """kubeflow/training-operator release-1.9 pkg/webhooks/jax/jaxjob_webhook.go validateJAXJob: a name that is not a
+    DNS-1035 label, a replica type other than Worker, a container without an image, none named `jax`."""
+    bad = jaxjob()
+    bad["metadata"]["name"] = "jax.cpu-demo"
+    bad["spec"]["jaxReplicaSpecs"]["Master"] = bad["spec"]["jaxReplicaSpecs"].pop("Worker")
+    container = bad["spec"]["jaxReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container["name"], container["image"] = "trainer", ""
+    found = admit(bad)
+    assert [f.at for f in found] == [
+        ("metadata", "name"),
+        ("spec", "jaxReplicaSpecs", "Master"),
+        ("spec", "jaxReplicaSpecs", "Master", "template", "spec", "containers", 0, "image"),
+        ("spec", "jaxReplicaSpecs", "Master", "template", "spec", "containers"),
+    ]
+    assert messages(found) == [
+        'Invalid value: "jax.cpu-demo": should match: a DNS-1035 label must consist of lower case alphanumeric '
+        "characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. "
+        "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        'Unsupported value: "Master": supported values: "Worker"',
+        "Required value: must be required",
+        "Required value: must have at least one container with name jax",
+    ]
+
+
+def test_the_jaxjob_webhook_needs_the_replica_specs_and_their_containers() -> None:
+    obj = jaxjob()
+    obj["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = []
+    assert messages(webhooks.validate(obj, Store())) == [
+        "Required value: must be specified",
+        "Required value: must have at least one container with name jax",
+    ]
+    del obj["spec"]["jaxReplicaSpecs"]
+    assert messages(webhooks.validate(obj, Store())) == ["Required value: must be required"]
+
+
 # --- Kubeflow Trainer ----------------------------------------------------------------------------------------------
 
 RUNTIME = """
@@ -649,6 +719,22 @@ def test_odd_shapes_never_raise(odd: Any) -> None:
         structural.list_findings(obj, schema(obj))
         webhooks.mutate(obj, Store())
         assert isinstance(webhooks.validate(obj, Store()), list)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        None,
+        "x",
+        {"jaxReplicaSpecs": None},
+        {"jaxReplicaSpecs": [1]},
+        {"jaxReplicaSpecs": {"Worker": None}},
+        {"jaxReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [None, 3, {"name": 5}]}}}}},
+    ],
+)
+def test_the_jaxjob_webhook_never_raises_on_odd_shapes(spec: Any) -> None:
+    obj = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": 7}, "spec": spec}
+    assert all(not f.warning for f in webhooks.validate(obj, Store()))
 
 
 # --- Kueue's ClusterQueue and Cohort webhooks: borrowing and lending limits ----------------------------------------
