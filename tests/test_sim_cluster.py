@@ -713,14 +713,24 @@ def test_publish_not_ready_addresses_false() -> None:
     assert problem.fix == "set publishNotReadyAddresses: true on the Service"
 
 
-def test_wrong_coordinator_port() -> None:
+def test_a_coordinator_port_no_container_declares_is_reached_all_the_same() -> None:
+    """Declared ports are informational (kubernetes api core/v1 types.go Container.Ports: "Not specifying a port here
+    DOES NOT prevent that port from being exposed") and a headless Service's names resolve to the pods themselves, so
+    rank 0 listening on 9999 while its container and the Service name 1234 works on a cluster, as GKE's Gemma 3 TPU
+    JobSets (containerPort 8471, JAX's coordinator on 8482) do."""
     c = emulate(load(edit(INDEXED, "value: train-0.workers:1234", "value: train-0.workers:9999")))
-    container = one_problem(c, "declares only")
-    assert container.path == "Job/research/train pod train-0 container trainer ports" and container.value == [1234]
-    assert "coordinator listens on port 9999" in container.message
-    service = one_problem(c, "Service 'workers' declares ports")
-    assert service.path == "Service/research/workers ports" and "not the coordinator port 9999" in service.message
-    assert len(problems_of(c)) == 2
+    assert problems_of(c) == []
+
+
+def test_a_process_connecting_to_another_port_than_rank_zeros_is_refused() -> None:
+    """Each pod's address from its own index: rank 0 binds 1230, rank 1 connects to 1231, where nothing listens."""
+    c = emulate(
+        load(edit(INDEXED, "value: train-0.workers:1234", 'value: "train-0.workers:123$(JOB_COMPLETION_INDEX)"'))
+    )
+    problem = one_problem(c, "rank 0's coordinator listens on port 1230")
+    assert problem.path == "Job/research/train pod train-1 env JAX_COORDINATOR_ADDRESS"
+    assert "connects to port 1231, where nothing listens" in problem.message
+    assert problem.fix == "give every pod the same coordinator port, 1230"
 
 
 def test_bind_address_port_mismatch() -> None:

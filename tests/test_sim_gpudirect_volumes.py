@@ -361,12 +361,12 @@ def test_a_bare_initialize_under_run_command_is_refused_too() -> None:
 
 @pytest.mark.unit
 def test_the_joined_address_is_still_checked() -> None:
-    """The host must resolve to rank 0 and the port be one rank 0 declares."""
+    """The host must resolve to rank 0; the port need not be one rank 0's container declares (a pod is reached on
+    any port it listens on)."""
     docs = load_files([A3_HIGH])
     pod = jobset(docs)["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
     pod["containers"][0]["ports"] = [{"containerPort": 8080}]
-    problem = one_problem(emulate(docs, check_all=False), "the coordinator listens on port 6002")
-    assert "declares only [8080]" in problem.message
+    assert problems_of(emulate(docs, check_all=False)) == []
     env = pod["containers"][0]["env"]
     next(e for e in env if e["name"] == "JAX_COORDINATOR_ADDRESS")["value"] = "nowhere.a3high"
     one_problem(emulate(docs, check_all=False), "host 'nowhere.a3high' does not resolve")

@@ -1,5 +1,5 @@
 """The static contract checks: would the JAX processes of a workload find their coordinator
-(the name resolves, to rank 0, on a port rank 0 listens on and the Service exposes), agree on the
+(the name resolves, to rank 0, on the port rank 0 binds), agree on the
 process count, and each know a distinct rank in 0..N-1 — read from the env exactly as
 `jax.distributed.initialize()` and its cluster detectors read it (jax/_src/distributed.py,
 jax/_src/clusters/cluster.py, cloud_tpu_cluster.py and k8s_cluster.py, 0.10.2), plus the Training Operator v1's
@@ -15,7 +15,7 @@ under the probe, which initializes from the env, and under `--run-command` for a
 `jax.distributed.initialize()`. xpk's GPU JobSets set JAX_COORDINATOR_ADDRESS to a host and JAX_COORDINATOR_PORT
 beside it, which their program joins (`host:port`) itself: under `--run-command`, where the simulator cannot know
 what the program does, that pair is a note, not a refusal, and still checked as the address it makes (the host
-resolves to rank 0, the port is one rank 0 declares and its Service exposes: `joined`).
+resolves to rank 0: `joined`).
 
 Each problem says what is wrong and how to fix it; repeated problems collapse (`model.Findings`). Why a name does
 not resolve is `resolution`'s to say; whether K8sCluster can work in a pod (its token, RBAC), `k8s_access`'s.
@@ -279,10 +279,17 @@ class Checker:
                 ),
             )
         if address.port is not None and address.var != "MEGASCALE_COORDINATOR_ADDRESS":
-            self._ports(pod, address, svc)
+            self._ports(pod, address)
 
     # --- ports --------------------------------------------------------------------------
-    def _ports(self, pod: model.Pod, address: Address, svc: Service | None) -> None:
+    def _ports(self, pod: model.Pod, address: Address) -> None:
+        """Whether the process connects where rank 0's coordinator binds: rank 0 binds `[::]:<its address's port>`
+        unless JAX_COORDINATOR_BIND_ADDRESS says otherwise (jax/_src/distributed.py). The ports a container declares
+        and a headless Service's ports are not checked: a pod is reached on any port it listens on, declared or not
+        (kubernetes api core/v1 types.go Container.Ports: "Not specifying a port here DOES NOT prevent that port from
+        being exposed"), and a headless Service's names resolve to the pods' own addresses, no proxy in between
+        (kubernetes website content/en/docs/concepts/services-networking/service.md, "Headless Services"), and those
+        are the only Services `Resolution.resolve` answers with."""
         port = address.port
         bind = pod.env.get("JAX_COORDINATOR_BIND_ADDRESS")
         if bind and split_hostport(bind)[1] != port:
@@ -296,27 +303,19 @@ class Checker:
                     f"use the same port in both, e.g. [::]:{port}",
                 ),
             )
-        if self.rank0.container_ports and port not in self.rank0.container_ports:
+        if pod is self.rank0 or address.var != "JAX_COORDINATOR_ADDRESS":
+            return
+        own, own_bind = coordinator(self.rank0), self.rank0.env.get("JAX_COORDINATOR_BIND_ADDRESS")
+        listens = split_hostport(own_bind)[1] if own_bind else own.port if own is not None else None
+        if listens is not None and listens != port:
             self.findings.add(
-                "container-port",
+                "rank0-port",
                 lambda: Problem(
-                    f"{self.id} pod {self.rank0.hostname} container {self.rank0.container} ports",
-                    list(self.rank0.container_ports),
-                    f"the coordinator listens on port {port} ({address.var}) "
-                    f"but rank 0's container declares only {list(self.rank0.container_ports)}",
-                    f"declare containerPort {port} or use one of the declared ports in "
-                    + ("JAX_COORDINATOR_PORT" if address.var == K8S_DETECTOR else address.var),
-                ),
-            )
-        if svc is not None and svc.ports and not any(port in (p, t) for p, t in svc.ports):
-            self.findings.add(
-                "service-port",
-                lambda: Problem(
-                    f"{svc.origin} ports",
-                    [p for p, _ in svc.ports],
-                    f"Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} "
-                    f"but not the coordinator port {port} ({address.var})",
-                    f"add port {port} (targetPort {port}) to Service '{svc.name}' or fix the port in {address.var}",
+                    self._path(pod, address.var),
+                    address.raw,
+                    f"rank 0's coordinator listens on port {listens} (pod {self.rank0.hostname}), but this process "
+                    f"connects to port {port}, where nothing listens",
+                    f"give every pod the same coordinator port, {listens}",
                 ),
             )
 
