@@ -240,20 +240,18 @@ class Checker:
 
             self.findings.add(f"{address.var}|unresolved|{host_key}", unresolved)
             return
-        if svc is not None and not svc.publish_not_ready and not svc.operator_owned:
-            self.findings.add(
-                f"{address.var}|not-ready|{svc.name}",
-                lambda: Problem(
-                    f"{svc.origin} publishNotReadyAddresses",
-                    False,
-                    f"'{address.host}' resolves only once rank 0 is Ready, "
-                    "but the other processes look it up while it starts",
-                    "set publishNotReadyAddresses: true on the Service",
-                ),
+        if svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
+            # A Service that does not publish not-ready addresses names rank 0 once it is Ready: without a
+            # readinessProbe, once its containers run (kubernetes pkg/kubelet/status generate.go
+            # GeneratePodReadyCondition), which the others' lookups, retried until JAX's initialization timeout,
+            # outwait (GKE's own multi-host TPU Job, ai-ml/gke-tpu-dynamic-slicing, relies on it); with one, only once
+            # the probe passes, which a process waiting for its peers may never let happen.
+            fix = (
+                f"remove the readinessProbe from container '{self.rank0.container}'"
+                if svc.operator_owned  # the operator's Service cannot be changed
+                else f"set publishNotReadyAddresses: true on the Service, or remove the readinessProbe from container "
+                f"'{self.rank0.container}'"
             )
-        elif svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
-            # The operator's Service cannot be changed; without a readinessProbe, rank 0 is Ready once its container
-            # runs.
             self.findings.add(
                 f"{address.var}|not-ready-probe|{svc.name}",
                 lambda: Problem(
@@ -262,7 +260,7 @@ class Checker:
                     f"'{address.host}' resolves only once rank 0 passes its readinessProbe "
                     f"({svc.origin} does not publish not-ready addresses), "
                     "but the other processes look it up while it starts",
-                    f"remove the readinessProbe from container '{self.rank0.container}'",
+                    fix,
                 ),
             )
         if ip != self.rank0.ip:
