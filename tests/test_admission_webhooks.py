@@ -451,6 +451,68 @@ def test_job_partial_admission_annotation_bounds() -> None:
     assert messages(admit(obj)) == ["Invalid value: 3: should be between 0 and 2"]
 
 
+RACK = "cloud.provider.com/topology-rack"  # the levels of Kueue's TAS samples (site/static/examples/tas)
+BLOCK = "cloud.provider.com/topology-block"
+
+
+def test_kueue_admits_one_topology_request_per_template() -> None:
+    """kueue pkg/controller/jobframework/tas_validation.go ValidateTASPodSetRequest, in the style of Kueue's
+    sample-job-required.yaml and sample-jobset-tas-sliced.yaml."""
+    obj = job()
+    obj["spec"]["template"]["metadata"] = {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}}
+    assert admit(obj) == []
+    sliced = jobset()
+    pod_template = sliced["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod_template["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-slice-required-topology": RACK, "kueue.x-k8s.io/podset-slice-size": "2"}
+    }
+    assert admit(sliced) == []
+
+
+def test_kueue_refuses_two_topology_requests_and_a_bad_level() -> None:
+    obj = job()
+    obj["spec"]["template"]["metadata"] = {
+        "annotations": {
+            "kueue.x-k8s.io/podset-required-topology": RACK,
+            "kueue.x-k8s.io/podset-preferred-topology": "cloud.provider.com/topology block",
+        }
+    }
+    found = admit(obj)
+    assert [f.at for f in found] == [
+        ("spec", "template", "metadata", "annotations"),
+        ("spec", "template", "metadata", "annotations", "kueue.x-k8s.io/podset-preferred-topology"),
+    ]
+    assert found[0].message == (
+        'Invalid value: must not contain more than one topology annotation: ["kueue.x-k8s.io/podset-required-topology",'
+        ' "kueue.x-k8s.io/podset-preferred-topology", "kueue.x-k8s.io/podset-unconstrained-topology"]'
+    )
+    assert found[1].message.startswith('Invalid value: "cloud.provider.com/topology block": name part must consist of')
+
+
+def test_kueue_refuses_a_slice_without_its_size_or_larger_than_the_podset() -> None:
+    sliced = jobset()  # one replicatedJob of 4 pods
+    annotations = {"kueue.x-k8s.io/podset-slice-required-topology": RACK}
+    pod_template = sliced["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod_template["metadata"] = {"annotations": annotations}
+    assert messages(admit(copy.deepcopy(sliced))) == [
+        "Required value: must be set when 'kueue.x-k8s.io/podset-slice-required-topology' is specified"
+    ]
+    annotations["kueue.x-k8s.io/podset-slice-size"] = "8"
+    assert messages(admit(copy.deepcopy(sliced))) == ['Invalid value: "8": must not be greater than pod set count 4']
+    annotations["kueue.x-k8s.io/podset-slice-size"] = "0"
+    assert messages(admit(copy.deepcopy(sliced))) == ['Invalid value: "0": must be greater than or equal to 1']
+    del annotations["kueue.x-k8s.io/podset-slice-required-topology"]
+    annotations["kueue.x-k8s.io/podset-slice-size"] = "2"
+    annotations["kueue.x-k8s.io/podset-group-name"] = "42"
+    assert messages(admit(copy.deepcopy(sliced))) == [
+        'Invalid value: "42": must not be a number',
+        "Forbidden: may not be set when 'kueue.x-k8s.io/podset-slice-size' is specified",
+        "Forbidden: may not be set when neither 'kueue.x-k8s.io/podset-preferred-topology' nor "
+        "'kueue.x-k8s.io/podset-required-topology' is specified",
+        "Forbidden: may not be set when 'kueue.x-k8s.io/podset-slice-required-topology' is not specified",
+    ]
+
+
 def test_jobset_with_a_queue_name_is_defaulted_by_jobset_then_suspended_by_kueue() -> None:
     obj = jobset()
     obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
