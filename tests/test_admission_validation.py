@@ -183,6 +183,36 @@ def test_names_by_kind() -> None:
     assert refusals({**jobset, "metadata": {"name": "my.jobset"}}) == []
 
 
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    """In the style of the Kubernetes docs' PriorityClass example (concepts/scheduling-eviction/pod-priority-preemption:
+    high-priority, value 1000000)."""
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+def test_a_user_priority_class_up_to_one_billion_is_admitted() -> None:
+    assert refusals(priority_class("high-priority", 1000000)) == []
+    assert refusals(priority_class("top", 1000000000) | {"preemptionPolicy": "Never"}) == []
+    assert refusals(priority_class("system-node-critical", 2000001000)) == []  # the system class as it is
+
+
+def test_a_priority_class_is_refused_as_kubernetes_refuses_it() -> None:
+    """kubernetes pkg/apis/scheduling/validation/validation.go ValidatePriorityClass."""
+    assert only(priority_class("too-high", 2000000000)).message == (
+        "Forbidden: maximum allowed value of a user defined priority is 1000000000"
+    )
+    found = only(priority_class("system-mine", 1000))
+    assert found.at == ("metadata", "name") and found.message == (
+        "Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: "
+        "system-mine is not a known system priority class"
+    )
+    assert only(priority_class("system-cluster-critical", 1000)).message.endswith(
+        "error: value of system-cluster-critical PriorityClass must be 2000000000"
+    )
+    assert only(priority_class("batch", 10) | {"preemptionPolicy": "Sometimes"}).message == (
+        'Unsupported value: "Sometimes": supported values: "PreemptLowerPriority", "Never"'
+    )
+
+
 def test_a_namespaced_object_s_namespace_is_a_dns_label() -> None:
     assert ("metadata", "namespace") in messages(load(PI, **{"metadata.namespace": "ML"}))
     cluster_scoped = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "namespace": "IGNORED"}}

@@ -30,6 +30,7 @@ from jaxinfra.admission.validation.core import MAX_SECRET_BYTES as MAX_SECRET_BY
 from jaxinfra.admission.validation.core import (
     validate_config_map,
     validate_namespace,
+    validate_priority_class,
     validate_secret,
     validate_service,
 )
@@ -98,6 +99,7 @@ _BUILTIN = {  # (apiVersion, kind) -> (the name rule, the kind's own rules)
     ("v1", "Secret"): (SUBDOMAIN, validate_secret),
     ("v1", "Namespace"): (LABEL, validate_namespace),
     ("v1", "ServiceAccount"): (SUBDOMAIN, None),
+    ("scheduling.k8s.io/v1", "PriorityClass"): (SUBDOMAIN, validate_priority_class),
 }
 
 
