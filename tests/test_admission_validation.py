@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jaxinfra import quantity
+from jaxinfra.admission import defaults
 from jaxinfra.admission import validation as v
 from jaxinfra.admission.store import Finding
 
@@ -211,6 +212,52 @@ def test_a_priority_class_is_refused_as_kubernetes_refuses_it() -> None:
     assert only(priority_class("batch", 10) | {"preemptionPolicy": "Sometimes"}).message == (
         'Unsupported value: "Sometimes": supported values: "PreemptLowerPriority", "Never"'
     )
+
+
+def limit_range(**item: dict[str, str]) -> dict[str, Any]:
+    """In the style of the Kubernetes docs' per-container LimitRange (limit-mem-cpu-per-container), defaulted as the
+    API server stores it before validating (a Container item's default from max, defaultRequest from default)."""
+    obj = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "limit-mem-cpu-per-container"}}
+    obj["spec"] = {"limits": [{"type": "Container", **item}]}
+    defaults.apply(obj)
+    return obj
+
+
+def test_a_limit_range_whose_bounds_are_in_order_is_admitted() -> None:
+    bounds = {
+        "max": {"cpu": "800m", "memory": "1Gi"},
+        "min": {"cpu": "100m", "memory": "99Mi"},
+        "default": {"cpu": "700m", "memory": "900Mi"},
+        "defaultRequest": {"cpu": "110m", "memory": "111Mi"},
+    }
+    assert refusals(limit_range(**bounds)) == []
+    assert refusals(limit_range(max={"memory": "1Gi"}, min={"memory": "500Mi"})) == []  # defaults from max
+
+
+def test_a_limit_range_whose_bounds_cross_is_refused() -> None:
+    """kubernetes pkg/apis/core/validation/validation.go ValidateLimitRange."""
+    found = refusals(limit_range(max={"memory": "1Gi"}, default={"memory": "2Gi"}))
+    assert [(f.at, f.message) for f in found] == [
+        (
+            ("spec", "limits", 0, "defaultRequest", "memory"),
+            "Invalid value: 2Gi: default request value 2Gi is greater than max value 1Gi",
+        ),
+        (
+            ("spec", "limits", 0, "default", "memory"),
+            "Invalid value: 2Gi: default value 2Gi is greater than max value 1Gi",
+        ),
+    ]
+    assert only(limit_range(maxLimitRequestRatio={"memory": "0.5"})).message == (
+        "Invalid value: 500m: ratio 500m is less than 1"
+    )
+    crossed = limit_range(min={"cpu": "800m"}, max={"cpu": "200m"}, default={"cpu": "500m"})
+    assert [f.message.partition(": ")[2].partition(": ")[2] for f in refusals(crossed)] == [
+        "min value 800m is greater than max value 200m",
+        "min value 800m is greater than default request value 500m",
+        "default request value 500m is greater than max value 200m",
+        "min value 800m is greater than default value 500m",
+        "default value 500m is greater than max value 200m",
+    ]
 
 
 def test_a_namespaced_object_s_namespace_is_a_dns_label() -> None:

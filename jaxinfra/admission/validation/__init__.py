@@ -47,6 +47,7 @@ from jaxinfra.admission.validation.job import (
     MAX_INDEXED_PARALLELISM as MAX_INDEXED_PARALLELISM,
 )
 from jaxinfra.admission.validation.job import validate_job
+from jaxinfra.admission.validation.limit_range import validate_limit_range
 from jaxinfra.admission.validation.messages import distinct
 
 # the other public limits, importable here as before the split (outside `__all__`, as they were)
@@ -100,6 +101,7 @@ _BUILTIN = {  # (apiVersion, kind) -> (the name rule, the kind's own rules)
     ("v1", "Namespace"): (LABEL, validate_namespace),
     ("v1", "ServiceAccount"): (SUBDOMAIN, None),
     ("scheduling.k8s.io/v1", "PriorityClass"): (SUBDOMAIN, validate_priority_class),
+    ("v1", "LimitRange"): (SUBDOMAIN, validate_limit_range),
 }
 
 
