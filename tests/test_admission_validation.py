@@ -260,6 +260,42 @@ def test_a_limit_range_whose_bounds_cross_is_refused() -> None:
     ]
 
 
+def resource_quota(hard: dict[str, str], *scopes: str) -> dict[str, Any]:
+    """In the style of the Kubernetes docs' quota examples (policy/quota.yaml, quota-objects.yaml)."""
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods-high"}}
+    obj["spec"] = {"hard": hard}
+    if scopes:
+        obj["spec"]["scopes"] = list(scopes)
+    return obj
+
+
+def test_a_resource_quota_whose_scopes_fit_its_resources_is_admitted() -> None:
+    assert refusals(resource_quota({"pods": "10"}, "BestEffort")) == []
+    assert refusals(resource_quota({"cpu": "1000", "memory": "200Gi", "pods": "10"}, "NotBestEffort")) == []
+    selector = resource_quota({"cpu": "1000", "memory": "200Gi", "pods": "10"})
+    selector["spec"]["scopeSelector"] = {
+        "matchExpressions": [{"operator": "In", "scopeName": "PriorityClass", "values": ["high"]}]
+    }
+    assert refusals(selector) == []
+
+
+def test_a_resource_quota_whose_scope_cannot_count_its_resources_is_refused() -> None:
+    """kubernetes pkg/apis/core/validation/validation.go validateResourceQuotaScopes: a BestEffort pod has no
+    requests, so a BestEffort quota counts pods only."""
+    found = only(resource_quota({"cpu": "1", "pods": "10"}, "BestEffort"))
+    assert found.at == ("spec", "scopes") and found.message == (
+        'Invalid value: ["BestEffort"]: unsupported scope applied to resource'
+    )
+    assert only(resource_quota({"pods": "10"}, "Terminating", "NotTerminating")).message.endswith("conflicting scopes")
+    selector = resource_quota({"services": "2"})
+    selector["spec"]["scopeSelector"] = {
+        "matchExpressions": [{"operator": "In", "scopeName": "PriorityClass", "values": ["high"]}]
+    }
+    found = only(selector)
+    assert found.at == ("spec", "scopeSelector", "matchExpressions")
+    assert found.message.endswith("unsupported scope applied to resource")
+
+
 def test_a_namespaced_object_s_namespace_is_a_dns_label() -> None:
     assert ("metadata", "namespace") in messages(load(PI, **{"metadata.namespace": "ML"}))
     cluster_scoped = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "namespace": "IGNORED"}}

@@ -69,6 +69,7 @@ from jaxinfra.admission.validation.names import (
     qualified_name,
 )
 from jaxinfra.admission.validation.pod import pod_spec, pod_template, validate_pod
+from jaxinfra.admission.validation.resource_quota import validate_resource_quota
 from jaxinfra.upstream import BATCH_API
 
 __all__ = [
@@ -102,6 +103,7 @@ _BUILTIN = {  # (apiVersion, kind) -> (the name rule, the kind's own rules)
     ("v1", "ServiceAccount"): (SUBDOMAIN, None),
     ("scheduling.k8s.io/v1", "PriorityClass"): (SUBDOMAIN, validate_priority_class),
     ("v1", "LimitRange"): (SUBDOMAIN, validate_limit_range),
+    ("v1", "ResourceQuota"): (SUBDOMAIN, validate_resource_quota),
 }
 
 
