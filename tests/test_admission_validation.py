@@ -11,6 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from jaxinfra import quantity
+from jaxinfra.admission import defaults
 from jaxinfra.admission import validation as v
 from jaxinfra.admission.store import Finding
 
@@ -181,6 +182,118 @@ def test_names_by_kind() -> None:
     jobset = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "metadata": {"name": "My.JobSet"}}
     assert "a lowercase RFC 1123 subdomain" in only(jobset).message
     assert refusals({**jobset, "metadata": {"name": "my.jobset"}}) == []
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    """In the style of the Kubernetes docs' PriorityClass example (concepts/scheduling-eviction/pod-priority-preemption:
+    high-priority, value 1000000)."""
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+def test_a_user_priority_class_up_to_one_billion_is_admitted() -> None:
+    assert refusals(priority_class("high-priority", 1000000)) == []
+    assert refusals(priority_class("top", 1000000000) | {"preemptionPolicy": "Never"}) == []
+    assert refusals(priority_class("system-node-critical", 2000001000)) == []  # the system class as it is
+
+
+def test_a_priority_class_is_refused_as_kubernetes_refuses_it() -> None:
+    """kubernetes pkg/apis/scheduling/validation/validation.go ValidatePriorityClass."""
+    assert only(priority_class("too-high", 2000000000)).message == (
+        "Forbidden: maximum allowed value of a user defined priority is 1000000000"
+    )
+    found = only(priority_class("system-mine", 1000))
+    assert found.at == ("metadata", "name") and found.message == (
+        "Forbidden: priority class names with 'system-' prefix are reserved for system use only. error: "
+        "system-mine is not a known system priority class"
+    )
+    assert only(priority_class("system-cluster-critical", 1000)).message.endswith(
+        "error: value of system-cluster-critical PriorityClass must be 2000000000"
+    )
+    assert only(priority_class("batch", 10) | {"preemptionPolicy": "Sometimes"}).message == (
+        'Unsupported value: "Sometimes": supported values: "PreemptLowerPriority", "Never"'
+    )
+
+
+def limit_range(**item: dict[str, str]) -> dict[str, Any]:
+    """In the style of the Kubernetes docs' per-container LimitRange (limit-mem-cpu-per-container), defaulted as the
+    API server stores it before validating (a Container item's default from max, defaultRequest from default)."""
+    obj = {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": "limit-mem-cpu-per-container"}}
+    obj["spec"] = {"limits": [{"type": "Container", **item}]}
+    defaults.apply(obj)
+    return obj
+
+
+def test_a_limit_range_whose_bounds_are_in_order_is_admitted() -> None:
+    bounds = {
+        "max": {"cpu": "800m", "memory": "1Gi"},
+        "min": {"cpu": "100m", "memory": "99Mi"},
+        "default": {"cpu": "700m", "memory": "900Mi"},
+        "defaultRequest": {"cpu": "110m", "memory": "111Mi"},
+    }
+    assert refusals(limit_range(**bounds)) == []
+    assert refusals(limit_range(max={"memory": "1Gi"}, min={"memory": "500Mi"})) == []  # defaults from max
+
+
+def test_a_limit_range_whose_bounds_cross_is_refused() -> None:
+    """kubernetes pkg/apis/core/validation/validation.go ValidateLimitRange."""
+    found = refusals(limit_range(max={"memory": "1Gi"}, default={"memory": "2Gi"}))
+    assert [(f.at, f.message) for f in found] == [
+        (
+            ("spec", "limits", 0, "defaultRequest", "memory"),
+            "Invalid value: 2Gi: default request value 2Gi is greater than max value 1Gi",
+        ),
+        (
+            ("spec", "limits", 0, "default", "memory"),
+            "Invalid value: 2Gi: default value 2Gi is greater than max value 1Gi",
+        ),
+    ]
+    assert only(limit_range(maxLimitRequestRatio={"memory": "0.5"})).message == (
+        "Invalid value: 500m: ratio 500m is less than 1"
+    )
+    crossed = limit_range(min={"cpu": "800m"}, max={"cpu": "200m"}, default={"cpu": "500m"})
+    assert [f.message.partition(": ")[2].partition(": ")[2] for f in refusals(crossed)] == [
+        "min value 800m is greater than max value 200m",
+        "min value 800m is greater than default request value 500m",
+        "default request value 500m is greater than max value 200m",
+        "min value 800m is greater than default value 500m",
+        "default value 500m is greater than max value 200m",
+    ]
+
+
+def resource_quota(hard: dict[str, str], *scopes: str) -> dict[str, Any]:
+    """In the style of the Kubernetes docs' quota examples (policy/quota.yaml, quota-objects.yaml)."""
+    obj: dict[str, Any] = {"apiVersion": "v1", "kind": "ResourceQuota", "metadata": {"name": "pods-high"}}
+    obj["spec"] = {"hard": hard}
+    if scopes:
+        obj["spec"]["scopes"] = list(scopes)
+    return obj
+
+
+def test_a_resource_quota_whose_scopes_fit_its_resources_is_admitted() -> None:
+    assert refusals(resource_quota({"pods": "10"}, "BestEffort")) == []
+    assert refusals(resource_quota({"cpu": "1000", "memory": "200Gi", "pods": "10"}, "NotBestEffort")) == []
+    selector = resource_quota({"cpu": "1000", "memory": "200Gi", "pods": "10"})
+    selector["spec"]["scopeSelector"] = {
+        "matchExpressions": [{"operator": "In", "scopeName": "PriorityClass", "values": ["high"]}]
+    }
+    assert refusals(selector) == []
+
+
+def test_a_resource_quota_whose_scope_cannot_count_its_resources_is_refused() -> None:
+    """kubernetes pkg/apis/core/validation/validation.go validateResourceQuotaScopes: a BestEffort pod has no
+    requests, so a BestEffort quota counts pods only."""
+    found = only(resource_quota({"cpu": "1", "pods": "10"}, "BestEffort"))
+    assert found.at == ("spec", "scopes") and found.message == (
+        'Invalid value: ["BestEffort"]: unsupported scope applied to resource'
+    )
+    assert only(resource_quota({"pods": "10"}, "Terminating", "NotTerminating")).message.endswith("conflicting scopes")
+    selector = resource_quota({"services": "2"})
+    selector["spec"]["scopeSelector"] = {
+        "matchExpressions": [{"operator": "In", "scopeName": "PriorityClass", "values": ["high"]}]
+    }
+    found = only(selector)
+    assert found.at == ("spec", "scopeSelector", "matchExpressions")
+    assert found.message.endswith("unsupported scope applied to resource")
 
 
 def test_a_namespaced_object_s_namespace_is_a_dns_label() -> None:

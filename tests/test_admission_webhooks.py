@@ -451,6 +451,68 @@ def test_job_partial_admission_annotation_bounds() -> None:
     assert messages(admit(obj)) == ["Invalid value: 3: should be between 0 and 2"]
 
 
+RACK = "cloud.provider.com/topology-rack"  # the levels of Kueue's TAS samples (site/static/examples/tas)
+BLOCK = "cloud.provider.com/topology-block"
+
+
+def test_kueue_admits_one_topology_request_per_template() -> None:
+    """kueue pkg/controller/jobframework/tas_validation.go ValidateTASPodSetRequest, in the style of Kueue's
+    sample-job-required.yaml and sample-jobset-tas-sliced.yaml."""
+    obj = job()
+    obj["spec"]["template"]["metadata"] = {"annotations": {"kueue.x-k8s.io/podset-required-topology": RACK}}
+    assert admit(obj) == []
+    sliced = jobset()
+    pod_template = sliced["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod_template["metadata"] = {
+        "annotations": {"kueue.x-k8s.io/podset-slice-required-topology": RACK, "kueue.x-k8s.io/podset-slice-size": "2"}
+    }
+    assert admit(sliced) == []
+
+
+def test_kueue_refuses_two_topology_requests_and_a_bad_level() -> None:
+    obj = job()
+    obj["spec"]["template"]["metadata"] = {
+        "annotations": {
+            "kueue.x-k8s.io/podset-required-topology": RACK,
+            "kueue.x-k8s.io/podset-preferred-topology": "cloud.provider.com/topology block",
+        }
+    }
+    found = admit(obj)
+    assert [f.at for f in found] == [
+        ("spec", "template", "metadata", "annotations"),
+        ("spec", "template", "metadata", "annotations", "kueue.x-k8s.io/podset-preferred-topology"),
+    ]
+    assert found[0].message == (
+        'Invalid value: must not contain more than one topology annotation: ["kueue.x-k8s.io/podset-required-topology",'
+        ' "kueue.x-k8s.io/podset-preferred-topology", "kueue.x-k8s.io/podset-unconstrained-topology"]'
+    )
+    assert found[1].message.startswith('Invalid value: "cloud.provider.com/topology block": name part must consist of')
+
+
+def test_kueue_refuses_a_slice_without_its_size_or_larger_than_the_podset() -> None:
+    sliced = jobset()  # one replicatedJob of 4 pods
+    annotations = {"kueue.x-k8s.io/podset-slice-required-topology": RACK}
+    pod_template = sliced["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    pod_template["metadata"] = {"annotations": annotations}
+    assert messages(admit(copy.deepcopy(sliced))) == [
+        "Required value: must be set when 'kueue.x-k8s.io/podset-slice-required-topology' is specified"
+    ]
+    annotations["kueue.x-k8s.io/podset-slice-size"] = "8"
+    assert messages(admit(copy.deepcopy(sliced))) == ['Invalid value: "8": must not be greater than pod set count 4']
+    annotations["kueue.x-k8s.io/podset-slice-size"] = "0"
+    assert messages(admit(copy.deepcopy(sliced))) == ['Invalid value: "0": must be greater than or equal to 1']
+    del annotations["kueue.x-k8s.io/podset-slice-required-topology"]
+    annotations["kueue.x-k8s.io/podset-slice-size"] = "2"
+    annotations["kueue.x-k8s.io/podset-group-name"] = "42"
+    assert messages(admit(copy.deepcopy(sliced))) == [
+        'Invalid value: "42": must not be a number',
+        "Forbidden: may not be set when 'kueue.x-k8s.io/podset-slice-size' is specified",
+        "Forbidden: may not be set when neither 'kueue.x-k8s.io/podset-preferred-topology' nor "
+        "'kueue.x-k8s.io/podset-required-topology' is specified",
+        "Forbidden: may not be set when 'kueue.x-k8s.io/podset-slice-required-topology' is not specified",
+    ]
+
+
 def test_jobset_with_a_queue_name_is_defaulted_by_jobset_then_suspended_by_kueue() -> None:
     obj = jobset()
     obj["metadata"]["labels"] = {"kueue.x-k8s.io/queue-name": "user-queue"}
@@ -536,6 +598,76 @@ def test_jaxjob_meets_no_kueue_webhook() -> None:
     before = copy.deepcopy(jaxjob)
     webhooks.mutate(jaxjob, Store())
     assert jaxjob == before and webhooks.validate(jaxjob, Store()) == []
+
+
+# --- Kubeflow Training Operator v1: JAXJob --------------------------------------------------------------------------
+
+# In the style of the Training Operator's cpu-demo JAXJob (kubeflow/training-operator release-1.9 examples/jax): two
+# Workers, restarted OnFailure, a container `jax` running the image's train.py.
+JAXJOB = """
+apiVersion: kubeflow.org/v1
+kind: JAXJob
+metadata:
+  name: jax-cpu-demo
+  namespace: default
+spec:
+  jaxReplicaSpecs:
+    Worker:
+      replicas: 2
+      restartPolicy: OnFailure
+      template:
+        spec:
+          containers:
+          - name: jax
+            image: registry.example.com/jax-cpu-demo:1.0
+            command: [python3, train.py]
+"""
+
+
+def jaxjob() -> dict[str, Any]:
+    obj = yaml.safe_load(JAXJOB)
+    structural.prune_and_default(obj, schema(obj))
+    return obj
+
+
+def test_the_jaxjob_webhook_admits_workers_with_a_jax_container() -> None:
+    assert admit(jaxjob()) == []
+
+
+def test_the_jaxjob_webhook_refuses_what_the_training_operator_refuses() -> None:
+    """kubeflow/training-operator release-1.9 pkg/webhooks/jax/jaxjob_webhook.go validateJAXJob: a name that is not a
+    DNS-1035 label, a replica type other than Worker, a container without an image, none named `jax`."""
+    bad = jaxjob()
+    bad["metadata"]["name"] = "jax.cpu-demo"
+    bad["spec"]["jaxReplicaSpecs"]["Master"] = bad["spec"]["jaxReplicaSpecs"].pop("Worker")
+    container = bad["spec"]["jaxReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
+    container["name"], container["image"] = "trainer", ""
+    found = admit(bad)
+    assert [f.at for f in found] == [
+        ("metadata", "name"),
+        ("spec", "jaxReplicaSpecs", "Master"),
+        ("spec", "jaxReplicaSpecs", "Master", "template", "spec", "containers", 0, "image"),
+        ("spec", "jaxReplicaSpecs", "Master", "template", "spec", "containers"),
+    ]
+    assert messages(found) == [
+        'Invalid value: "jax.cpu-demo": should match: a DNS-1035 label must consist of lower case alphanumeric '
+        "characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. "
+        "'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        'Unsupported value: "Master": supported values: "Worker"',
+        "Required value: must be required",
+        "Required value: must have at least one container with name jax",
+    ]
+
+
+def test_the_jaxjob_webhook_needs_the_replica_specs_and_their_containers() -> None:
+    obj = jaxjob()
+    obj["spec"]["jaxReplicaSpecs"]["Worker"]["template"]["spec"]["containers"] = []
+    assert messages(webhooks.validate(obj, Store())) == [
+        "Required value: must be specified",
+        "Required value: must have at least one container with name jax",
+    ]
+    del obj["spec"]["jaxReplicaSpecs"]
+    assert messages(webhooks.validate(obj, Store())) == ["Required value: must be required"]
 
 
 # --- Kubeflow Trainer ----------------------------------------------------------------------------------------------
@@ -651,6 +783,22 @@ def test_odd_shapes_never_raise(odd: Any) -> None:
         structural.list_findings(obj, schema(obj))
         webhooks.mutate(obj, Store())
         assert isinstance(webhooks.validate(obj, Store()), list)
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        None,
+        "x",
+        {"jaxReplicaSpecs": None},
+        {"jaxReplicaSpecs": [1]},
+        {"jaxReplicaSpecs": {"Worker": None}},
+        {"jaxReplicaSpecs": {"Worker": {"template": {"spec": {"containers": [None, 3, {"name": 5}]}}}}},
+    ],
+)
+def test_the_jaxjob_webhook_never_raises_on_odd_shapes(spec: Any) -> None:
+    obj = {"apiVersion": "kubeflow.org/v1", "kind": "JAXJob", "metadata": {"name": 7}, "spec": spec}
+    assert all(not f.warning for f in webhooks.validate(obj, Store()))
 
 
 # --- Kueue's ClusterQueue and Cohort webhooks: borrowing and lending limits ----------------------------------------

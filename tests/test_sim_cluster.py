@@ -390,11 +390,7 @@ def test_jobset_custom_subdomain_and_existing_service_wins() -> None:
     w = only_workload(c)
     assert {p.subdomain for p in w.pods} == {"mesh"}
     assert c.hosts["multislice-slice-0-0.mesh.default.svc.cluster.local"] == w.pods[0].ip
-    problem = one_problem(c, "publishNotReadyAddresses")
-    assert (
-        "JobSet/default/multislice" in problem.path
-        and problem.fix == "set publishNotReadyAddresses: true on the Service"
-    )
+    assert problems_of(c) == []  # rank 0 has no readinessProbe: Ready, and named, once its container runs
 
 
 # --------------------------------------------------------------------------------------------
@@ -705,12 +701,36 @@ def test_not_headless_service() -> None:
     assert "is not headless" in problem.message and problem.fix == "set clusterIP: None on Service 'workers'"
 
 
-def test_publish_not_ready_addresses_false() -> None:
-    problem = one_problem(
-        emulate(load(edit(INDEXED, "publishNotReadyAddresses: true", "publishNotReadyAddresses: false"))), "Ready"
+def test_a_service_that_publishes_only_ready_pods_names_rank_zero_once_its_containers_run() -> None:
+    """Without a readinessProbe rank 0 is Ready once its container runs, and the others' lookups, retried until JAX's
+    timeout, find it: GKE's multi-host TPU Job (kubernetes-engine-samples ai-ml/gke-tpu-dynamic-slicing) has a
+    headless Service with no publishNotReadyAddresses."""
+    assert (
+        problems_of(emulate(load(edit(INDEXED, "publishNotReadyAddresses: true", "publishNotReadyAddresses: false"))))
+        == []
     )
-    assert problem.path == "Service/research/workers publishNotReadyAddresses"
-    assert problem.fix == "set publishNotReadyAddresses: true on the Service"
+
+
+def test_a_service_that_publishes_only_ready_pods_waits_on_rank_zeros_readiness_probe() -> None:
+    probe = "        readinessProbe: {tcpSocket: {port: 1234}}\n"
+    text = edit(INDEXED, "publishNotReadyAddresses: true", "publishNotReadyAddresses: false")
+    text = edit(text, "        ports: [{containerPort: 1234}]\n", "        ports: [{containerPort: 1234}]\n" + probe)
+    problem = one_problem(emulate(load(text)), "passes its readinessProbe")
+    assert problem.path == "Job/research/train pod train-0 container trainer readinessProbe"
+    assert problem.fix == (
+        "set publishNotReadyAddresses: true on the Service, or remove the readinessProbe from container 'trainer'"
+    )
+
+
+def test_a_process_connecting_to_another_port_than_rank_zeros_is_refused() -> None:
+    """Each pod's address from its own index: rank 0 binds 1230, rank 1 connects to 1231, where nothing listens."""
+    c = emulate(
+        load(edit(INDEXED, "value: train-0.workers:1234", 'value: "train-0.workers:123$(JOB_COMPLETION_INDEX)"'))
+    )
+    problem = one_problem(c, "rank 0's coordinator listens on port 1230")
+    assert problem.path == "Job/research/train pod train-1 env JAX_COORDINATOR_ADDRESS"
+    assert "connects to port 1231, where nothing listens" in problem.message
+    assert problem.fix == "give every pod the same coordinator port, 1230"
 
 
 def test_a_coordinator_port_no_one_declares_is_a_note_as_on_a_cluster() -> None:

@@ -128,10 +128,12 @@ def quota(pods: int) -> dict[str, Any]:
     }
 
 
-def test_a_pod_quota_the_jobs_own_pods_use_up_leaves_it_waiting_forever(tmp_path: Path) -> None:
+def test_a_pod_quota_the_jobs_own_pods_use_up_leaves_a_jax_group_waiting_forever(tmp_path: Path) -> None:
     """On a cluster the Job controller creates two pods, the third is refused at every retry, and the Job never
-    completes (the two wait for a third process): the simulator says so before anything runs."""
-    path = write(tmp_path / "job.yaml", [namespace(), quota(2), namespaced("three", 3)])
+    completes: the two JAX processes wait for a third. The simulator says so before anything runs."""
+    job = namespaced("three", 3)
+    job["spec"]["template"]["spec"]["containers"][0]["env"] = [{"name": "JAX_NUM_PROCESSES", "value": "3"}]
+    path = write(tmp_path / "job.yaml", [namespace(), quota(2), job])
     assert validate_cli(path)[0] == 0  # the Job is admitted: quota counts its pods only as they are created
     rc, report, out = simulate(str(path), "--run-command", tmp=tmp_path, timeout=60)
     w = only(report)
@@ -142,6 +144,19 @@ def test_a_pod_quota_the_jobs_own_pods_use_up_leaves_it_waiting_forever(tmp_path
         '(Job ml/three): Error creating: pods "three-2-" is forbidden: exceeded quota: pod-count, requested: pods=1, '
         "used: pods=2, limited: pods=2): 2 of the workload's 3 pods are created and the rest never are, so the "
         "workload never completes (the controller retries the create as long as the refusal holds)"
+    )
+
+
+def test_a_pod_quota_the_jobs_own_pods_use_up_admits_pods_that_end_alone_in_waves(tmp_path: Path) -> None:
+    """Pods that each end on their own (the Kubernetes docs' Indexed Job style: print the index) free their share of
+    the quota as they end (a Succeeded pod is not charged: kubernetes pkg/quota/v1/evaluator/core/pods.go
+    QuotaV1Pod), and the Job controller's retried create then succeeds: the Job completes, two pods at a time."""
+    path = write(tmp_path / "job.yaml", [namespace(), quota(2), namespaced("three", 3)])
+    rc, report, out = simulate(str(path), "--run-command", tmp=tmp_path, timeout=60)
+    w = only(report)
+    assert rc == 0 and w["verdict"] == "succeeded" and w["problems"] == [], out
+    assert any(
+        "a ResourceQuota admits 2 of its 3 pods at once" in n and "exceeded quota: pod-count" in n for n in w["notes"]
     )
 
 

@@ -158,7 +158,12 @@ BROKEN = {
         "does not select",
     ),
     "subdomain unset": ("job", lambda o: _pod_spec(o).pop("subdomain"), "subdomain"),
-    "wrong coordinator port": ("jobset", lambda o: _container(o)["ports"][0].update(containerPort=9999), "port"),
+    # a declared containerPort is informational; what must agree is where rank 0 binds and where the others connect
+    "wrong coordinator port": (
+        "jobset",
+        lambda o: _set_env(o, "JAX_COORDINATOR_BIND_ADDRESS", "[::]:9999"),
+        "rank 0 binds the coordinator on port 9999",
+    ),
     "process count is not the pod count": (
         "jobset",
         lambda o: _set_env(o, "JAX_NUM_PROCESSES", "3"),

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from jaxinfra.admission import admit_created, plugins
@@ -73,8 +73,25 @@ def limit_ranged(pod_spec: Mapping[str, Any], namespace: str, store: Store) -> M
     return pod["spec"]
 
 
+@dataclass(frozen=True)
+class QuotaWaves:
+    """A single Job's pods that a ResourceQuota admits only so many at once (`at_once`), the rest refused until the
+    first end: a terminal pod no longer counts against a quota (kubernetes pkg/quota/v1/evaluator/core/pods.go
+    QuotaV1Pod: a Succeeded or Failed pod is not charged), and the Job controller retries the refused creates
+    (`event`: its FailedCreate), so pods that are not one group, each able to end without the others, all run, in
+    waves."""
+
+    at_once: int
+    event: str
+
+
 def pod_refusals(
-    workload: str, namespace: str, jobs: Sequence[Any], store: Store, who: Callable[[Any, int], Any]
+    workload: str,
+    namespace: str,
+    jobs: Sequence[Any],
+    store: Store,
+    who: Callable[[Any, int], Any],
+    waves: list[QuotaWaves] | None = None,
 ) -> list[tuple[str, Problem]]:
     """Why the API server refuses pods a workload's controllers create, keyed for `model.Findings` (one line per
     reason). Each pod passes the whole front door (`jaxinfra.admission.admit_created`: the Pod schema, defaulting,
@@ -91,7 +108,8 @@ def pod_refusals(
     the same), the error naming the pod by its generateName (apiserver pkg/admission/errors.go extractResourceName).
     The controller retries, so a workload whose first pods are refused never runs, and one whose later pods are
     (a quota used up by its own first pods) never completes: both are the workload's problem before anything
-    starts."""
+    starts. Where `waves` is given (the pods are not one group) and a single Job's later pods are refused by a quota
+    alone, they are not a problem: the `QuotaWaves` appended to it say how many run at once."""
     counted = any(store.of_kind("ResourceQuota", namespace))
     made: list[tuple[Any, int, dict[str, Any]]] = []
     for job in jobs:
@@ -132,6 +150,10 @@ def pod_refusals(
         operator = job.operator is not None
         by = "the Training Operator" if operator else f"the Job controller (Job {namespace}/{job.name})"
         event = f"event FailedCreate by {by}: Error creating: {said}"
+        if counted and k > 0 and waves is not None and len(jobs) == 1:
+            if all(f.message.startswith("exceeded quota: ") for f in refused):
+                waves.append(QuotaWaves(k, event))
+                break
         if counted and k > 0:
             outcome = (
                 f"the API server refuses to create the pods from {metadata.get('generateName') or metadata.get('name')}"

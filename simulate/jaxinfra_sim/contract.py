@@ -241,20 +241,18 @@ class Checker:
 
             self.findings.add(f"{address.var}|unresolved|{host_key}", unresolved)
             return
-        if svc is not None and not svc.publish_not_ready and not svc.operator_owned:
-            self.findings.add(
-                f"{address.var}|not-ready|{svc.name}",
-                lambda: Problem(
-                    f"{svc.origin} publishNotReadyAddresses",
-                    False,
-                    f"'{address.host}' resolves only once rank 0 is Ready, "
-                    "but the other processes look it up while it starts",
-                    "set publishNotReadyAddresses: true on the Service",
-                ),
+        if svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
+            # A Service that does not publish not-ready addresses names rank 0 once it is Ready: without a
+            # readinessProbe, once its containers run (kubernetes pkg/kubelet/status generate.go
+            # GeneratePodReadyCondition), which the others' lookups, retried until JAX's initialization timeout,
+            # outwait (GKE's own multi-host TPU Job, ai-ml/gke-tpu-dynamic-slicing, relies on it); with one, only once
+            # the probe passes, which a process waiting for its peers may never let happen.
+            fix = (
+                f"remove the readinessProbe from container '{self.rank0.container}'"
+                if svc.operator_owned  # the operator's Service cannot be changed
+                else f"set publishNotReadyAddresses: true on the Service, or remove the readinessProbe from container "
+                f"'{self.rank0.container}'"
             )
-        elif svc is not None and not svc.publish_not_ready and self.rank0.readiness_probe:
-            # The operator's Service cannot be changed; without a readinessProbe, rank 0 is Ready once its container
-            # runs.
             self.findings.add(
                 f"{address.var}|not-ready-probe|{svc.name}",
                 lambda: Problem(
@@ -263,7 +261,7 @@ class Checker:
                     f"'{address.host}' resolves only once rank 0 passes its readinessProbe "
                     f"({svc.origin} does not publish not-ready addresses), "
                     "but the other processes look it up while it starts",
-                    f"remove the readinessProbe from container '{self.rank0.container}'",
+                    fix,
                 ),
             )
         if ip != self.rank0.ip:
@@ -284,6 +282,13 @@ class Checker:
 
     # --- ports --------------------------------------------------------------------------
     def _ports(self, pod: model.Pod, address: Address, svc: Service | None) -> None:
+        """Whether the process connects where rank 0's coordinator binds: rank 0 binds `[::]:<its address's port>`
+        unless JAX_COORDINATOR_BIND_ADDRESS says otherwise (jax/_src/distributed.py). The ports a container declares
+        and a headless Service's ports (`svc`, the one the name resolved through) are only noted: a pod is reached on
+        any port it listens on, declared or not (kubernetes api core/v1 types.go Container.Ports: "Not specifying a
+        port here DOES NOT prevent that port from being exposed"), and a headless Service's names resolve to the pods' own addresses, no proxy in between
+        (kubernetes website content/en/docs/concepts/services-networking/service.md, "Headless Services"), and those
+        are the only Services `Resolution.resolve` answers with."""
         port = address.port
         bind = pod.env.get("JAX_COORDINATOR_BIND_ADDRESS")
         if bind and split_hostport(bind)[1] != port:
@@ -318,6 +323,21 @@ class Checker:
                 f"{self.id}: Service '{svc.name}' declares ports {[p for p, _ in svc.ports]} but not the "
                 f"coordinator port {port} ({address.var}): it is headless, so its names resolve to the pods "
                 "themselves and its ports restrict no connection",
+            )
+        if pod is self.rank0 or address.var != "JAX_COORDINATOR_ADDRESS":
+            return
+        own, own_bind = coordinator(self.rank0), self.rank0.env.get("JAX_COORDINATOR_BIND_ADDRESS")
+        listens = split_hostport(own_bind)[1] if own_bind else own.port if own is not None else None
+        if listens is not None and listens != port:
+            self.findings.add(
+                "rank0-port",
+                lambda: Problem(
+                    self._path(pod, address.var),
+                    address.raw,
+                    f"rank 0's coordinator listens on port {listens} (pod {self.rank0.hostname}), but this process "
+                    f"connects to port {port}, where nothing listens",
+                    f"give every pod the same coordinator port, {listens}",
+                ),
             )
 
     # --- counts and ranks ---------------------------------------------------------------

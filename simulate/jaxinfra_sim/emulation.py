@@ -24,6 +24,7 @@ from jaxinfra.admission.store import Store
 from jaxinfra.errors import Problem
 from jaxinfra.upstream import QUEUE_LABEL, TOPOLOGY_PREFERRED, TOPOLOGY_REQUIRED
 from jaxinfra_sim import admission, apiview, contract, controllers, kubelet, kueue, model
+from jaxinfra_sim.controllers.running import JAX_ENV
 from jaxinfra_sim.dns import ClusterDns
 from jaxinfra_sim.errors import InvalidArgument
 from jaxinfra_sim.inputs import Objects, Service
@@ -108,6 +109,9 @@ def _workload(
     for job in draft.jobs[:1]:  # every Job of a workload shares the pod template's ServiceAccount
         if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
             checker.findings.add("service-account", problem)
+    # Pods that are not one group (under --run-command, no JAX env, not TPU) may end one by one, freeing quota.
+    grouped = check_all or any(p.accelerator == "tpu" or JAX_ENV & p.env.keys() for p in pods)
+    quota_waves: list[admission.QuotaWaves] = []
     checker.findings.extend(
         admission.pod_refusals(
             draft.id,
@@ -115,6 +119,7 @@ def _workload(
             draft.jobs,
             store,
             lambda job, i: controllers.pod_identity(job, i, objects.recreated),
+            None if grouped else quota_waves,
         )
     )
     checker.findings.extend(env_problems)
@@ -147,12 +152,21 @@ def _workload(
         + (_topology_note(draft) if queued is not None and queued.admitted else ())
         + tuple(checker.notes.values())
         + tuple(
+            f"{draft.id}: a ResourceQuota admits {w.at_once} of its {len(pods)} pods at once; the Job controller "
+            f"creates the others as those end (until then: {w.event})"
+            for w in quota_waves
+        )
+        + tuple(
             f"{p.where} = {p.value}: --run-command runs its pods as the Job says; if they are one JAX group: {p.fix}"
             for p in (() if check_all else draft.jax_problems)
         ),
         success=draft.success,
         gates=draft.gates,
-        waves=_waves(draft, queued.counts if queued is not None and queued.admitted else None),
+        waves=_waves(
+            draft,
+            queued.counts if queued is not None and queued.admitted else None,
+            quota_waves[0].at_once if quota_waves else None,
+        ),
         suspended=draft.suspended if queued is None else None,  # Kueue suspends what it manages, and resumes it
         provisioning=queued.provisioning if queued is not None and queued.admitted else (),
         queued=queued,
@@ -228,10 +242,14 @@ def _podsets(draft: controllers.Draft) -> list[kueue.PodSet]:
     ]
 
 
-def _waves(draft: controllers.Draft, admitted: Sequence[int] | None = None) -> tuple[tuple[tuple[int, ...], int], ...]:
+def _waves(
+    draft: controllers.Draft, admitted: Sequence[int] | None = None, quota: int | None = None
+) -> tuple[tuple[tuple[int, ...], int], ...]:
     """Each Job whose parallelism is below its completions: its pods' positions and its parallelism (as Kueue set it
-    where it admitted fewer pods: `admitted`)."""
+    where it admitted fewer pods: `admitted`; at most the pods a ResourceQuota admits at once: `quota`)."""
     parallelism = [job.parallelism for job in draft.jobs] if admitted is None else list(admitted)
+    if quota is not None:
+        parallelism = [min(p, quota) for p in parallelism]
     return tuple(
         (pods, max(p, 0))
         for (job, pods), p in zip(controllers.positions(draft.jobs), parallelism, strict=True)

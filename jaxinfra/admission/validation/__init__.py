@@ -30,6 +30,7 @@ from jaxinfra.admission.validation.core import MAX_SECRET_BYTES as MAX_SECRET_BY
 from jaxinfra.admission.validation.core import (
     validate_config_map,
     validate_namespace,
+    validate_priority_class,
     validate_secret,
     validate_service,
 )
@@ -46,6 +47,7 @@ from jaxinfra.admission.validation.job import (
     MAX_INDEXED_PARALLELISM as MAX_INDEXED_PARALLELISM,
 )
 from jaxinfra.admission.validation.job import validate_job
+from jaxinfra.admission.validation.limit_range import validate_limit_range
 from jaxinfra.admission.validation.messages import distinct
 
 # the other public limits, importable here as before the split (outside `__all__`, as they were)
@@ -67,6 +69,7 @@ from jaxinfra.admission.validation.names import (
     qualified_name,
 )
 from jaxinfra.admission.validation.pod import pod_spec, pod_template, validate_pod
+from jaxinfra.admission.validation.resource_quota import validate_resource_quota
 from jaxinfra.upstream import BATCH_API
 
 __all__ = [
@@ -98,6 +101,9 @@ _BUILTIN = {  # (apiVersion, kind) -> (the name rule, the kind's own rules)
     ("v1", "Secret"): (SUBDOMAIN, validate_secret),
     ("v1", "Namespace"): (LABEL, validate_namespace),
     ("v1", "ServiceAccount"): (SUBDOMAIN, None),
+    ("scheduling.k8s.io/v1", "PriorityClass"): (SUBDOMAIN, validate_priority_class),
+    ("v1", "LimitRange"): (SUBDOMAIN, validate_limit_range),
+    ("v1", "ResourceQuota"): (SUBDOMAIN, validate_resource_quota),
 }
 
 

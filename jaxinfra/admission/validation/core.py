@@ -1,7 +1,8 @@
-"""Service, ConfigMap, Secret and Namespace, as the API server's validation step checks them.
+"""Service, ConfigMap, Secret, Namespace and PriorityClass, as the API server's validation step checks them.
 
 Emulated from kubernetes/kubernetes pkg/apis/core/validation/validation.go @000f26050b9b (the commit is the stored
-version read): ValidateService, validateServicePort, ValidateConfigMap, ValidateSecret, ValidateNamespace.
+version read): ValidateService, validateServicePort, ValidateConfigMap, ValidateSecret, ValidateNamespace; and
+pkg/apis/scheduling/validation/validation.go ValidatePriorityClass.
 
 Knowingly not emulated: Service IP families / traffic policies / session affinity, Secret payload formats (only the
 required keys per type).
@@ -15,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
-from jaxinfra.admission.store import Finding, Path
+from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, Finding, Path
 from jaxinfra.admission.validation.containers import PROTOCOLS
 from jaxinfra.admission.validation.messages import (
     Raw,
@@ -196,3 +197,53 @@ def validate_namespace(obj: Mapping) -> list[Finding]:
         if isinstance(name, str)
         for f in kube_finalizer(name, ("spec", "finalizers", i))
     ]
+
+
+_SYSTEM_PREFIX = "system-"
+HIGHEST_USER_DEFINABLE_PRIORITY = 1_000_000_000
+
+
+def validate_priority_class(obj: Mapping) -> list[Finding]:
+    """ValidatePriorityClass (kubernetes pkg/apis/scheduling/validation/validation.go; IsKnownSystemPriorityClass in
+    pkg/apis/scheduling/v1/helpers.go): a `system-` name only for the two system classes, as they are; another class
+    at most 1000000000; a preemptionPolicy PreemptLowerPriority or Never."""
+    name, value = as_str(as_map(obj.get("metadata")).get("name")), obj.get("value")
+    out: list[Finding] = []
+    if name.startswith(_SYSTEM_PREFIX):
+        if name not in SYSTEM_PRIORITY_CLASSES:
+            error = f"{name} is not a known system priority class"
+        elif value != SYSTEM_PRIORITY_CLASSES[name]:
+            error = f"value of {name} PriorityClass must be {SYSTEM_PRIORITY_CLASSES[name]}"
+        elif obj.get("globalDefault") is True:
+            error = f"globalDefault of {name} PriorityClass must be false"
+        else:
+            error = ""
+        if error:
+            out.append(
+                forbidden(
+                    ("metadata", "name"),
+                    f"priority class names with '{_SYSTEM_PREFIX}' prefix are reserved for system use only. error: "
+                    + error,
+                    "name the class without the 'system-' prefix",
+                    name,
+                )
+            )
+    elif isinstance(value, int) and not isinstance(value, bool) and value > HIGHEST_USER_DEFINABLE_PRIORITY:
+        out.append(
+            forbidden(
+                ("value",),
+                f"maximum allowed value of a user defined priority is {HIGHEST_USER_DEFINABLE_PRIORITY}",
+                f"use a value of at most {HIGHEST_USER_DEFINABLE_PRIORITY}",
+                value,
+            )
+        )
+    policy = obj.get("preemptionPolicy")
+    if policy == "":
+        out.append(required_value(("preemptionPolicy",), "use PreemptLowerPriority or Never"))
+    elif isinstance(policy, str) and policy not in ("PreemptLowerPriority", "Never"):
+        out.append(
+            not_supported(
+                ("preemptionPolicy",), policy, ["PreemptLowerPriority", "Never"], "use PreemptLowerPriority or Never"
+            )
+        )
+    return out

@@ -12,6 +12,7 @@ Modules, one per controller whose webhooks they emulate (each names its assumed 
   ValidateJobOnCreate and the Job webhook's annotation rules.
 - `kueue_queues`: Kueue's ClusterQueue and Cohort validators, as far as cohorts go (borrowing and lending limits).
 - `trainer`: Kubeflow Trainer's TrainJob and (Cluster)TrainingRuntime validators.
+- `jaxjob`: the Training Operator v1's JAXJob validator (name, replica type, containers, images, the `jax` one).
 - `shared`: the (group, kind) pairs, Go-struct accessors and the field-error text the three share.
 
 Knowingly not emulated: update-time rules of every webhook (and what each module lists).
@@ -22,11 +23,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jaxinfra.admission.store import Finding, Store
+from jaxinfra.admission.webhooks.jaxjob import jaxjob_validate
 from jaxinfra.admission.webhooks.jobset import jobset_default, jobset_validate
 from jaxinfra.admission.webhooks.kueue import KUEUE_KINDS, kueue_default, kueue_selects, kueue_validate
 from jaxinfra.admission.webhooks.kueue_queues import QUOTA_KINDS, quota_validate
 from jaxinfra.admission.webhooks.shared import (
     CLUSTER_TRAINING_RUNTIME,
+    JAXJOB,
     JOBSET,
     TRAINING_RUNTIME,
     TRAINJOB,
@@ -54,6 +57,8 @@ def validate(obj: Mapping, store: Store) -> list[Finding]:
         findings += jobset_validate(obj, store)
     elif group_kind == TRAINJOB:
         findings += trainjob_validate(obj, store)
+    elif group_kind == JAXJOB:
+        findings += jaxjob_validate(obj)
     elif group_kind in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME) and trainer_selects(obj):
         findings += runtime_validate(obj, group_kind)
     if group_kind in KUEUE_KINDS and kueue_selects(obj):

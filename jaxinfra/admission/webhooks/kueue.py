@@ -16,7 +16,8 @@ workload, max-exec-time, elastic-job), pkg/controller/constants/constants.go, pk
 apis/config/v1beta2/defaults.go, config/components/manager/controller_manager_config.yaml (integrations),
 config/components/webhook/kustomization.yaml (namespaceSelector).
 
-Knowingly not emulated: Kueue's topology (TAS) annotation checks, its admission-gated-by annotation check, its
+The topology (TAS) annotation checks of Job and JobSet templates are `kueue_tas`'s. Knowingly not emulated: a
+TrainJob's topology annotation checks, its admission-gated-by annotation check, its
 refusal when an owner in an ownerReference is missing, and the Pod, Deployment and StatefulSet integrations;
 update-time rules.
 """
@@ -30,6 +31,7 @@ from jaxinfra.admission.decoded import as_list, as_map, as_str, dig, is_int
 from jaxinfra.admission.goformat import go_repr
 from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
 from jaxinfra.admission.validation import dns1123_subdomain
+from jaxinfra.admission.webhooks.kueue_tas import tas_validate
 from jaxinfra.admission.webhooks.shared import (
     JOB,
     JOBSET,
@@ -219,6 +221,8 @@ def kueue_validate(obj: Mapping, group_kind: tuple[str, str]) -> list[Finding]:
         )
     if group_kind == JOB:
         out += _job_annotations(obj, annotations, elastic)
+    if group_kind in (JOB, JOBSET):
+        out += tas_validate(obj, group_kind[1])
     return out
 
 

@@ -16,10 +16,11 @@ from typing import Any
 from jaxinfra.admission.decoded import as_map, is_int
 from jaxinfra.admission.goformat import go_repr
 from jaxinfra.admission.store import meta
-from jaxinfra.upstream import JOBSET_API_GROUP, TRAINER_API_GROUP
+from jaxinfra.upstream import JOBSET_API_GROUP, KUBEFLOW_API_GROUP, TRAINER_API_GROUP
 
 JOBSET = (JOBSET_API_GROUP, "JobSet")
 JOB = ("batch", "Job")
+JAXJOB = (KUBEFLOW_API_GROUP, "JAXJob")
 TRAINJOB = (TRAINER_API_GROUP, "TrainJob")
 TRAINING_RUNTIME = (TRAINER_API_GROUP, "TrainingRuntime")
 CLUSTER_TRAINING_RUNTIME = (TRAINER_API_GROUP, "ClusterTrainingRuntime")
