@@ -286,9 +286,9 @@ class Checker:
         unless JAX_COORDINATOR_BIND_ADDRESS says otherwise (jax/_src/distributed.py). The ports a container declares
         and a headless Service's ports (`svc`, the one the name resolved through) are only noted: a pod is reached on
         any port it listens on, declared or not (kubernetes api core/v1 types.go Container.Ports: "Not specifying a
-        port here DOES NOT prevent that port from being exposed"), and a headless Service's names resolve to the pods' own addresses, no proxy in between
-        (kubernetes website content/en/docs/concepts/services-networking/service.md, "Headless Services"), and those
-        are the only Services `Resolution.resolve` answers with."""
+        port here DOES NOT prevent that port from being exposed"), and a headless Service's names resolve to the pods'
+        own addresses, no proxy in between (kubernetes website content/en/docs/concepts/services-networking/
+        service.md, "Headless Services"), and those are the only Services `Resolution.resolve` answers with."""
         port = address.port
         bind = pod.env.get("JAX_COORDINATOR_BIND_ADDRESS")
         if bind and split_hostport(bind)[1] != port:
