@@ -342,7 +342,8 @@ def validate(
         for p in problems:
             print(f"error: {p}", file=sys.stderr)
         raise CommandFailed(
-            f"{len(problems)} problems in {len(files)} files: the API server would refuse them "
+            f"{len(problems)} problem{'s' * (len(problems) != 1)} in {len(files)} file{'s' * (len(files) != 1)}: "
+            "the API server would refuse them "
             f"(Kubernetes {K8S_VERSION}, strict)"
         )
     for note in result.notes:

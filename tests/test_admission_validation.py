@@ -296,6 +296,63 @@ def test_a_resource_quota_whose_scope_cannot_count_its_resources_is_refused() ->
     assert found.message.endswith("unsupported scope applied to resource")
 
 
+@pytest.mark.parametrize(
+    ("expression", "at", "message"),
+    [
+        (
+            {"operator": "In", "scopeName": "Terminating", "values": ["x"]},
+            "operator",
+            "Invalid value: \"In\": must be 'Exist' when scope is any of ResourceQuotaScopeTerminating",
+        ),
+        (
+            {"operator": "In", "scopeName": "PriorityClass"},
+            "values",
+            "Required value: must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
+        ),
+        (
+            {"operator": "Exists", "scopeName": "PriorityClass", "values": ["high"]},
+            "values",
+            "Invalid value: [\"high\"]: must be no value when `operator` is 'Exist' or 'DoesNotExist'",
+        ),
+        (
+            {"operator": "Equals", "scopeName": "PriorityClass", "values": ["high"]},
+            "operator",
+            'Invalid value: "Equals": not a valid selector operator',
+        ),
+    ],
+)
+def test_a_quota_scope_selector_s_operator_and_values_are_checked(
+    expression: dict[str, Any], at: str, message: str
+) -> None:
+    """kubernetes pkg/apis/core/validation/validation.go validateScopedResourceSelectorRequirement; the docs' quota
+    for high-priority pods (`operator: In`, `values: [high]`, admitted above) is the passing case."""
+    selector = resource_quota({"pods": "10"})
+    selector["spec"]["scopeSelector"] = {"matchExpressions": [expression]}
+    found = only(selector)
+    assert found.at == ("spec", "scopeSelector", "matchExpressions", at)
+    assert found.message.startswith(message)
+
+
+def budget(**spec: object) -> dict[str, Any]:
+    """In the style of the Kubernetes docs' zookeeper-pod-disruption-budget examples."""
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "trainers"},
+        "spec": {**spec, "selector": {"matchLabels": {"app": "trainer"}}},
+    }
+
+
+def test_a_disruption_budget_has_one_of_min_available_and_max_unavailable() -> None:
+    """kubernetes pkg/apis/policy/validation/validation.go ValidatePodDisruptionBudgetSpec."""
+    assert refusals(budget(minAvailable=2)) == [] and refusals(budget(maxUnavailable="25%")) == []
+    found = only(budget(minAvailable=2, maxUnavailable=1))
+    assert found.at == ("spec",) and found.message.endswith("minAvailable and maxUnavailable cannot be both set")
+    assert only(budget(minAvailable=-1)).message.endswith("must be greater than or equal to 0")
+    assert only(budget(maxUnavailable="150%")).message.endswith("must not be greater than 100%")
+    assert only(budget(minAvailable="half")).at == ("spec", "minAvailable")
+
+
 def test_a_namespaced_object_s_namespace_is_a_dns_label() -> None:
     assert ("metadata", "namespace") in messages(load(PI, **{"metadata.namespace": "ML"}))
     cluster_scoped = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ml", "namespace": "IGNORED"}}

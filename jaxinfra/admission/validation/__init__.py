@@ -34,6 +34,7 @@ from jaxinfra.admission.validation.core import (
     validate_secret,
     validate_service,
 )
+from jaxinfra.admission.validation.disruption import validate_pod_disruption_budget
 from jaxinfra.admission.validation.job import (
     COMPLETIONS_SOFT_LIMIT as COMPLETIONS_SOFT_LIMIT,
 )
@@ -104,6 +105,7 @@ _BUILTIN = {  # (apiVersion, kind) -> (the name rule, the kind's own rules)
     ("scheduling.k8s.io/v1", "PriorityClass"): (SUBDOMAIN, validate_priority_class),
     ("v1", "LimitRange"): (SUBDOMAIN, validate_limit_range),
     ("v1", "ResourceQuota"): (SUBDOMAIN, validate_resource_quota),
+    ("policy/v1", "PodDisruptionBudget"): (SUBDOMAIN, validate_pod_disruption_budget),
 }
 
 

@@ -5,10 +5,12 @@ validateScopedResourceSelectorRequirement, and pkg/apis/core/helper/helpers.go I
 (messages carried over): a scope (in spec.scopes or spec.scopeSelector) must be a known one; BestEffort limits only
 the pod count, Terminating, NotTerminating, NotBestEffort, PriorityClass and CrossNamespacePodAffinity only the pod
 count and compute (cpu, memory, their requests. and limits.), each other standard resource named in spec.hard being
-"unsupported scope applied to resource"; BestEffort with NotBestEffort, or Terminating with NotTerminating, conflict.
+"unsupported scope applied to resource"; BestEffort with NotBestEffort, or Terminating with NotTerminating, conflict;
+a scope selector's operator: `Exists` only for the scopes other than PriorityClass, at least one value with `In` and
+`NotIn`, none with `Exists` and `DoesNotExist`, no other operator (validateScopedResourceSelectorRequirement).
 
-Knowingly not emulated: the selector's operator and values rules, and the standard names this module does not list
-(extended resources, as upstream, are not checked).
+Knowingly not emulated: the standard names this module does not list (extended resources, as upstream, are not
+checked).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Mapping
 
 from jaxinfra.admission.decoded import as_list, as_map
 from jaxinfra.admission.store import Finding
-from jaxinfra.admission.validation.messages import invalid_value
+from jaxinfra.admission.validation.messages import invalid_value, required_value
 
 _POD_COUNT = frozenset({"pods"})
 _COMPUTE = frozenset({"cpu", "memory", "limits.cpu", "limits.memory", "requests.cpu", "requests.memory"})
@@ -42,6 +44,11 @@ _POD_SCOPES = frozenset(
 )
 _SCOPES = _POD_SCOPES | {"BestEffort"}
 _CONFLICTS = (("BestEffort", "NotBestEffort"), ("Terminating", "NotTerminating"))
+_EXISTS_ONLY = frozenset({"BestEffort", "NotBestEffort", "Terminating", "NotTerminating", "CrossNamespacePodAffinity"})
+_EXISTS_ONLY_DETAIL = (
+    "must be 'Exist' when scope is any of ResourceQuotaScopeTerminating, ResourceQuotaScopeNotTerminating, "
+    "ResourceQuotaScopeBestEffort, ResourceQuotaScopeNotBestEffort or ResourceQuotaScopeCrossNamespacePodAffinity"
+)
 _FIX = "limit only what the scope can count (BestEffort: pods; the other pod scopes: pods, cpu and memory)"
 
 
@@ -79,4 +86,39 @@ def validate_resource_quota(obj: Mapping) -> list[Finding]:
             out.append(invalid_value((*at, "scopeName"), name, "unsupported scope", f"use one of {sorted(_SCOPES)}"))
         if any(not _applies(name, k) for k in standard):
             out.append(invalid_value(at, dict(selector), "unsupported scope applied to resource", _FIX))
+        out += _operator(at, name, as_map(req))
+    return out
+
+
+def _operator(at: tuple[str, ...], scope: str, req: Mapping) -> list[Finding]:
+    """A scope selector's operator and values (validateScopedResourceSelectorRequirement)."""
+    op, values = req.get("operator"), as_list(req.get("values"))
+    out: list[Finding] = []
+    if scope in _EXISTS_ONLY and op != "Exists":
+        out.append(invalid_value((*at, "operator"), op, _EXISTS_ONLY_DETAIL, f"use operator: Exists for {scope}"))
+    if op in ("In", "NotIn"):
+        if not values:
+            out.append(
+                required_value(
+                    (*at, "values"),
+                    "list the PriorityClass names the quota counts",
+                    "must be at least one value when `operator` is 'In' or 'NotIn' for scope selector",
+                )
+            )
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            out.append(
+                invalid_value(
+                    (*at, "values"),
+                    values,
+                    "must be no value when `operator` is 'Exist' or 'DoesNotExist' for scope selector",
+                    "remove values",
+                )
+            )
+    else:
+        out.append(
+            invalid_value(
+                (*at, "operator"), op, "not a valid selector operator", "use In, NotIn, Exists or DoesNotExist"
+            )
+        )
     return out
