@@ -36,16 +36,14 @@ def _quantities(spec: dict) -> dict:
             return values
         return {k: c if (c := canonical(v)) is not None else v for k, v in values.items()}
 
+    def requirements(resources: object) -> None:  # a container's or the pod's resources: requests and limits
+        if isinstance(resources, dict):
+            resources.update({part: each(resources[part]) for part in ("requests", "limits") if part in resources})
+
     for key in ("containers", "initContainers", "ephemeralContainers"):
         for container in spec.get(key) or []:
-            resources = container.get("resources") if isinstance(container, dict) else None
-            if isinstance(resources, dict):
-                resources.update({part: each(resources[part]) for part in ("requests", "limits") if part in resources})
-    pod_resources = spec.get("resources")
-    if isinstance(pod_resources, dict):
-        pod_resources.update(
-            {part: each(pod_resources[part]) for part in ("requests", "limits") if part in pod_resources}
-        )
+            requirements(container.get("resources") if isinstance(container, dict) else None)
+    requirements(spec.get("resources"))
     if "overhead" in spec:
         spec["overhead"] = each(spec["overhead"])
     for volume in spec.get("volumes") or []:

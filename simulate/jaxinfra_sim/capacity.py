@@ -87,16 +87,20 @@ class Need:
     run_command: bool
 
 
+def _pod_bytes(run_command: bool) -> int:
+    """What a pod takes whatever its group: a probe pod's, or a --run-command pod's fresh interpreter."""
+    return COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES
+
+
 def _memory(pods: int, devices: int, run_command: bool) -> int:
     """The bytes `pods` pods of one JAX group with `devices` CPU devices in all take (`need`)."""
-    per_pod = (COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES) + devices * GROUP_DEVICE_BYTES
-    return pods * per_pod + devices * DEVICE_BYTES
+    return pods * (_pod_bytes(run_command) + devices * GROUP_DEVICE_BYTES) + devices * DEVICE_BYTES
 
 
 def _most_pods(memory: int, devices_per_pod: float, run_command: bool) -> int:
     """The most pods (`devices_per_pod` each) whose `_memory` fits in `memory`: the positive root of the quadratic."""
     a = devices_per_pod * GROUP_DEVICE_BYTES
-    b = (COMMAND_POD_BYTES if run_command else PROBE_POD_BYTES) + devices_per_pod * DEVICE_BYTES
+    b = _pod_bytes(run_command) + devices_per_pod * DEVICE_BYTES
     most = int((-b + math.sqrt(b * b + 4 * a * memory)) / (2 * a)) if a else int(memory // b)
     while most > 0 and _memory(most, math.ceil(most * devices_per_pod), run_command) > memory:
         most -= 1  # rounding

@@ -392,7 +392,7 @@ def _assign(
                 for r, v in wanted.items()
                 if v > most[r]
             ]
-            unsuited = next(filter(None, (_fits_flavor(flavor, pod) for pod in (p.pod_spec for p in podsets))), None)
+            unsuited = next(filter(None, (_fits_flavor(flavor, p.pod_spec) for p in podsets)), None)
             if unsuited is None and (mismatch := _fits_topology(flavor, topology, objects, tas_only)):
                 why_not.append((Hold.TOPOLOGY, mismatch))
                 continue
