@@ -108,7 +108,7 @@ def allocate(obj: dict[str, Any], store: Store) -> list[Finding]:
     if not given:
         before = store.get("Service", namespace, name)
         kept = (before or {}).get("spec", {}).get("clusterIP") if before else None
-        ip = ipaddress.IPv4Address(kept) if _is_v4(kept) else choose(namespace, name, taken(store, namespace, name))
+        ip = ipaddress.IPv4Address(kept) if is_ipv4(kept) else choose(namespace, name, taken(store, namespace, name))
         if ip is None:
             return [Finding(("spec", "clusterIPs"), None, "failed to allocate a serviceIP: range is full", _FIX_TAKEN)]
         spec["clusterIP"], spec["clusterIPs"] = str(ip), [str(ip)]
@@ -139,7 +139,8 @@ def _is_ip(text: str) -> bool:
     return True
 
 
-def _is_v4(value: object) -> bool:
+def is_ipv4(value: object) -> bool:
+    """Whether `value` is an IPv4 address written as text (the simulator's kube-proxy serves only those)."""
     return isinstance(value, str) and _is_ip(value) and ipaddress.ip_address(value).version == 4
 
 

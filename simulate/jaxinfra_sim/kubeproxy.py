@@ -37,7 +37,7 @@ import ipaddress
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from jaxinfra.admission.clusterip import SERVICE_CIDR
+from jaxinfra.admission.clusterip import SERVICE_CIDR, is_ipv4
 from jaxinfra_sim import model
 from jaxinfra_sim.inputs import Service, ServicePort, service_of
 from jaxinfra_sim.netns import Network
@@ -71,7 +71,7 @@ class Endpoint:
 def services(manifests: Iterable[Mapping]) -> tuple[Service, ...]:
     """The Services with a cluster IP among the stored objects (the API server's allocation, `clusterip`)."""
     found = (service_of(m) for m in manifests if isinstance(m, Mapping) and m.get("kind") == "Service")
-    return tuple(s for s in found if s.cluster_ip is not None and _ipv4(s.cluster_ip))
+    return tuple(s for s in found if s.cluster_ip is not None and is_ipv4(s.cluster_ip))
 
 
 def target(port: ServicePort, pod: model.Pod) -> int | None:
@@ -92,7 +92,7 @@ def backends(svc: Service, port: ServicePort, endpoints: Sequence[Endpoint]) -> 
     condition is `ready` (Ready and not terminating, or any with publishNotReadyAddresses: kubernetes
     staging/src/k8s.io/endpointslice/utils.go podToEndpoint), else, where there is none, those `serving` and
     `terminating` (kube-proxy's fallback, pkg/proxy/topology.go CategorizeEndpoints)."""
-    selected = [e for e in endpoints if _ipv4(e.pod.ip) and svc.selects(e.pod)]
+    selected = [e for e in endpoints if is_ipv4(e.pod.ip) and svc.selects(e.pod)]
     usable = [e for e in selected if svc.publish_not_ready or (e.ready and not e.terminating)]
     out = set()
     for e in usable or [e for e in selected if e.ready and e.terminating]:
@@ -197,14 +197,6 @@ def _base(name: str, kind: str, hook: str, priority: str, *rules: str) -> list[s
 
 def _elements(items: Sequence[str]) -> str:
     return f" elements = {{ {', '.join(items)} }};" if items else ""
-
-
-def _ipv4(text: str) -> bool:
-    try:
-        ipaddress.IPv4Address(text)
-    except ValueError:
-        return False
-    return True
 
 
 class Proxy:
