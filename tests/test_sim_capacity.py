@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jaxinfra_sim import capacity, cgroupfs, cgroups
+from jaxinfra_sim import capacity, cgroupfs
 from jaxinfra_sim.capacity import Limit
 from tests.support.cli import simulate_cli
+from tests.support.machine import memory_machine
 
 pytestmark = pytest.mark.simulator
 
@@ -169,16 +170,10 @@ time.sleep(60)
 """
 
 
-def test_a_job_that_exhausts_the_machines_memory_ends_with_the_machines_verdict_not_a_restart(
-    controllers: cgroupfs.Controllers, tmp_path: Path
-) -> None:
-    if controllers.memory is None:
-        pytest.skip(f"no usable memory controller: {controllers.memory_reason}")
+def test_a_job_that_exhausts_the_machines_memory_ends_with_the_machines_verdict_not_a_restart(tmp_path: Path) -> None:
     job = tmp_path / "hungry.yaml"
     job.write_text(indexed_job(2, command=ALLOCATE, backoff_limit=4))  # restarts allowed: none may happen
-    with cgroups.Session.create("test-machine-oom") as session:
-        machine = session.pod("simulation", 1536 * MiB, None)  # this "machine": the simulation and its pods
-        assert machine is not None
+    with memory_machine("test-machine-oom", 1536 * MiB) as machine:  # this "machine": the simulation and its pods
         rc, report, out = simulate_cli(str(job), "--run-command", tmp=tmp_path, timeout=120, preexec=machine.enter)
     assert rc == 3, out
     last = out.strip().splitlines()[-1]
@@ -206,18 +201,14 @@ HUNGRY_CHILD = 'chunks = []\nwhile True: chunks.append(bytearray(b"\\x01") * (64
     ],
 )
 def test_the_machines_oom_killer_ending_a_shells_child_is_the_machines_verdict_though_the_shell_survives(
-    controllers: cgroupfs.Controllers, tmp_path: Path, child: str, then: str | None
+    tmp_path: Path, child: str, then: str | None
 ) -> None:
     """The container's own process (sh) is not the one killed: its pod's memory group (one per pod, limit or not)
     counted the kill (oom_kill) without reaching a limit of its own, so this machine ran out, at once."""
-    if controllers.memory is None:
-        pytest.skip(f"no usable memory controller: {controllers.memory_reason}")
     job = tmp_path / "shell.yaml"
     script = f"python -c '{child}'; echo survived >&2" + (f"; {then}" if then else "")
     job.write_text(indexed_job(1, shell=script, backoff_limit=4))  # restarts allowed: none may happen
-    with cgroups.Session.create("test-machine-oom-shell") as session:
-        group = session.pod("simulation", 1536 * MiB, None)  # this "machine": the simulation and its pods
-        assert group is not None
+    with memory_machine("test-machine-oom-shell", 1536 * MiB) as group:  # this "machine": the simulation, its pods
         rc, report, out = simulate_cli(str(job), "--run-command", tmp=tmp_path, timeout=120, preexec=group.enter)
     (workload,) = report["workloads"]
     (pod,) = workload["attempts"][0]["pods"]

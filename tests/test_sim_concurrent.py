@@ -18,6 +18,7 @@ import yaml
 
 from tests.support.cli import simulate_as, simulate_cli
 from tests.support.jobsets import indexed_job
+from tests.support.machine import memory_machine
 from tests.test_sim_fidelity import kueue_queue
 
 pytestmark = pytest.mark.simulator
@@ -300,17 +301,9 @@ def _zombie(pid: int) -> bool:
 
 
 @pytest.fixture
-def machine(tmp_path: Path) -> Iterator[Any]:
-    """A memory cgroup of 3 GiB standing for this machine (root only, as tests/test_sim_capacity.py makes one)."""
-    from jaxinfra_sim import cgroupfs, cgroups
-
-    if os.geteuid() != 0:
-        pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")
-    if cgroupfs.probe().memory is None:
-        pytest.skip("no usable memory controller")
-    with cgroups.Session.create("test-concurrent-machine") as session:
-        group = session.pod("simulation", 3 << 30, None)
-        assert group is not None
+def machine() -> Iterator[Any]:
+    """A memory cgroup of 3 GiB standing for this machine."""
+    with memory_machine("test-concurrent-machine", 3 << 30) as group:
         yield group
 
 
@@ -346,19 +339,11 @@ HUNGRY = 'chunks = []\nwhile True: chunks.append(bytearray(b"\\x01") * (64 << 20
 def test_the_machines_verdict_on_one_workload_stops_the_others(tmp_path: Path) -> None:
     """One Job takes this machine's memory (a 1.5 GiB cgroup) while another sleeps: the machine's verdict (exit 3)
     ends the simulation, and the sleeper is stopped at once, saying why; no pod process is left (simulate_cli)."""
-    from jaxinfra_sim import cgroupfs, cgroups
-
-    if os.geteuid() != 0:
-        pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")
-    if cgroupfs.probe().memory is None:
-        pytest.skip("no usable memory controller")
     manifest = tmp_path / "hungry.yaml"
     manifest.write_text(
         yaml.safe_dump_all([job("hungry", HUNGRY), job("sleeper", "import time; time.sleep(60)")], sort_keys=False)
     )
-    with cgroups.Session.create("test-concurrent-oom") as session:
-        group = session.pod("simulation", 1536 << 20, None)
-        assert group is not None
+    with memory_machine("test-concurrent-oom", 1536 << 20) as group:
         rc, report, out = simulate_cli(str(manifest), "--run-command", tmp=tmp_path, timeout=120, preexec=group.enter)
     assert rc == 3, out
     hungry, sleeper = report["workloads"]
