@@ -14,14 +14,25 @@ import socket
 import subprocess
 import sys
 import time
+import tracemalloc
+import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import pytest
 
 pytest.importorskip("jax")
 
-from jaxinfra_sim.probe import CHECKS, GROUP_LIMIT, ProbeSpec, group_sizes, init_kwargs  # noqa: E402
+from jaxinfra_sim.probe import (  # noqa: E402
+    CHECKS,
+    GROUP_LIMIT,
+    ProbeSpec,
+    collective_cases,
+    group_sizes,
+    init_kwargs,
+)
 from tests.support.paths import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.simulator
@@ -160,6 +171,50 @@ def test_collectives_nest_over_groups_of_at_most_eight_devices() -> None:
         sizes = group_sizes(n)
         assert math.prod(sizes) == n
         assert all(k <= GROUP_LIMIT or all(k % d for d in range(2, GROUP_LIMIT + 1)) for k in sizes), (n, sizes)
+
+
+def _mesh_of(n: int) -> Any:
+    """What `collective_cases` reads of a group mesh of n devices, without a backend."""
+    sizes = group_sizes(n)
+    return types.SimpleNamespace(size=n, axis_names=[f"group{i}" for i in range(len(sizes))], devices=np.empty(sizes))
+
+
+@pytest.mark.parametrize("n", [1, 2, 12, 64])
+def test_each_collectives_input_and_result_is_its_closed_form_over_every_device(n: int) -> None:
+    """Device d holds d + 1 (for all_to_all, block d: d * n + q for each destination q): psum gives every device the
+    sum, all_gather every value in device order, the ring each device its predecessor's, all_to_all block [d, q] <-
+    [q, d]; read whole and in the slices a process asks for."""
+    values, blocks = np.arange(1, n + 1), np.arange(n * n).reshape(n, n)
+    want = {
+        "psum": (values, np.full(n, values.sum())),
+        "all_gather": (values, np.tile(values, n)),
+        "ppermute": (values, np.roll(values, 1)),
+        "all_to_all": (blocks.ravel(), blocks.T.ravel()),
+    }
+    cases = collective_cases(_mesh_of(n))
+    assert list(cases) == list(want)
+    for name, (given, _, expected) in cases.items():
+        for got, full in ((given, want[name][0]), (expected, want[name][1])):
+            assert got.shape == full.shape, name
+            for part in (slice(None), slice(n // 2, n), slice(1, full.size, 3)):
+                assert np.array_equal(got[(part,)], full[part]), (name, part)
+                assert got[(part,)].dtype == np.int32
+
+
+def test_a_process_makes_only_its_own_shards_of_the_n_squared_arrays() -> None:
+    """At 1,024 devices all_gather's and all_to_all's global arrays are 1 M elements each (12 MiB for the three a
+    process would otherwise hold): reading a device's shard of every case makes only that shard."""
+    n = 1024
+    tracemalloc.start()
+    try:
+        cases = collective_cases(_mesh_of(n))
+        for given, _, expected in cases.values():
+            block = given.size // n
+            given[(slice(5 * block, 6 * block),)], expected[(slice(5 * block, 6 * block),)]
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 256 * 1024, peak
 
 
 def test_three_processes_of_four_devices_pass_every_check_over_nested_groups() -> None:
