@@ -8,7 +8,11 @@ cannot hold is the simulator's own refusal (exit 3, its figures), printed as suc
 one run: 256 vs 64 processes <= 4.5x (linear: 4x); 1,024 vs 256 <= 4.5x, within this machine's memory; v5p 4x4x8 <=
 0.6x the naive 8-process launch; 8 x 2 <= 0.25x it.
 
-    python benchmarks/scale.py [--sizes 8,16,32,64,128,256[,512,1024]] [--runs 1] [--json FILE]
+    python benchmarks/scale.py [--sizes 8,16,32,64,128,256[,512,1024]] [--runs 1] [--steps] [--json FILE]
+
+`--steps` adds where each size's time went: per step of the probe (`probe.Stopwatch`: join, device exchange, arrays,
+program compiled or loaded, collectives, verification, shutdown barrier), the median wall and CPU seconds of a process
+other than 0, process 0's, and the sum of CPU over all processes.
 """
 
 from __future__ import annotations
@@ -27,6 +31,8 @@ from simulate import cli, compile_package, naive  # noqa: E402  (benchmarks/simu
 
 MIB = 2**20
 NAIVE_UP_TO = 16
+STEPS = ("connect", "devices", "arrays", "program", "collectives", "verify", "shutdown")
+"""The probe's steps (`probe.Stopwatch` laps in `probe.run_probe`), in the order they run."""
 
 INDEXED_JOB = """\
 apiVersion: v1
@@ -82,13 +88,34 @@ def measure(target: str) -> dict:
         "pods": len(attempt["pods"]),
         "memory_peak": attempt["memory_peak"],
         "pod_pss": statistics.median(sampled) if sampled else None,
+        "steps": [p.get("probe_timings", {}).get("steps", {}) for p in attempt["pods"]],
     }
+
+
+def print_steps(rows: dict[str, dict]) -> None:
+    """Per size, per probe step: a median process's wall and CPU (process 0 aside), process 0's, all processes' CPU."""
+    print("where the time went (per probe step: median of processes 1..N-1 wall / CPU s, process 0's, CPU of all):")
+    for name, r in rows.items():
+        steps = r.get("steps") or []
+        if len(steps) < 2 or not steps[0]:
+            continue
+        print(f"  {name}")
+        for step in (s for s in STEPS if s in steps[0]):
+            others = [s[step] for s in steps[1:] if step in s]
+            wall, cpu = (statistics.median(o[k] for o in others) for k in ("wall", "cpu"))
+            total = sum(s[step]["cpu"] for s in steps if step in s)
+            zero = steps[0][step]
+            print(
+                f"    {step:<12} {wall:7.3f} / {cpu:6.3f}   process 0 {zero['wall']:7.3f} / {zero['cpu']:6.3f}"
+                f"   all {total:7.2f} s CPU"
+            )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="8,16,32,64,128,256")
     parser.add_argument("--runs", type=int, default=1, help="runs per size (medians)")
+    parser.add_argument("--steps", action="store_true", help="where the time went, per probe step")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
     sizes = [int(n) for n in args.sizes.split(",")]
@@ -146,6 +173,8 @@ def main() -> None:
     ratios.append(("8 x 2 vs naive 8", rows["8 x 2"]["wall"] / base, 0.25))
     for what, ratio, target in ratios:
         print(f"  {what}: {ratio:.2f}x (target <= {target}x){'' if ratio <= target else '  MISSED'}")
+    if args.steps:
+        print_steps(rows)
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "ratios": ratios}, indent=2) + "\n")
 

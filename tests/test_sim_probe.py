@@ -154,6 +154,10 @@ def assert_all_ok(workers: list[Worker], devices: int) -> None:
         assert (result["rank"], result["process_count"]) == (w.rank, n)
         assert (result["local_devices"], result["global_devices"]) == (devices, n * devices)
         assert {"init_s", "checks_s"} <= set(result["timings"])
+        steps = result["timings"]["steps"]  # every step, with its wall and this process's CPU
+        assert set(steps) == {"connect", "devices", "arrays", "program", "collectives", "verify", "shutdown"}
+        assert all(s["wall"] >= 0 and s["cpu"] >= 0 for s in steps.values()), steps
+        assert steps["program"]["cpu"] > 0  # compiling or loading the program is work on this process's CPU
 
 
 def test_two_processes_two_devices_pass_every_check() -> None:

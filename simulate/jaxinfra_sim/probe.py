@@ -58,6 +58,21 @@ EXECUTABLE_KEY = "jaxinfra/probe/executable"
 SHARE_TIMEOUT_MS = 300_000
 
 Report = Callable[[str, dict], None]
+Lap = Callable[[str], None]
+
+
+class Stopwatch:
+    """Each step's wall and CPU seconds, the CPU of all this process's threads (JAX's, gRPC's, gloo's): where a
+    probe's time goes as the group grows (benchmarks/scale.py --steps)."""
+
+    def __init__(self) -> None:
+        self.steps: dict[str, dict[str, float]] = {}
+        self._last = (time.perf_counter(), time.process_time())
+
+    def lap(self, step: str) -> None:
+        now = (time.perf_counter(), time.process_time())
+        self.steps[step] = {"wall": round(now[0] - self._last[0], 4), "cpu": round(now[1] - self._last[1], 4)}
+        self._last = now
 
 
 @dataclass(frozen=True)
@@ -408,9 +423,11 @@ def compile_once(program: Any, args: Any, mesh: Mesh) -> tuple[jax.stages.Compil
     return _compile(program, args), "compiled"
 
 
-def run_collectives(hardware: Mesh) -> tuple[dict[str, Callable[[], str]], str]:
+def run_collectives(hardware: Mesh, lap: Lap = lambda step: None) -> tuple[dict[str, Callable[[], str]], str]:
     """Every collective and the training step in ONE compiled program (a compile per program
-    is most of a probe's time), then one verification per check; and where the program came from."""
+    is most of a probe's time), then one verification per check; and where the program came from.
+    `lap` ends the steps "arrays" (the rank and mesh checks, the global inputs), "program" (compiled or loaded) and
+    "collectives" (the program run)."""
     mesh = group_mesh(hardware)
     cases = collective_cases(mesh)
     names = tuple(mesh.axis_names)
@@ -437,8 +454,11 @@ def run_collectives(hardware: Mesh) -> tuple[dict[str, Callable[[], str]], str]:
         _global_array(x, batch),
         _global_array(y, batch),
     )
+    lap("arrays")
     compiled, origin = compile_once(program, args, mesh)
-    outs, (new_w, loss) = compiled(*args)
+    lap("program")
+    outs, (new_w, loss) = jax.block_until_ready(compiled(*args))
+    lap("collectives")
 
     groups = f" (nested groups {'x'.join(map(str, mesh.devices.shape))})" if len(names) > 1 else ""
 
@@ -486,7 +506,7 @@ def _skip(checks: dict[str, dict], names: list[str], why: str) -> None:
         checks[name] = {"ok": False, "detail": f"skipped: {why}"}
 
 
-def run_checks(spec: ProbeSpec) -> tuple[dict[str, dict], str | None]:
+def run_checks(spec: ProbeSpec, lap: Lap = lambda step: None) -> tuple[dict[str, dict], str | None]:
     """Every check, in `CHECKS` order, and where the program came from (None: none ran). Skips
     depend only on global facts (spec, device list), so all processes take the same path and
     reach the same collectives."""
@@ -504,13 +524,14 @@ def run_checks(spec: ProbeSpec) -> tuple[dict[str, dict], str | None]:
         _skip(checks, pending, "no mesh")
         return checks, None
     try:
-        verifications, program = run_collectives(meshes[0])
+        verifications, program = run_collectives(meshes[0], lap)
     except Exception as error:  # noqa: BLE001 - the runtime failed: every collective check says why
         for name in pending:
             checks[name] = {"ok": False, "detail": f"{type(error).__name__}: {error}"}
         return checks, None
     for name in pending:
         _record(checks, name, verifications[name])
+    lap("verify")
     return checks, program
 
 
@@ -524,14 +545,16 @@ def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dic
     coordination service and must not leave before the others have finished.
     """
     report("initializing", {"expected_rank": spec.expected_rank, "num_processes": spec.num_processes})
-    start = time.perf_counter()
+    start, watch = time.perf_counter(), Stopwatch()
     jax.distributed.initialize(**init_kwargs(spec, os.environ))
     connect_s = time.perf_counter() - start
+    watch.lap("connect")
     try:
         jax.devices()  # creates the CPU backend: the global device exchange and gloo setup
         init_s = time.perf_counter() - start
+        watch.lap("devices")
         report("running", {"process_index": jax.process_index(), "process_count": jax.process_count()})
-        checks, program = run_checks(spec)
+        checks, program = run_checks(spec, watch.lap)
         checks_s = time.perf_counter() - start - init_s
         result = {
             "rank": jax.process_index(),
@@ -545,11 +568,13 @@ def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dic
     finally:
         shutdown_start = time.perf_counter()
         jax.distributed.shutdown()
+    watch.lap("shutdown")
     result["timings"] = {
         "connect_s": round(connect_s, 3),
         "init_s": round(init_s, 3),
         "checks_s": round(checks_s, 3),
         "shutdown_s": round(time.perf_counter() - shutdown_start, 3),
+        "steps": watch.steps,
     }
     return result
 
