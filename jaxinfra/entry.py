@@ -60,6 +60,16 @@ def _simulate(request: Request) -> int:
     return status(lambda: run(request))
 
 
+def _protect() -> None:
+    """`simulate` is the node's agents (kubelet, runtime, CNI): the OOM killer ends a pod's process before any of
+    them, and before the child `_prefork` starts (`jaxinfra_sim.qos`)."""
+    try:
+        from jaxinfra_sim.qos import protect_node_agents
+    except ImportError:  # no simulator installed: `simulate` says so itself
+        return
+    protect_node_agents()
+
+
 def _prefork(args: list[str]) -> Prefork | None:
     """For `simulate` with the built-in probe, a child importing JAX while the inputs are read."""
     if args[:1] != ["simulate"] or {"--run-command", "--help"} & set(args):
@@ -85,6 +95,8 @@ def run(argv: list[str] | None) -> int:
     warm: list[Prefork] = []
 
     def command() -> None:  # all of it inside `status`: a Ctrl-C while typer is imported is exit 130 too
+        if args[:1] == ["simulate"]:
+            _protect()
         child = _prefork(args)
         if child is not None:
             warm.append(child)

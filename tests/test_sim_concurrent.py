@@ -348,9 +348,14 @@ def test_the_machines_verdict_on_one_workload_stops_the_others(tmp_path: Path) -
     assert rc == 3, out
     hungry, sleeper = report["workloads"]
     assert hungry["verdict"] == "failed" and report["machine"] == hungry["reason"], hungry
+    assert sleeper["attempts"][0]["seconds"] < 30, sleeper  # stopped, not left to sleep out its 60 s
+    if "OOM killer" in (sleeper["attempts"][0]["pods"][0]["reason"] or ""):
+        # The kernel may end it too, a second BestEffort pod (`qos`), before the first one's memory is freed; never
+        # the simulator, whose score is lower (before pods had their QoS score, it once was: exit -9, no report).
+        assert sleeper["verdict"] in ("failed", "not finished"), sleeper
+        return
     assert sleeper["verdict"] == "not finished", sleeper
     assert sleeper["reason"] == "stopped when the machine's verdict on Job/default/hungry ended the simulation"
-    assert sleeper["attempts"][0]["seconds"] < 30, sleeper  # stopped, not left to sleep out its 60 s
 
 
 def test_two_clusters_workloads_of_one_name_run_side_by_side(tmp_path: Path) -> None:

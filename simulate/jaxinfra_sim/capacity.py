@@ -299,6 +299,11 @@ def oom_kills() -> int:
     return 0
 
 
+def total_memory() -> int:
+    """MemTotal, in bytes (0 where /proc/meminfo cannot be read)."""
+    return _meminfo("MemTotal") or 0
+
+
 def available_memory() -> int:
     """MemAvailable now, in bytes (0 where /proc/meminfo cannot be read)."""
     return _meminfo("MemAvailable") or 0

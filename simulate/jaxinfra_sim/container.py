@@ -36,6 +36,7 @@ from jaxinfra_sim import (
     model,
     oci_image,
     paths,
+    qos,
     rootfs,
     runtime,
     sandbox,
@@ -362,6 +363,7 @@ def become(
         if nproc is not None:  # no pids group: counted in the pod's own user namespace, made just now (`runtime`)
             resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         shim.fork_init(control)
+        qos.set_own(qos.reachable(pod.oom_score_adj))  # the container's, as the runtime sets it; its shim keeps ours
         sandbox.start(isolation, c.spec, cwd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # fresh objects: the parent's locks stay behind
         sys.stderr = open(2, "w", buffering=1, closefd=False)
@@ -439,7 +441,7 @@ def _contained(
     bundle = c.spec.scratch / "bundle"
     bundle.mkdir()
     argv = [*c.pod.command, *c.pod.args]
-    proc = runtime.process(argv, c.env, cwd, c.pod.security, nproc)
+    proc = runtime.process(argv, c.env, cwd, c.pod.security, nproc, qos.reachable(c.pod.oom_score_adj))
     spec, shifted = c.spec, bool(c.shift)
     config = runtime.config(proc, spec.scratch / "root", spec.hostname, c.pod.security, spec.views, shifted, c.name)
     runtime.write(bundle, "config.json", config)

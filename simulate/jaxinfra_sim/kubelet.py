@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from jaxinfra.errors import Problem
-from jaxinfra_sim import cgroups, model, security, volumes
+from jaxinfra_sim import cgroups, model, qos, security, volumes
 from jaxinfra_sim.admission import service_account
 from jaxinfra_sim.controllers import ChildJob, Draft, Identity
 from jaxinfra_sim.downward import PodFacts
@@ -343,6 +343,7 @@ def _container(
         memory_limit=memory,
         cpu_millis=cpu,
         probes=probes(container),
+        oom_score_adj=qos.oom_score_adj(pod_spec, container, qos.node_memory()),
         ephemeral_limit=str(((container.get("resources") or {}).get("limits") or {}).get("ephemeral-storage") or ""),
         ports={
             str(p["name"]): int(p["containerPort"])

@@ -84,6 +84,7 @@ class Container:
     memory_limit: int | None
     cpu_millis: int | None
     probes: tuple[Probe, ...] = ()
+    oom_score_adj: int = 0  # the kubelet's for it: its pod's QoS class and its memory request (`qos`)
     ports: Mapping[str, int] = field(default_factory=dict)  # its named containerPorts, which probes may name
     ephemeral_limit: str = ""  # resources.limits.ephemeral-storage, the quantity as the manifest writes it ("" none)
 
@@ -101,6 +102,7 @@ class Container:
             "memory_limit": self.memory_limit,
             "cpu_millis": self.cpu_millis,
             "probes": self.probes,
+            "oom_score_adj": self.oom_score_adj,
             "named_ports": self.ports,
             "ephemeral_limit": self.ephemeral_limit,
         }
@@ -145,6 +147,7 @@ class Pod:
     security: Security = field(default_factory=Security)  # its JAX container's securityContext, resolved
     memory_limit: int | None = None  # its JAX container's resources.limits.memory, in bytes
     cpu_millis: int | None = None  # its JAX container's resources.limits.cpu, in millicores
+    oom_score_adj: int = 0  # its JAX container's, as the kubelet gives it (`qos`)
     ephemeral_limit: str = ""  # its JAX container's resources.limits.ephemeral-storage, as written ("" none)
     others: tuple[Container, ...] = ()  # its other containers in the kubelet's order: init containers, then mains
     restart_policy: str = "Never"  # spec.restartPolicy: what the kubelet does when one of its containers exits

@@ -141,10 +141,16 @@ def _caps(names: Sequence[str]) -> list[str]:
 
 
 def process(
-    argv: Sequence[str], env: Mapping[str, str], cwd: str, security: Security, nproc: int | None = None
+    argv: Sequence[str],
+    env: Mapping[str, str],
+    cwd: str,
+    security: Security,
+    nproc: int | None = None,
+    oom_score_adj: int | None = None,
 ) -> dict[str, Any]:
     """The OCI `process`: the program, its env and working directory, its identity and capabilities
-    (containerd's: bounding = permitted; effective for root only, as execve(2) leaves a non-root process none)."""
+    (containerd's: bounding = permitted; effective for root only, as execve(2) leaves a non-root process none), and
+    the OOM score the kubelet gives it (CRI LinuxContainerResources.oom_score_adj, `qos`)."""
     caps = {
         "bounding": _caps(security.bounding),
         "permitted": _caps(security.effective),
@@ -166,6 +172,8 @@ def process(
     }
     if nproc is not None:
         out["rlimits"] = [{"type": "RLIMIT_NPROC", "hard": nproc, "soft": nproc}]
+    if oom_score_adj is not None:
+        out["oomScoreAdj"] = oom_score_adj
     return out
 
 
