@@ -25,14 +25,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from jaxinfra_sim.probe import (  # noqa: E402
-    CHECKS,
-    GROUP_LIMIT,
-    ProbeSpec,
-    collective_cases,
-    group_sizes,
-    init_kwargs,
-)
+from jaxinfra_sim.collectives import GROUP_LIMIT, collective_cases, group_sizes  # noqa: E402
+from jaxinfra_sim.probe import CHECKS, ProbeSpec, init_kwargs  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.simulator
