@@ -343,7 +343,7 @@ def _container(
         memory_limit=memory,
         cpu_millis=cpu,
         probes=probes(container),
-        oom_score_adj=qos.oom_score_adj(pod_spec, container, qos.node_memory()),
+        oom_score_adj=qos.oom_score_adj(pod_spec, container),
         ephemeral_limit=str(((container.get("resources") or {}).get("limits") or {}).get("ephemeral-storage") or ""),
         ports={
             str(p["name"]): int(p["containerPort"])

@@ -17,13 +17,14 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from jaxinfra_sim.security import CAPABILITIES
+
 NODE_AGENT = -999
 """The kubelet's own score (`KubeletOOMScoreAdj`): the simulator, the node's agents here, takes it where it may."""
 GUARANTEED, BEST_EFFORT = -997, 1000
 CRITICAL_CLASSES = frozenset({"system-node-critical", "system-cluster-critical"})
 """The built-in PriorityClasses at or past the system-critical priority (2,000,000,000): node-critical pods."""
 COMPUTE = ("cpu", "memory")
-CAP_SYS_RESOURCE = 24  # capabilities(7): lowering an oom_score_adj needs it
 
 
 def _amounts(section: Any) -> dict[str, Fraction]:
@@ -73,16 +74,19 @@ def pod_qos(spec: Mapping) -> str:
 
 
 def _burstable(memory_request: Fraction, capacity: int) -> int:
-    return 1000 - int(1000 * memory_request // capacity)
+    return 1000 - int(1000 * memory_request // capacity) if capacity > 0 else BEST_EFFORT  # unknown: as no request
 
 
-def oom_score_adj(spec: Mapping, container: Mapping, capacity: int) -> int:
-    """The score the kubelet gives `container` of the pod `spec` on a node of `capacity` bytes of memory."""
+def oom_score_adj(spec: Mapping, container: Mapping, capacity: int | None = None) -> int:
+    """The score the kubelet gives `container` of the pod `spec` on a node of `capacity` bytes of memory (None:
+    this machine's, read only for a Burstable pod, the one class that weighs it)."""
     qos = pod_qos(spec)
     if qos == "Guaranteed" or spec.get("priorityClassName") in CRITICAL_CLASSES:
         return GUARANTEED
     if qos == "BestEffort":
         return BEST_EFFORT
+    if capacity is None:
+        capacity = node_memory()
     adjust = _burstable(_memory_request(container), capacity)
     sidecar = container.get("restartPolicy") == "Always" and any(
         container is c for c in spec.get("initContainers") or ()
@@ -129,7 +133,7 @@ def may_lower() -> bool:
         effective = int(next(line.split()[1] for line in status.splitlines() if line.startswith("CapEff:")), 16)
     except (OSError, StopIteration, ValueError):
         return False
-    return bool(effective >> CAP_SYS_RESOURCE & 1)
+    return bool(effective >> CAPABILITIES["SYS_RESOURCE"] & 1)
 
 
 def protect_node_agents() -> None:
