@@ -4,9 +4,11 @@ For N = 8 ... 256 processes x 1 CPU device (a hand-written Indexed Job and its h
 probe; 512 and 1,024 on request), the v5p 4x4x8 slice (32 x 4 devices) and 8 x 2: the wall of `jaxinfra simulate` as
 a user runs it, the simulation's peak memory (all pods: the machine's MemAvailable drop) and a pod's (its proportional
 set size), and N fresh interpreters running the same probe where that is feasible (N <= 16). A size this machine
-cannot hold is the simulator's own refusal (exit 3, its figures), printed as such. Targets (issue #43), as ratios in
-one run: 256 vs 64 processes <= 4.5x (linear: 4x); 1,024 vs 256 <= 4.5x, within this machine's memory; v5p 4x4x8 <=
-0.6x the naive 8-process launch; 8 x 2 <= 0.25x it.
+cannot hold is the simulator's own refusal (exit 3, its figures), printed as such. Beside each size up to 512, JAX's
+own floor (benchmarks/floor.py: the same probe forked N times from one warm parent, with no pod, sandbox or network
+around it), so the curve separates what the simulator adds from what JAX itself costs as N grows. Targets (issue
+#43), as ratios in one run: 256 vs 64 processes <= 4.5x (linear: 4x); 1,024 vs 256 <= 4.5x, within this machine's
+memory; v5p 4x4x8 <= 0.6x the naive 8-process launch; 8 x 2 <= 0.25x it.
 
     python benchmarks/scale.py [--sizes 8,16,32,64,128,256[,512,1024]] [--runs 1] [--steps] [--json FILE]
 
@@ -21,16 +23,21 @@ import argparse
 import json
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from simulate import cli, compile_package, naive  # noqa: E402  (benchmarks/simulate.py: one CLI runner, one naive launch)
+from simulate import PY, cli, compile_package, naive  # noqa: E402  (benchmarks/simulate.py: one CLI runner, one naive launch)
 
 MIB = 2**20
 NAIVE_UP_TO = 16
+FLOOR_UP_TO = 512
+"""Sizes that also run JAX's own floor (benchmarks/floor.py: the same probe forked N times, nothing around it); past
+512 its N processes alone would take most of this machine's memory."""
 STEPS = ("connect", "devices", "arrays", "program", "collectives", "verify", "shutdown")
 """The probe's steps (`probe.Stopwatch` laps in `probe.run_probe`), in the order they run."""
 
@@ -92,6 +99,18 @@ def measure(target: str) -> dict:
     }
 
 
+def floor(n: int) -> float:
+    """The wall of benchmarks/floor.py for n processes, its interpreter and JAX's import included as in `cli`."""
+    start = time.perf_counter()
+    done = subprocess.run([PY, str(HERE / "floor.py"), str(n)], capture_output=True, text=True, check=False)
+    wall = time.perf_counter() - start
+    lines = done.stdout.strip().splitlines()
+    result = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
+    if result.get("passed") != n:
+        raise SystemExit(f"JAX's floor for {n} processes failed: {done.stderr.strip()[-500:] or result}")
+    return wall
+
+
 def print_steps(rows: dict[str, dict]) -> None:
     """Per size, per probe step: a median process's wall and CPU (process 0 aside), process 0's, all processes' CPU."""
     print("where the time went (per probe step: median of processes 1..N-1 wall / CPU s, process 0's, CPU of all):")
@@ -138,11 +157,16 @@ def main() -> None:
             n = int(name.split()[0]) if name[0].isdigit() else None
             if n is not None and n <= NAIVE_UP_TO and name.endswith("x 1"):
                 rows[name]["naive"] = statistics.median(naive(n, 1) for _ in range(args.runs))
+            if n is not None and n <= FLOOR_UP_TO and name.endswith("x 1"):
+                rows[name]["floor"] = statistics.median(floor(n) for _ in range(args.runs))
         rows["naive 8 x 2"] = {"wall": statistics.median(naive(8, 2) for _ in range(args.runs))}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
-    print(f"{'job':<20} {'verdict':>8} {'wall s':>8} {'ms/proc':>8} {'peak MiB':>9} {'MiB/pod':>8} {'naive s':>8}")
+    print(
+        f"{'job':<20} {'verdict':>8} {'wall s':>8} {'ms/proc':>8} {'peak MiB':>9} {'MiB/pod':>8} {'naive s':>8}"
+        f" {'floor s':>8}"
+    )
     for name, r in rows.items():
         if "refused" in r:
             print(f"{name:<20} {'refused':>8}  {r['refused']}")
@@ -150,10 +174,10 @@ def main() -> None:
         if "pods" not in r:
             continue
         per_pod = r["memory_peak"] / r["pods"] / MIB
-        naive_s = f"{r['naive']:.2f}" if "naive" in r else ""
+        naive_s, floor_s = (f"{r[k]:.2f}" if k in r else "" for k in ("naive", "floor"))
         print(
             f"{name:<20} {'passed' if r['ok'] else 'FAILED':>8} {r['wall']:>8.2f} {r['wall'] / r['pods'] * 1000:>8.1f} "
-            f"{r['memory_peak'] / MIB:>9.0f} {per_pod:>8.1f} {naive_s:>8}"
+            f"{r['memory_peak'] / MIB:>9.0f} {per_pod:>8.1f} {naive_s:>8} {floor_s:>8}"
         )
     base = rows["naive 8 x 2"]["wall"]
     print(f"naive launch of 8 interpreters x 2 devices: {base:.2f} s")
@@ -163,10 +187,18 @@ def main() -> None:
     print("curve (wall per size, x 1 device):")
     for name, r in ran.items():
         print(f"  {name:>8} {'#' * max(1, round(r['wall'] / longest * width)):<{width}} {r['wall']:.2f} s")
+    floors = {name: r["floor"] for name, r in ran.items() if "floor" in r}
+    if floors:
+        print("simulator over JAX's own floor (the same probe forked N times, nothing around it):")
+        for name, f in floors.items():
+            print(f"  {name:>8} {ran[name]['wall']:.2f} s against {f:.2f} s: {ran[name]['wall'] / f:.2f}x")
     ratios = []
     for big, small in [(256, 64), (1024, 256)]:
         if f"{big} x 1" in ran and f"{small} x 1" in ran:
             ratios.append((f"{big} vs {small} processes", ran[f"{big} x 1"]["wall"] / ran[f"{small} x 1"]["wall"], 4.5))
+            if f"{big} x 1" in floors and f"{small} x 1" in floors:
+                ratio = floors[f"{big} x 1"] / floors[f"{small} x 1"]
+                print(f"  JAX's floor, {big} vs {small} processes: {ratio:.2f}x (for comparison; no target)")
         elif f"{big} x 1" in rows:
             print(f"  {big} vs {small} processes: not measured ({big} processes refused or failed)  MISSED")
     ratios.append(("v5p 4x4x8 vs naive 8", rows["v5p 4x4x8 (32 x 4)"]["wall"] / base, 0.6))
