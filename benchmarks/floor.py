@@ -16,6 +16,7 @@ import gc
 import json
 import os
 import resource
+import signal
 import socket
 import sys
 import time
@@ -28,15 +29,20 @@ from jaxinfra_sim.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT  # n
 from jaxinfra_sim.options import Options  # noqa: E402
 
 TIMEOUT_S = 300
+PR_SET_PDEATHSIG = 1  # prctl(2)
 DEFAULTS = Options()  # the simulator's own heartbeat and shutdown timeouts, dilated alike
 
 
-def child(rank: int, n: int, port: int) -> int:
+def child(rank: int, n: int, port: int, parent: int) -> int:
     """One process of the group: the probe as a pod would run it, its exit status whether every check passed."""
+    libc = ctypes.CDLL(None)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # ends with the parent, never an orphan
+    if os.getppid() != parent:  # the parent was gone before that took effect
+        return 1
     null = os.open(os.devnull, os.O_WRONLY)
     os.dup2(null, 1)
     os.dup2(null, 2)  # gloo's connection banners
-    ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(PROBE_TIMER_SLACK_NS), 0, 0, 0)
+    libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(PROBE_TIMER_SLACK_NS), 0, 0, 0)
     os.environ.update(JAX_COORDINATOR_ADDRESS=f"127.0.0.1:{port}", JAX_NUM_PROCESSES=str(n), JAX_PROCESS_ID=str(rank))
     spec = probe.ProbeSpec(
         expected_rank=rank,
@@ -61,12 +67,12 @@ def main() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    start = time.perf_counter()
+    start, parent = time.perf_counter(), os.getpid()
     pids = []
     for rank in range(n):
         pid = os.fork()
         if pid == 0:
-            os._exit(child(rank, n, port))
+            os._exit(child(rank, n, port, parent))
         pids.append(pid)
     passed = sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in pids)
     wall = time.perf_counter() - start

@@ -348,3 +348,19 @@ def test_tpu_pods_leave_everything_but_timeouts_to_cluster_detection() -> None:
 def test_a_broken_contract_is_an_error_not_a_guess(env: dict[str, str]) -> None:
     with pytest.raises(ValueError):
         init_kwargs(SPEC, env)
+
+
+def test_the_benchmarks_floor_runs_the_probe_as_forked_processes_and_counts_who_passed() -> None:
+    """benchmarks/floor.py (JAX's own floor beside the scale curve) forks the probe from one warm parent; its figures
+    are only worth printing if every process passed."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "floor.py"), "3"],
+        capture_output=True,
+        text=True,
+        timeout=GROUP_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["processes"] == 3 and result["passed"] == 3, result
+    assert result["wall"] > 0 and result["cpu"] >= result["user"] > 0 and result["system"] >= 0
