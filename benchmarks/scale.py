@@ -37,7 +37,8 @@ MIB = 2**20
 NAIVE_UP_TO = 16
 FLOOR_UP_TO = 512
 """Sizes that also run JAX's own floor (benchmarks/floor.py: the same probe forked N times, nothing around it); past
-512 its N processes alone would take most of this machine's memory."""
+512 its N processes alone would take most of this machine's memory; a size the simulator refused runs no floor."""
+FLOOR_TIMEOUT_S = 900
 STEPS = ("connect", "devices", "arrays", "program", "collectives", "verify", "shutdown")
 """The probe's steps (`probe.Stopwatch` laps in `probe.run_probe`), in the order they run."""
 
@@ -102,7 +103,8 @@ def measure(target: str) -> dict:
 def floor(n: int) -> float:
     """The wall of benchmarks/floor.py for n processes, its interpreter and JAX's import included as in `cli`."""
     start = time.perf_counter()
-    done = subprocess.run([PY, str(HERE / "floor.py"), str(n)], capture_output=True, text=True, check=False)
+    argv = [PY, str(HERE / "floor.py"), str(n)]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=FLOOR_TIMEOUT_S)
     wall = time.perf_counter() - start
     lines = done.stdout.strip().splitlines()
     result = json.loads(lines[-1]) if done.returncode == 0 and lines else {}
@@ -157,7 +159,7 @@ def main() -> None:
             n = int(name.split()[0]) if name[0].isdigit() else None
             if n is not None and n <= NAIVE_UP_TO and name.endswith("x 1"):
                 rows[name]["naive"] = statistics.median(naive(n, 1) for _ in range(args.runs))
-            if n is not None and n <= FLOOR_UP_TO and name.endswith("x 1"):
+            if n is not None and n <= FLOOR_UP_TO and name.endswith("x 1") and "refused" not in rows[name]:
                 rows[name]["floor"] = statistics.median(floor(n) for _ in range(args.runs))
         rows["naive 8 x 2"] = {"wall": statistics.median(naive(8, 2) for _ in range(args.runs))}
     finally:
