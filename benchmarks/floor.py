@@ -1,12 +1,13 @@
 """Benchmark baseline: JAX's own floor for N processes on this machine, with nothing of the simulator around them.
 
-One warm parent imports JAX and the built-in probe once, as the simulator's runner does, and forks N children that
-join one group over loopback TCP and run the same probe (its one program, compiled by process 0 and loaded by the
-others; the same 50 ms timer slack): no pods, no sandbox, no network namespaces, no controllers. What the simulator
-adds for N processes is its wall minus this floor; what grows faster than N here is JAX's (its per-process work over
-the global device list, the executable that grows with the device count, the coordination service in process 0).
+One warm parent imports JAX and the built-in probe once, as the simulator's runner does, and forks N children (of
+DEVICES CPU devices each, 1 unless given) that join one group over loopback TCP and run the same probe (its one
+program, compiled by process 0 and loaded by the others; the same 50 ms timer slack): no pods, no sandbox, no network
+namespaces, no controllers. What the simulator adds for N processes is its wall minus this floor; what grows faster
+than N here is JAX's (its per-process work over the global device list, the executable that grows with the device
+count, the coordination service in process 0).
 
-    python benchmarks/floor.py N   # one JSON line: wall, the processes' CPU (user, system), their voluntary switches
+    python benchmarks/floor.py N [DEVICES]   # one JSON line: wall, the processes' CPU (user, system), their switches
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ PR_SET_PDEATHSIG = 1  # prctl(2)
 DEFAULTS = Options()  # the simulator's own heartbeat and shutdown timeouts, dilated alike
 
 
-def child(rank: int, n: int, port: int, parent: int) -> int:
+def child(rank: int, n: int, devices: int, port: int, parent: int) -> int:
     """One process of the group: the probe as a pod would run it, its exit status whether every check passed."""
     libc = ctypes.CDLL(None)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # ends with the parent, never an orphan
@@ -47,7 +48,7 @@ def child(rank: int, n: int, port: int, parent: int) -> int:
     spec = probe.ProbeSpec(
         expected_rank=rank,
         num_processes=n,
-        devices_per_process=1,
+        devices_per_process=devices,
         groups=1,
         hosts_per_group=n,
         init_timeout=TIMEOUT_S,
@@ -61,8 +62,8 @@ def child(rank: int, n: int, port: int, parent: int) -> int:
 
 
 def main() -> None:
-    n = int(sys.argv[1])
-    probe.configure(1)
+    n, devices = int(sys.argv[1]), int(sys.argv[2]) if len(sys.argv) > 2 else 1
+    probe.configure(devices)
     gc.freeze()
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -72,7 +73,7 @@ def main() -> None:
     for rank in range(n):
         pid = os.fork()
         if pid == 0:
-            os._exit(child(rank, n, port, parent))
+            os._exit(child(rank, n, devices, port, parent))
         pids.append(pid)
     passed = sum(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0 for pid in pids)
     wall = time.perf_counter() - start
@@ -81,6 +82,7 @@ def main() -> None:
         json.dumps(
             {
                 "processes": n,
+                "devices": devices,
                 "passed": passed,
                 "wall": wall,
                 "cpu": usage.ru_utime + usage.ru_stime,

@@ -350,11 +350,11 @@ def test_a_broken_contract_is_an_error_not_a_guess(env: dict[str, str]) -> None:
         init_kwargs(SPEC, env)
 
 
-def test_the_benchmarks_floor_runs_the_probe_as_forked_processes_and_counts_who_passed() -> None:
+def test_the_benchmarks_floor_runs_the_probe_as_forked_processes_of_n_devices_and_counts_who_passed() -> None:
     """benchmarks/floor.py (JAX's own floor beside the scale curve) forks the probe from one warm parent; its figures
     are only worth printing if every process passed."""
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "floor.py"), "3"],
+        [sys.executable, str(ROOT / "benchmarks" / "floor.py"), "3", "2"],
         capture_output=True,
         text=True,
         timeout=GROUP_TIMEOUT_S,
@@ -362,5 +362,5 @@ def test_the_benchmarks_floor_runs_the_probe_as_forked_processes_and_counts_who_
     )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result["processes"] == 3 and result["passed"] == 3, result
+    assert (result["processes"], result["devices"], result["passed"]) == (3, 2, 3), result
     assert result["wall"] > 0 and result["cpu"] >= result["user"] > 0 and result["system"] >= 0
