@@ -28,9 +28,9 @@ from jaxinfra_sim import capacity, probe  # noqa: E402  (imports JAX: the warm p
 from jaxinfra_sim.container import PR_SET_TIMERSLACK, PROBE_TIMER_SLACK_NS  # noqa: E402
 from jaxinfra_sim.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT  # noqa: E402
 from jaxinfra_sim.options import Options  # noqa: E402
+from jaxinfra_sim.shim import PR_SET_PDEATHSIG  # noqa: E402
 
 TIMEOUT_S = 300
-PR_SET_PDEATHSIG = 1  # prctl(2)
 DEFAULTS = Options()  # the simulator's own heartbeat and shutdown timeouts, dilated alike
 
 
