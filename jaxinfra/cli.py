@@ -1,4 +1,4 @@
-"""The `jaxinfra` command: synth, init, explain, catalog, validate, diff, simulate.
+"""The `jaxinfra` command: synth, init, explain, catalog, validate, diff, simulate, doctor.
 
 Heavy imports (pydantic via the spec, rich, jsonschema) happen inside the commands that use
 them, so `jaxinfra --help` and `jaxinfra synth` start fast. Every input problem is printed
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from jaxinfra import backends
-from jaxinfra.errors import CommandFailed, JaxinfraError, ManifestError, OutputError, Problem, SpecError
+from jaxinfra.errors import MACHINE_LIMIT, CommandFailed, JaxinfraError, ManifestError, OutputError, Problem, SpecError
 
 if TYPE_CHECKING:
     from jaxinfra.spec import Cluster
@@ -542,23 +542,73 @@ def simulate(
     from jaxinfra_sim.options import Options, Request
 
     inputs = _start(inputs, {"--json": json_report, "--trace": trace, "--html": html}, command="simulate")
-    images, claims = simulate_flags.images(image, volume)
+    paths, claims = simulate_flags.images(image, volume)
+    faults = simulate_flags.faults(kill, fail, hang, delay, preempt, provision)
+    host_paths = simulate_flags.host_paths(host_path)
+    sources = _sources(inputs, backend)
     options = Options(
         run_command=run_command,
         egress=egress,
         timeout=timeout,
         init_timeout=init_timeout,
-        faults=simulate_flags.faults(kill, fail, hang, delay, preempt, provision),
-        images=images,
+        faults=faults,
+        images=simulate_flags.load_images(paths, run_command, egress),
         volumes=claims,
-        host_paths=simulate_flags.host_paths(host_path),
+        host_paths=host_paths,
         grace_cap=grace_cap,
         k8s_client=k8s_client,
     )
-    sources = _sources(inputs, backend)
     request = Request(sources, options, logs, json_report, trace, html, tuple(_shadow_notes(sources)))
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
         raise typer.Exit(ctx.obj.hand_over(request))
     from jaxinfra_sim.report import run
 
     run(request)
+
+
+@app.command()
+def doctor(
+    run_command: Annotated[
+        bool, typer.Option("--run-command", help="Check what --run-command uses too: runc (newuidmap, unprivileged).")
+    ] = False,
+    image: Annotated[bool, typer.Option("--image", help="Check what --image uses too: umoci and skopeo.")] = False,
+    egress: Annotated[
+        bool, typer.Option("--egress/--no-egress", help="Check the egress tool (pasta or slirp4netns) too.")
+    ] = True,
+    every: Annotated[bool, typer.Option("--all", help="Check every part any simulation can use.")] = False,
+    install: Annotated[
+        bool,
+        typer.Option(
+            "--install",
+            help="Install what is missing with this machine's package manager (apt-get on Debian and Ubuntu, dnf on "
+            "Fedora; through sudo unless root), quietly.",
+        ),
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the check as JSON instead of a table.")] = False,
+) -> None:
+    """Check this machine for every part `jaxinfra simulate` uses: the kernel's user namespaces and cgroups, the CNI
+    plugins, ip, nft, the egress tool, runc and newuidmap (--run-command), umoci and skopeo (--image).
+
+    A table (part, status, where it was found, its version, what needs it), or JSON; exit status 3 naming every
+    missing part at once and the one command that installs them all, which --install runs."""
+    try:
+        from jaxinfra_sim import parts
+    except ImportError:
+        raise CommandFailed("the simulator is not installed; fix: pip install 'jaxinfra[sim]'", MACHINE_LIMIT) from None
+    used = parts.ALL if every else parts.uses(run_command, egress, ["archive"] if image else [])
+    found = parts.survey(parts.Machine.here(used, versions=not install or json_out), used)
+    if install and (packages := found.packages()):
+        print(f"jaxinfra: installing {' '.join(packages)} ({found.install_line()})", file=sys.stderr)
+        parts.install(found)
+        found = parts.survey(parts.Machine.here(used, versions=json_out), used)
+    if json_out:
+        print(json.dumps(found.as_json(), indent=2))
+    elif not install:
+        print(found.table())
+    if (missing := found.unavailable()) is not None:
+        raise missing
+    off = [r.part.name for r in found.rows if r.status == "off"]
+    print(
+        "jaxinfra: every part these simulations need is here" + (f" ({', '.join(off)}: off)" if off else ""),
+        file=sys.stderr,
+    )

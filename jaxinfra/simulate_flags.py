@@ -6,6 +6,7 @@ once (`SpecError`, exit 2); the simulator's modules are imported only here, when
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,10 +90,10 @@ def _folders(values: list[str], flag: str, name_of: str, example: str, problems:
     return found
 
 
-def images(values: list[str], volumes: list[str]) -> tuple[dict[str, Any], dict[str, Path]]:
+def images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict[str, Path]]:
     """--image IMAGE=PATH (defaults: [tool.jaxinfra.simulate.images] of ./pyproject.toml, relative to it): a folder
     (the image's top layer over this machine's system), an OCI image layout or a `docker save` archive (the image
-    itself, unpacked once into a cache: `oci_image.load`, whose `ImageError` is one line, exit 2); and
+    itself: `load_images`); and
     --volume NAME=DIR (created where missing when a pod mounts it: it is meant to outlive the simulation)."""
     problems: list[Problem] = []
     images, where = _table_images(problems)
@@ -129,13 +130,24 @@ def images(values: list[str], volumes: list[str]) -> tuple[dict[str, Any], dict[
     if problems:
         raise SpecError(problems)
     # A missing one is made by the simulator's kubelet when a pod first mounts it, as the container's root's.
-    return (
-        {
-            image: folder.resolve() if oci_image.kind(folder) == "folder" else oci_image.load(image, folder.resolve())
-            for image, folder in images.items()
-        },
-        {name: folder.resolve() for name, folder in claims.items()},
-    )
+    return {image: folder.resolve() for image, folder in images.items()}, {
+        name: folder.resolve() for name, folder in claims.items()
+    }
+
+
+def load_images(images: Mapping[str, Path], run_command: bool, egress: bool) -> dict[str, Any]:
+    """Each image of `images`: a folder as it is, an OCI image layout or a `docker save` archive unpacked once into a
+    cache (`oci_image.load`, whose `ImageError` is one line, exit 2). Unpacking is the first thing a run asks of this
+    machine: every part the run will use is checked first, all at once (`jaxinfra_sim.parts`, exit 3)."""
+    from jaxinfra_sim import oci_image, parts
+
+    kinds = {oci_image.kind(folder) for folder in images.values()}
+    if kinds - {"folder"}:
+        parts.require(parts.uses(run_command, egress, kinds))
+    return {
+        image: folder if oci_image.kind(folder) == "folder" else oci_image.load(image, folder)
+        for image, folder in images.items()
+    }
 
 
 def _table_images(problems: list[Problem]) -> tuple[dict[str, Path], dict[str, str]]:

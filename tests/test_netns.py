@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from jaxinfra_sim import netns, netns_setup, netns_workers, netpol, sandbox
-from jaxinfra_sim.errors import InvalidArgument, Unavailable
+from jaxinfra_sim.errors import InvalidArgument
 from jaxinfra_sim.netns import Network, NetworkError, PodNetwork
 from tests.support import unprivileged
 from tests.support.paths import ROOT
@@ -266,13 +266,6 @@ def test_policy_rules_load_and_nfts_own_error_is_reported(network: Network) -> N
     network.load_rules(netpol.compile_policies([], [], {}).ruleset)
     with pytest.raises(NetworkError, match="nft -f"):
         network.load_rules("table inet jaxinfra { chain c { no such statement } }\n")
-
-
-def test_missing_cni_plugins_are_unavailable_naming_the_package(tmp_path: Path) -> None:
-    netns.require_tools()  # installed here (.ci/run installs them)
-    with pytest.raises(Unavailable, match="containernetworking-plugins") as caught:
-        netns.require_tools(str(tmp_path))
-    assert caught.value.status == 3 and "ptp, static" in str(caught.value)
 
 
 def test_a_pod_reaches_a_server_listening_before_the_fork(network: Network) -> None:

@@ -16,6 +16,7 @@ import pytest
 from jaxinfra_sim.options import Options
 from tests.support.cli import simulate_cli as simulate
 from tests.support.paths import MANIFESTS, NO_RESTART, ROOT
+from tests.support.polling import wait_until
 from tests.support.stacks import PAIR_IDS, PAIRS, rendered
 
 pytestmark = pytest.mark.simulator
@@ -344,6 +345,36 @@ def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: boo
         for pid in _marked(str(scratch)):
             os.kill(pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_the_simulations_folder_removed_while_it_runs_is_the_machines_verdict(tmp_path: Path) -> None:
+    """A temp cleaner (systemd-tmpfiles, a CI runner's clean-up) removes the simulation's folder while its pods run:
+    the machine's verdict, exit 3, one line naming the folder, never a traceback or the job's failure."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "jaxinfra", "simulate", "stacks/cpu_dev.py", "--delay", "1=30", "--no-logs"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "TMPDIR": str(scratch)},
+    )
+    try:
+        folder = wait_until(lambda: next(scratch.glob("jaxinfra-sim-*/0-*/pod-0"), None), timeout=120).parent.parent
+        subprocess.run(["rm", "-rf", str(folder)], check=False)  # what a cleaner does: whatever it can
+        out, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == 3, out + err
+    assert "Traceback" not in out + err
+    assert err.splitlines()[-1] == (
+        f"jaxinfra: the simulation's folder {folder} was removed while it ran (by something else on this machine: a "
+        "temp cleaner such as systemd-tmpfiles or tmpreaper, a CI runner's clean-up), and its pods' files with it; "
+        "fix: leave it until jaxinfra simulate ends, or set TMPDIR to a folder no cleaner touches"
+    )
+    assert list(scratch.iterdir()) == []
 
 
 def test_bad_fault_syntax_is_an_input_error(tmp_path: Path) -> None:

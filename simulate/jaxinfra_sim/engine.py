@@ -24,6 +24,7 @@ from jaxinfra_sim import (
     kubeproxy,
     model,
     netpol,
+    parts,
     rootfs,
     runtime,
     sandbox,
@@ -316,9 +317,10 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
             r.verdict, r.reason = Verdict.FAILED, f"{len(r.workload.problems)} problems; not started"
     if runnable and not report.problems and not report.refused:
         admit(runnable, options)
-        isolation = sandbox.preflight()  # before anything runs: can pods get their own /etc/hosts here?
-        if options.run_command:
-            runtime.binary()  # the OCI runtime their own commands run under
+        # Before anything runs: every part of this machine the pods will use, all missing ones named at once (exit 3);
+        # runc's known vulnerabilities, where it has any, are notes.
+        report.notes.extend(parts.require(parts.uses(options.run_command, options.egress)).warnings())
+        isolation = sandbox.preflight()  # (the check's own rehearsal: can pods get their own /etc/hosts here?)
         parent = runtime.scratch_parent() if options.run_command else None
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-", dir=parent) as tmp:
             # Searchable (not readable) by others: as root, the OCI runtime reaches each container's root as the
@@ -338,7 +340,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
                     for r in runnable
                     for p in r.workload.pods
                 )
-                sim.node = Node.create(f"{os.getpid()}-{seed}", limited, options.egress)
+                sim.node = Node.create(f"{os.getpid()}-{seed}", limited, options.egress, Path(tmp))
                 report.notes.extend(sim.node.notes)
                 report.notes.extend(eviction.notes(p for r in runnable for p in r.workload.pods))
                 if options.run_command:
@@ -354,11 +356,21 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
             finally:
                 if sim.server is not None:
                     sim.server.close()
-                    report.api_log = (sim.tmp / "apiserver.log").read_text(errors="replace").splitlines()
+                    report.api_log = _lines(sim.tmp / "apiserver.log")
                 if sim.node is not None:
+                    if sim.node.root is not None:  # gone while the last attempt ended: the machine's verdict still
+                        report.machine = report.machine or sim.node.root.gone()
                     sim.node.close()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _lines(path: Path) -> list[str]:
+    """A log's lines; none where it is gone (the simulation's folder removed under it: `node.Root`)."""
+    try:
+        return path.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
 
 
 def _unknown_checks(report: Report, options: Options) -> tuple[Problem, ...]:

@@ -7,9 +7,13 @@ from __future__ import annotations
 import errno
 import os
 import signal
+from typing import TYPE_CHECKING
 
 from jaxinfra_sim import capacity, model
 from jaxinfra_sim.podrun import ContainerRun, PodRun, Process
+
+if TYPE_CHECKING:
+    from jaxinfra_sim.node import Root
 
 RAN_OUT_OF = {
     errno.EAGAIN: "processes (its tasks: pid_max, threads-max, the pids cgroup)",
@@ -21,6 +25,8 @@ RAN_OUT_OF = {
 MEMORY_EVERY_S, PSS_EVERY_S = 0.05, 1.0
 """How often the runner reads MemAvailable, and one more pod's proportional set size: under load each read costs
 the one-core runner about 1 ms and 10 ms (a pod's smaps_rollup)."""
+ROOT_EVERY_S = 0.5
+"""How often the runner sees that the node's folder is still there (three syscalls)."""
 
 
 def oom_reason(pod: model.Pod, peak: int | None) -> str:
@@ -68,18 +74,22 @@ class MemorySampler:
 class Machine:
     """One attempt's watch on this machine: `verdict` is set (once) when the machine, not the job, ended it."""
 
-    def __init__(self, runs: list[PodRun]):
-        self.runs = runs
+    def __init__(self, runs: list[PodRun], root: Root | None = None):
+        self.runs, self.root = runs, root
         self.memory = MemorySampler(runs)
         self.oom_baseline = self.oom_seen = capacity.oom_kills()
-        self.oom_next = 0.0
+        self.oom_next = self.root_next = 0.0
         self.verdict: str | None = None
         self.out_of_memory_seen = False  # the verdict is the kernel's OOM killer's
 
     def poll(self, now: float) -> None:
-        """Sample memory, and read the pods' groups once the machine-wide OOM kill count rose (`_oom_watch`)."""
+        """Sample memory, read the pods' groups once the machine-wide OOM kill count rose (`_oom_watch`), and see that
+        the node's folder is still there (`node.Root`)."""
         self.memory.sample(now)
         self._oom_watch(now)
+        if self.root is not None and now >= self.root_next and self.verdict is None:
+            self.root_next = now + ROOT_EVERY_S
+            self.verdict = self.root.gone()
 
     def refused(self, err: OSError, r: PodRun) -> bool:
         """A fork or a descriptor this machine refused while starting pod `r`: its verdict (True), or not this

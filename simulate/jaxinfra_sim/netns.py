@@ -76,7 +76,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from jaxinfra_sim import fds
+from jaxinfra_sim import fds, parts
 from jaxinfra_sim.errors import InvalidArgument, NetworkError
 from jaxinfra_sim.netns_egress import (
     EGRESS_TOOLS,
@@ -93,7 +93,7 @@ from jaxinfra_sim.netns_setup import (
     STRATEGIES,
     load_libc,
 )
-from jaxinfra_sim.netns_workers import CNI_DIR, POD_REPLY_TIMEOUT_S, missing_plugins
+from jaxinfra_sim.netns_workers import POD_REPLY_TIMEOUT_S
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_holder.py")
 """The holder's program, run by path: a fresh interpreter with the standard library only."""
@@ -107,24 +107,6 @@ REPLY_TIMEOUT_S = 2.0
 """How long a request to the holder may take (it answers in microseconds; this is for a stuck machine)."""
 Socket = socket.socket
 """The socket class, by a name `Network.socket` (a method) does not hide inside the class."""
-
-
-def require_tools(cni_dir: str = CNI_DIR) -> None:
-    """Raise `Unavailable` (exit status 3) naming the Debian package where what wires the pods' namespaces is missing:
-    the CNI plugins, `ip` (which makes the gateway's link) or `nft` (NetworkPolicy)."""
-    from jaxinfra_sim.errors import Unavailable
-
-    if missing := missing_plugins(cni_dir):
-        raise Unavailable(
-            f"the CNI plugins {', '.join(missing)} are missing from {cni_dir} (each pod's network is wired by them)",
-            "install Debian's containernetworking-plugins (sudo apt-get install containernetworking-plugins)",
-        )
-    for tool, package, what in (
-        ("ip", "iproute2", "it makes the pods' gateway"),
-        ("nft", "nftables", "it loads NetworkPolicy's rules"),
-    ):
-        if not (shutil.which(tool) or os.access(f"/usr/sbin/{tool}", os.X_OK)):
-            raise Unavailable(f"`{tool}` is not installed ({what})", f"sudo apt-get install {package}")
 
 
 def find_egress(which: Callable[[str], str | None] = shutil.which) -> tuple[str | None, str | None, str]:
@@ -190,7 +172,7 @@ class Network:
         for name in strategies:
             if name not in STRATEGIES:
                 raise InvalidArgument(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
-        require_tools()
+        parts.require(parts.Use.NETWORK)  # the CNI plugins, `ip` and `nft`, every one missing named at once
         launch = _PRESTARTED.pop(None, None) if strategy is None and egress and which is shutil.which else None
         if launch is None:
             launch = _Launch.spawn(strategies, egress, which, egress_timeout)

@@ -40,9 +40,10 @@ from jaxinfra_sim.netns_setup import (
 POD_MTU = 65520
 """The pods' MTU: the loopback's, as slirp4netns's, not a cloud's 1460 or 8896: every packet between pods crosses two
 veth pairs, a route and nftables here, and JAX's collectives move their bytes in fewer packets."""
-CNI_DIR = "/usr/lib/cni"
-"""Where Debian's containernetworking-plugins installs the plugins (CNI_PATH)."""
 CNI_PLUGINS = ("ptp", "static")
+CNI_DIRS = ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin")
+"""Where the plugins are looked for (CNI_PATH), in this order: Debian's and Ubuntu's containernetworking-plugins,
+Fedora's, and the CNI project's own release archives' (containerd's default bin_dir)."""
 CNI_VERSION = "1.0.0"
 POD_IFNAME = "eth0"
 POD_REPLY_TIMEOUT_S = 30.0
@@ -69,9 +70,11 @@ def cni_conf(ip: str) -> dict[str, Any]:
     }
 
 
-def missing_plugins(folder: str = CNI_DIR) -> list[str]:
-    """The CNI plugins the pods' namespaces need that `folder` lacks."""
-    return [name for name in CNI_PLUGINS if not os.access(os.path.join(folder, name), os.X_OK)]
+def cni_dir(folders: Sequence[str] = CNI_DIRS) -> str:
+    """The first of `folders` that holds every plugin the pods' namespaces need (the first, where none does)."""
+    return next(
+        (d for d in folders if all(os.access(os.path.join(d, name), os.X_OK) for name in CNI_PLUGINS)), folders[0]
+    )
 
 
 def failure(e: BaseException) -> bytes:
@@ -155,16 +158,17 @@ def routed(ip: str, table: str = "/proc/net/route") -> bool:
 def _cni(command: str, conf: dict[str, Any], container: str, netns: str, ifname: str, fds: Sequence[int]) -> str:
     """Run the plugin `conf` names with the CNI protocol (SPEC.md, Execution Protocol): CNI_* in the environment, the
     configuration on stdin, the result on stdout; raises OSError with the plugin's own error message."""
+    folder = cni_dir()
     env = {
         "CNI_COMMAND": command,
         "CNI_CONTAINERID": container,
         "CNI_NETNS": netns,
         "CNI_IFNAME": ifname,
-        "CNI_PATH": CNI_DIR,
+        "CNI_PATH": folder,
         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
     }
     done = subprocess.run(
-        [os.path.join(CNI_DIR, conf["type"])],
+        [os.path.join(folder, conf["type"])],
         input=json.dumps(conf).encode(),
         capture_output=True,
         env=env,

@@ -8,7 +8,9 @@ note in the report instead.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxinfra_sim import capacity, cgroups, model
@@ -28,22 +30,65 @@ def _nproc(note: str) -> str:
     )
 
 
+class Root:
+    """The node's root folder (the kubelet's --root-dir, the runtime's state: the simulation's temp folder), held by a
+    descriptor from the start, with a mark in it: `gone` says, as the machine's verdict, that something on this
+    machine removed it while the simulation ran (a temp cleaner, a CI runner's clean-up), which no pod survives."""
+
+    MARK = ".jaxinfra-node"
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.close(os.open(self.MARK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=self._fd))
+            held = os.fstat(self._fd)
+        except BaseException:
+            os.close(self._fd)
+            raise
+        self._identity = (held.st_dev, held.st_ino)
+
+    def gone(self) -> str | None:
+        """The machine's verdict where the folder, or its mark, is no longer there (or another folder took its name);
+        None while it is."""
+        try:
+            now = os.stat(self.path)
+            os.stat(self.MARK, dir_fd=self._fd, follow_symlinks=False)
+            intact = (now.st_dev, now.st_ino) == self._identity and os.fstat(self._fd).st_nlink > 0
+        except OSError:
+            intact = False
+        if intact:
+            return None
+        return (
+            f"the simulation's folder {self.path} was removed while it ran (by something else on this machine: a temp "
+            "cleaner such as systemd-tmpfiles or tmpreaper, a CI runner's clean-up), and its pods' files with it; "
+            "fix: leave it until jaxinfra simulate ends, or set TMPDIR to a folder no cleaner touches"
+        )
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
 @dataclass
 class Node:
     """What every pod of one simulation shares."""
 
     groups: cgroups.Session | None = None
     network: Network | None = None  # the pods' network namespace
+    root: Root | None = None  # its folder, watched
     notes: list[str] = field(default_factory=list)
 
     @classmethod
-    def create(cls, name: str, limited: bool, egress: bool = True) -> Node:
+    def create(cls, name: str, limited: bool, egress: bool = True, root: Path | None = None) -> Node:
         """`limited`: some pod has a memory or CPU limit (only then is what this machine does not enforce of those a
         note; the per-pod process limit, every pod's, is a note whenever it is not enforced). Groups are made either
         way: every pod's memory group tells whose process an OOM killer ended. `egress`: the pods may reach beyond the
-        simulation (`netns.Network.create`)."""
+        simulation (`netns.Network.create`). `root`: the simulation's folder, watched (`Root`)."""
         node = cls()
         try:
+            node.root = Root(root) if root is not None else None
             node.groups = cgroups.Session.create(name)
             node.notes += [_nproc(n) for n in node.groups.controllers.unenforced(limited)]
             from jaxinfra_sim import netns
@@ -83,6 +128,6 @@ class Node:
             return probe.connect_ex((ip, port)) == 0
 
     def close(self) -> None:
-        for part in (self.groups, self.network):
+        for part in (self.groups, self.network, self.root):
             if part is not None:
                 part.close()

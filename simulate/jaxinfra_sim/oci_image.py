@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import re
-import shutil
 import subprocess
 import tarfile
 import tempfile
@@ -42,7 +41,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
-from jaxinfra_sim.errors import SimulatorError, Unavailable
+from jaxinfra_sim import parts
+from jaxinfra_sim.errors import SimulatorError
 from jaxinfra_sim.oci_layers import Links
 
 LAYOUT_MARKER = "oci-layout"
@@ -62,8 +62,6 @@ TAG = "image"
 JSON_LIMIT = 4 << 20
 """The most bytes of a layout's index, manifest or config read: more is no image this simulator takes."""
 ARCHES = {"x86_64": "amd64", "aarch64": "arm64"}
-TOOLS = {"umoci": "umoci", "skopeo": "skopeo"}
-"""Each program used here, with the Debian package that provides it."""
 
 
 class ImageError(SimulatorError, CommandFailed):
@@ -111,19 +109,6 @@ def kind(path: Path) -> str | None:
 def cache_root() -> Path:
     base = os.environ.get("XDG_CACHE_HOME") or str(Path(os.environ.get("HOME") or tempfile.gettempdir()) / ".cache")
     return Path(base) / "jaxinfra" / "images"
-
-
-def _tool(name: str) -> str:
-    found = shutil.which(name) or next(
-        (p for p in (f"/usr/bin/{name}", f"/usr/sbin/{name}") if os.access(p, os.X_OK)), None
-    )
-    if found is None:
-        package = TOOLS[name]
-        raise Unavailable(
-            f"--image takes OCI image layouts and `docker save` archives with {name}, which is not installed here",
-            f"install Debian's or Ubuntu's `{package}` package (sudo apt-get install {package})",
-        )
-    return found
 
 
 def load(name: str, source: Path, cache: Path | None = None) -> Image:
@@ -219,7 +204,7 @@ def _converted(name: str, source: Path, cache: Path) -> Path:
     target = cache / "archives" / _sha256(source)
     if (target / "index.json").is_file():
         return target
-    skopeo = _tool("skopeo")
+    skopeo = parts.located("skopeo")
     target.parent.mkdir(exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         link = Path(tmp) / "source.tar"  # skopeo splits its reference at ':': a name of ours, never the user's
@@ -448,7 +433,7 @@ class _Layout:
             out = staging / "unpacked"
             out.mkdir()
             argv = [
-                _tool("umoci"),
+                parts.located("umoci"),
                 "raw",
                 "unpack",
                 *(["--rootless"] if rootless else []),

@@ -116,7 +116,7 @@ class Runner:
         self.events = attempt.events
         self.t0 = t0 = time.monotonic()
         starts = {id(r): t0 + (faults.lookup(faults.delay, r.pod) or 0.0) for r in runs}
-        self.machine = Machine(runs)
+        self.machine = Machine(runs, self.node.root if self.node is not None else None)
         self.status = PodStatus(t0, self.machine, self.options.grace_cap, self._phase)
         self.reaper = Reaper(self.relay, self.status, self.controls, self.controllers, self._record, t0)
         signals = FaultSignals(faults, runs, t0, self.status.grace, self._record)  # a kill, a preemption

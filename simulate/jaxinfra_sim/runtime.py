@@ -28,7 +28,6 @@ import functools
 import json
 import os
 import pwd
-import shutil
 import stat
 import subprocess
 import tempfile
@@ -37,16 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jaxinfra_sim import rootfs, seccomp
-from jaxinfra_sim.errors import Unavailable
+from jaxinfra_sim import parts, rootfs, seccomp
 from jaxinfra_sim.security import Security
-
-BINARIES = ("runc",)
-"""The OCI runtimes the simulator drives, in the order tried. crun 1.8 (Debian 12) refuses a machine whose cgroup v1
-controllers sit beside a v2 hierarchy that still holds one ("cgroups in hybrid mode not supported"), as this kind of
-machine has; runc takes it."""
-PACKAGE = "runc"
-"""The Debian and Ubuntu package that provides it."""
 
 ID_BASE = 1 << 30
 """The first of the machine's ids that a root simulation's containers run as (container id N is this machine's
@@ -87,17 +78,8 @@ def failure(log: Path) -> str:
 
 @functools.cache
 def binary() -> str:
-    """The runtime found on this machine; `Unavailable` (exit 3) naming the package to install otherwise."""
-    for name in BINARIES:
-        found = shutil.which(name) or next(
-            (p for p in (f"/usr/sbin/{name}", f"/usr/bin/{name}") if os.access(p, os.X_OK)), None
-        )
-        if found is not None:
-            return found
-    raise Unavailable(
-        "`--run-command` runs each container under an OCI runtime, and none is installed here (runc)",
-        f"install Debian's or Ubuntu's `{PACKAGE}` package (sudo apt-get install {PACKAGE})",
-    )
+    """The runtime found on this machine (`parts`: runc); `Unavailable` (exit 3) naming the package otherwise."""
+    return parts.located("runc")
 
 
 def scratch_parent() -> str | None:

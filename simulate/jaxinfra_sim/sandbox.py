@@ -522,10 +522,9 @@ def diagnose(
     sudo = "" if uid == 0 else ", or run it as root (sudo)"
     if platform != "linux":
         return (
-            f"this is {platform}, not Linux: "
-            "simulated pods get their own /etc/hosts and hostname from Linux namespaces",
+            f"this is {platform}, not Linux: simulated pods are Linux processes in Linux namespaces",
             "run jaxinfra simulate in a Linux VM (Lima, WSL 2, a cloud VM) or a Linux container started with "
-            "--cap-add SYS_ADMIN --security-opt apparmor=unconfined",
+            "--cap-add SYS_ADMIN --security-opt apparmor=unconfined, after `jaxinfra doctor --install` there",
         )
     user = next((a for a in attempts if a.strategy == "user"), None)
     if user is not None and user.step == "unshare(user)":
