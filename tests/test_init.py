@@ -128,6 +128,8 @@ def test_workflow_opens_user_namespaces_before_simulating(tmp_path: Path) -> Non
     [sysctl] = [n for n, s in steps(tmp_path).items() if "sysctl" in s.get("run", "")]
     assert steps(tmp_path)[sysctl]["run"] == "sudo sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
     assert names.index(sysctl) < names.index("Simulate")
+    assert steps(tmp_path)["Install the simulator's parts"]["run"] == ".venv/bin/jaxinfra doctor --install"
+    assert names.index("Install") < names.index("Install the simulator's parts") < names.index("Simulate")
     assert yaml.safe_load((tmp_path / WORKFLOW).read_text())["jobs"]["jaxinfra"]["runs-on"] == "ubuntu-24.04"
 
 
@@ -208,7 +210,7 @@ def test_workflow_commands_pass_in_the_new_repository(template: str, fresh_venv:
     assert r.returncode == 0, r.stderr
     (repo / ".venv").symlink_to(fresh_venv)  # the workflow's Install step, done once for the session
     ran = steps(repo)
-    for name in ("Synthesize", "Validate", "Simulate"):
+    for name in ("Synthesize", "Validate", "Install the simulator's parts", "Simulate"):  # (all there: a check)
         done = run_step(ran[name], repo)
         assert done.returncode == 0, f"{name}: {done.stdout[-2000:]}{done.stderr[-3000:]}"
     assert sorted(p.name for p in (repo / "out").glob("*.yaml")) == ["training.yaml"]
