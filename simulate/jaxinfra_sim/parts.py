@@ -597,7 +597,7 @@ def install_argvs(machine: Machine, packages: Sequence[str], quiet: bool = False
         return []
     sudo = [] if machine.root else ["sudo", *(["-n"] if quiet and not sys.stdin.isatty() else [])]
     steps = MANAGERS[family]
-    out = []
+    out: list[list[str]] = []
     for tool, *args in steps:
         argv = [tool, *(QUIET[tool] if quiet else ()), *args]
         if quiet and tool == "apt-get":  # (sudo keeps no environment of the caller's)
