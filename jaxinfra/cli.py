@@ -607,7 +607,7 @@ def doctor(
         print(found.table())
     if (missing := found.unavailable()) is not None:
         raise missing
-    off = [r.part.name for r in found.rows if r.status == "off"]
+    off = [r.part.name for r in found.rows if r.status is parts.Status.OFF]
     print(
         "jaxinfra: every part these simulations need is here" + (f" ({', '.join(off)}: off)" if off else ""),
         file=sys.stderr,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import image_config, oci_image
+from jaxinfra_sim import image_config, oci_image, parts
 from tests.support import images, unprivileged
 from tests.test_sim_sandbox import MODES, pods, seen, sim_argv, simulate
 
@@ -357,11 +357,10 @@ def test_without_umoci_the_fix_names_the_debian_package(tmp_path: Path, monkeypa
 
     layout = tmp_path / "layout"
     images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
-    monkeypatch.setattr(oci_image.shutil, "which", lambda name: None)
-    monkeypatch.setattr(oci_image.os, "access", lambda path, mode: False)
-    with pytest.raises(Unavailable, match="apt-get install umoci") as raised:
+    monkeypatch.setattr(parts, "program", lambda name: None)  # (every program a part names is looked up there)
+    with pytest.raises(Unavailable, match=r"`umoci` \(--image unpacks OCI image layouts with it\)") as raised:
         oci_image.load(NAME, layout, tmp_path / "c")
-    assert raised.value.status == 3
+    assert raised.value.status == 3 and "apt-get install -y umoci" in str(raised.value)
 
 
 def test_unprivileged_without_subordinate_ids_an_images_user_is_exit_3(home: Path) -> None:

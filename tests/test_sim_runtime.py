@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import runtime
+from jaxinfra_sim import parts, runtime
 from jaxinfra_sim.errors import Unavailable
 from tests.support import unprivileged
 from tests.test_sim_sandbox import MODES, ROOT_ONLY, job, pods, seen, simulate
@@ -162,14 +162,14 @@ def test_no_terminal_and_none_of_the_callers_descriptors(home: Path, tmp_path: P
 
 def test_a_machine_without_runc_is_told_which_package(monkeypatch: pytest.MonkeyPatch) -> None:
     runtime.binary.cache_clear()
-    monkeypatch.setattr(runtime.shutil, "which", lambda name: None)
-    monkeypatch.setattr(runtime.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(parts, "program", lambda name: None)  # (every program a part names is looked up there)
     try:
         with pytest.raises(Unavailable) as err:
             runtime.binary()
     finally:
         runtime.binary.cache_clear()
-    assert "apt-get install runc" in str(err.value) and err.value.status == 3
+    assert "`runc` (--run-command runs each container under it)" in str(err.value)
+    assert "apt-get install -y runc" in str(err.value) and err.value.status == 3
 
 
 @ROOT_ONLY

@@ -191,7 +191,6 @@ PARTS: tuple[Part, ...] = (
         packages={"debian": "skopeo", "fedora": "skopeo"},
     ),
 )
-PART = {p.name: p for p in PARTS}
 
 
 # --- runc's known vulnerabilities --------------------------------------------------------------------------------
@@ -428,6 +427,16 @@ def _cgroup(part: Part, found: dict[str, Found], why: dict[str, tuple[str, str]]
 # --- the two side by side ------------------------------------------------------------------------------------------
 
 
+class Status(enum.StrEnum):
+    """A part's state for one run."""
+
+    OK = "ok"
+    WARNING = "warning"  # there, with a known vulnerability (runc)
+    MISSING = "missing"  # needed, and the run cannot go without it
+    OFF = "off"  # needed, and the run goes on without it (a note says what is off)
+    UNUSED = "unused"  # not there, and this run does not use it
+
+
 @dataclass(frozen=True)
 class Row:
     """One part against one machine, for one run: where it is, whether the run needs it, what is wrong."""
@@ -440,12 +449,12 @@ class Row:
     warnings: tuple[str, ...] = ()
 
     @property
-    def status(self) -> str:
+    def status(self) -> Status:
         if self.found is not None:
-            return "warning" if self.warnings else "ok"
+            return Status.WARNING if self.warnings else Status.OK
         if not self.needed:
-            return "unused"
-        return "missing" if self.part.required else "off"
+            return Status.UNUSED
+        return Status.MISSING if self.part.required else Status.OFF
 
 
 @dataclass(frozen=True)
@@ -459,17 +468,14 @@ class Survey:
     @property
     def missing(self) -> list[Row]:
         """The parts the run needs and cannot go without."""
-        return [r for r in self.rows if r.status == "missing"]
-
-    @property
-    def linux(self) -> bool:
-        return self.machine.platform == "linux"
+        return [r for r in self.rows if r.status is Status.MISSING]
 
     def packages(self, optional: bool = True) -> list[str]:
         """The packages that bring what the run uses and this machine lacks (`optional`: those it can go without
         too), in this machine's distribution family's names (Debian's where it has none)."""
         family = self.machine.distro.family or "debian"
-        rows = [r for r in self.rows if r.status == "missing" or (optional and r.status == "off")]
+        wanted = {Status.MISSING, Status.OFF} if optional else {Status.MISSING}
+        rows = [r for r in self.rows if r.status in wanted]
         return list(dict.fromkeys(r.part.packages[family] for r in rows if r.part.packages))
 
     def install_line(self, optional: bool = True) -> str:
@@ -482,7 +488,7 @@ class Survey:
         missing = self.missing
         if not missing:
             return None
-        if not self.linux:
+        if self.machine.platform != "linux":
             from jaxinfra_sim.sandbox import diagnose
 
             return Unavailable(*diagnose(self.machine.platform, 0, [], {}, 0))
@@ -504,7 +510,7 @@ class Survey:
         rows = [head] + [
             (
                 r.part.name,
-                r.status,
+                r.status.value,
                 r.found.where if r.found else (r.cause or "not installed"),
                 r.found.version if r.found else "",
                 _needed_by(r.part.use),
@@ -524,7 +530,7 @@ class Survey:
             "parts": [
                 {
                     "part": r.part.name,
-                    "status": r.status,
+                    "status": r.status.value,
                     "required": r.part.required,
                     "needed": r.needed,
                     "needed_by": _needed_by(r.part.use),
