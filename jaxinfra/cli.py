@@ -597,8 +597,8 @@ def doctor(
         raise CommandFailed("the simulator is not installed; fix: pip install 'jaxinfra[sim]'", MACHINE_LIMIT) from None
     used = parts.ALL if every else parts.uses(run_command, egress, ["archive"] if image else [])
     found = parts.survey(parts.Machine.here(used, versions=not install or json_out), used)
-    if install and (packages := found.packages()):
-        print(f"jaxinfra: installing {' '.join(packages)} ({found.install_line()})", file=sys.stderr)
+    if install and (line := found.install_line()):  # (none: nothing to install, or no package manager known here)
+        print(f"jaxinfra: installing {' '.join(found.packages())} ({line})", file=sys.stderr)
         parts.install(found)
         found = parts.survey(parts.Machine.here(used, versions=json_out), used)
     if json_out:

@@ -247,6 +247,9 @@ def test_install_has_nothing_to_do_where_nothing_is_missing_and_no_manager_it_do
         parts.install(parts.survey(machine(KERNEL, Distro("arch")), DEFAULT_RUN), ran(calls))
     with pytest.raises(parts.Unavailable, match="not Linux"):
         parts.install(parts.survey(Machine("darwin", False, Distro(), {}), DEFAULT_RUN), ran(calls))
+    only_optional = parts.survey(machine({**KERNEL, **NETWORK}, Distro("arch")), DEFAULT_RUN)
+    assert only_optional.packages() == ["slirp4netns"]
+    assert parts.install(only_optional, ran(calls)) == []  # the run goes on without it: no refusal either
     assert calls == []
 
 

@@ -620,10 +620,10 @@ def install(found: Survey, run: Callable[[list[str]], subprocess.CompletedProces
     if not packages:
         return []
     argvs = install_argvs(found.machine, packages, quiet=True)
-    if not argvs:
-        raise found.unavailable() or Unavailable(
-            f"no known package manager here to install {', '.join(packages)}", _by_hand(packages)
-        )
+    if not argvs:  # no package manager known here: what the run cannot go without is named, with Debian's names
+        if (err := found.unavailable()) is not None:
+            raise err
+        return []
     if not found.machine.root and program("sudo") is None:
         raise Unavailable(
             f"installing {', '.join(packages)} needs root, and sudo is not installed",
