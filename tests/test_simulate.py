@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 import pytest
 
 from jaxinfra_sim.options import Options
+from tests.support import unprivileged
 from tests.support.cli import simulate_cli as simulate
 from tests.support.paths import MANIFESTS, NO_RESTART, ROOT
 from tests.support.polling import wait_until
@@ -347,26 +349,28 @@ def test_a_stopped_simulation_leaves_no_pod_behind(signum: int, whole_group: boo
         proc.wait()
 
 
-def test_the_simulations_folder_removed_while_it_runs_is_the_machines_verdict(tmp_path: Path) -> None:
+@pytest.mark.parametrize("as_root", [True, False], ids=["as root", "unprivileged"])
+def test_the_simulations_folder_removed_while_it_runs_is_the_machines_verdict(as_root: bool) -> None:
     """A temp cleaner (systemd-tmpfiles, a CI runner's clean-up) removes the simulation's folder while its pods run:
     the machine's verdict, exit 3, one line naming the folder, never a traceback or the job's failure."""
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
-    proc = subprocess.Popen(
+    home = unprivileged.scratch_home()  # HOME and TMPDIR
+    argv, env, save = unprivileged.command(
         [sys.executable, "-m", "jaxinfra", "simulate", "stacks/cpu_dev.py", "--delay", "1=30", "--no-logs"],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "TMPDIR": str(scratch)},
+        home,
+        as_root=as_root,
     )
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        folder = wait_until(lambda: next(scratch.glob("jaxinfra-sim-*/0-*/pod-0"), None), timeout=120).parent.parent
+        folder = wait_until(lambda: next(home.glob("jaxinfra-sim-*/0-*/pod-0"), None), timeout=120).parent.parent
         subprocess.run(["rm", "-rf", str(folder)], check=False)  # what a cleaner does: whatever it can
         out, err = proc.communicate(timeout=60)
+        left = list(home.iterdir())
     finally:
         proc.kill()
         proc.wait()
+        shutil.rmtree(home, ignore_errors=True)
+        if save is not None:
+            shutil.rmtree(save, ignore_errors=True)
     assert proc.returncode == 3, out + err
     assert "Traceback" not in out + err
     assert err.splitlines()[-1] == (
@@ -374,7 +378,7 @@ def test_the_simulations_folder_removed_while_it_runs_is_the_machines_verdict(tm
         "temp cleaner such as systemd-tmpfiles or tmpreaper, a CI runner's clean-up), and its pods' files with it; "
         "fix: leave it until jaxinfra simulate ends, or set TMPDIR to a folder no cleaner touches"
     )
-    assert list(scratch.iterdir()) == []
+    assert left == []
 
 
 def test_bad_fault_syntax_is_an_input_error(tmp_path: Path) -> None:
