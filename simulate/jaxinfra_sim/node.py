@@ -31,21 +31,18 @@ def _nproc(note: str) -> str:
 
 
 class Root:
-    """The node's root folder (the kubelet's --root-dir, the runtime's state: the simulation's temp folder), held by a
-    descriptor from the start, with a mark in it: `gone` says, as the machine's verdict, that something on this
-    machine removed it while the simulation ran (a temp cleaner, a CI runner's clean-up), which no pod survives."""
+    """The node's root folder (the kubelet's --root-dir, the runtime's state: the simulation's temp folder), its
+    identity (device, inode) taken at the start, with a mark made in it: `gone` says, as the machine's verdict, that
+    something on this machine removed it while the simulation ran (a temp cleaner, a CI runner's clean-up), which no
+    pod survives. No descriptor of it is held: a pod forked from the simulator must not inherit a way into the
+    machine's folders."""
 
     MARK = ".jaxinfra-node"
 
     def __init__(self, path: Path):
         self.path = path
-        self._fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.close(os.open(self.MARK, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600, dir_fd=self._fd))
-            held = os.fstat(self._fd)
-        except BaseException:
-            os.close(self._fd)
-            raise
+        (path / self.MARK).touch(mode=0o600, exist_ok=False)
+        held = os.stat(path)
         self._identity = (held.st_dev, held.st_ino)
 
     def gone(self) -> str | None:
@@ -53,8 +50,7 @@ class Root:
         None while it is."""
         try:
             now = os.stat(self.path)
-            os.stat(self.MARK, dir_fd=self._fd, follow_symlinks=False)
-            intact = (now.st_dev, now.st_ino) == self._identity and os.fstat(self._fd).st_nlink > 0
+            intact = (now.st_dev, now.st_ino) == self._identity and os.path.lexists(self.path / self.MARK)
         except OSError:
             intact = False
         if intact:
@@ -64,11 +60,6 @@ class Root:
             "cleaner such as systemd-tmpfiles or tmpreaper, a CI runner's clean-up), and its pods' files with it; "
             "fix: leave it until jaxinfra simulate ends, or set TMPDIR to a folder no cleaner touches"
         )
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
 
 
 @dataclass
@@ -128,6 +119,6 @@ class Node:
             return probe.connect_ex((ip, port)) == 0
 
     def close(self) -> None:
-        for part in (self.groups, self.network, self.root):
+        for part in (self.groups, self.network):
             if part is not None:
                 part.close()
