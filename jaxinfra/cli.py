@@ -592,23 +592,7 @@ def doctor(
     A table (part, status, where it was found, its version, what needs it), or JSON; exit status 3 naming every
     missing part at once and the one command that installs them all, which --install runs."""
     try:
-        from jaxinfra_sim import parts
+        from jaxinfra_sim import doctor as check
     except ImportError:
         raise CommandFailed("the simulator is not installed; fix: pip install 'jaxinfra[sim]'", MACHINE_LIMIT) from None
-    used = parts.ALL if every else parts.uses(run_command, egress, ["archive"] if image else [])
-    found = parts.survey(parts.Machine.here(used, versions=not install or json_out), used)
-    if install and (line := found.install_line()):  # (none: nothing to install, or no package manager known here)
-        print(f"jaxinfra: installing {' '.join(found.packages())} ({line})", file=sys.stderr)
-        parts.install(found)
-        found = parts.survey(parts.Machine.here(used, versions=json_out), used)
-    if json_out:
-        print(json.dumps(found.as_json(), indent=2))
-    elif not install:
-        print(found.table())
-    if (missing := found.unavailable()) is not None:
-        raise missing
-    off = [r.part.name for r in found.rows if r.status is parts.Status.OFF]
-    print(
-        "jaxinfra: every part these simulations need is here" + (f" ({', '.join(off)}: off)" if off else ""),
-        file=sys.stderr,
-    )
+    check.run(run_command, image, egress, every, install, json_out)

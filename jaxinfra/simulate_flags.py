@@ -141,12 +141,11 @@ def load_images(images: Mapping[str, Path], run_command: bool, egress: bool) -> 
     machine: every part the run will use is checked first, all at once (`jaxinfra_sim.parts`, exit 3)."""
     from jaxinfra_sim import oci_image, parts
 
-    kinds = {oci_image.kind(folder) for folder in images.values()}
-    if kinds - {"folder"}:
-        parts.require(parts.uses(run_command, egress, kinds))
+    kinds = {image: oci_image.kind(folder) for image, folder in images.items()}  # (an archive's: its header read)
+    if set(kinds.values()) - {"folder"}:
+        parts.require(parts.uses(run_command, egress, kinds.values()))
     return {
-        image: folder if oci_image.kind(folder) == "folder" else oci_image.load(image, folder)
-        for image, folder in images.items()
+        image: folder if kinds[image] == "folder" else oci_image.load(image, folder) for image, folder in images.items()
     }
 
 

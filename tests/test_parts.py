@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import parts
+from jaxinfra_sim import doctor, parts, runc_advisories
 from jaxinfra_sim.netns_workers import cni_dir
 from jaxinfra_sim.parts import Distro, Found, Machine, Use
 
@@ -163,7 +163,7 @@ def test_no_egress_does_not_look_for_the_egress_tool() -> None:
 def test_runcs_known_vulnerabilities_are_read_from_its_version_less_the_distributions_backports(
     version: str, backported: tuple[str, ...], cves: list[str]
 ) -> None:
-    said = " ".join(parts.advisories(version, backported))
+    said = " ".join(runc_advisories.advisories(version, backported))
     for cve in ("CVE-2024-21626", "CVE-2025-31133"):
         assert (cve in said) == (cve in cves), said
     assert all(c in said for c in cves)
@@ -182,18 +182,18 @@ def test_a_vulnerable_runc_is_a_warning_in_the_table_never_a_refusal() -> None:
         "paths and /dev/console mounts raced into writes of the machine's /proc (core_pattern); fixed in runc 1.2.8, "
         "1.3.3, 1.4.0): upgrade runc past it, or run --run-command only on inputs you trust",
     ]
-    assert "warning: runc 1.1.5+ds1" in survey.table()
+    assert "warning: runc 1.1.5+ds1" in doctor.table(survey)
     assert parts.survey(machine(found), DEFAULT_RUN).warnings() == []  # a run without --run-command never uses it
 
 
 def test_the_table_and_the_json_name_each_part_where_it_is_and_what_needs_it() -> None:
     survey = parts.survey(machine({**KERNEL, "ip": NETWORK["ip"]}, root=False), parts.uses(False, True, root=False))
-    lines = survey.table().splitlines()
+    lines = doctor.table(survey).splitlines()
     assert lines[0].split() == ["part", "status", "found", "where", "version", "needed", "by"]
     cni = next(line for line in lines if line.startswith("CNI plugins"))
     assert "missing" in cni and "not in /usr/lib/cni, /usr/libexec/cni, /opt/cni/bin" in cni
     assert "every simulation" in cni
-    data = survey.as_json()
+    data = doctor.as_json(survey)
     assert data["ready"] is False and data["distribution"] == "Debian GNU/Linux 12 (bookworm)"
     nft = next(p for p in data["parts"] if p["part"] == "nft")
     assert nft == nft | {"status": "missing", "required": True, "package": "nftables", "where": None}
@@ -211,13 +211,10 @@ def ran(calls: list[list[str]], code: int = 0, said: bytes = b""):  # noqa: ANN2
     return run
 
 
-def test_install_runs_the_package_manager_quietly_through_sudo_without_asking() -> None:
+def test_install_runs_the_package_manager_quietly_through_sudo_without_asking(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
     survey = parts.survey(machine(KERNEL, UBUNTU, root=False), parts.uses(False, True, root=False))
-    if parts.program("sudo") is None:
-        with pytest.raises(parts.Unavailable, match="needs root, and sudo is not installed"):
-            parts.install(survey, ran(calls))
-        return
+    monkeypatch.setattr(parts, "program", {"sudo": "/usr/bin/sudo"}.get)
     assert parts.install(survey, ran(calls)) == ["containernetworking-plugins", "iproute2", "nftables", "slirp4netns"]
     quiet = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-qq"]
     assert [c[c.index("env") :] for c in calls] == [
@@ -225,6 +222,18 @@ def test_install_runs_the_package_manager_quietly_through_sudo_without_asking() 
         [*quiet, "install", "-y", "containernetworking-plugins", "iproute2", "nftables", "slirp4netns"],
     ]
     assert all(c[0] == "sudo" for c in calls)
+
+
+def test_install_by_a_user_without_sudo_says_to_run_it_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[list[str]] = []
+    survey = parts.survey(machine(KERNEL, UBUNTU, root=False), parts.uses(False, True, root=False))
+    monkeypatch.setattr(parts, "program", lambda name: None)
+    with pytest.raises(parts.Unavailable, match="needs root, and sudo is not installed") as caught:
+        parts.install(survey, ran(calls))
+    assert str(caught.value).endswith(
+        "fix: as root: apt-get update && apt-get install -y containernetworking-plugins iproute2 nftables slirp4netns"
+    )
+    assert calls == []
 
 
 def test_install_as_root_and_a_failed_install_say_what_to_run_by_hand() -> None:

@@ -7,19 +7,18 @@ goes on without it (with a note), and the package that brings it on each family 
 one machine has (`Machine.here()` looks; the tests describe one by hand: a macOS laptop, a kernel without user
 namespaces, a Debian without the CNI plugins); `survey` sets the two side by side, a `Row` a part. `require` refuses a
 run that lacks any part it needs, naming every one at once with the one command that installs them all
-(`Unavailable`, exit status 3: the machine's limit, not a verdict on the job). `jaxinfra doctor` prints the rows
-(`Survey.table`, `Survey.as_json`) and, with `--install`, runs that command (`install`).
+(`Unavailable`, exit status 3: the machine's limit, not a verdict on the job); `install` runs that command.
 
-Runc's known vulnerabilities (`RUNC_ADVISORIES`) are read against its version: the upstream release that fixed each
-(runc's GitHub security advisories), unless the distribution's changelog for the package names the CVE (a backport,
-as Debian's security updates carry: /usr/share/doc/runc/changelog.Debian.gz). A vulnerable runc is a warning here and
-a note in the report of a `--run-command` run, never a refusal: the sandbox around it is the boundary issue's to
-harden.
+A part whose version is `advised` (runc) is read against its known vulnerabilities (`runc_advisories`), less those
+the distribution's changelog for the package names (a backport, as Debian's security updates carry:
+/usr/share/doc/runc/changelog.Debian.gz). Installing is the distribution's package manager's (`package_manager`);
+showing the rows, `jaxinfra doctor`'s (`doctor`).
 """
 
 from __future__ import annotations
 
 import enum
+import functools
 import gzip
 import os
 import platform
@@ -28,11 +27,11 @@ import shlex
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from jaxinfra_sim import package_manager, runc_advisories
 from jaxinfra_sim.errors import Unavailable
 from jaxinfra_sim.netns_egress import EGRESS_TOOLS
 from jaxinfra_sim.netns_workers import CNI_DIRS, CNI_PLUGINS, cni_dir
@@ -102,6 +101,7 @@ class Part:
     programs: tuple[str, ...] = ()
     packages: Mapping[str, str] = field(default_factory=dict)  # family of distributions -> package
     version: tuple[str, ...] | None = ("--version",)  # the arguments that make its program print its version
+    advised: bool = False  # its version is read against `runc_advisories` (and its package's changelog)
 
 
 PARTS: tuple[Part, ...] = (
@@ -157,6 +157,8 @@ PARTS: tuple[Part, ...] = (
         )
         for name, what in (("memory", "memory limits"), ("cpu", "CPU limits"), ("pids", "process limits"))
     ),
+    # runc only: crun 1.8 (Debian 12) refuses a machine whose cgroup v1 controllers sit beside a v2 hierarchy that
+    # still holds one ("cgroups in hybrid mode not supported"), as this project's machines have; runc takes it.
     Part(
         "runc",
         Kind.PROGRAM,
@@ -164,6 +166,7 @@ PARTS: tuple[Part, ...] = (
         "--run-command runs each container under it",
         programs=("runc",),
         packages={"debian": "runc", "fedora": "runc"},
+        advised=True,
     ),
     Part(
         "newuidmap",
@@ -191,69 +194,6 @@ PARTS: tuple[Part, ...] = (
         packages={"debian": "skopeo", "fedora": "skopeo"},
     ),
 )
-
-
-# --- runc's known vulnerabilities --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Advisory:
-    """Vulnerabilities of runc fixed together: their CVE ids, what they let a container do, and the first release of
-    each release line that has the fix (a line below all of them has none)."""
-
-    cves: tuple[str, ...]
-    what: str
-    fixed: tuple[str, ...]
-
-
-RUNC_ADVISORIES = (
-    # opencontainers/runc GHSA-xr7r-f8xq-vfvv (2024-01-31): runc 1.1.12.
-    Advisory(("CVE-2024-21626",), "a container's working directory in the machine's files (a leaked fd)", ("1.1.12",)),
-    # opencontainers/runc GHSA-9493-h29p-rfm2, GHSA-qw9x-cqr3-wc7r, GHSA-cgrx-mc8f-2prm (2025-11-05): runc 1.2.8, 1.3.3
-    # and 1.4.0-rc.3.
-    Advisory(
-        ("CVE-2025-31133", "CVE-2025-52565", "CVE-2025-52881"),
-        "masked paths and /dev/console mounts raced into writes of the machine's /proc (core_pattern)",
-        ("1.2.8", "1.3.3", "1.4.0"),
-    ),
-)
-
-
-def release(text: str) -> tuple[int, int, int, bool] | None:
-    """(major, minor, patch, final) of a version as runc prints it ("1.1.5+ds1", "1.4.0-rc.2"); None if unreadable."""
-    found = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?(-rc[.\d]*)?", text.strip())
-    if found is None:
-        return None
-    major, minor, patch, rc = found.groups()
-    return int(major), int(minor), int(patch or 0), rc is None
-
-
-def vulnerable(version: str, advisory: Advisory) -> bool:
-    """Whether upstream runc `version` predates `advisory`'s fix in its release line (a pre-release of the fixed
-    release counts as before it)."""
-    have = release(version)
-    if have is None:
-        return False
-    for fixed in sorted(filter(None, map(release, advisory.fixed))):
-        if have[:2] == fixed[:2]:
-            return have < fixed
-        if have[:2] < fixed[:2]:
-            return True
-    return False
-
-
-def advisories(version: str, backported: Iterable[str] = ()) -> list[str]:
-    """A line for each of `RUNC_ADVISORIES` that `version` has, less the CVEs its distribution fixed (`backported`)."""
-    fixed = set(backported)
-    out = []
-    for a in RUNC_ADVISORIES:
-        open_ = [c for c in a.cves if c not in fixed]
-        if open_ and vulnerable(version, a):
-            out.append(
-                f"runc {version} has {', '.join(open_)} ({a.what}; fixed in runc {', '.join(a.fixed)}): upgrade "
-                "runc past it, or run --run-command only on inputs you trust"
-            )
-    return out
 
 
 # --- what a machine has --------------------------------------------------------------------------------------------
@@ -313,6 +253,11 @@ class Machine:
     found: Mapping[str, Found]
     why: Mapping[str, tuple[str, str]] = field(default_factory=dict)
 
+    @property
+    def family(self) -> str | None:
+        """Its distribution's family, whose package manager installs the parts (`package_manager`); None off Linux."""
+        return self.distro.family if self.platform == "linux" else None
+
     @classmethod
     def here(cls, looked_for: Use = ALL, versions: bool = False) -> Machine:
         """This machine, looked at for the parts of `looked_for`; with `versions`, each program's version (runc's
@@ -350,8 +295,15 @@ def program(name: str) -> str | None:
 
 
 def _program(part: Part, path: str, versions: bool) -> Found:
-    if part.name != "runc":
+    if not part.advised:
         return Found(path, _version(part, path) if versions else "")
+    return _advised(path)
+
+
+@functools.cache
+def _advised(path: str) -> Found:
+    """runc's version (with its distribution's package version, where it prints one) and the CVEs its package's
+    changelog names: read once a process (a run checks it before an image is unpacked and again before its pods)."""
     text = _run([path, "--version"])
     first = text.splitlines()[0].removeprefix("runc version ").strip() if text else ""
     commit = next((line.partition(":")[2].strip() for line in text.splitlines() if line.startswith("commit:")), "")
@@ -480,8 +432,8 @@ class Survey:
 
     def install_line(self, optional: bool = True) -> str:
         """The one command that installs `packages` here ("" where none is wanted or this family has none)."""
-        argvs = install_argvs(self.machine, self.packages(optional))
-        return " && ".join(shlex.join(a) for a in argvs)
+        m = self.machine
+        return " && ".join(shlex.join(a) for a in package_manager.commands(m.family, m.root, self.packages(optional)))
 
     def unavailable(self) -> Unavailable | None:
         """Every part the run needs and lacks, at once, and one fix for them all; None where nothing is missing."""
@@ -504,49 +456,6 @@ class Survey:
     def warnings(self) -> list[str]:
         return [w for r in self.rows if r.needed for w in r.warnings]
 
-    def table(self) -> str:
-        """The rows as a text table: part, status, where it was found, its version, what needs it."""
-        head = ("part", "status", "found where", "version", "needed by")
-        rows = [head] + [
-            (
-                r.part.name,
-                r.status.value,
-                r.found.where if r.found else (r.cause or "not installed"),
-                r.found.version if r.found else "",
-                _needed_by(r.part.use),
-            )
-            for r in self.rows
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(head))]
-        lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
-        return "\n".join(lines + [f"warning: {w}" for w in self.warnings()])
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "ready": not self.missing,
-            "platform": self.machine.platform,
-            "distribution": self.machine.distro.name or self.machine.distro.id,
-            "root": self.machine.root,
-            "parts": [
-                {
-                    "part": r.part.name,
-                    "status": r.status.value,
-                    "required": r.part.required,
-                    "needed": r.needed,
-                    "needed_by": _needed_by(r.part.use),
-                    "purpose": r.part.purpose,
-                    "where": r.found.where if r.found else None,
-                    "version": r.found.version if r.found else None,
-                    "cause": r.cause or None,
-                    "package": r.part.packages.get(self.machine.distro.family or "debian"),
-                    "warnings": list(r.warnings),
-                }
-                for r in self.rows
-            ],
-            "install": self.install_line() or None,
-            "problem": str(err) if (err := self.unavailable()) else None,
-        }
-
 
 def survey(machine: Machine, used: Use, shown: Use | None = None) -> Survey:
     """`machine`'s parts against what a run `used`; `shown`: the parts listed (default: those it uses)."""
@@ -556,7 +465,7 @@ def survey(machine: Machine, used: Use, shown: Use | None = None) -> Survey:
             continue
         found = machine.found.get(part.name)
         cause, fix = machine.why.get(part.name, ("", ""))
-        warnings = tuple(advisories(found.version, found.backported)) if found and part.name == "runc" else ()
+        warnings = tuple(runc_advisories.advisories(found.version, found.backported)) if found and part.advised else ()
         if found is None and part.kind is Kind.CNI and not cause:
             cause = f"not in {', '.join(CNI_DIRS)}"
         rows.append(Row(part, found, bool(part.use & used), cause, fix, warnings))
@@ -584,64 +493,26 @@ def located(name: str) -> str:
     raise err
 
 
-MANAGERS: Mapping[str, tuple[tuple[str, ...], ...]] = {
-    "debian": (("apt-get", "update"), ("apt-get", "install", "-y")),
-    "fedora": (("dnf", "install", "-y"),),
-}
-"""Each family's package manager: the commands that install packages (the last one is given them)."""
-QUIET: Mapping[str, tuple[str, ...]] = {
-    "apt-get": ("-qq",),
-    "dnf": ("-q",),
-}
-
-
-def install_argvs(machine: Machine, packages: Sequence[str], quiet: bool = False) -> list[list[str]]:
-    """The commands that install `packages` with this machine's package manager (through sudo, unless root); [] where
-    none are wanted or the family is unknown. `quiet`: as `install` runs them (no output, no question asked)."""
-    family = machine.distro.family
-    if not packages or machine.platform != "linux" or family is None:
-        return []
-    sudo = [] if machine.root else ["sudo", *(["-n"] if quiet and not sys.stdin.isatty() else [])]
-    steps = MANAGERS[family]
-    out: list[list[str]] = []
-    for tool, *args in steps:
-        argv = [tool, *(QUIET[tool] if quiet else ()), *args]
-        if quiet and tool == "apt-get":  # (sudo keeps no environment of the caller's)
-            argv = ["env", "DEBIAN_FRONTEND=noninteractive", *argv]
-        out.append([*sudo, *argv, *(packages if len(out) == len(steps) - 1 else ())])
-    return out
-
-
-def install(found: Survey, run: Callable[[list[str]], subprocess.CompletedProcess[bytes]] | None = None) -> list[str]:
+def install(found: Survey, run: package_manager.Runner | None = None) -> list[str]:
     """Install what `found` lacks (the parts the run can go without too) with this machine's package manager,
     quietly; the packages installed. `Unavailable` where it cannot (no known package manager, no sudo, the manager
     failed), with what to run by hand. `run`: runs one command (the tests' stand-in)."""
     packages = found.packages()
     if not packages:
         return []
-    argvs = install_argvs(found.machine, packages, quiet=True)
+    m = found.machine
+    argvs = package_manager.commands(m.family, m.root, packages, quiet=True)
     if not argvs:  # no package manager known here: what the run cannot go without is named, with Debian's names
         if (err := found.unavailable()) is not None:
             raise err
         return []
-    if not found.machine.root and program("sudo") is None:
+    if not m.root and program("sudo") is None:
         raise Unavailable(
             f"installing {', '.join(packages)} needs root, and sudo is not installed",
-            f"as root: {found.install_line()}",
+            f"as root: {' && '.join(shlex.join(a) for a in package_manager.commands(m.family, True, packages))}",
         )
-    for argv in argvs:
-        done = (run or _quietly)(argv)
-        if done.returncode != 0:
-            said = (done.stderr or done.stdout or b"").decode(errors="replace").strip().splitlines()
-            raise Unavailable(
-                f"`{shlex.join(argv)}` failed (exit status {done.returncode}){': ' + said[-1] if said else ''}",
-                f"run it yourself: {found.install_line()}",
-            )
+    package_manager.run(argvs, found.install_line(), run)
     return packages
-
-
-def _quietly(argv: list[str]) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(argv, capture_output=True, check=False, stdin=subprocess.DEVNULL)
 
 
 def _named(part: Part) -> str:
@@ -658,16 +529,3 @@ def _by_hand(packages: Sequence[str]) -> str:
         f"install them with your distribution's package manager (Debian's packages: {', '.join(packages)}; the CNI "
         f"plugins go in one of {', '.join(CNI_DIRS)})"
     )
-
-
-def _needed_by(use: Use) -> str:
-    return {
-        Use.SANDBOX: "every simulation",
-        Use.NETWORK: "every simulation",
-        Use.LIMITS: "pods' limits",
-        Use.EGRESS: "--egress (default)",
-        Use.RUN_COMMAND: "--run-command",
-        Use.SUBORDINATE: "--run-command, unprivileged",
-        Use.LAYOUT: "--image (OCI layout, archive)",
-        Use.ARCHIVE: "--image (docker save archive)",
-    }[use]
