@@ -36,7 +36,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp())
 
     began = time.perf_counter()
-    from jaxinfra_sim.apiserver import ApiServer  # cold: the module and, in start(), trustme
+    from jaxinfra_sim.apiserver.server import ApiServer  # cold: the module and, in start(), trustme
 
     first = ApiServer("127.0.0.1", TOKENS, folder / "log")
     first.start(objects)

@@ -24,11 +24,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "simulate"))
-from jaxinfra_sim import capacity, probe  # noqa: E402  (imports JAX: the warm parent)
-from jaxinfra_sim.container import PR_SET_TIMERSLACK, PROBE_TIMER_SLACK_NS  # noqa: E402
-from jaxinfra_sim.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT  # noqa: E402
-from jaxinfra_sim.options import Options  # noqa: E402
-from jaxinfra_sim.shim import PR_SET_PDEATHSIG  # noqa: E402
+from jaxinfra_sim.core.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT  # noqa: E402
+from jaxinfra_sim.core.options import Options  # noqa: E402
+from jaxinfra_sim.jax import probe
+from jaxinfra_sim.kubelet.container import PR_SET_TIMERSLACK, PROBE_TIMER_SLACK_NS  # noqa: E402
+from jaxinfra_sim.node import capacity  # noqa: E402  (imports JAX: the warm parent)
+from jaxinfra_sim.runtime.shim import PR_SET_PDEATHSIG  # noqa: E402
 
 TIMEOUT_S = 300
 DEFAULTS = Options()  # the simulator's own heartbeat and shutdown timeouts, dilated alike

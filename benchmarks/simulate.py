@@ -60,7 +60,7 @@ def naive(n: int, devices: int) -> float:
             [
                 PY,
                 "-m",
-                "jaxinfra_sim.probe",
+                "jaxinfra_sim.jax.probe",
                 "--expected-rank",
                 str(i),
                 "--num-processes",

@@ -256,9 +256,9 @@ def _has_stacks(folder: Path) -> bool:
 
 def _explain_manifests(paths: list[Path]) -> str:
     """What would hold each workload of the manifests (one cluster, applied in order), as the simulator decides it
-    before any pod starts (`jaxinfra_sim.pending`, imported only here, as `simulate` imports the simulator). What the
+    before any pod starts (`jaxinfra_sim.cluster.pending`, imported only here, as `simulate` imports the simulator). What the
     API server refuses of the manifests themselves is an input problem (exit 2)."""
-    from jaxinfra_sim.pending import lines, pending
+    from jaxinfra_sim.cluster.pending import lines, pending
 
     [source] = _sources(paths, None)
     if source.problems:
@@ -398,11 +398,11 @@ def _shadow_notes(sources: list[Any]) -> list[str]:
 
 
 def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
-    """The clusters of one invocation (`jaxinfra_sim.sources.Source`): each stack its own (synthesized in memory),
+    """The clusters of one invocation (`jaxinfra_sim.cluster.sources.Source`): each stack its own (synthesized in memory),
     all the YAML files and folders (walked as `kubectl apply -f DIR -R` does) one more, read as they are."""
     from jaxinfra import manifest_paths, manifests, stack
     from jaxinfra.admission import Request, read
-    from jaxinfra_sim import sources
+    from jaxinfra_sim.cluster import sources
 
     stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
     out = (
@@ -539,7 +539,7 @@ def simulate(
     All the YAML given is one cluster (a Job and its ServiceAccount, a workload and its Kueue queues, a TrainJob and its
     runtime may be in different files); each stack is its own. The report names the file each object came from."""
     from jaxinfra import simulate_flags
-    from jaxinfra_sim.options import Options, Request
+    from jaxinfra_sim.core.options import Options, Request
 
     inputs = _start(inputs, {"--json": json_report, "--trace": trace, "--html": html}, command="simulate")
     paths, claims = simulate_flags.images(image, volume)
@@ -561,7 +561,7 @@ def simulate(
     request = Request(sources, options, logs, json_report, trace, html, tuple(_shadow_notes(sources)))
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
         raise typer.Exit(ctx.obj.hand_over(request))
-    from jaxinfra_sim.report import run
+    from jaxinfra_sim.report.terminal import run
 
     run(request)
 
@@ -592,7 +592,7 @@ def doctor(
     A table (part, status, where it was found, its version, what needs it), or JSON; exit status 3 naming every
     missing part at once and the one command that installs them all, which --install runs."""
     try:
-        from jaxinfra_sim import doctor as check
+        from jaxinfra_sim.node import doctor as check
     except ImportError:
         raise CommandFailed("the simulator is not installed; fix: pip install 'jaxinfra[sim]'", MACHINE_LIMIT) from None
     check.run(run_command, image, egress, every, install, json_out)

@@ -16,7 +16,7 @@ from jaxinfra.errors import INPUT_ERROR, CommandFailed, JaxinfraError
 
 if TYPE_CHECKING:
     from jaxinfra.prefork import Prefork
-    from jaxinfra_sim.options import Request
+    from jaxinfra_sim.core.options import Request
 
 
 def status(call: Callable[[], Any]) -> int:
@@ -42,7 +42,9 @@ def status(call: Callable[[], Any]) -> int:
 
 def _warm_simulator() -> None:
     """The prefork child's preparation: the simulator and what its pods need (engine.preload)."""
-    from jaxinfra_sim import engine, netns, report, sandbox  # noqa: F401
+    from jaxinfra_sim.cluster import engine
+    from jaxinfra_sim.network import netns
+    from jaxinfra_sim.runtime import sandbox  # noqa: F401
 
     try:
         sandbox.preflight()  # while this process is small: a fork costs less before JAX is imported
@@ -55,16 +57,16 @@ def _warm_simulator() -> None:
 
 def _simulate(request: Request) -> int:
     """The prefork child's work: the rest of `jaxinfra simulate`, once the parent has read the inputs."""
-    from jaxinfra_sim.report import run
+    from jaxinfra_sim.report.terminal import run
 
     return status(lambda: run(request))
 
 
 def _protect() -> None:
     """`simulate` is the node's agents (kubelet, runtime, CNI): the OOM killer ends a pod's process before any of
-    them, and before the child `_prefork` starts (`jaxinfra_sim.qos`)."""
+    them, and before the child `_prefork` starts (`jaxinfra_sim.kubelet.qos`)."""
     try:
-        from jaxinfra_sim.qos import protect_node_agents
+        from jaxinfra_sim.kubelet.qos import protect_node_agents
     except ImportError:  # no simulator installed: `simulate` says so itself
         return
     protect_node_agents()

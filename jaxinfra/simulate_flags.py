@@ -27,7 +27,7 @@ def faults(
 ) -> Any:
     """Parse POD@SECONDS / POD=SECONDS fault options and CHECK@SECONDS / CHECK@never capacity rehearsals; every
     malformed one is reported."""
-    from jaxinfra_sim.options import Faults
+    from jaxinfra_sim.core.options import Faults
 
     problems: list[Problem] = []
 
@@ -109,7 +109,7 @@ def images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict
         "--volume checkpoints=./ckpt (a PersistentVolumeClaim's or a GCS bucket's name)",
         problems,
     )
-    from jaxinfra_sim import oci_image
+    from jaxinfra_sim.runtime import oci_image
 
     problems += [
         Problem(
@@ -138,8 +138,9 @@ def images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict
 def load_images(images: Mapping[str, Path], run_command: bool, egress: bool) -> dict[str, Any]:
     """Each image of `images`: a folder as it is, an OCI image layout or a `docker save` archive unpacked once into a
     cache (`oci_image.load`, whose `ImageError` is one line, exit 2). Unpacking is the first thing a run asks of this
-    machine: every part the run will use is checked first, all at once (`jaxinfra_sim.parts`, exit 3)."""
-    from jaxinfra_sim import oci_image, parts
+    machine: every part the run will use is checked first, all at once (`jaxinfra_sim.node.parts`, exit 3)."""
+    from jaxinfra_sim.node import parts
+    from jaxinfra_sim.runtime import oci_image
 
     kinds = {image: oci_image.kind(folder) for image, folder in images.items()}  # (an archive's: its header read)
     if set(kinds.values()) - {"folder"}:
@@ -182,7 +183,7 @@ def host_paths(values: list[str]) -> dict[str, Path]:
         return {}
     import os
 
-    from jaxinfra_sim import volumes
+    from jaxinfra_sim.kubelet import volumes
 
     problems: list[Problem] = []
     example = "--host-path /run/tcpx=./tcpx (PATH as written in the manifest's hostPath.path)"

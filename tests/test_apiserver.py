@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 from kubernetes import client, watch
 
-from jaxinfra_sim.apiobjects import derived_endpoints
-from jaxinfra_sim.apiserver import ApiServer, parse_request
-from jaxinfra_sim.rbac import Subject
+from jaxinfra_sim.apiserver.objects import derived_endpoints
+from jaxinfra_sim.apiserver.rbac import Subject
+from jaxinfra_sim.apiserver.server import ApiServer, parse_request
 
 pytestmark = pytest.mark.simulator
 
@@ -531,7 +531,7 @@ def test_the_server_dies_with_the_simulator(tmp_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, sys
         from pathlib import Path
-        from jaxinfra_sim.apiserver import ApiServer
+        from jaxinfra_sim.apiserver.server import ApiServer
         api = ApiServer("127.0.0.1", {{}}, Path({str(tmp_path / "log")!r}))
         api.start([])
         print(api.port, flush=True)

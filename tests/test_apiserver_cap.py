@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import apiserver
-from jaxinfra_sim.apiserver import ApiServer
-from jaxinfra_sim.rbac import Subject
+from jaxinfra_sim.apiserver import server
+from jaxinfra_sim.apiserver.rbac import Subject
+from jaxinfra_sim.apiserver.server import ApiServer
 
 pytestmark = pytest.mark.simulator
 
@@ -83,7 +83,7 @@ def answer(conn: ssl.SSLSocket) -> tuple[int, dict[str, str], bytes]:
     return int(status.split()[1]), headers, body
 
 
-@pytest.mark.parametrize("started", [apiserver.MAX_CONNECTIONS], indirect=True)
+@pytest.mark.parametrize("started", [server.MAX_CONNECTIONS], indirect=True)
 def test_connections_past_the_default_cap_get_429_and_hold_no_thread(
     started: tuple[ApiServer, int, ssl.SSLContext],
 ) -> None:
@@ -92,7 +92,7 @@ def test_connections_past_the_default_cap_get_429_and_hold_no_thread(
     api, pid, context = started
     held, refused = [], []
     try:
-        for _ in range(apiserver.MAX_CONNECTIONS):
+        for _ in range(server.MAX_CONNECTIONS):
             conn = connect(api, context)
             ask(conn, WATCH)
             held.append(conn)
@@ -102,7 +102,7 @@ def test_connections_past_the_default_cap_get_429_and_hold_no_thread(
             ask(conn, WATCH)
             refused.append(answer(conn))
             conn.close()
-        assert _threads(pid) <= apiserver.MAX_CONNECTIONS + 3
+        assert _threads(pid) <= server.MAX_CONNECTIONS + 3
     finally:
         for conn in held:
             conn.close()

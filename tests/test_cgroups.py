@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import capacity, cgroupfs, cgroups
-from jaxinfra_sim.cgroupfs import Controller, Controllers
-from jaxinfra_sim.cgroups import Session
-from jaxinfra_sim.paths import safe_name
+from jaxinfra_sim.core.paths import safe_name
+from jaxinfra_sim.node import capacity, cgroupfs, cgroups
+from jaxinfra_sim.node.cgroupfs import Controller, Controllers
+from jaxinfra_sim.node.cgroups import Session
 from tests.support import unprivileged
 from tests.support.paths import ROOT
 
@@ -112,7 +112,7 @@ def test_a_pod_without_limits_gets_no_group(real: Controllers) -> None:
 
 PROBE = """
 import json, os
-from jaxinfra_sim import cgroupfs, cgroups
+from jaxinfra_sim.node import cgroupfs, cgroups
 found = cgroupfs.probe()
 with cgroups.Session.create("nonroot") as s:
     pod = s.pod("default/p-0", 64 << 20, 1000)

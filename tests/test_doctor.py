@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import parts
-from jaxinfra_sim.netns_workers import CNI_DIRS
+from jaxinfra_sim.network.netns_workers import CNI_DIRS
+from jaxinfra_sim.node import parts
 from tests.support import unprivileged
 from tests.support.paths import ROOT
 

@@ -1,5 +1,5 @@
 """`jaxinfra explain FILE.yaml...` (issue #42, "why would this pend"): per workload of hand-written manifests, what
-would hold it and the fix, decided by the simulator's own emulation before any pod starts (`jaxinfra_sim.pending`:
+would hold it and the fix, decided by the simulator's own emulation before any pod starts (`jaxinfra_sim.cluster.pending`:
 the controllers, the API server's front door, Kueue), so it says what `jaxinfra simulate` would. The inputs are
 xpk's cluster objects and JobSet (tests/manifests/xpk_cluster_*.yaml, jobset_*_xpk_style.yaml), edited the ways
 clusters go wrong."""
@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from jaxinfra.admission import Request
-from jaxinfra_sim import sources
-from jaxinfra_sim.model import Hold
-from jaxinfra_sim.pending import Pending, lines, pending
+from jaxinfra_sim.cluster import sources
+from jaxinfra_sim.cluster.pending import Pending, lines, pending
+from jaxinfra_sim.core.model import Hold
 from tests.support.paths import MANIFESTS, ROOT
 
 pytestmark = pytest.mark.simulator

@@ -8,7 +8,7 @@ import resource
 
 import pytest
 
-from jaxinfra_sim import fds
+from jaxinfra_sim.core import fds
 
 pytestmark = pytest.mark.unit
 

@@ -24,7 +24,7 @@ from jaxinfra.admission import Request, admit
 from jaxinfra.cli import _sources
 from jaxinfra.errors import Refused
 from jaxinfra.validate import validate_files
-from jaxinfra_sim import engine, sources
+from jaxinfra_sim.cluster import engine, sources
 from tests.support.cli import simulate_cli
 from tests.support.paths import ROOT
 

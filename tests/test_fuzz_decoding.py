@@ -28,10 +28,11 @@ from jaxinfra.entry import status
 from jaxinfra.errors import Refused
 from jaxinfra.goyaml import go_float32, goyaml_scalar
 from jaxinfra.yamlio import decode, load
-from jaxinfra_sim import cgroups, sources
-from jaxinfra_sim.container import init_timeout
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.options import Options
+from jaxinfra_sim.cluster import sources
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core.options import Options
+from jaxinfra_sim.kubelet.container import init_timeout
+from jaxinfra_sim.node import cgroups
 from tests.support.admitted import stored
 from tests.support.problems import problems_of
 

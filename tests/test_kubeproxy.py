@@ -1,6 +1,6 @@
 """ClusterIP Services without running anything: the API server's allocator (`jaxinfra.admission.clusterip`), what
 cluster DNS answers for a Service with a cluster IP, what the API server serves, and kube-proxy's ruleset text and
-sync rate (`jaxinfra_sim.kubeproxy`). The simulations that use them are tests/test_services.py."""
+sync rate (`jaxinfra_sim.network.kubeproxy`). The simulations that use them are tests/test_services.py."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pytest
 
 from jaxinfra.admission import Request, admit
 from jaxinfra.admission.clusterip import SERVICE_CIDR, choose, static_band
-from jaxinfra_sim import kubeproxy, model
-from jaxinfra_sim.dns import ClusterDns
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.inputs import Service, ServicePort, service_of
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import Service, ServicePort, service_of
+from jaxinfra_sim.network import kubeproxy
+from jaxinfra_sim.network.dns import ClusterDns
 from tests.support.admitted import stored
 
 pytestmark = pytest.mark.unit

@@ -202,15 +202,15 @@ def every_import(path: Path) -> set[str]:
 @pytest.mark.parametrize("module", sorted(HOLDER_MODULES))
 def test_the_holder_imports_only_the_standard_library_and_its_own_modules(module: str) -> None:
     """The holder runs with the standard library only (no site-packages, no simulator): each of its modules imports
-    the standard library and the holder's other modules, each by its full name (`from jaxinfra_sim.netns_setup import`),
+    the standard library and the holder's other modules, each by its full name (`from jaxinfra_sim.network.netns_setup import`),
     never the package itself nor any other of its modules."""
-    own = {f"jaxinfra_sim.{m}" for m in HOLDER_MODULES}
+    own = {f"jaxinfra_sim.network.{m}" for m in HOLDER_MODULES}
     outside = {
         m
-        for m in every_import(SIMULATE / f"{module}.py")
+        for m in every_import(SIMULATE / "network" / f"{module}.py")
         if m not in own and m.partition(".")[0] not in sys.stdlib_module_names
     }
-    assert not outside, f"simulate/jaxinfra_sim/{module}.py imports {sorted(outside)}: the holder's program lacks them"
+    assert not outside, f"simulate/jaxinfra_sim/network/{module}.py imports {sorted(outside)}: the holder's program lacks them"
 
 
 def module_graph(folder: Path) -> dict[str, set[str]]:

@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from jaxinfra_sim.netns import HOLDER
+from jaxinfra_sim.network.netns import HOLDER
 from tests.support.paths import ROOT
 from tests.test_layers import HOLDER_MODULES, THE_MODEL, layer_of
 
@@ -23,11 +23,11 @@ def test_the_simulator_never_loads_the_model_at_run_time() -> None:
         """
         import sys
         from jaxinfra.admission import read
-        from jaxinfra_sim import emulation, sources
+        from jaxinfra_sim.cluster import control_plane, sources
         requests, problems = read([sys.argv[1]])
         source = sources.admitted(sys.argv[1], requests)
         assert not problems and not source.problems, (problems, source.problems)
-        emulation.emulate(source.manifests)
+        control_plane.emulate(source.manifests)
         print(" ".join(sorted(m for m in sys.modules if m.startswith("jaxinfra"))))
         """
     )
@@ -56,5 +56,6 @@ def test_the_holders_program_loads_only_its_own_modules() -> None:
     assert run.stdout.split() == [
         "None",
         "jaxinfra_sim",
-        *sorted(f"jaxinfra_sim.{m}" for m in HOLDER_MODULES - {"netns_holder"}),
+        "jaxinfra_sim.network",
+        *sorted(f"jaxinfra_sim.network.{m}" for m in HOLDER_MODULES - {"netns_holder"}),
     ]

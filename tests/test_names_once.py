@@ -106,14 +106,14 @@ def test_the_checks_find_what_they_look_for(tmp_path: Path) -> None:
     sample.write_text(
         '"""kueue.x-k8s.io/queue-name in a docstring is prose."""\n'
         "from jaxinfra.admission.webhooks.shared import _invalid, as_map\n"
-        "from jaxinfra_sim import runner\n"
+        "from jaxinfra_sim.kubelet import pod_workers\n"
         "QUEUE = 'kueue.x-k8s.io/queue-name'\n"
-        "loaded = runner._loaded_jax\n",
+        "loaded = pod_workers._loaded_jax\n",
         encoding="utf-8",
     )
     assert upstream_literals(sample) == ["4: 'kueue.x-k8s.io/queue-name'"]
     assert private_imports(sample) == [
         "2: jaxinfra.admission.webhooks.shared._invalid",
-        "5: jaxinfra_sim.runner..._loaded_jax",
+        "5: jaxinfra_sim.kubelet.pod_workers..._loaded_jax",
     ]
     assert {"kubeflow.org/v1", "jobset.x-k8s.io/v1alpha2", "jobset.sigs.k8s.io/", "kube-system"} <= set(SPELLED_ONCE)

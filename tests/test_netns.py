@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import netns, netns_setup, netns_workers, netpol, sandbox
-from jaxinfra_sim.errors import InvalidArgument
-from jaxinfra_sim.netns import Network, NetworkError, PodNetwork
+from jaxinfra_sim.core.errors import InvalidArgument
+from jaxinfra_sim.network import netns, netns_setup, netns_workers, netpol
+from jaxinfra_sim.network.netns import Network, NetworkError, PodNetwork
+from jaxinfra_sim.runtime import sandbox
 from tests.support import unprivileged
 from tests.support.paths import ROOT
 
@@ -388,7 +389,7 @@ def test_close_ends_the_holder_and_is_idempotent() -> None:
 
 HOLDER_OF_A_KILLED_PARENT = """
 import json, pathlib, sys, threading, time
-from jaxinfra_sim.netns import Network
+from jaxinfra_sim.network.netns import Network
 made, tool = [], sys.argv[2:]
 which = {"pasta": tool[0]}.get if tool else (lambda name: None)
 if sys.argv[1] == "thread":   # made by a thread that ends at once: PR_SET_PDEATHSIG would fire then
@@ -516,7 +517,8 @@ def test_unknown_strategy() -> None:
 # --- where the kernel refuses ----------------------------------------------------------------------
 
 REFUSED = """
-from jaxinfra_sim import netns, sandbox
+from jaxinfra_sim.network import netns
+from jaxinfra_sim.runtime import sandbox
 try:
     netns.Network.create()
 except sandbox.Unavailable as e:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import netpol
+from jaxinfra_sim.network import netpol
 
 pytestmark = pytest.mark.unit
 

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import sandbox
-from jaxinfra_sim.sandbox import Attempt, diagnose
+from jaxinfra_sim.runtime import sandbox
+from jaxinfra_sim.runtime.sandbox import Attempt, diagnose
 from tests.support import unprivileged
 from tests.support.paths import MANIFESTS, ROOT
 
@@ -261,7 +261,7 @@ def test_preflight_finds_a_way_in_here() -> None:
     """This machine (CI's too) isolates pods: as root the privileged way, else the user-namespace way."""
     assert sandbox.preflight() == ("privileged" if os.geteuid() == 0 else "user")
     check = subprocess.run(
-        [sys.executable, "-c", "from jaxinfra_sim import sandbox; print(sandbox.preflight())"],
+        [sys.executable, "-c", "from jaxinfra_sim.runtime import sandbox; print(sandbox.preflight())"],
         capture_output=True,
         text=True,
         check=True,

@@ -1,4 +1,4 @@
-"""What a pod prints cannot steer the terminal it is shown on (simulate/jaxinfra_sim/printable.py): a pod that prints
+"""What a pod prints cannot steer the terminal it is shown on (simulate/jaxinfra_sim/core/printable.py): a pod that prints
 a green "simulation passed" in escape sequences, a carriage return that would overwrite the line, or a C1 control
 shows them as `\\xNN` on the simulator's terminal, in the JSON report and in the HTML page."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jaxinfra.yamlio import dump
-from jaxinfra_sim.printable import printable
+from jaxinfra_sim.core.printable import printable
 from tests.support import unprivileged
 from tests.support.paths import ROOT
 

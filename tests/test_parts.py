@@ -1,4 +1,4 @@
-"""The machine's parts a simulation uses (`jaxinfra_sim.parts`), checked against machines described by hand: a fresh
+"""The machine's parts a simulation uses (`jaxinfra_sim.node.parts`), checked against machines described by hand: a fresh
 Debian without the CNI plugins or nft, a kernel without user namespaces, Fedora, an unknown distribution, macOS. Each
 refusal names every missing part at once, with the one command that installs them all."""
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import doctor, parts, runc_advisories
-from jaxinfra_sim.netns_workers import cni_dir
-from jaxinfra_sim.parts import Distro, Found, Machine, Use
+from jaxinfra_sim.network.netns_workers import cni_dir
+from jaxinfra_sim.node import doctor, parts, runc_advisories
+from jaxinfra_sim.node.parts import Distro, Found, Machine, Use
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from jaxinfra.admission.plugins.resources import aggregate, show_amount
 from jaxinfra.plan import plan, pod_total_requests
 from jaxinfra.podresources import exact_pod_requests
 from jaxinfra.quantity import parse
-from jaxinfra_sim.kueue import pod_requests as kueue_pod_requests
+from jaxinfra_sim.kueue.scheduler import pod_requests as kueue_pod_requests
 
 pytestmark = pytest.mark.unit
 

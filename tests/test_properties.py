@@ -22,7 +22,7 @@ from jaxinfra.spec import credential_literal
 from jaxinfra.upstream import OPERATOR_ENV
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump
-from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.cluster.control_plane import emulate
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""Who the OOM killer ends first (`jaxinfra_sim.qos`): the kubelet's QoS classes and OOM score adjustments, from
+"""Who the OOM killer ends first (`jaxinfra_sim.kubelet.qos`): the kubelet's QoS classes and OOM score adjustments, from
 kubernetes v1.33 pkg/apis/core/v1/helper/qos/qos.go and pkg/kubelet/qos/policy.go. The scores a simulation's
 processes get: test_sim_qos.py."""
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import qos
+from jaxinfra_sim.kubelet import qos
 
 pytestmark = pytest.mark.unit
 

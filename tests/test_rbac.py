@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jaxinfra_sim.rbac import Attributes, Policy, Subject, authorize
+from jaxinfra_sim.apiserver.rbac import Attributes, Policy, Subject, authorize
 
 pytestmark = pytest.mark.unit
 

@@ -19,7 +19,7 @@ from jaxinfra.plan import BY_EXPANSION, BY_SHADOW_SHELL, plan
 from jaxinfra.shadow import CANNOT, PROVES, facts, notes, requests, shadow
 from jaxinfra.validate import validate_objects
 from jaxinfra.yamlio import dump, load
-from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.cluster.control_plane import emulate
 from tests.support.paths import ROOT, STACKS
 from tests.support.stacks import PAIR_IDS, PAIRS, load_stack
 

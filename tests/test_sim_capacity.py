@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jaxinfra_sim import capacity, cgroupfs
-from jaxinfra_sim.capacity import Limit
+from jaxinfra_sim.node import capacity, cgroupfs
+from jaxinfra_sim.node.capacity import Limit
 from tests.support.cli import simulate_cli
 from tests.support.machine import memory_machine
 

@@ -18,10 +18,12 @@ import pytest
 
 from jaxinfra import manifests, stack, yamlio
 from jaxinfra.errors import ManifestError, Unserved
-from jaxinfra_sim import controllers, emulation, model
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.inputs import load_files
-from jaxinfra_sim.kubelet import expand
+from jaxinfra_sim import controllers
+from jaxinfra_sim.cluster import control_plane
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import load_files
+from jaxinfra_sim.kubelet.kuberuntime import expand
 from tests.support.admitted import stored
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
@@ -914,13 +916,13 @@ def test_emulation_is_deterministic() -> None:
 
 
 def test_ip_scheme_is_distinct_and_stays_in_the_pod_cidr() -> None:
-    ips = [emulation._ip(0, k) for k in range(10_000)]
+    ips = [control_plane._ip(0, k) for k in range(10_000)]
     assert len(set(ips)) == 10_000
     assert all(ipaddress.ip_address(ip) in ipaddress.ip_network("10.244.0.0/16") for ip in ips)
     assert "10.244.0.1" not in ips and ips[0] == "10.244.0.2" and ips[250] == "10.244.1.2"  # .1: the gateway
-    assert not set(ips) & {emulation._ip(40, k) for k in range(10_000)}
+    assert not set(ips) & {control_plane._ip(40, k) for k in range(10_000)}
     with pytest.raises(ValueError, match="10.244.0.0/16"):
-        emulation._ip(255, 250)
+        control_plane._ip(255, 250)
 
 
 def test_two_workloads_get_distinct_addresses_and_dns() -> None:

@@ -1,6 +1,6 @@
 """The events a cluster records while a workload runs (`kubectl get events`): the Job controller's pod creations
 and verdicts, the kubelet's container starts, failed probes and stops, the JobSet controller's completion; each
-with upstream's reason, type and message (simulate/jaxinfra_sim/events.py cites them), in the JSON report and the
+with upstream's reason, type and message (simulate/jaxinfra_sim/core/events.py cites them), in the JSON report and the
 trace. Manifests in the style of the Kubernetes docs' Job and liveness-probe examples (busybox shell lines)."""
 
 from __future__ import annotations

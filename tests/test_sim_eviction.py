@@ -1,4 +1,4 @@
-"""The kubelet's local storage eviction (simulate/jaxinfra_sim/eviction.py): an emptyDir past its sizeLimit, a pod
+"""The kubelet's local storage eviction (simulate/jaxinfra_sim/kubelet/eviction.py): an emptyDir past its sizeLimit, a pod
 past its containers' ephemeral-storage limits (their writable layers, logs and emptyDirs), a container past its own
 limit: the pod is stopped and fails with reason Evicted and the kubelet's message, and its Job counts it as a failed
 pod. End to end with --run-command, as root and as uid 65534; the rules themselves on their own."""
@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from jaxinfra.yamlio import dump
-from jaxinfra_sim import eviction, model
+from jaxinfra_sim.core import model
+from jaxinfra_sim.kubelet import eviction
 from tests.support.cli import simulate_as
 
 pytestmark = pytest.mark.simulator

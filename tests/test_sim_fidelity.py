@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jaxinfra_sim import model
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.inputs import load_files
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import load_files
 from tests.support.admitted import stored
 from tests.support.cli import simulate_cli as simulate
 from tests.support.paths import MANIFESTS

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from jaxinfra.cli import _sources
-from jaxinfra_sim import engine
+from jaxinfra_sim.cluster import engine
 from tests.support.jobsets import indexed_job
 from tests.support.paths import MANIFESTS
 from tests.test_front_door import validate_cli
@@ -177,7 +177,7 @@ in its style."""
 
 
 def _memory_limits(docs: list[Any]) -> list[int | None]:
-    from jaxinfra_sim.emulation import emulate
+    from jaxinfra_sim.cluster.control_plane import emulate
 
     [workload] = emulate(docs).workloads
     return [p.memory_limit for p in workload.pods]

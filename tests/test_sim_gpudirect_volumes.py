@@ -26,10 +26,10 @@ import pytest
 
 from jaxinfra import simulate_flags, yamlio
 from jaxinfra.errors import SpecError
-from jaxinfra_sim import rootfs, runtime
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.inputs import load_files
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core.inputs import load_files
 from jaxinfra_sim.platform import gcsfuse, standins
+from jaxinfra_sim.runtime import rootfs, runc
 from tests.support import unprivileged
 from tests.support.cli import simulate_as, simulate_cli
 from tests.support.one_pod import one_pod_job
@@ -182,7 +182,7 @@ def test_host_path_maps_a_folder_of_yours(tmp_path: Path) -> None:
     assert (mine / "out").read_text() == "written\n", "the pod wrote into the folder the user mapped"
     assert any(f"is {mine} (--host-path), read-write" in n for n in report["notes"]), report["notes"]
     if os.getuid() == 0:
-        assert (mine / "out").stat().st_uid == runtime.id_base()  # the container's root's, not the machine's
+        assert (mine / "out").stat().st_uid == runc.id_base()  # the container's root's, not the machine's
         assert any(f"{mine} is written as that id" in n for n in report["notes"]), report["notes"]
 
 

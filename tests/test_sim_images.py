@@ -1,4 +1,4 @@
-"""Images as a cluster runs them (simulate/jaxinfra_sim/oci_image.py): an OCI image layout and a `docker save`
+"""Images as a cluster runs them (simulate/jaxinfra_sim/runtime/oci_image.py): an OCI image layout and a `docker save`
 archive given to `--image NAME=PATH` are the container's whole root under runc, their config applied as containerd
 applies it (Entrypoint and Cmd unless `command` and `args`, WorkingDir, Env under the pod's, User unless runAsUser);
 an unsafe layer is refused with one line, the machine unchanged. Images are built offline from Debian's
@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim import image_config, oci_image, parts
+from jaxinfra_sim.node import parts
+from jaxinfra_sim.runtime import image_config, oci_image
 from tests.support import images, unprivileged
 from tests.test_sim_sandbox import MODES, pods, seen, sim_argv, simulate
 
@@ -353,7 +354,7 @@ def test_a_tampered_blob_or_a_digest_naming_a_path_is_refused(tmp_path: Path) ->
 
 def test_without_umoci_the_fix_names_the_debian_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Exit 3 (the machine's limit), naming the package to install."""
-    from jaxinfra_sim.errors import Unavailable
+    from jaxinfra_sim.core.errors import Unavailable
 
     layout = tmp_path / "layout"
     images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))

@@ -1,5 +1,5 @@
 """Only a manifest's own env (jaxinfra's contract, for its CPU pools) sets JAX's host device count in a CPU pod under
-`--run-command` (simulate/jaxinfra_sim/container.py `process_env`): a stranger's program keeps its own choice
+`--run-command` (simulate/jaxinfra_sim/kubelet/container.py `process_env`): a stranger's program keeps its own choice
 (Kubeflow's spmd-mnist example forces `cpu_count()` devices through `XLA_FLAGS`). A TPU or GPU pod's chips are still
 stood in for by as many CPU devices, unless its program sets its own count."""
 

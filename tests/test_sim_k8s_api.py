@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from jaxinfra import CPU, Cluster, JaxJob, NodePool, manifests
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.inputs import load_files
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core.inputs import load_files
 from tests.support.cli import simulate_cli
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import problems_of

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.cluster.control_plane import emulate
 from tests.support.cli import simulate_cli
 from tests.support.problems import one_problem, problems_of
 

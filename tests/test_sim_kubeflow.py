@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 
 from jaxinfra import yamlio
-from jaxinfra_sim import inputs, kubelet, model
+from jaxinfra_sim.cluster.control_plane import emulate
 from jaxinfra_sim.controllers.jaxjob import jaxjob
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.inputs import load_files
+from jaxinfra_sim.core import inputs, model
+from jaxinfra_sim.core.inputs import load_files
+from jaxinfra_sim.kubelet import kuberuntime
 from tests.support.paths import MANIFESTS, ROOT
 from tests.support.problems import one_problem, problems_of
 from tests.test_simulate import only, simulate
@@ -94,7 +95,7 @@ def test_v1_pods_are_named_and_labelled_as_the_operator_creates_them() -> None:
         assert p.container_ports == (6666,)  # webhook default: jaxjob-port 6666
 
 
-BENEATH = ["HOSTNAME", *kubelet.service_env("10.244.0.1", 443)]
+BENEATH = ["HOSTNAME", *kuberuntime.service_env("10.244.0.1", 443)]
 """What the container runtime and the kubelet put in every container, beneath its own env."""
 
 

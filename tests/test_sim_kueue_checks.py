@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.kueue import provisioned
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.kueue.scheduler import provisioned
 from tests.support.paths import ROOT
 from tests.support.problems import problems_of
 from tests.test_sim_fidelity import queued

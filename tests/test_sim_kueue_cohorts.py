@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra_sim.cohorts import Cohorts, Node
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.inputs import Objects
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core.inputs import Objects
+from jaxinfra_sim.kueue.cohorts import Cohorts, Node
 from tests.support.problems import problems_of
 from tests.test_front_door import validate_cli
 

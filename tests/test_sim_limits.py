@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jaxinfra.yamlio import dump
-from jaxinfra_sim import capacity
+from jaxinfra_sim.node import capacity
 from tests.support.cli import simulate_as
 from tests.test_sim_sandbox import job  # an Indexed Job of one busybox pod running `sh -c script`
 

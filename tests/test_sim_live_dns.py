@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jaxinfra_sim import dns
-from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.network import dns
 
 pytestmark = pytest.mark.unit
 

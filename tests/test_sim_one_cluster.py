@@ -21,8 +21,8 @@ import yaml
 from jaxinfra.cli import _sources
 from jaxinfra.errors import ManifestError
 from jaxinfra.manifest_paths import expand
-from jaxinfra_sim import engine, sources
-from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.cluster import engine, sources
+from jaxinfra_sim.cluster.control_plane import emulate
 from tests.support.cli import simulate_cli
 from tests.support.paths import ROOT
 

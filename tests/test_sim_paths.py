@@ -24,8 +24,9 @@ from hypothesis import strategies as st
 
 from jaxinfra import yamlio
 from jaxinfra.errors import JaxinfraError
-from jaxinfra_sim import container, model, paths
-from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core import model, paths
+from jaxinfra_sim.kubelet import container
 from tests.support import unprivileged
 from tests.support.cli import simulate_as
 from tests.support.one_pod import one_pod_job

@@ -25,8 +25,8 @@ import pytest
 
 pytest.importorskip("jax")
 
-from jaxinfra_sim.collectives import GROUP_LIMIT, collective_cases, group_sizes  # noqa: E402
-from jaxinfra_sim.probe import CHECKS, ProbeSpec, init_kwargs  # noqa: E402
+from jaxinfra_sim.jax.collectives import GROUP_LIMIT, collective_cases, group_sizes  # noqa: E402
+from jaxinfra_sim.jax.probe import CHECKS, ProbeSpec, init_kwargs  # noqa: E402
 from tests.support.paths import ROOT  # noqa: E402
 
 pytestmark = pytest.mark.simulator
@@ -38,7 +38,7 @@ CONTRACT_PREFIXES = ("JAX_", "COORDINATOR_", "NUM_PROCESSES", "PROCESS_ID", "TPU
 # Runs run_probe in-process with a recording `report`, as the runner does after forking.
 RUN_PROBE = """
 import json, sys
-from jaxinfra_sim.probe import ProbeSpec, configure, run_probe
+from jaxinfra_sim.jax.probe import ProbeSpec, configure, run_probe
 configure(1)
 phases = []
 result = run_probe(ProbeSpec(expected_rank=int(sys.argv[1]), num_processes=2, devices_per_process=1,
@@ -112,13 +112,13 @@ def run_group(commands: list[list[str]], envs: list[Mapping[str, str]]) -> list[
 def probe_group(
     n: int, devices: int, groups: int, hosts: int, expected: Callable[[int], int] = lambda rank: rank
 ) -> list[Worker]:
-    """n fresh `python -m jaxinfra_sim.probe` interpreters joined by the JAX_* contract."""
+    """n fresh `python -m jaxinfra_sim.jax.probe` interpreters joined by the JAX_* contract."""
     env = jax_contract(free_port(), n)
     commands = [
         [
             sys.executable,
             "-m",
-            "jaxinfra_sim.probe",
+            "jaxinfra_sim.jax.probe",
             "--expected-rank",
             str(expected(rank)),
             "--num-processes",
@@ -229,7 +229,7 @@ def test_a_process_whose_program_differs_compiles_its_own() -> None:
     port = free_port()
     script = RUN_PROBE.replace(
         "configure(1)",
-        "configure(1)\nimport jaxinfra_sim.probe as p\n"
+        "configure(1)\nimport jaxinfra_sim.jax.probe as p\n"
         "if sys.argv[1] == '1': p._fingerprint = lambda mesh, args: b'other'",
     )
     workers = run_group(

@@ -1,4 +1,4 @@
-"""The OOM scores a simulation's processes get (`jaxinfra_sim.qos`), as root and as uid 65534: each container its
+"""The OOM scores a simulation's processes get (`jaxinfra_sim.kubelet.qos`), as root and as uid 65534: each container its
 pod's QoS class's, the simulator the kubelet's where it may lower its own."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from jaxinfra.yamlio import dump
-from jaxinfra_sim import qos
+from jaxinfra_sim.kubelet import qos
 from tests.support.cli import simulate_as
 from tests.test_sim_sandbox import job  # an Indexed Job of one busybox pod running `sh -c script`
 

@@ -1,4 +1,4 @@
-"""Kueue's ClusterQueue quota among workloads that run side by side (`jaxinfra_sim.quotas`): what one admitted workload
+"""Kueue's ClusterQueue quota among workloads that run side by side (`jaxinfra_sim.kueue.quotas`): what one admitted workload
 uses is not there for the next until it ends; a ClusterQueue's queueingStrategy decides whether one that fits may go
 past one ahead of it that does not (BestEffortFIFO) or not (StrictFIFO); a higher WorkloadPriorityClass goes first.
 Queues and Jobs in the style of Kueue's docs ("Run a Kubernetes Job"), written here."""
@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra_sim.attempts import WorkloadResult
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.quotas import Quotas
+from jaxinfra_sim.cluster.attempts import WorkloadResult
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.kueue.quotas import Quotas
 from tests.test_sim_fidelity import kueue_queue
 
 pytestmark = pytest.mark.unit

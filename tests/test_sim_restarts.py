@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from jaxinfra.upstream import JOBSET_RJOB
-from jaxinfra_sim import model
+from jaxinfra_sim.cluster.engine import restart_decision
 from jaxinfra_sim.controllers import job_failure
 from jaxinfra_sim.controllers.job_failure import Failures
-from jaxinfra_sim.engine import restart_decision
-from jaxinfra_sim.podrun import ENDED_WITH_GROUP, Attempt, PodRun
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.podrun import ENDED_WITH_GROUP, Attempt, PodRun
 
 pytestmark = pytest.mark.unit
 

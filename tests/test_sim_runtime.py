@@ -1,4 +1,4 @@
-"""`--run-command` containers under runc (simulate/jaxinfra_sim/runtime.py, shim.py): each class of attack of the
+"""`--run-command` containers under runc (simulate/jaxinfra_sim/runtime/runc.py, shim.py): each class of attack of the
 container-boundary issue tried as root and as uid 65534, the machine checked unchanged afterwards.
 
 Manifests in the style of the Kubernetes docs' security-context examples (an Indexed Job of busybox, `restartPolicy:
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim import parts, runtime
-from jaxinfra_sim.errors import Unavailable
+from jaxinfra_sim.core.errors import Unavailable
+from jaxinfra_sim.node import parts
+from jaxinfra_sim.runtime import runc
 from tests.support import unprivileged
 from tests.test_sim_sandbox import MODES, ROOT_ONLY, job, pods, seen, simulate
 
@@ -56,7 +57,7 @@ def test_each_container_has_its_own_user_and_ipc_namespace(home: Path, as_root: 
     assert rc == 0, out
     assert got["IPC"] != os.readlink("/proc/self/ns/ipc") and got["SEGMENT"] == "0", got
     if as_root:
-        assert got["UIDMAP"] == f"0 {runtime.id_base()} {runtime.ID_COUNT}", got
+        assert got["UIDMAP"] == f"0 {runc.id_base()} {runc.ID_COUNT}", got
 
 
 @ROOT_ONLY
@@ -97,7 +98,7 @@ def test_a_setuid_file_left_in_a_users_folder_is_not_the_machines_root(home: Pat
     assert rc == 0 and got.get("COPIED") == "yes", out
     assert {"nosuid", "nodev"} <= set(got["OPTIONS"].split(",")), got  # and no setuid program works through it
     left = (folder / "sh").stat()
-    assert left.st_uid == runtime.id_base() and left.st_uid != 0, left
+    assert left.st_uid == runc.id_base() and left.st_uid != 0, left
 
 
 @MODES
@@ -161,13 +162,13 @@ def test_no_terminal_and_none_of_the_callers_descriptors(home: Path, tmp_path: P
 
 
 def test_a_machine_without_runc_is_told_which_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    runtime.binary.cache_clear()
+    runc.binary.cache_clear()
     monkeypatch.setattr(parts, "program", lambda name: None)  # (every program a part names is looked up there)
     try:
         with pytest.raises(Unavailable) as err:
-            runtime.binary()
+            runc.binary()
     finally:
-        runtime.binary.cache_clear()
+        runc.binary.cache_clear()
     assert "`runc` (--run-command runs each container under it)" in str(err.value)
     assert "apt-get install -y runc" in str(err.value) and err.value.status == 3
 

@@ -22,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from jaxinfra import yamlio
-from jaxinfra_sim import container, inputs
-from jaxinfra_sim.emulation import emulate
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core import inputs
+from jaxinfra_sim.kubelet import container
 from tests.support import images, unprivileged
 from tests.support.paths import MANIFESTS, ROOT
 from tests.test_sim_sandbox import MODES

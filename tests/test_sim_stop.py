@@ -162,7 +162,7 @@ def test_pod_failure_policy_matches_a_sigkill_as_exit_code_137(
 def test_a_run_command_program_keeps_the_kernels_timer_slack(home: Path) -> None:
     """Only the probe coarsens its timers (container.PROBE_TIMER_SLACK_NS): a program's own sleeps and timeouts fire
     when they would on a node."""
-    from jaxinfra_sim.container import PROBE_TIMER_SLACK_NS
+    from jaxinfra_sim.kubelet.container import PROBE_TIMER_SLACK_NS
 
     check = f'test "$(cat /proc/self/timerslack_ns)" -lt {PROBE_TIMER_SLACK_NS}'
     rc, report, out = simulate(home, job(["sh", "-c", check]))

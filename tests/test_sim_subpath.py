@@ -1,4 +1,4 @@
-"""The kubelet's own safe path handling for volumes (simulate/jaxinfra_sim/subpath.py): hostile manifests cannot leave
+"""The kubelet's own safe path handling for volumes (simulate/jaxinfra_sim/runtime/subpath.py): hostile manifests cannot leave
 a volume through a symlink race (CVE-2017-1002101, CVE-2021-25741), and a projected file keeps its mode.
 
 First `subpath` itself: a path beneath a trusted folder opened by descriptor (openat2, and the walk of each element
@@ -32,9 +32,11 @@ import pytest
 
 from jaxinfra import yamlio
 from jaxinfra.yamlio import dump
-from jaxinfra_sim import container, model, paths, rootfs, sandbox, subpath
-from jaxinfra_sim.emulation import emulate
-from jaxinfra_sim.security import Security
+from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core import model, paths
+from jaxinfra_sim.core.security import Security
+from jaxinfra_sim.kubelet import container
+from jaxinfra_sim.runtime import rootfs, sandbox, subpath
 from tests.support import unprivileged
 from tests.support.cli import simulate_as
 from tests.support.one_pod import one_pod_job

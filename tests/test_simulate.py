@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from jaxinfra_sim.options import Options
+from jaxinfra_sim.core.options import Options
 from tests.support import unprivileged
 from tests.support.cli import simulate_cli as simulate
 from tests.support.paths import MANIFESTS, NO_RESTART, ROOT
@@ -179,7 +179,7 @@ BROKEN = {
 
 @pytest.mark.parametrize("case", list(BROKEN))
 def test_broken_manifests_are_caught_with_a_precise_reason(case: str) -> None:
-    from jaxinfra_sim.emulation import emulate
+    from jaxinfra_sim.cluster.control_plane import emulate
 
     backend, breaks, phrase = BROKEN[case]
     objs = _synthesized(backend)

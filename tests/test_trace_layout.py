@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from jaxinfra_sim import trace
-from jaxinfra_sim.options import Faults
-from jaxinfra_sim.podrun import Attempt, PodRun
+from jaxinfra_sim.core.options import Faults
+from jaxinfra_sim.core.podrun import Attempt, PodRun
+from jaxinfra_sim.report import trace
 from tests.test_sim_restarts import pod
 
 pytestmark = pytest.mark.unit

@@ -1,5 +1,5 @@
 """Manifests as the API server stores them (defaulted, the webhooks' mutations), which `emulate` reads: what the CLI
-hands it after the front door (`jaxinfra_sim.sources.admitted`); a refused one stays as applied, for the emulation's
+hands it after the front door (`jaxinfra_sim.cluster.sources.admitted`); a refused one stays as applied, for the emulation's
 own problems."""
 
 from __future__ import annotations

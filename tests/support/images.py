@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from jaxinfra_sim import oci_image
+from jaxinfra_sim.runtime import oci_image
 
 BUSYBOX = Path("/bin/busybox")
 SPMD_MNIST = Path(__file__).parent / "spmd_mnist"

@@ -15,7 +15,7 @@ import pytest
 def memory_machine(name: str, size: int) -> Iterator[Any]:
     """A cgroup `name` of `size` bytes, removed afterwards; the test skips where this process cannot make one (not
     root, and no delegated cgroup v2 group) or the machine has no usable memory controller."""
-    from jaxinfra_sim import cgroupfs, cgroups
+    from jaxinfra_sim.node import cgroupfs, cgroups
 
     if os.geteuid() != 0:
         pytest.skip("making cgroups needs root here (or a delegated cgroup v2 group)")

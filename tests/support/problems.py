@@ -1,4 +1,4 @@
-"""The static problems of an emulated cluster (`jaxinfra_sim.model.Cluster`), for precise assertions."""
+"""The static problems of an emulated cluster (`jaxinfra_sim.core.model.Cluster`), for precise assertions."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from jaxinfra_sim.controllers.jaxjob import jaxjob
 from jaxinfra_sim.controllers.job import indexed_job
 from jaxinfra_sim.controllers.jobset import jobset
 from jaxinfra_sim.controllers.trainjob import trainjob
-from jaxinfra_sim.inputs import PASSIVE_KINDS, Objects, meta, oid, strings
+from jaxinfra_sim.core.inputs import PASSIVE_KINDS, Objects, meta, oid, strings
 
 __all__ = [
     "SUPPORTED",

@@ -9,8 +9,16 @@ from functools import cached_property
 from typing import Any
 
 from jaxinfra.errors import Problem
-from jaxinfra_sim import model
-from jaxinfra_sim.inputs import INIT_TIMEOUT, JAX_INIT_TIMEOUT, Service, accelerator, jax_init_timeout, meta, to_int
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import (
+    INIT_TIMEOUT,
+    JAX_INIT_TIMEOUT,
+    Service,
+    accelerator,
+    jax_init_timeout,
+    meta,
+    to_int,
+)
 
 SUPPORTED = (
     "JobSet (jobset.x-k8s.io/v1alpha2), Indexed Job (batch/v1 with completionMode: Indexed), "

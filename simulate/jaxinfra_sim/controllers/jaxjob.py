@@ -37,10 +37,10 @@ from jaxinfra.upstream import (
     JAXJOB_ROLE_LABEL,
     OPERATOR_ENV,
 )
-from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import ChildJob, Draft, OperatorPods, reference
 from jaxinfra_sim.controllers.job_failure import JobFailure
-from jaxinfra_sim.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
 
 
 def _jaxjob_restart(policy: str, backoff_limit: Any) -> model.RestartPolicy:

@@ -20,9 +20,9 @@ from jaxinfra.upstream import (
     JOB_UID_LEGACY_LABEL,
     MIN_PARALLELISM_ANNOTATION,
 )
-from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, counts, reference, restart_policy
-from jaxinfra_sim.inputs import Objects, fake_uid, meta, namespace_of, oid, strings, to_int
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import Objects, fake_uid, meta, namespace_of, oid, strings, to_int
 
 
 def indexed_job(obj: Mapping[str, Any], objects: Objects) -> Draft | Problem:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jaxinfra.upstream import JOBSET_RJOB
-from jaxinfra_sim import model
+from jaxinfra_sim.core import model
 
 Failures = dict[tuple[str, int], dict[int, int]]
 """Pod failures so far, per child Job ((replicatedJob, job index); ("", 0) for a Job) and completion index."""

@@ -42,7 +42,6 @@ from jaxinfra.upstream import (
     JOBSET_RJOB,
     JOBSET_UID,
 )
-from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import (
     SUPPORTED,
     ChildJob,
@@ -53,7 +52,8 @@ from jaxinfra_sim.controllers.base import (
     reference,
     restart_policy,
 )
-from jaxinfra_sim.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
 
 
 def _jobset_stamp(

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from jaxinfra_sim import model
 from jaxinfra_sim.controllers import job_failure
 from jaxinfra_sim.controllers.job_failure import Failures
-from jaxinfra_sim.podrun import Attempt, Phase, PodRun
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.podrun import Attempt, Phase, PodRun
 
 JAX_ENV = frozenset({"JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES"})
 """Env that gives JAX processes a group: a pod with any of it is a JAX process (contract.py reads the same)."""

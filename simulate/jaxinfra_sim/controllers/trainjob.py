@@ -32,10 +32,10 @@ from jaxinfra.upstream import (
     TRAINER_NODE,
     TRAINER_PORT,
 )
-from jaxinfra_sim import model
 from jaxinfra_sim.controllers.base import Draft, api_error
 from jaxinfra_sim.controllers.jobset import jobset
-from jaxinfra_sim.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
 
 _UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
 _JOBSET_WEBHOOK = "vjobset.kb.io"

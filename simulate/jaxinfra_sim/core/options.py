@@ -1,0 +1,79 @@
+"""What a simulation was asked for: faults to inject, timeouts, the images' code, volumes kept
+across simulations, the hostPaths mapped to this machine's folders, and the image's Python (`Options`,
+read by the engine, the runner and the report); and the whole request from the command line to the
+simulator (`Request`: the inputs, those options, the reports to write)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from jaxinfra_sim.core import model
+
+if TYPE_CHECKING:
+    from jaxinfra_sim.cluster.sources import Source
+    from jaxinfra_sim.runtime.oci_image import Image
+
+
+@dataclass(frozen=True)
+class Faults:
+    """Injected faults; a selector is a pod hostname/name or a global rank."""
+
+    kill: Mapping[str, float] = field(default_factory=dict)  # SIGKILL this long after the pod starts
+    fail: frozenset[str] = frozenset()  # the container exits 1 at start
+    hang: frozenset[str] = frozenset()  # the container stops making progress
+    delay: Mapping[str, float] = field(default_factory=dict)  # the pod starts this late
+    preempt: Mapping[str, float] = field(
+        default_factory=dict
+    )  # SIGTERM this long after it starts, SIGKILL after its grace
+    # Kueue's ProvisioningRequest AdmissionChecks, by name: provisioned this long after the workload is queued (None:
+    # never); a check not named is Ready at once
+    provision: Mapping[str, float | None] = field(default_factory=dict)
+
+    @staticmethod
+    def matches(selector: str, pod: model.Pod) -> bool:
+        return selector in (pod.hostname, pod.name, str(pod.global_index))
+
+    def lookup(self, table: Mapping[str, Any] | frozenset[str], pod: model.Pod) -> Any:
+        for selector in table:
+            if self.matches(selector, pod):
+                return table[selector] if isinstance(table, Mapping) else True
+        return None
+
+
+@dataclass(frozen=True)
+class Options:
+    run_command: bool = False  # run the container's own command instead of the probe
+    images: Mapping[str, Path | Image] = field(
+        default_factory=dict
+    )  # image (as in the manifest) -> the folder of its top layer, or the image itself (`oci_image.load`)
+    volumes: Mapping[str, Path] = field(
+        default_factory=dict
+    )  # claim or bucket name -> a folder that outlives the simulation
+    host_paths: Mapping[str, Path] = field(
+        default_factory=dict
+    )  # a hostPath's path, as the manifest writes it -> the folder (or file) of this machine it is (--host-path)
+    grace_cap: float = 3.0  # cap on terminationGracePeriodSeconds when a pod is stopped (speed; a cluster waits it out)
+    k8s_client: bool = True  # the pods' Python can import `kubernetes` (an image built with jax[k8s])
+    egress: bool = True  # pods reach beyond the simulation (through pasta or slirp4netns, where installed)
+    timeout: float = 300.0  # the whole simulation
+    init_timeout: float | None = None  # cap on every pod's JAX init timeout
+    heartbeat_timeout: int = 10
+    shutdown_timeout: int = 10
+    faults: Faults = field(default_factory=Faults)
+
+
+@dataclass(frozen=True)
+class Request:
+    """One `jaxinfra simulate`, as the command line hands it to the simulator (across the prefork's pipe too): the
+    inputs, each source its own cluster; how to run them; and what to write once the verdict is in."""
+
+    sources: Sequence[Source]
+    options: Options = field(default_factory=lambda: Options())
+    logs: bool = True  # the pods' output, live
+    json_report: Path | None = None
+    trace: Path | None = None
+    html: Path | None = None
+    notes: tuple[str, ...] = ()  # what the run cannot tell (a CPU shadow's limits), printed and reported

@@ -1,0 +1,556 @@
+"""The container: what a pod's process becomes after the fork, and what the simulator prepares for it
+before — its sandbox's description (`sandbox.Spec`: the folder its root filesystem is built in, its
+/etc/hosts, its ServiceAccount token volume, its volumes' sources with their kubelet ownership, its
+image folder and working directory, its securityContext) and its env with what stands in for its
+machine. After the fork it joins the simulation's cgroup and pod network, enters its sandbox, and
+runs the built-in probe or its own command, exec'd unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import gc
+import json
+import os
+import resource
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NoReturn
+
+from jaxinfra import descriptors, interrupts
+from jaxinfra_sim.core import model, paths
+from jaxinfra_sim.core.options import Faults, Options
+from jaxinfra_sim.core.security import Security
+from jaxinfra_sim.jax import k8s_detection
+from jaxinfra_sim.kubelet import image, qos, volumes
+from jaxinfra_sim.network import dns
+from jaxinfra_sim.node import capacity
+from jaxinfra_sim.platform import gke_tpu, standins
+from jaxinfra_sim.runtime import image_config, oci_image, rootfs, runc, sandbox, shim, subpath
+
+HOST_DEVICE_COUNT = "--xla_force_host_platform_device_count"
+"""XLA's flag for the number of host (CPU) devices, which a program may set in XLA_FLAGS itself."""
+PR_SET_TIMERSLACK = 29  # prctl(2)
+#: The probe's timer slack: how late the kernel may fire a timeout of the probe's threads to batch it with others.
+#: Each JAX process's gloo transport wakes every 10 ms to look at a flag (facebookincubator/gloo@2242f7d,
+#: gloo/transport/tcp/loop.cc, `Loop::run`'s epoll_wait timeout), about 100 wake-ups a second even when idle: 256
+#: pods spent about half of 2 cores on them. 50 ms instead of the default 50 us lets the kernel batch them: the probe's
+#: checks at 256 processes took 7 s instead of 12 (benchmarks/scale.py). The probe's own timeouts are seconds, and a
+#: socket that is ready still wakes its thread at once.
+PROBE_TIMER_SLACK_NS = 50_000_000
+
+
+@dataclass(frozen=True)
+class Credentials:
+    """What the ServiceAccount token volume holds for pods that mount one: the API server's CA and a token per
+    account."""
+
+    ca_pem: bytes
+    tokens: Mapping[tuple[str, str], str]  # (namespace, ServiceAccount) -> bearer token
+
+    def write(self, pod: model.Pod, folder: Path) -> Path:
+        """The volume's files (token, ca.crt, namespace), as the kubelet projects them."""
+        folder.mkdir(parents=True)
+        (folder / "token").write_text(self.tokens[(pod.namespace, pod.service_account)], encoding="utf-8")
+        (folder / "ca.crt").write_bytes(self.ca_pem)
+        (folder / "namespace").write_text(pod.namespace, encoding="utf-8")
+        return folder
+
+
+@dataclass(frozen=True)
+class Container:
+    """Everything a pod's process needs to become its container, prepared in the simulator before the fork."""
+
+    pod: model.Pod
+    env: dict[str, str]
+    spec: sandbox.Spec  # its sandbox: root filesystem, hosts file, token, volumes, identity
+    fail: bool = False  # --fail: exit 1 at start
+    hang: bool = False  # --hang: stop making progress
+    own_command: bool = False  # run its own command (--run-command; every container but the probe's)
+    runtime: runc.Runtime | None = None  # the OCI runtime its own command runs under
+    name: str = ""  # its id for the runtime, unique in the simulation
+    shift: int = 0  # the machine's id of its uid 0 where the runtime shifts its ids (as root), else 0
+
+    @property
+    def cwd(self) -> Path:
+        """Its working directory, as the container sees it."""
+        return Path(self.spec.workdir)
+
+
+def prepare(
+    pod: model.Pod,
+    pod_dir: Path,
+    records: Mapping[str, str],
+    options: Options,
+    faults: Faults,
+    sitecustomize: Path | None,
+    credentials: Credentials | None,
+    storage: Callable[[model.Mount], Path],
+    sandbox_name: str = "sandbox",
+    own_command: bool = False,
+    oci: runc.Runtime | None = None,
+) -> Container:
+    """A (re)started container's files: a fresh sandbox folder `pod_dir/sandbox_name` (one per container of the pod;
+    an emptyDir, in `pod_dir`, is the pod's and outlives them), the hosts file with the cluster's DNS `records`, the
+    token volume, each volume's source; for a platform image the simulator stands in for, its image's top layer
+    (`platform.standins`) unless --image names one."""
+    folder = pod_dir / sandbox_name
+    given = options.images.get(pod.image)
+    unpacked = given if own_command and isinstance(given, oci_image.Image) else None  # the probe runs in our Python
+    if unpacked is not None:
+        pod = image_config.applied(pod, unpacked)
+        sitecustomize = None  # the image's Python, if it has one, is its own
+    # As root under the OCI runtime the container's ids are the machine's from runtime.id_base() on: what the kubelet
+    # makes as root is made as the container's root.
+    shift = runc.id_base() if oci is not None and own_command and os.geteuid() == 0 else 0
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    hosts = folder / "hosts"
+    hosts.write_text(dns.hosts_file(pod, records), encoding="utf-8")
+    token = credentials.write(pod, folder / "serviceaccount") if pod.token and credentials is not None else None
+    spec = sandbox.Spec(
+        dns.uts_hostname(pod),
+        folder,
+        hosts,
+        token,
+        _volumes(pod, pod_dir, folder, storage, shift),
+        given if isinstance(given, Path) else None if unpacked else standins.layer(pod.image, folder / "image"),
+        pod.working_dir or "/",
+        pod.security,
+        sitecustomize,
+        _views(pod),
+        unpacked.rootfs if unpacked is not None else None,
+    )
+    return Container(
+        pod,
+        process_env(pod, sitecustomize, options.k8s_client, probe=not own_command, unpacked=unpacked is not None),
+        spec,
+        bool(faults.lookup(faults.fail, pod)),
+        bool(faults.lookup(faults.hang, pod)),
+        own_command,
+        oci if own_command else None,
+        # Unique on this machine, not only in the simulation: as root runc names the container's cgroup after it,
+        # and where a v1 controller (cpuset) has no pod group above it that cgroup is at its hierarchy's root, where
+        # two simulations' containers of one name would share it (one's `runc delete` removing it under the other's
+        # `runc create`: "openat2 .../cpuset/pod-0-0-sandbox/cgroup.procs: no such file or directory").
+        "-".join((f"jaxinfra{os.getpid()}", *folder.parts[-3:])),
+        shift,
+    )
+
+
+def _volumes(
+    pod: model.Pod, pod_dir: Path, folder: Path, storage: Callable[[model.Mount], Path], shift: int = 0
+) -> list[tuple[subpath.Source, str, bool]]:
+    """Each mount's source: an emptyDir lives with the pod (kept across its container's restarts), a claim or a
+    bucket with the simulation (or in --volume's folder), a hostPath with its node (or in --host-path's folder), a
+    configMap/secret/downwardAPI volume's files are written afresh at each start, each with its mode (defaultMode,
+    items[].mode: 0644 unless set). Folders are named by `paths.safe_name`, and every path the manifest joins onto one
+    (a file's, a subPath, a hostPath's path) stays inside it (`paths.inside`, which raises `paths.UnsafePath`
+    otherwise), its symlinks evaluated once, here; from then on it is reached by descriptor only (`subpath`): what is
+    created beneath a volume is made without following a symlink, and the container's start binds each source from
+    a descriptor opened beneath its trusted folder (`subpath.Source`), so a container that swaps a folder for a
+    symlink meanwhile gets its start refused, never a folder of this machine. A hostPath of the node's kernel
+    filesystems is not among them (`_views`). `shift`: the machine's id of the container's 0 (its ids are shifted
+    under the OCI runtime as root), which owns what the kubelet makes as root (`_own`)."""
+    out = []
+    for m in pod.mounts:
+        what = f"{pod.workload} pod {pod.hostname} volume {m.volume}"
+        if m.kind == "hostPath" and volumes.kernel_view(m.key) is not None:
+            continue
+        if m.kind == "hostPath":
+            with _guarded(what, m.key):
+                source = _host_path(storage, m, what, shift)
+        else:
+            if m.kind == "emptyDir":
+                root = pod_dir / "volumes" / paths.safe_name(m.volume)
+            elif m.kind == "files":
+                root = folder / "volumes" / paths.safe_name(m.volume)
+            else:
+                root = storage(m)
+            made = not root.exists()  # a folder of the simulation's (a user's --volume DIR stays as it is)
+            root.mkdir(parents=True, exist_ok=True)
+            if made and shift:
+                os.chown(root, shift, shift)
+            source = subpath.Source(Path(os.path.realpath(root)), "", what)
+            if m.kind == "files":  # the kubelet's atomic writer: each file with its mode (fchmod, not the umask)
+                modes = dict(m.modes)
+                top = subpath.open_root(source.root)
+                try:
+                    for relative, content in m.files:
+                        paths.inside(source.root, relative, f"{what} file")
+                        with _guarded(f"{what} file", relative):
+                            data = content.encode("utf-8", "surrogateescape")
+                            mode = modes.get(relative, volumes.DEFAULT_MODE)
+                            subpath.write_file(top, relative, data, mode, shift or None)  # the kubelet's root's
+                finally:
+                    os.close(top)
+            _own(source.root, m, pod.security, shift)
+        if m.sub_path:  # the kubelet creates a missing subPath as a folder, with its volume's mode (SafeMakeDir)
+            inner = subpath.resolve(source.path, m.sub_path, f"{what} subPath")  # within the volume, links read once
+            with _guarded(f"{what} subPath", m.sub_path):
+                top = subpath.open_root(source.root)
+                try:
+                    volume = subpath.open_beneath(top, source.relative)
+                finally:
+                    os.close(top)
+                try:
+                    mode = stat.S_IMODE(os.fstat(volume).st_mode)
+                    os.close(subpath.make_dirs(volume, os.path.relpath(inner.path, source.path), mode, shift or None))
+                finally:
+                    os.close(volume)
+            source = subpath.Source(source.root, os.path.relpath(inner.path, source.root), inner.what)
+        out.append((source, m.path, m.read_only))
+    return out
+
+
+def _host_path(storage: Callable[[model.Mount], Path], mount: model.Mount, what: str, shift: int) -> subpath.Source:
+    """A hostPath's path on its node's own folder as the kubelet and containerd leave it before the mount
+    (`volumes.py` cites them): a missing one made, a file for the types whose path is not a folder (an empty file
+    stands in for a node's File, Socket or device), else a folder, each folder on the way 0755 — all beneath the
+    node's folder, never through a symlink (`subpath.make_dirs`). What exists is left as it is (a mapped folder,
+    what an earlier container left on the node), its type checked before anything started (mapped) or the
+    container's own doing; neither ownership nor mode is changed (the kubelet manages no hostPath). Its source: the
+    node's folder and the path beneath it (`storage` evaluated its symlinks once, within the node's folder), or the
+    folder (or file) --host-path names, the user's own."""
+    found = storage(mount)
+    node = storage(dataclasses.replace(mount, key=""))  # the node's folder itself: "" is never a --host-path
+    if found != node and not found.is_relative_to(node):  # --host-path: the user's folder, trusted as it is
+        return subpath.Source(found.parent, found.name, what)
+    source = subpath.Source(node, os.path.relpath(found, node), what)
+    if not node.exists():  # the node's own root folder, its root's (the container's, shifted)
+        node.mkdir(parents=True)
+        if shift:
+            os.chown(node, shift, shift)
+    top = subpath.open_root(node)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.close(subpath.open_beneath(top, source.relative))
+            return source
+        if mount.host_type in volumes.HOST_PATH_FILES:
+            with contextlib.suppress(FileExistsError):  # made meanwhile: left as it is
+                subpath.write_file(top, source.relative, b"", 0o644, shift or None)
+        else:  # made by the node's root: as root under the OCI runtime, the container's (`shift`)
+            os.close(subpath.make_dirs(top, source.relative, 0o755, shift or None))
+    finally:
+        os.close(top)
+    return source
+
+
+def _views(pod: model.Pod) -> tuple[tuple[str, str], ...]:
+    """(the container's own path, mount path) of each hostPath of the node's kernel filesystems (`/sys`, `/proc/sys`
+    and below, their subPath joined): shown read-only, as the container's own (`sandbox.start`)."""
+    out = []
+    for m in pod.mounts:
+        view = volumes.kernel_view(m.key) if m.kind == "hostPath" else None
+        if view is not None:
+            out.append((paths.normal(f"{view}/{m.sub_path}") if m.sub_path else view, m.path))
+    return tuple(out)
+
+
+def _own(source: Path, mount: model.Mount, security: Security, shift: int = 0) -> None:
+    """A volume's ownership as the kubelet leaves it: an emptyDir is world-writable (pkg/volume/emptydir: 0777);
+    with the pod's fsGroup, its files and a claim's or bucket's are that group's, group-writable and setgid on
+    folders, and a configMap/secret/downwardAPI volume's files that group's and group-readable whatever their mode
+    (pkg/volume/volume_linux.go SetVolumeOwnership, changeFilePermission: roMask 0440 for a read-only volume), else as
+    they are — a `--volume NAME=DIR` too, as the kubelet does to the disk it stands for. The walk goes by descriptors
+    (`subpath.give_tree`): a symlink is never followed, not even one a container swaps in while it runs, and an entry
+    gone meanwhile is skipped. Only root can give them away; unprivileged, the container's ids are the caller's, who
+    owns them already. With a `shift` the fsGroup is the machine's `shift` + fsGroup (the kubelet's own files and
+    folders are made as the container's root already: `_volumes`)."""
+    files = mount.kind == "files"
+    if (mount.read_only and not files) or mount.kind == "hostPath":
+        return
+    if mount.kind == "emptyDir":
+        source.chmod(0o777)
+    if security.fs_group is None or os.geteuid() != 0:
+        return
+    top = subpath.open_root(source)
+    try:
+        group = shift + security.fs_group
+        subpath.give_tree(top, group, 0o440 if files else 0o060, 0o2550 if files else 0o2070)
+    finally:
+        os.close(top)
+
+
+@contextlib.contextmanager
+def _guarded(what: str, relative: str) -> Iterator[None]:
+    """Around creating what a manifest path names: a symlink met on the way (a container swapped a folder for one
+    since its path was checked) or another OSError (a file in the way, a name too long) is its problem."""
+    try:
+        yield
+    except subpath.Unsafe as err:
+        raise paths.UnsafePath(
+            what,
+            relative,
+            f"{err.strerror}: it changed since the kubelet checked it, and the kubelet never follows a symlink there",
+            "leave no symlink on the way to a volume's path (a container that swaps one in: the kubelet refuses it)",
+        ) from None
+    except OSError as err:
+        raise paths.UnsafePath(
+            what,
+            relative,
+            f"the kubelet cannot create it: {err.strerror or err}",
+            "give each file its own path inside the volume",
+        ) from None
+
+
+def become(
+    c: Container,
+    isolation: str,
+    control: int,
+    status_w: int,
+    out_w: int,
+    err_w: int,
+    inherited: list[int],
+    options: Options,
+    workload: model.Workload,
+    handshake: sandbox.Handshake | None = None,
+    joins: Sequence[Callable[[], None]] = (),
+    subordinate: tuple[tuple[int, int], tuple[int, int]] | None = None,
+    adopt: Callable[[int], None] | None = None,
+    nproc: int | None = None,
+) -> NoReturn:
+    """In the forked pod process: join what the simulation shares (`joins`: its cgroup, its pod network), enter the
+    pod's sandbox, fork the container's PID 1 there (this process stays as its shim, serving `control`), become the
+    container. Never returns."""
+    code = 1
+    try:
+        for signum in interrupts.STOPS:  # the simulator's own handlers are not the container's
+            signal.signal(signum, signal.SIG_DFL)
+        os.setsid()  # a session of its own: the caller's terminal is not the container's
+        interrupts.release()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(out_w, 1)
+        os.dup2(err_w, 2)
+        pod, env = c.pod, c.env
+        for join in joins:
+            join()
+        # Other pods' pipes must not stay open here (their EOFs would never come), nor the runner's ends of this
+        # pod's own handshake (closed when the group ends before the runner answers, its EOF ends the wait below).
+        # Only those: libraries' own descriptors (gRPC's at-fork state, for one) must survive.
+        for fd in inherited:
+            os.close(fd)
+        for fd in descriptors.caller():  # the caller's own (a shell's `3>file`): never a container's
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if c.runtime is not None:
+            if handshake is not None:  # its ids are the runtime's to map
+                handshake.close()
+            _contained(c, c.runtime, control, status_w, subordinate, adopt, nproc)
+        cwd = sandbox.enter(isolation, c.spec, handshake)  # while this process has one thread
+        if nproc is not None:  # no pids group: counted in the pod's own user namespace, made just now (`runtime`)
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+        shim.fork_init(control)
+        qos.set_own(qos.reachable(pod.oom_score_adj))  # the container's, as the runtime sets it; its shim keeps ours
+        sandbox.start(isolation, c.spec, cwd)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # fresh objects: the parent's locks stay behind
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        os.environ.clear()
+        os.environ.update(env)
+        status = os.fdopen(status_w, "w", buffering=1)
+
+        def report(phase: str, data: Mapping[str, Any]) -> None:
+            status.write(json.dumps({"phase": phase, **data}) + "\n")
+
+        if c.fail:
+            print("jaxinfra simulate: injected failure (--fail)", file=sys.stderr)
+            os._exit(1)
+        if c.hang:
+            report("initializing", {})
+            while True:
+                time.sleep(3600)
+        if c.own_command:
+            argv = [*pod.command, *pod.args]
+            report("running", {})
+            os.execvpe(argv[0], argv, env)
+        # Inherited by every thread JAX starts from here (prctl(2)); a --run-command program keeps the default.
+        ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(PROBE_TIMER_SLACK_NS), 0, 0, 0)
+        from jaxinfra_sim.jax import probe
+
+        # What this process inherited is never garbage here: left to the collector, every full
+        # collection would walk it and copy each page it touches (copy-on-write), a third of the
+        # probe's compile time in a parent without many objects of its own.
+        gc.freeze()
+        if pod.wrapper is not None:  # the probe stands in for what the wrapper execs: the env it sets up first
+            env = _wrapped_env(pod, env)
+            os.environ.clear()
+            os.environ.update(env)
+        probe.configure(pod.devices)
+        image.shape(env)
+        report("initializing", {})
+        result = probe.run_probe(_probe_spec(pod, workload, env, options), report)
+        report("result", {"result": result})
+        code = 0 if result.get("ok") else 1
+    except BaseException as err:  # the container crashed: say why on its stderr, exit non-zero
+        try:
+            print(f"jaxinfra simulate: {type(err).__name__}: {err}", file=sys.stderr)
+        except BaseException:
+            pass
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _contained(
+    c: Container,
+    rt: runc.Runtime,
+    control: int,
+    status_w: int,
+    subordinate: tuple[tuple[int, int], tuple[int, int]] | None,
+    adopt: Callable[[int], None] | None,
+    nproc: int | None,
+) -> NoReturn:
+    """The container under the OCI runtime: its root built in a mount namespace of this process's (its volumes bound
+    by descriptor), its bundle written, then `runc create` and `start`; this process stays as its shim."""
+    # The simulator's objects this fork inherited must never close a descriptor: once their numbers are closed
+    # below and reused (for /dev/null, a runc pipe), a file object's finalizer run by the collector would close ours.
+    gc.disable()
+    keep = sorted({0, 1, 2, control, status_w})
+    for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
+        os.closerange(low + 1, high)  # nothing of the simulator's reaches the runtime or the container
+    sandbox.node_mounts(subordinate)
+    libc = ctypes.CDLL(None, use_errno=True)
+    owner = (c.shift, c.shift) if c.shift else None
+    idmap = rootfs.id_namespace(libc, c.shift, runc.ID_COUNT) if c.shift else None
+    cwd = sandbox.build(libc, c.spec, owner, runtime=True, idmap=idmap)
+    bundle = c.spec.scratch / "bundle"
+    bundle.mkdir()
+    argv = [*c.pod.command, *c.pod.args]
+    proc = runc.process(argv, c.env, cwd, c.pod.security, nproc, qos.reachable(c.pod.oom_score_adj))
+    spec, shifted = c.spec, bool(c.shift)
+    config = runc.config(proc, spec.scratch / "root", spec.hostname, c.pod.security, spec.views, shifted, c.name)
+    runc.write(bundle, "config.json", config)
+
+    def started() -> None:
+        os.write(status_w, (json.dumps({"phase": "running"}) + "\n").encode())
+
+    shim.run_container(rt, c.name, bundle, control, started, adopt)
+
+
+def _wrapped_env(pod: model.Pod, env: Mapping[str, str]) -> dict[str, str]:
+    """Run the pod's entrypoint wrapper with `env -0` as the program it execs: the environment the program would get."""
+    done = subprocess.run(
+        [pod.command[0], "-c", pod.wrapper or "", pod.command[3] if len(pod.command) > 3 else "sh", "env", "-0"],
+        env=dict(env),
+        capture_output=True,
+        check=True,
+        timeout=30,
+    )
+    return dict(item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
+
+
+def init_timeout(env: Mapping[str, str], options: Options) -> float:
+    """The seconds a pod's JAX waits for its group (capped by --init-timeout): JAX_INITIALIZATION_TIMEOUT as a program
+    following the env contract passes it (`inputs.jax_init_timeout`: `int()`, within jaxlib's C++ int), else JAX's
+    own default, 300 s (jax/_src/distributed.py): JAX reads no such variable itself. A value that program cannot pass
+    is the workload's problem before anything starts (`controllers.init_timeout_problems`); never an exception here,
+    which the runner's stuck check and the probe's spec both call."""
+    from jaxinfra_sim.core.inputs import INIT_TIMEOUT, JAX_INIT_TIMEOUT, jax_init_timeout
+
+    raw = env.get(INIT_TIMEOUT)
+    parsed = jax_init_timeout(raw) if raw else None
+    value = float(JAX_INIT_TIMEOUT if parsed is None else parsed)
+    return min(value, options.init_timeout) if options.init_timeout else value
+
+
+def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
+    """What the probe checks: the workload's group as the manifests define it; where JAX's Kubernetes detection finds
+    the rank (no env names it: `k8s_detection.k8s_detects`), the group K8sCluster forms, the pod's own Job's pods,
+    with its completion index as the rank (each child Job of a JobSet is a group of its own, as on a cluster)."""
+    from jaxinfra_sim.core.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT
+    from jaxinfra_sim.jax.probe import ProbeSpec
+
+    rank, processes, groups, hosts, rank_from = (
+        pod.global_index,
+        len(workload.pods),
+        workload.groups,
+        workload.hosts_per_group,
+        "",
+    )
+    if k8s_detection.k8s_detects(pod, env, options.k8s_client):
+        job = k8s_detection.k8s_job(pod)
+        processes = sum(1 for p in workload.pods if k8s_detection.k8s_job(p) == job)
+        rank, groups, hosts, rank_from = pod.completion_index, 1, processes, k8s_detection.K8S_DETECTED
+    return ProbeSpec(
+        expected_rank=rank,
+        num_processes=processes,
+        devices_per_process=pod.devices,
+        groups=groups,
+        hosts_per_group=hosts,
+        rank_from=rank_from,
+        init_timeout=int(init_timeout(env, options)),
+        heartbeat_timeout=capacity.dilated(options.heartbeat_timeout, len(workload.pods), JAX_HEARTBEAT_TIMEOUT),
+        shutdown_timeout=capacity.dilated(options.shutdown_timeout, len(workload.pods), JAX_SHUTDOWN_TIMEOUT),
+    )
+
+
+def process_env(
+    pod: model.Pod, sitecustomize: Path | None, k8s_client: bool = True, probe: bool = False, unpacked: bool = False
+) -> dict[str, str]:
+    """The pod's env plus what stands in for its machine and image: the CPU as its accelerator, its own IP,
+    whether its Python has the `kubernetes` package. `probe`: the built-in probe runs in it. JAX's CPU devices
+    stand in for a TPU or GPU pod's chips (`JAX_NUM_CPU_DEVICES`, `model.Pod.devices`), as `JAX_PLATFORMS` stands in
+    for its platform, unless its program sets its own count (`XLA_FLAGS`'s `--xla_force_host_platform_device_count`,
+    which that variable would override); a CPU pod's program gets only what its manifest sets (jaxinfra's contract
+    sets the variable for its CPU pools), so a stranger's own choice holds. The probe gets them always. `unpacked`:
+    its root is an image's (`oci_image`), whose env is in `pod.env` already: nothing of this machine's Python (PATH,
+    the sitecustomize's markers) goes in, and runc sets HOME from its /etc/passwd."""
+    env = dict(pod.env)
+    if not unpacked:
+        env.setdefault("PATH", f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+        # The runtime's HOME for a uid the image's /etc/passwd does not name: / (root's is /root).
+        env.setdefault("HOME", "/root" if pod.security.uid == 0 else "/")
+    env["JAX_PLATFORMS"] = "cpu"
+    own_count = HOST_DEVICE_COUNT in pod.env.get("XLA_FLAGS", "")
+    if probe or (pod.accelerator != "cpu" and not own_count):
+        env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
+    # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
+    # where the port is known from the env (a script may hard-code its own: then the wildcard).
+    if port := coordinator_port(pod):
+        env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{port}")
+    elif probe and "JAX_COORDINATOR_ADDRESS" not in env and k8s_detection.k8s_detects(pod, env, k8s_client):
+        # The coordinator JAX's Kubernetes detection names, port 55527 in every group: the pods of a simulation share
+        # one network namespace, where a second group's rank 0 could not bind the same wildcard port.
+        if address := k8s_detection.k8s_coordinator(pod, env):
+            env.setdefault("JAX_COORDINATOR_BIND_ADDRESS", f"{pod.ip}:{address.port}")
+    if unpacked:
+        return env
+    if pod.accelerator == "tpu":
+        env[gke_tpu.MARKER] = "1"
+    if not k8s_client:
+        env[image.WITHOUT_K8S_CLIENT] = "1"
+    if sitecustomize is not None and image.needs_hook(env):
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (rootfs.SITE, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def coordinator_port(pod: model.Pod) -> int | None:
+    """The port rank 0 will listen on, as far as the env says: JAX_COORDINATOR_ADDRESS, or JAX_COORDINATOR_PORT beside
+    a host-only one (a program that joins them: `jax_env.joined`), or the Training Operator v1's COORDINATOR_PORT
+    (next to COORDINATOR_ADDRESS), or JAX's TPU detection default (JAX_COORDINATOR_PORT, else 8482)."""
+    address = pod.env.get("JAX_COORDINATOR_ADDRESS", "")
+    if ":" in address:
+        port = address.rsplit(":", 1)[1]
+    elif address and "JAX_COORDINATOR_PORT" in pod.env:
+        port = pod.env["JAX_COORDINATOR_PORT"]
+    elif pod.env.get("COORDINATOR_ADDRESS") and "COORDINATOR_PORT" in pod.env:
+        port = pod.env["COORDINATOR_PORT"]
+    elif pod.accelerator == "tpu":
+        port = pod.env.get("JAX_COORDINATOR_PORT", "8482")
+    else:
+        return None
+    return int(port) if port.isdigit() else None
