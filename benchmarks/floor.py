@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "simulate"))
-from jaxinfra_sim.core.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT  # noqa: E402
 from jaxinfra_sim.core.options import Options  # noqa: E402
 from jaxinfra_sim.jax import probe
+from jaxinfra_sim.jax.timeouts import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT  # noqa: E402
 from jaxinfra_sim.kubelet.container import PR_SET_TIMERSLACK, PROBE_TIMER_SLACK_NS  # noqa: E402
 from jaxinfra_sim.node import capacity  # noqa: E402  (imports JAX: the warm parent)
 from jaxinfra_sim.runtime.shim import PR_SET_PDEATHSIG  # noqa: E402

@@ -539,7 +539,8 @@ def simulate(
     All the YAML given is one cluster (a Job and its ServiceAccount, a workload and its Kueue queues, a TrainJob and its
     runtime may be in different files); each stack is its own. The report names the file each object came from."""
     from jaxinfra import simulate_flags
-    from jaxinfra_sim.core.options import Options, Request
+    from jaxinfra_sim.cluster.sources import Request
+    from jaxinfra_sim.core.options import Options
 
     inputs = _start(inputs, {"--json": json_report, "--trace": trace, "--html": html}, command="simulate")
     paths, claims = simulate_flags.images(image, volume)

@@ -16,7 +16,7 @@ from jaxinfra.errors import INPUT_ERROR, CommandFailed, JaxinfraError
 
 if TYPE_CHECKING:
     from jaxinfra.prefork import Prefork
-    from jaxinfra_sim.core.options import Request
+    from jaxinfra_sim.cluster.sources import Request
 
 
 def status(call: Callable[[], Any]) -> int:

@@ -29,7 +29,7 @@ def hidden(argv: list[str], tmp: Path, *programs: str) -> subprocess.CompletedPr
     """`argv` run where the CNI plugins and `programs` are not installed: a private mount namespace (unshare -m) with
     an empty tmpfs over each CNI folder and /dev/null over each program."""
     steps = [f"mount -t tmpfs tmpfs {d}" for d in CNI_DIRS if os.path.isdir(d)]
-    steps += [f"mount --bind /dev/null {p}" for name in programs if (p := parts.program(name))]
+    steps += [f"mount --bind /dev/null {p}" for name in programs if (p := programs.find(name))]
     script = " && ".join([*steps, "exec " + shlex.join(argv)])
     return subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],

@@ -25,6 +25,7 @@ from jaxinfra.cli import _sources
 from jaxinfra.errors import Refused
 from jaxinfra.validate import validate_files
 from jaxinfra_sim.cluster import engine, sources
+from jaxinfra_sim.core.results import Report
 from tests.support.cli import simulate_cli
 from tests.support.paths import ROOT
 
@@ -39,7 +40,7 @@ def write(path: Path, docs: list[Any] | str) -> Path:
     return path
 
 
-def plan(*paths: Path) -> engine.Report:
+def plan(*paths: Path) -> Report:
     """What `jaxinfra simulate --run-command PATHS` finds before anything runs."""
     return engine._plan(_sources(list(paths), None), check_all=False)
 

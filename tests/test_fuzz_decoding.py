@@ -31,7 +31,7 @@ from jaxinfra.yamlio import decode, load
 from jaxinfra_sim.cluster import sources
 from jaxinfra_sim.cluster.control_plane import emulate
 from jaxinfra_sim.core.options import Options
-from jaxinfra_sim.kubelet.container import init_timeout
+from jaxinfra_sim.jax.timeouts import init_timeout
 from jaxinfra_sim.node import cgroups
 from tests.support.admitted import stored
 from tests.support.problems import problems_of

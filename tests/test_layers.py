@@ -210,7 +210,9 @@ def test_the_holder_imports_only_the_standard_library_and_its_own_modules(module
         for m in every_import(SIMULATE / "network" / f"{module}.py")
         if m not in own and m.partition(".")[0] not in sys.stdlib_module_names
     }
-    assert not outside, f"simulate/jaxinfra_sim/network/{module}.py imports {sorted(outside)}: the holder's program lacks them"
+    assert not outside, (
+        f"simulate/jaxinfra_sim/network/{module}.py imports {sorted(outside)}: the holder's program lacks them"
+    )
 
 
 def module_graph(folder: Path) -> dict[str, set[str]]:
@@ -260,7 +262,8 @@ def test_simulator_modules_import_one_another_one_way(folder: Path) -> None:
 def test_the_cycle_check_finds_one() -> None:
     assert cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
-    assert module_graph(SIMULATE)["html"] >= {"podrun", "trace"}
+    assert module_graph(SIMULATE / "report")["html"] == {"trace"}
+    assert module_graph(SIMULATE)["report"] >= {"cluster", "core"}
 
 
 # --- the whole graph: both distributions, every import, types too ---------------------------------------------------
@@ -376,3 +379,133 @@ def test_the_transitive_check_follows_lazy_imports() -> None:
     # ...while a package's lazy name (`jaxinfra.manifests` imports the plan when called) does not count for its modules
     assert "jaxinfra.plan" not in loads("jaxinfra.errors", {"jaxinfra": {"jaxinfra.plan"}}, eager={"jaxinfra": set()})
     assert imported(PACKAGE / "admission" / "__init__.py", types=False) >= {"jaxinfra.admission.schema"}
+
+
+# --- the simulator's house: subpackages in layers ---------------------------------------------------------------------
+
+#: The simulator's subpackages, bottom to top (docs/design.md, "The simulator's house"): each may import its own
+#: modules and those of the layers below it, never one above; the subpackages of one layer never import each other (a
+#: workload's controllers and Kueue act on the same objects, apart). The shared records sit at the bottom (`core`:
+#: the model, the inputs, the options, the pods' runs, the results), so nothing imports an orchestrator for a type.
+SIMULATOR_LAYERS: list[set[str]] = [
+    {"core"},  # errors, events, paths, programs, the records every layer shares, the results
+    {"runtime"},  # runc, the shim, the sandbox, the root filesystem, seccomp, images
+    {"apiserver"},  # the store's objects, RBAC, selectors, requests, HTTPS serving, admission of pods
+    {"network"},  # the pods' network: its holder, CNI, NetworkPolicy, kube-proxy, DNS
+    {"jax"},  # what JAX reads and does: its env, its Kubernetes detection, its timeouts, the probe, the checks
+    {"node"},  # this machine as a node: cgroups, capacity, the machine while pods run, its parts
+    {"controllers", "kueue"},  # the workload controllers; Kueue
+    {"platform"},  # what GKE adds to pods (TPU, Cloud Storage FUSE, its own containers)
+    {"kubelet"},  # pod workers, containers, volumes, the prober, eviction, QoS, pod status
+    {"cluster"},  # the simulation: the control plane over the manifests, workloads side by side, attempts
+    {"report"},  # what a person or a program reads: terminal, JSON, trace, HTML
+]
+LAYER_OF = {package: i for i, layer in enumerate(SIMULATOR_LAYERS) for package in layer}
+
+
+def subpackage(module: str) -> str | None:
+    """The simulator subpackage a dotted `jaxinfra_sim` module belongs to (None: a top-level module)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "jaxinfra_sim" and len(parts) > 1 and parts[1] in LAYER_OF else None
+
+
+def layer_violations(edges: dict[str, set[str]], starts: list[str] | None = None) -> list[str]:
+    """Every module of `edges` (or of `starts`) that loads, directly or through what it loads (lazy imports
+    included), a module of a subpackage in a layer above its own or beside it: `a -> b` lines."""
+    found = []
+    for start in starts if starts is not None else sorted(edges):
+        if (own := subpackage(start)) is None:
+            continue
+        for loaded in sorted(loads(start, edges, eager={})):
+            other = subpackage(loaded)
+            if other is not None and other != own and LAYER_OF[other] >= LAYER_OF[own]:
+                found.append(f"{start} -> {loaded}")
+    return found
+
+
+SIM_MODULES = sorted(m for m in MODULES_OF if m.startswith("jaxinfra_sim."))
+
+
+def test_every_subpackage_of_the_simulator_has_a_layer() -> None:
+    packages = {p.name for p in SIMULATE.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(LAYER_OF), f"subpackages without a layer: {sorted(packages - set(LAYER_OF))}"
+
+
+def test_the_simulators_subpackages_load_only_the_layers_below() -> None:
+    """At run time (`if TYPE_CHECKING:` types exempt), lazy imports included, and transitively."""
+    found = layer_violations(graph(types=False), SIM_MODULES)
+    assert not found, "a subpackage loads one above it or beside it:\n" + "\n".join(found)
+
+
+def test_the_layer_check_finds_an_upward_import() -> None:
+    """A lower subpackage importing a higher one fails, directly, lazily, through a third module, and between the
+    two subpackages of one layer; the other way round passes."""
+    edges = {
+        "jaxinfra_sim.core.model": {"jaxinfra_sim.cluster.engine"},
+        "jaxinfra_sim.cluster.engine": set(),
+        "jaxinfra_sim.runtime.runc": {"jaxinfra_sim.core.paths"},
+        "jaxinfra_sim.core.paths": {"jaxinfra_sim.core.errors"},
+        "jaxinfra_sim.core.errors": set(),
+        "jaxinfra_sim.network.netns": {"jaxinfra_sim.runtime.runc"},
+        "jaxinfra_sim.kueue.quotas": {"jaxinfra_sim.controllers.job"},
+        "jaxinfra_sim.controllers.job": set(),
+    }
+    found = layer_violations(edges)
+    assert {f.partition(" ")[0] for f in found} == {"jaxinfra_sim.core.model", "jaxinfra_sim.kueue.quotas"}, found
+    assert "jaxinfra_sim.core.model -> jaxinfra_sim.cluster.engine" in found
+    assert "jaxinfra_sim.kueue.quotas -> jaxinfra_sim.controllers.job" in found
+    edges["jaxinfra_sim.core.errors"] = {"jaxinfra_sim.kubelet.container"}  # runc -> paths -> errors -> kubelet
+    assert "jaxinfra_sim.runtime.runc -> jaxinfra_sim.kubelet.container" in layer_violations(edges)
+    assert "jaxinfra_sim.network.netns -> jaxinfra_sim.kubelet.container" in layer_violations(edges)
+    sample = SIMULATE / "core" / "_layers_sample.py"
+    try:  # read from the source as the real modules are: a lazy import counts, a type-only one does not
+        sample.write_text(
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from jaxinfra_sim.report import html\n"
+            "def f():\n    from jaxinfra_sim.cluster import engine\n",
+            encoding="utf-8",
+        )
+        assert imported(sample, types=False) == {"jaxinfra_sim.cluster.engine"}
+    finally:
+        sample.unlink()
+
+
+def longest_chain(edges: dict[str, set[str]]) -> list[str]:
+    """The longest path of modules through `edges` (a graph without cycles), each importing the next."""
+
+    @functools.cache
+    def longest(name: str) -> tuple[str, ...]:
+        return (name, *max((longest(after) for after in edges.get(name, ())), key=len, default=()))
+
+    return list(max((longest(name) for name in edges), key=len))
+
+
+MAX_CHAIN = 12
+"""The longest chain of run-time imports between the simulator's modules (issue #54: 20 before its house)."""
+
+
+def test_the_simulators_longest_import_chain_is_short() -> None:
+    edges = {m: {n for n in graph(types=False)[m] if n.startswith("jaxinfra_sim.")} for m in SIM_MODULES}
+    chain = longest_chain(edges)
+    assert len(chain) <= MAX_CHAIN, f"{len(chain)} modules: {' -> '.join(chain)}"
+    assert longest_chain({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == ["a", "b", "c"]
+
+
+def test_the_simulators_house_has_few_loose_modules_and_no_long_one() -> None:
+    loose = sorted(p.name for p in SIMULATE.glob("*.py"))
+    assert len(loose) <= 6, f"top-level modules beside the subpackages: {loose}"
+    assert len(LAYER_OF) >= 8
+    long = {
+        str(p.relative_to(SIMULATE)): n for p in SIMULATE.rglob("*.py") if (n := len(p.read_text().splitlines())) > 600
+    }
+    assert not long, f"modules over 600 lines: {long}"
+
+
+@pytest.mark.parametrize("package", sorted(LAYER_OF))
+def test_each_subpackage_says_what_it_emulates(package: str) -> None:
+    """Its `__init__` is its docstring: what it emulates, citing the upstream it follows; no code, so importing one of
+    its modules loads nothing else of it (the controllers' registry excepted: the kinds they serve)."""
+    tree = ast.parse((SIMULATE / package / "__init__.py").read_text(encoding="utf-8"))
+    doc = ast.get_docstring(tree) or ""
+    assert len(doc.split()) >= 15, f"jaxinfra_sim/{package}/__init__.py: say what it emulates, at which version"
+    if package != "controllers":
+        assert len(tree.body) == 1, f"jaxinfra_sim/{package}/__init__.py holds code; keep it a docstring"

@@ -214,7 +214,7 @@ def ran(calls: list[list[str]], code: int = 0, said: bytes = b""):  # noqa: ANN2
 def test_install_runs_the_package_manager_quietly_through_sudo_without_asking(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
     survey = parts.survey(machine(KERNEL, UBUNTU, root=False), parts.uses(False, True, root=False))
-    monkeypatch.setattr(parts, "program", {"sudo": "/usr/bin/sudo"}.get)
+    monkeypatch.setattr(parts, "find", {"sudo": "/usr/bin/sudo"}.get)
     assert parts.install(survey, ran(calls)) == ["containernetworking-plugins", "iproute2", "nftables", "slirp4netns"]
     quiet = ["env", "DEBIAN_FRONTEND=noninteractive", "apt-get", "-qq"]
     assert [c[c.index("env") :] for c in calls] == [
@@ -227,7 +227,7 @@ def test_install_runs_the_package_manager_quietly_through_sudo_without_asking(mo
 def test_install_by_a_user_without_sudo_says_to_run_it_as_root(monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[list[str]] = []
     survey = parts.survey(machine(KERNEL, UBUNTU, root=False), parts.uses(False, True, root=False))
-    monkeypatch.setattr(parts, "program", lambda name: None)
+    monkeypatch.setattr(parts, "find", lambda name: None)
     with pytest.raises(parts.Unavailable, match="needs root, and sudo is not installed") as caught:
         parts.install(survey, ran(calls))
     assert str(caught.value).endswith(

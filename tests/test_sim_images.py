@@ -353,15 +353,22 @@ def test_a_tampered_blob_or_a_digest_naming_a_path_is_refused(tmp_path: Path) ->
 
 
 def test_without_umoci_the_fix_names_the_debian_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Exit 3 (the machine's limit), naming the package to install."""
+    """Exit 3 (the machine's limit), naming the package to install: the parts check before any image is unpacked
+    (`load_images`); the unpacker itself, called without that check, still says what is missing (exit 3)."""
+    from jaxinfra.simulate_flags import load_images
+    from jaxinfra_sim.core import programs
     from jaxinfra_sim.core.errors import Unavailable
 
     layout = tmp_path / "layout"
     images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
-    monkeypatch.setattr(parts, "program", lambda name: None)  # (every program a part names is looked up there)
+    monkeypatch.setattr(parts, "find", lambda name: None)  # (every program a part names is looked up there)
     with pytest.raises(Unavailable, match=r"`umoci` \(--image unpacks OCI image layouts with it\)") as raised:
-        oci_image.load(NAME, layout, tmp_path / "c")
+        load_images({NAME: layout}, run_command=False, egress=False)
     assert raised.value.status == 3 and "apt-get install -y umoci" in str(raised.value)
+    monkeypatch.setattr(programs, "find", lambda name: None)
+    with pytest.raises(Unavailable, match="`umoci` is not installed") as raised:
+        oci_image.load(NAME, layout, tmp_path / "c")
+    assert raised.value.status == 3
 
 
 def test_unprivileged_without_subordinate_ids_an_images_user_is_exit_3(home: Path) -> None:

@@ -23,6 +23,7 @@ from jaxinfra.errors import ManifestError
 from jaxinfra.manifest_paths import expand
 from jaxinfra_sim.cluster import engine, sources
 from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core.results import Report
 from tests.support.cli import simulate_cli
 from tests.support.paths import ROOT
 
@@ -39,7 +40,7 @@ def write(path: Path, text: str) -> Path:
     return path
 
 
-def plan(*paths: Path, check_all: bool = False) -> engine.Report:
+def plan(*paths: Path, check_all: bool = False) -> Report:
     """What `jaxinfra simulate PATHS` finds before anything runs (--run-command unless `check_all`)."""
     return engine._plan(_sources(list(paths), None), check_all=check_all)
 

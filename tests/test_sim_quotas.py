@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra_sim.cluster.attempts import WorkloadResult
 from jaxinfra_sim.cluster.control_plane import emulate
+from jaxinfra_sim.core.results import WorkloadResult
 from jaxinfra_sim.kueue.quotas import Quotas
 from tests.test_sim_fidelity import kueue_queue
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from jaxinfra.upstream import JOBSET_RJOB
-from jaxinfra_sim.cluster.engine import restart_decision
+from jaxinfra_sim.cluster.attempts import restart_decision
 from jaxinfra_sim.controllers import job_failure
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.core import model

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from jaxinfra_sim.core import programs
 from jaxinfra_sim.core.errors import Unavailable
 from jaxinfra_sim.node import parts
 from jaxinfra_sim.runtime import runc
@@ -162,15 +163,21 @@ def test_no_terminal_and_none_of_the_callers_descriptors(home: Path, tmp_path: P
 
 
 def test_a_machine_without_runc_is_told_which_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The parts check (`parts.located`, as before every --run-command run) names the package; the runtime itself,
+    asked without that check, still says what is missing (exit 3)."""
+    monkeypatch.setattr(parts, "find", lambda name: None)  # (every program a part names is looked up there)
+    with pytest.raises(Unavailable) as err:
+        parts.located("runc")
+    assert "`runc` (--run-command runs each container under it)" in str(err.value)
+    assert "apt-get install -y runc" in str(err.value) and err.value.status == 3
     runc.binary.cache_clear()
-    monkeypatch.setattr(parts, "program", lambda name: None)  # (every program a part names is looked up there)
+    monkeypatch.setattr(programs, "find", lambda name: None)
     try:
-        with pytest.raises(Unavailable) as err:
+        with pytest.raises(Unavailable, match="`runc` is not installed") as err:
             runc.binary()
     finally:
         runc.binary.cache_clear()
-    assert "`runc` (--run-command runs each container under it)" in str(err.value)
-    assert "apt-get install -y runc" in str(err.value) and err.value.status == 3
+    assert err.value.status == 3
 
 
 @ROOT_ONLY

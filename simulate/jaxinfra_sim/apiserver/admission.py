@@ -25,7 +25,7 @@ from jaxinfra.admission import admit_created, plugins
 from jaxinfra.admission.plugins.limitranger import limit_ranges
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.errors import Problem
-from jaxinfra_sim.controllers.base import api_error
+from jaxinfra_sim.apiserver.api_errors import api_error
 from jaxinfra_sim.core.inputs import Objects
 
 DEFAULT_SERVICE_ACCOUNT = "default"

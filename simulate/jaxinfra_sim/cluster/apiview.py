@@ -15,8 +15,8 @@ from collections.abc import Mapping, Sequence
 
 from jaxinfra.quantity import canonical
 from jaxinfra.upstream import BATCH_API, JOB_UID_LABEL, JOBSET_KEY_PREFIX
-from jaxinfra_sim.controllers import ChildJob, Draft
 from jaxinfra_sim.controllers import job as job_controller
+from jaxinfra_sim.controllers.base import ChildJob, Draft
 from jaxinfra_sim.core import model
 from jaxinfra_sim.core.inputs import Service, fake_uid, meta, namespace_of
 

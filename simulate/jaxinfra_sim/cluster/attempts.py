@@ -9,11 +9,8 @@ import functools
 import itertools
 import time
 from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
-from jaxinfra.errors import Problem
 from jaxinfra.upstream import JAXJOB_NAME_LABEL, JOBSET_NAME_LABEL
 from jaxinfra_sim.cluster.control_plane import emulate
 from jaxinfra_sim.cluster.shared import IP_BLOCKS, Simulation
@@ -22,6 +19,7 @@ from jaxinfra_sim.controllers.jaxjob import failed_condition
 from jaxinfra_sim.controllers.job_failure import Failures, JobFailure
 from jaxinfra_sim.core import events, model, paths
 from jaxinfra_sim.core.podrun import ENDED_WITH_GROUP, Attempt, Phase, PodRun, first_failure
+from jaxinfra_sim.core.results import Verdict, WorkloadResult
 from jaxinfra_sim.core.steps import Stop, Wait
 from jaxinfra_sim.kubelet.pod_workers import Runner
 from jaxinfra_sim.kueue import scheduler
@@ -35,97 +33,11 @@ MIN_ATTEMPT_INTERVAL_S = 0.25
 """Back-off is not waited, so this bounds a fast loop: at most four attempts a second of wall time."""
 
 
-class Verdict(StrEnum):
-    """A workload's verdict: `pending` until it is decided; `not finished` for one still running (or about to
-    restart) at --timeout, or one that would wait (suspended): neither a success nor a failure its controller would
-    report. The simulation passes only when every workload `succeeded`: nothing else proved the job ends well."""
-
-    PENDING = "pending"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    NOT_FINISHED = "not finished"
-
-
 ON_A_CLUSTER = "on a cluster it would keep running (raise --timeout to see it end)"
 SUSPENDED = (
     "suspended, its controller creates no pod until it is resumed (set it to false, or label the workload "
     "kueue.x-k8s.io/queue-name for a LocalQueue whose ClusterQueue admits it); on a cluster it would wait"
 )
-
-
-@dataclass
-class WorkloadResult:
-    source: str  # the file (or stack) its workload object came from
-    workload: model.Workload
-    attempts: list[Attempt] = field(default_factory=list)
-    verdict: Verdict = Verdict.PENDING
-    reason: str | None = None
-    recreated: int = 0  # times its pods were recreated (new names and IPs); in-place restarts keep them
-    replacements: int = 0  # pods its Jobs created in place of failed ones while the others ran on
-    manifests: Sequence[Mapping[str, Any]] = field(default=(), repr=False, compare=False)  # its cluster's objects
-    held: scheduler.Provisioned | None = None  # what Kueue's ProvisioningRequest checks held it for, before it ran
-    waiting_for: str | None = None  # what it waited for before it started: room on this machine, Kueue's quota
-    waited: float = 0.0  # how long it waited for it, seconds
-
-    @property
-    def restarts(self) -> int:
-        """How often its controllers started pods again: whole attempts, and pods its Jobs replaced within one."""
-        return max(len(self.attempts) - 1, 0) + sum(len(a.replaced) for a in self.attempts)
-
-    @property
-    def waited_note(self) -> str | None:
-        """What it waited for before it started, and how long (None: it started at once)."""
-        if self.waiting_for is None:
-            return None
-        return f"waited {self.waited:.1f} s before it started, for {self.waiting_for}"
-
-    def as_dict(self) -> dict[str, Any]:
-        w = self.workload
-        return {
-            "source": self.source,
-            "id": w.id,
-            "kind": w.kind,
-            "namespace": w.namespace,
-            "name": w.name,
-            "pods": len(w.pods),
-            "verdict": self.verdict,
-            "reason": self.reason,
-            "restarts": self.restarts,
-            "problems": [problem_dict(p) for p in w.problems],
-            "notes": list(w.notes),
-            "waited": None if self.waiting_for is None else {"seconds": round(self.waited, 3), "for": self.waiting_for},
-            "held": None
-            if self.held is None
-            else {"seconds": self.held.seconds, "pending": self.held.pending, "note": self.held.note},
-            "attempts": [
-                {
-                    "index": a.index,
-                    "ok": a.ok,
-                    "reason": a.reason,
-                    "seconds": round(a.seconds, 3),
-                    "began": None if a.began is None else round(a.began, 3),
-                    "backoff_s": a.backoff,
-                    "then": a.restart.words if a.restart is not None else None,
-                    "memory_peak": a.memory_peak,
-                    "pods": [r.as_dict() for r in a.pods],
-                    "replaced": [r.as_dict() for r in a.replaced],
-                    "events": [e.as_dict() for e in sorted(a.events, key=lambda e: e.at)],
-                }
-                for a in self.attempts
-            ],
-        }
-
-
-def problem_dict(p: Problem) -> dict[str, Any]:
-    return {
-        "where": p.where,
-        "file": p.file,
-        "document": p.document,
-        "path": p.path,
-        "value": repr(p.value),
-        "message": p.message,
-        "fix": p.fix,
-    }
 
 
 def restart_decision(policy: model.RestartPolicy, attempts: list[Attempt], failures: Failures) -> str | None:

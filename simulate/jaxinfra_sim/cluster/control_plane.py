@@ -209,7 +209,7 @@ def _unserved(draft: controllers.Draft, unserved: Problem, objects: Objects) -> 
     """A workload whose controller is not emulated (a TrainJob on a non-JAX runtime), with no pod: the verdict a cluster
     gives before what it runs matters, else the simulator's refusal (`Draft.unserved`, exit 2). Kueue first: a
     workload it never admits stays suspended, its runtime never used (the same verdict as a served workload's); then
-    its own suspend field, outside Kueue (`engine.SUSPENDED`); else the refusal."""
+    its own suspend field, outside Kueue (`attempts.SUSPENDED`); else the refusal."""
     queued = scheduler.admit(draft.namespace, draft.labels, _podsets(draft), objects, _topology_requests(draft))
     problems: tuple[Problem, ...] = ()
     if queued is not None and not queued.admitted:

@@ -12,14 +12,11 @@ import secrets
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from jaxinfra.errors import Problem, Refused, Unserved
+from jaxinfra.errors import Problem
 from jaxinfra_sim import controllers
 from jaxinfra_sim.cluster import workloads
-from jaxinfra_sim.cluster.attempts import SUSPENDED, Verdict, WorkloadResult, problem_dict, restart_decision
 from jaxinfra_sim.cluster.control_plane import API_PORT, DEFAULT_API_HOST, emulate
 from jaxinfra_sim.cluster.shared import Simulation
 from jaxinfra_sim.cluster.sources import Source
@@ -27,6 +24,7 @@ from jaxinfra_sim.core import model
 from jaxinfra_sim.core.errors import MachineLimit, Unavailable
 from jaxinfra_sim.core.options import Options
 from jaxinfra_sim.core.podrun import Listener
+from jaxinfra_sim.core.results import Report, Verdict, WorkloadResult
 from jaxinfra_sim.kubelet import eviction, volumes
 from jaxinfra_sim.kubelet.container import Credentials
 from jaxinfra_sim.network import kubeproxy, netpol
@@ -34,59 +32,6 @@ from jaxinfra_sim.node import capacity, parts
 from jaxinfra_sim.node.node import Node
 from jaxinfra_sim.platform import standins
 from jaxinfra_sim.runtime import rootfs, runc, sandbox
-
-__all__ = ["SUSPENDED", "Report", "Verdict", "WorkloadResult", "preload", "restart_decision", "simulate"]
-
-
-@dataclass
-class Report:
-    results: list[WorkloadResult]
-    problems: tuple[Problem, ...] = ()
-    seconds: float = 0.0
-    api_log: list[str] = field(default_factory=list)  # the API server's request log, when the simulation had one
-    notes: list[str] = field(
-        default_factory=list
-    )  # what the run cannot tell (a CPU shadow's limits), objects applied twice
-    inputs: dict[str, list[str]] = field(
-        default_factory=dict
-    )  # per file (or stack), the objects the clusters hold from it
-    machine: str | None = None  # this machine gave out while a workload ran (its verdict ended the simulation)
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems and bool(self.results) and all(r.verdict == Verdict.SUCCEEDED for r in self.results)
-
-    @property
-    def refused(self) -> list[Problem]:
-        """What the API server refuses, among every problem: then nothing runs."""
-        return [
-            p
-            for p in (*self.problems, *(q for r in self.results for q in r.workload.problems))
-            if isinstance(p, Refused)
-        ]
-
-    @property
-    def unserved(self) -> list[Problem]:
-        """What the simulator does not serve (`errors.Unserved`: a kind it does not run), among every problem: then
-        nothing runs, and the command stops on its input."""
-        return [
-            p
-            for p in (*self.problems, *(q for r in self.results for q in r.workload.problems))
-            if isinstance(p, Unserved)
-        ]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ok": self.ok,
-            "seconds": round(self.seconds, 3),
-            "problems": [problem_dict(p) for p in self.problems],
-            "api_server": self.api_log,
-            "notes": self.notes,
-            "machine": self.machine,
-            "inputs": self.inputs,
-            "workloads": [r.as_dict() for r in self.results],
-        }
-
 
 Sources = Sequence[Source]
 """The clusters of one invocation (simulate/sources.py): all its YAML files one, each stack its own."""

@@ -13,14 +13,16 @@ exist already, so a second, different definition is a problem; an identical one 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from jaxinfra.admission.store import CLUSTER_SCOPED
 from jaxinfra.errors import Problem
 from jaxinfra_sim.controllers import WORKLOAD_KINDS
 from jaxinfra_sim.core.inputs import meta, namespace_of, oid
+from jaxinfra_sim.core.options import Options
 
 
 def name_of(obj: Mapping) -> str:
@@ -148,3 +150,17 @@ def admitted(name: str, requests: Iterable[Any]) -> Source:
         notes=source.notes + tuple(result.notes) + tuple(f"warning: {w}" for w in result.warnings),
         problems=tuple(result.problems) + source.problems,
     )
+
+
+@dataclass(frozen=True)
+class Request:
+    """One `jaxinfra simulate`, as the command line hands it to the simulator (across the prefork's pipe too): the
+    inputs, each source its own cluster; how to run them; and what to write once the verdict is in."""
+
+    sources: Sequence[Source]
+    options: Options = field(default_factory=lambda: Options())
+    logs: bool = True  # the pods' output, live
+    json_report: Path | None = None
+    trace: Path | None = None
+    html: Path | None = None
+    notes: tuple[str, ...] = ()  # what the run cannot tell (a CPU shadow's limits), printed and reported

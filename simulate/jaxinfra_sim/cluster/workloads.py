@@ -21,8 +21,9 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
-from jaxinfra_sim.cluster.attempts import Verdict, WorkloadResult, run_workload
+from jaxinfra_sim.cluster.attempts import run_workload
 from jaxinfra_sim.cluster.shared import Simulation
+from jaxinfra_sim.core.results import Verdict, WorkloadResult
 from jaxinfra_sim.core.steps import Stop, Wait
 from jaxinfra_sim.kueue.quotas import Quotas
 from jaxinfra_sim.node import capacity

@@ -42,11 +42,11 @@ from jaxinfra.upstream import (
     JOBSET_RJOB,
     JOBSET_UID,
 )
+from jaxinfra_sim.apiserver.api_errors import api_error
 from jaxinfra_sim.controllers.base import (
     SUPPORTED,
     ChildJob,
     Draft,
-    api_error,
     counts,
     positions,
     reference,

@@ -32,7 +32,8 @@ from jaxinfra.upstream import (
     TRAINER_NODE,
     TRAINER_PORT,
 )
-from jaxinfra_sim.controllers.base import Draft, api_error
+from jaxinfra_sim.apiserver.api_errors import api_error
+from jaxinfra_sim.controllers.base import Draft
 from jaxinfra_sim.controllers.jobset import jobset
 from jaxinfra_sim.core import model
 from jaxinfra_sim.core.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int

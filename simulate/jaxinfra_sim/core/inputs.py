@@ -258,28 +258,6 @@ def upstream_runtime() -> Mapping:
     return runtime
 
 
-INIT_TIMEOUT = "JAX_INITIALIZATION_TIMEOUT"
-JAX_INIT_TIMEOUT = 300
-"""jax.distributed.initialize's own default `initialization_timeout` (jax/_src/distributed.py, jax 0.10.2)."""
-JAX_HEARTBEAT_TIMEOUT = 100
-"""Its `heartbeat_timeout_seconds` default (the same file)."""
-JAX_SHUTDOWN_TIMEOUT = 300
-"""Its `shutdown_timeout_seconds` default (the same file)."""
-
-
-def jax_init_timeout(raw: str) -> int | None:
-    """The seconds a program following the env contract hands JAX for JAX_INITIALIZATION_TIMEOUT, or None where it
-    cannot. JAX itself reads no such variable (jax 0.10.2: only `initialization_timeout: int = 300`, an argument);
-    the contract's programs pass `int(os.environ["JAX_INITIALIZATION_TIMEOUT"])` (docs/env-contract.md), as the
-    built-in probe does, and jaxlib's `get_distributed_runtime_client(init_timeout=...)` takes a C++ int: Python's
-    int() refuses "abc" or "1.5" (ValueError), jaxlib 2**31 and past (TypeError, measured with jaxlib 0.10.2)."""
-    try:
-        value = int(raw)
-    except ValueError:
-        return None
-    return value if -(2**31) <= value < 2**31 else None
-
-
 def to_int(value: Any, default: int) -> int:
     try:
         return int(value) if value is not None else default

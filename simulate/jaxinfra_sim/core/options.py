@@ -5,7 +5,7 @@ simulator (`Request`: the inputs, those options, the reports to write)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Any
 from jaxinfra_sim.core import model
 
 if TYPE_CHECKING:
-    from jaxinfra_sim.cluster.sources import Source
     from jaxinfra_sim.runtime.oci_image import Image
 
 
@@ -63,17 +62,3 @@ class Options:
     heartbeat_timeout: int = 10
     shutdown_timeout: int = 10
     faults: Faults = field(default_factory=Faults)
-
-
-@dataclass(frozen=True)
-class Request:
-    """One `jaxinfra simulate`, as the command line hands it to the simulator (across the prefork's pipe too): the
-    inputs, each source its own cluster; how to run them; and what to write once the verdict is in."""
-
-    sources: Sequence[Source]
-    options: Options = field(default_factory=lambda: Options())
-    logs: bool = True  # the pods' output, live
-    json_report: Path | None = None
-    trace: Path | None = None
-    html: Path | None = None
-    notes: tuple[str, ...] = ()  # what the run cannot tell (a CPU shadow's limits), printed and reported

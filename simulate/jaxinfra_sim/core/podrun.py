@@ -3,6 +3,7 @@ the trace. The runner (`runner`) writes it; nothing here starts or stops a proce
 
 from __future__ import annotations
 
+import os
 import signal
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -14,11 +15,11 @@ from typing import TYPE_CHECKING, Any
 from jaxinfra_sim.core import events, model
 from jaxinfra_sim.core.events import Event
 from jaxinfra_sim.core.security import Security
-from jaxinfra_sim.node.cgroups import PodGroup
-from jaxinfra_sim.runtime import sandbox, shim
 
-if TYPE_CHECKING:  # a type only: the controllers read these records (`controllers.running`), not the reverse
+if TYPE_CHECKING:  # types only: the controllers read these records (`controllers.running`), the kubelet writes them
     from jaxinfra_sim.controllers.job_failure import JobFailure
+    from jaxinfra_sim.node.cgroups import PodGroup
+    from jaxinfra_sim.runtime import sandbox
 
 
 class Phase(StrEnum):
@@ -83,10 +84,14 @@ class Process:
         return self.pid is not None and not self.reaped
 
     def request(self, signum: int) -> None:
-        """Ask its shim to send `signum` to its container (`shim.request`); nothing once its shim is reaped."""
+        """Ask its shim to send `signum` to its container: one byte, the signal's number, on its control pipe (the
+        shim's side is `runtime.shim`); nothing once its shim is reaped or its pod is gone."""
         if self.control is not None:
             self.killed = self.killed or signum == signal.SIGKILL
-            shim.request(self.control, signum)
+            try:
+                os.write(self.control, bytes([signum]))
+            except BrokenPipeError:
+                pass
 
 
 @dataclass(kw_only=True, eq=False)

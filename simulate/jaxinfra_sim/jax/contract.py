@@ -33,6 +33,7 @@ from jaxinfra_sim.core import model
 from jaxinfra_sim.core.inputs import Objects, Service
 from jaxinfra_sim.jax.env import (
     BARE_INITIALIZE,
+    JAX_DEFAULT_TPU_PORT,
     Address,
     appended_hint,
     coordinator,
@@ -47,7 +48,6 @@ from jaxinfra_sim.jax.k8s_access import K8sAccess
 from jaxinfra_sim.jax.k8s_detection import K8S_DETECTED, K8S_DETECTOR, k8s_coordinator, k8s_job
 from jaxinfra_sim.network.dns import ClusterDns
 from jaxinfra_sim.network.resolution import Resolution, fqdn
-from jaxinfra_sim.platform.gke_tpu import JAX_DEFAULT_TPU_PORT
 
 
 class Checker:

@@ -14,7 +14,9 @@ from functools import lru_cache
 from jaxinfra.upstream import JOB_COMPLETION_INDEX, OPERATOR_ENV
 from jaxinfra_sim.core import model
 from jaxinfra_sim.core.inputs import to_int
-from jaxinfra_sim.platform.gke_tpu import JAX_DEFAULT_TPU_PORT
+
+JAX_DEFAULT_TPU_PORT = 8482
+"""JAX's TPU coordinator port (jax/_src/clusters/cloud_tpu_cluster.py, coordinator_port)."""
 
 
 @dataclass(frozen=True)

@@ -453,26 +453,12 @@ def _wrapped_env(pod: model.Pod, env: Mapping[str, str]) -> dict[str, str]:
     return dict(item.split("=", 1) for item in done.stdout.decode().split("\0") if "=" in item)
 
 
-def init_timeout(env: Mapping[str, str], options: Options) -> float:
-    """The seconds a pod's JAX waits for its group (capped by --init-timeout): JAX_INITIALIZATION_TIMEOUT as a program
-    following the env contract passes it (`inputs.jax_init_timeout`: `int()`, within jaxlib's C++ int), else JAX's
-    own default, 300 s (jax/_src/distributed.py): JAX reads no such variable itself. A value that program cannot pass
-    is the workload's problem before anything starts (`controllers.init_timeout_problems`); never an exception here,
-    which the runner's stuck check and the probe's spec both call."""
-    from jaxinfra_sim.core.inputs import INIT_TIMEOUT, JAX_INIT_TIMEOUT, jax_init_timeout
-
-    raw = env.get(INIT_TIMEOUT)
-    parsed = jax_init_timeout(raw) if raw else None
-    value = float(JAX_INIT_TIMEOUT if parsed is None else parsed)
-    return min(value, options.init_timeout) if options.init_timeout else value
-
-
 def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
     """What the probe checks: the workload's group as the manifests define it; where JAX's Kubernetes detection finds
     the rank (no env names it: `k8s_detection.k8s_detects`), the group K8sCluster forms, the pod's own Job's pods,
     with its completion index as the rank (each child Job of a JobSet is a group of its own, as on a cluster)."""
-    from jaxinfra_sim.core.inputs import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT
     from jaxinfra_sim.jax.probe import ProbeSpec
+    from jaxinfra_sim.jax.timeouts import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT, init_timeout
 
     rank, processes, groups, hosts, rank_from = (
         pod.global_index,

@@ -17,7 +17,7 @@ from typing import Any
 
 from jaxinfra.errors import Problem
 from jaxinfra_sim.apiserver.admission import service_account
-from jaxinfra_sim.controllers import ChildJob, Draft, Identity
+from jaxinfra_sim.controllers.base import ChildJob, Draft, Identity
 from jaxinfra_sim.core import model, security
 from jaxinfra_sim.core.inputs import Objects, fake_uid, quantity, str_value, to_int
 from jaxinfra_sim.kubelet import qos, volumes

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from jaxinfra_sim.core.options import Options
 from jaxinfra_sim.core.podrun import ENDED_WITH_GROUP, ContainerRun, Phase, PodRun, Process
+from jaxinfra_sim.jax.timeouts import init_timeout
 from jaxinfra_sim.kubelet import eviction
-from jaxinfra_sim.kubelet.container import init_timeout
 from jaxinfra_sim.node.machine import Machine
 from jaxinfra_sim.runtime import shim
 

@@ -21,8 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
-from jaxinfra_sim.cluster.attempts import WorkloadResult
 from jaxinfra_sim.core import model
+from jaxinfra_sim.core.results import WorkloadResult
 
 
 class Quotas:

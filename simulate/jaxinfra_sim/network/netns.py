@@ -94,7 +94,6 @@ from jaxinfra_sim.network.netns_setup import (
     load_libc,
 )
 from jaxinfra_sim.network.netns_workers import POD_REPLY_TIMEOUT_S
-from jaxinfra_sim.node import parts
 
 HOLDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "netns_holder.py")
 """The holder's program, run by path: a fresh interpreter with the standard library only."""
@@ -173,7 +172,6 @@ class Network:
         for name in strategies:
             if name not in STRATEGIES:
                 raise InvalidArgument(f"unknown strategy {name!r} (known: {', '.join(STRATEGIES)})")
-        parts.require(parts.Use.NETWORK)  # the CNI plugins, `ip` and `nft`, every one missing named at once
         launch = _PRESTARTED.pop(None, None) if strategy is None and egress and which is shutil.which else None
         if launch is None:
             launch = _Launch.spawn(strategies, egress, which, egress_timeout)

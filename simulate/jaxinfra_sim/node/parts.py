@@ -24,7 +24,6 @@ import os
 import platform
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping, Sequence
@@ -32,13 +31,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jaxinfra_sim.core.errors import Unavailable
+from jaxinfra_sim.core.programs import find
 from jaxinfra_sim.network.netns_egress import EGRESS_TOOLS
 from jaxinfra_sim.network.netns_workers import CNI_DIRS, CNI_PLUGINS, cni_dir
 from jaxinfra_sim.node import package_manager, runc_advisories
 
-SBIN = ("/usr/sbin", "/sbin", "/usr/bin", "/bin")
-"""Where a program is looked for beyond PATH: a user's PATH often lacks the sbin folders that runc, ip and nft are
-installed in."""
 VERSION_TIMEOUT_S = 5.0
 """How long a program may take to print its version (a Go binary starts in milliseconds; this is for a stuck one)."""
 
@@ -282,16 +279,11 @@ class Machine:
                     path = os.path.join(folder, part.programs[0])
                     found[part.name] = Found(folder, _version(part, path) if versions else "")
             else:
-                paths = [program(name) for name in part.programs]
+                paths = [find(name) for name in part.programs]
                 there = [p for p in paths if p is not None]
                 if (there and part.kind is Kind.ANY_PROGRAM) or (there and len(there) == len(paths)):
                     found[part.name] = _program(part, there[0], versions)
         return cls(sys.platform, os.geteuid() == 0, Distro.read(), found, why)
-
-
-def program(name: str) -> str | None:
-    """Where program `name` is: on PATH, else in one of the `SBIN` folders; None where it is not installed."""
-    return shutil.which(name) or next((p for p in (f"{d}/{name}" for d in SBIN) if os.access(p, os.X_OK)), None)
 
 
 def _program(part: Part, path: str, versions: bool) -> Found:
@@ -345,7 +337,7 @@ def _changelog_cves(path: str) -> set[str]:
         with gzip.open(f"/usr/share/doc/{name}/changelog.Debian.gz", "rt", errors="replace") as f:
             text = f.read(4 << 20)
     except OSError:
-        if rpm := program("rpm"):
+        if rpm := find("rpm"):
             text = _run([rpm, "-q", "--changelog", "-f", path])
     return set(re.findall(r"CVE-\d{4}-\d{4,}", text))
 
@@ -484,7 +476,7 @@ def require(used: Use, machine: Machine | None = None) -> Survey:
 def located(name: str) -> str:
     """Where the program `name` of a part is; `Unavailable` naming the part and the command that installs it, where
     it is not installed."""
-    if (path := program(name)) is not None:
+    if (path := find(name)) is not None:
         return path
     part = next(p for p in PARTS if name in p.programs)
     nothing = Machine(sys.platform, os.geteuid() == 0, Distro.read(), {})
@@ -506,7 +498,7 @@ def install(found: Survey, run: package_manager.Runner | None = None) -> list[st
         if (err := found.unavailable()) is not None:
             raise err
         return []
-    if not m.root and program("sudo") is None:
+    if not m.root and find("sudo") is None:
         raise Unavailable(
             f"installing {', '.join(packages)} needs root, and sudo is not installed",
             f"as root: {' && '.join(shlex.join(a) for a in package_manager.commands(m.family, True, packages))}",

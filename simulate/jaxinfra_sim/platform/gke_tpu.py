@@ -14,11 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jaxinfra.upstream import JOBSET_NAME_LABEL, JOBSET_REPLICAS, JOBSET_RJOB
-from jaxinfra_sim.controllers import ChildJob
+from jaxinfra_sim.controllers.base import ChildJob
 from jaxinfra_sim.core.inputs import to_int
-
-JAX_DEFAULT_TPU_PORT = 8482
-"""JAX's TPU coordinator port (jax/_src/clusters/cloud_tpu_cluster.py, coordinator_port)."""
 
 #: Set by the runner in the env of pods that request google.com/tpu.
 MARKER = "JAXINFRA_SIMULATED_TPU_VM"

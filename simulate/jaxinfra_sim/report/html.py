@@ -14,9 +14,9 @@ from html import escape
 
 from jaxinfra.topology import Layout, svg
 from jaxinfra.upstream import JOB_NAME_LABEL
-from jaxinfra_sim.cluster.engine import Report, WorkloadResult
 from jaxinfra_sim.core.options import Faults
 from jaxinfra_sim.core.podrun import Attempt, Logs
+from jaxinfra_sim.core.results import Report, WorkloadResult
 from jaxinfra_sim.report.trace import Lane, timeline
 
 PHASE_COLOUR = {

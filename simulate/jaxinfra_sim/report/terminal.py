@@ -14,10 +14,11 @@ from rich.table import Column, Table
 
 from jaxinfra import outputs
 from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, CommandFailed
-from jaxinfra_sim.cluster.engine import Report, Verdict, WorkloadResult, simulate
-from jaxinfra_sim.core.options import Request
+from jaxinfra_sim.cluster.engine import simulate
+from jaxinfra_sim.cluster.sources import Request
 from jaxinfra_sim.core.podrun import Attempt, Logs, Phase, PodRun
 from jaxinfra_sim.core.printable import printable
+from jaxinfra_sim.core.results import Report, Verdict, WorkloadResult
 
 STYLE = {
     "pending": "dim",

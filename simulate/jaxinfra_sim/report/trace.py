@@ -20,10 +20,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from jaxinfra_sim.cluster.engine import Report
 from jaxinfra_sim.core import events
 from jaxinfra_sim.core.options import Faults
 from jaxinfra_sim.core.podrun import Attempt, PodRun
+from jaxinfra_sim.core.results import Report
 
 #: Phases as the runner records them, in the order a pod goes through them; each lasts until the next.
 PHASES = ("created", "started", "initializing", "running")

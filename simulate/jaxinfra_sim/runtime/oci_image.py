@@ -41,8 +41,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
+from jaxinfra_sim.core import programs
 from jaxinfra_sim.core.errors import SimulatorError
-from jaxinfra_sim.node import parts
 from jaxinfra_sim.runtime.oci_layers import Links
 
 LAYOUT_MARKER = "oci-layout"
@@ -204,7 +204,7 @@ def _converted(name: str, source: Path, cache: Path) -> Path:
     target = cache / "archives" / _sha256(source)
     if (target / "index.json").is_file():
         return target
-    skopeo = parts.located("skopeo")
+    skopeo = programs.required("skopeo")
     target.parent.mkdir(exist_ok=True, mode=0o700)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         link = Path(tmp) / "source.tar"  # skopeo splits its reference at ':': a name of ours, never the user's
@@ -433,7 +433,7 @@ class _Layout:
             out = staging / "unpacked"
             out.mkdir()
             argv = [
-                parts.located("umoci"),
+                programs.required("umoci"),
                 "raw",
                 "unpack",
                 *(["--rootless"] if rootless else []),

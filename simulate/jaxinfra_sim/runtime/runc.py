@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jaxinfra_sim.core import programs
 from jaxinfra_sim.core.security import Security
-from jaxinfra_sim.node import parts
 from jaxinfra_sim.runtime import rootfs, seccomp
 
 ID_BASE = 1 << 30
@@ -79,8 +79,8 @@ def failure(log: Path) -> str:
 
 @functools.cache
 def binary() -> str:
-    """The runtime found on this machine (`parts`: runc); `Unavailable` (exit 3) naming the package otherwise."""
-    return parts.located("runc")
+    """The runtime found on this machine (runc); `Unavailable` (exit 3) otherwise."""
+    return programs.required("runc")
 
 
 def scratch_parent() -> str | None:

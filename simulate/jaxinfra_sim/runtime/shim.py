@@ -151,11 +151,3 @@ def unhandled(shim: int, signum: int) -> str | None:
         return None if caught else Path(f"/proc/{init}/comm").read_text().strip()
     except (OSError, ValueError, KeyError):
         return None
-
-
-def request(control: int, signum: int) -> None:
-    """The runner's side: ask a pod's shim to send `signum` to its container (nothing if the pod is gone)."""
-    try:
-        os.write(control, bytes([signum]))
-    except BrokenPipeError:
-        pass
