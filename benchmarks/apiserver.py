@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # the checkout: the tests are a package there
-from tests.test_apiserver import BINDING, JOB, NS, ROLE, SERVICE, TOKENS, kube, pod  # noqa: E402
+from tests.sim.apiserver.test_server import BINDING, JOB, NS, ROLE, SERVICE, TOKENS, kube, pod  # noqa: E402
 
 
 def ms(seconds: float) -> str:

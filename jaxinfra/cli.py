@@ -256,8 +256,8 @@ def _has_stacks(folder: Path) -> bool:
 
 def _explain_manifests(paths: list[Path]) -> str:
     """What would hold each workload of the manifests (one cluster, applied in order), as the simulator decides it
-    before any pod starts (`jaxinfra_sim.cluster.pending`, imported only here, as `simulate` imports the simulator). What the
-    API server refuses of the manifests themselves is an input problem (exit 2)."""
+    before any pod starts (`jaxinfra_sim.cluster.pending`, imported only here, as `simulate` imports the simulator).
+    What the API server refuses of the manifests themselves is an input problem (exit 2)."""
     from jaxinfra_sim.cluster.pending import lines, pending
 
     [source] = _sources(paths, None)
@@ -398,8 +398,8 @@ def _shadow_notes(sources: list[Any]) -> list[str]:
 
 
 def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
-    """The clusters of one invocation (`jaxinfra_sim.cluster.sources.Source`): each stack its own (synthesized in memory),
-    all the YAML files and folders (walked as `kubectl apply -f DIR -R` does) one more, read as they are."""
+    """The clusters of one invocation (`jaxinfra_sim.cluster.sources.Source`): each stack its own (synthesized in
+    memory), all the YAML files and folders (walked as `kubectl apply -f DIR -R` does) one more, read as they are."""
     from jaxinfra import manifest_paths, manifests, stack
     from jaxinfra.admission import Request, read
     from jaxinfra_sim.cluster import sources

@@ -31,9 +31,9 @@ from jaxinfra.plan import plan  # noqa: E402
 from jaxinfra.spec import CPU, Cluster, JaxJob, NodePool  # noqa: E402
 from jaxinfra.validate import validate_objects  # noqa: E402
 from jaxinfra.yamlio import dump, load  # noqa: E402
+from tests.sim.cluster.test_simulate import verdicts  # noqa: E402
 from tests.support.paths import ROOT, STACKS  # noqa: E402
 from tests.support.stacks import PAIR_IDS, PAIRS, load_stack, rendered  # noqa: E402
-from tests.test_simulate import verdicts  # noqa: E402
 
 CPU_DEV = ROOT / "stacks" / "cpu_dev.py"
 MULTISLICE = ROOT / "stacks" / "tpu_v5p_2x2x4_x2.py"  # its job is in namespace `ml`

@@ -280,7 +280,7 @@ cluster = Cluster(name="rehearse", node_pools=[NodePool("cpu", CPU(devices=2))],
 
 @pytest.mark.parametrize(
     "storage", ['GCSBucket("rehearse-ckpt")'], ids=["bucket"]
-)  # a claim: tests/test_sim_rehearsal.py
+)  # a claim: tests/sim/cluster/test_rehearsal.py
 def test_a_killed_host_resumes_from_the_checkpoint_on_the_rendered_storage(storage: str, tmp_path: Path) -> None:
     kept = tmp_path / "kept"
     volume = "train-checkpoints" if storage.startswith("PVC") else "rehearse-ckpt"

@@ -202,8 +202,8 @@ def every_import(path: Path) -> set[str]:
 @pytest.mark.parametrize("module", sorted(HOLDER_MODULES))
 def test_the_holder_imports_only_the_standard_library_and_its_own_modules(module: str) -> None:
     """The holder runs with the standard library only (no site-packages, no simulator): each of its modules imports
-    the standard library and the holder's other modules, each by its full name (`from jaxinfra_sim.network.netns_setup import`),
-    never the package itself nor any other of its modules."""
+    the standard library and the holder's other modules, each by its full name (`from jaxinfra_sim.network.netns_setup
+    import`), never the package itself nor any other of its modules."""
     own = {f"jaxinfra_sim.network.{m}" for m in HOLDER_MODULES}
     outside = {
         m

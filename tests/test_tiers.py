@@ -16,7 +16,7 @@ from tests.conftest import TIERS
 pytestmark = pytest.mark.unit
 
 HERE = Path(__file__).resolve().parent
-MODULES = sorted(HERE.glob("test_*.py"))
+MODULES = sorted(HERE.rglob("test_*.py"))
 
 
 def tier_marks(path: Path) -> list[str]:
@@ -34,7 +34,7 @@ def test_the_tiers_are_the_registered_markers(pytestconfig: pytest.Config) -> No
     assert set(TIERS) <= set(registered), registered
 
 
-@pytest.mark.parametrize("path", MODULES, ids=[p.name for p in MODULES])
+@pytest.mark.parametrize("path", MODULES, ids=[str(p.relative_to(HERE)) for p in MODULES])
 def test_every_module_has_exactly_one_tier(path: Path) -> None:
     assert [m for m in tier_marks(path) if m in TIERS] == tier_marks(path), "a pytestmark that is not one tier"
     assert len(tier_marks(path)) == 1, f"{path.name}: add `pytestmark = pytest.mark.<{'|'.join(TIERS)}>`"

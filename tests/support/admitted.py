@@ -1,6 +1,6 @@
 """Manifests as the API server stores them (defaulted, the webhooks' mutations), which `emulate` reads: what the CLI
-hands it after the front door (`jaxinfra_sim.cluster.sources.admitted`); a refused one stays as applied, for the emulation's
-own problems."""
+hands it after the front door (`jaxinfra_sim.cluster.sources.admitted`); a refused one stays as applied, for the
+emulation's own problems."""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
-"""The workload controllers: each turns one manifest into the Indexed Jobs (or operator pods) it
-creates. Adding a workload kind is one module here and one line in `WORKLOAD_KINDS`."""
+"""The workload controllers: each turns one manifest into the Indexed Jobs (or operator pods) it creates, as the
+Job controller (Kubernetes 1.37, pkg/controller/job), JobSet's (kubernetes-sigs/jobset v0.12.0), the Kubeflow Training
+Operator's (v1.9.4, JAXJob) and Kubeflow Trainer's (v2.3.0, TrainJob) do; their policies while pods run (`running`,
+`job_failure`, `failure_policy`). Adding a workload kind is one module here and one line in `WORKLOAD_KINDS` (this
+registry: the kinds served, the ones not, and each pod's identity)."""
 
 from __future__ import annotations
 

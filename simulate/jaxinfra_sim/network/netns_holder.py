@@ -15,8 +15,8 @@ host-network pod's address, the service route, NetworkPolicy's rules) and `netns
 They import one another as `jaxinfra_sim.network.netns_*`, as they do when the simulator imports them (`netns` does,
 for their names). Run as a program, with `-I` (which implies `-P`: not even this file's folder is on sys.path) and
 `-S`, this file first puts bare modules in sys.modules as `jaxinfra_sim` and `jaxinfra_sim.network`, the latter's
-`__path__` this folder: those imports then find the modules beside it, and neither package's `__init__` runs (tests/test_layers.py checks that the holder loads
-nothing else of the simulator).
+`__path__` this folder: those imports then find the modules beside it, and neither package's `__init__` runs
+(tests/test_layers.py checks that the holder loads nothing else of the simulator).
 """
 
 from __future__ import annotations
