@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from jaxinfra import gpudirect
-from jaxinfra.admission.store import (
-    TRAINER_JAX_RUNTIME as TRAINER_JAX_RUNTIME,
-)  # one name, read here by the Pulumi adapter
 from jaxinfra.upstream import JOBSET_API_GROUP, KUBEFLOW_API_GROUP, KUEUE_API_GROUP, KUEUE_SYSTEM, TRAINER_API_GROUP
+from jaxinfra.upstream import (  # TRAINER_JAX_RUNTIME: one name, read here by the Pulumi adapter
+    TRAINER_JAX_RUNTIME as TRAINER_JAX_RUNTIME,
+)
 
 if TYPE_CHECKING:  # the selection reads a plan; the data (read by the API server's front door) needs none
     from jaxinfra.plan import ClusterPlan
@@ -121,7 +121,7 @@ KUEUE = Controller(
 CONTROLLERS = (JOBSET, TRAINING_OPERATOR, TRAINER, KUEUE)
 
 #: Trainer's own ClusterTrainingRuntime for JAX (manifests/base/runtimes/jax_distributed.yaml; its name is
-#: `jaxinfra.admission.store.TRAINER_JAX_RUNTIME`), installed when a TrainJob names it; Trainer's chart installs
+#: `jaxinfra.upstream.TRAINER_JAX_RUNTIME`), installed when a TrainJob names it; Trainer's chart installs
 #: its runtimes only through a Helm hook.
 TRAINER_JAX_RUNTIME_FILE = (
     f"https://raw.githubusercontent.com/kubeflow/trainer/{TRAINER.tag}/manifests/base/runtimes/jax_distributed.yaml"

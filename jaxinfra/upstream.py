@@ -8,6 +8,9 @@ place. jaxinfra's own names (its env contract, its labels, who sets what) are in
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 # --- Kubernetes (kubernetes/kubernetes) -------------------------------------------------------------------------------
 
 #: API groups and versions of the built-in kinds jaxinfra renders or the API server emulation knows.
@@ -165,3 +168,25 @@ TRAINER_ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
 TRAINER_ANCESTOR = "trainer"
 TRAINER_NODE = "node"
 TRAINER_PORT = 29500
+
+#: What every cluster has without the inputs: the system PriorityClasses and Kubeflow Trainer's built-in runtimes.
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
+"""The PriorityClasses every cluster has (kubernetes pkg/apis/scheduling/types.go: SystemCriticalPriority, and 1000
+more for the node-critical class)."""
+TRAINER_JAX_RUNTIME = "jax-distributed"
+INSTALLED_RUNTIMES: Mapping[str, str] = MappingProxyType(
+    {
+        "deepspeed-distributed": "mpi",
+        "mlx-distributed": "mpi",
+        "torch-distributed": "torch",
+        TRAINER_JAX_RUNTIME: "jax",
+        "xgboost-distributed": "xgboost",
+        "torchtune-llama3.2-1b": "torch",
+        "torchtune-llama3.2-3b": "torch",
+        "torchtune-qwen2.5-1.5b": "torch",
+    }
+)
+"""The Kubeflow Trainer's built-in ClusterTrainingRuntimes, by name, with the mlPolicy each has, so a cluster has them
+without the inputs: its installation guide applies them together (kubeflow/trainer@8c0f5059
+docs/operator-guides/installation.md: `kubectl apply -k manifests/overlays/runtimes`, whose
+manifests/base/runtimes/kustomization.yaml lists these files), so a cluster with `jax-distributed` has the others."""

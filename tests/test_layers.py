@@ -171,7 +171,7 @@ SIMULATOR_ALLOWED = {
     "admission",  # the API server's steps (defaulting, webhooks, validation, admission)
     "schemas",  # K8S_VERSION, the release whose schemas are bundled (the API server's /version)
     "topology",  # a pure drawing of hosts (the HTML report's)
-    "outputs",  # `report.run` writes its reports as every command writes its outputs: whole or not at all
+    "outputs",  # `terminal.run` writes its reports as every command writes its outputs: whole or not at all
     "upstream",  # upstream's names (API groups, label keys), which a cluster's controllers spell
 }
 SIMULATE = ROOT / "simulate" / "jaxinfra_sim"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from types import MappingProxyType
 from typing import Any
 
 from jaxinfra.upstream import NAMESPACE_NAME_LABEL
@@ -67,28 +66,6 @@ CLUSTER_SCOPED = frozenset(
 """Kinds whose identity has no namespace (the API server ignores metadata.namespace on them): the one list the front
 door, the simulator's API server and its notes read."""
 """Kinds whose identity has no namespace (the API server ignores metadata.namespace on them)."""
-
-
-SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2000000000, "system-node-critical": 2000001000}
-"""The PriorityClasses every cluster has (kubernetes pkg/apis/scheduling/types.go: SystemCriticalPriority, and 1000
-more for the node-critical class)."""
-TRAINER_JAX_RUNTIME = "jax-distributed"
-INSTALLED_RUNTIMES: Mapping[str, str] = MappingProxyType(
-    {
-        "deepspeed-distributed": "mpi",
-        "mlx-distributed": "mpi",
-        "torch-distributed": "torch",
-        TRAINER_JAX_RUNTIME: "jax",
-        "xgboost-distributed": "xgboost",
-        "torchtune-llama3.2-1b": "torch",
-        "torchtune-llama3.2-3b": "torch",
-        "torchtune-qwen2.5-1.5b": "torch",
-    }
-)
-"""The Kubeflow Trainer's built-in ClusterTrainingRuntimes, by name, with the mlPolicy each has, so a cluster has them
-without the inputs: its installation guide applies them together (kubeflow/trainer@8c0f5059
-docs/operator-guides/installation.md: `kubectl apply -k manifests/overlays/runtimes`, whose
-manifests/base/runtimes/kustomization.yaml lists these files), so a cluster with `jax-distributed` has the others."""
 
 
 def meta(obj: Mapping) -> Mapping:

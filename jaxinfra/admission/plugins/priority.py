@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from jaxinfra.admission.decoded import as_str
-from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, Finding, Store, meta
+from jaxinfra.admission.store import Finding, Store, meta
+from jaxinfra.upstream import SYSTEM_PRIORITY_CLASSES
 
 # --- Priority -----------------------------------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
-from jaxinfra.admission.store import SYSTEM_PRIORITY_CLASSES, Finding, Path
+from jaxinfra.admission.store import Finding, Path
 from jaxinfra.admission.validation.containers import PROTOCOLS
 from jaxinfra.admission.validation.messages import (
     Raw,
@@ -39,6 +39,7 @@ from jaxinfra.admission.validation.names import (
     dns1123_subdomain,
     port_name,
 )
+from jaxinfra.upstream import SYSTEM_PRIORITY_CLASSES
 
 MAX_SECRET_BYTES = 1024 * 1024
 _SERVICE_TYPES = ("ClusterIP", "ExternalName", "LoadBalancer", "NodePort")

@@ -1,7 +1,7 @@
 """Kueue's topology (TAS) annotation checks on a Job's or JobSet's pod templates, part of its job webhooks'
 validateCreate while the TopologyAwareScheduling feature gate is on (Beta, on by default).
 
-Source: kubernetes-sigs/kueue ff69552e79ad21652c36caa97038382e55625cf7 (the commit `kueue.py` reads):
+Source: kubernetes-sigs/kueue ff69552e79ad21652c36caa97038382e55625cf7 (the commit `kueue/scheduler.py` reads):
 pkg/controller/jobframework/tas_validation.go ValidateTASPodSetRequest (at most one of the required, preferred and
 unconstrained topology annotations; each level a qualified label name; podset-group-name not a number, not beside a
 slice annotation, only with a required or preferred one; unconstrained a boolean; slice size a number of at least 1;

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 from jaxinfra.admission.decoded import as_list, as_map, as_str, dig
 from jaxinfra.admission.goformat import go_repr
-from jaxinfra.admission.store import INSTALLED_RUNTIMES, Finding, Path, Store, meta, namespace_of
+from jaxinfra.admission.store import Finding, Path, Store, meta, namespace_of
 from jaxinfra.admission.webhooks.shared import CLUSTER_TRAINING_RUNTIME, invalid_text, labels_of
-from jaxinfra.upstream import TRAINER_ANCESTOR, TRAINER_ANCESTOR_LABEL, TRAINER_NODE
+from jaxinfra.upstream import INSTALLED_RUNTIMES, TRAINER_ANCESTOR, TRAINER_ANCESTOR_LABEL, TRAINER_NODE
 
 _RUNTIMES = {
     "TrainingRuntime.trainer.kubeflow.org": "TrainingRuntime",

@@ -11,7 +11,7 @@
   Security, LimitRanger, Priority, ResourceQuota) on the pods a workload's controller creates: a refused pod never
   exists (the controller's FailedCreate event), so the group never forms or never completes (`pod_refusals`).
 
-Kueue's admission of a queued workload is `kueue.py`'s.
+Kueue's admission of a queued workload is `kueue/scheduler.py`'s.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from jaxinfra.admission.plugins.limitranger import limit_ranges
 from jaxinfra.admission.store import Finding, Store
 from jaxinfra.errors import Problem
 from jaxinfra_sim.apiserver.api_errors import api_error
+from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.core.inputs import Objects
 
 DEFAULT_SERVICE_ACCOUNT = "default"
@@ -149,7 +150,7 @@ def pod_refusals(
         said = api_error("pods", "Pod", metadata.get("generateName") or metadata.get("name", ""), refused)
         operator = job.operator is not None
         by = "the Training Operator" if operator else f"the Job controller (Job {namespace}/{job.name})"
-        event = f"event FailedCreate by {by}: Error creating: {said}"
+        event = f"event {Reason.FAILED_CREATE} by {by}: Error creating: {said}"
         if counted and k > 0 and waves is not None and len(jobs) == 1:
             if all(f.message.startswith("exceeded quota: ") for f in refused):
                 waves.append(QuotaWaves(k, event))

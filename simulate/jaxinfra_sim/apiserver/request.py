@@ -1,4 +1,4 @@
-"""The Kubernetes API's wire format as the simulation's API server (`apiserver`) speaks it: what a request asks, as
+"""The Kubernetes API's wire format as the simulation's API server (`server`) speaks it: what a request asks, as
 kube-apiserver's `request.RequestInfoFactory` derives it (verb from method, name and namespace, `watch=true`, a
 `metadata.name` field selector naming the object of a list), and the bodies it answers with: errors as `Status`
 (apimachinery/pkg/api/errors: NewNotFound, NewForbidden, NewMethodNotSupported, NewBadRequest; a 403's message is

@@ -1,12 +1,12 @@
-"""The simulation's API server's HTTPS serving, inside its own process (`apiserver` forks it): a thread per
+"""The simulation's API server's HTTPS serving, inside its own process (`server` forks it): a thread per
 connection, each request authenticated, authorized, then answered or refused, and logged.
 
 The HTTP surface follows kube-apiserver (staging/src/k8s.io/apiserver/pkg/endpoints):
-- request attributes as `request.RequestInfoFactory` derives them (`apirequest.parse_request`);
+- request attributes as `request.RequestInfoFactory` derives them (`request.parse_request`);
 - authentication by bearer token, else 401; authorization (RBAC, rbac.py) before anything else,
   so a write the caller may not make is 403 and one it may make is 405 (this server is
   read-only: nothing a pod sends changes the simulation);
-- errors as `Status` bodies (`apirequest`);
+- errors as `Status` bodies (`request`);
 - lists as `<Kind>List` with `metadata.resourceVersion`, selectors as selectors.py; a watch
   streams ADDED events for the current objects (none when the client resumes from the current
   resourceVersion), then holds until `timeoutSeconds`, a new attempt, or `close`;

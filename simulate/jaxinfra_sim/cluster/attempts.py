@@ -1,6 +1,6 @@
-"""One workload's controllers, attempt after attempt: its pods created, run (`runner`), restarted in place or
+"""One workload's controllers, attempt after attempt: its pods created, run (`pod_workers`), restarted in place or
 recreated as the Job and JobSet controllers and the kubelet decide, until a verdict. Each workload's loop is a generator
-of `runner.Wait`s, so that the scheduler (`scheduler`) drives the loops of every workload of a simulation side by side
+of `pod_workers.Wait`s, so that `workloads` drives the loops of every workload of a simulation side by side
 in one thread, as a cluster runs every applied workload at once."""
 
 from __future__ import annotations

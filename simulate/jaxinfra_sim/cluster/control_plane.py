@@ -5,9 +5,9 @@ every static contract problem.
 Data flows one way, each step in the module named for the component it emulates:
 `inputs` (the objects) -> `controllers/` (JobSet, Job, Training Operator v1, Trainer v2: which
 pods, named how) -> `platform/` (what GKE adds to TPU pods, `gke_tpu`; the Cloud Storage FUSE sidecar its
-webhook injects, `standins`) -> `kubelet` (env, command, devices) -> `dns` (what resolves) -> `contract`
+webhook injects, `standins`) -> `kuberuntime` (env, command, devices) -> `dns` (what resolves) -> `contract`
 (would JAX find its group). The processes are then
-run by `engine` and `runner`, each pod inside its `sandbox`.
+run by `engine` and `pod_workers`, each pod inside its `sandbox`.
 
 The one deliberate difference from a cluster: pod names draw their random suffix from a seed,
 so runs are reproducible (a recreated pod still gets a new name).
@@ -180,7 +180,7 @@ def _workload(
 
 
 def _topology_requests(draft: controllers.Draft) -> dict[str, str]:
-    """The pods' Kueue podset topology requests (annotation -> level), which `kueue.admit` checks the flavor for."""
+    """The pods' Kueue podset topology requests (annotation -> level), which `scheduler.admit` checks the flavor for."""
     return {
         key: str(value)
         for job in draft.jobs
@@ -190,7 +190,7 @@ def _topology_requests(draft: controllers.Draft) -> dict[str, str]:
 
 
 def _topology_note(draft: controllers.Draft) -> tuple[str, ...]:
-    """Kueue's Topology-Aware Scheduling is checked (the flavor's Topology has the level: `kueue.admit`), not played
+    """Kueue's Topology-Aware Scheduling is checked (the flavor's Topology has the level: `scheduler.admit`), not played
     (the simulator's nodes carry no topology labels): a note for the pods' podset topology request, what it would do
     on a cluster."""
     return tuple(

@@ -1,5 +1,5 @@
 """Simulate every workload of a set of manifests: what is checked before anything runs, then every workload at once
-(`scheduler`), each with its own controllers (`attempts`), and the report."""
+(`workloads`), each with its own controllers (`attempts`), and the report."""
 
 from __future__ import annotations
 
@@ -243,7 +243,7 @@ def _check_ids(runnable: Sequence[WorkloadResult], node: Node, images: Mapping[s
 
 
 def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
-    """Run every workload at once (`scheduler`: as many as fit this machine together, the rest as they end; Kueue's
+    """Run every workload at once (`workloads`: as many as fit this machine together, the rest as they end; Kueue's
     quota in turn): each source (all the YAML, or one stack) is one cluster."""
     started = time.monotonic()
     deadline = started + options.timeout
@@ -262,7 +262,7 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
         parent = runc.scratch_parent() if options.run_command else None
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-", dir=parent) as tmp:
             # Searchable (not readable) by others: as root, the OCI runtime reaches each container's root as the
-            # container's own ids (`runtime.ID_BASE`), not the machine's root.
+            # container's own ids (`runc.ID_BASE`), not the machine's root.
             os.chmod(tmp, 0o711)
             seed = random.SystemRandom().randrange(1, 255)
             sim = Simulation(
@@ -332,7 +332,7 @@ def _unknown_checks(report: Report, options: Options) -> tuple[Problem, ...]:
 
 def admit(runnable: Sequence[WorkloadResult], options: Options) -> None:
     """Capacity admission: refuse (MachineLimit, exit 3) a workload this machine cannot hold even alone, before any pod
-    starts; those that fit alone but not together take turns (`scheduler`)."""
+    starts; those that fit alone but not together take turns (`workloads`)."""
     capacity.raise_descriptor_limit()
     for r in runnable:
         pods = r.workload.pods

@@ -1,7 +1,7 @@
 """Why would it pend: `jaxinfra explain` on hand-written manifests. Each workload of one cluster (every YAML file of
 the command line applied together, as `jaxinfra simulate` applies them: `sources.py`) goes through the same
 emulation the simulator runs before any pod starts (the controllers, the API server's front door on what they
-create, Kueue: `emulation.emulate`, `kueue.admit`), so explain and simulate cannot disagree about what holds a
+create, Kueue: `control_plane.emulate`, `scheduler.admit`), so explain and simulate cannot disagree about what holds a
 workload: a missing LocalQueue, ClusterQueue or WorkloadPriorityClass, an inactive ClusterQueue, quota short of all
 its pods at once (its cohort's lendable quota included), a topology no flavor can take, the ProvisioningRequest
 checks it waits for, and what the API server would refuse of its pods. Nothing runs: the verdict is at design time,

@@ -65,11 +65,11 @@ class Simulation:
     clusters: dict[int, LiveCluster] = field(default_factory=dict)  # by id() of the cluster's manifests
     proxy: kubeproxy.Proxy | None = None  # kube-proxy, for every Service with a cluster IP among the inputs
     rules: str | None = None  # the NetworkPolicy ruleset loaded in the pods' network
-    # each running attempt's descriptors that no pod may keep open (`runner.Runner.descriptors`), by workload id
+    # each running attempt's descriptors that no pod may keep open (`pod_workers.Runner.descriptors`), by workload id
     descriptors: dict[str, Callable[[], list[int]]] = field(default_factory=dict)
 
     def ip_block(self) -> int:
-        """Addresses of their own for the next pods that are created (`emulation._ip`)."""
+        """Addresses of their own for the next pods that are created (`control_plane._ip`)."""
         return next(self.blocks) % IP_BLOCKS * IP_BLOCK
 
     def in_use(self) -> set[str]:

@@ -111,7 +111,7 @@ def _step(entry: _Running, step: Callable[[Generator[Wait, None, None]], Wait]) 
 
 
 def _stop(running: dict[int, _Running], why: str) -> None:
-    """Ask every running workload to stop (`runner.Stop`): each ends its pods at once and says `why`; those still
+    """Ask every running workload to stop (`pod_workers.Stop`): each ends its pods at once and says `why`; those still
     ending them are stepped on as before, until they have."""
     for serial, entry in sorted(running.items()):
         try:

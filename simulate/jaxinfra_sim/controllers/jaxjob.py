@@ -40,6 +40,7 @@ from jaxinfra.upstream import (
 from jaxinfra_sim.controllers.base import ChildJob, Draft, OperatorPods, reference
 from jaxinfra_sim.controllers.job_failure import JobFailure
 from jaxinfra_sim.core import model
+from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.core.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
 
 
@@ -85,7 +86,7 @@ def failed_condition(policy: model.RestartPolicy, why: JobFailure, name: str, fa
     - OnFailure or Always past runPolicy.backoffLimit: `pkg/controller.v1/common/job.go` ReconcileJobs, Normal.
     """
     reason = f"{policy.operator}Failed"
-    if why.reason == "PodFailurePolicy":
+    if why.reason == Reason.POD_FAILURE_POLICY:
         return reason, f'job "{name}" is failing because "Worker" replica(s) failed.', True
     if policy.in_place:
         return reason, f"Job {name} has failed because it has reached the specified backoff limit", False

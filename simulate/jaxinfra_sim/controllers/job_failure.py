@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from jaxinfra.upstream import JOBSET_RJOB
 from jaxinfra_sim.core import model
+from jaxinfra_sim.core.events import Reason
 
 Failures = dict[tuple[str, int], dict[int, int]]
 """Pod failures so far, per child Job ((replicatedJob, job index); ("", 0) for a Job) and completion index."""
@@ -110,7 +111,7 @@ def failed_indexes(policy: model.RestartPolicy, lost: int = 1, indexes: Iterable
     )
     if written := index_intervals(indexes):
         summary += f" (failedIndexes {written})"
-    return JobFailure("FailedIndexes", "Job has failed indexes", summary)
+    return JobFailure(Reason.FAILED_INDEXES, "Job has failed indexes", summary)
 
 
 def job_failed(
@@ -122,7 +123,7 @@ def job_failed(
     deleted by the runner) fails whatever its other limits say: the deadline takes precedence."""
     if any(r.deadline_exceeded for r in runs):
         return JobFailure(
-            "DeadlineExceeded",
+            Reason.DEADLINE_EXCEEDED,
             "Job was active longer than specified deadline",
             f"activeDeadlineSeconds ({policy.active_deadline}) exceeded",
         )
@@ -136,9 +137,9 @@ def job_failed(
         )
         said = f"podFailurePolicy: {action} on {pod.hostname} ({first.reason})"
         if action == "FailJob":
-            return JobFailure("PodFailurePolicy", f"{matched} matching FailJob rule at index {index}", said)
+            return JobFailure(Reason.POD_FAILURE_POLICY, f"{matched} matching FailJob rule at index {index}", said)
         # FailIndex: the index fails for good; its JAX group cannot complete without it
-        return JobFailure("FailedIndexes", "Job has failed indexes", said)
+        return JobFailure(Reason.FAILED_INDEXES, "Job has failed indexes", said)
     counted = [r.pod.completion_index for r in runs if not (r is first and action == "Ignore")]
     for index in counted:
         failures[index] = failures.get(index, 0) + 1
@@ -151,7 +152,7 @@ def job_failed(
     total, limit = sum(failures.values()), tolerated(policy)
     if limit is not None and total > limit:
         return JobFailure(
-            "BackoffLimitExceeded",
+            Reason.BACKOFF_LIMIT_EXCEEDED,
             "Job has reached the specified backoff limit",
             f"backoffLimit ({policy.backoff_limit}) exceeded: {total} pod failures",
         )

@@ -53,6 +53,7 @@ from jaxinfra_sim.controllers.base import (
     restart_policy,
 )
 from jaxinfra_sim.core import model
+from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.core.inputs import Objects, Service, fake_uid, meta, namespace_of, oid, strings, to_int
 
 
@@ -236,8 +237,8 @@ def _create(
             return Problem(
                 f"{oid(js)} replicatedJobs[{rjob.get('name')}]",
                 name,
-                f"the API server refuses the JobSet controller's Job (event JobCreationFailed), so replicatedJob "
-                f"{rjob.get('name')} has no Jobs and the JobSet never runs: {said}",
+                f"the API server refuses the JobSet controller's Job (event {Reason.JOB_CREATION_FAILED}), so "
+                f"replicatedJob {rjob.get('name')} has no Jobs and the JobSet never runs: {said}",
                 refused[0].fix,
             )
     return created[0][0]["spec"] if created and created[0][0] is not None else {}

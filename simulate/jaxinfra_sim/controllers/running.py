@@ -15,6 +15,7 @@ from pathlib import Path
 from jaxinfra_sim.controllers import job_failure
 from jaxinfra_sim.controllers.job_failure import Failures
 from jaxinfra_sim.core import model
+from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.core.podrun import Attempt, Phase, PodRun
 
 JAX_ENV = frozenset({"JAX_COORDINATOR_ADDRESS", "COORDINATOR_ADDRESS", "JAX_PROCESS_ID", "JAX_NUM_PROCESSES"})
@@ -134,7 +135,11 @@ class Running:
             if policy.in_place or policy.backoff_limit is None and policy.backoff_limit_per_index is None:
                 return None  # the engine restarts it in place (its back-off recorded), or ends its loop
             failed = job_failure.job_failed(policy, [r], r, self.failures.setdefault(key, {}))
-            if failed is not None and failed.reason == "FailedIndexes" and policy.backoff_limit_per_index is not None:
+            if (
+                failed is not None
+                and failed.reason == Reason.FAILED_INDEXES
+                and policy.backoff_limit_per_index is not None
+            ):
                 r.index_failed = True  # for good; the Job's other indexes run on (job_controller.go: failedIndexes)
                 continue
             if failed is not None:

@@ -36,6 +36,7 @@ from jaxinfra_sim.apiserver.api_errors import api_error
 from jaxinfra_sim.controllers.base import Draft
 from jaxinfra_sim.controllers.jobset import jobset
 from jaxinfra_sim.core import model
+from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.core.inputs import UPSTREAM_RUNTIME, Objects, meta, namespace_of, oid, to_int
 
 _UNSUPPORTED_POLICIES = ("torch", "mpi", "xgboost", "flux")
@@ -255,7 +256,7 @@ def _refused(obj: Mapping[str, Any], built: Mapping[str, Any], findings: list[An
         oid(obj),
         f"JobSet {namespace_of(obj)}/{name}",
         "the API server refuses the JobSet the Trainer builds for this TrainJob (event "
-        f"TrainJobResourcesCreationFailed: TrainJob resources reconciliation failed: {quoted}), so the TrainJob never "
-        "runs",
+        f"{Reason.TRAINJOB_RESOURCES_CREATION_FAILED}: TrainJob resources reconciliation failed: {quoted}), so the "
+        "TrainJob never runs",
         refused[0].fix if refused else "",
     )

@@ -31,6 +31,40 @@ class EventType(StrEnum):
     WARNING = "Warning"
 
 
+class Reason(StrEnum):
+    """Every reason the simulated cluster's components give, in its events and in the conditions and statuses it
+    writes, spelled once as upstream spells it (the sources in the module's docstring)."""
+
+    # the Job controller: pkg/controller/controller_utils.go, pkg/controller/job (the Job's Failed condition)
+    SUCCESSFUL_CREATE = "SuccessfulCreate"
+    SUCCESSFUL_DELETE = "SuccessfulDelete"
+    FAILED_CREATE = "FailedCreate"
+    COMPLETED = "Completed"
+    BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+    DEADLINE_EXCEEDED = "DeadlineExceeded"
+    POD_FAILURE_POLICY = "PodFailurePolicy"
+    FAILED_INDEXES = "FailedIndexes"
+    # the kubelet: pkg/kubelet/events/event.go, pkg/kubelet/eviction (a pod's status.reason too)
+    CREATED = "Created"
+    STARTED = "Started"
+    KILLING = "Killing"
+    UNHEALTHY = "Unhealthy"
+    EVICTED = "Evicted"
+    SYSTEM_OOM = "SystemOOM"
+    # containerd: a container that never started (internal/cri/server/container_start.go errorStartReason)
+    START_ERROR = "StartError"
+    # the JobSet controller: pkg/constants/constants.go
+    ALL_JOBS_COMPLETED = "AllJobsCompleted"
+    FAILED_JOBS = "FailedJobs"
+    REACHED_MAX_RESTARTS = "ReachedMaxRestarts"
+    FAIL_JOBSET_ACTION = "FailJobSetFailurePolicyAction"
+    RESTART_JOBSET_ACTION = "RestartJobSetFailurePolicyAction"
+    RESTART_JOBSET_IGNORE_MAX_ACTION = "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction"
+    JOB_CREATION_FAILED = "JobCreationFailed"
+    # Kubeflow Trainer: pkg/controller/trainjob_controller.go
+    TRAINJOB_RESOURCES_CREATION_FAILED = "TrainJobResourcesCreationFailed"
+
+
 @dataclass(frozen=True)
 class Event:
     """One event: `at` seconds into its attempt, about `involved` (`Kind/namespace/name`)."""
@@ -60,24 +94,24 @@ def job(namespace: str, name: str) -> str:
 
 
 def created_pod(at: float, namespace: str, job_name: str, pod_name: str) -> Event:
-    return Event(at, EventType.NORMAL, "SuccessfulCreate", job(namespace, job_name), f"Created pod: {pod_name}")
+    return Event(at, EventType.NORMAL, Reason.SUCCESSFUL_CREATE, job(namespace, job_name), f"Created pod: {pod_name}")
 
 
 def deleted_pod(at: float, namespace: str, job_name: str, pod_name: str) -> Event:
-    return Event(at, EventType.NORMAL, "SuccessfulDelete", job(namespace, job_name), f"Deleted pod: {pod_name}")
+    return Event(at, EventType.NORMAL, Reason.SUCCESSFUL_DELETE, job(namespace, job_name), f"Deleted pod: {pod_name}")
 
 
 def started(at: float, involved: str, container: str) -> list[Event]:
     """The kubelet's two events for a container it created and started."""
     return [
-        Event(at, EventType.NORMAL, "Created", involved, f"Created container: {container}"),
-        Event(at, EventType.NORMAL, "Started", involved, f"Started container {container}"),
+        Event(at, EventType.NORMAL, Reason.CREATED, involved, f"Created container: {container}"),
+        Event(at, EventType.NORMAL, Reason.STARTED, involved, f"Started container {container}"),
     ]
 
 
 def killing(at: float, involved: str, container: str, why: str = "") -> Event:
     """The kubelet stops a container: `why` is its caller's message (a failed probe), else "Stopping container"."""
-    return Event(at, EventType.NORMAL, "Killing", involved, why or f"Stopping container {container}")
+    return Event(at, EventType.NORMAL, Reason.KILLING, involved, why or f"Stopping container {container}")
 
 
 def probe_failed_kill(container: str, kind: str, restarts: bool) -> str:
@@ -87,21 +121,21 @@ def probe_failed_kill(container: str, kind: str, restarts: bool) -> str:
 
 
 def unhealthy(at: float, involved: str, kind: str, output: str) -> Event:
-    return Event(at, EventType.WARNING, "Unhealthy", involved, f"{kind.capitalize()} probe failed: {output}")
+    return Event(at, EventType.WARNING, Reason.UNHEALTHY, involved, f"{kind.capitalize()} probe failed: {output}")
 
 
 def evicted(at: float, involved: str, message: str) -> Event:
-    return Event(at, EventType.WARNING, "Evicted", involved, message)
+    return Event(at, EventType.WARNING, Reason.EVICTED, involved, message)
 
 
 def system_oom(at: float, node: str) -> Event:
     """The kubelet's OOM watcher on a node whose kernel's OOM killer ended a process (its message names the victim
     process, which only this machine's kernel log could name)."""
-    return Event(at, EventType.WARNING, "SystemOOM", f"Node//{node}", "System OOM encountered")
+    return Event(at, EventType.WARNING, Reason.SYSTEM_OOM, f"Node//{node}", "System OOM encountered")
 
 
 def job_completed(at: float, namespace: str, name: str) -> Event:
-    return Event(at, EventType.NORMAL, "Completed", job(namespace, name), "Job completed")
+    return Event(at, EventType.NORMAL, Reason.COMPLETED, job(namespace, name), "Job completed")
 
 
 def job_failed(at: float, namespace: str, name: str, reason: str, message: str) -> Event:
@@ -116,12 +150,12 @@ def operator_job_failed(
 
 
 JOBSET_FAILURES = {
-    "FailedJobs": ("FailedJobs", "jobset failed due to one or more job failures"),
-    "ReachedMaxRestarts": ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts"),
-    "FailJobSet": ("FailJobSetFailurePolicyAction", "applying FailJobSet failure policy action"),
-    "RestartJobSet": ("RestartJobSetFailurePolicyAction", "applying RestartJobSet failure policy action"),
+    "FailedJobs": (Reason.FAILED_JOBS, "jobset failed due to one or more job failures"),
+    "ReachedMaxRestarts": (Reason.REACHED_MAX_RESTARTS, "jobset failed due to reaching max number of restarts"),
+    "FailJobSet": (Reason.FAIL_JOBSET_ACTION, "applying FailJobSet failure policy action"),
+    "RestartJobSet": (Reason.RESTART_JOBSET_ACTION, "applying RestartJobSet failure policy action"),
     "RestartJobSetAndIgnoreMaxRestarts": (
-        "RestartJobSetAndIgnoreMaxRestartsFailurePolicyAction",
+        Reason.RESTART_JOBSET_IGNORE_MAX_ACTION,
         "applying RestartJobSetAndIgnoreMaxRestarts failure policy action",
     ),
 }
@@ -142,5 +176,5 @@ def jobset_failure(at: float, namespace: str, name: str, action: str, first_fail
 
 def jobset_completed(at: float, namespace: str, name: str) -> Event:
     return Event(
-        at, EventType.NORMAL, "AllJobsCompleted", f"JobSet/{namespace}/{name}", "jobset completed successfully"
+        at, EventType.NORMAL, Reason.ALL_JOBS_COMPLETED, f"JobSet/{namespace}/{name}", "jobset completed successfully"
     )

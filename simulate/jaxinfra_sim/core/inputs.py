@@ -21,10 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import yamlio
-from jaxinfra.admission.store import INSTALLED_RUNTIMES, SYSTEM_PRIORITY_CLASSES, TRAINER_JAX_RUNTIME, Store
+from jaxinfra.admission.store import Store
 from jaxinfra.errors import ManifestError
 from jaxinfra.quantity import parse as quantity
-from jaxinfra.upstream import GPU_RESOURCE, KUEUE_API_GROUP, TPU_RESOURCE, TRAINER_API
+from jaxinfra.upstream import (
+    GPU_RESOURCE,
+    INSTALLED_RUNTIMES,
+    KUEUE_API_GROUP,
+    SYSTEM_PRIORITY_CLASSES,
+    TPU_RESOURCE,
+    TRAINER_API,
+    TRAINER_JAX_RUNTIME,
+)
 from jaxinfra_sim.core import model
 
 UPSTREAM_RUNTIME = TRAINER_JAX_RUNTIME
@@ -64,7 +72,7 @@ PASSIVE_KINDS = frozenset(
 )
 
 
-#: The Kueue objects that decide a workload's admission (`kueue.admit`), kept by (kind, namespace, name).
+#: The Kueue objects that decide a workload's admission (`kueue.scheduler.admit`), kept by (kind, namespace, name).
 KUEUE_KINDS = (
     "LocalQueue",
     "ClusterQueue",

@@ -1,7 +1,7 @@
 """What the emulated cluster produces from manifests: workloads, their pods, DNS, and problems.
 
-Plain frozen dataclasses shared by the emulation (`emulation` and the components it calls), the
-process runner (`runner`), the probe and the report. Nothing here knows about the spec: input is
+Plain frozen dataclasses shared by the emulation (`control_plane` and the components it calls), the
+process runner (`pod_workers`), the probe and the report. Nothing here knows about the spec: input is
 manifests.
 """
 
@@ -118,7 +118,7 @@ class Pod:
     name: str  # deterministic pod name (the controller's name without the random suffix)
     hostname: str
     subdomain: str | None
-    ip: str  # its own address in the pod CIDR, e.g. 10.244.0.2 (`emulation._ip`)
+    ip: str  # its own address in the pod CIDR, e.g. 10.244.0.2 (`control_plane._ip`)
     job_index: int  # JobSet job index (label jobset.sigs.k8s.io/job-index); 0 for a plain Job
     completion_index: int  # batch.kubernetes.io/job-completion-index
     global_index: int  # job_index * pods_per_job + completion_index: pod order in the workload
@@ -293,8 +293,8 @@ class Hold(StrEnum):
 
 @dataclass(frozen=True)
 class Admission:
-    """Kueue's decision on one workload (`kueue.admit`): admitted (with what it took), not checked, or suspended (why,
-    and the fix)."""
+    """Kueue's decision on one workload (`kueue.scheduler.admit`): admitted (with what it took), not checked, or
+    suspended (why, and the fix)."""
 
     admitted: bool
     note: str
@@ -326,7 +326,7 @@ class Workload:
     gates: tuple[Gate, ...] = ()  # pods created only once other Jobs are ready or complete (a JobSet's dependsOn)
     waves: tuple[tuple[tuple[int, ...], int], ...] = ()  # (a Job's pod positions, its parallelism) where that is less
     # than its completions: its controller keeps at most that many of its pods active, the lowest index first
-    queued: Admission | None = None  # Kueue's decision (`kueue.admit`); None: no queue-name label
+    queued: Admission | None = None  # Kueue's decision (`kueue.scheduler.admit`); None: no queue-name label
 
     @property
     def quota(self) -> Quota | None:

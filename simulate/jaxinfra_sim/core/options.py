@@ -1,7 +1,7 @@
-"""What a simulation was asked for: faults to inject, timeouts, the images' code, volumes kept
-across simulations, the hostPaths mapped to this machine's folders, and the image's Python (`Options`,
-read by the engine, the runner and the report); and the whole request from the command line to the
-simulator (`Request`: the inputs, those options, the reports to write)."""
+"""What a simulation was asked for: faults to inject, timeouts, the images' code, volumes kept across simulations, the
+hostPaths mapped to this machine's folders, and the image's Python (`Options`, read by the cluster, the kubelet and the
+report). The whole request from the command line (the inputs, these options, the reports to write) is the cluster's
+(`cluster.sources.Request`)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """What the runner saw of each pod and container in one attempt: typed state, read by the engine, the report and
-the trace. The runner (`runner`) writes it; nothing here starts or stops a process."""
+the trace. The runner (`pod_workers`) writes it; nothing here starts or stops a process."""
 
 from __future__ import annotations
 

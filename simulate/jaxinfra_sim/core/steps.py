@@ -1,6 +1,6 @@
-"""The steps of a workload's controllers: each attempt (`runner.Runner.steps`) and each workload's loop
+"""The steps of a workload's controllers: each attempt (`pod_workers.Runner.steps`) and each workload's loop
 (`attempts.run_workload`) is a generator of `Wait`s, so that one thread drives every workload of a simulation at once
-(`scheduler`): the simulator forks its pods, and stays free of threads of its own."""
+(`cluster.workloads`): the simulator forks its pods, and stays free of threads of its own."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The downward API: what a pod's `fieldRef` and `resourceFieldRef` read, for the env the kubelet resolves
-(`kubelet`) and the `downwardAPI` volumes it writes (`volumes`).
+(`kuberuntime`) and the `downwardAPI` volumes it writes (`volumes`).
 
 Source: kubernetes pkg/kubelet/kubelet_pods.go (podFieldSelectorRuntimeValue), pkg/api/v1/resource/helpers.go
 (ExtractResourceValueByContainerName). Each simulated pod has a node of its own, `sim-node-<k>`, and its host IP is

@@ -42,10 +42,11 @@ from pathlib import Path
 
 from jaxinfra.quantity import suffix_of
 from jaxinfra_sim.core import model, paths
+from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.core.inputs import quantity
 from jaxinfra_sim.core.podrun import ContainerRun, PodRun, Process
 
-REASON = "Evicted"
+REASON = Reason.EVICTED
 """The pod's status.reason (helpers.go `Reason`)."""
 EVICTION_GRACE_S = 1.0
 """How long an evicted pod's containers get between their stop signal and SIGKILL (eviction_manager.go

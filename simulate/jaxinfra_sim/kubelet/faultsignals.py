@@ -1,6 +1,6 @@
-"""The signals an attempt's faults time (`options.Faults`: `kill`, `preempt`), sent by the runner's loop (`runner`):
-each so many seconds after its pod's JAX container started; a preemption (the pod deleted, as by a node drain or a Spot
-reclaim) signals every container of the pod, its SIGKILL once the pod's grace period is over.
+"""The signals an attempt's faults time (`options.Faults`: `kill`, `preempt`), sent by the pod workers' loop
+(`pod_workers`): each so many seconds after its pod's JAX container started; a preemption (the pod deleted, as by a node
+drain or a Spot reclaim) signals every container of the pod, its SIGKILL once the pod's grace period is over.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The network of each pod of an attempt (`runner`), as the kubelet's sandbox holds it: made as the pod begins
+"""The network of each pod of an attempt (`pod_workers`), as the kubelet's sandbox holds it: made as the pod begins
 (RunPodSandbox, before any of its containers), let go a while after its last container ended (StopPodSandbox), and
 the Services' endpoints that kube-proxy is handed while the pods live.
 """

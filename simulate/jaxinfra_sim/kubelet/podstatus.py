@@ -1,4 +1,4 @@
-"""A pod's status from its containers' exits (`runner` reaps them): how each container ended, from its shim's wait
+"""A pod's status from its containers' exits (`pod_workers` reaps them): how each container ended, from its shim's wait
 status, for its reason (its exit code, its signal, the machine's verdict on it, a probe that stopped it, a drain that
 preempted it), and the pod's phase once its containers decide it, as the kubelet's getPhase does; a pod that makes
 no progress (`stuck`).

@@ -1,4 +1,4 @@
-"""The end of an attempt's containers (`runner`): each shim reaped as it exits — what its container wrote last, how
+"""The end of an attempt's containers (`pod_workers`): each shim reaped as it exits — what its container wrote last, how
 it ended, its pod's status (`podstatus`) — and, when the group ends, every container still running stopped, reaped and
 its pipes closed, so that nothing is left behind.
 """

@@ -1,7 +1,7 @@
-"""The relay of an attempt's container output (`runner`): every container's pipes — its status pipe (phase changes, the
-probe's result), its stdout and stderr, its shim's pidfd, as root the handshake of its id maps — watched from one
-selector, read as they fill and split into lines: a log line goes to the listener (escaped: `printable`), a status
-line to the pod's run (`PodRun.result`, the phase the container says it is in).
+"""The relay of an attempt's container output (`pod_workers`): every container's pipes — its status pipe (phase changes,
+the probe's result), its stdout and stderr, its shim's pidfd, as root the handshake of its id maps — watched from one
+selector, read as they fill and split into lines: a log line goes to the listener (escaped: `printable`), a status line
+to the pod's run (`PodRun.result`, the phase the container says it is in).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Kueue's ClusterQueue quota while the workloads of a simulation run side by side: a workload Kueue admits takes its
-usage of the most the queue may take (its nominal quota and what its cohort lends it: `kueue.admit` counts it and
+usage of the most the queue may take (its nominal quota and what its cohort lends it: `scheduler.admit` counts it and
 picks the flavor) from when it starts until it
 ends; one that does not fit what is left waits, suspended, until enough has been given back. One whose
 ProvisioningRequest check never becomes Ready (`--provision CHECK@never`) keeps the quota Kueue reserved for it.
@@ -12,7 +12,7 @@ waits, whether it would fit or not; under BestEffortFIFO (the default) one that 
 
 Not played: what the other members of a cohort use of the quota they lend (each ClusterQueue is checked against the
 most it may take, as if its cohort's other members used none), preemption, fair sharing, and a second flavor tried
-when the first lacks the quota left (each workload keeps the flavor `kueue.admit` assigned it against the whole
+when the first lacks the quota left (each workload keeps the flavor `scheduler.admit` assigned it against the whole
 quota).
 """
 

@@ -10,8 +10,8 @@ docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU); micros
 
 The clock: each attempt's timings count from its own start, and each attempt is placed where it began
 (`Attempt.began`), the clock's zero where the first began: the workloads of one input run side by side
-(`scheduler`), so their attempts overlap, each in a process (track) of its own. An attempt that does not say when it
-began (one made by hand) starts where the one before it ended.
+(`cluster.workloads`), so their attempts overlap, each in a process (track) of its own. An attempt that does not say
+when it began (one made by hand) starts where the one before it ended.
 """
 
 from __future__ import annotations

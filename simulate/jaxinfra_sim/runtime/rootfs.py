@@ -102,7 +102,7 @@ AT_FDCWD, AT_EMPTY_PATH, AT_RECURSIVE = -100, 0x1000, 0x8000
 OPEN_TREE_CLONE, O_CLOEXEC, MOVE_MOUNT_F_EMPTY_PATH, MOUNT_ATTR_IDMAP = 1, 0o2000000, 4, 0x00100000
 CLONE_NEWUSER = 0x10000000
 IDS = 65536
-"""The ids a container's user namespace maps (`runtime.ID_COUNT`)."""
+"""The ids a container's user namespace maps (`runc.ID_COUNT`)."""
 
 
 def id_namespace(libc: ctypes.CDLL, first: int, count: int) -> int:

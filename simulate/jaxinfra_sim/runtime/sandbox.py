@@ -425,7 +425,7 @@ def build(
 ) -> str:
     """The container's root under `spec.scratch`, in a mount namespace of its own already; its working directory.
     `owner`: the machine's ids of the container's root, where they are not the machine's (`rootfs.Builder`);
-    `runtime`: the OCI runtime makes its device nodes (`runtime.config`); `idmap`: the machine's files seen through it
+    `runtime`: the OCI runtime makes its device nodes (`runc.config`); `idmap`: the machine's files seen through it
     (`rootfs.Builder`)."""
     root, layers = spec.scratch / "root", spec.scratch / "layers"
     for folder in (root, layers):

@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import NoReturn
 
 from jaxinfra_sim.core import fds
+from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.runtime import runc
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 START_ERROR = 128
 """The exit code a container that never started gets (containerd's and the kubelet's StartError)."""
-START_ERROR_REASON = "StartError"
+START_ERROR_REASON = Reason.START_ERROR
 """Its terminated state's reason, the runtime's error its message (containerd, internal/cri/server/container_start.go:
 errorStartReason and errorStartExitCode, set when StartContainer fails)."""
 

@@ -338,7 +338,7 @@ def test_v2_runtime_patches_merge_by_name() -> None:
 
 
 def test_upstream_runtime_is_package_data_with_its_provenance() -> None:
-    text = (ROOT / "simulate" / "jaxinfra_sim" / "jax_distributed_runtime.yaml").read_text()
+    text = (ROOT / "simulate" / "jaxinfra_sim" / "core" / "jax_distributed_runtime.yaml").read_text()
     assert text.startswith("# Copyright The Kubeflow Authors.") and "8c0f5059bd51ec3ba6d6a6a7b2e1471de7bc13b3" in text
     [runtime] = yamlio.load(text)
     assert runtime == inputs.upstream_runtime()

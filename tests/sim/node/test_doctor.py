@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from jaxinfra_sim.core.programs import find
 from jaxinfra_sim.network.netns_workers import CNI_DIRS
 from jaxinfra_sim.node import parts
 from tests.support import unprivileged
@@ -29,7 +30,7 @@ def hidden(argv: list[str], tmp: Path, *programs: str) -> subprocess.CompletedPr
     """`argv` run where the CNI plugins and `programs` are not installed: a private mount namespace (unshare -m) with
     an empty tmpfs over each CNI folder and /dev/null over each program."""
     steps = [f"mount -t tmpfs tmpfs {d}" for d in CNI_DIRS if os.path.isdir(d)]
-    steps += [f"mount --bind /dev/null {p}" for name in programs if (p := programs.find(name))]
+    steps += [f"mount --bind /dev/null {p}" for name in programs if (p := find(name))]
     script = " && ".join([*steps, "exec " + shlex.join(argv)])
     return subprocess.run(
         ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],

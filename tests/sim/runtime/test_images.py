@@ -361,7 +361,8 @@ def test_without_umoci_the_fix_names_the_debian_package(tmp_path: Path, monkeypa
 
     layout = tmp_path / "layout"
     images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
-    monkeypatch.setattr(parts, "find", lambda name: None)  # (every program a part names is looked up there)
+    found = programs.find
+    monkeypatch.setattr(parts, "find", lambda name: None if name == "umoci" else found(name))  # (parts look up there)
     with pytest.raises(Unavailable, match=r"`umoci` \(--image unpacks OCI image layouts with it\)") as raised:
         load_images({NAME: layout}, run_command=False, egress=False)
     assert raised.value.status == 3 and "apt-get install -y umoci" in str(raised.value)

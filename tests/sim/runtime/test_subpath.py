@@ -3,7 +3,7 @@ leave a volume through a symlink race (CVE-2017-1002101, CVE-2021-25741), and a 
 
 First `subpath` itself: a path beneath a trusted folder opened by descriptor (openat2, and the walk of each element
 with O_NOFOLLOW|O_DIRECTORY where openat2 is missing), folders made one by one, a file made where nothing is, a tree
-walked by descriptors. Then the container's preparation (`container._volumes`, `_own`) and its start
+walked by descriptors. Then the container's preparation (`volume_manager.sources`, `_own`) and its start
 (`sandbox._volumes`, which binds from a descriptor) with a folder swapped for a symlink in between. Then whole
 simulations in the style of the issue: a native sidecar that swaps a later container's subPath for a symlink to a
 canary folder of this machine while that container starts; a sidecar that swaps a folder of its emptyDir while the
@@ -35,7 +35,7 @@ from jaxinfra.yamlio import dump
 from jaxinfra_sim.cluster.control_plane import emulate
 from jaxinfra_sim.core import model, paths
 from jaxinfra_sim.core.security import Security
-from jaxinfra_sim.kubelet import container
+from jaxinfra_sim.kubelet import volume_manager
 from jaxinfra_sim.runtime import rootfs, sandbox, subpath
 from tests.support import unprivileged
 from tests.support.cli import simulate_as
@@ -328,7 +328,7 @@ def test_the_fsgroup_walk_is_safe_while_a_container_swaps_folders(tmp_path: Path
     swapper.start()
     try:
         for _ in range(200):
-            container._own(volume, pod.mounts[0], pod.security)
+            volume_manager._own(volume, pod.mounts[0], pod.security)
     finally:
         stop.set()
         swapper.join()
@@ -344,7 +344,7 @@ def _pod(mounts: tuple[model.Mount, ...], fs_group: int | None = None, uid: int 
 
 
 def _volumes(pod: model.Pod, tmp_path: Path) -> list[tuple[subpath.Source, str, bool]]:
-    return container._volumes(
+    return volume_manager.sources(
         pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "storage" / paths.safe_name(m.key)
     )
 
@@ -388,7 +388,7 @@ def test_a_hostpath_on_its_node_is_made_beneath_the_nodes_folder(tmp_path: Path)
     def storage(m: model.Mount) -> Path:
         return paths.on_node(node, m.key)
 
-    got = container._volumes(_pod(mounts), tmp_path / "pod", tmp_path / "pod" / "sandbox", storage)
+    got = volume_manager.sources(_pod(mounts), tmp_path / "pod", tmp_path / "pod" / "sandbox", storage)
     assert [(s.root, s.relative) for s, _, _ in got] == [
         (node.resolve(), "var/data/x"),
         (node.resolve(), "run/s.sock"),
@@ -400,7 +400,7 @@ def test_a_hostpath_on_its_node_is_made_beneath_the_nodes_folder(tmp_path: Path)
     (node / "var").rename(node / "old")
     (node / "var").symlink_to(canary)
     with pytest.raises(paths.UnsafePath, match="leads out of its volume through a symlink"):
-        container._volumes(_pod(mounts[:1]), tmp_path / "pod", tmp_path / "pod" / "sandbox", storage)
+        volume_manager.sources(_pod(mounts[:1]), tmp_path / "pod", tmp_path / "pod" / "sandbox", storage)
     with pytest.raises(subpath.Unsafe):
         got[0][0].open()
     assert list(canary.iterdir()) == []
