@@ -183,7 +183,9 @@ def test_a_job_that_exhausts_the_machines_memory_ends_with_the_machines_verdict_
     assert report["machine"] == workload["reason"] == workload["attempts"][0]["reason"]
     pods = {p["rank"]: p for p in workload["attempts"][0]["pods"]}
     assert pods[0]["signal"] == "SIGKILL" and "the kernel's OOM killer" in pods[0]["reason"], pods[0]
-    assert pods[1]["reason"] == "ended with its group", pods[1]
+    # The other pod ends with its group, or, where the kernel's OOM killer struck again before the group was stopped
+    # (a busy machine: pod 0's memory not yet freed), by that killer too, as the machine's verdict says; never alone.
+    assert pods[1]["reason"] == "ended with its group" or "the kernel's OOM killer" in pods[1]["reason"], pods[1]
 
 
 # A shell whose child the OOM killer ends lives on: it says so, then waits (the machine's verdict stops it at once)
