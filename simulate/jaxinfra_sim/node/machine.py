@@ -93,8 +93,12 @@ class Machine:
             self.verdict = self.root.gone()
 
     def refused(self, err: OSError, r: PodRun) -> bool:
-        """A fork or a descriptor this machine refused while starting pod `r`: its verdict (True), or not this
-        machine's limit (False: the caller raises)."""
+        """A fork or a descriptor this machine refused while starting pod `r`, or the node's folder removed under it
+        (a file of the pod's that could not be made: `node.Root`): its verdict (True), or not this machine's doing
+        (False: the caller raises)."""
+        if self.root is not None and (gone := self.root.gone()) is not None:
+            self.verdict = gone
+            return True
         if err.errno not in RAN_OUT_OF:
             return False
         started = sum(p.pid is not None for p in self.runs)

@@ -26,7 +26,7 @@ from jaxinfra import yamlio
 from jaxinfra.errors import JaxinfraError
 from jaxinfra_sim.cluster.control_plane import emulate
 from jaxinfra_sim.core import model, paths
-from jaxinfra_sim.kubelet import container
+from jaxinfra_sim.kubelet import volume_manager
 from tests.support import unprivileged
 from tests.support.cli import simulate_as
 from tests.support.one_pod import one_pod_job
@@ -372,7 +372,7 @@ def test_a_file_volume_never_writes_outside_its_folder(tmp_path: Path, relative:
     """Were a path ever to get past volumes.py, the container's preparation refuses it before writing anything."""
     pod = _pod((model.Mount("cfg", "/etc/app", kind="files", read_only=True, files=((relative, "pwned"),)),))
     with pytest.raises(paths.UnsafePath) as err:
-        container._volumes(pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "storage")
+        volume_manager.sources(pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "storage")
     assert (
         "volume cfg file" in str(err.value)
         and isinstance(err.value, ValueError)
@@ -391,7 +391,7 @@ def test_a_symlink_a_container_left_in_its_volume_does_not_lead_out(tmp_path: Pa
     scratch.mkdir(parents=True)
     (scratch / "link").symlink_to(outside)
     with pytest.raises(paths.UnsafePath, match="symlink"):
-        container._volumes(pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "storage")
+        volume_manager.sources(pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "storage")
     assert list(outside.iterdir()) == []
 
 
@@ -403,7 +403,7 @@ def test_folders_are_named_by_the_simulator(tmp_path: Path) -> None:
             model.Mount("d", "/c", sub_path="s/t", kind="claim", key="../../k"),
         )
     )
-    got = container._volumes(
+    got = volume_manager.sources(
         pod, tmp_path / "pod", tmp_path / "pod" / "sandbox", lambda m: tmp_path / "claims" / paths.safe_name(m.key)
     )
     for source, _, _ in got:
