@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jaxinfra_sim.core import model
-from jaxinfra_sim.node import capacity, cgroups, parts
+from jaxinfra_sim.node import capacity, cgroups
 
 if TYPE_CHECKING:
     from jaxinfra_sim.network.netns import Network
@@ -85,7 +85,6 @@ class Node:
             node.notes += [_nproc(n) for n in node.groups.controllers.unenforced(limited)]
             from jaxinfra_sim.network import netns
 
-            parts.require(parts.Use.NETWORK)  # the CNI plugins, `ip` and `nft`, every one missing named at once
             node.network = netns.Network.create(egress=egress)
             if node.network.egress_note:
                 node.notes.append(node.network.egress_note)

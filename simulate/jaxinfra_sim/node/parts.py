@@ -81,7 +81,7 @@ class Kind(enum.Enum):
     KERNEL = "kernel"  # the platform: Linux, and its release
     NAMESPACES = "namespaces"  # a container's start rehearsed (`sandbox.preflight`)
     CNI = "cni"  # the CNI plugins, in one of `CNI_DIRS`
-    PROGRAM = "program"  # every program named, on PATH or in `SBIN`
+    PROGRAM = "program"  # every program named, on PATH or in `programs.SBIN`
     ANY_PROGRAM = "any program"  # the first program named that is there
     CGROUP = "cgroup"  # a controller this process can make limited groups with (`cgroupfs.probe`)
 
@@ -471,18 +471,6 @@ def require(used: Use, machine: Machine | None = None) -> Survey:
     if (err := found.unavailable()) is not None:
         raise err
     return found
-
-
-def located(name: str) -> str:
-    """Where the program `name` of a part is; `Unavailable` naming the part and the command that installs it, where
-    it is not installed."""
-    if (path := find(name)) is not None:
-        return path
-    part = next(p for p in PARTS if name in p.programs)
-    nothing = Machine(sys.platform, os.geteuid() == 0, Distro.read(), {})
-    err = survey(nothing, part.use).unavailable()
-    assert err is not None  # nothing is found on `nothing`
-    raise err
 
 
 def install(found: Survey, run: package_manager.Runner | None = None) -> list[str]:

@@ -15,6 +15,7 @@ import pty
 import re
 import secrets
 import subprocess
+import sys
 import termios
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,11 +164,10 @@ def test_no_terminal_and_none_of_the_callers_descriptors(home: Path, tmp_path: P
 
 
 def test_a_machine_without_runc_is_told_which_package(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The parts check (`parts.located`, as before every --run-command run) names the package; the runtime itself,
+    """The parts check (`parts.require`, before every --run-command run) names the package; the runtime itself,
     asked without that check, still says what is missing (exit 3)."""
-    monkeypatch.setattr(parts, "find", lambda name: None)  # (every program a part names is looked up there)
-    with pytest.raises(Unavailable) as err:
-        parts.located("runc")
+    with pytest.raises(Unavailable) as err:  # a machine where no program is found
+        parts.require(parts.Use.RUN_COMMAND, parts.Machine(sys.platform, os.geteuid() == 0, parts.Distro.read(), {}))
     assert "`runc` (--run-command runs each container under it)" in str(err.value)
     assert "apt-get install -y runc" in str(err.value) and err.value.status == 3
     runc.binary.cache_clear()
