@@ -135,11 +135,13 @@ def prepare(
         bool(faults.lookup(faults.hang, pod)),
         own_command,
         oci if own_command else None,
-        # Unique on this machine, not only in the simulation: as root runc names the container's cgroup after it,
-        # and where a v1 controller (cpuset) has no pod group above it that cgroup is at its hierarchy's root, where
-        # two simulations' containers of one name would share it (one's `runc delete` removing it under the other's
-        # `runc create`: "openat2 .../cpuset/pod-0-0-sandbox/cgroup.procs: no such file or directory").
-        "-".join((f"jaxinfra{os.getpid()}", *folder.parts[-3:])),
+        # Unique on this machine: as root runc names the container's cgroup after it, and where a v1 controller
+        # (cpuset) has no pod group above it that cgroup is at its hierarchy's root, where two containers of one name
+        # would share it (one's `runc delete` removing it under the other's `runc create`: "openat2
+        # .../cpuset/<name>/cgroup.procs: no such file or directory"). The simulator's pid tells simulations apart; the
+        # folder below the simulation's (its workload's `<serial>-<id>.<recreated>`, pod, generation, sandbox) the
+        # containers of one simulation, also those of workloads running side by side (each has its own pod-0).
+        "-".join((f"jaxinfra{os.getpid()}", *folder.parts[-4:])),
         shift,
     )
 
