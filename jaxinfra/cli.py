@@ -533,6 +533,15 @@ def simulate(
             "(defaults: [tool.jaxinfra.simulate.images] in ./pyproject.toml).",
         ),
     ] = [],
+    image_limits: Annotated[
+        list[str],
+        typer.Option(
+            "--image-limits",
+            help="KEY=QUANTITY,...: bounds on each image unpacked (size: its bytes, default half the cache's free "
+            "disk; files: its files, default 1000000) and on the image cache (cache: its bytes, default 64Gi, pruned "
+            "least recently used first).",
+        ),
+    ] = [],
 ) -> None:
     """Run the job as N real JAX processes on this machine, started from its manifests as Kubernetes would.
 
@@ -553,7 +562,7 @@ def simulate(
         timeout=timeout,
         init_timeout=init_timeout,
         faults=faults,
-        images=simulate_flags.load_images(paths, run_command, egress),
+        images=simulate_flags.load_images(paths, run_command, egress, simulate_flags.image_limits(image_limits)),
         volumes=claims,
         host_paths=host_paths,
         grace_cap=grace_cap,

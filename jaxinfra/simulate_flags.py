@@ -135,10 +135,38 @@ def images(values: list[str], volumes: list[str]) -> tuple[dict[str, Path], dict
     }
 
 
-def load_images(images: Mapping[str, Path], run_command: bool, egress: bool) -> dict[str, Any]:
+IMAGE_LIMITS = {"size": "an image's unpacked bytes", "files": "an image's files", "cache": "the cache's bytes"}
+"""The keys of --image-limits, each what it bounds (`image_cache.Bounds`)."""
+
+
+def image_limits(values: list[str]) -> Any:
+    """--image-limits KEY=QUANTITY,... (size=20Gi, files=500000, cache=64Gi) as `image_cache.Bounds`, its defaults
+    for what is not given; every bad one a problem (exit 2)."""
+    from jaxinfra import quantity
+    from jaxinfra_sim.runtime.image_cache import Bounds
+
+    fields = {"size": "image_bytes", "files": "image_files", "cache": "cache_bytes"}
+    given: dict[str, int] = {}
+    problems = []
+    for item in (i for v in values for i in v.split(",") if i):
+        key, _, text = item.partition("=")
+        number = quantity.parse(text)
+        if key not in IMAGE_LIMITS or number is None or number <= 0 or number.denominator != 1:
+            known = ", ".join(f"{k} ({what})" for k, what in IMAGE_LIMITS.items())
+            why = f"expected KEY=QUANTITY, KEY one of {known}"
+            problems.append(Problem("--image-limits", item, why, "e.g. size=20Gi"))
+            continue
+        given[fields[key]] = int(number)
+    if problems:
+        raise SpecError(problems)
+    return Bounds(**given)
+
+
+def load_images(images: Mapping[str, Path], run_command: bool, egress: bool, bounds: Any = None) -> dict[str, Any]:
     """Each image of `images`: a folder as it is, an OCI image layout or a `docker save` archive unpacked once into a
-    cache (`oci_image.load`, whose `ImageError` is one line, exit 2). Unpacking is the first thing a run asks of this
-    machine: every part the run will use is checked first, all at once (`jaxinfra_sim.node.parts`, exit 3)."""
+    cache within `bounds` (`oci_image.load`, whose `ImageError` is one line, exit 2). Unpacking is the first thing a
+    run asks of this machine: every part the run will use is checked first, all at once (`jaxinfra_sim.node.parts`,
+    exit 3)."""
     from jaxinfra_sim.node import parts
     from jaxinfra_sim.runtime import oci_image
 
@@ -146,7 +174,8 @@ def load_images(images: Mapping[str, Path], run_command: bool, egress: bool) -> 
     if set(kinds.values()) - {"folder"}:
         parts.require(parts.uses(run_command, egress, kinds.values()))
     return {
-        image: folder if kinds[image] == "folder" else oci_image.load(image, folder) for image, folder in images.items()
+        image: folder if kinds[image] == "folder" else oci_image.load(image, folder, bounds=bounds)
+        for image, folder in images.items()
     }
 
 

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from jaxinfra_sim.runtime import oci_image
-
 BUSYBOX = Path("/bin/busybox")
 SPMD_MNIST = Path(__file__).parent / "spmd_mnist"
 """Our training program in the style of Kubeflow's spmd-mnist JAXJob example, and the Dockerfile it would be built
@@ -226,7 +224,7 @@ def docker_archive(oci: Path, archive: Path, name: str) -> None:
         subprocess.run(
             [skopeo, "copy", "--quiet", f"oci:{oci}", f"docker-archive:{archive}:{name}"],
             check=True,
-            env=oci_image.skopeo_env(Path(scratch)),
+            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "XDG_DATA_HOME": scratch},
         )
 
 

@@ -126,6 +126,7 @@ def prepare(
         sitecustomize,
         volume_manager.kernel_views(pod),
         unpacked.rootfs if unpacked is not None else None,
+        shifted=unpacked is not None and unpacked.shifted,
     )
     return Container(
         pod,

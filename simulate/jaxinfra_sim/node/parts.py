@@ -183,6 +183,22 @@ PARTS: tuple[Part, ...] = (
         packages={"debian": "umoci", "fedora": "umoci"},
     ),
     Part(
+        "bwrap",
+        Kind.PROGRAM,
+        Use.LAYOUT,
+        "--image runs umoci and skopeo in its sandbox: nothing of the machine is theirs to write",
+        programs=("bwrap",),
+        packages={"debian": "bubblewrap", "fedora": "bubblewrap"},
+    ),
+    Part(
+        "nsenter",
+        Kind.PROGRAM,
+        Use.LAYOUT,
+        "as root, umoci and skopeo enter the containers' ids with it; prlimit bounds what they write",
+        programs=("nsenter", "prlimit"),
+        packages={"debian": "util-linux", "fedora": "util-linux"},
+    ),
+    Part(
         "skopeo",
         Kind.PROGRAM,
         Use.ARCHIVE,

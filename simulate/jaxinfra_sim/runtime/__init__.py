@@ -3,4 +3,4 @@ later as the distributions ship it, its advisories checked by `node.parts`), the
 (`shim`), the pod sandbox's namespaces and mounts (`sandbox`), the root filesystem (`rootfs`), paths opened beneath a
 trusted folder by descriptor as the kubelet's subpath code does (`subpath`), the RuntimeDefault seccomp profile
 (`seccomp`), and images as a node has them, unpacked by umoci from OCI layouts or `docker save` archives
-(`oci_image`, `oci_layers`, `image_config`)."""
+(`oci_image`, `image_config`; `image_cache`, `tar_headers`, and `confined`, where skopeo and umoci run)."""

@@ -42,7 +42,7 @@ def non_root_refused(security: Any, config: Config) -> str | None:
     if not (security.non_root and security.image_user):
         return None
     user = config.user.partition(":")[0]
-    if user and not user.isdigit():
+    if user and not (user.isascii() and user.isdigit()):
         return f"container has runAsNonRoot and image has non-numeric user ({user}), cannot verify user is non-root"
     if not user or int(user) == 0:
         return "container has runAsNonRoot and image will run as root"

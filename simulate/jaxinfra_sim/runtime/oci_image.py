@@ -13,14 +13,21 @@ containerd's rules (`image_config.py` applies it).
   with the image's owners, which each container sees through its id map; unprivileged `--rootless`, every file the
   caller's), into `<cache>/unpacked/<manifest digest>-<root|rootless>/rootfs`, shared read-only by every container
   of the image (each gets a writable overlay of its own, as containerd's overlayfs snapshotter gives it).
-- Before umoci sees a layer, it is read here once (its digest checked as it is read): an entry naming a path above
-  the root, written through a symlink that leads out of the root (absolute, or `..` past it), a hard link to such a
-  path, a device node, or anything but a folder at `/dev`, `/proc` or `/sys` (where the runtime mounts the
-  container's own) is refused with one line naming the image, the layer and the entry (`ImageError`, exit 2): a
-  naive unpacker would write the machine's files, or give the container the machine's devices.
+- skopeo and umoci run confined (`confined`: their own namespaces, nothing of the machine but the machine's programs
+  read-only, the image read-only and one output folder, no network, bounded in bytes, files and time): nothing of an
+  image touches the machine before it is checked. As root they run as the containers' ids (id_base + N), so the
+  cache holds no file of the machine's root: setuid programs and file capabilities hold inside the containers only.
+  umoci checks each blob's digest and size as it reads it, writes every entry inside its output (a symlink or hard
+  link aimed out of it resolves in it, as containerd's `archive.Apply` resolves it: an image a cluster runs), and
+  in a user namespace makes an empty file where a layer has a device node (umoci's rootless unpack).
+- The unpacked tree is then checked by descriptor, never by a second reading of the layers: a device node anywhere,
+  or anything but a folder at `/dev`, `/proc` or `/sys` (where the runtime mounts the container's own), is refused
+  with one line naming the image and the entry (`ImageError`, exit 2); so are an image past its bounds
+  (`image_cache.Bounds`) and an image config containerd or runc refuses (`config`).
+- Every file of the image is opened without following a link and without blocking (a FIFO or a device is refused,
+  never waited on); an archive's headers are read by `tar_headers` (bounded, Go's rules), never by Python's tarfile.
 
-The cache (`$XDG_CACHE_HOME/jaxinfra/images`, else `~/.cache/jaxinfra/images`) is 0700: as root it holds the images'
-files with their own owners and modes, setuid programs too, which no user of this machine may reach.
+The cache is the caller's own and bounded (`image_cache`).
 """
 
 from __future__ import annotations
@@ -32,36 +39,40 @@ import json
 import os
 import platform
 import re
-import subprocess
-import tarfile
+import stat
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
 from jaxinfra_sim.core import programs
 from jaxinfra_sim.core.errors import SimulatorError
-from jaxinfra_sim.runtime.oci_layers import Links
+from jaxinfra_sim.runtime import confined, image_cache, tar_headers
 
 LAYOUT_MARKER = "oci-layout"
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 MANIFESTS = ("application/vnd.oci.image.manifest.v1+json", "application/vnd.docker.distribution.manifest.v2+json")
 INDEXES = ("application/vnd.oci.image.index.v1+json", "application/vnd.docker.distribution.manifest.list.v2+json")
-LAYERS = {
-    "application/vnd.oci.image.layer.v1.tar": "r|",
-    "application/vnd.oci.image.layer.v1.tar+gzip": "r|gz",
-    "application/vnd.docker.image.rootfs.diff.tar.gzip": "r|gz",
-    "application/vnd.docker.image.rootfs.diff.tar": "r|",
-}
-"""The layer media types read here (and by umoci), each with how `tarfile` streams it."""
+LAYERS = (
+    "application/vnd.oci.image.layer.v1.tar",
+    "application/vnd.oci.image.layer.v1.tar+gzip",
+    "application/vnd.docker.image.rootfs.diff.tar.gzip",
+    "application/vnd.docker.image.rootfs.diff.tar",
+)
+"""The layer media types umoci unpacks."""
 NAME_ANNOTATIONS = ("io.containerd.image.name", "org.opencontainers.image.ref.name")
 TAG = "image"
 """The tag the simulator's own layouts (converted archives, the one umoci reads) give their image."""
 JSON_LIMIT = 4 << 20
 """The most bytes of a layout's index, manifest or config read: more is no image this simulator takes."""
 ARCHES = {"x86_64": "amd64", "aarch64": "arm64"}
+RUNTIME_MOUNTS = ("dev", "proc", "sys")
+"""Top-level folders the runtime mounts the container's own filesystems on: a link there would be followed on this
+machine while the root is built."""
+OPEN = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+"""How every file of an image is opened: never through a link, never waiting on a FIFO or a device."""
 
 
 class ImageError(SimulatorError, CommandFailed):
@@ -94,68 +105,84 @@ class Image:
     rootfs: Path  # its layers unpacked: every container's read-only lower layer
     config: Config
     cached: bool = False  # found unpacked already (this load unpacked nothing)
+    shifted: bool = False  # its owners are the containers' ids already (root's: `confined`), seen through no idmap
 
 
 def kind(path: Path) -> str | None:
     """ "layout" (an OCI image layout), "archive" (a tar file: docker/podman save), "folder" (today's plain folder,
-    the image's top layer), or None (none of them)."""
-    if path.is_dir():
-        return "layout" if (path / LAYOUT_MARKER).is_file() and (path / "index.json").is_file() else "folder"
-    if path.is_file() and tarfile.is_tarfile(path):
-        return "archive"
-    return None
+    the image's top layer), or None (none of them: a FIFO, a device, a file that is no tar). Read without blocking."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            found = {n: _regular(n, fd) for n in (LAYOUT_MARKER, "index.json")}
+            return "layout" if all(found.values()) else "folder"
+        return "archive" if stat.S_ISREG(mode) and tar_headers.is_tar(os.pread(fd, 512, 0)) else None
+    finally:
+        os.close(fd)
+
+
+def _regular(name: str, folder: int) -> bool:
+    with contextlib.suppress(OSError):
+        return stat.S_ISREG(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    return False
 
 
 def cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path(os.environ.get("HOME") or tempfile.gettempdir()) / ".cache")
-    return Path(base) / "jaxinfra" / "images"
+    return image_cache.root()
 
 
-def load(name: str, source: Path, cache: Path | None = None) -> Image:
-    """The image `name` from `source` (a layout or an archive: `kind`), unpacked in `cache` (`cache_root`) unless it
-    is there already. `ImageError` for an image refused; `Unavailable` (exit 3) without umoci or skopeo."""
-    cache = cache or cache_root()
-    cache.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(cache, 0o700)
-    layout = _converted(name, source, cache) if kind(source) == "archive" else source
-    image = _Layout(name, source, layout).unpack(cache)
+def load(name: str, source: Path, cache: Path | None = None, bounds: image_cache.Bounds | None = None) -> Image:
+    """The image `name` from `source` (a layout or an archive: `kind`), unpacked in `cache` (`cache_root`, the
+    caller's own: `image_cache.owned`) unless it is there already, within `bounds`. `ImageError` for an image refused,
+    `image_cache.CacheError` for a cache refused; `Unavailable` (exit 3) without umoci, skopeo or bwrap."""
+    cache = image_cache.owned(cache or cache_root())
+    bounds = bounds or image_cache.Bounds()
+    archive = kind(source) == "archive"
+    layout = _converted(name, source, cache, bounds) if archive else source
+    image = _Layout(name, source, layout).unpack(cache, bounds)
     if image.config.user and isinstance(why := user_ids(image.rootfs, image.config.user), str):
         raise ImageError(name, source, f"its User {image.config.user!r}: {why}", "fix the image's USER")
+    image_cache.prune(cache, bounds, keep=frozenset({image.rootfs.parent, *([layout] if archive else [])}))
     return image
 
 
-def _sha256(path: Path) -> str:
+@contextlib.contextmanager
+def _opened(name: str, source: Path, flags: int, fix: str) -> Iterator[int]:
+    """`source` opened (`flags`), or the one line saying why not."""
+    try:
+        fd = os.open(source, flags)
+    except OSError as err:
+        raise ImageError(name, source, f"cannot be opened ({err.strerror})", fix) from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _sha256(fd: int) -> str:
     h = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
+    offset = 0
+    while chunk := os.pread(fd, 1 << 20, offset):
+        h.update(chunk)
+        offset += len(chunk)
     return h.hexdigest()
 
 
-def _member(tar: tarfile.TarFile, name: str) -> object:
-    """The JSON document `name` at the top of an archive, as `name` or `./name` (None where it is missing, too large
-    or not JSON)."""
-    try:
-        member = next((m for m in tar if m.name in (name, f"./{name}")), None)
-        if member is None:
-            return None
-        data = tar.extractfile(member) if member.isfile() and member.size <= JSON_LIMIT else None
-        return json.loads(data.read()) if data is not None else None
-    except (KeyError, OSError, tarfile.TarError, ValueError):
-        return None
-
-
-def _archive_source(name: str, source: Path) -> tuple[str, str]:
+def _archive_source(name: str, source: Path, fd: int) -> tuple[str, str]:
     """skopeo's transport for a save archive and which of its images: `docker-archive` (a manifest.json list, as
     `docker save` and `podman save` write; `:@N`, the one whose RepoTags name `name`, where it holds several), else
     `oci-archive` (an OCI image layout as one tar, as `docker buildx build --output type=oci` and `podman save
     --format oci-archive` write; `:REF`, the image whose org.opencontainers.image.ref.name is `name` or its tag,
     which is how skopeo's oci-archive transport picks one, where it holds several); "" for its only image."""
     try:
-        with tarfile.open(source, "r:") as tar:
-            entries, index = _member(tar, "manifest.json"), _member(tar, "index.json")
-    except (OSError, tarfile.TarError):
-        entries = index = None
+        found = tar_headers.documents(fd, ("manifest.json", "index.json"), JSON_LIMIT)
+    except tar_headers.TarError as err:
+        raise ImageError(name, source, f"not a tar file Go's archive/tar reads: {err}", _SAVED) from None
+    entries, index = (_loads(found.get(n)) for n in ("manifest.json", "index.json"))
     if isinstance(entries, list) and entries:
         if len(entries) == 1:
             return "docker-archive", ""
@@ -198,59 +225,81 @@ def _archive_source(name: str, source: Path) -> tuple[str, str]:
     return "oci-archive", f":{refs[0]}"
 
 
-def _converted(name: str, source: Path, cache: Path) -> Path:
-    """A save archive as an OCI layout (skopeo), in the cache by the archive's sha256."""
-    transport, which = _archive_source(name, source)
-    target = cache / "archives" / _sha256(source)
-    if (target / "index.json").is_file():
-        return target
-    skopeo = programs.required("skopeo")
-    target.parent.mkdir(exist_ok=True, mode=0o700)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        link = Path(tmp) / "source.tar"  # skopeo splits its reference at ':': a name of ours, never the user's
-        link.symlink_to(source.resolve())
-        layout = Path(tmp) / "layout"
-        done = subprocess.run(
-            [
+_SAVED = "give the file `docker save` or `podman save` wrote"
+
+
+def _loads(data: bytes | None) -> object:
+    try:
+        return json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+
+
+def _converted(name: str, source: Path, cache: Path, bounds: image_cache.Bounds) -> Path:
+    """A save archive as an OCI layout (skopeo, confined), in the cache by the archive's sha256."""
+    with _opened(name, source, OPEN, _SAVED) as fd:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ImageError(name, source, "not a regular file", _SAVED)
+        transport, which = _archive_source(name, source, fd)
+        target = cache / "archives" / _sha256(fd)
+        if (target / "index.json").is_file():
+            image_cache.touch(target)
+            return target
+        skopeo = programs.required("skopeo")
+        with _staging(target.parent) as (staging, out):
+            argv = [
                 skopeo,
-                "--tmpdir",  # where it unpacks an OCI archive: never this machine's /var/tmp (containers/image
-                tmp,  # internal/tmpdir/tmpdir.go TemporaryDirectoryForBigFiles, unless BigFilesTemporaryDir is set)
+                "--insecure-policy",  # no signature to check offline: the default policy.json's insecureAcceptAnything
+                "--tmpdir",  # where it unpacks an OCI archive: its output folder, bounded with it (containers/image
+                "/out",  # internal/tmpdir/tmpdir.go TemporaryDirectoryForBigFiles)
                 "copy",
                 "--quiet",
                 "--dest-compress-level",  # skopeo gzips docker save's layers for the layout: the fastest level
                 "1",  # (its uncompressed layers are labelled gzip by skopeo 1.9, which umoci cannot read)
-                f"{transport}:{link}{which}",
-                f"oci:{layout}:{TAG}",
-            ],
-            capture_output=True,
-            text=True,
-            check=False,
-            stdin=subprocess.DEVNULL,
-            env=skopeo_env(Path(tmp)),
-        )
-        if done.returncode != 0:
-            raise ImageError(
-                name,
-                source,
-                f"skopeo could not read it: {_last(done.stderr)}",
-                "give the file `docker save` or `podman save` wrote",
-            )
-        with contextlib.suppress(OSError):  # another simulation converted it meanwhile: the same bytes
-            layout.rename(target)
+                f"{transport}:/source.tar{which}",
+                f"oci:/out/layout:{TAG}",
+            ]
+            confined.own(out)
+            _confined(name, source, argv, {"/source.tar": fd}, out, bounds, "skopeo could not read it", _SAVED)
+            with contextlib.suppress(OSError):  # another simulation converted it meanwhile: the same bytes
+                (staging / "layout").rename(target)
     return target
 
 
-def skopeo_env(scratch: Path) -> dict[str, str]:
-    """skopeo's environment: its blob-info cache in `scratch`, never in this machine's /var/lib/containers (where
-    containers/image puts root's: pkg/blobinfocache/default.go blobInfoCacheDir, which takes a user's from
-    XDG_DATA_HOME, and takes the caller as a user where containers/storage's pkg/unshare says so,
-    _CONTAINERS_ROOTLESS_UID) or the caller's home."""
-    return {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(scratch),
-        "XDG_DATA_HOME": str(scratch),
-        "_CONTAINERS_ROOTLESS_UID": str(os.getuid() or 1),
-    }
+@contextlib.contextmanager
+def _staging(parent: Path) -> Iterator[tuple[Path, int]]:
+    """A fresh folder in the cache (removed afterwards, whatever is left in it) and a descriptor of it."""
+    staging = Path(tempfile.mkdtemp(prefix="tmp", dir=parent))
+    try:
+        fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            yield staging, fd
+        finally:
+            os.close(fd)
+    finally:
+        image_cache.remove(staging)
+
+
+def _confined(
+    name: str,
+    source: Path,
+    argv: list[str],
+    reads: dict[str, int],
+    out: int,
+    bounds: image_cache.Bounds,
+    failed: str,
+    fix: str,
+) -> None:
+    limits = confined.Limits(bounds.image_limit(source.parent), bounds.image_files, bounds.seconds)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "XDG_DATA_HOME": "/tmp", "_CONTAINERS_ROOTLESS_UID": "1"}
+    try:
+        done = confined.run(argv, reads, ("/out", out), env, limits)
+    except confined.Exceeded as err:
+        raise ImageError(name, source, err.what, _SMALLER) from None
+    if done.returncode != 0 and "file too large" in done.stderr:  # RLIMIT_FSIZE: one file past the bound
+        raise ImageError(name, source, f"a file of it takes more than {limits.bytes >> 20} MiB unpacked", _SMALLER)
+    if done.returncode != 0:
+        raise ImageError(name, source, f"{failed}: {_last(done.stderr)}", fix)
 
 
 def _last(text: str) -> str:
@@ -258,52 +307,51 @@ def _last(text: str) -> str:
     return lines[-1][:300] if lines else "no message"
 
 
-class _Hashed:
-    """A blob's stream that hashes what is read from it."""
-
-    def __init__(self, f: IO[bytes]):
-        self.f, self.h = f, hashlib.sha256()
-
-    def read(self, n: int = -1) -> bytes:
-        data = self.f.read(n)
-        self.h.update(data)
-        return data
-
-    def drain(self) -> str:
-        while self.read(1 << 20):
-            pass
-        return "sha256:" + self.h.hexdigest()
-
-
 class _Layout:
-    """One OCI image layout, read as hostile input: every blob named by a checked digest and opened beneath the
-    layout's `blobs/sha256` without following a symlink, every JSON document bounded and type-checked."""
+    """One OCI image layout, read as hostile input: every file opened beneath the layout's folder (a descriptor)
+    without following a link or blocking, every blob named by a checked digest, every JSON document bounded and
+    type-checked."""
 
     def __init__(self, name: str, source: Path, path: Path):
         self.name, self.source, self.path = name, source, path
-        self.blobs = path / "blobs" / "sha256"
 
     def fail(self, what: str, fix: str = "rebuild the image; a container runtime refuses it as it is") -> ImageError:
         return ImageError(self.name, self.source, what, fix)
 
     @contextlib.contextmanager
-    def blob(self, digest: object) -> Iterator[IO[bytes]]:
-        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
-            raise self.fail(f"a descriptor's digest {digest!r} is not a sha256 digest")
+    def folder(self, *parts: str) -> Iterator[int]:
+        """The layout's folder (or one beneath it, reached without following a link), as a descriptor."""
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
         try:
-            top = os.open(self.blobs, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-            try:
-                fd = os.open(digest[7:], os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=top)
-            finally:
-                os.close(top)
+            fd = os.open(self.path, flags)
+            for part in parts:
+                nxt = os.open(part, flags | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = nxt
         except OSError as err:
-            raise self.fail(f"blob {digest} cannot be read: {err.strerror}", "give a complete image layout") from None
+            where = "/".join(parts) or "the layout"
+            raise self.fail(f"{where} cannot be opened ({err.strerror})", _COMPLETE) from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def read(self, name: str, *parts: str) -> bytes:
+        """A regular file of the layout, at most `JSON_LIMIT` + 1 bytes."""
+        with self.folder(*parts) as top:
+            try:
+                fd = os.open(name, OPEN, dir_fd=top)
+            except OSError as err:
+                raise self.fail(f"{name} cannot be read: {err.strerror}", _COMPLETE) from None
         with os.fdopen(fd, "rb") as f:
-            yield f
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise self.fail(f"{name} is not a regular file", _COMPLETE)
+            return f.read(JSON_LIMIT + 1)
 
     def document(self, digest: object, what: str) -> dict[str, Any]:
-        with self.blob(digest) as f:
-            data = f.read(JSON_LIMIT + 1)
+        if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+            raise self.fail(f"a descriptor's digest {digest!r} is not a sha256 digest")
+        data = self.read(digest[7:], "blobs", "sha256")
         if len(data) > JSON_LIMIT or "sha256:" + hashlib.sha256(data).hexdigest() != digest:
             raise self.fail(f"its {what} {digest} does not match its digest")
         return self._json(data, what)
@@ -318,12 +366,7 @@ class _Layout:
         return found
 
     def index(self) -> dict[str, Any]:
-        try:
-            with open(self.path / "index.json", "rb") as f:
-                data = f.read(JSON_LIMIT + 1)
-        except OSError as err:
-            raise self.fail(f"index.json cannot be read: {err.strerror}", "give an OCI image layout folder") from None
-        return self._json(data[: JSON_LIMIT + 1], "index.json")
+        return self._json(self.read("index.json"), "index.json")
 
     def manifest(self) -> tuple[str, dict[str, Any]]:
         """(digest, manifest) of the image named `name`, through an image index to this machine's platform."""
@@ -367,11 +410,19 @@ class _Layout:
         return named[0]
 
     def config(self, manifest: dict[str, Any]) -> Config:
+        """The config's process defaults, each refused (the field named) where containerd or runc would refuse it:
+        a string with a NUL byte (no exec(2) takes one), a WorkingDir that is not absolute (runc's `validateSpec`:
+        "Cwd must be an absolute path")."""
         described = manifest.get("config")
         document = self.document(described.get("digest") if isinstance(described, dict) else None, "config")
         c = document.get("config") or {}
         if not isinstance(c, dict):
             raise self.fail("its config's `config` is not an object")
+
+        def checked(key: str, value: str) -> str:
+            if "\0" in value:
+                raise self.fail(f"its config's {key} {value!r} holds a NUL byte", "fix the image's config")
+            return value
 
         def strings(key: str) -> tuple[str, ...]:
             value = c.get(key)
@@ -379,94 +430,121 @@ class _Layout:
                 return ()
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise self.fail(f"its config's {key} is not a list of strings")
-            return tuple(value)
+            return tuple(checked(key, v) for v in value)
 
         def text(key: str) -> str:
             value = c.get(key) or ""
             if not isinstance(value, str):
                 raise self.fail(f"its config's {key} is not a string")
-            return value
+            return checked(key, value)
 
         env = tuple((k, v) for k, sep, v in (e.partition("=") for e in strings("Env")) if sep and k)
-        return Config(strings("Entrypoint"), strings("Cmd"), text("WorkingDir"), env, text("User"))
+        working_dir = text("WorkingDir")
+        if working_dir and not working_dir.startswith("/"):
+            raise self.fail(
+                f"its config's WorkingDir {working_dir!r} is not an absolute path (runc: Cwd must be absolute)",
+                "set WORKDIR to an absolute path",
+            )
+        return Config(strings("Entrypoint"), strings("Cmd"), working_dir, env, text("User"))
 
-    def layers(self, manifest: dict[str, Any]) -> list[tuple[str, str]]:
-        out = []
-        for layer in manifest.get("layers") or ():
-            media = layer.get("mediaType") if isinstance(layer, dict) else None
-            if media not in LAYERS:
-                raise self.fail(
-                    f"a layer's media type {media!r} is not one umoci unpacks here",
-                    "save the image with gzip or uncompressed layers (skopeo copy --dest-compress-format gzip)",
-                )
-            out.append((layer["digest"], str(media)))
-        return out
+    def layers(self, manifest: dict[str, Any]) -> None:
+        """Every layer one umoci unpacks, its blob a regular file of the layout (a FIFO or a device would hold umoci
+        until its time bound; a link is refused as every blob here is)."""
+        with self.folder("blobs", "sha256") as blobs:
+            for layer in manifest.get("layers") or ():
+                media = layer.get("mediaType") if isinstance(layer, dict) else None
+                if media not in LAYERS:
+                    raise self.fail(
+                        f"a layer's media type {media!r} is not one umoci unpacks here",
+                        "save the image with gzip or uncompressed layers (skopeo copy --dest-compress-format gzip)",
+                    )
+                digest = layer.get("digest")
+                if not isinstance(digest, str) or not DIGEST.fullmatch(digest):
+                    raise self.fail(f"a layer's digest {digest!r} is not a sha256 digest")
+                try:
+                    regular = stat.S_ISREG(os.stat(digest[7:], dir_fd=blobs, follow_symlinks=False).st_mode)
+                except OSError as err:
+                    raise self.fail(f"blob {digest} cannot be read: {err.strerror}", _COMPLETE) from None
+                if not regular:
+                    raise self.fail(f"blob {digest} is not a regular file", _COMPLETE)
 
-    def unpack(self, cache: Path) -> Image:
+    def unpack(self, cache: Path, bounds: image_cache.Bounds) -> Image:
         digest, manifest = self.manifest()
         config = self.config(manifest)
-        rootless = os.geteuid() != 0
-        target = cache / "unpacked" / f"{digest[7:]}-{'rootless' if rootless else 'root'}"
+        base = confined.ids()
+        target = cache / "unpacked" / f"{digest[7:]}-{'rootless' if base is None else f'ids{base}'}"
+        shifted = base is not None
         if (target / "rootfs").is_dir():
-            return Image(self.name, self.source, digest, target / "rootfs", config, cached=True)
-        layers = self.layers(manifest)
-        links = Links()
-        for layer, media in layers:  # every layer read before any is unpacked
-            self.scan(layer, media, links)
-        target.parent.mkdir(exist_ok=True, mode=0o700)
-        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-            staging = Path(tmp)
+            image_cache.touch(target)
+            return Image(self.name, self.source, digest, target / "rootfs", config, cached=True, shifted=shifted)
+        self.layers(manifest)
+        size = len(self.read(digest[7:], "blobs", "sha256"))
+        umoci = programs.required("umoci")
+        with _staging(target.parent) as (staging, out), self.folder("blobs") as blobs:
             shadow = staging / "layout"  # the one manifest, tagged for umoci, over the source's own blobs
-            shadow.mkdir()
+            (shadow / "blobs").mkdir(parents=True)
             (shadow / LAYOUT_MARKER).write_text('{"imageLayoutVersion":"1.0.0"}', encoding="utf-8")
-            with self.blob(digest) as f:
-                size = len(f.read(JSON_LIMIT + 1))
             annotations = {"org.opencontainers.image.ref.name": TAG}
-            entry = {
-                "mediaType": manifest.get("mediaType", MANIFESTS[0]),
-                "digest": digest,
-                "size": size,
-                "annotations": annotations,
-            }
+            media = manifest.get("mediaType", MANIFESTS[0])
+            entry = {"mediaType": media, "digest": digest, "size": size, "annotations": annotations}
             (shadow / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": [entry]}))
-            (shadow / "blobs").symlink_to((self.path / "blobs").resolve())
-            out = staging / "unpacked"
-            out.mkdir()
-            argv = [
-                programs.required("umoci"),
-                "raw",
-                "unpack",
-                *(["--rootless"] if rootless else []),
-                "--image",
-                f"{shadow}:{TAG}",
-                str(out / "rootfs"),
-            ]
-            done = subprocess.run(argv, capture_output=True, text=True, check=False, stdin=subprocess.DEVNULL)
-            if done.returncode != 0:
-                raise self.fail(f"umoci could not unpack it: {_last(done.stderr)}")
-            (out / "config.json").write_text(json.dumps(dataclasses.asdict(config), sort_keys=True))
+            done = staging / "unpacked"
+            done.mkdir()
+            with _descriptor(shadow) as layout, _descriptor(done) as into:
+                confined.own(into)
+                rootless = [] if shifted else ["--rootless"]  # as root: the image's owners, as the containers' ids
+                argv = [umoci, "raw", "unpack", *rootless, "--image", f"/layout:{TAG}", "/out/rootfs"]
+                reads = {"/layout": layout, "/layout/blobs": blobs}
+                _confined(self.name, self.source, argv, reads, into, bounds, "umoci could not unpack it", _REBUILD)
+            self.check(done / "rootfs", bounds)
+            (done / "config.json").write_text(json.dumps(dataclasses.asdict(config), sort_keys=True))
             with contextlib.suppress(OSError):  # unpacked meanwhile by another simulation: the same files
-                out.rename(target)
-        return Image(self.name, self.source, digest, target / "rootfs", config)
+                done.rename(target)
+        return Image(self.name, self.source, digest, target / "rootfs", config, shifted=shifted)
 
-    def scan(self, digest: str, media: str, links: Links) -> None:
-        """Refuse the layer's first unsafe entry (see the module's docstring); `links`: the symlinks the layers
-        below left, updated with this layer's."""
-        with self.blob(digest) as f:
-            stream = _Hashed(f)
-            try:
-                with tarfile.open(fileobj=stream, mode=LAYERS[media]) as tar:  # type: ignore[call-overload]
-                    for member in tar:
-                        why = links.check(member)
-                        if why is not None:
-                            raise self.fail(
-                                f"layer {digest[:19]} entry {member.name!r} {why}",
-                                "rebuild the image without that entry",
-                            )
-            except (tarfile.TarError, OSError, EOFError) as err:
-                raise self.fail(f"layer {digest[:19]} is not a readable tar stream ({err})") from None
-            if stream.drain() != digest:
-                raise self.fail(f"layer {digest[:19]} does not match its digest")
+    def check(self, rootfs: Path, bounds: image_cache.Bounds) -> None:
+        """The unpacked tree, read by descriptor: no device node, a folder (or nothing) at each runtime mount, its
+        size within `bounds` (counted exactly, after the confined run's own bound)."""
+        with _descriptor(rootfs) as top:
+            for name in RUNTIME_MOUNTS:
+                with contextlib.suppress(FileNotFoundError):
+                    if not stat.S_ISDIR(os.stat(name, dir_fd=top, follow_symlinks=False).st_mode):
+                        raise self.fail(
+                            f"entry {name!r} is not a folder, where the runtime mounts the container's own /{name}",
+                            _REBUILD_WITHOUT,
+                        )
+        total, count = 0, 0
+        for folder, dirs, files, fd in os.fwalk(rootfs, follow_symlinks=False):
+            for name in (*dirs, *files):
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode):
+                    where = os.path.relpath(os.path.join(folder, name), rootfs)
+                    raise self.fail(f"entry {where!r} is a device node, which would be the machine's", _REBUILD_WITHOUT)
+                total, count = total + st.st_blocks * 512, count + 1
+        limit = bounds.image_limit(rootfs)
+        if total > max(limit, 0) or count > bounds.image_files:
+            raise ImageError(
+                self.name,
+                self.source,
+                f"it takes {total >> 20} MiB in {count} files unpacked (at most {limit >> 20} MiB, "
+                f"{bounds.image_files} files)",
+                _SMALLER,
+            )
+
+
+_COMPLETE = "give a complete image layout"
+_SMALLER = "give a smaller image, or raise --image-limits"
+_REBUILD = "rebuild the image; a container runtime refuses it as it is"
+_REBUILD_WITHOUT = "rebuild the image without that entry"
+
+
+@contextlib.contextmanager
+def _descriptor(folder: Path) -> Iterator[int]:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def user_ids(rootfs: Path, user: str) -> tuple[int, int] | str:
@@ -475,26 +553,38 @@ def user_ids(rootfs: Path, user: str) -> tuple[int, int] | str:
     a uid the passwd file lacks runs with gid 0. Why not, as text, when a name is not in the image."""
     name, _, group = user.partition(":")
     passwd = _entries(rootfs, "etc/passwd")
-    uid: int | None = int(name) if name.isdigit() else None
+    uid: int | None = int(name) if _ID.fullmatch(name) else None
     gid: int | None = None
     for fields in passwd:
-        if len(fields) >= 4 and fields[2].isdigit() and fields[3].isdigit():
+        if _numeric(fields, 2) and _numeric(fields, 3):
             if (uid is None and fields[0] == name) or (uid is not None and int(fields[2]) == uid):
                 uid, gid = int(fields[2]), int(fields[3])
                 break
     if uid is None:
         return f"no user {name!r} in the image's /etc/passwd"
     if group:
-        if group.isdigit():
+        if _ID.fullmatch(group):
             gid = int(group)
         else:
             gid = next(
-                (int(f[2]) for f in _entries(rootfs, "etc/group") if len(f) >= 3 and f[0] == group and f[2].isdigit()),
+                (
+                    int(f[2])
+                    for f in _entries(rootfs, "etc/group")
+                    if len(f) >= 3 and f[0] == group and _ID.fullmatch(f[2])
+                ),
                 None,
             )
             if gid is None:
                 return f"no group {group!r} in the image's /etc/group"
     return uid, gid or 0
+
+
+_ID = re.compile(r"[0-9]{1,10}")
+"""A numeric uid or gid as containerd parses one (strconv: ASCII digits only, so "²" is a name)."""
+
+
+def _numeric(fields: list[str], at: int) -> bool:
+    return len(fields) > at and _ID.fullmatch(fields[at]) is not None
 
 
 def _entries(rootfs: Path, relative: str) -> list[list[str]]:

@@ -319,9 +319,10 @@ class Builder:
             os.close(fd)
         return str(target)
 
-    def overlay(self, lowers: Sequence[str], target: Path) -> None:
-        """Copy-on-write over `lowers` (the first on top); read-only (no upper layer) under readOnlyRootFilesystem."""
-        lowers = [self.mapped(s) for s in lowers]
+    def overlay(self, lowers: Sequence[str], target: Path, mapped: bool = True) -> None:
+        """Copy-on-write over `lowers` (the first on top), seen through the idmap unless not `mapped`; read-only (no
+        upper layer) under readOnlyRootFilesystem."""
+        lowers = [self.mapped(s) for s in lowers] if mapped else list(lowers)
         lower = ":".join(s.replace(":", "\\:") for s in lowers)
         if self.read_only and len(lowers) == 1:
             self.bind(lowers[0], target, read_only=True)
@@ -404,15 +405,15 @@ class Builder:
             for found in sorted(self.root.glob(pattern)):
                 self._blank(found)
 
-    def image(self, unpacked: Path) -> None:
+    def image(self, unpacked: Path, shifted: bool = False) -> None:
         """An image's unpacked layers as the whole root, copy-on-write (its writes in a layer of this container's
         own, as containerd's overlayfs snapshotter gives each container an upper layer over the image's): nothing of
         the machine's is in it, neither its programs nor its Python. Under readOnlyRootFilesystem too, so that the
         mount points made next (`/dev`, `/proc`, `/etc/hosts`, volumes) land in that layer: `finish` makes it
-        read-only."""
+        read-only. `shifted`: its owners are the container's ids already (root's image cache), so no idmap."""
         read_only, self.read_only = self.read_only, False
         try:
-            self.overlay([str(unpacked)], self.root)
+            self.overlay([str(unpacked)], self.root, mapped=not shifted)
         finally:
             self.read_only = read_only
 

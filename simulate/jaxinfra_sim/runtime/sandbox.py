@@ -99,6 +99,7 @@ class Spec:
     site: Path | None = None  # the simulator's sitecustomize, seen at rootfs.SITE
     views: Sequence[tuple[str, str]] = ()  # (its own path, mount path): hostPaths of the node's /sys and /proc/sys
     rootfs: Path | None = None  # its image unpacked (--image NAME=LAYOUT|ARCHIVE): its whole root, nothing of ours
+    shifted: bool = False  # that image's owners are the container's ids already (root's cache): seen through no idmap
 
 
 def _libc() -> ctypes.CDLL:
@@ -434,7 +435,7 @@ def build(
         b = rootfs.Builder(libc, root, layers, spec.security.read_only_root, owner, idmap)
         b.tmpfs(layers, "0700", owned=False)  # every layer's writes in memory of this mount namespace: gone with it
         if spec.rootfs is not None:
-            b.image(spec.rootfs)
+            b.image(spec.rootfs, spec.shifted)
         else:
             b.system(rootfs.machine(), spec.image)
         b.devices(runtime)

@@ -27,6 +27,8 @@ EVERYTHING = {
     "runc": Found("/usr/sbin/runc", "1.3.3"),
     "newuidmap": Found("/usr/bin/newuidmap"),
     "umoci": Found("/usr/bin/umoci"),
+    "bwrap": Found("/usr/bin/bwrap"),
+    "nsenter": Found("/usr/bin/nsenter"),
     "skopeo": Found("/usr/bin/skopeo"),
     **{f"{c} cgroup": Found(f"/sys/fs/cgroup/{c}", "cgroup v2") for c in ("memory", "cpu", "pids")},
 }
@@ -108,7 +110,8 @@ def test_macos_is_told_it_needs_linux_and_how_to_get_it() -> None:
 def test_fedora_gets_dnf_and_fedoras_names() -> None:
     said = refusal(machine(KERNEL, FEDORA, root=False), parts.uses(True, True, ["archive"], root=False))
     assert said.endswith(
-        "fix: sudo dnf install -y containernetworking-plugins iproute nftables runc shadow-utils umoci skopeo"
+        "fix: sudo dnf install -y containernetworking-plugins iproute nftables runc shadow-utils umoci bubblewrap "
+        "util-linux skopeo"
     )
 
 
@@ -128,8 +131,8 @@ def test_an_unknown_distribution_gets_the_packages_by_debians_names() -> None:
         (True, [], True, {"runc"}),
         (True, [], False, {"runc", "newuidmap"}),
         (False, ["folder"], True, set()),
-        (False, ["layout"], True, {"umoci"}),
-        (True, ["archive", "folder"], True, {"runc", "umoci", "skopeo"}),
+        (False, ["layout"], True, {"umoci", "bwrap", "nsenter"}),
+        (True, ["archive", "folder"], True, {"runc", "umoci", "bwrap", "nsenter", "skopeo"}),
     ],
 )
 def test_each_option_adds_the_parts_it_runs(run_command: bool, images: list[str], root: bool, wanted: set[str]) -> None:
