@@ -22,9 +22,8 @@ Here (`StorageWatch`, polled by the runner) each running pod that has such a lim
 cAdvisor's disk
 figures (10 s housekeeping), so a pod here is evicted sooner after it crosses the line than on a node, never for less.
 Usage is what the file system allocated (st_blocks x 512, each inode once, one file system: `du -x`), walked by
-descriptor without following links (`os.fwalk`): an emptyDir's folder, the container's writable layer (the tmpfs
-mounts its sandbox made, `writable_layer`, read through its shim's mount namespace at /proc/PID/root, as root and
-unprivileged alike: the simulator owns that namespace), and its logs (the bytes it wrote to stdout and stderr, at
+descriptor without following links (`os.fwalk`): an emptyDir's folder, the container's writable layer (its
+sandbox's folders on disk, `writable_layer`), and its logs (the bytes it wrote to stdout and stderr, at
 most what the kubelet's log rotation keeps, `LOG_MAX_BYTES`; without the CRI log format's per-line prefix).
 
 Not enforced: an emptyDir of `medium: Memory` is a folder on the disk here, not a tmpfs of its sizeLimit (`notes`
@@ -35,7 +34,6 @@ node counts as local ephemeral storage too, are not counted (their files are a m
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,32 +121,12 @@ def usage(folder: Path | str) -> int:
     return total
 
 
-def writable_layer(pid: int, scratch: Path) -> int:
-    """The bytes a running container holds in its writable layer: every tmpfs its sandbox mounted under `scratch`
-    (the `layers` one, which holds each overlay's upper layer, and those that stand for its root and its empty
-    folders, `/tmp` among them), each walked on its own (`usage`: the mounts on it are not its), but its `/dev` (a
-    node's /dev/shm is memory, not ephemeral storage) and the kernel's /sys and /proc. They exist in the mount
-    namespace of its shim (`pid`) alone, read through /proc/PID/mountinfo and /proc/PID/root (mount points there are
-    relative to that process's root); 0 where they cannot be read (the container gone). Walked, not asked of statfs:
-    a tmpfs mounted without a size, as these are, reports no blocks used."""
-    prefix = str(scratch)
-    try:
-        text = Path(f"/proc/{pid}/mountinfo").read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return 0
-    seen, total = set(), 0
-    for line in text.splitlines():
-        fields = line.split(" ")
-        if "-" not in fields[6:]:
-            continue
-        fstype = fields[fields.index("-", 6) + 1]
-        device, point = fields[2], re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        inside = point[len(prefix) :] if point == prefix or point.startswith(prefix + "/") else None
-        if fstype != "tmpfs" or device in seen or inside is None or re.match(r"/root/(dev|sys|proc)(/|$)", inside):
-            continue
-        seen.add(device)
-        total += usage(f"/proc/{pid}/root{point}")
-    return total
+def writable_layer(scratch: Path) -> int:
+    """The bytes a container holds in its writable layer: its sandbox's `layers` folder on disk (each overlay's upper
+    layer, and the folders that stand for its root and its empty folders, `/tmp` among them: `rootfs.Builder
+    .writable`), walked from this machine's mount namespace, where the mounts of the container's (its /dev, the
+    machine's folders it sees) are not there to be counted."""
+    return usage(scratch / "layers")
 
 
 @dataclass(frozen=True)
@@ -246,7 +224,7 @@ class StorageWatch:
             if found.pod is not None:  # the containers' own: their logs and their writable layers
                 for p in r.processes:
                     name = p.container.name if isinstance(p, ContainerRun) else r.pod.container
-                    layer = writable_layer(p.pid or 0, self.scratch(r, p).resolve()) if p.live and p.running else 0
+                    layer = writable_layer(self.scratch(r, p).resolve()) if p.live and p.running else 0
                     used[name] = used.get(name, 0) + min(p.logged, LOG_MAX_BYTES) + layer
             why = verdict(found, dirs, used, disk)
             if why is not None:

@@ -6,11 +6,14 @@ and the one folder it writes. No network (a namespace of its own holds only `lo`
 machine's, no process of the machine's to see. As containerd's CRI unpacks into a snapshot folder only, the output
 folder is the only place a crafted archive can write: an entry aimed out of it lands in it, or nowhere.
 
-The ids: as root, the run's user namespace is the containers' (container id N is the machine's `runc.id_base()` + N:
-`rootfs.id_namespace`), entered with nsenter before bwrap starts, so the image's owners are kept and its root's files
-are the machine's id_base, never the machine's root: a setuid-root program of the image is setuid to an id no one
-logs in as, and its file capabilities hold inside the containers' namespace only (user_namespaces(7), "file
-capabilities" v3). Unprivileged, bwrap maps the caller to itself (umoci `--rootless`: every file the caller's).
+The ids: as root, bwrap builds the sandbox as the machine's root (its binds of descriptors need it), with no
+capability for its child but CAP_SYS_ADMIN, which the child spends at once entering the containers' user namespace
+(container id N is the machine's `runc.id_base()` + N: `rootfs.id_namespace`) with nsenter, before anything of the
+image is read: from there it holds capabilities in that namespace only (setns(2)), cannot change the sandbox's
+mounts, and writes the image's owners as the containers' ids, so a setuid-root program of the image is setuid to an
+id no one logs in as, and its file capabilities hold inside the containers' namespace only (user_namespaces(7),
+"file capabilities" v3). Unprivileged, bwrap's own user namespace maps the caller to itself (umoci `--rootless`:
+every file the caller's).
 
 Bounded (`Limits`): the bytes and inodes the run takes on the output's filesystem (its free space and inodes read
 every `POLL` seconds; a file larger than the byte bound stops at RLIMIT_FSIZE), and its wall time; past one the run

@@ -10,7 +10,7 @@ lets that user swap what root unpacks, or reach its setuid programs.
 
 Bounded (`Bounds`): an image's unpacked size (default half the cache's filesystem's free space) and files; the
 cache's total, pruned least recently used first, as the kubelet's image GC frees down to its low threshold
-(kubernetes @ 1f671eec pkg/kubelet/images/image_gc_manager.go `GarbageCollect`, `freeSpace`: images by last use,
+(kubernetes/kubernetes pkg/kubelet/images/image_gc_manager.go `GarbageCollect`, `freeSpace`: images by last use,
 oldest first, never one in use), and pruned too while the filesystem is fuller than the kubelet's
 `imageGCHighThresholdPercent` (85), down to `imageGCLowThresholdPercent` (80) (pkg/kubelet/apis/config/v1beta1
 defaults.go). An entry's last use is its folder's mtime, touched by each load.
@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import os
 import pwd
-import shutil
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -29,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
+from jaxinfra_sim.core import paths
 from jaxinfra_sim.core.errors import SimulatorError
 
 FOLDERS = ("unpacked", "archives")
@@ -191,18 +191,7 @@ def prune(cache: Path, bounds: Bounds, keep: frozenset[Path]) -> list[Path]:
             break
         if path in keep:
             continue
-        remove(path)
+        paths.remove_tree(path)
         total, goal = total - sizes[path], goal - sizes[path]
         removed.append(path)
     return removed
-
-
-def remove(path: Path) -> None:
-    """An entry removed, its read-only folders too (an image's folders keep their modes: 0555 stops an unprivileged
-    owner's rmtree): every folder made the caller's to write first (fwalk lists a link as a link, never a folder)."""
-    if os.geteuid() != 0:
-        for _, dirs, _, fd in os.fwalk(path, follow_symlinks=False):
-            for name in dirs:
-                with contextlib.suppress(OSError):
-                    os.chmod(name, 0o700, dir_fd=fd)
-    shutil.rmtree(path, ignore_errors=True)

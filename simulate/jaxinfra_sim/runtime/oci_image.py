@@ -10,9 +10,9 @@ containerd's rules (`image_config.py` applies it).
   type=oci`), converted to a layout by skopeo (`skopeo copy docker-archive:FILE` or `oci-archive:FILE`, to
   `oci:DIR:image`, offline), kept in the cache by the archive's own sha256.
 - Its layers are unpacked by umoci (`umoci raw unpack`: the OCI image spec's whiteouts, hard links, modes; as root
-  with the image's owners, which each container sees through its id map; unprivileged `--rootless`, every file the
-  caller's), into `<cache>/unpacked/<manifest digest>-<root|rootless>/rootfs`, shared read-only by every container
-  of the image (each gets a writable overlay of its own, as containerd's overlayfs snapshotter gives it).
+  with the image's owners as the containers' ids; unprivileged `--rootless`, every file the caller's), into
+  `<cache>/unpacked/<manifest digest>-<ids<id_base>|rootless>/rootfs`, shared read-only by every container of the
+  image (each gets a writable overlay of its own, as containerd's overlayfs snapshotter gives it).
 - skopeo and umoci run confined (`confined`: their own namespaces, nothing of the machine but the machine's programs
   read-only, the image read-only and one output folder, no network, bounded in bytes, files and time): nothing of an
   image touches the machine before it is checked. As root they run as the containers' ids (id_base + N), so the
@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
-from jaxinfra_sim.core import programs
+from jaxinfra_sim.core import paths, programs
 from jaxinfra_sim.core.errors import SimulatorError
 from jaxinfra_sim.runtime import confined, image_cache, tar_headers
 
@@ -131,15 +131,11 @@ def _regular(name: str, folder: int) -> bool:
     return False
 
 
-def cache_root() -> Path:
-    return image_cache.root()
-
-
 def load(name: str, source: Path, cache: Path | None = None, bounds: image_cache.Bounds | None = None) -> Image:
-    """The image `name` from `source` (a layout or an archive: `kind`), unpacked in `cache` (`cache_root`, the
+    """The image `name` from `source` (a layout or an archive: `kind`), unpacked in `cache` (`image_cache.root`, the
     caller's own: `image_cache.owned`) unless it is there already, within `bounds`. `ImageError` for an image refused,
     `image_cache.CacheError` for a cache refused; `Unavailable` (exit 3) without umoci, skopeo or bwrap."""
-    cache = image_cache.owned(cache or cache_root())
+    cache = image_cache.owned(cache or image_cache.root())
     bounds = bounds or image_cache.Bounds()
     archive = kind(source) == "archive"
     layout = _converted(name, source, cache, bounds) if archive else source
@@ -277,7 +273,7 @@ def _staging(parent: Path) -> Iterator[tuple[Path, int]]:
         finally:
             os.close(fd)
     finally:
-        image_cache.remove(staging)
+        paths.remove_tree(staging)
 
 
 def _confined(

@@ -5,14 +5,15 @@ layers under an overlay, `/proc` of its PID namespace, a small `/dev`, `/sys` re
 read-only `/proc` paths) and pivots into it. The simulator does the same in each pod's mount
 namespace, with this machine's system standing in for the image:
 
-- `/` is a tmpfs; each top-level folder of the machine appears copy-on-write (an overlay whose upper
-  layer is a tmpfs of the pod's: a write, a `pip install`, lands there and vanishes with the
-  container). A folder with other mounts beneath it is bound read-only instead (an overlay cannot
-  take it in a user namespace).
-- Folders that hold the machine's users' data are empty tmpfs instead: `/root`, `/home`, `/tmp`,
-  `/var/tmp`, `/run`, `/mnt`, `/media`, the caller's `$HOME` and the folder simulations keep their
-  scratch files in; the simulator's Python, where it lies inside one of those, is put back
-  (copy-on-write) at the same path, so the pods' interpreter and libraries work. `/etc/shadow`,
+- `/` is a folder of the container's writable layer; each top-level folder of the machine appears
+  copy-on-write (an overlay whose upper layer is the container's: a write, a `pip install`, lands
+  there, on disk, and is removed with the container). A folder with other mounts beneath it is
+  bound read-only instead (an overlay cannot take it in a user namespace).
+- Folders that hold the machine's users' data are empty folders of the writable layer instead:
+  `/root`, `/home`, `/tmp`, `/var/tmp`, `/run`, `/mnt`, `/media`, the caller's `$HOME` and the
+  folder simulations keep their scratch files in; the simulator's Python, where it lies inside one
+  of those, is put back (copy-on-write) at the same path, so the pods' interpreter and libraries
+  work. `/etc/shadow`,
   `/etc/gshadow` and the SSH host keys are empty files.
 - `--image IMAGE=DIR` is the image's top layer: its files appear at the same paths in the root,
   over the machine's own (DIR's `train.py` is `/train.py`; with `workingDir: /app`, DIR's `app/`),
@@ -281,8 +282,22 @@ class Builder:
             raise RootError(step, ctypes.get_errno())
 
     def tmpfs(self, target: Path, mode: str = "0755", owned: bool = True) -> None:
+        """Memory, where a node's container has memory too (its /dev, /dev/shm)."""
         data = f"mode={mode}" + (f",uid={self.owner[0]},gid={self.owner[1]}" if self.owner and owned else "")
         self.mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data, f"tmpfs at {target}")
+
+    def writable(self, target: Path, mode: int = 0o755) -> None:
+        """A fresh empty folder of the container's writable layer at `target`, nosuid and nodev: on disk, in
+        `layers` (as containerd's overlayfs snapshotter keeps each container's upper layer in a folder of its own
+        under its root on the node's disk), so what the container writes there is ephemeral storage, counted by the
+        eviction manager, never memory charged to the container."""
+        self.count += 1
+        folder = self.layers / f"{self.count}d"
+        folder.mkdir()
+        os.chmod(folder, mode)
+        if self.owner is not None:
+            os.chown(folder, self.owner[0], self.owner[1])
+        self.bind(str(folder), target, read_only=False, recursive=False, volume=True)
 
     def bind(self, source: str, target: Path, read_only: bool, recursive: bool = True, volume: bool = False) -> None:
         """`source` at `target`; a `volume` nosuid and nodev, as the issue's hostile manifests need (containerd adds
@@ -366,7 +381,7 @@ class Builder:
 
     def system(self, m: Machine, image: Path | None) -> None:
         """The machine's top level, its hidden folders and its Python; the image's files over them."""
-        self.tmpfs(self.root)
+        self.writable(self.root)
         emptied: list[Path] = []  # the users' folders, read-only under readOnlyRootFilesystem once the Python is back
         own = {e.name: e for e in os.scandir(image)} if image is not None else {}
         names = {name: kind for name, kind in m.entries}
@@ -385,13 +400,13 @@ class Builder:
                 elif mine is not None or host:
                     self.overlay(([mine.path] if mine is not None else []) + host, target)
                 else:
-                    self.tmpfs(target, "1777" if name == "tmp" else "0755")
+                    self.writable(target, 0o1777 if name == "tmp" else 0o755)
                     emptied.append(target)
         for folder in m.hidden:
             target = join(self.root, folder)
             if folder.count("/") > 1 and target.parent.is_dir() and not target.is_symlink():
                 self.place(target, True)
-                self.tmpfs(target, "1777" if folder.endswith("tmp") else "0755")
+                self.writable(target, 0o1777 if folder.endswith("tmp") else 0o755)
                 emptied.append(target)
         for path in m.python:
             target = self.root / path.lstrip("/")

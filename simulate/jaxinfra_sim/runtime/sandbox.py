@@ -183,7 +183,8 @@ def _map_ids(security: Security, uid: int, gid: int) -> None:
 
 def _place(b: rootfs.Builder, target: Path, is_dir: bool) -> None:
     """A mount point inside the root; where the layer above refuses (its folder belongs to an id this user namespace
-    does not map), a tmpfs covers the deepest existing folder with every entry it had bound back in."""
+    does not map), a fresh folder of the writable layer covers the deepest existing folder with every entry it had
+    bound back in."""
     try:
         b.place(target, is_dir)
         return
@@ -196,7 +197,7 @@ def _place(b: rootfs.Builder, target: Path, is_dir: bool) -> None:
     keep = b.layers / f"kept-{len(list(b.layers.glob('kept-*')))}"
     keep.mkdir()
     b.bind(str(folder), keep, read_only=False)
-    b.tmpfs(folder)
+    b.writable(folder)
     for entry in os.scandir(keep):
         placed = folder / entry.name
         if entry.is_symlink():
@@ -433,7 +434,7 @@ def build(
         folder.mkdir(parents=True, exist_ok=True)
     try:
         b = rootfs.Builder(libc, root, layers, spec.security.read_only_root, owner, idmap)
-        b.tmpfs(layers, "0700", owned=False)  # every layer's writes in memory of this mount namespace: gone with it
+        os.chmod(layers, 0o700)  # every layer's writes on disk, in the container's folder: removed with it
         if spec.rootfs is not None:
             b.image(spec.rootfs, spec.shifted)
         else:

@@ -91,6 +91,19 @@ def test_writable_layers_and_logs_count_toward_ephemeral_storage(home: Path) -> 
     ]
 
 
+@MODES
+def test_writing_the_writable_layer_is_disk_not_the_containers_memory(home: Path, as_root: bool) -> None:
+    """A container with a 64Mi memory limit writes 160 MiB into its own root (its /tmp, and a file of the machine's
+    folder it sees copy-on-write): on a node that is the writable layer on disk (the page cache it dirties is
+    reclaimed, not an OOM kill), and so here: it succeeds, and the bytes are on this machine's disk, in the
+    container's folder, never in a tmpfs."""
+    script = f"{write('/tmp/blob', 96 << 20)} && {write('/usr/blob', 64 << 20)} && sync && sleep 2"
+    one = container("w", script, resources={"limits": {"memory": "64Mi"}})
+    rc, out, report = simulate_as(home, dump([job("big", one)]), "--run-command", "--timeout", "60", as_root=as_root)
+    assert rc == 0, out
+    assert [p["phase"] for p in pods(report, "big")] == ["succeeded"], out
+
+
 def test_an_evicted_pod_is_a_failed_pod_to_its_job(home: Path) -> None:
     """backoffLimit 1: the Job replaces the evicted pod once; evicted again, the Job fails (no DisruptionTarget
     condition comes with a local storage eviction, so nothing exempts it)."""

@@ -164,6 +164,32 @@ def test_a_long_name_that_is_dev_is_seen_as_the_unpacker_writes_it(home: Path, a
     assert list(canary.iterdir()) == []
 
 
+@MODES
+def test_a_device_header_with_a_field_that_is_not_octal_leaves_no_device_anywhere(home: Path, as_root: bool) -> None:
+    """A V7 header (no magic) for a character device whose major number is not octal, then a device node: Python's
+    tarfile stopped reading there silently while the unpacker went on. Whatever umoci (Go's reader) makes of it, the
+    verdict is one line or a run, and no device node is in the cache."""
+    bad = bytearray(_header("dev/evil", b"00000000000\0", b"3"))
+    bad[257:265] = bytes(8)  # V7: no magic
+    bad[329:337] = b"zz\0\0\0\0\0\0"  # devmajor
+    bad[148:156] = b" " * 8
+    bad[148:156] = f"{sum(bad):06o}\0 ".encode()
+    node = bytearray(_header("mem", b"00000000000\0", b"3"))
+    node[329:337], node[337:345] = b"0000001\0", b"0000001\0"
+    node[148:156] = b" " * 8
+    node[148:156] = f"{sum(node):06o}\0 ".encode()
+    layout = home / "layout"
+    images.layout(layout, images.Spec([images.busybox_layer()], cmd=["/bin/busybox", "true"]))
+    path = _with_layer(layout, bytes(bad) + bytes(node) + bytes(1024))
+    subprocess.run(["chmod", "-R", "a+rX", str(layout)], check=True)
+    r = _run_image(home, path, as_root=as_root)
+    out = (r.stdout + r.stderr).strip()
+    assert r.returncode in (0, 2) and "Traceback" not in out, out
+    cache = Path(cache_env(home, as_root).get("XDG_CACHE_HOME", home / ".cache"))
+    found = [p for p in cache.rglob("*") if stat.S_ISCHR(p.lstat().st_mode) or stat.S_ISBLK(p.lstat().st_mode)]
+    assert found == []
+
+
 def _with_layer(layout: Path, data: bytes) -> Path:
     """`layout` with one more (uncompressed) layer on top, its manifest and index rewritten."""
     import hashlib
@@ -205,6 +231,29 @@ def test_an_image_past_its_bounds_is_refused_with_the_figure(home: Path, as_root
     _refused(_run_image(home, path, as_root=as_root, args=("--image-limits", "files=100")), "100 files")
     cache = Path(cache_env(home, as_root).get("XDG_CACHE_HOME", home / ".cache")) / "jaxinfra" / "images"
     assert not list(cache.glob("unpacked/*")), "nothing left unpacked"
+
+
+@MODES
+def test_a_sparse_file_of_10_gib_in_a_tiny_layer_stops_at_the_bound(home: Path, as_root: bool) -> None:
+    """GNU tar's sparse format (PAX 1.0): a layer of a few KiB whose one file is 10 GiB of holes, which umoci (Go's
+    archive/tar) writes densely. Past `size=64Mi` the file stops at the bound (RLIMIT_FSIZE): one line, at once, the
+    disk never filled."""
+    work = home / "sparse"
+    work.mkdir()
+    subprocess.run(["truncate", "-s", "10G", str(work / "holes")], check=True)
+    layer = home / "sparse.tar"
+    tar = ["tar", "--sparse", "--format=posix", "--owner=0", "--group=0", "-C", str(work), "-cf", str(layer), "holes"]
+    subprocess.run(tar, check=True)
+    assert layer.stat().st_size < 64 << 10
+    layout = home / "layout"
+    images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
+    path = _with_layer(layout, layer.read_bytes())
+    subprocess.run(["chmod", "-R", "a+rX", str(layout)], check=True)
+    free = os.statvfs(home).f_bavail
+    start = time.monotonic()
+    _refused(_run_image(home, path, as_root=as_root, args=("--image-limits", "size=64Mi")), "64 MiB")
+    assert time.monotonic() - start < 30
+    assert (free - os.statvfs(home).f_bavail) * os.statvfs(home).f_frsize < 1 << 30
 
 
 @pytest.mark.unit
