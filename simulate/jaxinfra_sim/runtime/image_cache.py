@@ -19,6 +19,7 @@ defaults.go). An entry's last use is its folder's mtime, touched by each load.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import pwd
 import stat
@@ -48,11 +49,18 @@ class Bounds:
     cache_bytes: int = 64 << 30
     seconds: float = 900.0
 
-    def image_limit(self, folder: Path) -> int:
+    def resolved(self, cache: Path) -> Bounds:
+        """These bounds with the image's bytes a figure: half the cache's free space now, where none was given."""
         if self.image_bytes is not None:
-            return self.image_bytes
-        free = os.statvfs(folder)
-        return free.f_bavail * free.f_frsize // 2
+            return self
+        free = os.statvfs(cache)
+        return dataclasses.replace(self, image_bytes=free.f_bavail * free.f_frsize // 2)
+
+    @property
+    def image_limit(self) -> int:
+        if self.image_bytes is None:
+            raise ValueError("Bounds.resolved first")
+        return self.image_bytes
 
 
 class CacheError(SimulatorError, CommandFailed):
@@ -151,6 +159,21 @@ def touch(entry: Path) -> None:
         os.utime(entry)
 
 
+SIZE = "size"
+"""The file in an entry that holds its bytes on disk, written once it is made (`record`): the GC reads it, never walks
+an entry's tree again."""
+
+
+def record(entry: Path, used: int) -> None:
+    (entry / SIZE).write_text(str(used), encoding="utf-8")
+
+
+def _recorded(entry: Path) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        return int((entry / SIZE).read_text(encoding="utf-8"))
+    return size(entry)[0]
+
+
 def size(folder: Path) -> tuple[int, int]:
     """(bytes on disk, entries) of a folder's tree, read without following a link."""
     total, count = 0, 0
@@ -179,7 +202,7 @@ def prune(cache: Path, bounds: Bounds, keep: frozenset[Path]) -> list[Path]:
     `bounds.cache_bytes`, or its filesystem is fuller than `HIGH_PERCENT` (then down to `LOW_PERCENT`); what was
     removed, oldest first."""
     entries = sorted(_entries(cache))
-    sizes = {path: size(path)[0] for _, path in entries}
+    sizes = {path: _recorded(path) for _, path in entries}
     total = sum(sizes.values())
     fs = os.statvfs(cache)
     used = (fs.f_blocks - fs.f_bfree) * fs.f_frsize

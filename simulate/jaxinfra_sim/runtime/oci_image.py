@@ -136,7 +136,7 @@ def load(name: str, source: Path, cache: Path | None = None, bounds: image_cache
     caller's own: `image_cache.owned`) unless it is there already, within `bounds`. `ImageError` for an image refused,
     `image_cache.CacheError` for a cache refused; `Unavailable` (exit 3) without umoci, skopeo or bwrap."""
     cache = image_cache.owned(cache or image_cache.root())
-    bounds = bounds or image_cache.Bounds()
+    bounds = (bounds or image_cache.Bounds()).resolved(cache)
     archive = kind(source) == "archive"
     layout = _converted(name, source, cache, bounds) if archive else source
     image = _Layout(name, source, layout).unpack(cache, bounds)
@@ -257,6 +257,7 @@ def _converted(name: str, source: Path, cache: Path, bounds: image_cache.Bounds)
             ]
             confined.own(out)
             _confined(name, source, argv, {"/source.tar": fd}, out, bounds, "skopeo could not read it", _SAVED)
+            image_cache.record(staging / "layout", image_cache.size(staging / "layout")[0])
             with contextlib.suppress(OSError):  # another simulation converted it meanwhile: the same bytes
                 (staging / "layout").rename(target)
     return target
@@ -286,7 +287,7 @@ def _confined(
     failed: str,
     fix: str,
 ) -> None:
-    limits = confined.Limits(bounds.image_limit(source.parent), bounds.image_files, bounds.seconds)
+    limits = confined.Limits(bounds.image_limit, bounds.image_files, bounds.seconds)
     env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "XDG_DATA_HOME": "/tmp", "_CONTAINERS_ROOTLESS_UID": "1"}
     try:
         done = confined.run(argv, reads, ("/out", out), env, limits)
@@ -492,15 +493,15 @@ class _Layout:
                 argv = [umoci, "raw", "unpack", *rootless, "--image", f"/layout:{TAG}", "/out/rootfs"]
                 reads = {"/layout": layout, "/layout/blobs": blobs}
                 _confined(self.name, self.source, argv, reads, into, bounds, "umoci could not unpack it", _REBUILD)
-            self.check(done / "rootfs", bounds)
+            image_cache.record(done, self.check(done / "rootfs", bounds))
             (done / "config.json").write_text(json.dumps(dataclasses.asdict(config), sort_keys=True))
             with contextlib.suppress(OSError):  # unpacked meanwhile by another simulation: the same files
                 done.rename(target)
         return Image(self.name, self.source, digest, target / "rootfs", config, shifted=shifted)
 
-    def check(self, rootfs: Path, bounds: image_cache.Bounds) -> None:
+    def check(self, rootfs: Path, bounds: image_cache.Bounds) -> int:
         """The unpacked tree, read by descriptor: no device node, a folder (or nothing) at each runtime mount, its
-        size within `bounds` (counted exactly, after the confined run's own bound)."""
+        size within `bounds` (counted exactly, after the confined run's own bound); its bytes on disk."""
         with _descriptor(rootfs) as top:
             for name in RUNTIME_MOUNTS:
                 with contextlib.suppress(FileNotFoundError):
@@ -517,7 +518,7 @@ class _Layout:
                     where = os.path.relpath(os.path.join(folder, name), rootfs)
                     raise self.fail(f"entry {where!r} is a device node, which would be the machine's", _REBUILD_WITHOUT)
                 total, count = total + st.st_blocks * 512, count + 1
-        limit = bounds.image_limit(rootfs)
+        limit = bounds.image_limit
         if total > max(limit, 0) or count > bounds.image_files:
             raise ImageError(
                 self.name,
@@ -526,6 +527,7 @@ class _Layout:
                 f"{bounds.image_files} files)",
                 _SMALLER,
             )
+        return total
 
 
 _COMPLETE = "give a complete image layout"

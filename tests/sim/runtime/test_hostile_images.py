@@ -5,6 +5,7 @@ and the machine is unchanged: as root and as uid 65534."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -158,7 +159,7 @@ def test_a_long_name_that_is_dev_is_seen_as_the_unpacker_writes_it(home: Path, a
         info = tarfile.TarInfo(long_dev)
         info.type, info.linkname = tarfile.SYMTYPE, str(canary)
         tar.addfile(info)
-    path = _with_layer(layout, layer.read_bytes())
+    path = _edited(layout, layer.read_bytes())
     subprocess.run(["chmod", "-R", "a+rX", str(home)], check=True)
     _refused(_run_image(home, path, as_root=as_root), "entry 'dev' is not a folder")
     assert list(canary.iterdir()) == []
@@ -180,7 +181,7 @@ def test_a_device_header_with_a_field_that_is_not_octal_leaves_no_device_anywher
     node[148:156] = f"{sum(node):06o}\0 ".encode()
     layout = home / "layout"
     images.layout(layout, images.Spec([images.busybox_layer()], cmd=["/bin/busybox", "true"]))
-    path = _with_layer(layout, bytes(bad) + bytes(node) + bytes(1024))
+    path = _edited(layout, bytes(bad) + bytes(node) + bytes(1024))
     subprocess.run(["chmod", "-R", "a+rX", str(layout)], check=True)
     r = _run_image(home, path, as_root=as_root)
     out = (r.stdout + r.stderr).strip()
@@ -190,28 +191,28 @@ def test_a_device_header_with_a_field_that_is_not_octal_leaves_no_device_anywher
     assert found == []
 
 
-def _with_layer(layout: Path, data: bytes) -> Path:
-    """`layout` with one more (uncompressed) layer on top, its manifest and index rewritten."""
-    import hashlib
-
+def _edited(layout: Path, layer: bytes | None = None, **config: object) -> Path:
+    """`layout` with one more (uncompressed) `layer` on top and/or its config's `config` fields set, its digests
+    written anew (config, manifest, index)."""
     blobs = layout / "blobs" / "sha256"
+
+    def blob(data: bytes) -> str:
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return f"sha256:{digest}"
+
     index = json.loads((layout / "index.json").read_text())
     manifest = json.loads((blobs / index["manifests"][0]["digest"][7:]).read_text())
-    digest = hashlib.sha256(data).hexdigest()
-    (blobs / digest).write_bytes(data)
-    manifest["layers"].append(
-        {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": f"sha256:{digest}", "size": len(data)}
-    )
-    config = json.loads((blobs / manifest["config"]["digest"][7:]).read_text())
-    config["rootfs"]["diff_ids"].append(f"sha256:{digest}")
-    raw_config = json.dumps(config).encode()
-    config_digest = hashlib.sha256(raw_config).hexdigest()
-    (blobs / config_digest).write_bytes(raw_config)
-    manifest["config"].update(digest=f"sha256:{config_digest}", size=len(raw_config))
+    document = json.loads((blobs / manifest["config"]["digest"][7:]).read_text())
+    document["config"].update(config)
+    if layer is not None:
+        described = {"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": blob(layer), "size": len(layer)}
+        manifest["layers"].append(described)
+        document["rootfs"]["diff_ids"].append(described["digest"])
+    raw = json.dumps(document).encode()
+    manifest["config"].update(digest=blob(raw), size=len(raw))
     raw = json.dumps(manifest).encode()
-    manifest_digest = hashlib.sha256(raw).hexdigest()
-    (blobs / manifest_digest).write_bytes(raw)
-    index["manifests"][0].update(digest=f"sha256:{manifest_digest}", size=len(raw))
+    index["manifests"][0].update(digest=blob(raw), size=len(raw))
     (layout / "index.json").write_text(json.dumps(index))
     return layout
 
@@ -247,7 +248,7 @@ def test_a_sparse_file_of_10_gib_in_a_tiny_layer_stops_at_the_bound(home: Path, 
     assert layer.stat().st_size < 64 << 10
     layout = home / "layout"
     images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
-    path = _with_layer(layout, layer.read_bytes())
+    path = _edited(layout, layer.read_bytes())
     subprocess.run(["chmod", "-R", "a+rX", str(layout)], check=True)
     free = os.statvfs(home).f_bavail
     start = time.monotonic()
@@ -300,22 +301,7 @@ def test_an_image_config_containerd_refuses_is_one_line_at_load(
 ) -> None:
     layout = tmp_path / "layout"
     images.layout(layout, images.Spec([images.busybox_layer()], cmd=["true"]))
-    blobs = layout / "blobs" / "sha256"
-    index = json.loads((layout / "index.json").read_text())
-    manifest = json.loads((blobs / index["manifests"][0]["digest"][7:]).read_text())
-    config = json.loads((blobs / manifest["config"]["digest"][7:]).read_text())
-    config["config"][field] = value
-    raw = json.dumps(config).encode()
-    import hashlib
-
-    digest = hashlib.sha256(raw).hexdigest()
-    (blobs / digest).write_bytes(raw)
-    manifest["config"].update(digest=f"sha256:{digest}", size=len(raw))
-    raw = json.dumps(manifest).encode()
-    digest = hashlib.sha256(raw).hexdigest()
-    (blobs / digest).write_bytes(raw)
-    index["manifests"][0].update(digest=f"sha256:{digest}", size=len(raw))
-    (layout / "index.json").write_text(json.dumps(index))
+    _edited(layout, **{field: value})
     with pytest.raises(oci_image.ImageError, match=None) as err:
         oci_image.load(NAME, layout, tmp_path / "cache" / "jaxinfra" / "images")
     assert why in str(err.value) and err.value.status == 2
