@@ -581,7 +581,9 @@ def doctor(
     run_command: Annotated[
         bool, typer.Option("--run-command", help="Check what --run-command uses too: runc (newuidmap, unprivileged).")
     ] = False,
-    image: Annotated[bool, typer.Option("--image", help="Check what --image uses too: umoci and skopeo.")] = False,
+    image: Annotated[
+        bool, typer.Option("--image", help="Check what --image uses too: umoci, skopeo and bubblewrap.")
+    ] = False,
     egress: Annotated[
         bool, typer.Option("--egress/--no-egress", help="Check the egress tool (pasta or slirp4netns) too.")
     ] = True,
@@ -597,7 +599,7 @@ def doctor(
     json_out: Annotated[bool, typer.Option("--json", help="Print the check as JSON instead of a table.")] = False,
 ) -> None:
     """Check this machine for every part `jaxinfra simulate` uses: the kernel's user namespaces and cgroups, the CNI
-    plugins, ip, nft, the egress tool, runc and newuidmap (--run-command), umoci and skopeo (--image).
+    plugins, ip, nft, the egress tool, runc and newuidmap (--run-command), umoci, skopeo and bubblewrap (--image).
 
     A table (part, status, where it was found, its version, what needs it), or JSON; exit status 3 naming every
     missing part at once and the one command that installs them all, which --install runs."""
