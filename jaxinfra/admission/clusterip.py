@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Container, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from jaxinfra.admission.store import Finding, Store, meta, namespace_of
@@ -55,23 +56,39 @@ def wants_ip(spec: Mapping) -> bool:
     return spec.get("type", "ClusterIP") != "ExternalName" and spec.get("clusterIP") != HEADLESS
 
 
-def taken(store: Store, namespace: str, name: str) -> set[ipaddress.IPv4Address]:
-    """The addresses the stored Services hold (the one named `namespace/name` aside), and the `kubernetes` Service's."""
-    out = {KUBERNETES_SERVICE_IP}
-    for svc in store.of_kind("Service"):
-        if (namespace_of(svc), meta(svc).get("name")) == (namespace, name):
-            continue
-        spec = svc.get("spec")
-        ip = spec.get("clusterIP") if isinstance(spec, Mapping) else None
-        if isinstance(ip, str):
-            try:
-                out.add(ipaddress.IPv4Address(ip))
-            except ValueError:
-                pass
-    return out
+def cluster_ips(svc: Mapping) -> tuple[ipaddress.IPv4Address, ...]:
+    """The address a stored Service holds, as the store's index of Services by address files it (none when headless
+    or not IPv4)."""
+    spec = svc.get("spec")
+    ip = spec.get("clusterIP") if isinstance(spec, Mapping) else None
+    if isinstance(ip, str):
+        try:
+            return (ipaddress.IPv4Address(ip),)
+        except ValueError:
+            pass
+    return ()
 
 
-def choose(namespace: str, name: str, used: set[ipaddress.IPv4Address]) -> ipaddress.IPv4Address | None:
+@dataclass(frozen=True)
+class Taken(Container[ipaddress.IPv4Address]):
+    """The addresses the stored Services hold (the one named `namespace/name` aside), and the `kubernetes` Service's:
+    each a lookup in the store's index by address (the allocator's bitmap, bitmap.go Has), never a pass over every
+    Service."""
+
+    store: Store
+    namespace: str
+    name: str
+
+    def __contains__(self, ip: object) -> bool:
+        if ip == KUBERNETES_SERVICE_IP:
+            return True
+        return any(
+            (namespace_of(svc), meta(svc).get("name")) != (self.namespace, self.name)
+            for svc in self.store.by_index("Service", cluster_ips, ip)
+        )
+
+
+def choose(namespace: str, name: str, used: Container[ipaddress.IPv4Address]) -> ipaddress.IPv4Address | None:
     """The allocator's own choice for `namespace/name`: from the upper band while it has a free address, else the
     lower; None when the range is full."""
     first, size = int(SERVICE_CIDR.network_address) + 1, SERVICE_CIDR.num_addresses - 2  # no network, no broadcast
@@ -108,7 +125,7 @@ def allocate(obj: dict[str, Any], store: Store) -> list[Finding]:
     if not given:
         before = store.get("Service", namespace, name)
         kept = (before or {}).get("spec", {}).get("clusterIP") if before else None
-        ip = ipaddress.IPv4Address(kept) if is_ipv4(kept) else choose(namespace, name, taken(store, namespace, name))
+        ip = ipaddress.IPv4Address(kept) if is_ipv4(kept) else choose(namespace, name, Taken(store, namespace, name))
         if ip is None:
             return [Finding(("spec", "clusterIPs"), None, "failed to allocate a serviceIP: range is full", _FIX_TAKEN)]
         spec["clusterIP"], spec["clusterIPs"] = str(ip), [str(ip)]
@@ -120,7 +137,7 @@ def allocate(obj: dict[str, Any], store: Store) -> list[Finding]:
     if not isinstance(parsed, ipaddress.IPv4Address) or int(parsed) not in _range():
         why = f"the provided IP ({given}) is not in the valid range. The range of valid IPs is {SERVICE_CIDR}"
         return [invalid_value(where, shown, f"failed to allocate IP {given}: {why}", _FIX_RANGE)]
-    if parsed in taken(store, namespace, name):
+    if parsed in Taken(store, namespace, name):
         return [invalid_value(where, shown, f"failed to allocate IP {given}: {ALLOCATED}", _FIX_TAKEN)]
     spec["clusterIP"], spec["clusterIPs"] = given, [given]
     return []
