@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from jaxinfra.admission.gobase64 import illegal_at
 from jaxinfra.errors import ManifestError, Problem
 from jaxinfra.schemas import K8S_VERSION
 from jaxinfra.upstream import (
@@ -109,7 +110,7 @@ def _unknown_validator() -> Validator:
 def schema_findings(doc: Mapping, validator: Validator) -> list[_Finding]:
     """Every schema finding of one object, sorted by location so that output is stable."""
     return sorted(
-        (f for error in validator.iter_errors(doc) for f in _explain(error)), key=lambda f: (_sort_key(f[0]), f[2])
+        (f for error in validator.iter_errors(doc) for f in _explain(error, doc)), key=lambda f: (_sort_key(f[0]), f[2])
     )
 
 
@@ -163,11 +164,13 @@ def _input_crd_schema(crd: Mapping, group: str, kind: str, version: str) -> Mapp
     return None
 
 
-def _explain(error: ValidationError) -> Iterator[_Finding]:
-    """Turn one jsonschema error into findings located at the field concerned."""
+def _explain(error: ValidationError, doc: Mapping) -> Iterator[_Finding]:
+    """Turn one jsonschema error in `doc` into findings located at the field concerned."""
     at = tuple(error.absolute_path)
     instance = error.instance
-    if error.validator == "additionalProperties" and isinstance(instance, Mapping):
+    if error.validator == "format" and error.validator_value == BYTES and isinstance(instance, str):
+        yield at, short(instance), _illegal_base64(doc, instance), _base64_fix(doc, at)
+    elif error.validator == "additionalProperties" and isinstance(instance, Mapping):
         allowed = sorted(error.schema.get("properties", {}))
         for key in instance:
             if key not in allowed:
@@ -179,6 +182,28 @@ def _explain(error: ValidationError) -> Iterator[_Finding]:
                 yield (*at, key), None, f"{key!r} is a required property", "set it"
     else:
         yield at, short(instance), _clip(error.message), _fix(error)
+
+
+def _illegal_base64(doc: Mapping, value: str) -> str:
+    """The API server's refusal of a []byte field that is not standard base64 (`gobase64`): the decoding error, as the
+    create handler wraps it (kubernetes @001a2d0ff58b staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go
+    transformDecodeError: `<Kind> in version "<version>" cannot be handled as a <Kind>: <error>`, a BadRequest)."""
+    kind, version = doc.get("kind"), str(doc.get("apiVersion", "")).rpartition("/")[2]
+    return (
+        f"illegal base64 data at input byte {illegal_at(value)}: the API server cannot decode the object "
+        f'(400 BadRequest: {kind} in version "{version}" cannot be handled as a {kind}), so it is never stored'
+    )
+
+
+_TEXT_INSTEAD = {("ConfigMap", "binaryData"): "data", ("Secret", "data"): "stringData"}
+"""Where the same object takes text as it is, for each field of bytes a user writes by hand."""
+
+
+def _base64_fix(doc: Mapping, at: _JsonPath) -> str:
+    """How to give a []byte field: the bytes as standard base64, or the text in the object's field for text."""
+    fix = "give the bytes as standard base64 (`base64 -w0 FILE`: A-Z a-z 0-9 + /, padded with '=')"
+    text = _TEXT_INSTEAD.get((str(doc.get("kind")), str(at[0]) if at else ""))
+    return f"{fix}, or put text as it is in {text}" if text and len(at) == 2 else fix
 
 
 def _unknown_field_fix(key: str, allowed: Sequence[str]) -> str:
@@ -290,6 +315,8 @@ def _builtin_validator(api_version: str, kind: str) -> Validator | None:
 
 INT_RANGES = {"int32": 2**31, "int64": 2**63}
 """The Go integer a typed field decodes into, by its schema's format: a number outside is refused at decoding."""
+BYTES = "byte"
+"""The format of a []byte field (OpenAPI's `format: byte`): standard base64, or refused at decoding."""
 
 
 def _whole(checker: Any, instance: object) -> bool:
@@ -312,12 +339,14 @@ def _decoder() -> type[Validator]:
 @functools.cache
 def _typed_formats() -> Any:
     """The formats a built-in kind's typed decoding enforces: int32 and int64 ranges (Go's json into an int32:
-    "cannot unmarshal number 3000000000 into Go struct field ... of type int32"); other formats are not checked."""
+    "cannot unmarshal number 3000000000 into Go struct field ... of type int32") and `byte`, a []byte field's standard
+    base64 (`gobase64`: "illegal base64 data at input byte N"); other formats are not checked."""
     from jsonschema import FormatChecker
 
     formats = FormatChecker(formats=())
     for name, bound in INT_RANGES.items():
         formats.checks(name)(lambda x, bound=bound: not isinstance(x, (int, float)) or -bound <= x < bound)
+    formats.checks(BYTES)(lambda x: not isinstance(x, str) or illegal_at(x) is None)
     return formats
 
 

@@ -10,11 +10,10 @@ required keys per type).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
+from jaxinfra.admission import gobase64
 from jaxinfra.admission.decoded import as_int, as_list, as_map, as_str, entries
 from jaxinfra.admission.store import Finding, Path
 from jaxinfra.admission.validation.containers import PROTOCOLS
@@ -113,11 +112,13 @@ def validate_service(obj: Mapping) -> list[Finding]:
 
 
 def _decoded_size(value: Any) -> int:
+    """A []byte value's size: its bytes as decoding read them (`gobase64`, line breaks skipped); decoding refuses the
+    object where they cannot be read, so the text's own length stands in only for a caller that skipped it."""
     if not isinstance(value, str):
         return 0
     try:
-        return len(base64.b64decode(value, validate=True))
-    except (binascii.Error, ValueError):
+        return len(gobase64.decode(value))
+    except gobase64.IllegalBase64:
         return len(value)
 
 

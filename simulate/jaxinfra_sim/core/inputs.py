@@ -10,8 +10,6 @@ which the simulator reads only for their name and mlPolicy.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra import yamlio
+from jaxinfra.admission import gobase64
 from jaxinfra.admission.store import Store
 from jaxinfra.errors import ManifestError
 from jaxinfra.quantity import parse as quantity
@@ -112,10 +111,12 @@ def fake_uid(*parts: str) -> str:
 
 
 def b64(value: Any) -> str:
-    """A Secret's data value (base64); kept as written when it is not base64."""
+    """A `[]byte` value (a Secret's `data`, a ConfigMap's `binaryData`) as the API server decodes it (Go's
+    encoding/base64: `gobase64`), its bytes kept exactly (surrogate escapes, which the volume writer and the env turn
+    back into the same bytes); kept as written where it is not base64 (the front door refuses such an object)."""
     try:
-        return base64.b64decode(str(value), validate=True).decode("utf-8", "replace")
-    except (binascii.Error, ValueError):
+        return gobase64.decode(str(value)).decode("utf-8", "surrogateescape")
+    except ValueError:
         return str(value)
 
 
@@ -219,7 +220,8 @@ class Objects:
         if kind == "Service":
             self.services.setdefault(key, service_of(obj))
         elif kind == "ConfigMap":
-            self.config_maps[key] = strings(obj.get("data"))
+            binary = {k: b64(v) for k, v in (obj.get("binaryData") or {}).items()}
+            self.config_maps[key] = strings(obj.get("data")) | binary  # the kubelet's: both, as files and env
         elif kind == "Secret":
             data = {k: b64(v) for k, v in (obj.get("data") or {}).items()}
             self.secrets[key] = data | strings(obj.get("stringData"))

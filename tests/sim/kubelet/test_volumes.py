@@ -105,3 +105,44 @@ def test_mounts_as_the_kubelet_reports_them() -> None:
     assert mounts["cfg"].read_only and dict(mounts["cfg"].files) == {"settings.txt": "lr=0.1"}
     assert dict(mounts["info"].files)["labels"].splitlines()[-1] == 'team="ml"'
     assert dict(mounts["info"].files)["name"] == w.pods[0].name
+
+
+@pytest.mark.parametrize("as_root", [True, False], ids=["root", "unprivileged"])
+def test_binary_data_reaches_the_pod_byte_for_byte(as_root: bool) -> None:
+    """A ConfigMap's `binaryData` and a Secret's `data` are `[]byte`: the kubelet writes their decoded bytes, a NUL
+    and bytes that are no UTF-8 included, as files of the volume (and a configMapKeyRef reads binaryData too)."""
+    from jaxinfra.yamlio import dump
+    from tests.support.cli import simulate_as
+
+    blob = "AP8QgA=="  # 00 ff 10 80
+    objects = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "binaryData": {"blob": blob}},
+        {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "key"}, "data": {"raw": blob}},
+    ]
+    script = "od -An -tx1 /cfg/blob /key/raw | tr -d ' \\n' >&2; echo >&2"
+    pod = {
+        "restartPolicy": "Never",
+        "containers": [
+            {
+                "name": "main",
+                "image": "busybox:1.36",
+                "command": ["sh", "-c", script],
+                "volumeMounts": [{"name": "cfg", "mountPath": "/cfg"}, {"name": "key", "mountPath": "/key"}],
+            }
+        ],
+        "volumes": [{"name": "cfg", "configMap": {"name": "cfg"}}, {"name": "key", "secret": {"secretName": "key"}}],
+    }
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "bytes"},
+        "spec": {"completionMode": "Indexed", "completions": 1, "backoffLimit": 0, "template": {"spec": pod}},
+    }
+    home = unprivileged.scratch_home()
+    try:
+        rc, out, report = simulate_as(home, dump([*objects, job]), "--run-command", as_root=as_root)
+    finally:
+        subprocess.run(["rm", "-rf", str(home)], check=False)
+    assert rc == 0, out
+    [pod] = report["workloads"][0]["attempts"][0]["pods"]
+    assert pod["stderr_tail"] == ["00ff108000ff1080"], pod
