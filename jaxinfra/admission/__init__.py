@@ -95,8 +95,9 @@ def where(obj: Any, at: Sequence[str | int] = ()) -> str:
 
 
 def admit(requests: Iterable[Request]) -> Admitted:
-    """Every request through the front door, in order, as one cluster."""
-    from jaxinfra.admission import plugins
+    """Every request through the front door, in order, as one cluster; what the garbage collector then does with
+    objects whose owners the cluster does not hold, a note each (`owners`)."""
+    from jaxinfra.admission import owners, plugins
 
     out = Admitted()
     store = Store()
@@ -120,6 +121,7 @@ def admit(requests: Iterable[Request]) -> Admitted:
         for kind, files in unknown.items()
     ]
     out.notes += _assumed(out.stored)
+    out.notes += [orphan.note() for orphan in owners.orphans(store)]
     return out
 
 

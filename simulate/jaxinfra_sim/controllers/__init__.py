@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from jaxinfra.admission.store import key_of
 from jaxinfra.errors import Problem, Unserved
 from jaxinfra.upstream import BATCH_API, JAXJOB_API, JOBSET_API, KUBEFLOW_API_GROUP, TRAINER_API
+from jaxinfra_sim.controllers import garbage
 from jaxinfra_sim.controllers import job as job_controller
 from jaxinfra_sim.controllers.base import SUPPORTED, ChildJob, Draft, Identity, init_timeout_problems, positions
 from jaxinfra_sim.controllers.jaxjob import jaxjob
@@ -94,12 +96,18 @@ def _suspended(obj: Mapping[str, Any]) -> str | None:
 
 
 def drafts(manifests: Sequence[Mapping[str, Any]], objects: Objects) -> tuple[list[Draft], list[Problem]]:
-    """Index every passive object first (workloads read them), then let each workload kind's controller
-    draft its Jobs, in manifest order; other kinds are stored and not simulated (`not_simulated`)."""
+    """Delete what the garbage collector deletes (`garbage`: objects whose owners the cluster does not hold), index
+    every passive object left (workloads read them), then let each workload kind's controller draft its Jobs, in
+    manifest order; other kinds are stored and not simulated (`not_simulated`)."""
     found: list[tuple[int, Mapping[str, Any]]] = []
     problems: list[tuple[int, Problem]] = []
+    collected = garbage.collect(objects.store)
     for i, obj in enumerate(manifests):
-        if not isinstance(obj, Mapping) or not obj.get("kind"):
+        orphan = collected.get(key) if isinstance(obj, Mapping) and (key := key_of(obj)) is not None else None
+        if orphan is not None:
+            if (obj.get("apiVersion", ""), obj["kind"]) in WORKLOAD_KINDS or unserved_kind(obj) is not None:
+                problems.append((i, garbage.never_runs(obj, orphan, i)))  # its pods would run: now they never do
+        elif not isinstance(obj, Mapping) or not obj.get("kind"):
             problems.append(
                 (
                     i,
