@@ -90,14 +90,13 @@ def owned(cache: Path) -> Path:
     if not cache.is_absolute() or ".." in cache.parts:
         raise CacheError(cache, "not an absolute path without `..`", "set XDG_CACHE_HOME to an absolute path")
     me = os.geteuid()
-    own_from = len(cache.parts) - 2  # jaxinfra/images: the cache's own folders
     fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        todo, hops, done = list(cache.parts[1:]), 0, 1
+        todo, hops = list(cache.parts[1:]), 0
         where = Path("/")
         while todo:
             name = todo.pop(0)
-            mine = done >= own_from
+            mine = len(todo) < 2  # the last two (jaxinfra/images): the cache's own folders
             try:
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             except FileNotFoundError:
@@ -117,11 +116,11 @@ def owned(cache: Path) -> Path:
             if name == "..":
                 raise CacheError(cache, f"a symlink on the way climbs out of {where}", "use a folder without one")
             _trusted(where / name, st, me, mine)
-            if mine and stat.S_IMODE(st.st_mode) != 0o700:
-                os.chmod(name, 0o700, dir_fd=fd, follow_symlinks=False)
             nxt = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
             os.close(fd)
-            fd, where, done = nxt, where / name, done + 1
+            fd, where = nxt, where / name
+            if mine and stat.S_IMODE(st.st_mode) != 0o700:
+                os.fchmod(fd, 0o700)
         for folder in FOLDERS:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(folder, 0o700, dir_fd=fd)

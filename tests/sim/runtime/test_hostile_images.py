@@ -363,6 +363,14 @@ def test_a_cache_folder_others_may_write_or_own_is_refused(tmp_path: Path) -> No
     another user; a sticky one (as /tmp) above the caller's own is fine; made 0700."""
     ok = image_cache.owned(tmp_path / "a" / "jaxinfra" / "images")
     assert stat.S_IMODE(ok.stat().st_mode) == 0o700 and stat.S_IMODE(ok.parent.stat().st_mode) == 0o700
+    os.chmod(ok, 0o755)  # the cache's own folders made 0700 again; the folders above, and one a link leads to, kept
+    (tmp_path / "home").mkdir(mode=0o755)
+    (tmp_path / "link").symlink_to(tmp_path / "home")
+    assert image_cache.owned(tmp_path / "link" / "jaxinfra" / "images") == tmp_path / "link" / "jaxinfra" / "images"
+    assert stat.S_IMODE((tmp_path / "home").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "home" / "jaxinfra").stat().st_mode) == 0o700
+    image_cache.owned(tmp_path / "a" / "jaxinfra" / "images")
+    assert stat.S_IMODE(ok.stat().st_mode) == 0o700
     open_folder = tmp_path / "open"
     open_folder.mkdir()
     os.chmod(open_folder, 0o777)
