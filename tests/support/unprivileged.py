@@ -72,6 +72,16 @@ def scratch_home() -> Path:
     return home
 
 
+def cache_env(home: Path, as_root: bool) -> dict[str, str]:
+    """The env that gives a simulation run as root by `run` an image cache of its own beside `home`, `HOME-root`
+    (root never uses a cache in a folder another user owns, as `home` is, and would otherwise use its own home's);
+    unprivileged, the default in `home`. Whoever removes `home` removes `HOME-root` too."""
+    if not (as_root and os.geteuid() == 0):
+        return {}
+    Path(f"{home}-root").mkdir(mode=0o700, exist_ok=True)
+    return {"XDG_CACHE_HOME": f"{home}-root"}
+
+
 def command(
     argv: Sequence[str], home: Path, *, as_root: bool = False, deny_unshare: bool = False, subordinate: bool = True
 ) -> tuple[list[str], dict[str, str], Path | None]:

@@ -24,7 +24,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
+import select
 import signal
 import subprocess
 import tempfile
@@ -40,6 +42,8 @@ POLL = 0.05
 """Seconds between two readings of the output's filesystem while a run goes on."""
 SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 """The machine's folders a confined program may read (read-only): its programs and their libraries, nothing else."""
+GONE_S = 10.0
+"""The longest a killed run's processes are waited for."""
 STDERR_LIMIT = 64 << 10
 """The most bytes of a run's messages kept (its last ones)."""
 
@@ -97,16 +101,19 @@ def run(
         # enters the containers' user namespace before anything of the image is read: from there on no capability of
         # the machine's is left (setns(2)), and the sandbox's mounts are not its to change.
         enter = [programs.required("nsenter"), f"--user=/proc/self/fd/{userns}", "-S", "0", "-G", "0", "--"]
+        info_r, info_w = os.pipe()  # bwrap says its child's pid there: what is waited for once the run is killed
         command = [
             programs.required("prlimit"),
             f"--fsize={limits.bytes}",
             "--",
             *_bwrap(reads, inside, out, env, privileged=userns is not None),
+            "--info-fd",
+            str(info_w),
             "--",
             *(enter if userns is not None else []),
             *argv,
         ]
-        keep = (*reads.values(), out, *((userns,) if userns is not None else ()))
+        keep = (*reads.values(), out, info_w, *((userns,) if userns is not None else ()))
         before = os.fstatvfs(out)
         proc = subprocess.Popen(
             command,
@@ -117,6 +124,7 @@ def run(
             env={"PATH": os.environ.get("PATH", "/usr/bin:/bin")},
             start_new_session=True,
         )
+        os.close(info_w)
         try:
             _watch(proc, out, before, limits)
         finally:
@@ -124,6 +132,8 @@ def run(
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
+                _gone(info_r)
+            os.close(info_r)
         stderr.seek(max(0, stderr.seek(0, os.SEEK_END) - STDERR_LIMIT))
         return Done(proc.returncode, stderr.read().decode("utf-8", "replace"))
 
@@ -143,6 +153,26 @@ def _watch(proc: subprocess.Popen[bytes], out: int, before: os.statvfs_result, l
             raise Exceeded(f"it holds more than {limits.entries} files")
         if time.monotonic() > deadline:
             raise Exceeded(f"unpacking it took more than {limits.seconds:.0f} s")
+
+
+def _gone(info: int) -> None:
+    """Wait until the sandbox killed with bwrap is gone: bwrap's child (its PID namespace's first process, in a
+    session of its own) gets SIGKILL from the kernel once bwrap dies (`--die-with-parent`), and its namespace's
+    processes with it, but after bwrap is reaped; until then the unpacker may still write its output."""
+    try:
+        pid = int(json.loads(os.read(info, 4096) or b"{}").get("child-pid", 0))
+    except (OSError, ValueError, AttributeError):
+        return
+    if pid <= 0:
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:
+        return  # gone already
+    try:
+        select.select([fd], [], [], GONE_S)
+    finally:
+        os.close(fd)
 
 
 @contextlib.contextmanager

@@ -61,7 +61,7 @@ def homes() -> Iterator[Callable[[bool], Path]]:
 
     yield home
     for folder in made.values():
-        subprocess.run(["rm", "-rf", str(folder)], check=False)
+        subprocess.run(["rm", "-rf", str(folder), f"{folder}-root"], check=False)
 
 
 def simulate(home: Path, objs: list[dict[str, object]], image: Path, as_root: bool) -> tuple[int, dict, str]:
@@ -71,7 +71,8 @@ def simulate(home: Path, objs: list[dict[str, object]], image: Path, as_root: bo
     manifest.write_text(yamlio.dump(objs), encoding="utf-8")
     argv = [sys.executable, "-m", "jaxinfra", "simulate", str(manifest), "--run-command", "--json", str(report)]
     argv += ["--timeout", "150", "--image", f"{IMAGE}={image}"]
-    r = unprivileged.run(argv, home, as_root=as_root, cwd=ROOT, capture_output=True, text=True, timeout=240)
+    env = unprivileged.cache_env(home, as_root)
+    r = unprivileged.run(argv, home, as_root=as_root, env=env, cwd=ROOT, capture_output=True, text=True, timeout=240)
     out = r.stdout + r.stderr
     assert "Traceback" not in out and report.exists(), out
     data = json.loads(report.read_text())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from jaxinfra_sim.runtime import confined, image_cache, oci_image
-from tests.sim.runtime.test_images import NAME, _given, _run_image, cache_env
+from tests.sim.runtime.test_images import NAME, _cache, _given, _run_image
 from tests.sim.runtime.test_sandbox import MODES
 from tests.support import images, unprivileged
 
@@ -186,7 +186,7 @@ def test_a_device_header_with_a_field_that_is_not_octal_leaves_no_device_anywher
     r = _run_image(home, path, as_root=as_root)
     out = (r.stdout + r.stderr).strip()
     assert r.returncode in (0, 2) and "Traceback" not in out, out
-    cache = Path(cache_env(home, as_root).get("XDG_CACHE_HOME", home / ".cache"))
+    cache = _cache(home, as_root)
     found = [p for p in cache.rglob("*") if stat.S_ISCHR(p.lstat().st_mode) or stat.S_ISBLK(p.lstat().st_mode)]
     assert found == []
 
@@ -230,7 +230,7 @@ def test_an_image_past_its_bounds_is_refused_with_the_figure(home: Path, as_root
     many = [images.Entry(f"f{i}") for i in range(300)]
     path = _given(home, "layout", images.Spec([images.busybox_layer(), many], cmd=["true"]))
     _refused(_run_image(home, path, as_root=as_root, args=("--image-limits", "files=100")), "100 files")
-    cache = Path(cache_env(home, as_root).get("XDG_CACHE_HOME", home / ".cache")) / "jaxinfra" / "images"
+    cache = _cache(home, as_root)
     assert not list(cache.glob("unpacked/*")), "nothing left unpacked"
 
 

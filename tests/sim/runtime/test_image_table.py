@@ -51,7 +51,7 @@ def test_a_wheel_installed_jaxinfra_takes_the_images_table_of_the_users_project(
     tmp_path: Path,
 ) -> None:
     """From the project's folder, with no --image: each Job's container runs its image's Entrypoint and Cmd (the
-    image as a layout and as an archive, found by the table's relative paths); the unpack cache is under HOME."""
+    image as a layout and as an archive, found by the table's relative paths); the unpack cache is XDG_CACHE_HOME's."""
     root = project(tmp_path / "team")
     r = subprocess.run(
         [str(fresh_venv / "bin/jaxinfra"), "simulate", "jobs.yaml", "--run-command", "--json", "report.json"],
@@ -79,7 +79,7 @@ def test_an_image_given_on_the_command_line_wins_over_the_table(tmp_path: Path) 
         [sys.executable, "-m", "jaxinfra", "simulate", "jobs.yaml", "--run-command", "--json", "report.json"]
         + ["--image", f"{NAME}=other"],
         cwd=root,
-        env={**os.environ, "HOME": str(tmp_path)},
+        env={**os.environ, "HOME": str(tmp_path), "XDG_CACHE_HOME": str(tmp_path / "cache")},
         capture_output=True,
         text=True,
         timeout=180,

@@ -65,18 +65,9 @@ def home() -> Iterator[Path]:
     subprocess.run(["rm", "-rf", str(folder), f"{folder}-root"], check=False)
 
 
-def cache_env(home: Path, as_root: bool) -> dict[str, str]:
-    """The env that gives a simulation run as root a cache of its own beside `home` (root never uses a cache in a
-    folder another user owns, as `home` is); unprivileged, the default in `home`."""
-    if not (as_root and os.geteuid() == 0):
-        return {}
-    Path(f"{home}-root").mkdir(mode=0o700, exist_ok=True)
-    return {"XDG_CACHE_HOME": f"{home}-root"}
-
-
 def _cache(home: Path, as_root: bool) -> Path:
     """The image cache of a simulation run as `cache_env` says."""
-    return Path(cache_env(home, as_root).get("XDG_CACHE_HOME", home / ".cache")) / "jaxinfra" / "images"
+    return Path(unprivileged.cache_env(home, as_root).get("XDG_CACHE_HOME", home / ".cache")) / "jaxinfra" / "images"
 
 
 def _given(home: Path, kind: str, spec: images.Spec) -> Path:
@@ -113,7 +104,7 @@ def container(**fields: Any) -> dict[str, Any]:
 
 
 def run(home: Path, path: Path, as_root: bool, **fields: Any) -> tuple[int, dict[str, str], str]:
-    env = cache_env(home, as_root)
+    env = unprivileged.cache_env(home, as_root)
     rc, report, out = simulate(home, [container(**fields)], "--image", f"{NAME}={path}", as_root=as_root, env=env)
     pod = pods(report)["img-0"]
     return rc, {**seen(pod), "REPORTED": "{uid}:{gid}".format(**pod["security"])}, out
@@ -217,7 +208,7 @@ def _run_image(home: Path, path: Path, **run: Any) -> subprocess.CompletedProces
     """That simulation of the image at `path`, through `unprivileged.run` (`run`: as_root, subordinate), its output
     as it is (no report needed)."""
     argv = _argv(home, "--image", f"{NAME}={path}", *run.pop("args", ()))
-    env = cache_env(home, run.get("as_root", False))
+    env = unprivileged.cache_env(home, run.get("as_root", False))
     return unprivileged.run(
         argv, home, env=env, cwd=unprivileged.ROOT, capture_output=True, text=True, timeout=60, **run
     )
