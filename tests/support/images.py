@@ -222,9 +222,17 @@ def docker_archive(oci: Path, archive: Path, name: str) -> None:
     skopeo = shutil.which("skopeo") or "/usr/bin/skopeo"
     with tempfile.TemporaryDirectory() as scratch:
         subprocess.run(
-            [skopeo, "copy", "--quiet", f"oci:{oci}", f"docker-archive:{archive}:{name}"],
+            [skopeo, "--tmpdir", scratch, "copy", "--quiet", f"oci:{oci}", f"docker-archive:{archive}:{name}"],
             check=True,
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": scratch, "XDG_DATA_HOME": scratch},
+            # its blob-info cache and temporary files in `scratch`, never this machine's /var/lib/containers or
+            # /var/tmp, which a test beside this one checks are unchanged (containers/image takes root's cache from
+            # /var/lib/containers unless _CONTAINERS_ROOTLESS_UID says the caller is a user)
+            env={
+                "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+                "HOME": scratch,
+                "XDG_DATA_HOME": scratch,
+                "_CONTAINERS_ROOTLESS_UID": str(os.getuid() or 1),
+            },
         )
 
 

@@ -477,7 +477,7 @@ class _Layout:
         self.layers(manifest)
         size = len(self.read(digest[7:], "blobs", "sha256"))
         umoci = programs.required("umoci")
-        with _staging(target.parent) as (staging, out), self.folder("blobs") as blobs:
+        with _staging(target.parent) as (staging, _), self.folder("blobs") as blobs:
             shadow = staging / "layout"  # the one manifest, tagged for umoci, over the source's own blobs
             (shadow / "blobs").mkdir(parents=True)
             (shadow / LAYOUT_MARKER).write_text('{"imageLayoutVersion":"1.0.0"}', encoding="utf-8")
