@@ -10,15 +10,15 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from jaxinfra import backends
+from jaxinfra import backends, invocation
 from jaxinfra.errors import MACHINE_LIMIT, CommandFailed, JaxinfraError, ManifestError, OutputError, Problem, SpecError
 
 if TYPE_CHECKING:
-    from jaxinfra.spec import Cluster
+    pass
 
 app = typer.Typer(
     name="jaxinfra",
@@ -45,32 +45,6 @@ def _app(
     ] = False,
 ) -> None:
     """Multi-host JAX training on Kubernetes: declare it in Python, synthesize, validate, simulate."""
-
-
-def _load(stacks: list[Path], backend: str | None, shadow: dict[str, str] | None = None) -> list[tuple[Path, Cluster]]:
-    """Load every stack (and apply --backend, and --shadow with its requests), collecting the problems of all of
-    them."""
-    from jaxinfra import stack
-
-    if backend is not None and backend not in backends.BACKENDS:
-        raise SpecError(
-            [Problem("--backend", backend, "unknown backend", f"use one of {', '.join(backends.BACKENDS)}")]
-        )
-    loaded, problems = [], []
-    for path in stack.expand(stacks):
-        try:
-            cluster = stack.load(path)
-            cluster = cluster.with_backend(backend) if backend else cluster
-            if shadow is not None:
-                from jaxinfra.shadow import shadow as cpu_shadow
-
-                cluster = cpu_shadow(cluster, **shadow)
-            loaded.append((path, cluster))
-        except JaxinfraError as err:
-            problems += [p.located(str(path)) for p in err.problems]
-    if problems:
-        raise SpecError(problems)
-    return loaded
 
 
 def _start(
@@ -153,7 +127,7 @@ def synth(
     from jaxinfra.yamlio import dump
 
     stacks = _start(stacks, folders=None if stdout else {"--out": (out, [])})
-    loaded = _load(stacks, backend, _shadow(shadow, shadow_cpu, shadow_memory))
+    loaded = invocation.load(stacks, backend, _shadow(shadow, shadow_cpu, shadow_memory))
     rendered = [(cluster.name, dump(manifests(cluster))) for _, cluster in loaded]
     if stdout:
         sys.stdout.write("".join(text for _, text in rendered))
@@ -224,7 +198,9 @@ def explain(
     given = _start(stacks, {"--svg": svg})
     manifests = [p for p in given if p.suffix != ".py" and not (p.is_dir() and _has_stacks(p))]
     held = _explain_manifests(manifests) if manifests else None
-    plans = [(path, plan(cluster)) for path, cluster in _load([p for p in given if p not in manifests], backend)]
+    plans = [
+        (path, plan(cluster)) for path, cluster in invocation.load([p for p in given if p not in manifests], backend)
+    ]
     most = max(jp.processes for _, cp in plans for jp in cp.jobs) if plans else 0
     problems = [
         Problem(
@@ -260,7 +236,7 @@ def _explain_manifests(paths: list[Path]) -> str:
     What the API server refuses of the manifests themselves is an input problem (exit 2)."""
     from jaxinfra_sim.cluster.pending import lines, pending
 
-    [source] = _sources(paths, None)
+    [source] = invocation.sources(paths, None)
     if source.problems:
         raise ManifestError([source.where(p) for p in source.problems])
     found = pending(source)
@@ -373,7 +349,7 @@ def diff(
     from jaxinfra.diff import PreviousError, read_dir
     from jaxinfra.diff import diff as compare
 
-    loaded = _load([stack], backend)
+    loaded = invocation.load([stack], backend)
     previous, problems = read_dir(directory)
     if problems:
         raise PreviousError(problems)
@@ -382,54 +358,6 @@ def diff(
     sys.stdout.write("\n".join(lines[:-1] + [f"jaxinfra: {lines[-1]}"]) + "\n")
     if result.changed:
         raise typer.Exit(1)
-
-
-def _shadow_notes(sources: list[Any]) -> list[str]:
-    """What each CPU shadow among the inputs proves and cannot, for the report (here, where the spec is loaded
-    already, not in the simulator's warm child)."""
-    from jaxinfra.names import SHADOW_OF
-
-    manifests = [m for source in sources for m in source.manifests]
-    if not any(SHADOW_OF in ((m.get("metadata") or {}).get("annotations") or {}) for m in manifests):
-        return []
-    from jaxinfra.shadow import notes
-
-    return notes(manifests)
-
-
-def _sources(inputs: list[Path], backend: str | None) -> list[Any]:
-    """The clusters of one invocation (`jaxinfra_sim.cluster.sources.Source`): each stack its own (synthesized in
-    memory), all the YAML files and folders (walked as `kubectl apply -f DIR -R` does) one more, read as they are."""
-    from jaxinfra import manifest_paths, manifests, stack
-    from jaxinfra.admission import Request, read
-    from jaxinfra_sim.cluster import sources
-
-    stacks = [p for p in inputs if p.suffix == ".py" or p.is_dir()]
-    out = (
-        [
-            sources.admitted(str(path), [Request(str(path), i, m) for i, m in enumerate(manifests(cluster))])
-            for path, cluster in _load(stacks, backend)
-        ]
-        if stacks
-        else []
-    )
-    given = [p for p in inputs if p.suffix != ".py"]  # YAML files, and folders (their stacks are loaded above)
-    problems: list[Problem] = []
-    files = manifest_paths.expand(given, problems)
-    for folder in filter(Path.is_dir, given):
-        if not stack.discover(folder) and not any(f.is_relative_to(folder) for f in files):
-            problems.append(
-                Problem(
-                    str(folder),
-                    str(folder),
-                    "no stack (.py) and no .json, .yaml or .yml file in this folder",
-                    "pass a folder of stacks or of manifests",
-                )
-            )
-    requests, unreadable = read(files)
-    if problems := problems + unreadable:
-        raise ManifestError(problems)
-    return out + ([sources.admitted(", ".join(map(str, given)), requests)] if files else [])
 
 
 @app.command()
@@ -555,7 +483,7 @@ def simulate(
     paths, claims = simulate_flags.images(image, volume)
     faults = simulate_flags.faults(kill, fail, hang, delay, preempt, provision)
     host_paths = simulate_flags.host_paths(host_path)
-    sources = _sources(inputs, backend)
+    sources = invocation.sources(inputs, backend)
     options = Options(
         run_command=run_command,
         egress=egress,
@@ -568,7 +496,7 @@ def simulate(
         grace_cap=grace_cap,
         k8s_client=k8s_client,
     )
-    request = Request(sources, options, logs, json_report, trace, html, tuple(_shadow_notes(sources)))
+    request = Request(sources, options, logs, json_report, trace, html, tuple(invocation.shadow_notes(sources)))
     if ctx.obj is not None:  # a prefork child has imported JAX meanwhile: it runs the rest
         raise typer.Exit(ctx.obj.hand_over(request))
     from jaxinfra_sim.report.terminal import run

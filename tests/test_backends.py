@@ -13,7 +13,7 @@ from typing import get_args
 
 import pytest
 
-from jaxinfra import CPU, Cluster, JaxJob, NodePool, SpecError, backends, cli, diff, releases
+from jaxinfra import CPU, Cluster, JaxJob, NodePool, SpecError, backends, cli, diff, invocation, releases
 from jaxinfra.backends import base
 from jaxinfra.errors import Problem
 from jaxinfra.explain import facts, layout
@@ -36,7 +36,7 @@ def test_the_registry_is_the_spec_the_schema_and_the_cli() -> None:
     assert schema["enum"] == list(names) and schema["default"] == names[0]
     assert cli.BackendOpt.__metadata__[0].help == "Render every job with this backend: jobset, job, jaxjob or trainjob."
     with pytest.raises(SpecError) as err:
-        cli._load([], "mpi")
+        invocation.load([], "mpi")
     assert [p.fix for p in err.value.problems] == [f"use one of {', '.join(names)}"]
 
 

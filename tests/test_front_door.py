@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jaxinfra.admission import Request, admit
-from jaxinfra.cli import _sources
 from jaxinfra.errors import Refused
+from jaxinfra.invocation import sources as _sources
 from jaxinfra.validate import validate_files
 from jaxinfra_sim.cluster import engine, sources
 from jaxinfra_sim.core.results import Report

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra.cli import _sources
+from jaxinfra.invocation import sources as _sources
 from jaxinfra_sim.cluster import engine
 from tests.sim.cluster.test_simulate import only, simulate
 from tests.support.jobsets import indexed_job

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 import yaml
 
-from jaxinfra.cli import _sources
 from jaxinfra.errors import ManifestError
+from jaxinfra.invocation import sources as _sources
 from jaxinfra.manifest_paths import expand
 from jaxinfra_sim.cluster import engine, sources
 from jaxinfra_sim.cluster.control_plane import emulate
