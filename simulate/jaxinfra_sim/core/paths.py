@@ -13,12 +13,9 @@ manifest learns it with Kubernetes' own words); this module holds whatever gets 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
 import re
-import shutil
-import stat
 from pathlib import Path
 
 from jaxinfra_sim.core.errors import UnsafePath
@@ -83,19 +80,3 @@ def inside(root: Path, relative: str, what: str = "path") -> Path:
         why = f"leads out of its volume through a symlink (to {target})"
         fix = "leave no symlink out of the volume on the way (a container that wrote one: the kubelet refuses it too)"
     raise UnsafePath(what, relative, f"{why}: the simulator refuses to join it onto a folder of this machine", fix)
-
-
-def remove_tree(path: Path) -> None:
-    """`path` and all it holds removed, its read-only folders too (an image's folders keep their modes, a container
-    leaves folders of mode 0555, overlayfs its work folders of mode 0: each stops an unprivileged owner's rmtree):
-    every folder made the caller's to write first (fwalk lists a link as a link, never as a folder); as root,
-    nothing stops it. What cannot be removed (another user's files) is left."""
-    if os.geteuid() != 0:
-        with contextlib.suppress(OSError):  # (nothing there: nothing to do)
-            if stat.S_ISDIR(os.lstat(path).st_mode):
-                os.chmod(path, 0o700)
-            for _, dirs, _, fd in os.fwalk(path, follow_symlinks=False):
-                for name in dirs:
-                    with contextlib.suppress(OSError):
-                        os.chmod(name, 0o700, dir_fd=fd)
-    shutil.rmtree(path, ignore_errors=True)

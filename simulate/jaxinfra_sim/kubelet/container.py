@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from jaxinfra import descriptors, interrupts
-from jaxinfra_sim.core import model, paths
+from jaxinfra_sim.core import model, trees
 from jaxinfra_sim.core.options import Faults, Options
 from jaxinfra_sim.jax import k8s_detection
 from jaxinfra_sim.kubelet import image, qos, volume_manager
@@ -108,7 +108,7 @@ def prepare(
     # As root under the OCI runtime the container's ids are the machine's from runtime.id_base() on: what the kubelet
     # makes as root is made as the container's root.
     shift = runc.id_base() if oci is not None and own_command and os.geteuid() == 0 else 0
-    paths.remove_tree(folder)  # the last start's writable layer with it, as containerd removes its snapshot
+    trees.remove_tree(folder)  # the last start's writable layer with it, as containerd removes its snapshot
     folder.mkdir(parents=True)
     hosts = folder / "hosts"
     hosts.write_text(dns.hosts_file(pod, records), encoding="utf-8")

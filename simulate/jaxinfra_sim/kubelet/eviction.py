@@ -33,13 +33,12 @@ node counts as local ephemeral storage too, are not counted (their files are a m
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from jaxinfra.quantity import suffix_of
-from jaxinfra_sim.core import model, paths
+from jaxinfra_sim.core import model, paths, trees
 from jaxinfra_sim.core.events import Reason
 from jaxinfra_sim.core.inputs import quantity
 from jaxinfra_sim.core.podrun import ContainerRun, PodRun, Process
@@ -90,43 +89,12 @@ def canonical(value: int, binary: bool) -> str:
     return f"{value}{suffixes[step]}"
 
 
-def usage(folder: Path | str) -> int:
-    """Bytes allocated under `folder` (st_blocks x 512, hard links once, on its own file system only: `du -x`),
-    walked by descriptor without following a link; 0 where it does not exist or cannot be read. A file removed while
-    it is walked is skipped."""
-    seen: set[tuple[int, int]] = set()
-    total, device = 0, None
-    try:
-        for _, dirs, files, fd in os.fwalk(folder, follow_symlinks=False):
-            if device is None:  # the folder itself, as du counts it (each folder below is counted from its parent)
-                st = os.fstat(fd)
-                device = st.st_dev
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_blocks * 512
-            for name in (*dirs, *files):
-                try:
-                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-                except OSError:
-                    continue
-                if st.st_dev != device:  # a mount point: neither counted nor entered
-                    if name in dirs:
-                        dirs.remove(name)
-                    continue
-                if (st.st_dev, st.st_ino) in seen:
-                    continue
-                seen.add((st.st_dev, st.st_ino))
-                total += st.st_blocks * 512
-    except OSError:
-        pass
-    return total
-
-
 def writable_layer(scratch: Path) -> int:
     """The bytes a container holds in its writable layer: its sandbox's `layers` folder on disk (each overlay's upper
     layer, and the folders that stand for its root and its empty folders, `/tmp` among them: `rootfs.Builder
     .writable`), walked from this machine's mount namespace, where the mounts of the container's (its /dev, the
     machine's folders it sees) are not there to be counted."""
-    return usage(scratch / "layers")
+    return trees.usage(scratch / "layers")
 
 
 @dataclass(frozen=True)
@@ -218,7 +186,7 @@ class StorageWatch:
             if not found.any:
                 continue
             volumes = self.pod_dir(r) / "volumes"
-            dirs = {v: usage(volumes / paths.safe_name(v)) for v, _, _ in found.empty_dirs}
+            dirs = {v: trees.usage(volumes / paths.safe_name(v)) for v, _, _ in found.empty_dirs}
             disk = sum(dirs[v] for v, _, on_disk in found.empty_dirs if on_disk)
             used: dict[str, int] = {}
             if found.pod is not None:  # the containers' own: their logs and their writable layers

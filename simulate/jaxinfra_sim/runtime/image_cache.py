@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
-from jaxinfra_sim.core import paths
+from jaxinfra_sim.core import trees
 from jaxinfra_sim.core.errors import SimulatorError
 
 FOLDERS = ("unpacked", "archives")
@@ -170,22 +170,7 @@ def record(entry: Path, used: int) -> None:
 def _recorded(entry: Path) -> int:
     with contextlib.suppress(OSError, ValueError):
         return int((entry / SIZE).read_text(encoding="utf-8"))
-    return size(entry)[0]
-
-
-def size(folder: Path) -> tuple[int, int]:
-    """(bytes on disk, entries) of a folder's tree, read without following a link."""
-    total, count = 0, 0
-    stack = [str(folder)]
-    while stack:
-        with contextlib.suppress(OSError), os.scandir(stack.pop()) as it:
-            for entry in it:
-                st = entry.stat(follow_symlinks=False)
-                total += st.st_blocks * 512
-                count += 1
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append(entry.path)
-    return total, count
+    return trees.usage(entry)
 
 
 def _entries(cache: Path) -> Iterator[tuple[float, Path]]:
@@ -213,7 +198,7 @@ def prune(cache: Path, bounds: Bounds, keep: frozenset[Path]) -> list[Path]:
             break
         if path in keep:
             continue
-        paths.remove_tree(path)
+        trees.remove_tree(path)
         total, goal = total - sizes[path], goal - sizes[path]
         removed.append(path)
     return removed

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from jaxinfra.errors import INPUT_ERROR, CommandFailed
-from jaxinfra_sim.core import paths, programs
+from jaxinfra_sim.core import programs, trees
 from jaxinfra_sim.core.errors import SimulatorError
 from jaxinfra_sim.runtime import confined, image_cache, tar_headers
 
@@ -257,7 +257,7 @@ def _converted(name: str, source: Path, cache: Path, bounds: image_cache.Bounds)
             ]
             confined.own(out)
             _confined(name, source, argv, {"/source.tar": fd}, out, bounds, "skopeo could not read it", _SAVED)
-            image_cache.record(staging / "layout", image_cache.size(staging / "layout")[0])
+            image_cache.record(staging / "layout", trees.usage(staging / "layout"))
             with contextlib.suppress(OSError):  # another simulation converted it meanwhile: the same bytes
                 (staging / "layout").rename(target)
     return target
@@ -274,7 +274,7 @@ def _staging(parent: Path) -> Iterator[tuple[Path, int]]:
         finally:
             os.close(fd)
     finally:
-        paths.remove_tree(staging)
+        trees.remove_tree(staging)
 
 
 def _confined(

@@ -1,4 +1,4 @@
-"""`core.paths.remove_tree`: a container's folder (its writable layer) or an image's staging folder removed whole,
+"""`core.trees.remove_tree`: a container's folder (its writable layer) or an image's staging folder removed whole,
 its read-only folders too, by its unprivileged owner; nothing there is nothing to do."""
 
 from __future__ import annotations
@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim.core import paths
+from jaxinfra_sim.core import trees
 from tests.support import unprivileged
 
 pytestmark = pytest.mark.unit
 
 
 def test_nothing_there_is_nothing_to_do(tmp_path: Path) -> None:
-    paths.remove_tree(tmp_path / "absent")
+    trees.remove_tree(tmp_path / "absent")
 
 
 @pytest.mark.simulator
@@ -29,7 +29,7 @@ def test_read_only_folders_and_an_overlay_work_folder_are_removed_by_their_owner
 import os, sys
 sys.path.insert(0, {str(unprivileged.ROOT / "simulate")!r}); sys.path.insert(0, {str(unprivileged.ROOT)!r})
 from pathlib import Path
-from jaxinfra_sim.core import paths
+from jaxinfra_sim.core import trees
 home = Path({str(home)!r})
 (home / "outside").mkdir(); (home / "outside" / "keep").write_text("x")
 tree = home / "tree"
@@ -38,7 +38,7 @@ tree = home / "tree"
 (tree / "link").symlink_to(home / "outside")
 os.chmod(tree / "a" / "b", 0o555); os.chmod(tree / "a", 0o555); os.chmod(tree / "work" / "work", 0)
 os.chmod(tree / "work", 0o555)
-paths.remove_tree(tree)
+trees.remove_tree(tree)
 print("GONE" if not tree.exists() else "LEFT")
 """
     try:

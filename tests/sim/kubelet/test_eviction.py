@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jaxinfra.yamlio import dump
-from jaxinfra_sim.core import model
+from jaxinfra_sim.core import model, trees
 from jaxinfra_sim.kubelet import eviction
 from tests.support.cli import simulate_as
 
@@ -196,7 +196,7 @@ def test_usage_is_what_the_file_system_allocated_on_its_own_file_system(tmp_path
     (tmp_path / "link").symlink_to("/usr")  # not followed
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "b").write_bytes(b"y" * 50_000)
-    used = eviction.usage(tmp_path)
+    used = trees.usage(tmp_path)
     blocks = sum(os.lstat(p).st_blocks * 512 for p in (tmp_path, tmp_path / "a", tmp_path / "link", tmp_path / "sub"))
     assert used == blocks + os.stat(tmp_path / "sub" / "b").st_blocks * 512
-    assert eviction.usage(tmp_path / "missing") == 0
+    assert trees.usage(tmp_path / "missing") == 0
