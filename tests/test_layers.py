@@ -185,7 +185,7 @@ def test_simulator_imports_only_what_a_cluster_emulator_needs(path: Path) -> Non
 
 #: The pods' network's holder: a program of its own (`python -I -S netns_holder.py`, `netns.HOLDER`), which imports
 #: the modules beside it as `jaxinfra_sim.<module>` through a stand-in for the package (netns_holder's docstring).
-HOLDER_MODULES = {"netns_holder", "netns_setup", "netns_workers", "netns_egress"}
+HOLDER_MODULES = {"netns_holder", "netns_setup", "netns_workers", "netns_egress", "netns_boundary"}
 
 
 def every_import(path: Path) -> set[str]:

@@ -17,10 +17,17 @@ The handlers (pkg/probe):
   exit 0; past timeoutSeconds it is killed and fails;
 - tcpSocket: a TCP connection to host (default: the pod's IP) and port, made in the pods' network;
 - httpGet: GET scheme://host:port/path with httpHeaders (User-Agent kube-probe, Accept */*); a status from 200 to 399
-  succeeds (a redirect is not followed); HTTPS does not verify the certificate;
+  succeeds (a redirect is not followed); HTTPS does not verify the certificate; a failure's message is the status
+  alone, "HTTP probe failed with statuscode: N" (pkg/probe/http/http.go DoHTTPProbe keeps the body, read up to
+  maxRespBodyLength, for its verbose log only);
 - grpc is not run: a note says so, and the probe counts as passing.
 A named port is looked up among the container's ports; one it lacks is the kubelet's probe error, whose result is
 thrown away (worker.go doProbe): that probe never changes its result.
+
+tcpSocket and httpGet probes start in the simulation's network namespace (the node's side of the pods' network,
+never the machine's), where the boundary's rules (`network.netns_boundary`) refuse every address of the machine, as
+they do for the pods; what a probe prints is kept up to the kubelet's 10 KiB, every control character escaped
+(`core.printable`), since it reaches the report.
 
 Each probe runs in a process of its own, forked from the simulator (single-threaded, as setns(2) into a user
 namespace needs), so that no probe blocks the simulation; the simulator reaps it, or kills it at its timeout.
@@ -41,6 +48,7 @@ from pathlib import Path
 from typing import Any, NoReturn, Protocol
 
 from jaxinfra_sim.core import fds, model
+from jaxinfra_sim.core.printable import printable
 from jaxinfra_sim.runtime import runc
 
 MAX_OUTPUT = 10 * 1024
@@ -252,7 +260,7 @@ def _finish(run: _Running, now: float) -> tuple[int | None, str] | None:
         os.waitpid(run.pid, 0)
     _read(run)
     os.close(run.out)
-    return (status if pid else None), run.data[:MAX_OUTPUT].decode("utf-8", "replace").strip()
+    return (status if pid else None), printable(run.data[:MAX_OUTPUT].decode("utf-8", "replace").strip())
 
 
 def _stopped(target: Target) -> bool:
@@ -430,7 +438,7 @@ def _http(probe: model.Probe, host: str, port: int) -> int:
     try:
         conn.request("GET", probe.path, headers=headers)
         response = conn.getresponse()
-        body = response.read(MAX_OUTPUT).decode("utf-8", "replace")
+        response.read(MAX_OUTPUT)  # read as the kubelet reads it (at most maxRespBodyLength), kept by neither
     except OSError as err:
         print(f'Get "{url}": dial tcp {host}:{port}: connect: {(getattr(err, "strerror", None) or str(err)).lower()}')
         return _FAILED
@@ -441,5 +449,5 @@ def _http(probe: model.Probe, host: str, port: int) -> int:
         conn.close()
     if 200 <= response.status < 400:
         return _PASSED
-    print(f"HTTP probe failed with statuscode: {response.status}" + (f": {body.strip()[:200]}" if body.strip() else ""))
+    print(f"HTTP probe failed with statuscode: {response.status}")  # the kubelet keeps none of the body
     return _FAILED

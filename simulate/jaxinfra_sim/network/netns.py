@@ -56,7 +56,9 @@ port forwarded either way, no path to the machine's own loopback). It is started
 holder forks *before* it leaves the machine's namespaces (the tool needs the machine's network
 for itself), which dies with the holder (PR_SET_PDEATHSIG; --foreground keeps pasta that child).
 It counts as up once the namespace has a default route. Otherwise `egress` is None and
-`egress_note` says why.
+`egress_note` says why. Before the tool starts, the holder loads the boundary's table
+(`netns_boundary`): no packet of the namespace or of a pod reaches an address of the machine
+through it; where that table cannot be loaded, egress stays off.
 """
 
 from __future__ import annotations

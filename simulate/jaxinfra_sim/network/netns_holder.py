@@ -39,8 +39,9 @@ if __name__ == "__main__":
         _PACKAGE.__path__ = _path
         sys.modules.setdefault(_name, _PACKAGE)
 
-from jaxinfra_sim.network.netns_egress import Egress  # noqa: E402 - after the stand-in above
-from jaxinfra_sim.network.netns_setup import PR_SET_PDEATHSIG, load_libc, namespace  # noqa: E402
+from jaxinfra_sim.network.netns_boundary import machine_addresses, read_routes, ruleset  # noqa: E402 - after the stand-in above
+from jaxinfra_sim.network.netns_egress import Egress  # noqa: E402
+from jaxinfra_sim.network.netns_setup import PR_SET_PDEATHSIG, load_libc, namespace, nft_file  # noqa: E402
 from jaxinfra_sim.network.netns_workers import failure, host_address, nft, pod_network, route  # noqa: E402
 
 MAX_WORKERS = 2 * (os.cpu_count() or 1) + 2
@@ -164,6 +165,10 @@ def _holder(argv: Sequence[str]) -> None:
     egress = Egress(tool_path[0], tool_path[1], (control.fileno(), parent)) if len(tool_path) == 2 else None
     try:
         try:
+            machine: tuple[list, list] | str = machine_addresses(read_routes())
+        except (OSError, ValueError) as e:  # ValueError: ip's JSON unreadable
+            machine = f"the machine's routes could not be read: {e}"
+        try:
             report = namespace(strategies.split(","))
         except BaseException as e:  # noqa: BLE001 - the simulator must hear of it
             report = {
@@ -175,7 +180,15 @@ def _holder(argv: Sequence[str]) -> None:
         if report["ok"]:
             report["egress"], report["note"] = None, note
             if egress is not None:
-                report["egress"], report["note"] = egress.start(report["strategy"], float(egress_timeout))
+                try:  # the boundary first: never an egress tool without it (`netns_boundary`)
+                    if isinstance(machine, str):
+                        raise OSError(machine)
+                    nft_file(ruleset(*machine).encode())
+                except OSError as e:
+                    egress.stop()
+                    report["note"] = f"egress off: the rules that keep the pods from the machine's addresses: {e}"
+                else:
+                    report["egress"], report["note"] = egress.start(report["strategy"], float(egress_timeout))
         control.send(json.dumps(report).encode())
         if report["ok"]:
             null = os.open(os.devnull, os.O_RDWR)

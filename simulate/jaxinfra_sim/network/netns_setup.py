@@ -60,18 +60,30 @@ def load_libc() -> ctypes.CDLL:
     return _LIBC[0]
 
 
-def ip_batch(script: str) -> None:
-    """Run iproute2's `ip -batch -` in this namespace (with CAP_NET_ADMIN kept across its exec where this process is
-    not root in its user namespace); raises OSError with ip's own message."""
+def net_admin(argv: Sequence[str], script: bytes, pass_fds: Sequence[int] = ()) -> None:
+    """Run a network tool in this namespace, `script` on its stdin, with CAP_NET_ADMIN kept across its exec where this
+    process is not root in its user namespace; raises OSError with the tool's own message (its end)."""
     done = subprocess.run(
-        [shutil.which("ip") or "/usr/sbin/ip", "-batch", "-"],
-        input=script.encode(),
+        list(argv),
+        input=script,
         capture_output=True,
+        pass_fds=tuple(pass_fds),
         check=False,
         preexec_fn=None if os.geteuid() == 0 else lambda: ambient((CAP_NET_ADMIN,)),  # noqa: PLW1509 - single-threaded
     )
     if done.returncode != 0:
-        raise OSError(errno.EIO, done.stderr.decode(errors="replace").strip() or "ip -batch failed")
+        said = done.stderr.decode(errors="replace").strip() or "failed"
+        raise OSError(errno.EIO, f"{os.path.basename(argv[0])} {argv[1]}: {said[-2000:]}")
+
+
+def ip_batch(script: str) -> None:
+    """Run iproute2's `ip -batch -` in this namespace; raises OSError with ip's own message."""
+    net_admin([shutil.which("ip") or "/usr/sbin/ip", "-batch", "-"], script.encode())
+
+
+def nft_file(script: bytes) -> None:
+    """Load an nftables file (`nft -f -`, one transaction) into this namespace; raises OSError with nft's message."""
+    net_admin([shutil.which("nft") or "/usr/sbin/nft", "-f", "-"], script)
 
 
 def _node_link_up() -> None:

@@ -34,6 +34,7 @@ from jaxinfra_sim.network.netns_setup import (
     ip_batch,
     lo_up,
     load_libc,
+    net_admin,
     try_write,
 )
 
@@ -131,15 +132,7 @@ def nft(reply: socket.socket, ruleset: int) -> int:
     NetworkPolicy's rules, `netpol`). Its pid; it answers on `reply` ("ok", or nft's error as JSON)."""
 
     def work() -> None:
-        done = subprocess.run(
-            [shutil.which("nft") or "/usr/sbin/nft", "-f", f"/proc/self/fd/{ruleset}"],
-            capture_output=True,
-            pass_fds=(ruleset,),
-            check=False,
-            preexec_fn=None if os.geteuid() == 0 else lambda: ambient((CAP_NET_ADMIN,)),  # noqa: PLW1509
-        )
-        if done.returncode != 0:
-            raise OSError(errno.EIO, "nft -f: " + (done.stderr.decode(errors="replace").strip() or "failed")[-2000:])
+        net_admin([shutil.which("nft") or "/usr/sbin/nft", "-f", f"/proc/self/fd/{ruleset}"], b"", (ruleset,))
         reply.send(b"ok")
 
     return _worker(reply, work)
