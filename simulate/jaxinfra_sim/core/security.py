@@ -205,7 +205,10 @@ def resolve(where: str, pod_spec: Mapping, container: Mapping, problems: list[tu
     profile = pick("seccompProfile")
     kind = profile.get("type") if isinstance(profile, Mapping) and isinstance(profile.get("type"), str) else None
     if kind == "Localhost":
-        notes.append("seccompProfile Localhost: the node's profile file is not here; the container runs unconfined")
+        notes.append(
+            "seccompProfile Localhost: the node's profile file is not here; the container runs unconfined "
+            "but for the machine's boundary filter (no AF_VSOCK)"
+        )
     return Security(
         uid=uid,
         gid=gid or 0,
