@@ -17,16 +17,19 @@ def api_error(resource: str, kind: str, name: str, refused: Sequence[Any], webho
     errors/errors.go (NewInvalid, NewForbidden), staging/src/k8s.io/apiserver/pkg/admission/plugin/webhook/errors/
     statuserror.go (ToStatusErr). `refused`: `jaxinfra.admission.store.Finding`s, no warnings; `name`: the object's,
     or its generateName, which admission errors name (apiserver pkg/admission/errors.go extractResourceName)."""
-    from jaxinfra.admission.schema import json_path
-
-    def fields(findings: Sequence[Any]) -> str:
-        errors = [f"{json_path(f.at)}: {f.message}" if f.at else f.message for f in findings]
-        return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"
-
     invalid = [f for f in refused if f.step not in ("admission", "webhook")]
     forbidden = [f.message for f in refused if f.step == "admission"]
     if invalid:
-        return f'{kind} "{name}" is invalid: {fields(invalid)}'
+        return f'{kind} "{name}" is invalid: {aggregate(invalid)}'
     if forbidden:
         return f'{resource} "{name}" is forbidden: {forbidden[0]}'
-    return f'admission webhook "{webhook}" denied the request: {fields([f for f in refused if f.step == "webhook"])}'
+    return f'admission webhook "{webhook}" denied the request: {aggregate([f for f in refused if f.step == "webhook"])}'
+
+
+def aggregate(findings: Sequence[Any]) -> str:
+    """ErrorList.ToAggregate's message (apimachinery pkg/util/validation/field/errors.go): each `path: message`, one
+    alone, more in brackets, comma-separated."""
+    from jaxinfra.admission.schema import json_path
+
+    errors = [f"{json_path(f.at)}: {f.message}" if f.at else f.message for f in findings]
+    return errors[0] if len(errors) == 1 else "[" + ", ".join(errors) + "]"

@@ -18,19 +18,21 @@ from urllib.parse import parse_qs, urlsplit
 from jaxinfra.schemas import K8S_VERSION
 from jaxinfra_sim.apiserver.objects import Resource
 from jaxinfra_sim.apiserver.rbac import Attributes, Decision, Subject
-from jaxinfra_sim.apiserver.selectors import parse_fields
+from jaxinfra_sim.apiserver.selectors import SelectorError, parse_fields
 
 
-def status_body(code: int, reason: str, message: str, details: Mapping[str, str] | None = None) -> dict:
-    """A metav1.Status failure, keys in the order the API server writes them."""
+def status_body(code: int, reason: str, message: str, details: Mapping[str, Any] | None = None) -> dict:
+    """A metav1.Status failure, keys in the order the API server writes them (an empty reason, StatusReasonUnknown,
+    left out as Go's omitempty leaves it)."""
     body: dict[str, Any] = {
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Failure",
         "message": message,
-        "reason": reason,
     }
+    if reason:
+        body["reason"] = reason
     if details is not None:
         body["details"] = dict(details)
     body["code"] = code
@@ -94,6 +96,7 @@ class Request:
     plural: str = ""
     subresource: str = ""
     discovery: tuple[str, ...] = ()  # the path's parts, for a non-resource request
+    named: str = ""  # the object's name where the path names one
 
     @property
     def watch(self) -> bool:
@@ -128,11 +131,16 @@ def parse_request(method: str, target: str) -> Request:
         verb = "watch" if query.get("watch") in _TRUE else "list"
     elif not name and verb == "delete":
         verb = "deletecollection"
+    named = name  # a watch of one object names it in its path
     if verb in ("list", "watch") and not name:  # a list of one named object is authorized as that name
-        terms = parse_fields(query.get("fieldSelector", "")) if "fieldSelector" in query else ()
+        try:  # a selector that does not parse names nothing here (RequestInfoFactory); the handler refuses it
+            terms = parse_fields(query.get("fieldSelector", "")) if "fieldSelector" in query else ()
+        except SelectorError:
+            terms = ()
         name = next((v for f, equal, v in terms if f == "metadata.name" and equal), "")
     resource = f"{plural_}/{subresource}" if subresource else plural_
-    return Request(Attributes(verb, group, resource, namespace, name), query, group, version, plural_, subresource)
+    attrs = Attributes(verb, group, resource, namespace, name)
+    return Request(attrs, query, group, version, plural_, subresource, named=named)
 
 
 def group(name: str, versions: list[str]) -> dict:

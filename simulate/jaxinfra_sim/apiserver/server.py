@@ -2,41 +2,47 @@
 with RBAC, so in-cluster clients in the pods (JAX's `K8sCluster`, the `kubernetes` client,
 kubectl) read the objects the cluster would hold.
 
-Why a process of its own: the simulator forks its pods and must stay free of threads of its own
-making, while a server wants a thread per connection (a watch holds one open). So `start` makes
-the TLS material and the listening socket in the simulator's process, then forks; the child
-alone has threads. The parent keeps a pipe to it (`publish` sends a new attempt's objects, the
-child acknowledges) and `close` kills and reaps it, which also closes the port. The child exits
-by itself when the simulator dies (the pipe's end of file, and PR_SET_PDEATHSIG).
+Why a process of its own: the simulator forks its pods and must stay free of threads and of a server's state of its
+own making, and what a pod can make the server hold must be bounded apart from the simulator's memory. So `start`
+makes the TLS material and the listening socket in the simulator's process, then forks; the child serves every
+connection from one event loop (connections.py: no thread per connection), raising its own descriptor limit to what
+its connections need. The parent keeps a pipe to it (`publish` sends a new attempt's objects, the child
+acknowledges) and `close` kills and reaps it, which also closes the port. The child exits by itself when the
+simulator dies (the pipe's end of file, and PR_SET_PDEATHSIG).
 
-What the child serves over HTTPS, and how (kube-apiserver's HTTP surface, at most `MAX_CONNECTIONS` connections at
-once), is apihttp.py's; what a request asks and the bodies it is answered with, apirequest.py's; what it holds, and
-how it lists and selects, apiobjects.py's; who may read what, rbac.py's.
+How it reads requests and writes answers on the wire is wire.py's; how long and how much each client may hold is
+bounds.py's (kube-apiserver's limits, and the simulator's own where it has none); what a request is answered,
+serving.py's; what a request asks and the bodies it is answered with, request.py's and list_options.py's; what it
+holds, and how it lists and selects, objects.py's; who may read what, rbac.py's.
 """
 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import gc
 import json
 import os
+import resource
 import signal
 import socket
 import ssl
 import struct
-import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from jaxinfra import interrupts
+from jaxinfra_sim.apiserver.bounds import DEFAULT, Bounds
+from jaxinfra_sim.apiserver.connections import Connections
 from jaxinfra_sim.apiserver.rbac import Subject
 from jaxinfra_sim.apiserver.request import parse_request, to_json
-from jaxinfra_sim.apiserver.serving import MAX_CONNECTIONS, Server
+from jaxinfra_sim.apiserver.server_log import Log
+from jaxinfra_sim.apiserver.serving import Api
 from jaxinfra_sim.core import fds
 from jaxinfra_sim.core.errors import ApiServerError
 
-__all__ = ["MAX_CONNECTIONS", "ApiServer", "parse_request"]
+__all__ = ["ApiServer", "Bounds", "parse_request"]
 
 SERVICE_NAMES = ("kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local")
 """The names a real API server's certificate carries besides its address (the `kubernetes` Service)."""
@@ -68,13 +74,24 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _messages(fd: int) -> Iterator[list[dict]]:
-    """The objects the parent publishes, until it closes the pipe (or dies)."""
-    while (header := _read_exact(fd, _HEADER.size)) is not None:
-        payload = _read_exact(fd, _HEADER.unpack(header)[0])
-        if payload is None:
-            return
-        yield json.loads(payload)
+def _message(fd: int) -> list[dict] | None:
+    """The objects the parent publishes next, or None once it closed the pipe (or died)."""
+    header = _read_exact(fd, _HEADER.size)
+    payload = _read_exact(fd, _HEADER.unpack(header)[0]) if header is not None else None
+    return json.loads(payload) if payload is not None else None
+
+
+def _descriptors(bounds: Bounds) -> Bounds:
+    """Raise the process's soft descriptor limit to what `bounds.max_connections` needs (up to its hard limit); where
+    the hard limit is lower, fewer connections."""
+    need = bounds.max_connections + 64
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < need:
+        soft = need if hard == resource.RLIM_INFINITY else min(need, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    if soft != resource.RLIM_INFINITY and soft < need:
+        return dataclasses.replace(bounds, max_connections=max(16, soft - 64))
+    return bounds
 
 
 def _become_server_process(keep: Sequence[int], log_fd: int, parent: int) -> None:
@@ -110,9 +127,9 @@ class ApiServer:
     a CA made for the run (trustme), in a process of its own (forked; the simulator itself must
     stay single-threaded because it forks pods), serving `objects` to bearer tokens."""
 
-    def __init__(self, host: str, tokens: Mapping[str, Subject], log: Path, max_connections: int = MAX_CONNECTIONS):
+    def __init__(self, host: str, tokens: Mapping[str, Subject], log: Path, bounds: Bounds = DEFAULT):
         self.host, self.tokens, self.log = host, dict(tokens), Path(log)
-        self.max_connections = max_connections
+        self.bounds = bounds
         self._pid: int | None = None
         self._port = 0
         self._ca_pem = b""
@@ -156,17 +173,7 @@ class ApiServer:
                         self._port = listener.getsockname()[1]
                     assert listener is not None
                     _become_server_process((listener.fileno(), from_parent, to_parent), log_fd, parent)
-                    server = Server(
-                        listener, context, self.tokens, f"{self.host}:{self._port}", log_fd, self.max_connections
-                    )
-                    server.publish(objects)
-                    threading.Thread(target=server.serve_forever, name="apiserver", daemon=True).start()
-                    server.log(f"serving https://{self.host}:{self._port} (read-only; CA made for this run)")
-                    os.write(to_parent, b"R" + b"%05d" % self._port)
-                    for published in _messages(from_parent):
-                        server.publish(published)
-                        server.log(f"published {len(published)} objects (resourceVersion {server.generation})")
-                        os.write(to_parent, b"P")
+                    self._serve(listener, context, objects, log_fd, from_parent, to_parent)
                     status = 0
                 except BaseException as e:  # noqa: BLE001 - the child must never return into the simulator
                     os.write(log_fd, f"API server failed: {e!r}\n".encode())
@@ -179,6 +186,39 @@ class ApiServer:
             listener.close()
         self._await(b"R")
         self._port = int(os.read(self._from_child, 5))
+
+    def _serve(
+        self,
+        listener: socket.socket,
+        context: ssl.SSLContext,
+        objects: Sequence[Mapping],
+        log_fd: int,
+        from_parent: int,
+        to_parent: int,
+    ) -> None:  # pragma: no cover - the child
+        """The child's work: serve until the parent's pipe closes, publishing each attempt's objects it sends."""
+        bounds = _descriptors(self.bounds)
+        log = Log(log_fd, bounds.max_log_bytes)
+        api = Api(self.tokens, f"{self.host}:{self._port}", bounds)
+        api.publish(objects, self.host, self._port)
+        loop = Connections(listener, context, api, log, bounds)
+
+        def published() -> None:
+            message = _message(from_parent)
+            if message is None:
+                loop.running = False
+                return
+            api.publish(message, self.host, self._port)
+            loop.end_watches()
+            log(f"published {len(message)} objects (resourceVersion {api.generation})")
+            os.write(to_parent, b"P")
+
+        loop.watch_fd(from_parent, published)
+        log(f"serving https://{self.host}:{self._port} (read-only; CA made for this run)")
+        if bounds != self.bounds:
+            log(f"serving at most {bounds.max_connections} connections (the descriptor limit)")
+        os.write(to_parent, b"R" + b"%05d" % self._port)
+        loop.serve_forever()
 
     def publish(self, objects: Sequence[Mapping]) -> None:
         """Serve these objects from now on (a new attempt); returns once the server does.

@@ -1,38 +1,49 @@
-"""The simulation's API server's HTTPS serving, inside its own process (`server` forks it): a thread per
-connection, each request authenticated, authorized, then answered or refused, and logged.
+"""The simulation's API server's answers: a request's line and headers in (wire.py reads them), a `Reply` out
+(connections.py writes it); no I/O here.
 
-The HTTP surface follows kube-apiserver (staging/src/k8s.io/apiserver/pkg/endpoints):
-- request attributes as `request.RequestInfoFactory` derives them (`request.parse_request`);
-- authentication by bearer token, else 401; authorization (RBAC, rbac.py) before anything else,
-  so a write the caller may not make is 403 and one it may make is 405 (this server is
-  read-only: nothing a pod sends changes the simulation);
-- errors as `Status` bodies (`request`);
-- lists as `<Kind>List` with `metadata.resourceVersion`, selectors as selectors.py; a watch
-  streams ADDED events for the current objects (none when the client resumes from the current
-  resourceVersion), then holds until `timeoutSeconds`, a new attempt, or `close`;
-- discovery: /api, /api/v1, /apis, /apis/<group>[/<version>], /version, /healthz|livez|readyz;
-- at most `MAX_CONNECTIONS` connections served at once, each on a thread of its own; one more is answered as
-  kube-apiserver answers a request past its in-flight limits (staging/src/k8s.io/apiserver/pkg/server/filters/
-  maxinflight.go @ 04791b49 `tooManyRequests`: 429, `Retry-After: 1`, "Too many requests, please try again later.")
-  and closed, so a pod that opens connections without end holds a bounded number of the server's threads.
-What it holds, and how it lists and selects, is apiobjects.py's; who may read what, rbac.py's.
-Not served: subresources other than `status` (pods/log, exec, ...), EndpointSlices,
-Table/protobuf output, server-side paging (`limit` returns everything, as a server may).
+The HTTP surface follows kube-apiserver (staging/src/k8s.io/apiserver/pkg/endpoints; its filters in the order
+kubernetes/apiserver @ 24a394e516bf pkg/server/config.go `DefaultBuildHandlerChain` runs them):
+- a request other than a watch with a `timeout` that does not parse: 400, before authentication (list_options.py);
+- authentication by bearer token, else 401, before the body is read (the body of a request that is refused is never
+  read: connections.py reads away at most Go's 256 KiB of it, else closes the connection after the answer);
+- past the in-flight seats (`Bounds.max_requests_inflight`, a held watch among them), an authenticated request is
+  answered as maxinflight.go `tooManyRequests` and priority-and-fairness.go answer it: 429, `Retry-After: 1`,
+  "Too many requests, please try again later." (text/plain, as Go's http.Error writes it);
+- authorization (RBAC, rbac.py), so a write the caller may not make is 403; one it may make has its body read, up to
+  MaxRequestBodyBytes (3 MiB: 413 RequestEntityTooLarge past it, kubernetes/kubernetes @ 001a2d0ff58b
+  staging/src/k8s.io/apiserver/pkg/endpoints/handlers/rest.go `limitedReadBody`), then 405
+  (this server is read-only: nothing a pod sends changes the simulation);
+- request attributes as `request.RequestInfoFactory` derives them (`request.parse_request`), a list's and watch's
+  query parameters decoded and checked as the handler checks them before anything is streamed (list_options.py);
+- errors as `Status` bodies (`request`); a failure of this code as the panic filter answers it: 500 InternalError;
+- lists as `<Kind>List` with `metadata.resourceVersion`, selectors as selectors.py; a watch streams ADDED events for
+  the current objects (none when the client resumes from the current resourceVersion, or asks sendInitialEvents=false;
+  sendInitialEvents=true with allowWatchBookmarks ends them with the `k8s.io/initial-events-end` BOOKMARK, cacher.go
+  `isListWatchRequest`), then holds until its timeout, a new attempt, or `close`;
+- discovery: /api, /api/v1, /apis, /apis/<group>[/<version>], /version, /healthz|livez|readyz.
+What it holds, and how it lists and selects, is objects.py's; who may read what, rbac.py's.
+Not served: subresources other than `status` (pods/log, exec, ...), EndpointSlices, Table/protobuf output,
+server-side paging (`limit` returns everything, as a server may; `continue` is not read).
 """
 
 from __future__ import annotations
 
-import os
-import queue
-import socket
-import ssl
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
-from jaxinfra_sim.apiserver.objects import Snapshot, resource_of
+from jaxinfra_sim.apiserver.bounds import DEFAULT, Bounds
+from jaxinfra_sim.apiserver.list_options import (
+    ApiStatus,
+    ListOptions,
+    bad_request,
+    check_timeout,
+    decode,
+    resource_version,
+    watch_seconds,
+)
+from jaxinfra_sim.apiserver.objects import Resource, Snapshot, resource_of
 from jaxinfra_sim.apiserver.rbac import Subject
 from jaxinfra_sim.apiserver.request import (
     NO_ROUTE,
@@ -45,190 +56,113 @@ from jaxinfra_sim.apiserver.request import (
     status_body,
     to_json,
 )
-from jaxinfra_sim.apiserver.selectors import SelectorError
+from jaxinfra_sim.apiserver.selectors import SelectorError, parse_fields, parse_labels
+from jaxinfra_sim.apiserver.wire import Head, chunk
 
-MAX_REQUESTS_INFLIGHT = 400
-"""kube-apiserver's `--max-requests-inflight` default: the read-only requests it serves at once."""
-MAX_MUTATING_REQUESTS_INFLIGHT = 200
-"""kube-apiserver's `--max-mutating-requests-inflight` default: the writes it serves at once."""
-MAX_CONNECTIONS = MAX_REQUESTS_INFLIGHT + MAX_MUTATING_REQUESTS_INFLIGHT
-"""The most connections this server serves at once, each holding a thread of its own until it closes. kube-apiserver
-bounds requests, not connections (its goroutines are cheap): read-only ones at 400, writes at 200 (maxinflight.go,
-watches exempt as long-running), or under API Priority and Fairness, on by default, their sum, 600, as the server's
-whole concurrency limit (kube-apiserver's BuildPriorityAndFairness hands utilflowcontrol.New MaxRequestsInFlight +
-MaxMutatingRequestsInFlight). Here a connection's thread is what a request in flight costs, a watch's too, so the
-connections are capped at that sum."""
-RETRY_AFTER_S = 1
-"""The Retry-After of a 429 (maxinflight.go `retryAfter`)."""
 TOO_MANY = b"Too many requests, please try again later.\n"
 """A 429's body, as Go's http.Error writes maxinflight.go's message (text/plain, a newline added)."""
-OVERFLOW_QUEUE = 64
-"""Connections past the cap waiting for their 429; past these the server accepts nothing more until one is answered
-(the kernel's listen backlog holds them)."""
-REFUSE_TIMEOUT_S = 2.0
-"""How long a connection past the cap may take to send its request before it is closed unanswered."""
+INITIAL_EVENTS_END = "k8s.io/initial-events-end"
+"""metav1.InitialEventsAnnotationKey: the BOOKMARK that ends a watch's initial events (storage/util.go)."""
 
 
-class Server(ThreadingHTTPServer):
-    """The child's HTTPS server: a listening socket made by the parent, a snapshot per attempt."""
+@dataclass(frozen=True)
+class Reply:
+    """An answer, and what connections.py must do around it."""
 
-    daemon_threads = True
+    code: int
+    body: bytes
+    note: str  # why, for the log: the RBAC reason, the refusal
+    who: str = "-"
+    content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()
+    seat: bool = False  # holds one of the in-flight seats until it is written (a watch's until it ends)
+    read_body: bool = False  # a write: its body is read first, up to MaxRequestBodyBytes (413 past it)
+    watch_s: float | None = None  # a watch: `body` is its first events (chunks); it lasts this long (or to publish)
 
-    def __init__(
-        self,
-        listener: socket.socket,
-        context: ssl.SSLContext,
-        tokens: Mapping[str, Subject],
-        address: str,
-        log_fd: int,
-        max_connections: int = MAX_CONNECTIONS,
-    ):
-        self.bound: tuple[str, int] = listener.getsockname()[:2]  # (host, port), which the Endpoints name
-        super().__init__(self.bound, Handler, bind_and_activate=False)
-        self.socket.close()
-        self.socket = context.wrap_socket(listener, server_side=True, do_handshake_on_connect=False)
-        self.tokens, self.address, self.log_fd = dict(tokens), address, log_fd
-        self.changed = threading.Condition()
+
+def status_reply(status: ApiStatus, who: str = "-", seat: bool = False) -> Reply:
+    return Reply(status.code, to_json(status.body), status.body["message"], who, headers=status.headers, seat=seat)
+
+
+class Api:
+    """The API: the objects of the current attempt, the tokens that may read them."""
+
+    def __init__(self, tokens: Mapping[str, Subject], address: str, bounds: Bounds = DEFAULT):
+        self.tokens, self.address, self.bounds = dict(tokens), address, bounds
         self.generation = 0
         self.snapshot: Snapshot | None = None
-        self.max_connections = max_connections
-        self.slots = threading.BoundedSemaphore(max_connections)  # one per connection served on a thread of its own
-        self.overflow: queue.Queue[Any] = queue.Queue(OVERFLOW_QUEUE)  # connections past the cap, for their 429
-        threading.Thread(target=self._refuse_overflow, name="apiserver-429", daemon=True).start()
 
-    def process_request(self, request: Any, client_address: Any) -> None:
-        """A thread for the connection while fewer than `max_connections` are served; else it waits for its 429
-        (`_refuse_overflow`), and while that queue is full nothing more is accepted."""
-        if not self.slots.acquire(blocking=False):
-            self.overflow.put((request, client_address))
-            return
+    def publish(self, objects: Sequence[Mapping], host: str, port: int) -> None:
+        self.snapshot = Snapshot(objects, self.generation + 1, host, port)
+        self.generation += 1
+
+    def too_large(self, who: str) -> Reply:
+        """handlers/rest.go limitedReadBody past MaxRequestBodyBytes: apierrors.NewRequestEntityTooLargeError."""
+        message = f"Request entity too large: limit is {self.bounds.max_request_body_bytes}"
+        return Reply(413, to_json(status_body(413, "RequestEntityTooLarge", message)), message, who, seat=True)
+
+    @staticmethod
+    def timed_out(who: str) -> Reply:
+        """filters/timeout.go: a request not done within --request-timeout, nothing written yet: 504 Timeout."""
+        message = "Timeout: request did not complete within the allotted timeout"
+        return Reply(504, to_json(status_body(504, "Timeout", message, {})), message, who, seat=True)
+
+    def answer(self, head: Head, overloaded: bool) -> Reply:
+        """The answer to a request, in kube-apiserver's filter order; `overloaded`: every in-flight seat is held."""
+        target = head.target
+        if not target.startswith("/"):  # the absolute form (`https://host/path?query`): its path and query
+            url = urlsplit(target)
+            target = (url.path or "/") + (f"?{url.query}" if url.query else "")
         try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self.slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.slots.release()
-
-    def _refuse_overflow(self) -> None:
-        """One thread answering each connection past the cap with 429, one at a time, each within
-        `REFUSE_TIMEOUT_S` (a client that sends nothing is closed unanswered)."""
-        while True:
-            request, _ = self.overflow.get()
-            try:
-                self._too_many(request)
-            except (OSError, ValueError):  # a failed handshake (ssl.SSLError is an OSError), a timeout, a reset
-                pass
-            finally:
-                self.shutdown_request(request)
-
-    def _too_many(self, connection: ssl.SSLSocket) -> None:
-        deadline = time.monotonic() + REFUSE_TIMEOUT_S
-        connection.settimeout(REFUSE_TIMEOUT_S)
-        connection.do_handshake()
-        head = b""
-        while b"\r\n\r\n" not in head and len(head) < 65536:
-            connection.settimeout(max(deadline - time.monotonic(), 0.001))
-            chunk = connection.recv(4096)
-            if not chunk:
-                return
-            head += chunk
-        method, _, rest = head.split(b"\r\n", 1)[0].decode("latin-1").partition(" ")
-        path = rest.rpartition(" ")[0] or rest
-        headers = (
-            "HTTP/1.1 429 Too Many Requests\r\n"
-            "Content-Type: text/plain; charset=utf-8\r\n"
-            "X-Content-Type-Options: nosniff\r\n"
-            f"Retry-After: {RETRY_AFTER_S}\r\n"
-            f"Content-Length: {len(TOO_MANY)}\r\n"
-            "Connection: close\r\n\r\n"
-        ).encode()
-        connection.sendall(headers + (b"" if method == "HEAD" else TOO_MANY))
-        self.log(f"429 {method} {path} - too many connections ({self.max_connections} served at once)")
-
-    def publish(self, objects: Sequence[Mapping]) -> None:
-        snapshot = Snapshot(objects, self.generation + 1, *self.bound)
-        with self.changed:
-            self.generation += 1
-            self.snapshot = snapshot
-            self.changed.notify_all()
-
-    def log(self, line: str) -> None:
-        os.write(self.log_fd, (line.replace("\n", " ") + "\n").encode())
-
-    def handle_error(self, request: Any, client_address: Any) -> None:  # e.g. a client that drops the TLS handshake
-        import sys
-
-        self.log(f"connection from {client_address[0]} failed: {sys.exc_info()[1]!r}")
-
-
-class Handler(BaseHTTPRequestHandler):
-    """One connection; each request is authenticated, authorized, then answered or refused, and
-    logged as one line: status, method, path, caller, and why (the RBAC reason, the refusal)."""
-
-    protocol_version = "HTTP/1.1"
-    server_version = "kube-apiserver (jaxinfra simulate)"
-    timeout = 60
-    server: Server
-    who = "-"
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out as separate TLS records: without NODELAY, Nagle's algorithm and
-        # the client's delayed ACK add ~40 ms to every response.
-        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.request.do_handshake()
-
-    def log_message(self, format: str, *args: Any) -> None:  # our own request log replaces stderr's
-        pass
-
-    def _serve(self) -> None:
-        if length := int(self.headers.get("Content-Length") or 0):
-            self.rfile.read(length)  # a write's body, read and dropped
-        snapshot = self.server.snapshot
-        assert snapshot is not None
-        auth = self.headers.get("Authorization", "")
-        subject = self.server.tokens.get(auth[7:].strip()) if auth[:7].lower() == "bearer " else None
-        self.who = subject.username if subject else "-"
+            request = parse_request(head.method, target)
+            if not request.watch:
+                check_timeout(request.query)
+        except ApiStatus as e:
+            return status_reply(e)
+        except Exception as e:  # noqa: BLE001 - as the panic filter answers it
+            message = f"Internal error occurred: {e!r}"
+            return Reply(500, to_json(status_body(500, "InternalError", message)), message)
+        auth = head.header("Authorization")
+        subject = self.tokens.get(auth[7:].strip()) if auth[:7].lower() == "bearer " else None
         if subject is None:
-            return self._reply(401, status_body(401, "Unauthorized", "Unauthorized"), "no valid bearer token")
+            body = to_json(status_body(401, "Unauthorized", "Unauthorized"))
+            return Reply(401, body, "no valid bearer token")
+        who = subject.username
+        if overloaded:
+            headers = (("Retry-After", str(self.bounds.retry_after_s)), ("X-Content-Type-Options", "nosniff"))
+            note = f"too many requests in flight ({self.bounds.max_requests_inflight} at once)"
+            return Reply(429, TOO_MANY, note, who, "text/plain; charset=utf-8", headers)
         try:
-            request = parse_request(self.command, self.path)
-            decision = snapshot.policy.decide(subject, request.attrs)
-            if not decision.allowed:
-                body = forbidden(subject, request.attrs, decision)
-                return self._reply(403, body, body["message"])
-            if self.command not in ("GET", "HEAD"):
-                return self._refuse(snapshot, request)
-            if request.attrs.path:
-                return self._discovery(snapshot, request.discovery, decision.reason)
-            self._read(snapshot, request, decision.reason)
+            reply = self._authorized(subject, head.method, request)
+        except ApiStatus as e:
+            reply = status_reply(e)
         except SelectorError as e:
-            self._reply(400, status_body(400, "BadRequest", str(e)), str(e))
+            reply = status_reply(bad_request(str(e)))
         except Exception as e:  # noqa: BLE001 - a bug here must answer 500, as the API server's panic filter does
             message = f"Internal error occurred: {e!r}"
-            self._reply(500, status_body(500, "InternalError", message), message)
+            reply = Reply(500, to_json(status_body(500, "InternalError", message)), message)
+        return replace(reply, who=who, seat=True)
 
-    do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
+    def _authorized(self, subject: Subject, method: str, request: Request) -> Reply:
+        snapshot = self.snapshot
+        assert snapshot is not None
+        decision = snapshot.policy.decide(subject, request.attrs)
+        if not decision.allowed:
+            body = forbidden(subject, request.attrs, decision)
+            return Reply(403, to_json(body), body["message"])
+        if method not in ("GET", "HEAD"):
+            return self._refuse(snapshot, method, request)
+        if request.attrs.path:
+            return self._discovery(snapshot, request.discovery, decision.reason)
+        return self._read(snapshot, request, decision.reason)
 
-    def _refuse(self, snapshot: Snapshot, request: Request) -> None:
-        """A write RBAC allows: 405, logged; nothing changes."""
+    def _refuse(self, snapshot: Snapshot, method: str, request: Request) -> Reply:
+        """A write RBAC allows: its body read (up to the limit), then 405, logged; nothing changes."""
         verb = request.attrs.verb
         note = f"refused {verb}: the simulated API server is read-only; the simulation's objects do not change"
         if request.attrs.path:
-            return self._reply(
-                405,
-                status_body(
-                    405,
-                    "MethodNotAllowed",
-                    f"{self.command} is not supported on {request.attrs.path}: the simulated API server is read-only",
-                ),
-                note,
-            )
+            message = f"{method} is not supported on {request.attrs.path}: the simulated API server is read-only"
+            return Reply(405, to_json(status_body(405, "MethodNotAllowed", message)), note, read_body=True)
         resource = snapshot.find(request.group, request.version, request.plural) or resource_of(
             f"{request.group}/{request.version}" if request.group else request.version, request.plural
         )
@@ -237,9 +171,9 @@ class Handler(BaseHTTPRequestHandler):
             "the simulated API server is read-only"
         )
         details = {**({"group": resource.group} if resource.group else {}), "kind": resource.plural}
-        self._reply(405, status_body(405, "MethodNotAllowed", message, details), note)
+        return Reply(405, to_json(status_body(405, "MethodNotAllowed", message, details)), note, read_body=True)
 
-    def _read(self, snapshot: Snapshot, request: Request, why: str) -> None:
+    def _read(self, snapshot: Snapshot, request: Request, why: str) -> Reply:
         resource = snapshot.find(request.group, request.version, request.plural)
         attrs = request.attrs
         if (
@@ -248,39 +182,71 @@ class Handler(BaseHTTPRequestHandler):
             or (resource.namespaced and attrs.name and not attrs.namespace and attrs.verb == "get")
             or request.subresource not in ("", "status")
         ):
-            return self._reply(404, NO_ROUTE, why)
+            return Reply(404, to_json(NO_ROUTE), why)
         namespace = attrs.namespace if resource.namespaced else ""
+        current = int(snapshot.resource_version)
         if attrs.verb == "get":
+            resource_version(request.query.get("resourceVersion", ""), current, listing=False)
             found = snapshot.get(resource, namespace, attrs.name)
-            return self._reply(200, found, why) if found else self._reply(404, not_found(resource, attrs.name), why)
-        items = snapshot.select(resource, namespace, request.query)
-        if request.watch:
-            return self._watch(snapshot, items, request.query, why)
+            return (
+                Reply(200, to_json(found), why) if found else Reply(404, to_json(not_found(resource, attrs.name)), why)
+            )
+        options = decode(request.query)
+        parse_labels(options.label_selector)  # the selectors parse as the options decode, before anything else
+        parse_fields(options.field_selector)
+        items = snapshot.select(resource, namespace, options.selectors)
+        if request.named:
+            items = self._named(options, request.named, items)
+        if options.watch or attrs.verb == "watch":
+            return self._watch(resource, options, current, items, why)
+        resource_version(options.resource_version, current, listing=True)
         body = {
             "kind": f"{resource.kind}List",
             "apiVersion": resource.group_version,
             "metadata": {"resourceVersion": snapshot.resource_version},
             "items": items,
         }
-        self._reply(200, body, f"{why} ({len(items)} items)")
+        return Reply(200, to_json(body), f"{why} ({len(items)} items)")
 
-    def _discovery(self, snapshot: Snapshot, parts: tuple[str, ...], why: str) -> None:
+    @staticmethod
+    def _named(options: ListOptions, name: str, items: list[dict]) -> list[dict]:
+        """A watch of one named object: a field selector, if any, must select that name (handlers/get.go)."""
+        if options.field_selector.strip():
+            chosen = [v for f, equal, v in parse_fields(options.field_selector) if f == "metadata.name" and equal]
+            if chosen[:1] != [name]:
+                raise bad_request("fieldSelector metadata.name doesn't match requested name")
+        return [o for o in items if o.get("metadata", {}).get("name") == name]
+
+    def _watch(self, resource: Resource, options: ListOptions, current: int, items: list[dict], why: str) -> Reply:
+        """ADDED events for the current objects (none when resuming from the current resourceVersion), then held."""
+        since = resource_version(options.resource_version, current, listing=False)
+        if options.send_initial_events is not None:
+            events: list[dict[str, Any]] = [
+                {"type": "ADDED", "object": o} for o in items if options.send_initial_events
+            ]
+            if options.send_initial_events and options.allow_watch_bookmarks:
+                metadata = {"resourceVersion": str(current), "annotations": {INITIAL_EVENTS_END: "true"}}
+                bookmark = {"kind": resource.kind, "apiVersion": resource.group_version, "metadata": metadata}
+                events.append({"type": "BOOKMARK", "object": bookmark})
+        else:
+            events = [] if since and since == current else [{"type": "ADDED", "object": o} for o in items]
+        seconds = watch_seconds(options, self.bounds.min_request_timeout_s)
+        body = b"".join(chunk(to_json(e) + b"\n") for e in events)
+        return Reply(200, body, f"{why} (watch: {len(events)} events, {seconds:.0f} s)", watch_s=seconds)
+
+    def _discovery(self, snapshot: Snapshot, parts: tuple[str, ...], why: str) -> Reply:
         groups = snapshot.groups()
         body: Any = None
         if parts == ("api",):
             body = {
                 "kind": "APIVersions",
                 "versions": groups.get("", []),
-                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.server.address}],
+                "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": self.address}],
             }
         elif parts[:1] == ("api",) and len(parts) == 2 and parts[1] in groups.get("", []):
             body = snapshot.resource_list("", parts[1])
         elif parts == ("apis",):
-            body = {
-                "kind": "APIGroupList",
-                "apiVersion": "v1",
-                "groups": [group(g, v) for g, v in groups.items() if g],
-            }
+            body = {"kind": "APIGroupList", "apiVersion": "v1", "groups": [group(g, v) for g, v in groups.items() if g]}
         elif parts[:1] == ("apis",) and len(parts) == 2 and parts[1] and parts[1] in groups:
             body = {"kind": "APIGroup", "apiVersion": "v1", **group(parts[1], groups[parts[1]])}
         elif parts[:1] == ("apis",) and len(parts) == 3 and parts[1] and parts[2] in groups.get(parts[1], []):
@@ -288,42 +254,7 @@ class Handler(BaseHTTPRequestHandler):
         elif parts == ("version",):
             body = VERSION
         elif parts in (("healthz",), ("livez",), ("readyz",)):
-            return self._send(200, b"ok", "text/plain; charset=utf-8", why)
+            return Reply(200, b"ok", why, content_type="text/plain; charset=utf-8")
         if body is None:
-            return self._reply(404, NO_ROUTE, why)
-        self._reply(200, body, why)
-
-    def _watch(self, snapshot: Snapshot, items: list[dict], query: Mapping[str, str], why: str) -> None:
-        """ADDED events for the current objects (none when resuming from the current
-        resourceVersion), then hold until timeoutSeconds or the next attempt."""
-        since = query.get("resourceVersion", "")
-        events = [] if since not in ("", "0") and since == snapshot.resource_version else items
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
-        self.server.log(f"200 {self.command} {self.path} {self.who} {why} (watch: {len(events)} ADDED events)")
-        for obj in events:
-            self._chunk(to_json({"type": "ADDED", "object": obj}) + b"\n")
-        timeout = float(query["timeoutSeconds"]) if query.get("timeoutSeconds", "").isdigit() else None
-        with self.server.changed:
-            generation = self.server.generation
-            self.server.changed.wait_for(lambda: self.server.generation != generation, timeout)
-        self._chunk(b"")
-        self.close_connection = True
-
-    def _chunk(self, data: bytes) -> None:
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
-        self.wfile.flush()
-
-    def _reply(self, code: int, body: Any, note: str) -> None:
-        self._send(code, to_json(body), "application/json", note)
-
-    def _send(self, code: int, data: bytes, content_type: str, note: str) -> None:
-        self.send_response(code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-        self.server.log(f"{code} {self.command} {self.path} {self.who}" + (f" {note}" if note else ""))
+            return Reply(404, to_json(NO_ROUTE), why)
+        return Reply(200, to_json(body), why)

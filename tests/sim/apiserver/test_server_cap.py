@@ -1,6 +1,7 @@
-"""The simulated API server's connections are capped (simulate/apihttp.py `MAX_CONNECTIONS`): a pod that opens
-connections without end holds a bounded number of the server's threads, and each connection past the cap is answered
-as kube-apiserver answers a request past its in-flight limits (maxinflight.go: 429, Retry-After: 1) and closed."""
+"""The simulated API server's in-flight seats (simulate/jaxinfra_sim/apiserver/bounds.py `max_requests_inflight`): at
+most 600 requests are served at once, a held watch among them, and each authenticated request past them is answered
+as kube-apiserver answers a request past its in-flight limits (maxinflight.go: 429, Retry-After: 1); connections are
+served from one event loop, so neither the held watches nor idle connections cost the server a thread."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jaxinfra_sim.apiserver import server
+from jaxinfra_sim.apiserver.bounds import DEFAULT, Bounds
 from jaxinfra_sim.apiserver.rbac import Subject
 from jaxinfra_sim.apiserver.server import ApiServer
 
@@ -51,9 +52,11 @@ def _threads(pid: int) -> int:
 
 @pytest.fixture
 def started(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[ApiServer, int, ssl.SSLContext]]:
-    """A started server (its cap `request.param`), its process id, and a client TLS context trusting its CA."""
+    """A started server (its in-flight seats `request.param`), its process id, and a client TLS context trusting
+    its CA."""
     before = _children()
-    with ApiServer("127.0.0.1", SUBJECTS, tmp_path / "apiserver.log", max_connections=request.param) as api:
+    bounds = Bounds(max_requests_inflight=request.param)
+    with ApiServer("127.0.0.1", SUBJECTS, tmp_path / "apiserver.log", bounds) as api:
         api.start(OBJECTS)
         [pid] = _children() - before
         yield api, pid, ssl.create_default_context(cadata=api.ca_pem.decode())
@@ -83,16 +86,16 @@ def answer(conn: ssl.SSLSocket) -> tuple[int, dict[str, str], bytes]:
     return int(status.split()[1]), headers, body
 
 
-@pytest.mark.parametrize("started", [server.MAX_CONNECTIONS], indirect=True)
-def test_connections_past_the_default_cap_get_429_and_hold_no_thread(
+@pytest.mark.parametrize("started", [DEFAULT.max_requests_inflight], indirect=True)
+def test_requests_past_the_default_seats_get_429_and_the_server_holds_no_thread_for_them(
     started: tuple[ApiServer, int, ssl.SSLContext],
 ) -> None:
-    """600 watches (kube-apiserver's 400 + 200 in-flight defaults) are served; 40 more get 429 and are closed; the
-    server's threads stay at the cap plus its own three (the publisher, the acceptor, the 429 answerer)."""
+    """600 watches (kube-apiserver's 400 + 200 in-flight defaults) are served; 40 more get 429; the server serves
+    them all from its one thread (it held a thread per connection, 600 and more, before)."""
     api, pid, context = started
     held, refused = [], []
     try:
-        for _ in range(server.MAX_CONNECTIONS):
+        for _ in range(DEFAULT.max_requests_inflight):
             conn = connect(api, context)
             ask(conn, WATCH)
             held.append(conn)
@@ -102,36 +105,54 @@ def test_connections_past_the_default_cap_get_429_and_hold_no_thread(
             ask(conn, WATCH)
             refused.append(answer(conn))
             conn.close()
-        assert _threads(pid) <= server.MAX_CONNECTIONS + 3
+        assert _threads(pid) == 1
     finally:
         for conn in held:
             conn.close()
     assert {status for status, _, _ in refused} == {429}
     status, headers, body = refused[0]
     assert headers["retry-after"] == "1" and body == b"Too many requests, please try again later.\n"
+    assert headers["content-type"] == "text/plain; charset=utf-8"
     log = api.log.read_text()
     assert log.count("429 GET /api/v1/namespaces/train/pods") == 40, log[-2000:]
 
 
 @pytest.mark.parametrize("started", [8], indirect=True)
-def test_a_freed_slot_serves_the_next_connection(started: tuple[ApiServer, int, ssl.SSLContext]) -> None:
-    """Idle keep-alive connections hold their slots too; once one closes, the next connection is served."""
+def test_a_seat_freed_by_a_watch_serves_the_next_request(started: tuple[ApiServer, int, ssl.SSLContext]) -> None:
+    """8 held watches take the 8 seats: a request gets 429 and its connection stays open, as Go keeps it; once a
+    watch ends, the same connection is served."""
     api, pid, context = started
-    idle = [connect(api, context) for _ in range(8)]
+    watches = [connect(api, context) for _ in range(8)]
     try:
+        for conn in watches:
+            ask(conn, WATCH)
+        assert answer(watches[-1])[0] == 200
         over = connect(api, context)
         ask(over, "/version")
         assert answer(over)[0] == 429
-        assert _threads(pid) <= 8 + 3
-        idle.pop().close()
-        for _ in range(50):  # the server's thread sees the end of file and frees its slot
-            conn = connect(api, context)
-            ask(conn, "/version")
-            status = answer(conn)[0]
-            conn.close()
+        watches.pop().close()
+        for _ in range(50):  # the server sees the end of file and frees the watch's seat
+            ask(over, "/version")
+            status = answer(over)[0]
             if status == 200:
                 break
         assert status == 200
+        assert _threads(pid) == 1
     finally:
-        for conn in idle:
+        for conn in watches:
             conn.close()
+
+
+@pytest.mark.parametrize("started", [8], indirect=True)
+def test_idle_connections_hold_no_seat(started: tuple[ApiServer, int, ssl.SSLContext]) -> None:
+    """Kept-alive connections that ask nothing hold no seat (kube-apiserver counts requests, not connections): with
+    8 seats, 50 idle connections and a request is served."""
+    api, _, context = started
+    idle = [connect(api, context) for _ in range(50)]
+    try:
+        conn = connect(api, context)
+        ask(conn, "/version")
+        assert answer(conn)[0] == 200
+    finally:
+        for c in idle:
+            c.close()
