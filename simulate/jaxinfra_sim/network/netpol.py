@@ -6,21 +6,36 @@ v0.30.0 networking/v1/types.go):
 - a pod is isolated for ingress (egress) once some policy of its namespace selects it (`spec.podSelector`) with that
   policy type; then only what some such policy's rules allow may reach it (leave it); the rest is dropped. Policies
   add up; none can deny what another allows. A pod no policy selects is not isolated.
-- `policyTypes` absent: Ingress always, Egress where `spec.egress` is given.
+- `policyTypes` absent: Ingress always, Egress where `spec.egress` holds a rule (the API server's default,
+  `jaxinfra.admission.defaults`; what it stores has them set).
 - a rule's peers (`from`/`to`) are OR'ed, its ports are OR'ed, and peers AND ports; a rule without peers matches
   every peer, without ports every port; `ingress: [{}]` allows everything, a policy type without rules nothing.
 - a peer: `podSelector` (the policy's namespace), `namespaceSelector` (every pod of the namespaces whose labels
   match, `kubernetes.io/metadata.name` included), both (those pods of those namespaces), or `ipBlock` (a CIDR less
   its `except` CIDRs).
 - a port: `protocol` (TCP unless given; UDP, SCTP), `port` (absent: every port), `endPort` (a range).
+- a named port: "a numerical or named port on a pod ... only traffic on the specified protocol AND port will be
+  matched" (kubernetes/api @ 1ff85247 networking/v1/types.go NetworkPolicyPort.Port), the pod being the packet's
+  destination. Resolved as Calico resolves it: a pod's named ports are its containers' and init containers' named
+  containerPorts with their protocols (projectcalico/calico @ 0f71015b libcalico-go/lib/backend/k8s/conversion/
+  workload_endpoint_default.go appendEndpointPorts); a named port in a rule becomes a set of (address, protocol,
+  port) members, one per destination pod that has a port of that name on the rule's protocol (felix/calc/
+  rule_scanner.go @ 036c024d ruleToParsedRule, namedPortsToIPSets; felix/labelindex/named_port_index.go @ 02cd8cdf
+  LookupNamedPorts). So on ingress it is each selected pod's own port of that name; on egress each peer pod's (an
+  `ipBlock` peer: the pods whose addresses it holds, an address outside any pod none); a pod without such a port
+  is not reached through it. Cilium resolves an egress rule's name over every pod of the cluster at once (one
+  number for all its destinations, none where pods disagree: cilium/cilium pkg/policy/types
+  NamedPortMultiMap.GetNamedPort); Calico's reading is the narrower, so a named port here never allows a port its
+  destination does not name.
 - replies of an allowed connection are allowed (connection tracking), and traffic between a pod and its node always
   is ("Network Policies": the node's, here the simulation's namespace: probes, the API server, host-network pods).
 
 Here: one `inet` table whose forward hook sees every packet between pods (each pod's address is routed to its own
 veth, as Calico routes them), with conntrack accepting replies; a set per direction of the isolated pods'
-addresses; a chain per direction holding every policy's rules, each rule one nftables statement. Nothing of a
-manifest is written into the ruleset but addresses, CIDRs, port numbers and protocols, each parsed first; what a
-policy asks that is not enforced becomes a note (`Compiled.notes`).
+addresses; a chain per direction holding every policy's rules, each rule one nftables statement (a named port's: an
+`ip daddr . th dport` set of the destination pods' pairs). Nothing of a manifest is written into the ruleset but
+addresses, CIDRs, port numbers and protocols, each parsed first; what a policy asks that is not enforced becomes a
+note (`Compiled.notes`), as does a named port no destination pod has.
 """
 
 from __future__ import annotations
@@ -30,12 +45,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from jaxinfra.admission.validation.networking import as_ipv4
 from jaxinfra_sim.apiserver import selectors
+from jaxinfra_sim.core import model
 from jaxinfra_sim.network.netns_setup import POD_CIDR
 
 
 class Endpoint(Protocol):
-    """What a policy needs of a pod (`Endpoint` has it)."""
+    """What a policy needs of a pod (`model.Pod` has it)."""
 
     @property
     def ip(self) -> str: ...
@@ -45,6 +62,8 @@ class Endpoint(Protocol):
     def labels(self) -> Mapping[str, str]: ...
     @property
     def host_network(self) -> bool: ...
+    @property
+    def port_names(self) -> tuple[model.NamedPort, ...]: ...
 
 
 TABLE = "jaxinfra"
@@ -64,6 +83,24 @@ class Compiled:
     pods: tuple[str, ...] = ()  # the addresses of the pods it was compiled over (host-network ones are the node's)
 
 
+@dataclass(frozen=True)
+class _Peer:
+    """One peer of a rule: the nft match on the peer's side of a packet ("": every peer), and the pods it covers
+    (whose container ports an egress rule's named port resolves to)."""
+
+    match: str
+    pods: tuple[Endpoint, ...]
+
+
+@dataclass
+class _Ports:
+    """A rule's `ports`: nft matches of the numeric ones, one per protocol ([""]: every port), and the named ones by
+    protocol (nft's name of it); both empty: the rule matches nothing."""
+
+    numeric: list[str]
+    named: dict[str, set[str]]
+
+
 def _meta(obj: Mapping) -> Mapping:
     meta = obj.get("metadata")
     return meta if isinstance(meta, Mapping) else {}
@@ -75,16 +112,23 @@ def _where(policy: Mapping) -> str:
 
 
 def _policy_types(spec: Mapping) -> list[str]:
+    """spec.policyTypes, or as the API server defaults it (`jaxinfra.admission.defaults`): Ingress, and Egress where
+    `egress` holds a rule."""
     types = spec.get("policyTypes")
-    if isinstance(types, list):
+    if isinstance(types, list) and types:
         return [str(t).lower() for t in types if str(t) in ("Ingress", "Egress")]
-    return ["ingress", *(["egress"] if "egress" in spec else [])]
+    egress = spec.get("egress")
+    return ["ingress", *(["egress"] if isinstance(egress, list) and egress else [])]
 
 
-def _pods_of(
+def _by_address(pods: Iterable[Endpoint]) -> tuple[Endpoint, ...]:
+    return tuple(sorted({p.ip: p for p in pods}.values(), key=lambda p: ipaddress.IPv4Address(p.ip)))
+
+
+def _selected(
     peer: Mapping, namespace: str, pods: Sequence[Endpoint], namespace_labels: Mapping[str, Mapping[str, str]]
-) -> list[str]:
-    """The addresses of the pods a podSelector / namespaceSelector peer names."""
+) -> tuple[Endpoint, ...]:
+    """The pods a podSelector / namespaceSelector peer names, by address (host-network pods are the node's)."""
     every: tuple[selectors.Requirement, ...] = ()
     pod_selector = selectors.label_selector(peer["podSelector"]) if "podSelector" in peer else every
     if "namespaceSelector" in peer:
@@ -92,17 +136,18 @@ def _pods_of(
         in_ns = [p for p in pods if selectors.matches(ns_selector, namespace_labels.get(p.namespace, {}))]
     else:
         in_ns = [p for p in pods if p.namespace == namespace]
-    return sorted(
-        {p.ip for p in in_ns if not p.host_network and selectors.matches(pod_selector, p.labels)},
-        key=ipaddress.IPv4Address,
-    )
+    return _by_address(p for p in in_ns if not p.host_network and selectors.matches(pod_selector, p.labels))
 
 
 def _set(items: Iterable[str]) -> str:
     return "{ " + ", ".join(items) + " }"
 
 
-def _peer_matches(
+def _addresses(pods: Iterable[Endpoint]) -> str:
+    return _set(p.ip for p in pods)
+
+
+def _peer(
     peer: object,
     side: str,
     namespace: str,
@@ -110,8 +155,8 @@ def _peer_matches(
     namespace_labels: Mapping[str, Mapping[str, str]],
     where: str,
     notes: list[str],
-) -> str | None:
-    """The nft match expression for one peer (None: it matches nothing here)."""
+) -> _Peer | None:
+    """One peer (None: it matches nothing here)."""
     if not isinstance(peer, Mapping):
         notes.append(f"{where}: a peer that is not an object ({peer!r:.40}) matches nothing")
         return None
@@ -123,21 +168,30 @@ def _peer_matches(
         except ValueError:
             notes.append(f"{where}: ipBlock {block.get('cidr')!r:.60} is not a CIDR; it matches nothing")
             return None
-        if cidr.version != 4:
+        if not isinstance(cidr, ipaddress.IPv4Network):
             notes.append(f"{where}: ipBlock {cidr} is IPv6; the pods have IPv4 addresses only, it matches nothing")
             return None
-        match = f"ip {side} {cidr}"
-        excepted = sorted({str(e) for e in excepts if e.version == 4})
-        return match + (f" ip {side} != {_set(excepted)}" if excepted else "")
-    ips = _pods_of(peer, namespace, pods, namespace_labels)
-    return f"ip {side} {_set(ips)}" if ips else None
+        # an IPv4-mapped except is the IPv4 block it maps (the API server reads it so): dropping it would widen the rule
+        held = [e for e in map(as_ipv4, excepts) if isinstance(e, ipaddress.IPv4Network)]
+        excepted = sorted({str(e) for e in held})
+        inside = (p for p in pods if not p.host_network and _within(p.ip, cidr, held))
+        match = f"ip {side} {cidr}" + (f" ip {side} != {_set(excepted)}" if excepted else "")
+        return _Peer(match, _by_address(inside))
+    selected = _selected(peer, namespace, pods, namespace_labels)
+    return _Peer(f"ip {side} {_addresses(selected)}", selected) if selected else None
 
 
-def _port_matches(ports: object, where: str, notes: list[str]) -> list[str] | None:
-    """nft match expressions, one per protocol ([""]: every port; None: the rule matches nothing)."""
+def _within(ip: str, cidr: ipaddress.IPv4Network, excepts: Sequence[ipaddress.IPv4Network]) -> bool:
+    address = ipaddress.IPv4Address(ip)
+    return address in cidr and not any(address in e for e in excepts)
+
+
+def _ports(ports: object, where: str, notes: list[str]) -> _Ports:
+    """A rule's `ports` (absent or empty: every port)."""
     if not ports:
-        return [""]
-    by_proto: dict[str, list[str]] = {}
+        return _Ports([""], {})
+    numbers: dict[str, list[str]] = {}
+    named: dict[str, set[str]] = {}
     every: set[str] = set()
     for entry in ports if isinstance(ports, list) else []:
         entry = entry if isinstance(entry, Mapping) else {}
@@ -150,60 +204,88 @@ def _port_matches(ports: object, where: str, notes: list[str]) -> list[str] | No
             every.add(proto)
         elif isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536:
             top = end if isinstance(end, int) and not isinstance(end, bool) and port <= end < 65536 else None
-            by_proto.setdefault(proto, []).append(f"{port}-{top}" if top and top != port else str(port))
-        else:  # a named port: the pods' container port names are not kept here
-            notes.append(
-                f"{where}: named port {str(port)!r:.40} is not enforced: the rule allows every {proto.upper()} port"
-            )
-            every.add(proto)
-    out = [f"meta l4proto {p}" for p in sorted(every)]
-    out += [
+            numbers.setdefault(proto, []).append(f"{port}-{top}" if top and top != port else str(port))
+        elif isinstance(port, str):
+            named.setdefault(proto, set()).add(port)
+        else:
+            notes.append(f"{where}: port {port!r:.20} is neither 1-65535 nor a name; ignored")
+    numeric = [f"meta l4proto {p}" for p in sorted(every)]
+    numeric += [
         f"meta l4proto {p} th dport {_set(sorted(set(v), key=_port_key))}"
-        for p, v in sorted(by_proto.items())
+        for p, v in sorted(numbers.items())
         if p not in every
     ]
-    return out or None
+    return _Ports(numeric, {p: names for p, names in named.items() if p not in every})
 
 
 def _port_key(text: str) -> int:
     return int(text.split("-")[0])
 
 
+def _named(pods: Iterable[Endpoint], names: set[str], proto: str) -> str | None:
+    """`ip daddr . th dport` pairs: each pod's container ports of one of `names` on `proto` (None: no pod has one)."""
+    pairs = {
+        (ipaddress.IPv4Address(p.ip), n.number)
+        for p in pods
+        for n in p.port_names
+        if n.name in names and PROTOCOLS.get(n.protocol) == proto and 0 < n.number < 65536
+    }
+    return f"ip daddr . th dport {_set(f'{ip} . {port}' for ip, port in sorted(pairs))}" if pairs else None
+
+
 def compile_policies(
     policies: Iterable[Mapping], pods: Sequence[Endpoint], namespace_labels: Mapping[str, Mapping[str, str]]
 ) -> Compiled:
-    """The nftables ruleset that enforces `policies` (NetworkPolicy objects) among `pods` (their addresses and labels;
-    host-network pods are the node's, which no policy isolates), `namespace_labels` by namespace name."""
+    """The nftables ruleset that enforces `policies` (NetworkPolicy objects) among `pods` (their addresses, labels and
+    named container ports; host-network pods are the node's, which no policy isolates), `namespace_labels` by
+    namespace name."""
     notes: list[str] = []
     rules: dict[str, list[str]] = {"ingress": [], "egress": []}
     isolated: dict[str, set[str]] = {"ingress": set(), "egress": set()}
+    everyone = _by_address(p for p in pods if not p.host_network)
     for policy in policies:
         spec = policy.get("spec") if isinstance(policy.get("spec"), Mapping) else {}
         assert isinstance(spec, Mapping)
         namespace = str(_meta(policy).get("namespace") or "default")
         where = _where(policy)
-        selected = _pods_of({"podSelector": spec.get("podSelector") or {}}, namespace, pods, namespace_labels)
+        selected = _selected({"podSelector": spec.get("podSelector") or {}}, namespace, pods, namespace_labels)
         if not selected:
             continue
-        own = f"{_set(selected)}"
+        own = _addresses(selected)
         for direction, peers_field, own_side, peer_side in DIRECTIONS:
             if direction not in _policy_types(spec):
                 continue
-            isolated[direction].update(selected)
+            isolated[direction].update(p.ip for p in selected)
+            verdict = "accept" if direction == "ingress" else "return"
             for index, rule in enumerate(spec.get(direction) or []):
                 rule = rule if isinstance(rule, Mapping) else {}
                 rule_where = f"{where} spec.{direction}[{index}]"
-                peers = rule.get(peers_field)
-                matches = (
-                    [_peer_matches(p, peer_side, namespace, pods, namespace_labels, rule_where, notes) for p in peers]
-                    if peers
-                    else [""]
+                given = rule.get(peers_field)
+                found = (
+                    [_peer(p, peer_side, namespace, pods, namespace_labels, rule_where, notes) for p in given]
+                    if given
+                    else [_Peer("", everyone)]
                 )
-                ports = _port_matches(rule.get("ports"), rule_where, notes)
-                for peer in (m for m in matches if m is not None):
-                    for port in ports or []:
-                        parts = [f"ip {own_side} {own}", peer, port]
-                        verdict = "accept" if direction == "ingress" else "return"
+                peers = [p for p in found if p is not None]
+                ports = _ports(rule.get("ports"), rule_where, notes)
+                for peer in peers:
+                    for port in ports.numeric:
+                        parts = [f"ip {own_side} {own}", peer.match, port]
+                        rules[direction].append(" ".join(p for p in parts if p) + f" {verdict}")
+                # a named port is the destination's: on ingress each selected pod's, on egress each peer pod's;
+                # every (address, port) pair is one of those pods' own ports of that name and protocol
+                destinations = selected if direction == "ingress" else _by_address(q for p in peers for q in p.pods)
+                heads = [p.match for p in peers] if direction == "ingress" else [f"ip {own_side} {own}"]
+                for proto, names in sorted(ports.named.items()) if peers else ():
+                    pairs = _named(destinations, names, proto)
+                    if pairs is None:
+                        shown = ", ".join(repr(n) for n in sorted(names))
+                        notes.append(
+                            f"{rule_where}: named port {shown:.60} ({proto.upper()}) names no container port of the "
+                            "rule's destination pods: it allows nothing, as on a cluster"
+                        )
+                    for head in heads if pairs else ():
+                        parts = [head, f"meta l4proto {proto}", pairs or ""]
                         rules[direction].append(" ".join(p for p in parts if p) + f" {verdict}")
     return Compiled(
         _ruleset(rules, isolated),
