@@ -10,8 +10,11 @@ the rules it holds:
 - `meta` -- ObjectMeta (objectmeta.go, generic.go) and label selectors.
 - `volumes` -- a PodSpec's volumes and volume mounts (and the downward API selectors env shares).
 - `pod` -- PodSpec (containers, ports, env, resources, tolerations), PodTemplateSpec and Pod.
+- `sysctls` -- a PodSpec's sysctls and shareProcessNamespace, and the kernel namespace of each sysctl (the
+  simulator's kubelet reads it too).
 - `job` -- batch/v1 Job.
 - `core` -- Service, ConfigMap, Secret, Namespace.
+- `networking` -- NetworkPolicy.
 - here -- `validate`: ObjectMeta for every kind, then the kind's own rules; ServiceAccount (ValidateServiceAccount)
   has none beyond ObjectMeta.
 
@@ -69,9 +72,10 @@ from jaxinfra.admission.validation.names import (
     local_non_reserved_path,
     qualified_name,
 )
+from jaxinfra.admission.validation.networking import validate_network_policy
 from jaxinfra.admission.validation.pod import pod_spec, pod_template, validate_pod
 from jaxinfra.admission.validation.resource_quota import validate_resource_quota
-from jaxinfra.upstream import BATCH_API
+from jaxinfra.upstream import BATCH_API, NETWORKING_API
 
 __all__ = [
     "validate",
@@ -106,6 +110,7 @@ _BUILTIN = {  # (apiVersion, kind) -> (the name rule, the kind's own rules)
     ("v1", "LimitRange"): (SUBDOMAIN, validate_limit_range),
     ("v1", "ResourceQuota"): (SUBDOMAIN, validate_resource_quota),
     ("policy/v1", "PodDisruptionBudget"): (SUBDOMAIN, validate_pod_disruption_budget),
+    (NETWORKING_API, "NetworkPolicy"): (SUBDOMAIN, validate_network_policy),
 }
 
 

@@ -1,5 +1,6 @@
 """PodSpec, PodTemplateSpec and Pod, as the API server's validation step checks them: restart and DNS policies,
-names the spec refers to, tolerations; the containers are `containers.py`'s, the volumes `volumes.py`'s.
+names the spec refers to, tolerations; the containers are `containers.py`'s, the volumes `volumes.py`'s, the
+securityContext's sysctls and shareProcessNamespace `sysctls.py`'s.
 
 Emulated from pkg/apis/core/validation/validation.go @000f26050b9b (kubernetes/kubernetes; the commit is the stored
 version read): ValidatePodSpec, ValidatePodTemplateSpec, validateRestartPolicy, validateDNSPolicy,
@@ -35,6 +36,7 @@ from jaxinfra.admission.validation.names import (
     label_value,
     qualified_name,
 )
+from jaxinfra.admission.validation.sysctls import validate_pod_security_context
 from jaxinfra.admission.validation.volumes import (
     validate_volumes,
 )
@@ -100,8 +102,9 @@ _DNS = ("ClusterFirstWithHostNet", "ClusterFirst", "Default", "None")
 
 def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
     """ValidatePodSpec: volumes, containers, restartPolicy (default Always), dnsPolicy (default ClusterFirst),
-    nodeSelector, names it refers to, activeDeadlineSeconds, hostname/subdomain, tolerations; a negative
-    terminationGracePeriodSeconds is a warning (the API server treats it as 1)."""
+    nodeSelector, names it refers to, activeDeadlineSeconds, hostname/subdomain, tolerations, the securityContext's
+    sysctls and shareProcessNamespace (`sysctls`); a negative terminationGracePeriodSeconds is a warning (the API
+    server treats it as 1)."""
     spec = as_map(spec)
     volumes, out = validate_volumes(spec.get("volumes"), at + ("volumes",))
     out += containers(spec, volumes, at)
@@ -157,6 +160,7 @@ def pod_spec(spec: Mapping, at: Path) -> list[Finding]:
         if value:
             out += invalid_each(at + (key,), value, dns1123_label(value), NAME_FIX[LABEL])
     out += _tolerations(spec.get("tolerations"), at + ("tolerations",))
+    out += validate_pod_security_context(spec, at)
     priority = as_str(spec.get("priorityClassName"))
     if priority:
         out += invalid_each(at + ("priorityClassName",), priority, dns1123_subdomain(priority), NAME_FIX[SUBDOMAIN])

@@ -258,6 +258,8 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
         # Before anything runs: every part of this machine the pods will use, all missing ones named at once (exit 3);
         # runc's known vulnerabilities, where it has any, are notes.
         report.notes.extend(parts.require(parts.uses(options.run_command, options.egress)).warnings())
+        if options.run_command:  # a volume where this machine's runc would take another container's files: exit 3
+            runc.refuse_holes((p for r in runnable for p in r.workload.pods), parts.runc_trusted())
         isolation = sandbox.preflight()  # (the check's own rehearsal: can pods get their own /etc/hosts here?)
         parent = runc.scratch_parent() if options.run_command else None
         with tempfile.TemporaryDirectory(prefix="jaxinfra-sim-", dir=parent) as tmp:

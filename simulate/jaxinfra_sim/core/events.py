@@ -10,8 +10,10 @@ the JSON report and the trace read them. Each reason and message is upstream's:
   (`startContainer`: "Created container: %v", "Started container %v"; `killContainer`: "Stopping container %s" unless
   the caller gave a message), `kuberuntime_manager.go` (`computePodActions`: "Container %s failed %s probe", with
   ", will be restarted" where it is), `pkg/kubelet/prober/prober.go` (Warning "Unhealthy", "%s probe failed: %s"),
-  `pkg/kubelet/eviction/eviction_manager.go` (`evictPod`: Warning "Evicted" with the eviction message), and
-  `pkg/kubelet/oom/oom_watcher_linux.go` (the node's Warning "SystemOOM");
+  `pkg/kubelet/eviction/eviction_manager.go` (`evictPod`: Warning "Evicted" with the eviction message),
+  `pkg/kubelet/oom/oom_watcher_linux.go` (the node's Warning "SystemOOM") and @ 000d9543 `pkg/kubelet/kubelet.go`
+  (`rejectPod`: a Warning with the admit handler's reason and message; the pod Failed, that reason, and the message
+  "Pod was rejected: " + it);
 - the JobSet controller (kubernetes-sigs/jobset @ 08dfbdfd `pkg/constants/constants.go`,
   `pkg/controllers/failure_policy.go`): "AllJobsCompleted", "jobset completed successfully"; for a failed child Job,
   what its failure policy did (`JOBSET_FAILURES`).
@@ -51,6 +53,9 @@ class Reason(StrEnum):
     UNHEALTHY = "Unhealthy"
     EVICTED = "Evicted"
     SYSTEM_OOM = "SystemOOM"
+    FAILED_CREATE_POD_SANDBOX = "FailedCreatePodSandBox"
+    # the kubelet's admission (a pod's status.reason too): pkg/kubelet/sysctl/allowlist.go ForbiddenReason
+    SYSCTL_FORBIDDEN = "SysctlForbidden"
     # containerd: a container that never started (internal/cri/server/container_start.go errorStartReason)
     START_ERROR = "StartError"
     # the JobSet controller: pkg/constants/constants.go
@@ -126,6 +131,12 @@ def unhealthy(at: float, involved: str, kind: str, output: str) -> Event:
 
 def evicted(at: float, involved: str, message: str) -> Event:
     return Event(at, EventType.WARNING, Reason.EVICTED, involved, message)
+
+
+def rejected(at: float, involved: str, reason: str, message: str) -> Event:
+    """The kubelet refused a pod it was given (kubelet.go rejectPod: a Warning with its admit handler's reason and
+    message), or could not make its sandbox."""
+    return Event(at, EventType.WARNING, reason, involved, message)
 
 
 def system_oom(at: float, node: str) -> Event:

@@ -69,6 +69,16 @@ class Probe:
 
 
 @dataclass(frozen=True)
+class NamedPort:
+    """A named containerPort of one of a pod's containers, init containers included, with its protocol: the ports a
+    network plugin lists for the pod (Calico's WorkloadEndpoint `ports`), which a NetworkPolicy's named port names."""
+
+    name: str
+    protocol: str  # TCP | UDP | SCTP (TCP unless given)
+    number: int
+
+
+@dataclass(frozen=True)
 class Container:
     """One of a pod's containers other than the JAX one, resolved as the kubelet starts it (kubelet.py)."""
 
@@ -109,6 +119,21 @@ class Container:
 
 
 @dataclass(frozen=True)
+class PodNamespaces:
+    """Which of its node's namespaces a pod asks to share, and the kernel settings it sets in its own, as its spec says
+    (spec.hostPID, hostIPC, hostUsers, shareProcessNamespace, securityContext.sysctls, its containers' hostPorts;
+    hostNetwork is `Pod.host_network`): what the kubelet admits (`kubelet.sysctls`) and the runtime gives
+    (`kubelet.podsandbox`)."""
+
+    sysctls: tuple[tuple[str, str], ...] = ()  # (name, value), in the spec's order
+    host_pid: bool = False
+    host_ipc: bool = False
+    host_users: bool | None = None  # None: unset (the node's user namespace, as true)
+    share_process_namespace: bool = False
+    host_ports: tuple[int, ...] = ()  # every container's non-zero hostPorts
+
+
+@dataclass(frozen=True)
 class Pod:
     """One pod as the controller and kubelet would start it, with everything resolved: its own fields are its JAX
     container's, `others` its other containers'."""
@@ -137,6 +162,7 @@ class Pod:
     container_ports: tuple[int, ...] = ()
     probes: tuple[Probe, ...] = ()  # its JAX container's
     named_ports: Mapping[str, int] = field(default_factory=dict)  # its JAX container's named containerPorts
+    port_names: tuple[NamedPort, ...] = ()  # every container's named containerPorts, with their protocols
     node: str = ""  # the simulated node it runs on (one per pod): spec.nodeName
     host_network: bool = False  # spec.hostNetwork: the node's hostname and hosts file, not the pod's
     host_aliases: tuple[tuple[str, tuple[str, ...]], ...] = ()  # spec.hostAliases: (ip, hostnames) for its /etc/hosts
@@ -151,6 +177,7 @@ class Pod:
     ephemeral_limit: str = ""  # its JAX container's resources.limits.ephemeral-storage, as written ("" none)
     others: tuple[Container, ...] = ()  # its other containers in the kubelet's order: init containers, then mains
     restart_policy: str = "Never"  # spec.restartPolicy: what the kubelet does when one of its containers exits
+    namespaces: PodNamespaces = field(default_factory=PodNamespaces)  # what it shares of its node's, its sysctls
 
     @property
     def job(self) -> str:

@@ -27,7 +27,7 @@ from jaxinfra import descriptors, interrupts
 from jaxinfra_sim.core import model, trees
 from jaxinfra_sim.core.options import Faults, Options
 from jaxinfra_sim.jax import k8s_detection
-from jaxinfra_sim.kubelet import image, qos, volume_manager
+from jaxinfra_sim.kubelet import image, podsandbox, qos, sysctls, volume_manager
 from jaxinfra_sim.network import dns
 from jaxinfra_sim.node import capacity
 from jaxinfra_sim.platform import gke_tpu, standins
@@ -75,6 +75,7 @@ class Container:
     runtime: runc.Runtime | None = None  # the OCI runtime its own command runs under
     name: str = ""  # its id for the runtime, unique in the simulation
     shift: int = 0  # the machine's id of its uid 0 where the runtime shifts its ids (as root), else 0
+    namespaces: podsandbox.Namespaces | None = None  # its pod's pause's it joins, the pod's sysctls it sets
 
     @property
     def cwd(self) -> Path:
@@ -179,6 +180,12 @@ def become(
         pod, env = c.pod, c.env
         for join in joins:
             join()
+        if c.namespaces is not None and c.namespaces.net:  # in the pod's own network namespace, as its sandbox's
+            try:
+                sysctls.apply(c.namespaces.net)
+            except OSError as err:
+                os.write(2, f"failed to create pod sandbox: {err.strerror}\n".encode())
+                os._exit(shim.START_ERROR)
         # Other pods' pipes must not stay open here (their EOFs would never come), nor the runner's ends of this
         # pod's own handshake (closed when the group ends before the runner answers, its EOF ends the wait below).
         # Only those: libraries' own descriptors (gRPC's at-fork state, for one) must survive.
@@ -265,17 +272,20 @@ def _contained(
     keep = sorted({0, 1, 2, control, status_w})
     for low, high in zip(keep, [*keep[1:], os.sysconf("SC_OPEN_MAX")]):
         os.closerange(low + 1, high)  # nothing of the simulator's reaches the runtime or the container
-    sandbox.node_mounts(subordinate)
+    ns = c.namespaces or podsandbox.Namespaces()
+    sandbox.node_mounts(subordinate, ns.user)
     libc = ctypes.CDLL(None, use_errno=True)
     owner = (c.shift, c.shift) if c.shift else None
     idmap = rootfs.id_namespace(libc, c.shift, runc.ID_COUNT) if c.shift else None
-    cwd = sandbox.build(libc, c.spec, owner, runtime=True, idmap=idmap)
+    cwd = sandbox.build(libc, c.spec, owner, runtime=True, idmap=idmap, trusted=rt.trusted)
     bundle = c.spec.scratch / "bundle"
     bundle.mkdir()
     argv = [*c.pod.command, *c.pod.args]
     proc = runc.process(argv, c.env, cwd, c.pod.security, nproc, qos.reachable(c.pod.oom_score_adj))
     spec, shifted = c.spec, bool(c.shift)
-    config = runc.config(proc, spec.scratch / "root", spec.hostname, c.pod.security, spec.views, shifted, c.name)
+    config = runc.config(
+        proc, spec.scratch / "root", spec.hostname, c.pod.security, spec.views, shifted, c.name, ns.join, ns.sysctl
+    )
     runc.write(bundle, "config.json", config)
 
     def started() -> None:

@@ -267,6 +267,7 @@ def start_pod(
         devices=devices(accelerator, count, main.env),
         accelerator=accelerator,
         container_ports=ports,
+        port_names=tuple(p for c in (*containers, *inits) for p in named_ports(c)),
         node=node,
         host_network=host_network,
         service_account=account,
@@ -278,6 +279,33 @@ def start_pod(
         ),
         others=tuple(c for c in resolved if c is not main),
         restart_policy=str(spec.get("restartPolicy") or "Always"),
+        namespaces=namespaces(spec, [c for _, c in order]),
+    )
+
+
+def namespaces(spec: Mapping, containers: Sequence[Mapping]) -> model.PodNamespaces:
+    """What the pod's spec says of the node's namespaces it shares and of its sysctls (`model.PodNamespaces`)."""
+    sc = spec.get("securityContext")
+    sysctls = sc.get("sysctls") if isinstance(sc, Mapping) else None
+    users = spec.get("hostUsers")
+    return model.PodNamespaces(
+        sysctls=tuple(
+            (str(s.get("name", "")), str_value(s.get("value", "")))
+            for s in sysctls or ()
+            if isinstance(s, Mapping) and s.get("name")
+        )
+        if isinstance(sysctls, list)
+        else (),
+        host_pid=spec.get("hostPID") is True,
+        host_ipc=spec.get("hostIPC") is True,
+        host_users=users if isinstance(users, bool) else None,
+        share_process_namespace=spec.get("shareProcessNamespace") is True,
+        host_ports=tuple(
+            p["hostPort"]
+            for c in containers
+            for p in c.get("ports") or ()
+            if isinstance(p, Mapping) and type(p.get("hostPort")) is int and p["hostPort"] > 0
+        ),
     )
 
 
@@ -347,11 +375,16 @@ def _container(
         probes=probes(container),
         oom_score_adj=qos.oom_score_adj(pod_spec, container),
         ephemeral_limit=str(((container.get("resources") or {}).get("limits") or {}).get("ephemeral-storage") or ""),
-        ports={
-            str(p["name"]): int(p["containerPort"])
-            for p in container.get("ports") or ()
-            if isinstance(p, Mapping) and p.get("name") and str(p.get("containerPort", "")).isdigit()
-        },
+        ports={p.name: p.number for p in named_ports(container)},
+    )
+
+
+def named_ports(container: Mapping) -> tuple[model.NamedPort, ...]:
+    """A container's named containerPorts, each with its protocol (TCP unless given)."""
+    return tuple(
+        model.NamedPort(str(p["name"]), str(p.get("protocol") or "TCP"), int(p["containerPort"]))
+        for p in container.get("ports") or ()
+        if isinstance(p, Mapping) and p.get("name") and str(p.get("containerPort", "")).isdigit()
     )
 
 

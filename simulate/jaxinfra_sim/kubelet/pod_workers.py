@@ -17,7 +17,9 @@ import os
 import signal
 import time
 from collections.abc import Callable, Generator, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jaxinfra import interrupts
 from jaxinfra_sim.controllers.job_failure import Failures
@@ -27,7 +29,7 @@ from jaxinfra_sim.core.errors import NetworkError, Unavailable
 from jaxinfra_sim.core.options import Faults, Options
 from jaxinfra_sim.core.podrun import Attempt, ContainerRun, Listener, Phase, PodRun, Process, container_name, involved
 from jaxinfra_sim.core.steps import Stop, Wait, drive
-from jaxinfra_sim.kubelet import container, eviction, image, podstatus, prober
+from jaxinfra_sim.kubelet import container, eviction, image, podsandbox, podstatus, prober, sysctls
 from jaxinfra_sim.kubelet.container import Credentials, coordinator_port
 from jaxinfra_sim.kubelet.faultsignals import FaultSignals
 from jaxinfra_sim.kubelet.podnetworks import PodNetworks
@@ -36,9 +38,13 @@ from jaxinfra_sim.kubelet.reaper import Reaper
 from jaxinfra_sim.kubelet.relay import Relay
 from jaxinfra_sim.network import dns, kubeproxy
 from jaxinfra_sim.network.netns import PodNetwork
+from jaxinfra_sim.node import parts
 from jaxinfra_sim.node.machine import Machine
 from jaxinfra_sim.node.node import Node
 from jaxinfra_sim.runtime import runc, sandbox
+
+if TYPE_CHECKING:
+    from jaxinfra_sim.node.cgroups import PodGroup
 
 #: The longest the other pods wait for a started rank 0 to listen before starting anyway.
 COORDINATOR_HOLD_S = 2.0
@@ -91,9 +97,10 @@ class Runner:
         self.deadline = deadline
         self.relay = Relay(listener, self._phase)  # the containers' pipes: their output, their phases
         self.sitecustomize = image.sitecustomize_dir(workdir / "_site") if options.run_command else None
-        self.runtime = runc.create(workdir / "runc") if options.run_command else None
+        self.runtime = runc.create(workdir / "runc", parts.runc_trusted()) if options.run_command else None
         self.listening = False
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
+        self.pauses: dict[int, podsandbox.Pause] = {}  # each begun pod's pause, where it has one, by id() of its run
 
     def steps(self, index: int) -> Generator[Wait, None, Attempt]:
         """Attempt `index`, a step at a time: each `Wait` is what it waits for before its next step."""
@@ -124,7 +131,9 @@ class Runner:
                     if not r.begun:
                         r.begun = now >= starts[id(r)] and self.controllers.may_create(r, runs)
                         r.created = now if r.begun else None
-                        if r.begun:
+                        if r.begun and (refused := sysctls.admit(r.pod)) is not None:  # the kubelet's admission
+                            self._reject(r, sysctls.REASON, refused, now, sysctls.REJECTED)
+                        elif r.begun:
                             self.networks.begin(r, index)
                         if r.begun and r.pod.job:  # the Job controller's pod
                             self._record(events.created_pod(now - t0, r.pod.namespace, r.pod.job, r.pod.name))
@@ -142,6 +151,7 @@ class Runner:
                 signals.send(runs, now, wake)
                 self.reaper.reap(runs)
                 self.networks.release(runs, now)
+                self._release_pauses(runs)
                 self._probes(runs, now, wake)
                 self.networks.kube_proxy(runs, now, wake, self._ready)
                 self.machine.poll(now)
@@ -195,6 +205,7 @@ class Runner:
                 self.prober.close()
                 self._end(runs)
             self.networks.close()
+            self._release_pauses(runs, every=True)
         if not attempt.ok and attempt.reason is None:  # told once every pod has ended (a preempted one may end last)
             failed = attempt.first_failure
             attempt.reason = f"{failed.pod.hostname}: {failed.reason}"
@@ -210,6 +221,7 @@ class Runner:
             *self.controls,
             *self.relay.answers,
             *self.networks.descriptors(keep),
+            *(pause.control for pause in self.pauses.values()),
         ]
 
     def _coordinator_warming(self, coordinator: PodRun, now: float) -> bool:
@@ -361,7 +373,7 @@ class Runner:
                     "(Debian's containernetworking-plugins) and nftables work here",
                 ) from None
             raise
-        if p is r:
+        if p is r and not r.done:  # (a pod whose sandbox could not be made starts nothing more)
             for slot, c in enumerate(self._others(r), 1):
                 if c.role == "main" and self.machine.verdict is None:
                     self._start_or_stop(self._container(r, c, slot), r, runs)
@@ -369,6 +381,11 @@ class Runner:
     def _start(self, p: PodRun | ContainerRun) -> None:
         own = isinstance(p, PodRun)
         r, slot = (p, 0) if isinstance(p, PodRun) else (p.owner, p.slot)
+        try:
+            pause = self._pause(r)
+        except podsandbox.SandboxFailed as err:  # the kubelet would retry; the pod never runs
+            self._reject(r, events.Reason.FAILED_CREATE_POD_SANDBOX, str(err), time.monotonic())
+            return
         c = container.prepare(
             p.pod,
             self._pod_dir(r),
@@ -382,56 +399,20 @@ class Runner:
             own_command=self.options.run_command or not own,
             oci=self.runtime,
         )
+        own_network = isinstance(self.networks.get(r), PodNetwork)
+        privileged = self.isolation == "privileged"  # root maps all ids: over a handshake of two more pipes
+        c = replace(c, namespaces=podsandbox.namespaces(r.pod, pause, privileged, own_network))
         p.cwd, p.env, p.name = c.cwd, c.env, c.name
         if isinstance(self.records, dns.LiveRecords):  # rewritten as the cluster's pods come and go
             self.records.track(p.pod, c.spec.hosts)
         p.group = self.node.cgroup(p.pod, self.attempt_index, slot, self.serial) if self.node is not None else None
         p.security = c.pod.security  # an image given whole may have set its user (`oci_image.applied`)
         p.unapplied = sandbox.unapplied(self.isolation, c.pod.security, c.runtime is not None)
-        network = self.node.network if self.node else None
-        sandbox_net = self.networks.get(r)
-        own_network = sandbox_net if isinstance(sandbox_net, PodNetwork) else None
-        if own_network is not None:
-            own_network.fd()  # set up by now, or NetworkError: the pod's sandbox could not be made
-        join = functools.partial(network.join, own_network) if network is not None else None
-        joins = [j for j in (p.group.enter if p.group else None, join) if j]
-        privileged = self.isolation == "privileged"  # root maps all ids: over a handshake of two more pipes
-        ends = fds.pipes(6 if privileged else 4)
-        control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w = ends[:8]
-        mine, theirs = sandbox.Handshake.pair(*ends[8:]) if privileged else (None, None)
+        if own:
+            p.unapplied += podsandbox.notes(r.pod, self.options.run_command)
+        self._network_ready(r)
         with interrupts.held():
-            try:
-                pid = os.fork()
-            except OSError:  # this machine's limit (`_start_or_stop`): nothing of this pod stays open
-                fds.close(ends)
-                raise
-            if pid == 0:
-                others = [
-                    *self.descriptors(sandbox_net),
-                    control_w,
-                    *([theirs.ask, theirs.done] if theirs else []),
-                    *self.beside(),
-                ]
-                container.become(
-                    c,
-                    self.isolation,
-                    control_r,
-                    status_w,
-                    out_w,
-                    err_w,
-                    others,
-                    self.options,
-                    self.workload,
-                    mine,
-                    joins,
-                    network.subordinate if network is not None else None,
-                    p.group.adopt if p.group else None,
-                    self.node.nproc if self.node is not None else None,
-                )
-            for fd in (control_r, status_w, out_w, err_w):
-                os.close(fd)
-            if mine is not None:
-                mine.close()
+            pid, (control_w, status_r, out_r, err_r), theirs = self._fork(c, r, p.group, privileged)
             p.pid, p.control, p.handshake = pid, control_w, theirs
             self.controls.add(control_w)
             for fd, stream in ((status_r, "status"), (out_r, "stdout"), (err_r, "stderr")):
@@ -448,6 +429,112 @@ class Runner:
         if self.options.run_command:
             now = time.monotonic()
             self.prober.watch(p, r.created or now, now)
+
+    def _network_ready(self, r: PodRun) -> None:
+        """Wait for the pod's own network namespace, which its containers join."""
+        sandbox_net = self.networks.get(r)
+        if isinstance(sandbox_net, PodNetwork):
+            sandbox_net.fd()  # set up by now, or NetworkError: the pod's sandbox could not be made
+
+    def _fork(
+        self, c: container.Container, r: PodRun, group: PodGroup | None, handshake: bool
+    ) -> tuple[int, tuple[int, int, int, int], sandbox.Handshake | None]:
+        """Fork the process that becomes container `c` of pod `r` (`container.become`): in `group`, in the pod's
+        network (`_network_ready`); `handshake`: as root, with the pipes over which it asks for its id maps. Its
+        pid, the runner's ends of its pipes (control, status, stdout, stderr) and of its handshake. Call it inside
+        `interrupts.held()`, where the caller records them."""
+        network = self.node.network if self.node else None
+        sandbox_net = self.networks.get(r)
+        own_network = sandbox_net if isinstance(sandbox_net, PodNetwork) else None
+        join = functools.partial(network.join, own_network) if network is not None else None
+        joins = [j for j in (group.enter if group else None, join) if j]
+        ends = fds.pipes(6 if handshake else 4)
+        control_r, control_w, status_r, status_w, out_r, out_w, err_r, err_w = ends[:8]
+        mine, theirs = sandbox.Handshake.pair(*ends[8:]) if handshake else (None, None)
+        try:
+            pid = os.fork()
+        except OSError:  # this machine's limit (`_start_or_stop`): nothing of this pod stays open
+            fds.close(ends)
+            raise
+        if pid == 0:
+            others = [
+                *self.descriptors(sandbox_net),
+                control_w,
+                *([theirs.ask, theirs.done] if theirs else []),
+                *self.beside(),
+            ]
+            container.become(
+                c,
+                self.isolation,
+                control_r,
+                status_w,
+                out_w,
+                err_w,
+                others,
+                self.options,
+                self.workload,
+                mine,
+                joins,
+                network.subordinate if network is not None else None,
+                group.adopt if group else None,
+                self.node.nproc if self.node is not None else None,
+            )
+        for fd in (control_r, status_w, out_w, err_w):
+            os.close(fd)
+        if mine is not None:
+            mine.close()
+        return pid, (control_w, status_r, out_r, err_r), theirs
+
+    def _pause(self, r: PodRun) -> podsandbox.Pause | None:
+        """The pod's pause, started with its first container where its containers share namespaces
+        (`podsandbox`); None where they share none. Raises `podsandbox.SandboxFailed`."""
+        if id(r) in self.pauses or not podsandbox.needed(r.pod, self.options.run_command):
+            return self.pauses.get(id(r))
+        network = self.node.network if self.node is not None else None
+        subordinate = network.subordinate if network is not None else None
+        mapped = os.geteuid() == 0 or not runc.unmapped({podsandbox.PAUSE_UID}, subordinate)
+        c = container.prepare(
+            podsandbox.pause_pod(r.pod, podsandbox.PAUSE_UID if mapped else 0),
+            self._pod_dir(r),
+            self.records,
+            self.options,
+            Faults(),
+            None,
+            None,
+            self.storage,
+            sandbox_name="pause",
+            own_command=True,
+            oci=self.runtime,
+        )
+        own_network = isinstance(self.networks.get(r), PodNetwork)
+        made = podsandbox.namespaces(r.pod, None, self.isolation == "privileged", own_network)
+        c = replace(c, env={}, namespaces=made)
+        slot = len(r.pod.others) + 1  # a group of its own, beside its containers'
+        group = self.node.cgroup(r.pod, self.attempt_index, slot, self.serial) if self.node is not None else None
+        self._network_ready(r)
+        with interrupts.held():
+            pid, (control, status, out, err), _ = self._fork(c, r, group, handshake=False)
+            self.pauses[id(r)] = pause = podsandbox.Pause(pid, control)
+        try:
+            pause.wait((status, out, err))
+        except podsandbox.SandboxFailed:
+            del self.pauses[id(r)]
+            raise
+        return pause
+
+    def _release_pauses(self, runs: list[PodRun], every: bool = False) -> None:
+        """End the pause of each pod whose network is let go (`PodNetworks.release`: the kubelet's StopPodSandbox),
+        or `every` pause."""
+        for r in runs:
+            if id(r) in self.pauses and (every or (r.done and r not in self.networks)):
+                self.pauses.pop(id(r)).stop()
+
+    def _reject(self, r: PodRun, reason: str, message: str, now: float, status: str = "") -> None:
+        """The kubelet refuses the pod (kubelet.go rejectPod: `status` before its status message) or cannot make its
+        sandbox: a Warning with `message`, and the pod Failed with that reason; none of its containers starts."""
+        self._record(events.rejected(now - self.t0, involved(r), reason, message))
+        r.reason = f"{reason}: {status}{message}"
+        self._phase(r, Phase.FAILED)
 
     def _phase(self, r: PodRun, phase: Phase) -> None:
         """The pod's new phase, when it came (its timings) and to the listener."""

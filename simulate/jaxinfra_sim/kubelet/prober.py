@@ -376,7 +376,9 @@ def _exec(probe: model.Probe, target: Target, oci: runc.Runtime, network: Callab
     Failure) and its worker throws the result away (pkg/kubelet/prober/worker.go doProbe): a liveness probe naming a
     command the image lacks never restarts its container (kubernetes/kubernetes#106682).
     Unprivileged, runc runs where the container's shim ran it: in the user namespace its shim made (through the pods'
-    network's, `sandbox.node_mounts`), as its root."""
+    network's, `sandbox.node_mounts`), as its root; the command runs in the container's own, nested in that one,
+    which runc joins (`runc.config`): never in runc's, so the container's capabilities do not reach runc's init while
+    it joins."""
     if not probe.command:
         raise _ProbeError("exec probe without a command")
     libc = ctypes.CDLL(None, use_errno=True)

@@ -35,6 +35,7 @@ from jaxinfra_sim.core.programs import find
 from jaxinfra_sim.network.netns_egress import EGRESS_TOOLS
 from jaxinfra_sim.network.netns_workers import CNI_DIRS, CNI_PLUGINS, cni_dir
 from jaxinfra_sim.node import package_manager, runc_advisories
+from jaxinfra_sim.runtime import runc
 
 VERSION_TIMEOUT_S = 5.0
 """How long a program may take to print its version (a Go binary starts in milliseconds; this is for a stuck one)."""
@@ -478,6 +479,14 @@ def survey(machine: Machine, used: Use, shown: Use | None = None) -> Survey:
             cause = f"not in {', '.join(CNI_DIRS)}"
         rows.append(Row(part, found, bool(part.use & used), cause, fix, warnings))
     return Survey(machine, used, tuple(rows))
+
+
+@functools.cache
+def runc_trusted() -> tuple[runc.Trusted, ...]:
+    """What this machine's runc takes as it finds it in a container's tree, for each known hole it has
+    (`runc_advisories.trusted`, less its distribution's backports): read once a process."""
+    found = Machine.here(Use.RUN_COMMAND).found.get("runc")
+    return runc_advisories.trusted(found.version, found.backported) if found is not None else ()
 
 
 def require(used: Use, machine: Machine | None = None) -> Survey:

@@ -19,18 +19,23 @@ namespace, with this machine's system standing in for the image:
   over the machine's own (DIR's `train.py` is `/train.py`; with `workingDir: /app`, DIR's `app/`),
   copy-on-write, so a pod's writes never reach DIR, and its symlinks resolve inside the container.
 - `/dev` holds null, zero, full, random, urandom and tty (bound from the machine), shm (a tmpfs)
-  and the usual links; `/sys` is the machine's, read-only throughout; `/proc` is mounted by the
+  and the usual links: a tmpfs made afresh at each start (containerd @ 301026e5 pkg/oci/mounts.go
+  defaultMounts), neither in the writable layer nor on a volume, so that only the runtime puts its device nodes
+  there; `/sys` is the machine's, read-only throughout; `/proc` is mounted by the
   container's PID 1 for its own PID namespace, with runc's masked paths (kcore, keys, timer_list,
   sched_debug, ...) hidden and its read-only paths (sys, sysrq-trigger, irq, bus, fs) read-only —
   also for `privileged` containers, whose capabilities hold only inside the pod's user namespace.
 - `readOnlyRootFilesystem`: every layer of the root is read-only; volumes keep their own mode.
 
 Every path a manifest names (a volume's mountPath, workingDir) is resolved inside the root, its
-symlinks read as the container would (`join`), before anything is created or mounted there.
+symlinks read as the container would (`join`), before anything is created or mounted there; each mount
+point is then opened there by descriptor (`Builder.opened`, `root_paths`) and mounted through it, so a
+folder another container swaps for a symlink in a shared volume meanwhile never leads a mount out.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import functools
@@ -40,11 +45,13 @@ import shutil
 import struct
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from jaxinfra_sim.core.errors import RootError
+from jaxinfra_sim.runtime import root_paths
+from jaxinfra_sim.runtime.root_paths import MAX_LINKS, Opened
 
 MS_RDONLY = 1
 MS_NOSUID = 2
@@ -94,7 +101,6 @@ SITE = "/run/jaxinfra/site"
 """Where the simulator's own sitecustomize (for --run-command pods) is seen inside a container."""
 COPY_LIMIT = 16 << 20
 """A top-level file of the image or the machine up to this size is copied into the container's root; larger, bound."""
-MAX_LINKS = 255
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 """pivot_root(2) has no glibc wrapper."""
 SYS_OPEN_TREE, SYS_MOVE_MOUNT, SYS_MOUNT_SETATTR = 428, 429, 442
@@ -266,27 +272,58 @@ class Builder:
         self.idmap = idmap
         self.count = 0
 
-    def mount(
-        self, source: str | None, target: Path, fstype: str | None, flags: int, data: str | None, step: str
-    ) -> None:
-        if (
-            self.libc.mount(
-                source.encode() if source else None,
-                str(target).encode(),
-                fstype.encode() if fstype else None,
-                flags,
-                data.encode() if data else None,
-            )
-            != 0
-        ):
-            raise RootError(step, ctypes.get_errno())
+    @contextlib.contextmanager
+    def at(self, path: Path | Opened, make: str = "") -> Iterator[Opened | str]:
+        """`path` as mount(2) may be given it: inside the root, `opened` there; elsewhere (the layers' folder, the
+        machine's own) the path itself."""
+        if isinstance(path, Opened) or not path.is_relative_to(self.root):
+            yield path if isinstance(path, Opened) else str(path)
+            return
+        with self.opened(path, make) as found:
+            yield found
 
-    def tmpfs(self, target: Path, mode: str = "0755", owned: bool = True) -> None:
+    @contextlib.contextmanager
+    def opened(self, path: Path, make: str = "") -> Iterator[Opened]:
+        """`path`, inside the root, opened there as the container resolves it (`root_paths.open_in`, `make` what is
+        missing, owned by `owner`): nothing a container swaps in meanwhile leads out of the root."""
+        try:
+            top = os.open(self.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                found = root_paths.open_in(top, str(path.relative_to(self.root)), make, self.owner)
+            finally:
+                os.close(top)
+        except OSError as err:
+            raise RootError(f"{'create' if make else 'open'} {path}", err.errno or errno.EIO) from None
+        try:
+            yield found
+        finally:
+            found.close()
+
+    def mount(
+        self, source: str | None, target: Path | Opened, fstype: str | None, flags: int, data: str | None, step: str
+    ) -> None:
+        """mount(2), its target (and a bind's source) inside the root by descriptor (`at`)."""
+        inside = source is not None and flags & MS_BIND and source.startswith("/")
+        origin = self.at(Path(source)) if source is not None and inside else contextlib.nullcontext(source)
+        with self.at(target) as where, origin as what:
+            if (
+                self.libc.mount(
+                    mountable(what).encode() if what else None,
+                    mountable(where).encode(),
+                    fstype.encode() if fstype else None,
+                    flags,
+                    data.encode() if data else None,
+                )
+                != 0
+            ):
+                raise RootError(step, ctypes.get_errno())
+
+    def tmpfs(self, target: Path | Opened, mode: str = "0755", owned: bool = True) -> None:
         """Memory, where a node's container has memory too (its /dev, /dev/shm)."""
         data = f"mode={mode}" + (f",uid={self.owner[0]},gid={self.owner[1]}" if self.owner and owned else "")
         self.mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, data, f"tmpfs at {target}")
 
-    def writable(self, target: Path, mode: int = 0o755) -> None:
+    def writable(self, target: Path | Opened, mode: int = 0o755) -> None:
         """A fresh empty folder of the container's writable layer at `target`, nosuid and nodev: on disk, in
         `layers` (as containerd's overlayfs snapshotter keeps each container's upper layer in a folder of its own
         under its root on the node's disk), so what the container writes there is ephemeral storage, counted by the
@@ -299,15 +336,25 @@ class Builder:
             os.chown(folder, self.owner[0], self.owner[1])
         self.bind(str(folder), target, read_only=False, recursive=False, volume=True)
 
-    def bind(self, source: str, target: Path, read_only: bool, recursive: bool = True, volume: bool = False) -> None:
+    def bind(
+        self, source: str, target: Path | Opened, read_only: bool, recursive: bool = True, volume: bool = False
+    ) -> None:
         """`source` at `target`; a `volume` nosuid and nodev, as the issue's hostile manifests need (containerd adds
-        neither): no setuid program or device node a container leaves in one works through it."""
-        self.mount(source, target, None, MS_BIND | (MS_REC if recursive else 0), None, f"bind {source} at {target}")
-        if volume:
-            flags = MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | (MS_RDONLY if read_only else 0)
-            self.mount(None, target, None, flags, None, f"make {target} nosuid, nodev")
-        elif read_only:
-            self.remount_read_only(target)
+        neither): no setuid program or device node a container leaves in one works through it. Where it takes flags
+        it is bound and remounted first at a mount point of the layers' folder, which no container reaches, then
+        bound at `target` with them in one step: nothing is ever remounted by a path inside the root, where a swap
+        could leave it without them."""
+        rec = MS_REC if recursive else 0
+        flags = (MS_NOSUID | MS_NODEV if volume else 0) | (MS_RDONLY if read_only else 0)
+        if flags:
+            stage = Path(tempfile.mkdtemp(prefix="s", dir=self.layers))
+            if not os.path.isdir(source):  # a file's mount point is a file
+                stage.rmdir()
+                stage.touch()
+            self.mount(source, stage, None, MS_BIND | rec, None, f"bind {source}")
+            self.mount(None, stage, None, MS_REMOUNT | MS_BIND | flags, None, f"make {source} nosuid, nodev, ro")
+            source = str(stage)
+        self.mount(source, target, None, MS_BIND | rec, None, f"bind {source} at {_shown(target)}")
 
     def remount_read_only(self, target: Path) -> None:
         self.mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY, None, f"make {target} read-only")
@@ -363,21 +410,17 @@ class Builder:
         )
 
     def place(self, target: Path, is_dir: bool) -> None:
-        """Create a mount point at `target` (inside the root); what is made inside the root is the container's root's
-        (`owner`), as the runtime makes it, where the container's ids are not the machine's."""
-        owner = self.owner
-        made = [p for p in (target, *target.parents) if not os.path.lexists(p) and p.is_relative_to(self.root)]
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
+        """Create a mount point at `target` (inside the root, as the container resolves it: `at`); what is made inside
+        the root is the container's root's (`owner`), as the runtime makes it, where the container's ids are not the
+        machine's."""
+        if not target.is_relative_to(self.root):  # the layers' folder: the simulator's own
             if is_dir:
-                target.mkdir(exist_ok=True)
-            elif not target.exists():
+                target.mkdir()
+            else:
                 target.touch()
-            for path in made:
-                if owner is not None:
-                    os.chown(path, owner[0], owner[1], follow_symlinks=False)
-        except OSError as err:
-            raise RootError(f"create {target}", err.errno or errno.EIO) from None
+            return
+        with self.opened(target, "dir" if is_dir else "file"):
+            pass
 
     def system(self, m: Machine, image: Path | None) -> None:
         """The machine's top level, its hidden folders and its Python; the image's files over them."""
@@ -457,25 +500,24 @@ class Builder:
         """A small /dev: its device nodes bound from the machine's, unless the OCI runtime makes them (`runtime`: runc
         binds its default devices itself, and opening a bound tty there fails), its links, `pts`, a tmpfs `shm`."""
         dev = self.root / "dev"
-        dev.mkdir(exist_ok=True)
+        self.place(dev, True)
         self.tmpfs(dev)
-        if runtime:
-            (dev / "mqueue").mkdir()
-        for name in () if runtime else DEVICES:
-            if os.path.exists(f"/dev/{name}"):
-                (dev / name).touch()
-                self.bind(f"/dev/{name}", dev / name, read_only=False, recursive=False)
-        for name, target in DEV_LINKS.items():
-            os.symlink(target, dev / name)
-        (dev / "pts").mkdir()
-        (dev / "shm").mkdir()
+        with self.opened(dev) as fresh:  # the tmpfs just made, by descriptor (an image's /dev may be a symlink)
+            for name in ("pts", "shm", *(("mqueue",) if runtime else ())):
+                os.mkdir(name, dir_fd=fresh.fd)
+            for name, target in DEV_LINKS.items():
+                os.symlink(target, name, dir_fd=fresh.fd)
+            for name in () if runtime else DEVICES:
+                if os.path.exists(f"/dev/{name}"):
+                    root_paths.create(fresh.fd, name, folder=False)
+                    self.bind(f"/dev/{name}", dev / name, read_only=False, recursive=False)
         self.tmpfs(dev / "shm", "1777")
 
     def sysfs(self, m: Machine) -> None:
         """The machine's /sys, read-only throughout; its cgroup hierarchies hidden under an empty read-only tmpfs
         (one mount instead of a remount per controller; the container's own cgroup is not shown)."""
         target = self.root / "sys"
-        target.mkdir(exist_ok=True)
+        self.place(target, True)
         self.bind("/sys", target, read_only=True)
         cgroup = "/sys/fs/cgroup"
         if any(_inside(p, [cgroup]) for p in m.sys_mounts):
@@ -497,14 +539,14 @@ class Builder:
                 pass  # one the kernel will not remount (locked): it is read-only already or not writable to us
 
     def finish(self) -> None:
-        (self.root / "proc").mkdir(exist_ok=True)
+        self.place(self.root / "proc", True)
         if self.read_only:
             self.remount_read_only(self.root)
 
 
 def proc(libc: ctypes.CDLL, root: Path) -> None:
     """In the container's PID 1: its own /proc, with runc's masked and read-only paths."""
-    b = Builder(libc, root, root, read_only=False)
+    b = Builder(libc, root, root.parent / "layers", read_only=False)
     b.mount("proc", root / "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None, "mount /proc")
     for path in MASKED:
         target = root / path
@@ -516,6 +558,15 @@ def proc(libc: ctypes.CDLL, root: Path) -> None:
         target = root / path
         if target.exists():
             b.bind(str(target), target, read_only=True)
+
+
+def mountable(target: Opened | str | None) -> str:
+    """What mount(2) is given for `target`: an opened one's descriptor link, else the path."""
+    return target.proc if isinstance(target, Opened) else target or ""
+
+
+def _shown(target: Path | Opened) -> str:
+    return target.path if isinstance(target, Opened) else str(target)
 
 
 def pivot(libc: ctypes.CDLL, root: Path) -> None:

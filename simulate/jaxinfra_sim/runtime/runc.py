@@ -15,7 +15,8 @@ What the bundle says (`config`), as containerd's `WithDefaultSpec` and the CRI's
 - a user namespace always. As root the container's ids 0-65535 map to a block of this machine's ids that nothing uses
   (`ID_BASE`), as Kubernetes' user-namespaced pods (`hostUsers: false`, KEP-127) get from the kubelet: the container's
   root is never this machine's root, so a `privileged` container's files, setuid bits and writes to the kernel's
-  settings are a stranger's. Unprivileged, runc's rootless mode maps the container's uid and gid to the caller's own;
+  settings are a stranger's. Unprivileged, one nested in its shim's, each id as itself (`nested_ids`). Either way the
+  container's capabilities never hold in the namespace runc runs in, so no container can ptrace runc as it joins it;
 - the root filesystem built by `sandbox` (read-only under readOnlyRootFilesystem), `/proc` of its PID namespace,
   containerd's masked and read-only paths (`rootfs.MASKED`, `rootfs.READ_ONLY`);
 - the securityContext's identity and capabilities (`security.Security`), `noNewPrivileges`;
@@ -31,12 +32,13 @@ import pwd
 import stat
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jaxinfra_sim.core import programs
+from jaxinfra_sim.core import model, paths, programs
+from jaxinfra_sim.core.errors import Unavailable
 from jaxinfra_sim.core.security import Security
 from jaxinfra_sim.runtime import rootfs, seccomp
 
@@ -54,6 +56,7 @@ class Runtime:
 
     binary: str
     state: Path
+    trusted: tuple[Trusted, ...] = ()  # what it takes as it finds it in a container's tree (its known holes)
 
     def argv(self, *args: str, log: Path | None = None) -> list[str]:
         """A runc command line; its own messages go to `log` (JSON lines), never to the container's streams."""
@@ -83,6 +86,47 @@ def binary() -> str:
     return programs.required("runc")
 
 
+@dataclass(frozen=True)
+class Trusted:
+    """What a runc with a known hole takes as it finds it in a container's own tree while it sets the container up
+    (`node.runc_advisories`, from its version): the container paths no volume may be at or over, what it does with
+    them (`why`), its version, the hole's CVEs and the releases that fix it."""
+
+    version: str
+    cves: tuple[str, ...]
+    fixed: tuple[str, ...]
+    paths: tuple[str, ...]
+    why: str
+
+
+def refusal(trusted: Iterable[Trusted], what: str, path: str) -> tuple[str, str] | None:
+    """(cause, fix) where a mount at `path` (in the container; `what` names the pod's volume) is at or over a path a
+    runc with a hole `trusted` takes as it finds it, else None."""
+    where = paths.normal(path)
+    for t in trusted:
+        for kept in t.paths:
+            if kept == where or kept.startswith(where.rstrip("/") + "/"):
+                return (
+                    f"{what} is mounted {'at' if kept == where else 'over'} {kept}, and this machine's runc "
+                    f"{t.version} has {', '.join(t.cves)}: it {t.why}",
+                    f"upgrade runc to {', '.join(t.fixed[:-1])} or {t.fixed[-1]} (or later in the same line), or "
+                    "mount the volume elsewhere",
+                )
+    return None
+
+
+def refuse_holes(pods: Iterable[model.Pod], trusted: Sequence[Trusted]) -> None:
+    """Before anything starts: `Unavailable` (exit 3, this machine's limit) for the first volume of any container of
+    `pods` mounted at or over a path this machine's runc takes as it finds it (`refusal`); one a symlink brings there
+    is refused at its container's start (`sandbox.build`)."""
+    for pod in pods if trusted else ():
+        for c in (pod, *(pod.as_container(o) for o in pod.others)):
+            for m in c.mounts:
+                why = refusal(trusted, f"pod {pod.hostname} container {c.container} volume {m.volume}", m.path)
+                if why is not None:
+                    raise Unavailable(*why)
+
+
 def scratch_parent() -> str | None:
     """Where a root simulation keeps its folder: the temp folder, unless a folder on the way to it is closed to
     others (a HOME of mode 0700 as TMPDIR), which the runtime, as the container's ids, could not pass: then /tmp."""
@@ -95,10 +139,11 @@ def scratch_parent() -> str | None:
     return None
 
 
-def create(state: Path) -> Runtime:
-    """The runtime for one simulation, its state in `state` (made here)."""
+def create(state: Path, trusted: Sequence[Trusted] = ()) -> Runtime:
+    """The runtime for one simulation, its state in `state` (made here); `trusted`: what this machine's runc takes as
+    it finds it (`node.parts.runc_trusted`)."""
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return Runtime(binary(), state)
+    return Runtime(binary(), state, tuple(trusted))
 
 
 @functools.cache
@@ -160,6 +205,21 @@ def process(
     return out
 
 
+def nested_ids(kind: str, own: Path = Path("/proc/self")) -> list[dict[str, int]]:
+    """The id map (`kind`: "uid_map" or "gid_map") of a user namespace nested in this process's that maps each of its
+    ids as itself: a container's ids are its shim's, and runc, root in the shim's namespace, writes the map itself.
+    What the nesting buys, by the kernel's rule: runc makes its init non-dumpable before it joins a container's
+    namespaces (runc @ f19387a6 libcontainer/nsenter/nsexec.c, PR_SET_DUMPABLE), and such a process may be ptraced,
+    its /proc entries read, its descriptors copied (pidfd_getfd(2)) only with CAP_SYS_PTRACE in the user namespace
+    its memory was made in, runc's own (torvalds/linux @ bfedb589 kernel/ptrace.c `__ptrace_may_access`: `mm->user_ns`);
+    a container's capabilities hold in its own namespace, a child of runc's, and below."""
+    out = []
+    for line in (own / kind).read_text().splitlines():
+        inside, _, count = (int(field) for field in line.split())
+        out.append({"containerID": inside, "hostID": inside, "size": count})
+    return out
+
+
 def config(
     proc: Mapping[str, Any],
     root: Path,
@@ -168,11 +228,16 @@ def config(
     views: Sequence[tuple[str, str]] = (),
     privileged: bool = False,
     name: str = "",
+    joined: Mapping[str, str] | None = None,
+    sysctl: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """The container's `config.json`: `proc` (`process`) in `root` (built already), with its namespaces, id maps,
     /proc and its masked paths; `views`, (the kernel's own path, mount path), are the node's /sys and /proc/sys a
     hostPath shows, read-only. `privileged`: the runtime runs as the machine's root, which gives the container a user
-    namespace of its own (ids from `ID_BASE`) and a cgroup `name` beneath the pod's (relative to its shim's)."""
+    namespace of its own (ids from `ID_BASE`) and a cgroup `name` beneath the pod's (relative to its shim's).
+    `joined`: the namespaces it joins instead of making (OCI type -> path: its pod's pause's, `kubelet.podsandbox`);
+    `sysctl`: the kernel settings runc writes in its namespaces once it has entered them (`linux.sysctl`: the pod's IPC
+    ones, `kubelet.sysctls`)."""
     mounts: list[dict[str, Any]] = [
         {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]},
         {
@@ -186,18 +251,24 @@ def config(
     for own, path in views:
         options = ["rbind" if own.startswith("/sys") else "bind", "ro", "nosuid", "nodev", "noexec"]
         mounts.append({"destination": path, "type": "bind", "source": own, "options": options})
-    # As root, a user namespace of the container's own, its ids ID_BASE on; unprivileged, the one its shim made, in
-    # which the caller is root (`sandbox.node_mounts`): runc's own mapping would need the container's root mapped.
-    kinds = ("pid", "ipc", "uts", "mount", "cgroup") + (("user",) if privileged else ())
+    # A user namespace of the container's own always: as root its ids ID_BASE on; unprivileged, nested in the one its
+    # shim made (`sandbox.node_mounts`), each id as itself (`nested_ids`). Never the namespace runc runs in: there a
+    # privileged container's CAP_SYS_PTRACE would reach runc's init as it joins the container (`runc exec`).
+    kinds = ("pid", "ipc", "uts", "mount", "cgroup", "user")
     block = [{"containerID": 0, "hostID": id_base(), "size": ID_COUNT}]
     linux: dict[str, Any] = {
-        "namespaces": [{"type": kind} for kind in kinds],
-        **({"uidMappings": block, "gidMappings": block} if privileged else {}),
+        "namespaces": [
+            {"type": kind, **({"path": joined[kind]} if joined and kind in joined else {})} for kind in kinds
+        ],
+        "uidMappings": block if privileged else nested_ids("uid_map"),
+        "gidMappings": block if privileged else nested_ids("gid_map"),
         "maskedPaths": ["/" + p for p in rootfs.MASKED],
         "readonlyPaths": ["/" + p for p in rootfs.READ_ONLY],
     }
     if privileged:
         linux["cgroupsPath"] = name
+    if sysctl:
+        linux["sysctl"] = dict(sysctl)
     confined = seccomp.profile(security.seccomp, security.privileged, security.bounding)
     if confined is not None:
         linux["seccomp"] = confined

@@ -50,7 +50,7 @@ from jaxinfra.errors import MACHINE_LIMIT
 from jaxinfra_sim.core import fds, paths
 from jaxinfra_sim.core.errors import SandboxError, Unavailable
 from jaxinfra_sim.core.security import CAPABILITIES, Security
-from jaxinfra_sim.runtime import rootfs, subpath
+from jaxinfra_sim.runtime import mount_points, rootfs, runc, subpath
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWUTS = 0x04000000
@@ -181,33 +181,6 @@ def _map_ids(security: Security, uid: int, gid: int) -> None:
     _write("/proc/self/gid_map", f"{security.gid} {gid} 1")
 
 
-def _place(b: rootfs.Builder, target: Path, is_dir: bool) -> None:
-    """A mount point inside the root; where the layer above refuses (its folder belongs to an id this user namespace
-    does not map), a fresh folder of the writable layer covers the deepest existing folder with every entry it had
-    bound back in."""
-    try:
-        b.place(target, is_dir)
-        return
-    except rootfs.RootError as err:
-        if err.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, errno.EOVERFLOW):
-            raise
-    folder = target.parent
-    while not folder.exists():
-        folder = folder.parent
-    keep = b.layers / f"kept-{len(list(b.layers.glob('kept-*')))}"
-    keep.mkdir()
-    b.bind(str(folder), keep, read_only=False)
-    b.writable(folder)
-    for entry in os.scandir(keep):
-        placed = folder / entry.name
-        if entry.is_symlink():
-            os.symlink(os.readlink(entry.path), placed)
-            continue
-        b.place(placed, entry.is_dir())
-        b.bind(entry.path, placed, read_only=False)
-    b.place(target, is_dir)
-
-
 def _depth(path: str) -> int:
     """A mount path's number of parts, which orders the mounts (containerd @1754af31 internal/cri/opts/
     spec_linux_opts.go `withMounts`: "Sort mounts in number of parts", so a volume at /tmp never hides one at
@@ -215,15 +188,18 @@ def _depth(path: str) -> int:
     return len(paths.normal(path).split("/"))
 
 
-def _volumes(b: rootfs.Builder, spec: Spec) -> None:
+def _volumes(b: rootfs.Builder, spec: Spec, trusted: Sequence[runc.Trusted] = ()) -> None:
     """/etc/hosts, the token volume and each volume, as containerd mounts them: in order of their paths' depth (a
     stable sort, so the kubelet's order otherwise), each at its path resolved inside the root, each bound from a
     descriptor (`subpath.Source.open`: beneath the folder the simulator made, no symlink followed) through
     /proc/self/fd, never from its path string (the kubelet's doBindSubPath). A source that is no longer there as it
     was prepared (a container swapped a folder for a symlink since) fails the container's start, as the kubelet's
-    CreateContainerConfigError does. Then what is the simulator's own, wherever a volume went over it: its
-    sitecustomize and its Python, put back on top (an image's own Python is not in the way of a volume at /tmp or
-    /root; the simulator's may live there)."""
+    CreateContainerConfigError does. Each is bound onto its mount point opened inside the root
+    (`rootfs.Builder.opened`): one that lands at or over a path the OCI runtime takes as it finds it while it sets the
+    container up (`trusted`: a symlink another container left in a shared volume can bring it to /dev) is refused, as
+    it is before anything starts where the manifest names such a path (`runc.refuse_holes`). Then what is the
+    simulator's own, wherever a volume went over it: its sitecustomize and its Python, put back on top (an image's own
+    Python is not in the way of a volume at /tmp or /root; the simulator's may live there)."""
     mounts = [(path, source, read_only, True) for source, path, read_only in spec.mounts]
     if spec.token is not None:
         mounts.append((SERVICE_ACCOUNT_DIR, subpath.Source(spec.token.parent, spec.token.name, "token"), True, False))
@@ -238,26 +214,30 @@ def _volumes(b: rootfs.Builder, spec: Spec) -> None:
                 err.errno or errno.EIO,
             ) from None
         try:
-            _place(b, target, stat.S_ISDIR(os.fstat(fd).st_mode))
-            b.bind(subpath.proc_path(fd), target, read_only=read_only, recursive=recursive, volume=True)
+            mount_points.place(b, target, stat.S_ISDIR(os.fstat(fd).st_mode))
+            with b.opened(target) as at:
+                why = runc.refusal(trusted, f"volume {source.what} (mountPath {path})", at.path)
+                if why is not None:
+                    raise SandboxError("; fix: ".join(why), errno.EPERM)
+                b.bind(subpath.proc_path(fd), at, read_only=read_only, recursive=recursive, volume=True)
         finally:
             os.close(fd)
     if spec.site is not None:
         target = rootfs.join(b.root, rootfs.SITE)
-        _place(b, target, True)
+        mount_points.place(b, target, True)
         b.bind(str(spec.site), target, read_only=True, recursive=False)
     covered = [paths.normal(path) for _, path, _ in spec.mounts]
     for python in rootfs.machine().python if spec.rootfs is None else ():
         if any(python == c or python.startswith(c.rstrip("/") + "/") for c in covered):
             target = b.root / python.lstrip("/")
-            _place(b, target, True)
+            mount_points.place(b, target, True)
             b.overlay([python], target)
 
 
 def _views(libc: ctypes.CDLL, root: Path, views: Sequence[tuple[str, str]]) -> None:
     """In the container's PID 1, its own /proc mounted: each hostPath of the node's /sys or /proc/sys shown as the
     container's own, read-only (the machine's kernel settings are never written through it)."""
-    b = rootfs.Builder(libc, root, root, read_only=False)
+    b = rootfs.Builder(libc, root, root.parent / "layers", read_only=False)
     for own, path in views:
         source, target = rootfs.join(root, own), rootfs.join(root, path)
         if source.exists() and source.is_dir() == target.is_dir():
@@ -275,15 +255,23 @@ def enter(strategy: str, spec: Spec, handshake: Handshake | None = None) -> str:
     return build(libc, spec)
 
 
-def node_mounts(subordinate: tuple[tuple[int, int], tuple[int, int]] | None = None) -> None:
+def node_mounts(subordinate: tuple[tuple[int, int], tuple[int, int]] | None = None, join: str | None = None) -> None:
     """In a pod's process that runs its container under the OCI runtime: a mount namespace of its own, in which its
     root is built and its volumes bound (nothing of the machine's mounts changes). Root makes it at once. An
     unprivileged user, inside the pods' network's user namespace (holding every capability there), makes a user
     namespace of its own too, in which it is root: the caller's uid and gid are its 0, and with `subordinate` ranges
     (mapped by that namespace) its 1 and on are theirs, written by a child left outside (a process may map more than
-    its own id only from the parent namespace, user_namespaces(7)), as rootless Podman's user namespace is made."""
+    its own id only from the parent namespace, user_namespaces(7)), as rootless Podman's user namespace is made.
+    `join` (unprivileged): the user namespace of the pod's pause (`kubelet.podsandbox`), made that way already, which
+    it joins instead (as the owner of that namespace's parent it may), the mount namespace made in it."""
     libc = _libc()
-    if os.geteuid() == 0:
+    if os.geteuid() == 0 or join is not None:
+        if join is not None:
+            fd = os.open(join, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                _call(libc.setns(fd, CLONE_NEWUSER), "setns(the pod's user namespace)")
+            finally:
+                os.close(fd)
         _call(libc.unshare(CLONE_NEWNS), "unshare(mount)")
         _call(libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
         return
@@ -424,11 +412,13 @@ def build(
     owner: tuple[int, int] | None = None,
     runtime: bool = False,
     idmap: int | None = None,
+    trusted: Sequence[runc.Trusted] = (),
 ) -> str:
     """The container's root under `spec.scratch`, in a mount namespace of its own already; its working directory.
     `owner`: the machine's ids of the container's root, where they are not the machine's (`rootfs.Builder`);
     `runtime`: the OCI runtime makes its device nodes (`runc.config`); `idmap`: the machine's files seen through it
-    (`rootfs.Builder`)."""
+    (`rootfs.Builder`); `trusted`: what that runtime takes as it finds it (`runc.Runtime.trusted`), where no volume
+    may land."""
     root, layers = spec.scratch / "root", spec.scratch / "layers"
     for folder in (root, layers):
         folder.mkdir(parents=True, exist_ok=True)
@@ -441,11 +431,11 @@ def build(
             b.system(rootfs.machine(), spec.image)
         b.devices(runtime)
         b.sysfs(rootfs.machine())
-        _volumes(b, spec)
+        _volumes(b, spec, trusted)
         for own, path in spec.views:  # their mount points, made while the layers above may still be written
-            _place(b, rootfs.join(root, path), os.path.isdir(own))  # the machine's kernel: the container's too
+            mount_points.place(b, rootfs.join(root, path), os.path.isdir(own))  # the machine's kernel: the container's
         cwd = rootfs.join(root, spec.workdir)
-        _place(b, cwd, True)
+        mount_points.place(b, cwd, True)
         b.finish()
     except rootfs.RootError as err:
         raise SandboxError(err.step, err.errno or errno.EIO) from None

@@ -142,13 +142,16 @@ def _serve(pid: int, control: int, keep: set[int], after: Callable[[], object] |
 
 def unhandled(shim: int, signum: int) -> str | None:
     """The command name of the container's PID 1 (the shim's child) if it has no handler for `signum`, so that the
-    kernel drops the signal; None if it handles it, or if that cannot be read (it has already exited)."""
+    kernel drops the signal; None if it handles it, if it is not the first process of its PID namespace (a pod's
+    shared one, `kubelet.podsandbox`: the kernel delivers it), or if that cannot be read (it has already exited)."""
     try:
         [init] = Path(f"/proc/{shim}/task/{shim}/children").read_text().split()
         status = dict(
             line.split(":\t", 1) for line in Path(f"/proc/{init}/status").read_text().splitlines() if ":\t" in line
         )
         caught = int(status["SigCgt"], 16) >> (signum - 1) & 1
+        if status["NSpid"].split()[-1] != "1":
+            return None
         return None if caught else Path(f"/proc/{init}/comm").read_text().strip()
     except (OSError, ValueError, KeyError):
         return None

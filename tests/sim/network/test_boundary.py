@@ -28,6 +28,8 @@ from jaxinfra_sim.network import netns_boundary
 from tests.sim.runtime.test_sandbox import MODES, job, pods, seen, simulate
 from tests.support import unprivileged
 
+pytestmark = pytest.mark.simulator
+
 METADATA = "169.254.169.254"
 
 
@@ -182,7 +184,6 @@ def _internet() -> tuple[str, int] | None:
         return None
 
 
-@pytest.mark.simulator
 @MODES
 def test_no_pod_host_network_pod_or_probe_reaches_the_machine(home: Path, canaries: Canaries, as_root: bool) -> None:
     """A pod and a host-network pod try every canary (TCP and UDP); a readiness probe with `host:` asks one: none
@@ -238,7 +239,6 @@ http.server.HTTPServer(("", 8080), H).serve_forever()
 LOUD = "printf '\\033[32mpassed\\033[0m'; head -c 20000 /dev/zero | tr '\\0' x; false"
 
 
-@pytest.mark.simulator
 def test_a_probes_answer_is_recorded_as_the_kubelet_records_it(home: Path) -> None:
     """An httpGet probe's failure is its status alone (the kubelet keeps no body), and an exec probe's output is kept
     up to the kubelet's 10 KiB with its control characters escaped: what a pod answers cannot steer the report."""
