@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import secrets
 import subprocess
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,6 @@ from jaxinfra_sim.core.security import Security
 from jaxinfra_sim.kubelet import podsandbox, sysctls
 from jaxinfra_sim.runtime import runc
 from tests.sim.runtime.test_sandbox import MODES, ROOT_ONLY, job, pods, seen, simulate
-from tests.support import unprivileged
 
 pytestmark = pytest.mark.simulator
 
@@ -43,13 +41,6 @@ MACHINE = (
 
 def machine() -> dict[str, str]:
     return {name: Path("/proc/sys", name).read_text() for name in MACHINE}
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    subprocess.run(["rm", "-rf", str(folder)], check=False)
 
 
 def with_pod(manifest: dict[str, Any], **fields: Any) -> dict[str, Any]:

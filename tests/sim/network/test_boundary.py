@@ -26,7 +26,6 @@ import pytest
 
 from jaxinfra_sim.network import netns_boundary
 from tests.sim.runtime.test_sandbox import MODES, job, pods, seen, simulate
-from tests.support import unprivileged
 
 pytestmark = pytest.mark.simulator
 
@@ -214,13 +213,6 @@ def test_no_pod_host_network_pod_or_probe_reaches_the_machine(home: Path, canari
     assert readiness["result"] == "failure" and got["probed-0"]["ready"] is None, readiness
     assert "no route to host" in readiness["last_failure"], readiness
     assert canaries.reached == [], canaries.reached
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    subprocess.run(["rm", "-rf", str(folder)], check=False)
 
 
 #: Answers every GET with a 500 whose body carries a marker and an escape sequence (the pod's own server).

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -98,13 +97,6 @@ while time.time() < end:
 print("TRIED=%d" % tried, "ATTACHED=%d" % attached, "EPERM=%d" % refused, "COPIED=%d" % copied, sep="\\n",
       file=sys.stderr)
 """
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    subprocess.run(["rm", "-rf", str(folder)], check=False)
 
 
 @MODES

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,6 @@ import pytest
 from jaxinfra_sim.core.security import CAPABILITIES, DEFAULT_CAPS
 from jaxinfra_sim.runtime import seccomp
 from tests.sim.runtime.test_sandbox import MODES, job, pods, seen, simulate
-from tests.support import unprivileged
 
 pytestmark = pytest.mark.simulator
 
@@ -260,13 +259,6 @@ def prober(
     """A Job whose container runs `PROBE` with `env` besides (`$(...)` is not in it: Kubernetes would expand it)."""
     script = "exec python3 -c 'import os; exec(os.environ[\"PROBE\"])'"
     return job(name, script, pod_sc=pod_sc, sc=sc, env={"PROBE": PROBE, "IO_URING_SETUP": str(IO_URING_SETUP), **env})
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    folder = unprivileged.scratch_home()
-    yield folder
-    subprocess.run(["rm", "-rf", str(folder)], check=False)
 
 
 @MODES
