@@ -212,7 +212,7 @@ def host_paths(values: list[str]) -> dict[str, Path]:
         return {}
     import os
 
-    from jaxinfra_sim.kubelet import volumes
+    from jaxinfra_sim.core import paths
 
     problems: list[Problem] = []
     example = "--host-path /run/tcpx=./tcpx (PATH as written in the manifest's hostPath.path)"
@@ -225,12 +225,12 @@ def host_paths(values: list[str]) -> dict[str, Path]:
             problems.append(
                 Problem("--host-path", value, "the API server refuses such a hostPath (it contains '..')", example)
             )
-        elif volumes.kernel_view(path) is not None:
+        elif paths.kernel_view(path) is not None:
             problems.append(
                 Problem(
                     "--host-path",
                     value,
-                    f"a hostPath of {path} already shows the container's own {volumes.kernel_view(path)}, read-only",
+                    f"a hostPath of {path} already shows the container's own {paths.kernel_view(path)}, read-only",
                     "drop this --host-path",
                 )
             )

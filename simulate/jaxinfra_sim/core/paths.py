@@ -80,3 +80,14 @@ def inside(root: Path, relative: str, what: str = "path") -> Path:
         why = f"leads out of its volume through a symlink (to {target})"
         fix = "leave no symlink out of the volume on the way (a container that wrote one: the kubelet refuses it too)"
     raise UnsafePath(what, relative, f"{why}: the simulator refuses to join it onto a folder of this machine", fix)
+
+
+KERNEL_VIEWS = ("/sys", "/proc/sys")
+"""The node's kernel filesystems a hostPath may name: the container's own, read-only, stands in."""
+
+
+def kernel_view(path: str) -> str | None:
+    """The container's own path that stands in for a hostPath of the node's kernel filesystems (`/sys`, `/proc/sys`
+    and below), or None."""
+    found = normal(path)
+    return found if any(found == k or found.startswith(k + "/") for k in KERNEL_VIEWS) else None

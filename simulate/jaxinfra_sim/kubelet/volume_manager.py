@@ -38,7 +38,7 @@ def sources(
     out = []
     for m in pod.mounts:
         what = f"{pod.workload} pod {pod.hostname} volume {m.volume}"
-        if m.kind == "hostPath" and volumes.kernel_view(m.key) is not None:
+        if m.kind == "hostPath" and paths.kernel_view(m.key) is not None:
             continue
         if m.kind == "hostPath":
             with _guarded(what, m.key):
@@ -124,7 +124,7 @@ def kernel_views(pod: model.Pod) -> tuple[tuple[str, str], ...]:
     and below, their subPath joined): shown read-only, as the container's own (`sandbox.start`)."""
     out = []
     for m in pod.mounts:
-        view = volumes.kernel_view(m.key) if m.kind == "hostPath" else None
+        view = paths.kernel_view(m.key) if m.kind == "hostPath" else None
         if view is not None:
             out.append((paths.normal(f"{view}/{m.sub_path}") if m.sub_path else view, m.path))
     return tuple(out)

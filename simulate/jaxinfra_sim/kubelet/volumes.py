@@ -79,8 +79,6 @@ HOST_PATH_TYPES = {
 """The hostPath types the kubelet knows (host_path.go checkType), each with what it requires at the path."""
 HOST_PATH_FILES = frozenset(t for t in HOST_PATH_TYPES if t not in ("", "DirectoryOrCreate", "Directory"))
 """The types whose path is not a folder: a file stands in for it on a node's private folder."""
-KERNEL_VIEWS = ("/sys", "/proc/sys")
-"""The node's kernel filesystems a hostPath may name: the container's own, read-only, stands in."""
 
 MAX_PATH_BYTES, MAX_NAME_BYTES = 4096, 255  # the kubelet's atomic writer (validatePath)
 DEFAULT_MODE = 0o644
@@ -445,13 +443,6 @@ def _mounts(
     return tuple(mounts)
 
 
-def kernel_view(path: str) -> str | None:
-    """The container's own path that stands in for a hostPath of the node's kernel filesystems (`/sys`, `/proc/sys`
-    and below), or None."""
-    found = paths.normal(path)
-    return found if any(found == k or found.startswith(k + "/") for k in KERNEL_VIEWS) else None
-
-
 _FILE_TYPES = {
     "directory": (stat.S_ISDIR, "Directory"),
     "file": (stat.S_ISREG, "File"),
@@ -515,7 +506,7 @@ def host_path_notes(workload: model.Workload, host_paths: Mapping[str, Path]) ->
         mode = "read-only" if m.read_only else "read-write"
         if m.key in host_paths:
             out.append(f"{head} is {host_paths[m.key]} (--host-path), {mode}")
-        elif (view := kernel_view(m.key)) is not None:
+        elif (view := paths.kernel_view(m.key)) is not None:
             out.append(
                 f"{head} shows the container's own {view}, read-only: this machine's kernel settings are never "
                 "written (on a cluster it is the node's)"

@@ -26,6 +26,8 @@ from typing import Any
 import pytest
 
 from jaxinfra.yamlio import dump
+from jaxinfra_sim.core import model
+from jaxinfra_sim.core.errors import Unavailable
 from jaxinfra_sim.node import parts, runc_advisories
 from jaxinfra_sim.runtime import root_paths, runc
 from tests.sim.runtime.test_sandbox import MODES, job, pods, seen, sim_argv, simulate
@@ -339,6 +341,27 @@ def test_which_mount_paths_a_runc_trusts(version: tuple[str, tuple[str, ...]], p
     ), cause
     assert "CVE-2025-31133" in cause and "CVE-2024-21626" not in cause, cause
     assert fix == "upgrade runc to 1.2.8, 1.3.3 or 1.4.0 (or later in the same line), or mount the volume elsewhere"
+
+
+@pytest.mark.unit
+def test_a_hostpath_of_the_nodes_sys_is_the_containers_own_view_and_never_refused() -> None:
+    """xpk's GPUDirect daemons mount a hostPath of /sys over the container's /sys: the container's own sysfs,
+    read-only (`kubelet.volume_manager.kernel_views`), where nothing can be swapped; a volume of the pod's own there
+    is refused on a runc that masks /sys/firmware as it finds it."""
+    trusted = runc_advisories.trusted("1.1.5+ds1", ())
+
+    def pod(kind: str, key: str) -> model.Pod:
+        mount = model.Mount("sys", "/sys", kind=kind, key=key)
+        return model.Pod(
+            "Job/default/s", "default", "s-0", "s-0", None, "10.244.0.2", 0, 0, 0, {}, {}, "main", "busybox:1.28",
+            (), (), {}, None, 1, "cpu", mounts=(mount,),
+        )  # fmt: skip
+
+    runc.refuse_holes([pod("hostPath", "/sys"), pod("hostPath", "/proc/sys/../../sys")], trusted)
+    with pytest.raises(Unavailable, match="volume sys is mounted over /sys/firmware"):
+        runc.refuse_holes([pod("emptyDir", "")], trusted)
+    with pytest.raises(Unavailable, match="mounted over /sys/firmware"):
+        runc.refuse_holes([pod("hostPath", "/data")], trusted)
 
 
 @pytest.mark.unit
