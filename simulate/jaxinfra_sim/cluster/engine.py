@@ -89,6 +89,12 @@ def _plan(
                 f"{source.name}: no workload here; each stack file is a cluster of its own and all the YAML "
                 "another, so these objects reach no other cluster's workloads"
             )
+        if not check_all:  # the images not given whole: their containers run this machine's programs
+            used = {i for w in cluster.workloads for p in w.pods for i in (p.image, *(c.image for c in p.others))}
+            for image in sorted(used):
+                if not _given_whole((images or {}).get(image)) and image not in report.unchecked_images:
+                    report.unchecked_images.append(image)
+                    report.notes.append(_unchecked(image, (images or {}).get(image) is not None))
         if not check_all:  # the containers' own commands run: each needs one
             report.problems += tuple(
                 source.where(
@@ -158,6 +164,22 @@ PRELOAD = ("jax", "jaxinfra_sim.jax.probe")
 PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
 """MLIR dialects JAX imports only at a process's first lowering, which in every group is rank 0's,
 on the critical path; a name this jaxlib lacks is skipped."""
+
+
+def _given_whole(image: object) -> bool:
+    """Whether `image` (an `--image` value) is an image given whole (`oci_image.Image`), its own programs run."""
+    from jaxinfra_sim.runtime.oci_image import Image
+
+    return isinstance(image, Image)
+
+
+def _unchecked(image: str, top_layer: bool) -> str:
+    """The note on an image not given whole (`top_layer`: given as a folder, `--image IMAGE=DIR`)."""
+    ran = "its folder over this machine's programs" if top_layer else "this machine's programs (/usr, its Python)"
+    return (
+        f"image {image} not checked: its containers ran {ran}, not the image's own (on a cluster a program the image "
+        f"lacks fails its container, StartError); give it whole to run it: --image {image}=LAYOUT or =ARCHIVE"
+    )
 
 
 def _runs_something(image: object) -> bool:

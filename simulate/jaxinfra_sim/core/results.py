@@ -117,6 +117,9 @@ class Report:
         default_factory=dict
     )  # per file (or stack), the objects the clusters hold from it
     machine: str | None = None  # this machine gave out while a workload ran (its verdict ended the simulation)
+    unchecked_images: list[str] = field(
+        default_factory=list
+    )  # under --run-command, the images not given whole (--image): their containers ran this machine's programs
 
     @property
     def ok(self) -> bool:
@@ -149,6 +152,7 @@ class Report:
             "api_server": self.api_log,
             "notes": self.notes,
             "machine": self.machine,
+            "unchecked_images": self.unchecked_images,
             "inputs": self.inputs,
             "workloads": [r.as_dict() for r in self.results],
         }

@@ -440,3 +440,26 @@ def test_a_containers_writes_land_in_its_own_layer_never_in_the_image(home: Path
         securityContext={"runAsUser": 0, "readOnlyRootFilesystem": True},
     )
     assert rc == 0 and (got["WROTE"], got["NEW"]) == ("no", "absent"), out
+
+
+def test_the_report_names_each_image_whose_containers_ran_this_machines_programs(home: Path) -> None:
+    """Under --run-command, a container whose image is not given whole runs this machine's programs, where a cluster
+    runs the image's (an image without `sh` fails there, StartError): the report says so once per image, and its JSON
+    lists them; the image given whole is not among them. (Two containers of the unchecked image: one note.)"""
+    job = container(command=["sh", "-c", "true"])
+    spec = job["spec"]["template"]["spec"]
+    spec["containers"] += [
+        {"name": f"side{n}", "image": "busybox:1.36", "command": ["sh", "-c", "true"]} for n in (1, 2)
+    ]
+    env = unprivileged.cache_env(home, True)
+    given = _given(home, "layout", app_image())
+    rc, report, out = simulate(home, [job], "--image", f"{NAME}={given}", env=env)
+    assert rc == 0, out
+    assert report["unchecked_images"] == ["busybox:1.36"], report["unchecked_images"]
+    said = [n for n in report["notes"] if n.startswith("image ")]
+    assert said == [
+        "image busybox:1.36 not checked: its containers ran this machine's programs (/usr, its Python), not the "
+        "image's own (on a cluster a program the image lacks fails its container, StartError); give it whole to run "
+        "it: --image busybox:1.36=LAYOUT or =ARCHIVE"
+    ], said
+    assert said[0] in out
