@@ -164,10 +164,12 @@ def _holder(argv: Sequence[str]) -> None:
     control = socket.socket(fileno=int(control_fd))
     egress = Egress(tool_path[0], tool_path[1], (control.fileno(), parent)) if len(tool_path) == 2 else None
     try:
-        try:
-            machine: tuple[list, list] | str = machine_addresses(read_routes())
-        except (OSError, ValueError) as e:  # ValueError: ip's JSON unreadable
-            machine = f"the machine's routes could not be read: {e}"
+        machine: tuple[list, list] | str = "no egress tool"  # what the boundary keeps the pods from, for egress only
+        if egress is not None:  # read here, while this process is still in the machine's namespaces
+            try:
+                machine = machine_addresses(read_routes())
+            except (OSError, ValueError) as e:  # ValueError: ip's JSON unreadable
+                machine = f"the machine's routes could not be read: {e}"
         try:
             report = namespace(strategies.split(","))
         except BaseException as e:  # noqa: BLE001 - the simulator must hear of it

@@ -34,6 +34,7 @@ from jaxinfra_sim.apiserver.bounds import Bounds
 from jaxinfra_sim.apiserver.rbac import Subject
 from jaxinfra_sim.apiserver.server import ApiServer
 from jaxinfra_sim.apiserver.server_log import Log
+from tests.sim.apiserver.test_server import UNAUTHORIZED
 from tests.support.cli import machine_network, simulate_as
 
 pytestmark = pytest.mark.simulator
@@ -147,17 +148,6 @@ def closed_after(conn: socket.socket, within: float, since: float | None = None)
 
 
 # ---- bodies: authenticated before they are read, bounded after -------------------------------------------------------
-
-
-UNAUTHORIZED = {
-    "kind": "Status",
-    "apiVersion": "v1",
-    "metadata": {},
-    "status": "Failure",
-    "message": "Unauthorized",
-    "reason": "Unauthorized",
-    "code": 401,
-}
 
 
 def test_a_64mib_body_without_a_token_is_401_and_never_read(server: Server) -> None:
