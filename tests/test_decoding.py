@@ -558,6 +558,10 @@ def test_any_mutation_decodes_to_problems_in_bounded_time(tmp_path: Path, data: 
     start = time.perf_counter()
     manifests, problems = read_manifests([path])
     took = time.perf_counter() - start
+    if took >= 1000 * plain_read_seconds(
+        tmp_path
+    ):  # a busy moment, or a decoding that blows up: timed again, best of 3
+        took = min(_timed(lambda: read_manifests([path])) for _ in range(3))
     assert took < 1000 * plain_read_seconds(tmp_path), took  # a ratio to the unmutated manifests, not a wall bound
     assert all(isinstance(m, dict) for m in manifests) and all(isinstance(p, Problem) for p in problems)
     assert all(str(path) in p.where for p in problems)
