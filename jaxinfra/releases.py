@@ -25,15 +25,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import yaml
-
-from jaxinfra import gpudirect
 from jaxinfra.upstream import JOBSET_API_GROUP, KUBEFLOW_API_GROUP, KUEUE_API_GROUP, KUEUE_SYSTEM, TRAINER_API_GROUP
 from jaxinfra.upstream import (  # TRAINER_JAX_RUNTIME: one name, read here by the Pulumi adapter
     TRAINER_JAX_RUNTIME as TRAINER_JAX_RUNTIME,
 )
 
 if TYPE_CHECKING:  # the selection reads a plan; the data (read by the API server's front door) needs none
+    from jaxinfra import gpudirect
     from jaxinfra.plan import ClusterPlan
 
 
@@ -160,6 +158,8 @@ def helm_values(c: Controller, cp: ClusterPlan) -> dict[str, Any]:
             "kind": "Configuration",
             "integrations": {"frameworks": frameworks},
         }
+        import yaml
+
         return {"managerConfig": {"controllerManagerConfigYaml": yaml.safe_dump(config, sort_keys=True)}}
     return {}
 
