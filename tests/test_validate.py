@@ -13,6 +13,7 @@ import yaml
 
 from jaxinfra.admission import schema as front_door_schema
 from jaxinfra.errors import ManifestError
+from jaxinfra.schemas import operators
 from jaxinfra.validate import K8S_VERSION, validate_files, validate_objects
 from jaxinfra.yamlio import load
 
@@ -303,7 +304,8 @@ def test_a_kind_of_a_known_group_that_it_does_not_serve_names_what_is_supported(
         "jaxinfra validates built-in kinds and: JobSet, JAXJob, TrainJob, ClusterTrainingRuntime, "
         "TrainingRuntime, ClusterQueue, LocalQueue, ResourceFlavor, Topology, AdmissionCheck, "
         "ProvisioningRequestConfig, WorkloadPriorityClass, Cohort, MultiKueueConfig, MultiKueueCluster, Workload, "
-        "Network, GKENetworkParamSet"
+        "Network, GKENetworkParamSet, PyTorchJob, TFJob, MPIJob, XGBoostJob, PaddleJob, LeaderWorkerSet, "
+        "DisaggregatedSet, DisaggregatedSetRoleScaler, RayCluster, RayJob, RayService, RayCronJob"
     )
 
 
@@ -395,11 +397,28 @@ def test_invalid_yaml_is_a_problem_naming_the_file(tmp_path: Path) -> None:
 
 
 def test_crd_index_matches_the_bundled_files() -> None:
+    """Every bundled file is indexed once, under the group and kind it declares; each other operator's file serves
+    exactly the versions `operators.KINDS` says (they pick the operator a simulation names), and MPIJob's two files
+    serve one version each, the Training Operator's v1 and the MPI Operator's v2beta1."""
     bundled = {f.name for f in files("jaxinfra.schemas").iterdir() if f.name.endswith(".yaml")}
-    assert bundled == set(front_door_schema._CRD_FILES.values())
-    for (group, kind), name in front_door_schema._CRD_FILES.items():
-        [crd] = load((files("jaxinfra.schemas") / name).read_text(encoding="utf-8"))  # libyaml: the files are large
-        assert (crd["spec"]["group"], crd["spec"]["names"]["kind"]) == (group, kind)
+    indexed = [name for names in front_door_schema._CRD_FILES.values() for name in names]
+    assert sorted(indexed) == sorted(bundled)
+    served: dict[str, tuple[str, ...]] = {}
+    for (group, kind), names in front_door_schema._CRD_FILES.items():
+        for name in names:
+            [crd] = load((files("jaxinfra.schemas") / name).read_text(encoding="utf-8"))  # libyaml: the files are large
+            assert (crd["spec"]["group"], crd["spec"]["names"]["kind"]) == (group, kind)
+            served[name] = tuple(v["name"] for v in crd["spec"]["versions"] if v.get("served"))
+    for other in operators.KINDS:
+        assert served[other.file] == other.versions, other.file
+    assert front_door_schema._CRD_FILES["kubeflow.org", "MPIJob"] == (
+        "kubeflow.org_mpijobs.yaml",
+        "kubeflow.org_mpijobs_v2beta1.yaml",
+    )
+    assert (
+        operators.serving("kubeflow.org/v1", "MPIJob").operator,
+        operators.serving("kubeflow.org/v2beta1", "MPIJob").operator,
+    ) == (operators.TRAINING_OPERATOR, operators.MPI_OPERATOR)
 
 
 def test_strict_transform() -> None:

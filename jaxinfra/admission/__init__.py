@@ -218,6 +218,7 @@ def _generate_name(obj: dict[str, Any], request: Request) -> None:
 def _assumed(stored: Sequence[tuple[Request, Mapping]]) -> list[str]:
     """What the cluster must have that the inputs do not hold: namespaces, and the controllers of their kinds."""
     from jaxinfra.releases import CONTROLLERS
+    from jaxinfra.schemas.operators import TRAINING_OPERATOR, serving
 
     declared = {str(meta(obj).get("name")) for _, obj in stored if obj.get("kind") == "Namespace"}
     missing = sorted({namespace_of(obj) for _, obj in stored} - declared - SYSTEM_NAMESPACES - {""})
@@ -226,13 +227,18 @@ def _assumed(stored: Sequence[tuple[Request, Mapping]]) -> list[str]:
         "in a namespace that does not exist)"
         for ns in missing
     ]
-    groups = {str(obj.get("apiVersion", "")).rpartition("/")[0] for _, obj in stored}
+    # Other operators' kinds name their own operator (an MPIJob v2beta1 the MPI Operator, not the Training Operator of
+    # its API group), but for the Training Operator's, which come with the release jaxinfra installs for JAXJobs.
+    served = [
+        (str(obj.get("apiVersion", "")), serving(str(obj.get("apiVersion", "")), str(obj.get("kind"))))
+        for _, obj in stored
+    ]
+    groups = {v.rpartition("/")[0] for v, other in served if other is None or other.operator is TRAINING_OPERATOR}
     queued = any(QUEUE_LABEL in (meta(obj).get("labels") or {}) for _, obj in stored)
-    needed = [c for c in CONTROLLERS if c.group in groups or (c.group == KUEUE_API_GROUP and queued)]
+    needed = [f"{c.name} {c.tag}" for c in CONTROLLERS if c.group in groups or (c.group == KUEUE_API_GROUP and queued)]
+    needed += dict.fromkeys(
+        o.operator.short for _, o in served if o is not None and o.operator is not TRAINING_OPERATOR
+    )
     if needed:
-        notes.append(
-            "the cluster must run "
-            + ", ".join(f"{c.name} {c.tag}" for c in needed)
-            + " (their CRDs installed; jaxinfra assumes so)"
-        )
+        notes.append("the cluster must run " + ", ".join(needed) + " (their CRDs installed; jaxinfra assumes so)")
     return notes

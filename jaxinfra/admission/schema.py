@@ -2,10 +2,10 @@
 kind (`resolve`), and every way an object fails it (`schema_findings`).
 
 Built-in kinds are checked against the strict JSON schemas that `kubernetes-validate` ships for
-`K8S_VERSION`; the custom kinds jaxinfra renders are checked against the `openAPIV3Schema` of
-their upstream CRDs (bundled in `jaxinfra.schemas`), made strict the way the API server's strict
-field validation is. Either way an unknown field is an error, because a silently dropped field
-(a misspelt `podFailurePolicy`, say) is how a training job ends up running with the wrong policy.
+`K8S_VERSION`; the custom kinds jaxinfra renders, and other operators' (`jaxinfra.schemas.operators`), are checked
+against the `openAPIV3Schema` of their upstream CRDs (bundled in `jaxinfra.schemas`), made strict the way the API
+server's strict field validation is. Either way an unknown field is an error, because a silently dropped field (a
+misspelt `podFailurePolicy`, say) is how a training job ends up running with the wrong policy.
 
 jsonschema, kubernetes_validate and yaml are imported inside functions: the CLI imports this
 module on every start and most commands never validate.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from jaxinfra.admission.gobase64 import illegal_at
 from jaxinfra.errors import ManifestError, Problem
-from jaxinfra.schemas import K8S_VERSION
+from jaxinfra.schemas import K8S_VERSION, operators
 from jaxinfra.upstream import (
     GKE_NETWORKING_API_GROUP,
     JOBSET_API_GROUP,
@@ -37,9 +37,8 @@ if TYPE_CHECKING:
     from jsonschema.protocols import Validator
     from referencing import Registry
 
-# (group, kind) -> bundled CRD file, in the order the unknown-kind hint lists them. Static so a
-# lookup parses only the one file it needs; a test checks it against each file's group and kind.
-_CRD_FILES: dict[tuple[str, str], str] = {
+# (group, kind) -> bundled CRD file of the kinds jaxinfra renders, in the order the unknown-kind hint lists them.
+_RENDERED_CRD_FILES: dict[tuple[str, str], str] = {
     (JOBSET_API_GROUP, "JobSet"): "jobset.x-k8s.io_jobsets.yaml",
     (KUBEFLOW_API_GROUP, "JAXJob"): "kubeflow.org_jaxjobs.yaml",
     (TRAINER_API_GROUP, "TrainJob"): "trainer.kubeflow.org_trainjobs.yaml",
@@ -58,6 +57,13 @@ _CRD_FILES: dict[tuple[str, str], str] = {
     (KUEUE_API_GROUP, "Workload"): "kueue.x-k8s.io_workloads.yaml",
     (GKE_NETWORKING_API_GROUP, "Network"): "networking.gke.io_networks.yaml",
     (GKE_NETWORKING_API_GROUP, "GKENetworkParamSet"): "networking.gke.io_gkenetworkparamsets.yaml",
+}
+# ... and of every bundled kind, other operators' (`operators.KINDS`) after them: a kind's files, each serving its own
+# versions (MPIJob: the Training Operator's v1, the MPI Operator's v2beta1). Static so a lookup parses only the files it
+# needs; a test checks it against each file's group, kind and versions.
+_CRD_FILES: dict[tuple[str, str], tuple[str, ...]] = {key: (file,) for key, file in _RENDERED_CRD_FILES.items()} | {
+    (k.group, k.kind): tuple(o.file for o in operators.KINDS if (o.group, o.kind) == (k.group, k.kind))
+    for k in operators.KINDS
 }
 _UNKNOWN_KIND_FIX = "jaxinfra validates built-in kinds and: " + ", ".join(k for _, k in _CRD_FILES)
 _INSTALL_FIX = "pip install 'jaxinfra[validate]'"
@@ -351,29 +357,32 @@ def _typed_formats() -> Any:
 
 
 @functools.cache
-def _crd(group: str, kind: str) -> Mapping[str, Any]:
-    """The bundled CRD for a custom kind, parsed once (the large ones take tens of milliseconds)."""
+def _crd(file: str) -> Mapping[str, Any]:
+    """A bundled CRD, parsed once (the large ones take tens of milliseconds, KubeRay's RayJob hundreds)."""
     from importlib.resources import files
 
     import yaml
 
-    text = (files("jaxinfra.schemas") / _CRD_FILES[group, kind]).read_text(encoding="utf-8")
+    text = (files("jaxinfra.schemas") / file).read_text(encoding="utf-8")
     return yaml.load(text, Loader=_yaml_loader())
+
+
+def _versions(group: str, kind: str) -> Iterator[Mapping[str, Any]]:
+    """The versions the bundled CRDs of a custom kind list, file by file."""
+    for file in _CRD_FILES.get((group, kind), ()):
+        yield from _crd(file)["spec"]["versions"]
 
 
 def crd_schema(group: str, kind: str, version: str) -> Mapping[str, Any] | None:
     """The openAPIV3Schema of a served version of a bundled custom kind (as written upstream), or None."""
-    if (group, kind) not in _CRD_FILES:
-        return None
-    for entry in _crd(group, kind)["spec"]["versions"]:
+    for entry in _versions(group, kind):
         if entry["name"] == version and entry.get("served"):
             return entry["schema"]["openAPIV3Schema"]
     return None
 
 
 def _served_api_versions(group: str, kind: str) -> list[str]:
-    versions = _crd(group, kind)["spec"]["versions"]
-    return [f"{group}/{v['name']}" for v in versions if v.get("served")]
+    return [f"{group}/{v['name']}" for v in _versions(group, kind) if v.get("served")]
 
 
 @functools.cache

@@ -11,6 +11,7 @@ from typing import Any
 
 from jaxinfra.admission.store import key_of
 from jaxinfra.errors import Problem, Unserved
+from jaxinfra.schemas import operators
 from jaxinfra.upstream import BATCH_API, JAXJOB_API, JOBSET_API, KUBEFLOW_API_GROUP, TRAINER_API
 from jaxinfra_sim.controllers import garbage
 from jaxinfra_sim.controllers import job as job_controller
@@ -50,23 +51,15 @@ UNSERVED_KINDS: frozenset[tuple[str, str]] = frozenset(
         ("apps", "StatefulSet"),
         ("apps", "DaemonSet"),
         ("batch", "CronJob"),  # its Jobs come on a schedule; the Job kind itself is served (a NonIndexed one too)
-        ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"),
-        # kubernetes-sigs/lws @060ab4da api/disaggregatedset/v1: each role a LeaderWorkerSet its controller creates
-        ("disaggregatedset.x-k8s.io", "DisaggregatedSet"),
-        ("ray.io", "RayJob"),
-        ("ray.io", "RayCluster"),
-        ("ray.io", "RayService"),
-        (KUBEFLOW_API_GROUP, "PyTorchJob"),  # Training Operator v1: only its JAXJob is emulated
-        (KUBEFLOW_API_GROUP, "TFJob"),
-        (KUBEFLOW_API_GROUP, "MPIJob"),  # v1, and the MPI Operator's v2beta1
-        (KUBEFLOW_API_GROUP, "XGBoostJob"),
-        (KUBEFLOW_API_GROUP, "PaddleJob"),
+        # The Training Operator before v1.9.0 (kubeflow/trainer#2150); its CRD is not bundled: "no matches for kind"
+        # unless the inputs hold one
         (KUBEFLOW_API_GROUP, "MXJob"),
         ("batch.volcano.sh", "Job"),
         ("argoproj.io", "Workflow"),
         ("argoproj.io", "CronWorkflow"),
         ("sparkoperator.k8s.io", "SparkApplication"),
     }
+    | {(k.group, k.kind) for k in operators.KINDS if k.pods}  # other operators' kinds, their CRDs bundled
 )
 """Kinds, by (API group, kind), whose controller creates pods on a cluster and that no emulated controller serves:
 an input problem (`errors.Unserved`, exit 2), never a stored-and-noted object. Kinds that run no pods (ConfigMaps,
@@ -147,20 +140,31 @@ def _group(obj: Mapping[str, Any]) -> str:
 
 def unserved_kind(obj: Mapping[str, Any]) -> Unserved | None:
     """The input problem of an object whose kind runs pods on a cluster but that the simulator does not run
-    (`UNSERVED_KINDS`), else None."""
+    (`UNSERVED_KINDS`), else None. Another operator's kind names that operator and the release whose CRD `jaxinfra
+    validate` checked it against (`jaxinfra.schemas.operators`)."""
     kind = str(obj.get("kind"))
-    if (_group(obj), kind) not in UNSERVED_KINDS or (obj.get("apiVersion", ""), kind) in WORKLOAD_KINDS:
+    api_version = str(obj.get("apiVersion", ""))
+    if (_group(obj), kind) not in UNSERVED_KINDS or (api_version, kind) in WORKLOAD_KINDS:
         return None
-    runs = (
-        "a bare Pod runs on a cluster (its node's kubelet starts it), but the simulator runs only the pods of the "
-        "workloads whose controllers it emulates: it would not run here"
-        if kind == "Pod"
-        else f"a {kind} runs pods on a cluster, but the simulator does not emulate its controller: its pods would not "
-        "run here"
-    )
+    served = operators.serving(api_version, kind)
+    if kind == "Pod":
+        runs = (
+            "a bare Pod runs on a cluster (its node's kubelet starts it), but the simulator runs only the pods of the "
+            "workloads whose controllers it emulates: it would not run here"
+        )
+    elif served is not None:
+        runs = (
+            f"served by {served.operator}, the release whose CRD it was checked against, not emulated: on a cluster "
+            "that operator runs its pods; none would run here"
+        )
+    else:
+        runs = (
+            f"a {kind} runs pods on a cluster, but the simulator does not emulate its controller: its pods would not "
+            "run here"
+        )
     return Unserved(
         oid(obj),
-        f"{kind} ({obj.get('apiVersion', '')})",
+        f"{kind} ({api_version})",
         f"{runs}, so no verdict would be the cluster's (nothing started)",
         "the simulator runs JobSet, Indexed Job, JAXJob and TrainJob; simulate the workload as one of those, or leave "
         "it out of the simulation's inputs",

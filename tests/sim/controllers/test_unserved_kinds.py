@@ -3,10 +3,13 @@ controller runs (a LeaderWorkerSet, a Deployment, a bare Pod) is an input proble
 its file, kind, apiVersion and name, with a fix; objects that run no pods (a ConfigMap) stay stored. A TrainJob whose
 runtime is not JAX gets the verdict a cluster gives before its runtime matters (Kueue never admitting it) or, where it
 would be admitted, the same clear refusal. `jaxinfra validate` still accepts them all: the API server stores them.
+Another operator's kind whose CRD is bundled (issue #57: the Training Operator's, the MPI Operator's MPIJob, LWS's,
+KubeRay's) is named with its operator and the release whose CRD validate checked it against.
 
 The manifests are written in the style of upstream examples (kubernetes-sigs/lws docs/examples/sample, the Kubernetes
 docs' Deployment, jobset examples/simple, kubeflow/trainer manifests/base/runtimes/torch_distributed.yaml, Kueue's
-single ClusterQueue setup); none is copied.
+single ClusterQueue setup, kubeflow/mpi-operator examples/v2beta1/pi, kubeflow/trainer @v1.9.4 examples/pytorch);
+none is copied.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ from pathlib import Path
 
 import pytest
 
+from jaxinfra.schemas import operators
 from jaxinfra_sim import controllers
 from tests.support.cli import simulate_cli
 from tests.support.paths import ROOT
+from tests.test_other_operators import MPI_JOB_V1, MPI_JOB_V2BETA1, PYTORCH_JOB
 
 pytestmark = pytest.mark.simulator
 
@@ -229,6 +234,7 @@ def test_a_leader_worker_set_is_refused_naming_it(tmp_path: Path) -> None:
         "jaxinfra: 1 object the simulator does not run (a kind or runtime it does not emulate); nothing started"
     )
     assert report["workloads"] == [] and not report["ok"]
+    assert f"served by {operators.LWS}" in line, line
     assert validate(lws).returncode == 0  # the API server stores it (its CRD installed): validate is unaffected
 
 
@@ -275,8 +281,53 @@ def test_a_disaggregated_set_is_refused_naming_it_as_a_leader_worker_set_is(tmp_
     [line] = errors(out)
     assert line.startswith(f"error: {path}#0 DisaggregatedSet/default/serving = ")
     assert "'DisaggregatedSet (disaggregatedset.x-k8s.io/v1)'" in line and line.endswith(FIX), line
+    assert f"served by {operators.LWS}" in line, line
     assert "no workload to simulate" not in out and "stored, not simulated" not in out
     assert report["workloads"] == [] and not report["ok"]
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "operator"),
+    [
+        (MPI_JOB_V2BETA1, "MPIJob (kubeflow.org/v2beta1)", str(operators.MPI_OPERATOR)),
+        (PYTORCH_JOB, "PyTorchJob (kubeflow.org/v1)", str(operators.TRAINING_OPERATOR)),
+        (MPI_JOB_V1, "MPIJob (kubeflow.org/v1)", str(operators.TRAINING_OPERATOR)),
+    ],
+    ids=["mpijob-v2beta1", "pytorchjob", "mpijob-v1"],
+)
+def test_another_operator_s_kind_is_valid_and_refused_naming_its_operator_and_release(
+    tmp_path: Path, text: str, value: str, operator: str
+) -> None:
+    """Issue #57: an MPIJob (the MPI Operator's v2beta1 in the style of its examples/v2beta1/pi, or the Training
+    Operator's v1) and a PyTorchJob (kubeflow/trainer @v1.9.4 examples/pytorch/simple.yaml's style) were "no matches for
+    kind" to validate and simulate alike, where a cluster with the operator runs them. Now validate stores each
+    (checked against its operator's CRD), and simulate refuses it, exit 2, naming the kind, the version, the operator
+    and the release whose CRD it was checked against: no verdict here would be the cluster's."""
+    path = write(tmp_path, "job.yaml", text)
+    assert validate(path).returncode == 0
+    rc, report, out = simulate_cli(str(path), tmp=tmp_path)
+    assert rc == 2, out
+    [line] = errors(out)
+    assert f"= {value!r}: served by {operator}" in line and ", not emulated: " in line, line
+    assert "no matches for kind" not in out and line.endswith(FIX), line
+    assert "jaxinfra: 1 object the simulator does not run" in out
+    assert report["workloads"] == [] and not report["ok"]
+
+
+def test_an_invalid_mpijob_is_refused_by_the_api_server_before_any_operator_matters(tmp_path: Path) -> None:
+    """An MPIJob the MPI Operator's CRD refuses (`mpiImplementation` outside its enum) is refused as a cluster's API
+    server refuses it, by validate and simulate alike: the field, not the operator."""
+    path = write(
+        tmp_path,
+        "job.yaml",
+        MPI_JOB_V2BETA1.replace("mpiImplementation: OpenMPI", "mpiImplementation: MPICH2"),
+    )
+    r = validate(path)
+    assert r.returncode == 2 and "spec.mpiImplementation = 'MPICH2'" in r.stdout + r.stderr, r.stdout + r.stderr
+    rc, report, out = simulate_cli(str(path), tmp=tmp_path)
+    assert rc == 2, out
+    [line] = errors(out)
+    assert "spec.mpiImplementation = 'MPICH2'" in line and "served by" not in out, out
 
 
 def test_every_unserved_object_at_once_and_the_served_workload_beside_them_not_started(tmp_path: Path) -> None:
@@ -400,6 +451,7 @@ def test_a_torch_trainjob_its_queue_admits_is_refused_too(tmp_path: Path) -> Non
         ("batch/v1", "CronJob", True),
         ("v1", "Pod", True),
         ("ray.io/v1", "RayJob", True),
+        ("ray.io/v1", "RayCronJob", True),  # its RayJobs run the pods (KubeRay v1.7.0, behind a feature gate)
         ("kubeflow.org/v1", "PyTorchJob", True),
         ("kubeflow.org/v2beta1", "MPIJob", True),
         ("disaggregatedset.x-k8s.io/v1", "DisaggregatedSet", True),  # its roles are LeaderWorkerSets
