@@ -6,7 +6,8 @@ interpreter (its folder first on PATH), so what differs between images is stated
   runs JAX's Kubernetes detection (which needs a ServiceAccount token); an image with plain `jax`
   cannot (`--no-k8s-client`). The `sim` extra installs what `jax[k8s]` brings, so the first is the
   default.
-- The TPU VM (platform/gke_tpu.install) for TPU pods.
+- The TPU VM (platform/gke_tpu.install) for TPU pods, and under --run-command the group libtpu forms on a
+  multi-host slice for a program that does not initialize (platform/gke_tpu.join_slice).
 
 Probe pods are forked from the simulator and call `shape` directly; command-mode pods start a fresh
 interpreter, which runs `shape` from a `sitecustomize` module first on its PYTHONPATH.
@@ -26,7 +27,7 @@ WITHOUT_K8S_CLIENT = "JAXINFRA_SIMULATED_WITHOUT_KUBERNETES_CLIENT"
 SITECUSTOMIZE = """\
 # Written by jaxinfra simulate: this pod's image, for its own command.
 from jaxinfra_sim.kubelet.image import shape
-shape()
+shape(own_command=True)
 """
 
 
@@ -39,8 +40,9 @@ class _Absent(importlib.abc.MetaPathFinder):
         return None
 
 
-def shape(env: Mapping[str, str] | None = None) -> None:
-    """In a pod's process, before its program imports anything of its own."""
+def shape(env: Mapping[str, str] | None = None, own_command: bool = False) -> None:
+    """In a pod's process, before its program imports anything of its own (`own_command`: the pod's own program, not
+    the probe, which initializes JAX itself)."""
     env = os.environ if env is None else env
     if env.get(WITHOUT_K8S_CLIENT):
         for name in [m for m in sys.modules if m == "kubernetes" or m.startswith("kubernetes.")]:
@@ -50,6 +52,8 @@ def shape(env: Mapping[str, str] | None = None) -> None:
 
     if gke_tpu.is_marked(env):
         gke_tpu.install()
+        if own_command:
+            gke_tpu.join_slice()
 
 
 def needs_hook(env: Mapping[str, str]) -> bool:
