@@ -60,6 +60,9 @@ INPUT_ERROR = 2
 """The exit status of a command stopped by its input (every problem listed, nothing written)."""
 MACHINE_LIMIT = 3
 """The exit status of a command stopped by this machine, not its input: a full disk, no way to isolate pods."""
+UNDETERMINED = 4
+"""The exit status of a simulation that nothing failed but that could not give every verdict: under the probe, a
+workload whose commands may compute the contract its env lacks (`jaxinfra simulate --run-command` runs them)."""
 
 
 class JaxinfraError(Exception):

@@ -30,7 +30,7 @@ from jaxinfra_sim.controllers.running import JAX_ENV
 from jaxinfra_sim.core import model
 from jaxinfra_sim.core.errors import InvalidArgument
 from jaxinfra_sim.core.inputs import Objects, Service
-from jaxinfra_sim.jax import contract
+from jaxinfra_sim.jax import contract, processes
 from jaxinfra_sim.kubelet import kuberuntime
 from jaxinfra_sim.kueue import scheduler
 from jaxinfra_sim.network.dns import ClusterDns
@@ -109,9 +109,11 @@ def _workload(
     """The finished workload with its admission and static contract problems."""
     if draft.unserved is not None:
         return _unserved(draft, draft.unserved, objects)
-    checker = contract.Checker(
-        draft.id, pods, dns, objects, services, check_all, k8s_client, {job.name: job.parallelism for job in draft.jobs}
-    )
+    kinds = processes.decide(draft.id, pods)  # the JAX group is its JAX pods' alone
+    pods, launched = processes.ranked(draft.id, pods, kinds.others)
+    group = [p for p in pods if p.global_index not in kinds.others]
+    parallelism = {job.name: job.parallelism for job in draft.jobs}
+    checker = contract.Checker(draft.id, group, dns, objects, services, check_all, k8s_client, parallelism)
     for job in draft.jobs[:1]:  # every Job of a workload shares the pod template's ServiceAccount
         if problem := admission.service_account_problem(draft.id, job.pod_spec, draft.namespace, objects):
             checker.findings.add("service-account", problem)
@@ -140,21 +142,25 @@ def _workload(
                 queued.fix,
             ),
         )
-    if pods:
+    if group:
         checker.coordinator()
         checker.counts()
         checker.ranks()
+    jax_jobs = ([job for job in draft.jobs if job.name in {p.job for p in group}] if kinds.others else []) or draft.jobs
     return model.Workload(
         kind=draft.kind,
         namespace=draft.namespace,
         name=draft.name,
         pods=tuple(pods),
-        groups=len(draft.jobs),
-        hosts_per_group=draft.jobs[0].completions if draft.jobs else 0,
-        chips_per_host=pods[0].devices if pods else 1,
+        groups=len(jax_jobs),
+        hosts_per_group=jax_jobs[0].completions if jax_jobs else 0,
+        chips_per_host=sum(group[0].process_devices) if group else 1,
         restart=draft.restart,
         problems=tuple(draft.problems + (draft.jax_problems if check_all else []) + checker.findings.problems()),
+        others=kinds.others,
+        undetermined=checker.undetermined,
         notes=((queued.note,) if queued is not None and queued.admitted else ())
+        + tuple(note for note in (kinds.note, launched) if note)
         + (_topology_note(draft) if queued is not None and queued.admitted else ())
         + tuple(checker.notes.values())
         + tuple(

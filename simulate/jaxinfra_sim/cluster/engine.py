@@ -30,7 +30,7 @@ from jaxinfra_sim.kubelet.container import Credentials
 from jaxinfra_sim.network import kubeproxy, netpol
 from jaxinfra_sim.node import capacity, parts
 from jaxinfra_sim.node.node import Node
-from jaxinfra_sim.platform import standins
+from jaxinfra_sim.platform import gke_tpu, standins
 from jaxinfra_sim.runtime import rootfs, runc, sandbox
 
 Sources = Sequence[Source]
@@ -95,6 +95,8 @@ def _plan(
                 if not _given_whole((images or {}).get(image)) and image not in report.unchecked_images:
                     report.unchecked_images.append(image)
                     report.notes.append(_unchecked(image, (images or {}).get(image) is not None))
+            whole = {i for i in used if _given_whole((images or {}).get(i))}
+            report.notes += [n for w in cluster.workloads for n in gke_tpu.whole_image_notes(w, whole.__contains__)]
         if not check_all:  # the containers' own commands run: each needs one
             report.problems += tuple(
                 source.where(
@@ -130,13 +132,7 @@ def _plan(
                 if why
             )
         else:
-            report.notes += [
-                f"{w.id}: the probe runs in container {w.pods[0].container} alone; not run: "
-                + ", ".join(f"{c.role} container {c.name}" for c in w.pods[0].others)
-                + " (--run-command runs every container)"
-                for w in cluster.workloads
-                if w.pods and w.pods[0].others
-            ]
+            report.notes += [note for w in cluster.workloads if w.group and (note := _probed_alone(w))]
             report.notes += [
                 f"{w.id}: its containers' probes ({', '.join(probed)}) are not run: the built-in probe does not serve "
                 "what they check (--run-command runs them)"
@@ -164,6 +160,22 @@ PRELOAD = ("jax", "jaxinfra_sim.jax.probe")
 PRELOAD_IF_PRESENT = ("jaxlib.mlir.dialects.mhlo", "jaxlib.mlir.dialects.builtin")
 """MLIR dialects JAX imports only at a process's first lowering, which in every group is rank 0's,
 on the critical path; a name this jaxlib lacks is skipped."""
+
+
+def _probed_alone(w: model.Workload) -> str | None:
+    """The note on the containers of a JAX pod the probe does not run (None: it runs each): it runs in the JAX
+    container, its processes those of every accelerator container (`Pod.processes`)."""
+    pod = w.group[0]
+    held = [c for c in dict.fromkeys(pod.processes.containers if pod.processes else ()) if c != pod.container]
+    rest = [c for c in pod.others if c.name not in held]
+    if not rest:
+        return None
+    also = f" (with the processes of {', '.join(held)})" if held else ""
+    return (
+        f"{w.id}: the probe runs in container {pod.container} alone{also}; not run: "
+        + ", ".join(f"{c.role} container {c.name}" for c in rest)
+        + " (--run-command runs every container)"
+    )
 
 
 def _given_whole(image: object) -> bool:
@@ -271,10 +283,12 @@ def simulate(sources: Sources, options: Options, listener: Listener) -> Report:
     deadline = started + options.timeout
     report = _plan(sources, not options.run_command, options.host_paths, options.k8s_client, options.images)
     report.problems += _unknown_checks(report, options)
-    runnable = [r for r in report.results if not r.workload.problems]
     for r in report.results:
         if r.workload.problems:
             r.verdict, r.reason = Verdict.FAILED, f"{len(r.workload.problems)} problems; not started"
+        elif r.workload.undetermined is not None and r.workload.suspended is None:  # the probe would prove nothing
+            r.verdict, r.reason = Verdict.UNDETERMINED, f"{r.workload.undetermined}; not started"
+    runnable = [r for r in report.results if r.verdict == Verdict.PENDING]
     if runnable and not report.problems and not report.refused:
         admit(runnable, options)
         # Before anything runs: every part of this machine the pods will use, all missing ones named at once (exit 3);
@@ -359,8 +373,7 @@ def admit(runnable: Sequence[WorkloadResult], options: Options) -> None:
     starts; those that fit alone but not together take turns (`workloads`)."""
     capacity.raise_descriptor_limit()
     for r in runnable:
-        pods = r.workload.pods
-        _refuse_past(capacity.need(r.workload.id, len(pods), sum(p.devices for p in pods), options.run_command))
+        _refuse_past(workloads.need_of(r, options.run_command))
 
 
 def _refuse_drafts(run_command: bool, drafts: Sequence[controllers.Draft]) -> None:

@@ -18,6 +18,7 @@ from jaxinfra.upstream import QUEUE_LABEL
 from jaxinfra_sim.cluster.control_plane import emulate
 from jaxinfra_sim.cluster.sources import Source
 from jaxinfra_sim.core.model import Admission, Hold
+from jaxinfra_sim.jax import processes
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,7 @@ class Pending:
     file: str
     queued: Admission | None
     problems: tuple[Problem, ...]
+    group: str = ""  # its JAX group: processes, pods, processes per pod, the pods beside it (`processes.described`)
 
     @property
     def holds(self) -> bool:
@@ -44,13 +46,15 @@ def pending(source: Source) -> list[Pending]:
         queued = w.queued
         kueue_path = f"{w.id} metadata.labels[{QUEUE_LABEL}]"
         others = tuple(source.where(p) for p in w.problems if not (queued is not None and p.path == kueue_path))
-        out.append(Pending(w.id, source.file_of(w.id), queued, others))
+        out.append(Pending(w.id, source.file_of(w.id), queued, others, processes.described(w)))
     return out
 
 
 def lines(p: Pending) -> Iterator[str]:
-    """What a person reads about one workload: Kueue's verdict and its fix, then the other problems."""
+    """What a person reads about one workload: its JAX group, Kueue's verdict and its fix, then the other problems."""
     q = p.queued
+    if p.group:
+        yield f"  {p.group}"
     if q is None:
         yield f"  not queued to Kueue (no {QUEUE_LABEL} label): its pods are created at once"
     elif not q.admitted:

@@ -44,9 +44,10 @@ class _Running:
 
 
 def need_of(result: WorkloadResult, run_command: bool) -> capacity.Need:
-    """What a workload takes of this machine while it runs (`capacity.need`)."""
-    pods = result.workload.pods
-    return capacity.need(result.workload.id, len(pods), sum(p.devices for p in pods), run_command)
+    """What a workload takes of this machine while it runs (`capacity.need`): a process per pod, or each of a pod's
+    several JAX processes (`Pod.processes`) with its devices."""
+    processes = [d for p in result.workload.pods for d in p.process_devices]
+    return capacity.need(result.workload.id, len(processes), sum(processes), run_command)
 
 
 def run(runnable: Sequence[WorkloadResult], sim: Simulation) -> str | None:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 
 from jaxinfra.errors import Problem
@@ -97,6 +98,7 @@ class Container:
     oom_score_adj: int = 0  # the kubelet's for it: its pod's QoS class and its memory request (`qos`)
     ports: Mapping[str, int] = field(default_factory=dict)  # its named containerPorts, which probes may name
     ephemeral_limit: str = ""  # resources.limits.ephemeral-storage, the quantity as the manifest writes it ("" none)
+    chips: int = 0  # the TPUs or GPUs its limits request (0: none)
 
     def pod_fields(self) -> dict[str, object]:
         """Its fields under the names a `Pod` gives its JAX container's."""
@@ -116,6 +118,48 @@ class Container:
             "named_ports": self.ports,
             "ephemeral_limit": self.ephemeral_limit,
         }
+
+
+class Launch(StrEnum):
+    """Where the number of a pod's JAX processes came from (`jax.launchers`)."""
+
+    ONE = "one process"
+    ASSUMED = "one process, assumed"
+    CONTAINERS = "several accelerator containers"
+    PARALLEL_LAUNCH = "JAX-Toolbox's parallel-launch"
+    SHELL_LOOP = "a shell loop"
+    TORCHRUN = "torchrun-style --nproc-per-node"
+    JAX_FLAGS = "JAX's distributed arguments"
+    MAXTEXT = "MaxText's NODE_RANK"
+    PAX = "Pax's --host_idx"
+
+
+@dataclass(frozen=True)
+class Processes:
+    """The JAX processes of one pod, in local order (local index i has rank: the pod's first rank + i)."""
+
+    devices: tuple[int, ...]  # each process's devices
+    containers: tuple[str, ...]  # the container each runs in
+    source: Launch
+    evidence: str = ""  # what in the manifest says so (the command's words, the containers' limits)
+
+    @property
+    def count(self) -> int:
+        return len(self.devices)
+
+    @property
+    def assumed(self) -> bool:
+        """The command may start several, but how many is not in the manifest."""
+        return self.source is Launch.ASSUMED
+
+    def describe(self) -> str:
+        """One line, as `explain` and the report say it."""
+        sizes = sorted(set(self.devices))
+        each = f"{sizes[0]} device{'s' if sizes[0] != 1 else ''}" if len(sizes) == 1 else f"devices {self.devices}"
+        each += " each" if len(sizes) == 1 and self.count > 1 else ""
+        where = ", ".join(dict.fromkeys(self.containers))
+        line = f"{self.count} JAX process{'es' if self.count != 1 else ''} ({each}) in {where}: {self.source}"
+        return f"{line} ({self.evidence})" if self.evidence else line
 
 
 @dataclass(frozen=True)
@@ -178,6 +222,15 @@ class Pod:
     others: tuple[Container, ...] = ()  # its other containers in the kubelet's order: init containers, then mains
     restart_policy: str = "Never"  # spec.restartPolicy: what the kubelet does when one of its containers exits
     namespaces: PodNamespaces = field(default_factory=PodNamespaces)  # what it shares of its node's, its sysctls
+    processes: Processes | None = None  # where it holds several JAX processes (`jax.launchers`); None: one, its JAX
+    # container's, of `devices`
+    rank: int | None = None  # its (first) JAX process's rank in its workload's group (`jax.processes.ranked`); None:
+    # not a JAX process
+
+    @property
+    def process_devices(self) -> tuple[int, ...]:
+        """Each of its JAX processes' devices."""
+        return self.processes.devices if self.processes is not None else (self.devices,)
 
     @property
     def job(self) -> str:
@@ -187,7 +240,8 @@ class Pod:
     def as_container(self, c: Container) -> Pod:
         """The pod as its container `c` sees it: the same pod, with `c`'s command, env, image, mounts and limits (what
         `container.prepare` reads), so every container of a pod is prepared and run the same way."""
-        return replace(self, **c.pod_fields(), container_ports=(), others=())  # type: ignore[arg-type]
+        fields = c.pod_fields() | ({"devices": c.chips} if c.chips else {})  # an accelerator container its own chips
+        return replace(self, **fields, container_ports=(), others=(), processes=None)  # type: ignore[arg-type]
 
     @property
     def readiness_probe(self) -> bool:
@@ -340,9 +394,9 @@ class Workload:
     namespace: str
     name: str
     pods: tuple[Pod, ...]
-    groups: int  # JobSet Jobs (replicas summed) / TPU slices; 1 for a Job
-    hosts_per_group: int  # pods per Job (completions)
-    chips_per_host: int  # devices per pod (for the probe's hardware-shaped mesh)
+    groups: int  # JobSet Jobs (replicas summed) / TPU slices; 1 for a Job: those of its JAX processes (`group`)
+    hosts_per_group: int  # pods per Job (completions), of its JAX processes' first Job
+    chips_per_host: int  # devices per JAX pod (for the probe's hardware-shaped mesh)
     restart: RestartPolicy
     problems: tuple[Problem, ...] = ()  # static contract problems: DNS, ports, counts, rank env
     notes: tuple[str, ...] = ()  # what was decided or not checked on the way (Kueue's admission)
@@ -354,6 +408,25 @@ class Workload:
     waves: tuple[tuple[tuple[int, ...], int], ...] = ()  # (a Job's pod positions, its parallelism) where that is less
     # than its completions: its controller keeps at most that many of its pods active, the lowest index first
     queued: Admission | None = None  # Kueue's decision (`kueue.scheduler.admit`); None: no queue-name label
+    others: frozenset[int] = frozenset()  # positions of its pods that are not JAX processes (`jax.processes`): no
+    # part of JAX's group, no contract; a stand-in that stays up under the probe, their own command under --run-command
+    undetermined: str | None = None  # under the probe: why its verdict cannot be known before its commands run (the
+    # contract is computed by a command: `jax.processes.computes`), where nothing else is wrong
+
+    @cached_property
+    def group(self) -> tuple[Pod, ...]:
+        """Its JAX processes' pods, in rank order: its pods less `others`."""
+        return tuple(p for p in self.pods if p.global_index not in self.others) if self.others else self.pods
+
+    @cached_property
+    def process_count(self) -> int:
+        """The processes of its JAX group: each JAX pod's (`Pod.processes`)."""
+        return sum(len(p.process_devices) for p in self.group)
+
+    def rank_of(self, pod: Pod) -> int:
+        """The JAX rank of `pod`'s (first) process, as the manifests define the group: the processes of the JAX pods
+        before it (`Pod.rank`, set by the control plane; its place in the workload for a pod made without it)."""
+        return pod.rank if pod.rank is not None else pod.global_index
 
     @property
     def quota(self) -> Quota | None:

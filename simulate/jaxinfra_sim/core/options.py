@@ -33,7 +33,8 @@ class Faults:
 
     @staticmethod
     def matches(selector: str, pod: model.Pod) -> bool:
-        return selector in (pod.hostname, pod.name, str(pod.global_index))
+        """A pod by its hostname, its name, or its (first) JAX rank (a pod that is no JAX process has none)."""
+        return selector in (pod.hostname, pod.name, str(pod.rank if pod.rank is not None else ""))
 
     def lookup(self, table: Mapping[str, Any] | frozenset[str], pod: model.Pod) -> Any:
         for selector in table:

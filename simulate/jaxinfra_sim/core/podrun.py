@@ -147,6 +147,11 @@ class PodRun(Process):
     evicted: str | None = None  # why the kubelet's eviction manager evicted it (`eviction`): it fails, Evicted
 
     @property
+    def rank(self) -> int | None:
+        """Its (first) JAX process's rank; None for a pod that is not a JAX process."""
+        return self.pod.rank
+
+    @property
     def done(self) -> bool:
         return self.phase in ENDS
 
@@ -175,7 +180,7 @@ class PodRun(Process):
         return {
             "name": self.pod.name,
             "hostname": self.pod.hostname,
-            "rank": self.pod.global_index,
+            "rank": self.rank,
             "pid": self.pid,
             "ip": self.pod.ip,
             "phase": self.phase,
@@ -187,6 +192,7 @@ class PodRun(Process):
             "checks_passed": bool(checks) and all(c["ok"] for c in checks.values()),
             "probe_timings": (self.result or {}).get("timings", {}),
             "program": (self.result or {}).get("program"),
+            "processes": (self.result or {}).get("processes"),  # where the pod holds several JAX processes
             "stderr_tail": list(self.stderr_tail),
             "security": {**(self.security or self.pod.security).as_dict(), "not_applied": self.unapplied},
             "limits": {
@@ -212,7 +218,7 @@ class PodRun(Process):
         total = max(t.values()) - t.get("started", 0.0) if t else None
         return {
             "pod": self.pod.hostname,
-            "rank": str(self.pod.global_index),
+            "rank": "" if self.rank is None else str(self.rank),
             "ip": self.pod.ip,
             "phase": self.phase,
             "exit": d["signal"] or ("" if d["exit_code"] is None else str(d["exit_code"])),

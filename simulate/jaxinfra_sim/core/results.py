@@ -21,12 +21,15 @@ if TYPE_CHECKING:
 class Verdict(StrEnum):
     """A workload's verdict: `pending` until it is decided; `not finished` for one still running (or about to
     restart) at --timeout, or one that would wait (suspended): neither a success nor a failure its controller would
-    report. The simulation passes only when every workload `succeeded`: nothing else proved the job ends well."""
+    report; `undetermined` under the probe for one whose commands may compute the contract its env lacks
+    (`model.Workload.undetermined`): only running them tells, so none of its pods is run. The simulation passes only
+    when every workload `succeeded`: nothing else proved the job ends well."""
 
     PENDING = "pending"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     NOT_FINISHED = "not finished"
+    UNDETERMINED = "undetermined"
 
 
 @dataclass
@@ -64,6 +67,7 @@ class WorkloadResult:
             "namespace": w.namespace,
             "name": w.name,
             "pods": len(w.pods),
+            "other_pods": [p.hostname for p in w.pods if p.global_index in w.others],  # not JAX processes
             "verdict": self.verdict,
             "reason": self.reason,
             "restarts": self.restarts,
@@ -126,6 +130,14 @@ class Report:
         return not self.problems and bool(self.results) and all(r.verdict == Verdict.SUCCEEDED for r in self.results)
 
     @property
+    def undetermined(self) -> list[WorkloadResult]:
+        """The workloads whose verdict the probe cannot give, where nothing else kept the simulation from passing:
+        none failed or is unfinished, and no problem stands (else the simulation has failed, whatever they are)."""
+        if self.problems or any(r.verdict not in (Verdict.SUCCEEDED, Verdict.UNDETERMINED) for r in self.results):
+            return []
+        return [r for r in self.results if r.verdict == Verdict.UNDETERMINED]
+
+    @property
     def refused(self) -> list[Problem]:
         """What the API server refuses, among every problem: then nothing runs."""
         return [
@@ -147,6 +159,7 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
+            "undetermined": bool(self.undetermined),  # not ok, yet nothing failed: what only --run-command can tell
             "seconds": round(self.seconds, 3),
             "problems": [problem_dict(p) for p in self.problems],
             "api_server": self.api_log,

@@ -46,6 +46,7 @@ from jaxinfra_sim.jax.env import (
 )
 from jaxinfra_sim.jax.k8s_access import K8sAccess
 from jaxinfra_sim.jax.k8s_detection import K8S_DETECTED, K8S_DETECTOR, k8s_coordinator, k8s_job
+from jaxinfra_sim.jax.processes import COMPUTED_BY_COMMAND, Computed, computes
 from jaxinfra_sim.network.dns import ClusterDns
 from jaxinfra_sim.network.resolution import Resolution, fqdn
 
@@ -70,6 +71,9 @@ class Checker:
         self.parallelism = parallelism or {}  # each Job's spec.parallelism, by name: K8sCluster's process count
         self.findings = model.Findings()
         self.notes: dict[str, str] = {}  # what the checks could not know, and assumed (one per kind)
+        # the contract's env a pod lacks where its command may compute it (`processes.computes`): by variable, the
+        # first such pod and how; what only running the command can check (`undetermined`)
+        self.computed: dict[str, tuple[model.Pod, Computed]] = {}
         self.rank_of = [rank_of(p) for p in pods]
         self.names = Resolution(wl_id, pods, dns, objects.namespaces, services)
         self.access = K8sAccess(objects, k8s_client)
@@ -91,7 +95,8 @@ class Checker:
         env names its rank (the probe then leaves it to JAX's detection) and K8sCluster finds every pod's; else None.
         Only under the probe: under --run-command, what the programs pass JAX is not known here."""
         if not self.contract or any(
-            r is not None or p.exports("JAX_PROCESS_ID") for p, r in zip(self.pods, self.rank_of)
+            r is not None or p.exports("JAX_PROCESS_ID") or p.processes is not None
+            for p, r in zip(self.pods, self.rank_of)
         ):
             return None
         if any(self.access.unmet(p) is not None for p in self.pods):
@@ -131,6 +136,41 @@ class Checker:
             )
         self.notes.setdefault("k8s", note)
 
+    # --- what the command computes -----------------------------------------------------
+    def _computed(self, pod: model.Pod, var: str) -> bool:
+        """Whether `pod`'s command may compute `var`, which its env lacks (`processes.computes`): then it is recorded
+        for `undetermined`, not a problem; or whether a launcher the command names starts its processes
+        (`Pod.processes`), which tells each its rank, the group's size and a coordinator, as the probe does in its
+        place."""
+        if pod.processes is not None:
+            self.notes.setdefault(
+                "launched",
+                f"{self.id}: {var} is not in the env the manifests give pod {pod.hostname}: its launcher "
+                f"({pod.processes.source}) tells each process its part of the contract, which the probe infers (rank "
+                "= the pod's first + the local index, the coordinator rank 0's pod); --run-command runs the "
+                "command's own",
+            )
+            return True
+        how = computes(pod)
+        if how is not None:
+            self.computed.setdefault(var, (pod, how))
+        return how is not None
+
+    @property
+    def undetermined(self) -> str | None:
+        """Why the probe cannot give this workload's verdict: the contract's env it lacks may be computed by its
+        commands, which only `--run-command` runs (None: the env holds what JAX needs, or its lack is a problem)."""
+        if not self.computed:
+            return None
+        pod, how = next(iter(self.computed.values()))
+        names, argv = " and ".join(self.computed), (*pod.command, *pod.args)
+        one = len(self.computed) == 1
+        return (
+            f"{COMPUTED_BY_COMMAND}: {names} {'is' if one else 'are'} not in the env the manifests give pod "
+            f"{pod.hostname}, and its command may compute {'it' if one else 'them'} ({how}: {' '.join(argv[:2])}"
+            f"{' …' if len(argv) > 2 else ''}); the probe cannot know what it computes"
+        )
+
     # --- coordinator --------------------------------------------------------------------
     def coordinator(self) -> None:
         groups = self.k8s_groups
@@ -140,7 +180,7 @@ class Checker:
         for pod in self.pods:
             address = coordinator(pod)
             if address is None:
-                if len(self.pods) > 1 and self.contract:
+                if len(self.pods) > 1 and self.contract and not self._computed(pod, "JAX_COORDINATOR_ADDRESS"):
                     self.findings.add(
                         "no-coordinator",
                         lambda p=pod: Problem(  # type: ignore[misc]  # python/mypy#15459
@@ -342,7 +382,7 @@ class Checker:
 
     # --- counts and ranks ---------------------------------------------------------------
     def counts(self) -> None:
-        n = len(self.pods)
+        n = self.processes
         for job, pods in (self.k8s_groups or {}).items():
             # parallelism < completions is the controller's problem already (the group never initializes)
             size = len(pods)
@@ -359,29 +399,49 @@ class Checker:
                 )
         for pod in self.pods:
             found = count_of(pod)
-            if found and found[1] != n:
+            # the TPU detector counts hosts (pods), the contract's env every process
+            if found and found[1] != (len(self.pods) if found[0] == "TPU_WORKER_HOSTNAMES" else n):
                 source, _, raw = found
                 self.findings.add(
                     f"count|{source}",
                     lambda p=pod, s=source, r=raw: Problem(  # type: ignore[misc]  # python/mypy#15459
                         self._path(p, s),
                         r,
-                        f"the process count is {r} but the workload has {n} pods",
+                        f"the process count is {r} but the workload has {self._processes_words}",
                         f"set {s} to {n}"
                         if s in ("JAX_NUM_PROCESSES", "NUM_PROCESSES")
                         else "make the slices match the pods",
                     ),
                 )
 
+    @property
+    def processes(self) -> int:
+        """The JAX processes of the group: each pod's (`Pod.processes`)."""
+        return sum(len(p.process_devices) for p in self.pods)
+
+    @property
+    def _processes_words(self) -> str:
+        n = self.processes
+        if n == len(self.pods):
+            return f"{n} pods"
+        return f"{n} JAX processes ({len(self.pods)} pods)"
+
     def ranks(self) -> None:
-        n = len(self.pods)
+        n = self.processes
         if (groups := self.k8s_groups) is not None:
             # each group's ranks are its Job's completion indexes: distinct, and 0..pods-1 (counts checks the count)
             self._k8s_note(groups)
             return
+        launched = [p for p, r in zip(self.pods, self.rank_of) if p.processes is not None and r is None]
+        if any(p.processes is not None for p in self.pods):  # a launcher tells its processes their ranks
+            if launched:
+                self._computed(launched[0], "JAX_PROCESS_ID")
+            return
         found = list(zip(self.pods, self.rank_of))
         # A rank an entrypoint wrapper exports is known when it runs: the probe checks it then.
         missing = [pod for pod, r in found if r is None and not pod.exports("JAX_PROCESS_ID")]
+        if n > 1 and self.contract:  # a rank the command may compute is known only once it runs (`undetermined`)
+            missing = [pod for pod in missing if not self._computed(pod, "JAX_PROCESS_ID")]
         if missing and (n > 1 or len(missing) < n) and self.contract:
             pod = missing[0]
             several_jobs = self.pods[-1].job_index > 0

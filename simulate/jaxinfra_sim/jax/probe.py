@@ -1,4 +1,5 @@
-"""The built-in collectives probe: one real JAX process per pod, checked end to end.
+"""The built-in collectives probe: the real JAX processes of each pod (one, or each of its several), checked end to
+end.
 
 Each process joins the group exactly as the pod's env contract says (docs/design.md, "The env contracts"), then proves
 the group works the way training will use it: the rank and device counts the manifests
@@ -7,8 +8,11 @@ step against a single-process reference. Every check is verified on the process'
 shards, so a pod's verdict never depends on another pod's report. The group compiles its one
 program once (`compile_once`): process 0 compiles, the others load its executable.
 
-Run by the process runner (forked per pod, after `configure`) through `run_probe`, or as a
-fresh interpreter: `python -m jaxinfra_sim.jax.probe --num-processes 2 --devices 2 ...`.
+Run by the process runner (forked per pod) through `run_pod`: `configure` and `run_probe` in the pod's process,
+or, where the pod holds several JAX processes (`launchers`), each forked before any backend exists with its own
+rank, count and devices (`local_processes`), the mesh's "chip" axis spanning a host's processes (`build_mesh`), and
+one result for the pod. Or as a fresh interpreter: `python -m jaxinfra_sim.jax.probe --num-processes 2 --devices 2
+...` (`--local-processes 2 --first-rank R`: a pod of two).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -33,6 +37,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxinfra_sim.jax.collectives import Formula, collective_cases, group_mesh, reference_step, sgd_step, training_data
+from jaxinfra_sim.jax.local_processes import fork_each, local_env, pod_result
 
 AXES = ("slice", "host", "chip")
 """Mesh axes, outermost first: slices (groups), hosts per slice, chips per host."""
@@ -69,15 +74,28 @@ class Stopwatch:
 class ProbeSpec:
     """What the manifests promise about this pod and its workload."""
 
-    expected_rank: int | None  # the pod's global rank as the manifests define it (None: do not check)
-    num_processes: int  # pods in the workload
-    devices_per_process: int  # CPU devices this process must have (chips per host)
+    expected_rank: int | None  # the rank of the pod's (first) process as the manifests define it (None: no check)
+    num_processes: int  # JAX processes in the group: its pods times the processes each holds
+    devices_per_process: int  # CPU devices this process must have (a pod of one process: chips per host)
     groups: int  # slices (or 1); mesh axis "slice"
-    hosts_per_group: int  # hosts per slice; mesh axis "host"
+    hosts_per_group: int  # hosts (pods) per slice; mesh axis "host"
     init_timeout: int = 60
     heartbeat_timeout: int = 10
     shutdown_timeout: int = 10
     rank_from: str = ""  # where JAX finds the rank when no env names it (JAX's Kubernetes detection), for the detail
+    local_devices: tuple[int, ...] = ()  # the devices of each of the pod's processes, where it holds several
+    first_rank: int = 0  # the rank of the pod's first process where it holds several: its i-th is first_rank + i
+    coordinator: str = ""  # host:port the pod's processes join where its env names none (a launcher's own choice)
+
+    @property
+    def local_processes(self) -> int:
+        """The JAX processes of the pod (one host), each its own interpreter."""
+        return len(self.local_devices) or 1
+
+    @property
+    def chips_per_host(self) -> int:
+        """The devices of the pod's processes together: mesh axis "chip" spans them, processes in rank order."""
+        return sum(self.local_devices) or self.devices_per_process
 
 
 class CheckFailed(Exception):
@@ -172,7 +190,7 @@ def check_rank(spec: ProbeSpec) -> str:
         "process_index": (jax.process_index(), spec.expected_rank),
         "process_count": (jax.process_count(), spec.num_processes),
         "local_device_count": (jax.local_device_count(), spec.devices_per_process),
-        "device_count": (jax.device_count(), spec.num_processes * spec.devices_per_process),
+        "device_count": (jax.device_count(), spec.num_processes // spec.local_processes * spec.chips_per_host),
     }
     wrong = [f"{k}={got} (expected {want})" for k, (got, want) in seen.items() if want is not None and got != want]
     if wrong:
@@ -194,31 +212,39 @@ def _distributed() -> Any:
 
 
 def build_mesh(spec: ProbeSpec) -> Mesh:
-    """A mesh shaped like the hardware, each process's devices forming one "host" row.
+    """A mesh shaped like the hardware, each pod's devices forming one "host" row.
 
     Devices are ordered by (process_index, id), so process p sits at slice p // hosts,
-    host p % hosts: the TPU rank rule (worker id + slice id × hosts per slice).
+    host p % hosts: the TPU rank rule (worker id + slice id × hosts per slice). A pod of several
+    processes (ranks first_rank, first_rank + 1, ...) is one host whose "chip" axis spans its
+    processes' devices in rank order, as each holds its share of the host's chips.
     """
-    shape = (spec.groups, spec.hosts_per_group, spec.devices_per_process)
+    shape = (spec.groups, spec.hosts_per_group, spec.chips_per_host)
     devices = sorted(jax.devices(), key=lambda d: (d.process_index, d.id))
     if len(devices) != int(np.prod(shape)):
         raise CheckFailed(
             f"mesh {dict(zip(AXES, shape))} needs {int(np.prod(shape))} devices, the group has {len(devices)}"
         )
     grid = np.array(devices, dtype=object).reshape(shape)
-    rows = grid.reshape(-1, spec.devices_per_process)
+    rows = grid.reshape(-1, spec.chips_per_host)
     owners = [sorted({d.process_index for d in row}) for row in rows]
-    if any(len(o) != 1 for o in owners) or len({o[0] for o in owners}) != len(owners):
-        raise CheckFailed(f"host rows are not one process each: processes per row {owners}")
+    per_host = spec.local_processes
+    if owners != [list(range(row * per_host, (row + 1) * per_host)) for row in range(len(rows))]:
+        each = "one process" if per_host == 1 else f"{per_host} processes of one pod"
+        raise CheckFailed(f"host rows are not {each} each: processes per row {owners}")
     return Mesh(grid, AXES)
 
 
 def _describe_mesh(mesh: Mesh) -> str:
-    """Where this process landed in the mesh, for the check's detail."""
+    """Where this process landed in the mesh, for the check's detail: its host, and its chips where the host holds
+    several processes."""
     me = jax.process_index()
-    slice_, host = next((s, h) for (s, h, _), d in np.ndenumerate(mesh.devices) if d.process_index == me)
+    mine = [index for index, d in np.ndenumerate(mesh.devices) if d.process_index == me]
+    slice_, host, chip = mine[0]
+    shared = len({d.process_index for d in mesh.devices[slice_, host]}) > 1
+    chips = f" chips {chip}-{mine[-1][2]}" if len(mine) > 1 else f" chip {chip}"
     shape = dict(zip(mesh.axis_names, mesh.devices.shape))
-    return f"mesh {shape}; process {me} is slice {slice_} host {host}"
+    return f"mesh {shape}; process {me} is slice {slice_} host {host}{chips if shared else ''}"
 
 
 def _fingerprint(mesh: Mesh, args: Any) -> bytes:
@@ -430,31 +456,59 @@ def run_probe(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dic
     return result
 
 
-def _parse(argv: list[str] | None) -> tuple[ProbeSpec, int]:
+def run_pod(spec: ProbeSpec, report: Report = lambda phase, data: None) -> dict:
+    """The pod's probe: its one process here (`configure`, `run_probe`: no fork), or each of its several forked
+    before any backend exists (`local_processes`), its first reporting its phases, and one result for the pod."""
+    if spec.local_processes == 1:
+        configure(spec.devices_per_process)
+        return run_probe(spec, report)
+
+    def run(index: int) -> dict:
+        rank = spec.first_rank + index
+        devices = spec.local_devices[index]
+        os.environ.update(local_env(os.environ, rank, spec.num_processes, devices, spec.coordinator))
+        configure(devices)
+        expected = None if spec.expected_rank is None else spec.expected_rank + index
+        mine = replace(spec, expected_rank=expected, devices_per_process=devices)
+        return run_probe(mine, report if index == 0 else lambda phase, data: None)
+
+    def failed(index: int, why: str) -> dict:
+        return {"rank": spec.first_rank + index, "ok": False, "error": why}
+
+    return pod_result(fork_each(spec.local_processes, run, failed), CHECKS)
+
+
+def _parse(argv: list[str] | None) -> ProbeSpec:
     parser = argparse.ArgumentParser(
         prog="python -m jaxinfra_sim.jax.probe",
         description="Run the collectives probe in this process; the env supplies the contract.",
     )
     parser.add_argument("--expected-rank", type=int, default=None)
     parser.add_argument("--num-processes", type=int, required=True)
-    parser.add_argument("--devices", type=int, default=1, help="CPU devices of this process (chips per host)")
+    parser.add_argument("--devices", type=int, default=1, help="CPU devices of each process (chips per host / local)")
+    parser.add_argument("--local-processes", type=int, default=1, help="JAX processes of this pod, each forked")
+    parser.add_argument("--first-rank", type=int, default=0, help="rank of this pod's first process (local > 1)")
+    parser.add_argument("--coordinator", default="", help="host:port they join where the env names none")
     parser.add_argument("--groups", type=int, default=1, help="slices (mesh axis 'slice')")
-    parser.add_argument("--hosts", type=int, default=None, help="hosts per slice (default: processes / groups)")
+    parser.add_argument("--hosts", type=int, default=None, help="hosts per slice (default: pods / groups)")
     parser.add_argument("--init-timeout", type=int, default=60)
     parser.add_argument("--heartbeat-timeout", type=int, default=10)
     parser.add_argument("--shutdown-timeout", type=int, default=10)
     args = parser.parse_args(argv)
-    spec = ProbeSpec(
+    pods = args.num_processes // args.local_processes
+    return ProbeSpec(
         expected_rank=args.expected_rank,
         num_processes=args.num_processes,
         devices_per_process=args.devices,
         groups=args.groups,
-        hosts_per_group=args.hosts if args.hosts is not None else args.num_processes // args.groups,
+        hosts_per_group=args.hosts if args.hosts is not None else pods // args.groups,
         init_timeout=args.init_timeout,
         heartbeat_timeout=args.heartbeat_timeout,
         shutdown_timeout=args.shutdown_timeout,
+        local_devices=(args.devices,) * args.local_processes if args.local_processes > 1 else (),
+        first_rank=args.first_rank,
+        coordinator=args.coordinator,
     )
-    return spec, args.devices
 
 
 @contextmanager
@@ -473,11 +527,10 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Fresh-interpreter entry: configure, probe, print one JSON line; exit 0 only if all ok."""
-    spec, devices = _parse(argv)
-    configure(devices)
+    """Fresh-interpreter entry: the pod's probe (`run_pod`), one JSON line; exit 0 only if all ok."""
+    spec = _parse(argv)
     with _stdout_to_stderr():
-        result = run_probe(spec)
+        result = run_pod(spec)
     print(json.dumps(result, sort_keys=True), flush=True)
     return 0 if result["ok"] else 1
 

@@ -224,6 +224,8 @@ def become(
             argv = [*pod.command, *pod.args]
             report("running", {})
             os.execvpe(argv[0], argv, env)
+        if pod.global_index in workload.others:  # not a JAX process (`jax.processes`): a stand-in for its program
+            _stand_in(report)
         # Inherited by every thread JAX starts from here (prctl(2)); a --run-command program keeps the default.
         ctypes.CDLL(None).prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(PROBE_TIMER_SLACK_NS), 0, 0, 0)
         from jaxinfra_sim.jax import probe
@@ -236,10 +238,9 @@ def become(
             env = _wrapped_env(pod, env)
             os.environ.clear()
             os.environ.update(env)
-        probe.configure(pod.devices)
         image.shape(env)
         report("initializing", {})
-        result = probe.run_probe(_probe_spec(pod, workload, env, options), report)
+        result = probe.run_pod(_probe_spec(pod, workload, env, options), report)  # forks where the pod holds several
         report("result", {"result": result})
         code = 0 if result.get("ok") else 1
     except BaseException as err:  # the container crashed: say why on its stderr, exit non-zero
@@ -294,6 +295,16 @@ def _contained(
     shim.run_container(rt, c.name, bundle, control, started, adopt)
 
 
+def _stand_in(report: Callable[[str, Mapping[str, Any]], None]) -> NoReturn:
+    """Under the probe, a pod that is not a JAX process (a gateway, an inference server): running and Ready at once,
+    it serves until it is stopped (its controller deleting it once the workload completes), then exits 0 at SIGTERM,
+    as a server that shuts down cleanly does. Its own command runs only under --run-command."""
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    report("running", {})
+    while True:
+        signal.pause()
+
+
 def _wrapped_env(pod: model.Pod, env: Mapping[str, str]) -> dict[str, str]:
     """Run the pod's entrypoint wrapper with `env -0` as the program it execs: the environment the program would get."""
     done = subprocess.run(
@@ -307,33 +318,47 @@ def _wrapped_env(pod: model.Pod, env: Mapping[str, str]) -> dict[str, str]:
 
 
 def _probe_spec(pod: model.Pod, workload: model.Workload, env: Mapping[str, str], options: Options) -> Any:
-    """What the probe checks: the workload's group as the manifests define it; where JAX's Kubernetes detection finds
-    the rank (no env names it: `k8s_detection.k8s_detects`), the group K8sCluster forms, the pod's own Job's pods,
-    with its completion index as the rank (each child Job of a JobSet is a group of its own, as on a cluster)."""
+    """What the probe checks: the workload's group as the manifests define it (its JAX pods' processes: `Pod.rank`,
+    `Workload.process_count`); where JAX's Kubernetes detection finds the rank (no env names it:
+    `k8s_detection.k8s_detects`), the group K8sCluster forms, the pod's own Job's pods, with its completion index as
+    the rank (each child Job of a JobSet is a group of its own, as on a cluster).
+
+    A pod of several JAX processes (`Pod.processes`: a launcher, several accelerator containers) runs that many
+    probes, each told its rank (the pod's first plus its local index), the group's size and a coordinator, as its
+    launcher tells them, so JAX's detection does not run: the coordinator is the env's, else rank 0's pod's IP on the
+    port its env names, else K8sCluster's default (a launcher's own choice, which the manifest does not show)."""
     from jaxinfra_sim.jax.probe import ProbeSpec
     from jaxinfra_sim.jax.timeouts import JAX_HEARTBEAT_TIMEOUT, JAX_SHUTDOWN_TIMEOUT, init_timeout
 
     rank, processes, groups, hosts, rank_from = (
-        pod.global_index,
-        len(workload.pods),
+        workload.rank_of(pod),
+        workload.process_count,
         workload.groups,
         workload.hosts_per_group,
         "",
     )
-    if k8s_detection.k8s_detects(pod, env, options.k8s_client):
+    local, coordinator = pod.process_devices if pod.processes is not None else (), ""
+    if local:
+        zero = workload.group[0]
+        coordinator = f"{zero.ip}:{coordinator_port(zero) or k8s_detection.K8S_COORDINATOR_PORT}"
+    elif k8s_detection.k8s_detects(pod, env, options.k8s_client):
         job = k8s_detection.k8s_job(pod)
         processes = sum(1 for p in workload.pods if k8s_detection.k8s_job(p) == job)
         rank, groups, hosts, rank_from = pod.completion_index, 1, processes, k8s_detection.K8S_DETECTED
+    everyone = len(workload.pods) - len(workload.group) + workload.process_count
     return ProbeSpec(
         expected_rank=rank,
         num_processes=processes,
-        devices_per_process=pod.devices,
+        devices_per_process=local[0] if local else pod.devices,
         groups=groups,
         hosts_per_group=hosts,
         rank_from=rank_from,
         init_timeout=int(init_timeout(env, options)),
-        heartbeat_timeout=capacity.dilated(options.heartbeat_timeout, len(workload.pods), JAX_HEARTBEAT_TIMEOUT),
-        shutdown_timeout=capacity.dilated(options.shutdown_timeout, len(workload.pods), JAX_SHUTDOWN_TIMEOUT),
+        heartbeat_timeout=capacity.dilated(options.heartbeat_timeout, everyone, JAX_HEARTBEAT_TIMEOUT),
+        shutdown_timeout=capacity.dilated(options.shutdown_timeout, everyone, JAX_SHUTDOWN_TIMEOUT),
+        local_devices=local,
+        first_rank=rank,
+        coordinator=coordinator,
     )
 
 
@@ -355,8 +380,8 @@ def process_env(
         env.setdefault("HOME", "/root" if pod.security.uid == 0 else "/")
     env["JAX_PLATFORMS"] = "cpu"
     own_count = HOST_DEVICE_COUNT in pod.env.get("XLA_FLAGS", "")
-    if probe or (pod.accelerator != "cpu" and not own_count):
-        env["JAX_NUM_CPU_DEVICES"] = str(pod.devices)
+    if probe or (pod.accelerator != "cpu" and not own_count):  # each of a launcher's processes its share
+        env["JAX_NUM_CPU_DEVICES"] = str(pod.process_devices[0])
     # A real pod binds the coordinator on its own network namespace's wildcard; here, its own IP,
     # where the port is known from the env (a script may hard-code its own: then the wildcard).
     if port := coordinator_port(pod):

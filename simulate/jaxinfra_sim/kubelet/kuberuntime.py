@@ -18,7 +18,7 @@ from typing import Any
 from jaxinfra.errors import Problem
 from jaxinfra_sim.apiserver.admission import service_account
 from jaxinfra_sim.controllers.base import ChildJob, Draft, Identity
-from jaxinfra_sim.core import model, security
+from jaxinfra_sim.core import inputs, model, security
 from jaxinfra_sim.core.inputs import Objects, fake_uid, quantity, str_value, to_int
 from jaxinfra_sim.kubelet import qos, volumes
 from jaxinfra_sim.kubelet.downward import PodFacts
@@ -376,6 +376,7 @@ def _container(
         oom_score_adj=qos.oom_score_adj(pod_spec, container),
         ephemeral_limit=str(((container.get("resources") or {}).get("limits") or {}).get("ephemeral-storage") or ""),
         ports={p.name: p.number for p in named_ports(container)},
+        chips=int(quantity(inputs.accelerator(container)[1]) or 0),
     )
 
 

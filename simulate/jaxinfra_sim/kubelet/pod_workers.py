@@ -99,6 +99,7 @@ class Runner:
         self.sitecustomize = image.sitecustomize_dir(workdir / "_site") if options.run_command else None
         self.runtime = runc.create(workdir / "runc", parts.runc_trusted()) if options.run_command else None
         self.listening = False
+        self.rank0 = workload.group[0].global_index if workload.group else 0  # its JAX group's first pod
         self.controls: set[int] = set()  # every live shim's control pipe: no other pod may hold one open
         self.pauses: dict[int, podsandbox.Pause] = {}  # each begun pod's pause, where it has one, by id() of its run
 
@@ -125,7 +126,7 @@ class Runner:
             while True:
                 interrupts.check()  # a Ctrl-C whose KeyboardInterrupt a callback swallowed
                 now = time.monotonic()
-                coordinator = runs[0]  # (a replaced pod takes its place)
+                coordinator = runs[self.rank0]  # (a replaced pod takes its place)
                 wake = [s for r, s in zip(runs, starts.values()) if not r.begun and s > now]
                 for r in runs:
                     if not r.begun:

@@ -39,12 +39,13 @@ STYLE = """
 body{font-family:sans-serif;margin:24px;color:#222;max-width:1400px}
 header{padding:12px 16px;border-radius:6px;margin-bottom:16px}
 header.ok{background:#dcf3dc;border:1px solid #2e8b57} header.failed{background:#f9d4d4;border:1px solid #c0392b}
+header.undetermined{background:#efe3f5;border:1px solid #7d3c98}
 h1{margin:0 0 4px 0;font-size:22px} h2{font-size:18px;margin:24px 0 8px} h3{font-size:15px;margin:16px 0 6px}
 table{border-collapse:collapse;font-size:13px} \
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 th{background:#f0f0f0} td.num{text-align:right} .mono{font-family:monospace}
 .succeeded{color:#1e6b41;font-weight:bold} .failed{color:#a02a1e;font-weight:bold}
-.not-finished{color:#8a6d00;font-weight:bold}
+.not-finished{color:#8a6d00;font-weight:bold} .undetermined{color:#7d3c98;font-weight:bold}
 pre{background:#f7f7f7;padding:6px;max-height:320px;overflow:auto;font-size:12px;margin:4px 0}
 pre .err{color:#a02a1e} .reason{font-family:monospace;white-space:pre-wrap}
 .picture{overflow-x:auto} details summary{cursor:pointer}
@@ -229,11 +230,11 @@ def _workload(result: WorkloadResult, lanes: Sequence[Lane], logs: Logs, index: 
 def html_report(report: Report, faults: Faults, logs: Logs) -> str:
     """The page for a finished simulation; `logs`: each pod run's output lines (stream, line), by id(PodRun)."""
     tl = timeline(report, faults)
-    passed = report.ok
+    outcome = "passed" if report.ok else "undetermined" if report.undetermined else "failed"
     n = len(report.results)
-    title = f"jaxinfra simulation {'passed' if passed else 'failed'}: {n} workload{'s' if n != 1 else ''}"
+    title = f"jaxinfra simulation {outcome}: {n} workload{'s' if n != 1 else ''}"
     body = [
-        f'<header class="{"ok" if passed else "failed"}"><h1>{escape(title)}</h1>',
+        f'<header class="{"ok" if report.ok else outcome}"><h1>{escape(title)}</h1>',
         f"<p>{n} workload{'s' if n != 1 else ''} in {report.seconds:.2f} s: "
         + ", ".join(f"{escape(r.workload.id)} {escape(r.verdict)}" for r in report.results)
         + "</p></header>",

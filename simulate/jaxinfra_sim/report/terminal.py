@@ -13,12 +13,13 @@ from rich.markup import escape
 from rich.table import Column, Table
 
 from jaxinfra import outputs
-from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, CommandFailed
+from jaxinfra.errors import INPUT_ERROR, MACHINE_LIMIT, UNDETERMINED, CommandFailed
 from jaxinfra_sim.cluster.engine import simulate
 from jaxinfra_sim.cluster.sources import Request
 from jaxinfra_sim.core.podrun import Attempt, Logs, Phase, PodRun
 from jaxinfra_sim.core.printable import printable
 from jaxinfra_sim.core.results import Report, Verdict, WorkloadResult
+from jaxinfra_sim.jax.processes import COMPUTED_BY_COMMAND
 
 STYLE = {
     "pending": "dim",
@@ -29,6 +30,7 @@ STYLE = {
     "failed": "red",
     "deleted": "dim",
     "not finished": "yellow",
+    "undetermined": "magenta",
 }
 
 
@@ -82,7 +84,9 @@ class Reporter:
     def _table(self) -> Table:
         table = Table("pod", "rank", "phase", title="simulating")
         for r in self.runs:
-            table.add_row(r.pod.hostname, str(r.pod.global_index), f"[{STYLE.get(r.phase, '')}]{r.phase}[/]")
+            table.add_row(
+                r.pod.hostname, "" if r.rank is None else str(r.rank), f"[{STYLE.get(r.phase, '')}]{r.phase}[/]"
+            )
         return table
 
     def _attempt(self, result: WorkloadResult, attempt: Attempt) -> None:
@@ -162,7 +166,8 @@ class Reporter:
 def run(request: Request) -> None:
     """`jaxinfra simulate` once its inputs are read: simulate them with a live report, write the
     JSON report, the trace and the HTML page asked for (also of a failed run: that is when they
-    matter), and end with the verdict's summary line (CommandFailed when any workload failed)."""
+    matter), and end with the verdict's summary line (CommandFailed when any workload failed; with its own status,
+    `errors.UNDETERMINED`, where nothing failed but the probe could not give a workload's verdict)."""
     options, json_report, trace, html = request.options, request.json_report, request.trace, request.html
     reporter = Reporter(Console(stderr=False), logs=request.logs, keep_logs=html is not None)
     report = simulate(request.sources, options, reporter)
@@ -192,6 +197,9 @@ def run(request: Request) -> None:
         raise CommandFailed(f"{'; '.join(said)}; nothing started", INPUT_ERROR)
     if report.machine is not None:
         raise CommandFailed(report.machine, MACHINE_LIMIT)
+    if undetermined := report.undetermined:  # nothing failed, but the probe cannot tell: its own status
+        named = ", ".join(f"{r.source}: {r.workload.id}" for r in undetermined)
+        raise CommandFailed(f"simulation undetermined: {named} ({COMPUTED_BY_COMMAND})", UNDETERMINED)
     if not report.ok:
         failed = [f"{r.source}: {r.workload.id}" for r in report.results if r.verdict != Verdict.SUCCEEDED]
         raise CommandFailed(f"simulation failed: {', '.join(failed) or 'no workload ran'}", 1)

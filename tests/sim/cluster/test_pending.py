@@ -109,6 +109,7 @@ def test_a_workload_without_a_queue_is_not_held_by_kueue_but_its_pods_refusals_a
     found = _one(_docs(TPU_JOBSET))
     assert found.queued is None and not found.holds, found
     assert list(lines(found)) == [
+        "  JAX group: 8 processes in 8 pods, one per pod",
         "  not queued to Kueue (no kueue.x-k8s.io/queue-name label): its pods are created at once",
         "  nothing here holds it",
     ]
