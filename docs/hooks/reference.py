@@ -197,8 +197,10 @@ def cli_page() -> str:
         "Generated from the typer app in `jaxinfra.cli` at build time (`docs/hooks/reference.py`): each command's",
         "help, usage and options, as `jaxinfra COMMAND --help` prints them. Every problem with the input is one",
         "line naming the field, the value and the fix, and exits 2 with nothing written; `diff` exits 1 when",
-        "something changed; `simulate` exits 3 where this machine can give no pod sandbox, and 130 or 143 when it",
-        "is stopped (Ctrl-C, SIGTERM).",
+        "something changed; `simulate` exits 1 when a workload failed or did not finish, 3 where this machine",
+        "cannot run it (no pod sandbox, too little memory), 4 where nothing failed but the probe could not give a",
+        "workload's verdict (a contract its command computes: `--run-command` checks it), and 130 or 143 when it is",
+        "stopped (Ctrl-C, SIGTERM).",
         "",
     ]
     for name, command, ctx in commands():
