@@ -54,11 +54,14 @@ class Reporter:
             if self.keep_logs:
                 self.kept.setdefault(id(run), []).append((stream, line))
             if self.logs:  # its controls are escaped already (relay.Relay._line); again here, as everything a pod said
-                self.console.print(
-                    f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(printable(line))}",
-                    highlight=False,
-                    soft_wrap=True,
-                )
+                if self.console.is_terminal:
+                    self.console.print(
+                        f"[{STYLE.get(run.phase, '')}]{escape(f'[{run.pod.hostname}]')}[/] {escape(printable(line))}",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
+                else:  # a log, a pipe: the same words, plainly (rich's markup and measuring cost more than the pod)
+                    self.console.file.write(f"[{run.pod.hostname}] {printable(line)}\n")
         elif event == "attempt":
             self._attempt(*payload)
 
@@ -74,11 +77,9 @@ class Reporter:
                 self.live = Live(self._table(), console=self.console, auto_refresh=False, transient=True)
                 self.live.start()
             self.live.update(self._table(), refresh=True)
-        elif run.phase in (Phase.SUCCEEDED, Phase.FAILED):
-            self.console.print(
-                escape(printable(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else ""))),
-                highlight=False,
-                soft_wrap=True,
+        elif run.phase in (Phase.SUCCEEDED, Phase.FAILED):  # plainly, as a pod's lines
+            self.console.file.write(
+                printable(f"[{run.pod.hostname}] {run.phase}" + (f": {run.reason}" if run.reason else "")) + "\n"
             )
 
     def _table(self) -> Table:

@@ -41,6 +41,7 @@ def test_the_workers_form_the_group_and_the_server_is_deleted_once_they_are_done
     assert server["phase"] == "deleted" and "completed (successPolicy All of workers)" in server["reason"], out
     assert server["checks"] == {} and server["exit_code"] == 0  # the stand-in ran no probe, and stopped at SIGTERM
     assert [p["phase"] for p in workers] == ["succeeded", "succeeded"]
+    assert [p["rank"] for p in (server, *workers)] == [None, 0, 1]  # the JAX ranks: the server holds none
     ranks = [p["checks"]["rank"] for p in workers]
     assert [r["ok"] for r in ranks] == [True, True], out
     assert [r["detail"].split(", ")[:2] for r in ranks] == [
