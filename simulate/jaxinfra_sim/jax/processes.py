@@ -184,8 +184,7 @@ def decide(wl_id: str, pods: Sequence[model.Pod]) -> Group:
         return Group()
     taken = " or ".join(e.words for e in sorted({e for e in found if jax(e)}))
     shows = " or ".join(e.words for e in sorted({e for e in found if not jax(e)}))
-    jobs = Counter(p.job or p.hostname for p in pods if p.global_index in others)
-    named = ", ".join(f"{job} ({n} pod{'s' if n > 1 else ''})" for job, n in jobs.items())
+    named = _by_job(pods, others)
     note = (
         f"{wl_id}: {len(pods) - len(others)} of its {len(pods)} pods are JAX processes ({taken}); the others, "
         f"{named}, are taken for pods that do not run JAX: they show {shows}. They are no part of JAX's group (its "
@@ -237,6 +236,11 @@ def described(w: model.Workload) -> str:
     several = next((p.processes for p in w.group if p.processes is not None), None)
     line += f", each pod {several.describe()}" if several is not None else ", one per pod"
     if w.others:
-        jobs = Counter(p.job or p.hostname for p in w.pods if p.global_index in w.others)
-        line += "; not JAX: " + ", ".join(f"{job} ({n} pod{'s' * (n != 1)})" for job, n in jobs.items())
+        line += f"; not JAX: {_by_job(w.pods, w.others)}"
     return line
+
+
+def _by_job(pods: Sequence[model.Pod], others: frozenset[int]) -> str:
+    """The pods at `others` by their Job (a pod no Job made by its hostname): `rollout (1 pod), eval (2 pods)`."""
+    jobs = Counter(p.job or p.hostname for p in pods if p.global_index in others)
+    return ", ".join(f"{job} ({n} pod{'s' * (n != 1)})" for job, n in jobs.items())
